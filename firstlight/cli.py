@@ -1,0 +1,390 @@
+"""The ``firstlight`` command line. It parses options into a Config, picks the engine profile and reporters,
+runs a Session, and maps the verdict to an exit code. Nothing here judges or samples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from firstlight import __version__
+from firstlight.config import Config, JudgeConfig, ProbeConfig
+from firstlight.engines import command_host, command_port, detect_from_command, get_profile
+from firstlight.engines.profile import EngineProfile
+from firstlight.probes.ladder import Ladder, normalise_url
+from firstlight.redact import Redactor
+from firstlight.report.base import Reporter, Reporters
+from firstlight.report.console import ConsoleReporter
+from firstlight.report.jsonl import JsonLinesReporter
+from firstlight.runner.session import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE, Outcome, Session
+from firstlight.timeline import Level
+
+EXIT_HELP = """\b
+Exit codes:
+  0    ready: a real generation returned and checked out
+  1    failed: the server exited, printed a fatal error, or answered with invalid generations
+  2    hung: no progress for --stall-timeout (or only CPU/GPU busy for --spin-timeout)
+  3    timeout: no verdict within --timeout
+  130  interrupted (SIGINT/SIGTERM)
+  64   usage error (bad option, bad URL)
+  70   internal error of firstlight itself"""
+
+
+class UsageFailure(click.UsageError):
+    exit_code = EXIT_USAGE
+
+
+def _fail_usage(message: str) -> UsageFailure:
+    return UsageFailure(message)
+
+
+def _probe_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by up, watch and probe: how to talk to the server."""
+    opts = [
+        click.option("--engine", default=None, help="Engine profile (default: detect). "
+                     "One of: sglang, vllm, llamacpp, tgi, trtllm, lmdeploy, ollama, generic."),
+        click.option("--api", type=click.Choice(["completions", "chat"]), default="completions", show_default=True,
+                     help="Which endpoint the generation probe uses."),
+        click.option("--prompt", default=None, help="Prompt of the generation probe (deterministic: temperature 0)."),
+        click.option("--max-tokens", type=click.IntRange(1, 4096), default=8, show_default=True),
+        click.option("--expect", default=None, metavar="REGEX",
+                     help="The generated text must match this regular expression."),
+        click.option("--served-model", default=None,
+                     help="Model name sent in requests (default: the first one /v1/models lists)."),
+        click.option("--api-key", envvar="FIRSTLIGHT_API_KEY", default=None,
+                     help="Bearer token for the server (or FIRSTLIGHT_API_KEY). Never printed."),
+        click.option("--health-path", default=None, help="Override the engine's health endpoint."),
+        click.option("--connect-timeout", type=float, default=1.0, show_default=True),
+        click.option("--read-timeout", type=float, default=5.0, show_default=True,
+                     help="Read timeout of health and model-list requests."),
+        click.option("--generation-timeout", type=float, default=120.0, show_default=True,
+                     help="Read timeout of a generation probe (separate from the polling period)."),
+        click.option("--json", "as_json", is_flag=True, help="JSON Lines events on stdout; the last is the summary."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Options of the long-running commands (up, watch): when to give up, what to sample."""
+    opts = [
+        click.option("--timeout", type=float, default=3600.0, show_default=True,
+                     help="Overall deadline in seconds."),
+        click.option("--stall-timeout", type=float, default=120.0, show_default=True,
+                     help="No progress of any kind for this long: hung."),
+        click.option("--spin-timeout", type=float, default=900.0, show_default=True,
+                     help="Only CPU/GPU busy, nothing else moving, for this long: hung (busy-wait)."),
+        click.option("--model", "model_path", type=click.Path(path_type=Path), default=None,
+                     help="Model weights on disk, for the fraction read (default: from the command line)."),
+        click.option("--poll-min", type=float, default=0.1, show_default=True,
+                     help="Polling period right after a change or a new log line."),
+        click.option("--poll-max", type=float, default=1.0, show_default=True,
+                     help="Polling period after a quiet spell."),
+        click.option("--sample-interval", type=float, default=1.0, show_default=True,
+                     help="Process and GPU sampling period."),
+        click.option("--record", type=click.Path(path_type=Path), default=None,
+                     help="Write every observation to this JSON Lines file (to replay through the judge)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+             epilog=EXIT_HELP)
+@click.version_option(__version__, prog_name="firstlight")
+def cli() -> None:
+    """firstlight: know when your LLM server really serves, and what it is doing until then.
+
+    READY means a real generation returned and checked out: never an open port, /health or /v1/models alone.
+    """
+
+
+def _profile(engine: str | None, command: Sequence[str] = ()) -> EngineProfile:
+    name = engine or detect_from_command(list(command)) or "generic"
+    try:
+        return get_profile(name)
+    except ValueError as e:
+        raise _fail_usage(str(e)) from None
+
+
+def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any]) -> ProbeConfig:
+    try:
+        url = normalise_url(url)
+    except ValueError as e:
+        raise _fail_usage(str(e)) from None
+    ep = profile.endpoints
+    return ProbeConfig(
+        url=url, api=kw["api"], prompt=kw["prompt"], max_tokens=kw["max_tokens"], expect=kw["expect"],
+        model=kw["served_model"], api_key=kw["api_key"], health_path=kw["health_path"] or ep.health,
+        models_path=ep.models, completions_path=ep.completions, chat_path=ep.chat,
+        connect_timeout=kw["connect_timeout"], read_timeout=kw["read_timeout"],
+        generation_timeout=kw["generation_timeout"],
+        min_interval=kw.get("poll_min", 0.1), max_interval=kw.get("poll_max", 1.0),
+    )
+
+
+def _check_expect(expect: str | None) -> None:
+    if expect is None:
+        return
+    import re
+    try:
+        re.compile(expect)
+    except re.error as e:
+        raise _fail_usage(f"--expect is not a valid regular expression: {e}") from None
+
+
+def _judge_config(kw: dict[str, Any]) -> JudgeConfig:
+    for name in ("timeout", "stall_timeout", "spin_timeout"):
+        if kw[name] <= 0:
+            raise _fail_usage(f"--{name.replace('_', '-')} must be positive")
+    return JudgeConfig(timeout=kw["timeout"], stall_timeout=kw["stall_timeout"], spin_timeout=kw["spin_timeout"])
+
+
+def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
+    host = command_host(list(command), profile) or "127.0.0.1"
+    if host in ("0.0.0.0", "::", "[::]", ""):
+        host = "127.0.0.1"
+    port = command_port(list(command), profile) or profile.default_port
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def _reporters(as_json: bool, echo: bool) -> Reporter:
+    human = ConsoleReporter(echo_server=echo)
+    return Reporters(human, JsonLinesReporter()) if as_json else human
+
+
+def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor) -> Outcome:
+    reporter = _reporters(kw["as_json"], cfg.echo_server_output)
+    record_cm: contextlib.AbstractContextManager[IO[str] | None] = (
+        open(kw["record"], "w") if kw.get("record") else contextlib.nullcontext())  # noqa: SIM115
+    try:
+        with record_cm as record:
+            return Session(cfg, profile, reporter, redactor, record).run()
+    except OSError as e:
+        raise click.ClickException(f"cannot write {kw.get('record')}: {e.strerror}") from None
+    finally:
+        reporter.close()
+
+
+def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
+    r = Redactor()
+    r.add_from_argv(command)
+    r.add_from_env()
+    r.add(api_key)
+    return r
+
+
+@cli.command(epilog=EXIT_HELP)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--url", default=None, help="Server URL (default: from the command's --host/--port, else the "
+              "engine's default port).")
+@_probe_options
+@_watch_options
+@click.option("--detach", is_flag=True, help="Exit 0 at READY and leave the server running "
+              "(its output goes to a log file).")
+@click.option("--stop-when-ready", is_flag=True, help="Stop the server at READY and exit 0 (a start check for CI).")
+@click.option("--keep-on-failure", is_flag=True, help="Leave a failed or hung server running for inspection.")
+@click.option("--grace", type=float, default=10.0, show_default=True,
+              help="Seconds between SIGTERM and SIGKILL when stopping the server.")
+@click.option("--quiet-server", is_flag=True, help="Do not echo the server's own output.")
+def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready: bool, keep_on_failure: bool,
+       grace: float, quiet_server: bool, **kw: Any) -> None:
+    """Launch a server and watch it until it really serves.
+
+    \b
+    firstlight up -- python -m sglang.launch_server --model-path M --port 30000
+    firstlight up --api chat --expect Paris -- llama-server -m model.gguf --port 8080
+
+    CMD runs in its own process group; its output is echoed and read as a signal. After READY firstlight
+    stays in the foreground supervising it (Ctrl-C stops it) unless --detach. A server that fails or hangs
+    is stopped (TERM, then KILL after --grace) unless --keep-on-failure.
+    """
+    _check_expect(kw["expect"])
+    if detach and stop_when_ready:
+        raise _fail_usage("--detach and --stop-when-ready exclude each other")
+    profile = _profile(kw["engine"], command)
+    probe = _probe_config(url or _url_from_command(command, profile), profile, kw)
+    cfg = Config(command=list(command), engine=kw["engine"] or detect_from_command(command), model_path=kw["model_path"], probe=probe,
+                 judge=_judge_config(kw), sample_interval=kw["sample_interval"], grace=grace,
+                 keep_on_failure=keep_on_failure, echo_server_output=not quiet_server,
+                 after_ready="detach" if detach else "stop" if stop_when_ready else "supervise")
+    outcome = _run(cfg, profile, kw, _redactor(command, kw["api_key"]))
+    sys.exit(outcome.exit_code)
+
+
+@cli.command(epilog=EXIT_HELP)
+@click.argument("url")
+@click.option("--pid", type=int, default=None, help="The server's process id, to watch its process tree.")
+@click.option("--log", "log_file", type=click.Path(path_type=Path), default=None,
+              help="The server's log file, followed across rotation.")
+@_probe_options
+@_watch_options
+def watch(url: str, pid: int | None, log_file: Path | None, **kw: Any) -> None:
+    """Attach to a server that is already starting and exit with the verdict.
+
+    \b
+    systemctl restart sglang && firstlight watch http://127.0.0.1:30000 --pid $(pgrep -f launch_server)
+    """
+    _check_expect(kw["expect"])
+    if pid is not None:
+        import psutil
+        if not psutil.pid_exists(pid):
+            raise _fail_usage(f"no process with pid {pid}")
+    command: list[str] = []
+    if pid is not None:
+        with contextlib.suppress(Exception):
+            import psutil
+            command = psutil.Process(pid).cmdline()
+    profile = _profile(kw["engine"], command)
+    probe = _probe_config(url, profile, kw)
+    cfg = Config(command=[], pid=pid, log_file=log_file, engine=kw["engine"] or detect_from_command(command), model_path=kw["model_path"],
+                 probe=probe, judge=_judge_config(kw), sample_interval=kw["sample_interval"])
+    if kw["model_path"] is None and command:
+        from firstlight.samplers.weights import model_path_from_command
+        model = model_path_from_command(command)
+        cfg.model_path = Path(model) if model else None
+    outcome = _run(cfg, profile, kw, _redactor(command, kw["api_key"]))
+    sys.exit(outcome.exit_code)
+
+
+@cli.command(epilog="""\b
+Exit codes: 0 the level holds; 1 it does not; 64 usage error.""")
+@click.argument("url")
+@click.option("--level", default="generation", show_default=True,
+              type=click.Choice([lv.label for lv in Level if lv > Level.PROCESS]),
+              help="The rung that must hold.")
+@click.option("--timeout", type=float, default=10.0, show_default=True,
+              help="Give up after this many seconds, whatever happens.")
+@_probe_options
+def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
+    """One-shot check for scripts and Kubernetes exec probes: does LEVEL hold right now?
+
+    \b
+    firstlight probe http://127.0.0.1:8080 --level generation --timeout 30
+    """
+    _check_expect(kw["expect"])
+    profile = _profile(kw["engine"])
+    if timeout <= 0:
+        raise _fail_usage("--timeout must be positive")
+    kw["read_timeout"] = min(kw["read_timeout"], timeout)
+    kw["generation_timeout"] = min(kw["generation_timeout"], timeout)
+    kw["connect_timeout"] = min(kw["connect_timeout"], timeout)
+    cfg = _probe_config(url, profile, kw)
+    redactor = _redactor((), kw["api_key"])
+    top = Level.parse(level)
+    with Ladder(cfg) as ladder:
+        results = ladder.climb(top)
+    held = max((p.level for p in results if p.ok), default=Level.NONE)
+    ok = held >= top
+    last = results[-1] if results else None
+    obj = {"url": cfg.url, "level": top.label, "ok": ok, "held": held.label,
+           "checks": [{"level": p.level.label, "ok": p.ok, "detail": redactor.text(p.detail), "t": p.t,
+                       "latency_s": p.latency_s} for p in results]}
+    if kw["as_json"]:
+        click.echo(json.dumps(obj))
+    detail = redactor.text(last.detail) if last else ""
+    click.echo(f"{'OK' if ok else 'FAIL'} {top.label}: {detail}", err=True)
+    sys.exit(0 if ok else 1)
+
+
+@cli.command()
+@click.option("--scenario", default="demo", show_default=True,
+              help="Simulator scenario: demo, normal, slow_first_request, crash_oom, hang, busy_wait, ...")
+@click.option("--dialect", default="sglang", show_default=True, type=click.Choice(["sglang", "vllm", "llamacpp"]))
+@click.option("--json", "as_json", is_flag=True)
+def demo(scenario: str, dialect: str, as_json: bool) -> None:
+    """Watch a simulated large-model cold start (about 30 s) end to end: no GPU, no model needed."""
+    from firstlight.sim.server import make_weights
+    port = _free_port()
+    workdir = Path(tempfile.mkdtemp(prefix="firstlight-demo-"))
+    try:
+        make_weights(workdir / "model", 512 << 20, shards=8)
+        command = [sys.executable, "-m", "firstlight.sim", "--scenario", scenario, "--dialect", dialect,
+                   "--port", str(port), "--model-path", str(workdir / "model"), "--load-seconds", "12"]
+        click.echo(f"firstlight demo: a simulated {dialect} start ({scenario}) on port {port}", err=True)
+        profile = get_profile(dialect)
+        kw = {"api": "completions", "prompt": None, "max_tokens": 8, "expect": None, "served_model": None,
+              "api_key": None, "health_path": None, "connect_timeout": 1.0, "read_timeout": 5.0,
+              "generation_timeout": 60.0, "as_json": as_json, "record": None}
+        probe_cfg = _probe_config(f"http://127.0.0.1:{port}", profile, kw)
+        cfg = Config(command=command, engine=dialect, probe=probe_cfg, after_ready="stop",
+                     judge=JudgeConfig(timeout=180, stall_timeout=20, spin_timeout=60))
+        outcome = _run(cfg, profile, kw, Redactor())
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    sys.exit(outcome.exit_code)
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@cli.command()
+@click.argument("logfile", type=click.Path(path_type=Path))
+@click.option("--engine", default=None, help="Engine profile (default: detect from the log).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def replay(logfile: Path, engine: str | None, as_json: bool) -> None:
+    """Post-mortem of a startup log: which phases it went through, where it stopped, and why.
+
+    Exit codes: 0 the log reached ready; 1 it failed; 3 incomplete; 64 usage error.
+    """
+    from firstlight.engines.replay import format_replay_text, replay_log
+    if engine is not None:
+        _profile(engine)
+    if str(logfile) != "-" and not logfile.is_file():
+        raise _fail_usage(f"no such log file: {logfile}")
+    try:
+        report = replay_log(logfile, engine)
+    except OSError as e:
+        raise click.ClickException(f"cannot read {logfile}: {e.strerror}") from None
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+    else:
+        click.echo(format_replay_text(report))
+    sys.exit({"ready": 0, "failed": 1}.get(report.outcome, 3))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: click's own usage errors exit 64 (EX_USAGE), not 2, which means 'hung' here."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="firstlight", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(EXIT_CODES["interrupted"])
+    except click.UsageError as e:
+        e.show()
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(1)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except BrokenPipeError:
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        sys.exit(1)
+    except Exception as e:  # a bug of ours: one line, and the traceback on request
+        if os.environ.get("FIRSTLIGHT_DEBUG"):
+            raise
+        click.echo(f"firstlight: internal error: {type(e).__name__}: {e} (FIRSTLIGHT_DEBUG=1 shows where)", err=True)
+        sys.exit(EXIT_INTERNAL)
+
+
+if __name__ == "__main__":
+    main()

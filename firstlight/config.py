@@ -1,0 +1,74 @@
+"""One Config object for a watch: what to watch, how to probe it, and when to give up.
+
+The CLI builds it from options; tests and the library API build it directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_PROMPT = "The capital of France is"
+DEFAULT_CHAT_PROMPT = "What is the capital of France? Answer in one word."
+
+
+@dataclass
+class ProbeConfig:
+    """How the readiness ladder talks to the server."""
+
+    url: str = "http://127.0.0.1:8000"
+    api: str = "completions"  # completions | chat
+    prompt: str | None = None  # None: DEFAULT_PROMPT / DEFAULT_CHAT_PROMPT by api
+    max_tokens: int = 8
+    expect: str | None = None  # regex the generated text must match
+    model: str | None = None  # model name for requests; None: the first id /v1/models lists
+    health_path: str = "/health"
+    models_path: str | None = "/v1/models"
+    completions_path: str = "/v1/completions"
+    chat_path: str = "/v1/chat/completions"
+    api_key: str | None = None
+    connect_timeout: float = 1.0
+    read_timeout: float = 5.0  # for health/models requests
+    generation_timeout: float = 120.0  # read timeout of a generation probe, separate from the polling period
+    min_interval: float = 0.1  # polling period right after any change
+    max_interval: float = 1.0  # polling period after a long quiet spell (backs off x1.5 per quiet round)
+
+    @property
+    def effective_prompt(self) -> str:
+        if self.prompt is not None:
+            return self.prompt
+        return DEFAULT_CHAT_PROMPT if self.api == "chat" else DEFAULT_PROMPT
+
+
+@dataclass
+class JudgeConfig:
+    """The rules that turn observations into a verdict."""
+
+    timeout: float = 3600.0  # overall deadline, seconds since start
+    stall_timeout: float = 120.0  # no progress of any kind for this long: hung
+    spin_timeout: float = 900.0  # only CPU/GPU busy (no log, I/O, memory, readiness change): hung, busy-wait
+    generation_attempts: int = 3  # definitive bad answers (garbage, empty, --expect mismatch) before failed
+    cpu_busy_cores: float = 0.10  # CPU use above this (in cores) counts as weak progress
+    io_step_bytes: int = 1 << 20  # bytes read between two samples that count as strong progress
+    rss_step_bytes: int = 32 << 20  # RSS growth that counts as strong progress
+    gpu_mem_step_bytes: int = 64 << 20  # GPU memory change that counts as strong progress
+    d_state_seconds: float = 30.0  # a process in D state for this long is reported
+    worker_min_age_s: float = 3.0  # a child that lived this long and then died is reported (not a helper)
+    expected_total_s: float | None = None  # a whole-start estimate from history, if any
+
+
+@dataclass
+class Config:
+    command: list[str] = field(default_factory=list)  # `up`: the server command
+    pid: int | None = None  # `watch`: a server process started by someone else
+    log_file: Path | None = None
+    engine: str | None = None  # None: detect
+    model_path: Path | None = None  # weights on disk, for the fraction read
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    sample_interval: float = 1.0  # process / GPU samplers
+    grace: float = 10.0  # SIGTERM -> SIGKILL grace period when stopping the server
+    keep_on_failure: bool = False
+    after_ready: str = "supervise"  # supervise (stay in the foreground) | detach (leave it running) | stop
+    echo_server_output: bool = True
+    status_interval: float = 10.0  # plain (non-terminal) output: a status line this often

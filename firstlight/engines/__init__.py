@@ -1,0 +1,109 @@
+"""Engine profiles (as data), detection, and log replay.
+
+>>> from firstlight.engines import get_profile
+>>> get_profile("sglang").classify("[2025-08-11 02:16:56] The server is fired up and ready to roll!").ready
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from . import detect as _detect
+from .detect import DETECTION_ENDPOINTS, EngineDetector, detect_from_endpoint
+from .generic import GENERIC
+from .llamacpp import LLAMACPP
+from .lmdeploy import LMDEPLOY
+from .ollama import OLLAMA
+from .profile import (
+    FAILURE_CATEGORIES,
+    PHASES,
+    Endpoints,
+    EngineProfile,
+    Failure,
+    FailureSignature,
+    LineMatch,
+    PhaseMarker,
+    Progress,
+    ProgressMarker,
+    SpecMetric,
+    clean_line,
+)
+from .sglang import SGLANG
+from .tgi import TGI
+from .trtllm import TRTLLM
+from .vllm import VLLM
+
+PROFILES: dict[str, EngineProfile] = {
+    p.name: p for p in (SGLANG, VLLM, LLAMACPP, TGI, TRTLLM, LMDEPLOY, OLLAMA, GENERIC)
+}
+
+
+def register_profile(profile: EngineProfile) -> None:
+    """Add (or replace) an engine profile; a new engine is a data module plus this call."""
+    PROFILES[profile.name] = profile
+
+
+def get_profile(name: str) -> EngineProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r}; valid engines: {', '.join(PROFILES)}") from None
+
+
+def _engines() -> list[EngineProfile]:
+    return [p for n, p in PROFILES.items() if n != "generic"]
+
+
+def detect_from_command(argv: Sequence[str]) -> str | None:
+    """Engine name from a launch command (argv list, or one shell string), or ``None``."""
+    return _detect.detect_from_command(argv, _engines())
+
+
+def detect_from_lines(lines: Iterable[str], max_lines: int = 5000) -> str | None:
+    """Engine name from log lines (reads at most ``max_lines``), or ``None``."""
+    return _detect.detect_from_lines(lines, _engines(), max_lines=max_lines)
+
+
+def new_detector() -> EngineDetector:
+    """An incremental detector over the registered engines (for live log readers)."""
+    return EngineDetector(_engines())
+
+
+def command_port(
+    argv: Sequence[str], profile: EngineProfile, env: Mapping[str, str] | None = None
+) -> int | None:
+    return _detect.command_port(argv, profile, env)
+
+
+def command_host(
+    argv: Sequence[str], profile: EngineProfile, env: Mapping[str, str] | None = None
+) -> str | None:
+    return _detect.command_host(argv, profile, env)
+
+
+__all__ = [
+    "DETECTION_ENDPOINTS",
+    "FAILURE_CATEGORIES",
+    "PHASES",
+    "PROFILES",
+    "Endpoints",
+    "EngineDetector",
+    "EngineProfile",
+    "Failure",
+    "FailureSignature",
+    "LineMatch",
+    "PhaseMarker",
+    "Progress",
+    "ProgressMarker",
+    "SpecMetric",
+    "clean_line",
+    "command_host",
+    "command_port",
+    "detect_from_command",
+    "detect_from_endpoint",
+    "detect_from_lines",
+    "get_profile",
+    "new_detector",
+    "register_profile",
+]

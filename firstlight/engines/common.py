@@ -1,0 +1,246 @@
+"""Signatures shared by engines: PyTorch/CUDA/ROCm, NCCL, Hugging Face Hub, safetensors, uvicorn.
+
+Sources: PyTorch and CUDA runtime error texts, NCCL (``pynccl_wrapper``/ProcessGroupNCCL), transformers and
+huggingface_hub exceptions, safetensors (``MetadataIncompleteBuffer`` in old releases, "incomplete metadata,
+file not fully covered" in new ones), uvicorn's bind error. Engine modules add their own wording on top.
+"""
+
+from __future__ import annotations
+
+from .profile import FailureSignature, PhaseMarker, ProgressMarker
+
+S = FailureSignature
+
+# A traceback frame line, up to the function name.
+FRAME = r"^\s*File \"[^\"]*\", line \d+, in "
+
+# An exception's last line, as printed at the end of a Python traceback.
+EXC = r"^(?:[\w.]+\.)?"
+
+OOM_HINT = (
+    "GPU out of memory: lower the memory fraction / max context / batch size, use a smaller or quantized "
+    "model, or add GPUs (tensor parallel)"
+)
+
+TORCH_FAILURES: tuple[FailureSignature, ...] = (
+    # --- GPU memory -----------------------------------------------------------------------------
+    S(r"OutOfMemoryError: (?:CUDA|HIP|XPU)? ?out of memory", "oom", OOM_HINT, True),
+    S(r"(?:CUDA|HIP) out of memory\. Tried to allocate", "oom", OOM_HINT, True),
+    S(r"(?:CUDA|HIP|hip|cuda) ?[Ee]rror: out of memory", "oom", OOM_HINT, True),
+    S(r"CUDA runtime error.*out of memory", "oom", OOM_HINT, True),
+    S(r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUBLAS_STATUS_ALLOC_FAILED", "oom", OOM_HINT, True),
+    S(r"NCCL WARN Cuda failure 'out of memory'|Failed to CUDA calloc", "oom", OOM_HINT, False),
+    # --- another process on the GPU -----------------------------------------------------------------
+    S(
+        r"CUDA-capable device\(s\) (?:is|are)(?:/are)? busy or unavailable|"
+        r"all CUDA-capable devices are busy or unavailable",
+        "gpu_occupied",
+        "the GPU is in exclusive-process mode and another process holds it: stop it (nvidia-smi) or "
+        "change the compute mode",
+        True,
+    ),
+    # --- kernels not built for this GPU ---------------------------------------------------------------
+    S(
+        r"no kernel image is available for execution on the device",
+        "kernel_image",
+        "the wheel/kernels were not built for this GPU architecture: install a build for its compute "
+        "capability (or disable the custom kernel / CUDA graphs)",
+        True,
+    ),
+    S(
+        r"(?:CUDA|HIP|hip) ?[Ee]rror: invalid device function|hipErrorInvalidDeviceFunction|"
+        r"hipErrorNoBinaryForGpu|No binary for gpu",
+        "kernel_image",
+        "kernels were not compiled for this GPU (arch/gfx target): rebuild or install a matching wheel",
+        True,
+    ),
+    S(
+        r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation",
+        "kernel_image",
+        "this PyTorch build does not support the GPU's compute capability: install a matching PyTorch",
+        False,
+    ),
+    # --- corrupt / mismatched checkpoints -----------------------------------------------------------
+    S(
+        r"SafetensorError: Error while deserializing header|incomplete metadata, file not fully covered|"
+        r"MetadataIncompleteBuffer|HeaderTooLarge|HeaderTooSmall",
+        "corrupt_weights",
+        "a safetensors shard is truncated or not a safetensors file (Git LFS pointer?): re-download it "
+        "and check sizes/sha256",
+        True,
+    ),
+    S(
+        r"invalid load key, |PytorchStreamReader failed reading zip archive|"
+        r"failed finding central directory",
+        "corrupt_weights",
+        "a .bin/.pt checkpoint is truncated or an LFS pointer: re-download the weights",
+        True,
+    ),
+    S(
+        EXC + r"KeyError: '(?:model|transformer|lm_head|language_model|vision_tower|visual|encoder|decoder|"
+        r"backbone|mtp|layers)\.[\w.]*'",
+        "corrupt_weights",
+        "checkpoint tensor names do not match what the model code expects (wrong quantization flag, "
+        "revision, or an unsupported/modified checkpoint layout)",
+        False,
+    ),
+    S(
+        r"size mismatch for [\w.]+: copying a param|Error\(s\) in loading state_dict",
+        "corrupt_weights",
+        "checkpoint tensor shapes do not match the model config: check model revision/quantization",
+        False,
+    ),
+    # --- NCCL ------------------------------------------------------------------------------------------
+    S(
+        r"\bNCCL error\b|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalidUsage|"
+        r"ncclRemoteError|DistBackendError",
+        "nccl",
+        "NCCL failed: check NCCL_DEBUG=INFO output, shm size (--shm-size/--ipc=host), P2P/IB settings "
+        "(NCCL_P2P_DISABLE, NCCL_IB_DISABLE) and that all GPUs are visible",
+        True,
+    ),
+    S(
+        r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*(?:timeout|Timeout)",
+        "nccl",
+        "a collective timed out: one rank hung or died; check the other ranks' logs and NCCL settings",
+        True,
+    ),
+    # --- ports --------------------------------------------------------------------------------------------
+    S(
+        r"\[Errno (?:98|48)\].*[Aa]ddress already in use|\[WinError 10048\]|"
+        r"error while attempting to bind on address|bind: address already in use",
+        "port_in_use",
+        "the port is already in use: stop the other server or pick another --port",
+        True,
+    ),
+    # --- imports --------------------------------------------------------------------------------------------
+    S(
+        EXC + r"(?:ModuleNotFoundError|ImportError): ",
+        "import_error",
+        "a Python package or compiled extension is missing or built against another torch/CUDA: "
+        "reinstall the engine's matching wheels",
+        False,
+    ),
+    S(
+        r"(?:OSError|ImportError): [^\s:]+\.so(?:\.\d+)*: (?:cannot open shared object file|"
+        r"undefined symbol)|\bundefined symbol: \w",
+        "import_error",
+        "a shared library is missing or ABI-incompatible (CUDA/torch version mismatch): reinstall matching "
+        "wheels or fix LD_LIBRARY_PATH",
+        False,
+    ),
+    # --- trust_remote_code ------------------------------------------------------------------------------
+    S(
+        r"contains custom code which must be executed to correctly load the model|"
+        r"Please pass the argument `?trust_remote_code=True`?|"
+        r"requires you to execute the (?:configuration|modeling) file in that repo|"
+        r"consider setting `?trust_remote_code=True`?",
+        "trust_remote_code",
+        "the model ships custom code: add --trust-remote-code (after reviewing the repo)",
+        True,
+    ),
+    # --- model not found / not accessible ---------------------------------------------------------------
+    S(
+        r"RepositoryNotFoundError|Repository Not Found for url|is not a local folder and is not a valid "
+        r"model identifier|Invalid repository ID or local directory specified|"
+        r"does not appear to have (?:a )?files? named|Can't load the configuration of|"
+        r"LocalEntryNotFoundError|Cannot find the requested files in the (?:disk cache|local cache)|"
+        r"RevisionNotFoundError",
+        "model_not_found",
+        "the model id/path or revision does not exist (or HF_HUB_OFFLINE is set without a cached copy): "
+        "check the name, the path inside the container, and the revision",
+        True,
+    ),
+    S(
+        r"GatedRepoError|Cannot access gated repo|Access to model [^\s]+ is restricted|"
+        r"You are trying to access a gated repo",
+        "model_not_found",
+        "gated model: accept its license on huggingface.co and pass HF_TOKEN",
+        True,
+    ),
+    # --- other fatal runtime errors (specific, but not one of the named categories) ---------------------
+    S(
+        r"CUDA driver version is insufficient for CUDA runtime version|"
+        r"The NVIDIA driver on your system is too old|Found no NVIDIA driver on your system|"
+        r"No CUDA GPUs are available|CUDA driver initialization failed",
+        "other",
+        "no usable GPU driver: the driver is missing or older than the CUDA runtime in the image "
+        "(or the container was started without GPU access)",
+        True,
+    ),
+    S(
+        r"an illegal memory access was encountered|device-side assert triggered|"
+        r"unspecified launch failure|CUBLAS_STATUS_EXECUTION_FAILED",
+        "other",
+        "a CUDA kernel crashed: try disabling CUDA graphs/custom kernels, and report it with "
+        "CUDA_LAUNCH_BLOCKING=1 output",
+        True,
+    ),
+    S(
+        r"^Fatal Python error: |Segmentation fault|core dumped|^terminate called after throwing|"
+        r"Aborted \(core dumped\)|\bSIGSEGV\b",
+        "other",
+        "the process crashed in native code (segfault/abort): check driver/library versions",
+        True,
+        10,
+    ),
+)
+
+FRAME_MARKERS: tuple[PhaseMarker, ...] = (
+    # Where a crash happened, read from traceback frames ("File ..., line N, in func").
+    PhaseMarker(
+        FRAME + r"(?:init_torch_distributed|initialize_model_parallel|init_distributed_environment|"
+        r"init_process_group|ncclCommInitRank|init_model_parallel_group|ensure_model_parallel_initialized)\b",
+        "distributed_init",
+    ),
+    PhaseMarker(r"^\s*File \"[^\"]*/worker/\w+\.py\", line \d+, in init_device$", "distributed_init"),
+    PhaseMarker(
+        FRAME + r"(?:load_model|load_weights|_load_weights|load_weights_and_postprocess|weight_loader\w*|"
+        r"safetensors_weights_iterator|_get_weights_iterator|download_weights_from_hf|"
+        r"_prepare_weights|load_state_dict|get_model)$",
+        "weights_loading",
+    ),
+    PhaseMarker(
+        FRAME + r"(?:init_memory_pool|_initialize_kv_caches|determine_available_memory|"
+        r"determine_num_available_blocks|initialize_kv_cache\w*|get_kv_cache_configs?|"
+        r"_check_enough_kv_cache_memory|check_enough_kv_cache_memory|init_cache_engine|"
+        r"profile_max_num_token|initialize_cache)$",
+        "kv_cache",
+    ),
+    PhaseMarker(r"File \"[^\"]*/torch/_(?:dynamo|inductor)/", "compile"),
+    PhaseMarker(
+        FRAME
+        + r"(?:init_cuda_graphs|init_device_graphs|capture_model|_capture_cudagraphs|capture_one_batch_size|"
+        r"capture_end|warmup_cuda_graphs|capture_graphs|_capture_graph|cuda_graph_warmup)$"
+        r"|File \"[^\"]*(?:cuda_graph_runner\w*|torch/cuda/graphs)\.py\"",
+        "cuda_graph",
+    ),
+    PhaseMarker(FRAME + r"(?:_execute_server_warmup|_wait_and_warmup|warmup_model)$", "warmup"),
+)
+
+# Progress bars shared by every engine that uses the HF/safetensors loaders (tqdm, or SGLang's
+# "N% Completed | d/t" bar format).
+SHARD_PROGRESS: tuple[ProgressMarker, ...] = (
+    ProgressMarker(
+        r"(?:Loading|Multi-thread loading|Loading safetensors|Loading pt) (?:\w+ )?checkpoint shards:"
+        r"\s*(?P<pct>\d+)% Completed \| (?P<done>\d+)/(?P<total>\d+)",
+        "shards",
+        "weights_loading",
+    ),
+    ProgressMarker(
+        r"(?:Multi-thread loading shards|Loading \w+ checkpoint shards|Loading checkpoint shards):"
+        r"\s*(?P<pct>\d+)%(?: Completed \||\|[^|]*\|) (?P<done>\d+)/(?P<total>\d+)",
+        "shards",
+        "weights_loading",
+    ),
+    ProgressMarker(
+        r"^(?:Fetching|Downloading) \d+ files:\s*(?P<pct>\d+)%\|[^|]*\| (?P<done>\d+)/(?P<total>\d+)",
+        "download",
+        "process_start",
+    ),
+)
+
+UVICORN_PHASES: tuple[PhaseMarker, ...] = (
+    PhaseMarker(r"^Started server process \[\d+\]", "http_listening"),
+    PhaseMarker(r"Uvicorn running on \S+", "http_listening"),
+)

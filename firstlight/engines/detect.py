@@ -1,0 +1,288 @@
+"""Engine detection from a launch command, from log lines, and from one HTTP response; command-line
+port/host parsing."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .profile import EngineProfile, _compile_rules, _may_match, _Rule, clean_line, strip_ansi
+
+DETECT_THRESHOLD = 4
+
+
+class EngineDetector:
+    """Incremental log-based detection: feed lines, then ask :meth:`best`.
+
+    Each profile's ``detect_patterns`` carry a weight; a pattern counts once however often it matches. An
+    engine needs ``DETECT_THRESHOLD``; when an engine that ``embeds`` another (SGLang prints vLLM-style
+    loader lines, Ollama runs llama.cpp) is detected, the embedded one is dropped.
+    """
+
+    def __init__(self, profiles: Sequence[EngineProfile]) -> None:
+        self._profiles = [p for p in profiles if p.detect_patterns]
+        self._order = {p.name: i for i, p in enumerate(self._profiles)}
+        self._rules: list[tuple[str, _Rule]] = []
+        for p in self._profiles:
+            for rule in _compile_rules(list(p.detect_patterns)):
+                self._rules.append((p.name, rule))
+        self._seen: set[int] = set()
+        self.scores: dict[str, int] = {p.name: 0 for p in self._profiles}
+        self.lines = 0
+
+    def feed(self, line: str) -> None:
+        self.lines += 1
+        raw = strip_ansi(line).rstrip("\r\n")
+        cleaned = clean_line(raw)
+        lower_raw: list[str] = []
+        lower_clean: list[str] = []
+        for idx, (name, rule) in enumerate(self._rules):
+            if idx in self._seen:
+                continue
+            hit = _may_match(rule, raw, lower_raw) and rule.regex.search(raw) is not None
+            if not hit and cleaned != raw:
+                hit = _may_match(rule, cleaned, lower_clean) and rule.regex.search(cleaned) is not None
+            if hit:
+                self._seen.add(idx)
+                self.scores[name] += int(rule.payload)
+
+    def best(self) -> str | None:
+        detected = {n: s for n, s in self.scores.items() if s >= DETECT_THRESHOLD}
+        if not detected:
+            return None
+        for p in self._profiles:
+            if p.name in detected:
+                for inner in p.embeds:
+                    detected.pop(inner, None)
+        return max(detected, key=lambda n: (detected[n], -self._order[n]))
+
+
+def detect_from_lines(
+    lines: Iterable[str], profiles: Sequence[EngineProfile], max_lines: int = 5000
+) -> str | None:
+    det = EngineDetector(profiles)
+    for i, line in enumerate(lines):
+        if i >= max_lines:
+            break
+        det.feed(line)
+    return det.best()
+
+
+def _flatten(argv: Sequence[str] | str) -> list[str]:
+    if isinstance(argv, str):
+        argv = [argv]
+    out: list[str] = []
+    for tok in argv:
+        if any(c.isspace() for c in tok):
+            try:
+                out.extend(shlex.split(tok))
+            except ValueError:
+                out.extend(tok.split())
+        else:
+            out.append(tok)
+    return out
+
+
+def detect_from_command(argv: Sequence[str] | str, profiles: Sequence[EngineProfile]) -> str | None:
+    joined = " ".join(_flatten(argv))
+    best: tuple[int, int, str] | None = None
+    for order, p in enumerate(profiles):
+        for pattern in p.command_patterns:
+            m = re.search(pattern, joined)
+            if m is not None:
+                key = (m.start(), order, p.name)
+                if best is None or key < best:
+                    best = key
+    return best[2] if best else None
+
+
+def _flag_value(tokens: list[str], flags: Sequence[str]) -> str | None:
+    value: str | None = None
+    for i, tok in enumerate(tokens):
+        for flag in flags:
+            if tok == flag and i + 1 < len(tokens):
+                value = tokens[i + 1]
+            elif flag.startswith("--") and tok.startswith(flag + "="):
+                value = tok[len(flag) + 1 :]
+    return value
+
+
+_HOSTPORT_RE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://)?(?P<host>\[[^\]]*\]|[^:/]*)?(?::(?P<port>\d+))?/?$")
+
+
+def _split_hostport(value: str) -> tuple[str | None, int | None]:
+    m = _HOSTPORT_RE.match(value.strip())
+    if m is None:
+        return None, None
+    host = m.group("host") or None
+    port = int(m.group("port")) if m.group("port") else None
+    return host, port
+
+
+def _port(value: str | None) -> int | None:
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        number = int(value)
+        return number if 0 < number < 65536 else None
+    return _split_hostport(value)[1]
+
+
+def command_port(
+    argv: Sequence[str] | str, profile: EngineProfile, env: Mapping[str, str] | None = None
+) -> int | None:
+    """The port the engine will listen on: the last port flag in ``argv``, else the profile's port
+    environment variables (``env``), else the engine's default; ``None`` when unknown."""
+    tokens = _flatten(argv)
+    port = _port(_flag_value(tokens, profile.port_flags))
+    if port is not None:
+        return port
+    if env:
+        for name in profile.port_env:
+            if name in env:
+                from_env = _port(env[name])
+                if from_env is not None:
+                    return from_env
+    return profile.default_port or None
+
+
+def command_host(
+    argv: Sequence[str] | str, profile: EngineProfile, env: Mapping[str, str] | None = None
+) -> str | None:
+    """The host/interface the engine binds: the last host flag, else env, else the engine default."""
+    tokens = _flatten(argv)
+    host = _flag_value(tokens, profile.host_flags)
+    if host:
+        return host
+    if env:
+        for name in profile.host_env:
+            if name in env and env[name].strip():
+                h, _ = _split_hostport(env[name])
+                if h:
+                    return h.strip("[]")
+    return profile.default_host
+
+
+# --- endpoint detection -----------------------------------------------------------------------------
+
+# (path, engine the path is characteristic of), to try in order. The decision is taken from the response
+# body by ``detect_from_endpoint`` (TensorRT-LLM also serves /server_info and /version; LMDeploy is only
+# recognisable from /v1/models' ``owned_by``).
+DETECTION_ENDPOINTS: list[tuple[str, str]] = [
+    ("/server_info", "sglang"),
+    ("/get_server_info", "sglang"),
+    ("/props", "llamacpp"),
+    ("/info", "tgi"),
+    ("/api/version", "ollama"),
+    ("/version", "vllm"),
+    ("/v1/models", "lmdeploy"),
+]
+
+_OWNED_BY = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "llamacpp": "llamacpp",
+    "tensorrt_llm": "trtllm",
+    "lmdeploy": "lmdeploy",
+    "library": "ollama",
+    "ollama": "ollama",
+}
+
+
+def _json(body: str) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, TypeError):
+        return None
+
+
+def _is_llamacpp_loading(data: Any) -> bool:
+    if not isinstance(data, dict):
+        return False
+    err = data.get("error")
+    return (
+        isinstance(err, dict)
+        and err.get("type") == "unavailable_error"
+        and "Loading model" in str(err.get("message", ""))
+    )
+
+
+def detect_from_endpoint(path: str, status: int, body: str) -> str | None:
+    """Decide the engine from one HTTP response (pure). ``None`` when the response says nothing."""
+    path = "/" + path.split("?", 1)[0].strip("/")
+    if status in (404, 405) or (status >= 500 and status != 503):
+        return None
+    data = _json(body)
+    if path == "/" and "Ollama is running" in body:
+        return "ollama"
+    if path in ("/server_info", "/get_server_info") and isinstance(data, dict):
+        if "disaggregated_params" in data:
+            return "trtllm"
+        if "vllm_config" in data:
+            return "vllm"
+        if any(k in data for k in ("mem_fraction_static", "internal_states", "schedule_policy", "tp_size")):
+            return "sglang"
+        return None
+    if path in ("/model_info", "/get_model_info") and isinstance(data, dict):
+        return "sglang" if "model_path" in data and "is_generation" in data else None
+    if path == "/props":
+        if _is_llamacpp_loading(data):
+            return "llamacpp"
+        if isinstance(data, dict) and any(
+            k in data for k in ("default_generation_settings", "total_slots", "build_info", "chat_template")
+        ):
+            return "llamacpp"
+        return None
+    if path in ("/health", "/v1/health"):
+        if _is_llamacpp_loading(data):
+            return "llamacpp"
+        if isinstance(data, dict) and data.get("error_type") == "healthcheck":
+            return "tgi"
+        return None
+    if path == "/info" and isinstance(data, dict):
+        if "model_id" in data and any(
+            k in data
+            for k in (
+                "max_total_tokens",
+                "max_input_tokens",
+                "max_input_length",
+                "router",
+                "docker_label",
+                "model_dtype",
+                "validation_workers",
+            )
+        ):
+            return "tgi"
+        return None
+    if path == "/api/version" and status == 200 and isinstance(data, dict) and "version" in data:
+        return "ollama"
+    if path == "/version" and status == 200 and isinstance(data, dict) and "version" in data:
+        return "vllm"
+    if path in ("/v1/models", "/models") and isinstance(data, dict):
+        models = data.get("data")
+        if isinstance(models, list):
+            for m in models:
+                if isinstance(m, dict):
+                    eng = _OWNED_BY.get(str(m.get("owned_by", "")).lower())
+                    if eng:
+                        return eng
+        if "models" in data and isinstance(data.get("models"), list) and path == "/models":
+            return "llamacpp"
+        return None
+    if path in ("/metrics", "/prometheus/metrics") and status == 200:
+        if isinstance(data, list):
+            return "trtllm"
+        for prefix, eng in (
+            ("vllm:", "vllm"),
+            ("sglang:", "sglang"),
+            ("tgi_", "tgi"),
+            ("llamacpp:", "llamacpp"),
+            ("lmdeploy", "lmdeploy"),
+        ):
+            if re.search(r"(?m)^(?:# (?:HELP|TYPE) )?" + re.escape(prefix), body):
+                return eng
+    return None

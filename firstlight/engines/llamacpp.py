@@ -1,0 +1,191 @@
+"""llama.cpp ``llama-server`` (and the older ``server`` example).
+
+Wording from ``tools/server/server.cpp``, ``server-http.cpp`` and ``server-context.cpp`` (2025-2026),
+from the JSON-log era (2024: ``{"msg":"HTTP server listening"}``, ``"msg":"model loaded"``), and from
+``llama-model-loader``/``gguf`` errors. The HTTP server starts *before* the model loads (it answers /health
+503 "Loading model"), then "main: model loaded" / "server is listening on ..." / "starting the main loop" /
+"all slots are idle". The request log line ("request: GET /health ... 503") also tells the phase: 503 is
+"Loading model".
+"""
+
+from __future__ import annotations
+
+from .common import TORCH_FAILURES
+from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker, ProgressMarker
+from .profile import SpecMetric as M
+
+S = FailureSignature
+P = PhaseMarker
+
+LLAMA_OOM_HINT = (
+    "not enough VRAM for weights/KV cache: lower -ngl (offload fewer layers), -c (context) or "
+    "--parallel, use a smaller quant, or quantize the KV cache (-ctk/-ctv q8_0)"
+)
+
+# Shared with Ollama, which runs llama.cpp underneath.
+LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
+    P(r"^(?:main|srv\s+\w+): loading model$", "weights_loading"),
+    P(r"load_model: loading model '", "weights_loading"),
+    P(r"^llama_model_loader: loaded meta data", "weights_loading"),
+    P(r"^llama_(?:model_)?load_(?:model_)?from_file(?:_impl)?: using device", "weights_loading"),
+    P(
+        r"^(?:llm_)?load_tensors: (?:loading model tensors|offload|offloading|offloaded|using)",
+        "weights_loading",
+        weak=True,
+    ),
+    P(r"^(?:llm_)?load_tensors: +\S+ model buffer size =", "weights_loaded", weak=True),
+    P(r"^llama_(?:new_)?context(?:_with_model)?: ", "kv_cache"),
+    P(r"^llama_kv_cache\w*: |KV buffer size =|KV self size =", "kv_cache", weak=True),
+    P(r"warming up the model with an empty run", "warmup"),
+)
+
+LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
+    S(
+        r"cudaMalloc failed: out of memory|ErrorOutOfDeviceMemory|hipMalloc failed: out of memory",
+        "oom",
+        LLAMA_OOM_HINT,
+        True,
+    ),
+    S(
+        r"failed to allocate \w+ buffer|unable to allocate \w+ buffer|"
+        r"failed to allocate buffer for kv cache|failed to allocate compute buffers?",
+        "oom",
+        LLAMA_OOM_HINT,
+        True,
+    ),
+    S(
+        r"failed to open GGUF file|gguf_init_from_file\w*: failed to open",
+        "model_not_found",
+        "the GGUF path does not exist or cannot be read: check -m/--model (inside the container)",
+        True,
+    ),
+    S(
+        r"data is not within the file bounds, model is corrupted or incomplete",
+        "corrupt_weights",
+        "the GGUF file is truncated or corrupt: re-download it (compare size/sha256)",
+        True,
+    ),
+    S(
+        r"invalid magic characters|failed to read magic|gguf_init_from_file\w*: failed to read",
+        "corrupt_weights",
+        "not a GGUF file (or a truncated one): re-download or convert the model",
+        True,
+    ),
+    S(
+        r"tensor '[^']+' has wrong shape|wrong number of tensors; expected|"
+        r"tensor '[^']+' (?:has invalid ggml type|not found)",
+        "corrupt_weights",
+        "the GGUF does not match this llama.cpp build (or is damaged): re-convert or update llama.cpp",
+        True,
+    ),
+    S(
+        r"unknown model architecture: '|unknown pre-tokenizer type|key not found in model: |"
+        r"error loading model architecture|error loading model vocabulary",
+        "other",
+        "this llama.cpp build does not support the model (architecture/tokenizer): update llama.cpp",
+        True,
+        25,
+    ),
+    S(
+        r"couldn't bind HTTP server socket|couldn't bind to server socket",
+        "port_in_use",
+        "the port is already in use: stop the other server or change --port",
+        True,
+    ),
+    # generic wrappers
+    S(
+        r"error loading model: ",
+        "other",
+        "llama.cpp could not load the model: see the line above",
+        True,
+        WRAPPER_RANK,
+    ),
+    S(
+        r"failed to load model|unable to load model|exiting due to model loading error|"
+        r"failed to initialize the context|llama_init_from_gpt_params: error",
+        "other",
+        "llama.cpp could not load the model: see the lines above",
+        True,
+        WRAPPER_RANK,
+    ),
+    S(
+        r"exiting due to HTTP server error|failed to initialize HTTP server",
+        "other",
+        "the HTTP server failed to start: see the line above",
+        True,
+        WRAPPER_RANK,
+    ),
+)
+
+LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
+    (r"^llama_model_loader: ", 4),
+    (r"^srv\s+\w+: ", 4),
+    (r"^slot\s+\w+: id\s+\d+ \|", 4),
+    (r"^main: (?:HTTP server is listening|server is listening|model loaded|loading model)", 4),
+    (r"\"msg\":\"(?:HTTP server listening|model loaded|all slots are idle)", 4),
+    (r"llama server listening at", 4),
+    (r"^(?:llm_)?load_tensors: ", 3),
+    (r"^llama_(?:new_)?context(?:_with_model)?: ", 3),
+    (r"^build: \d+ \([0-9a-f]+\)", 3),
+    (r"^ggml_(?:cuda|metal|vulkan|backend|sycl)\w*: ", 1),
+    (r"llama-server|llama\.cpp", 1),
+)
+
+LLAMACPP = EngineProfile(
+    name="llamacpp",
+    display_name="llama.cpp (llama-server)",
+    default_port=8080,
+    default_host="127.0.0.1",
+    command_patterns=(
+        r"(?:^|[\s/\\])llama-server(?:\.exe)?(?:\s|$)",
+        r"\bggml-org/llama\.cpp:server\b|\bggerganov/llama\.cpp:server\b",
+        r"(?:^|[\s/])(?:\./)?server\s+(?:.*\s)?(?:-m|--model)\s",
+    ),
+    endpoints=Endpoints(
+        health="/health",
+        models="/v1/models",
+        metrics="/metrics",  # needs --metrics
+        info=("/props",),
+        # "allow the models endpoint to be accessed during loading" (2025 builds)
+        lying_while_loading=("/v1/models", "/models", "/api/tags"),
+        listens_before_ready=True,
+    ),
+    phase_markers=(
+        *LLAMACPP_PHASES,
+        # the request log proves the port is open; 503 on /health means "Loading model"
+        P(r"request: GET /(?:v1/)?health \S+ 503$", "weights_loading", weak=True),
+        P(
+            r"^(?:main|srv\s+\w+): HTTP server is listening|\"msg\":\"HTTP server listening\"|"
+            r"llama server listening at",
+            "http_listening",
+        ),
+    ),
+    progress_markers=(ProgressMarker(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU", "layers"),),
+    failure_signatures=(*LLAMACPP_FAILURES, *TORCH_FAILURES),
+    ready_markers=(
+        r"^(?:main|srv\s+\w+): model loaded$",
+        r"\"msg\":\"model loaded\"",
+        r"(?<!router )\bserver is listening on \S+",
+        r"starting the main loop",
+        r"all slots are idle",
+        r"request: GET /(?:v1/)?health \S+ 200$",
+    ),
+    listening_markers=(
+        r"HTTP server is listening",
+        r"\"msg\":\"HTTP server listening\"",
+        r"llama server listening at",
+        r"\bserver is listening on \S+",
+        r"log_server_r: request: ",
+    ),
+    spec_decoding=(
+        M("response_timings", "timings.draft_n", "per response: draft tokens proposed"),
+        M("response_timings", "timings.draft_n_accepted", "per response: draft tokens accepted"),
+        M("log", r"draft acceptance rate = (?P<value>[\d.]+)", "log: draft acceptance rate"),
+    ),
+    port_flags=("--port",),
+    host_flags=("--host",),
+    port_env=("LLAMA_ARG_PORT",),
+    host_env=("LLAMA_ARG_HOST",),
+    detect_patterns=LLAMACPP_DETECT,
+    notes="Listens before loading: /health 503 while loading, /v1/models 200 throughout.",
+)

@@ -1,0 +1,76 @@
+"""LMDeploy ``lmdeploy serve api_server`` (TurboMind and PyTorch engines).
+
+``serve/openai/api_server.py`` builds the pipeline (engine, weights, KV cache) before ``uvicorn.run``, and
+prints "HINT:    Please open http://... in a browser for detailed api usage!!!" three times just before it.
+``/health`` answers 503 ("initializing") until the health monitor's first probe, then 200.
+"""
+
+from __future__ import annotations
+
+from .common import FRAME_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
+from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker
+
+S = FailureSignature
+P = PhaseMarker
+
+LMDEPLOY = EngineProfile(
+    name="lmdeploy",
+    display_name="LMDeploy",
+    default_port=23333,
+    default_host="0.0.0.0",
+    command_patterns=(
+        r"(?:^|[\s/])lmdeploy\s+serve\s+api_server\b",
+        r"-m\s+lmdeploy\.serve\.openai\.api_server\b",
+        r"\bopenmmlab/lmdeploy\b",
+    ),
+    endpoints=Endpoints(
+        health="/health",
+        models="/v1/models",
+        metrics="/metrics",  # --enable-metrics
+        info=(),
+        lying_while_loading=(),
+        listens_before_ready=False,
+    ),
+    phase_markers=(
+        P(r"^model_source: |^input backend=|^Build <\w+> pipeline", "process_start"),
+        P(
+            r"^model_config:|get \d+ model params|Loading weights from safetensor|^Checking model\.\.\.|"
+            r"turbomind::.*(?:load|Load)",
+            "weights_loading",
+        ),
+        P(r"build CacheEngine|\bcache_max_entry_count\b|num_gpu_blocks", "kv_cache", weak=True),
+        P(r"[Ww]arming up|warmup", "warmup", weak=True),
+        P(r"^HINT: +Please open .* in a browser for detailed api usage", "http_listening"),
+        *UVICORN_PHASES,
+    ),
+    progress_markers=SHARD_PROGRESS,
+    failure_signatures=(
+        S(
+            r"\[TM\]\[ERROR\].*out of memory|CUDA runtime error: out of memory",
+            "oom",
+            "not enough GPU memory: lower --cache-max-entry-count or --session-len, or add --tp",
+            True,
+        ),
+        S(r"\[TM\]\[ERROR\]|\[TM\]\[FATAL\]", "other", "TurboMind reported an error: see the line", True, 5),
+        S(
+            r"Engine (?:main loop|loop) (?:failed|stopped)|EngineHealthMonitor.*unhealthy",
+            "other",
+            "the engine loop died: see the traceback above",
+            True,
+            WRAPPER_RANK,
+        ),
+        *TORCH_FAILURES,
+    ),
+    ready_markers=(r"^Application startup complete\.", r"Uvicorn running on \S+"),
+    listening_markers=(r"Uvicorn running on \S+",),
+    port_flags=("--server-port",),
+    host_flags=("--server-name",),
+    detect_patterns=(
+        (r" - lmdeploy - (?:INFO|WARNING|ERROR|DEBUG)", 4),
+        (r"\[TM\]\[(?:INFO|WARNING|ERROR|DEBUG|FATAL)\]", 4),
+        (r"Please open .* in a browser for detailed api usage", 4),
+        (r"lmdeploy", 2),
+    ),
+    frame_markers=FRAME_MARKERS,
+    notes="The engine is built before uvicorn starts; /health is 503 'initializing' right after start.",
+)

@@ -1,0 +1,97 @@
+"""Ollama (``ollama serve``).
+
+The daemon listens at once ("Listening on 127.0.0.1:11434 (version X)"); each model loads on first use in
+a llama.cpp-based runner: "starting llama server"/"starting runner" -> "waiting for llama runner to start
+responding" -> "llama runner started in N seconds" (ready). Errors: "llama runner process has terminated",
+"timed out waiting for llama runner to start - progress 0.28". Wording from ``llm/server.go`` and
+``server/routes.go``; newer builds say "llama-server" instead of "llama runner" in some messages.
+"""
+
+from __future__ import annotations
+
+from .llamacpp import LLAMACPP_FAILURES, LLAMACPP_PHASES
+from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker, ProgressMarker
+
+S = FailureSignature
+P = PhaseMarker
+
+OLLAMA = EngineProfile(
+    name="ollama",
+    display_name="Ollama",
+    default_port=11434,
+    default_host="127.0.0.1",
+    command_patterns=(r"(?:^|[\s/\\])ollama(?:\.exe)?\s+serve\b", r"\bollama/ollama\b"),
+    endpoints=Endpoints(
+        health="/",
+        models="/v1/models",
+        metrics=None,
+        info=("/api/version",),
+        # the daemon answers at once; models load on the first request (/api/ps lists loaded ones)
+        lying_while_loading=("/", "/api/version", "/api/tags", "/v1/models", "/api/ps"),
+        listens_before_ready=True,
+    ),
+    phase_markers=(
+        P(r"msg=\"?server config\"?", "process_start"),
+        P(r"msg=\"Listening on \S+ \(version \S+\)\"", "http_listening"),
+        P(
+            r"msg=\"?(?:starting llama server|starting runner|starting llama-server|loading model)\b",
+            "weights_loading",
+        ),
+        P(
+            r"msg=\"waiting for (?:llama runner|llama-server) to start responding\"",
+            "weights_loading",
+            weak=True,
+        ),
+        *LLAMACPP_PHASES,
+    ),
+    progress_markers=(
+        ProgressMarker(r"model load progress (?P<frac>[\d.]+)", "weights"),
+        ProgressMarker(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU", "layers"),
+    ),
+    failure_signatures=(
+        S(
+            r"bind: address already in use",
+            "port_in_use",
+            "another ollama (or program) holds the port: stop it or set OLLAMA_HOST",
+            True,
+        ),
+        S(
+            r"model \"[^\"]+\" not found, try pulling it first|pull model manifest: file does not exist",
+            "model_not_found",
+            "the model is not pulled: `ollama pull <model>`",
+            True,
+        ),
+        S(
+            r"timed out waiting for llama runner to start",
+            "other",
+            "the runner stalled while loading (slow disk or too little memory): check free RAM/VRAM and disk "
+            "speed; OLLAMA_LOAD_TIMEOUT raises the limit",
+            True,
+            15,
+        ),
+        S(
+            r"llama runner process has terminated|llama-server process has terminated|"
+            r"error loading llama server|llama runner process no longer running",
+            "other",
+            "the runner crashed: see the runner's lines above",
+            True,
+            WRAPPER_RANK,
+        ),
+        *(s._replace(fatal=False) for s in LLAMACPP_FAILURES),
+    ),
+    ready_markers=(r"llama runner started in [\d.]+ seconds", r"llama-server started in [\d.]+ seconds"),
+    listening_markers=(r"msg=\"Listening on \S+ \(version \S+\)\"",),
+    port_flags=(),
+    host_flags=(),
+    port_env=("OLLAMA_HOST",),
+    host_env=("OLLAMA_HOST",),
+    detect_patterns=(
+        (r"\bsource=\w+\.go:\d+\b", 5),
+        (r"^\[GIN\] \d{4}/\d\d/\d\d", 5),
+        (r"msg=\"Listening on \S+ \(version", 5),
+        (r"llama runner (?:started|process)|waiting for llama runner", 5),
+        (r"OLLAMA_\w+", 2),
+    ),
+    embeds=("llamacpp",),
+    notes="Daemon up at once; per-model readiness is 'llama runner started' or /api/ps.",
+)

@@ -1,0 +1,501 @@
+"""Engine profiles as data, and the per-line classifier that reads them.
+
+An :class:`EngineProfile` is pure data: regexes for phase lines, progress bars, failure signatures, the
+engine's own ready and listening lines, plus its endpoints and command-line flags. ``classify`` turns one log
+line into a :class:`LineMatch`. Adding an engine or a message is a data change in the engine's module.
+
+Conventions for the regex data:
+
+* patterns are searched (not matched) in the line after ANSI colours, timestamps, log levels and
+  TP/worker/process prefixes are stripped (see :func:`clean_line`), so ``^`` anchors to the message itself;
+* progress patterns use the named groups ``done``, ``total`` and/or ``pct``;
+* each pattern gets a literal pre-filter extracted from the regex, so a line that cannot match costs one
+  substring test per pattern.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, NamedTuple
+
+PHASES: tuple[str, ...] = (
+    "process_start",
+    "distributed_init",
+    "weights_loading",
+    "weights_loaded",
+    "kv_cache",
+    "compile",
+    "cuda_graph",
+    "http_listening",
+    "warmup",
+    "ready",
+)
+PHASE_INDEX: dict[str, int] = {p: i for i, p in enumerate(PHASES)}
+
+FAILURE_CATEGORIES: tuple[str, ...] = (
+    "oom",
+    "gpu_occupied",
+    "quantization",
+    "kernel_image",
+    "corrupt_weights",
+    "nccl",
+    "port_in_use",
+    "import_error",
+    "trust_remote_code",
+    "warmup_failed",
+    "model_not_found",
+    "other",
+)
+
+# How specific (how close to the root cause) a category is. When several failure lines are seen, the
+# highest rank wins; ties go to the earliest line. Generic wrappers ("Scheduler hit an exception",
+# "EngineCore failed to start") are ``other`` with rank 0 so that anything more specific wins.
+CATEGORY_RANK: dict[str, int] = {
+    "gpu_occupied": 100,
+    "kernel_image": 95,
+    "port_in_use": 92,
+    "trust_remote_code": 90,
+    "model_not_found": 88,
+    "quantization": 82,
+    "oom": 80,
+    "corrupt_weights": 75,
+    "import_error": 70,
+    "nccl": 60,
+    "warmup_failed": 40,
+    "other": 20,
+}
+WRAPPER_RANK = 0  # generic "the child died" messages
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A progress line: shard counters, graph-capture batches."""
+
+    kind: str  # "shards" | "cuda_graph" | "compile" | "download" | "layers" | ...
+    done: int | None
+    total: int | None
+    fraction: float | None  # 0..1
+
+
+@dataclass(frozen=True)
+class Failure:
+    category: str  # one of FAILURE_CATEGORIES
+    hint: str  # one-line fix hint
+    fatal: bool  # True: the start is dead as soon as this line appears (before the process exits)
+    rank: int = 20  # specificity: higher is closer to the root cause
+
+
+@dataclass(frozen=True)
+class LineMatch:
+    phase: str | None = None  # engine-neutral phase this line starts
+    progress: Progress | None = None
+    failure: Failure | None = None
+    ready: bool = False  # the engine's own ready marker
+    listening: bool = False  # the engine says its HTTP port is open
+    # Extensions (defaults keep the contract): a "weak" phase line only moves the phase forward (an
+    # "... end" line echoed by a lagging TP rank must not move it back); ``frame_phase`` is the phase a
+    # traceback frame points at (where a crash happened), applied forward-only by the replayer.
+    phase_weak: bool = False
+    frame_phase: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return (
+            self.phase is None
+            and self.progress is None
+            and self.failure is None
+            and not self.ready
+            and not self.listening
+            and self.frame_phase is None
+        )
+
+
+NO_MATCH = LineMatch()
+
+
+# --- data records (NamedTuples so that plain tuples in the data modules read naturally) ---------------
+
+
+class PhaseMarker(NamedTuple):
+    pattern: str
+    phase: str
+    weak: bool = False  # True: only moves the phase forward (for "... end"/"... done" lines)
+
+
+class ProgressMarker(NamedTuple):
+    pattern: str  # named groups: done, total, pct (0..100) or frac (0..1)
+    kind: str
+    phase: str | None = None  # phase a progress line implies (applied as a weak phase)
+
+
+class FailureSignature(NamedTuple):
+    pattern: str
+    category: str
+    hint: str
+    fatal: bool
+    rank: int | None = None  # None: CATEGORY_RANK[category]
+
+
+class SpecMetric(NamedTuple):
+    source: (
+        str  # "server_info" | "prometheus" | "response_timings" | "response_meta" | "perf_metrics" | "log"
+    )
+    name: str  # JSON path, metric name, or (for "log") a regex with a ``value`` group
+    meaning: str
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    health: str  # e.g. "/health"
+    models: str | None  # e.g. "/v1/models"
+    completions: str = "/v1/completions"
+    chat: str = "/v1/chat/completions"
+    metrics: str | None = "/metrics"
+    info: tuple[str, ...] = ()  # detection endpoints
+    lying_while_loading: tuple[str, ...] = ()  # answer 200 before a generation works
+    listens_before_ready: bool = False  # the port opens before the model can serve
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    name: str
+    display_name: str
+    default_port: int
+    command_patterns: tuple[str, ...]
+    endpoints: Endpoints
+    phase_markers: tuple[PhaseMarker, ...] = ()
+    progress_markers: tuple[ProgressMarker, ...] = ()
+    failure_signatures: tuple[FailureSignature, ...] = ()
+    ready_markers: tuple[str, ...] = ()
+    listening_markers: tuple[str, ...] = ()
+    spec_decoding: tuple[SpecMetric, ...] = ()
+    port_flags: tuple[str, ...] = ("--port",)
+    host_flags: tuple[str, ...] = ("--host",)
+    port_env: tuple[str, ...] = ()  # environment variables holding the port (or host:port)
+    host_env: tuple[str, ...] = ()
+    default_host: str | None = None
+    # log-based detection: (regex, weight); an engine needs a total weight of DETECT_THRESHOLD
+    detect_patterns: tuple[tuple[str, int], ...] = ()
+    # engines whose log lines can appear inside this engine's log (SGLang prints vLLM-style loader
+    # lines, Ollama runs llama.cpp): when both are detected, this one wins
+    embeds: tuple[str, ...] = ()
+    # traceback frames that tell in which phase a crash happened: (regex, phase), applied forward-only
+    frame_markers: tuple[PhaseMarker, ...] = ()
+    notes: str = ""
+
+    def classify(self, line: str) -> LineMatch:
+        """Classify one log line (pure; strips ANSI colours and TP/worker/time prefixes)."""
+        return self._matcher.classify(clean_line(line))
+
+    def classify_clean(self, text: str) -> LineMatch:
+        """Classify a line that has already been through :func:`clean_line`."""
+        return self._matcher.classify(text)
+
+    @cached_property
+    def _matcher(self) -> _Matcher:
+        return _Matcher(self)
+
+
+# --- line cleaning ----------------------------------------------------------------------------------
+
+_ANSI_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI ... final byte (colours, erase line, cursor moves)
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC ... BEL / ST (hyperlinks, titles)
+    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+)
+
+# Prefixes removed (repeatedly, up to 4 times) before classification. Each alternative is one layer:
+# container/journald wrappers, process tags, timestamps and log levels of the engines we know.
+_PREFIX_RE = re.compile(
+    r"^(?:"
+    r"[\w.-]+-\d+\s+\|\s?"  # docker compose: "vllm-1  | "
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "  # journald/syslog
+    r"|\((?:[\w.-]+)(?: [\w]+=[^)]*)?\)\s+"  # vLLM/Ray process tag: "(EngineCore_DP0 pid=17374) "
+    r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|TRACE) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
+    r" (?:\[[^\]]*\] |[\w.-]+:\d+\] )?"  # vLLM: "INFO 05-07 02:13:52 [core.py:396] "
+    r"|\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]{2,3}\d+)*\] "  # SGLang: "[... TP0] "
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"
+    r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR)\s+"  # TGI / tracing ISO
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? - [\w.\-]+ - [A-Z]+ - "  # python logging (LMDeploy)
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? (?:TRACE|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
+    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w./-]+:\d+\] "  # glog (torch C++ warnings)
+    r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+"  # uvicorn "INFO:     "
+    r"|\d+\.\d\d\.\d{3}\.\d{3} [IWEDT] "  # llama.cpp --log-timestamps/--log-prefix
+    r"|\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] "  # TensorRT-LLM "[11/20/2024-10:11:12] "
+    r"|\[TRT-LLM\](?: \[[A-Z]\])? "
+    r"|\[TensorRT-LLM\](?:\[[A-Z]+\])? ?"
+    r")"
+)
+
+
+def strip_ansi(text: str) -> str:
+    if "\x1b" not in text:
+        return text
+    return _ANSI_RE.sub("", text)
+
+
+def clean_line(line: str) -> str:
+    """ANSI-free, right-trimmed line with timestamp/level/TP/worker prefixes removed.
+
+    Carriage-return redraws are *not* handled here (see ``replay.split_redraws``); a ``\\r`` left in the
+    line keeps only the text after the last non-empty one.
+    """
+    if "\x1b" in line:
+        line = _ANSI_RE.sub("", line)
+    line = line.rstrip("\r\n")
+    if "\r" in line:
+        parts = [p for p in line.split("\r") if p.strip()]
+        line = parts[-1] if parts else ""
+    for _ in range(4):
+        m = _PREFIX_RE.match(line)
+        if m is None or m.end() == 0:
+            break
+        line = line[m.end() :]
+    return line.rstrip()
+
+
+# --- literal pre-filter -----------------------------------------------------------------------------
+
+
+def _sre_parser() -> Any:
+    try:
+        return importlib.import_module("re._parser")  # Python >= 3.11
+    except ImportError:  # pragma: no cover - Python 3.10
+        return importlib.import_module("sre_parse")
+
+
+_PARSER = _sre_parser()
+
+
+def _candidates(items: Any, out: list[tuple[str, ...]]) -> None:
+    """Collect literal sets every match must contain one member of (conservative): single runs of
+    consecutive literal characters, and alternations whose every branch has such a run."""
+    run: list[str] = []
+    for op, av in items:
+        name = getattr(op, "name", None) or str(op)
+        if name == "LITERAL":
+            run.append(chr(av))
+            continue
+        if name == "AT":  # anchors are zero-width; a run may continue across them
+            continue
+        if run:
+            out.append(("".join(run),))
+            run = []
+        if name == "SUBPATTERN":
+            _candidates(av[-1], out)
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            lo, _hi, sub = av
+            if lo >= 1:
+                _candidates(sub, out)
+        elif name == "ATOMIC_GROUP":
+            _candidates(av, out)
+        elif name == "BRANCH":
+            members: list[str] = []
+            for branch in av[1]:
+                found: list[tuple[str, ...]] = []
+                _candidates(branch, found)
+                best = _best(found)
+                if best is None:
+                    members = []
+                    break
+                members.extend(best)
+            if members:
+                out.append(tuple(dict.fromkeys(members)))
+        # IN, ANY, ASSERT, GROUPREF, ...: nothing required we can cheaply rely on
+    if run:
+        out.append(("".join(run),))
+
+
+def _best(cands: list[tuple[str, ...]]) -> tuple[str, ...] | None:
+    good = [c for c in cands if min(len(x) for x in c) >= 3]
+    if not good:
+        return None
+    return max(good, key=lambda c: (min(len(x) for x in c), -len(c)))
+
+
+def required_literal(pattern: str) -> tuple[tuple[str, ...], bool] | None:
+    """Literal substrings one of which every match of ``pattern`` contains, and whether they are
+    case-insensitive. ``None`` when no literal of 3+ characters is required."""
+    try:
+        parsed = _PARSER.parse(pattern, 0)
+    except Exception:  # pragma: no cover - invalid patterns fail at compile time anyway
+        return None
+    ignore_case = bool(parsed.state.flags & re.IGNORECASE)
+    out: list[tuple[str, ...]] = []
+    _candidates(parsed, out)
+    best = _best(out)
+    if best is None:
+        return None
+    if ignore_case:
+        best = tuple(x.lower() for x in best)
+    return best, ignore_case
+
+
+class _Rule(NamedTuple):
+    regex: re.Pattern[str]
+    literals: tuple[str, ...] | None
+    nocase: bool
+    payload: Any
+
+
+def _compile_rules(items: list[tuple[str, Any]]) -> tuple[_Rule, ...]:
+    rules = []
+    for pattern, payload in items:
+        lit = required_literal(pattern)
+        rules.append(
+            _Rule(
+                re.compile(pattern),
+                lit[0] if lit else None,
+                lit[1] if lit else False,
+                payload,
+            )
+        )
+    return tuple(rules)
+
+
+def _may_match(rule: _Rule, text: str, lower: list[str]) -> bool:
+    lits = rule.literals
+    if lits is None:
+        return True
+    if rule.nocase:
+        if not lower:
+            lower.append(text.lower())
+        text = lower[0]
+    if len(lits) == 1:
+        return lits[0] in text
+    return any(lit in text for lit in lits)
+
+
+def _first(rules: tuple[_Rule, ...], text: str, lower: list[str]) -> tuple[_Rule, re.Match[str]] | None:
+    for rule in rules:
+        if not _may_match(rule, text, lower):
+            continue
+        m = rule.regex.search(text)
+        if m is not None:
+            return rule, m
+    return None
+
+
+def _int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value.replace(",", ""))
+    except ValueError:
+        return None
+
+
+class _Matcher:
+    def __init__(self, profile: EngineProfile) -> None:
+        for marker in profile.phase_markers:
+            if marker.phase not in PHASE_INDEX:
+                raise ValueError(f"{profile.name}: unknown phase {marker.phase!r}")
+        for sig in profile.failure_signatures:
+            if sig.category not in CATEGORY_RANK:
+                raise ValueError(f"{profile.name}: unknown failure category {sig.category!r}")
+        self.phases = _compile_rules([(m.pattern, m) for m in profile.phase_markers])
+        self.progress = _compile_rules([(m.pattern, m) for m in profile.progress_markers])
+        self.failures = _compile_rules(
+            [
+                (
+                    s.pattern,
+                    Failure(
+                        s.category,
+                        s.hint,
+                        s.fatal,
+                        CATEGORY_RANK[s.category] if s.rank is None else s.rank,
+                    ),
+                )
+                for s in profile.failure_signatures
+            ]
+        )
+        self.ready = _compile_rules([(p, True) for p in profile.ready_markers])
+        self.listening = _compile_rules([(p, True) for p in profile.listening_markers])
+        self.frames = _compile_rules([(m.pattern, m) for m in profile.frame_markers])
+
+    def classify(self, text: str) -> LineMatch:
+        if not text:
+            return NO_MATCH
+        lower: list[str] = []
+        phase = None
+        weak = False
+        hit = _first(self.phases, text, lower)
+        if hit is not None:
+            phase = hit[0].payload.phase
+            weak = hit[0].payload.weak
+        progress = None
+        hit = _first(self.progress, text, lower)
+        if hit is not None:
+            marker: ProgressMarker = hit[0].payload
+            groups = hit[1].groupdict()
+            done = _int(groups.get("done"))
+            total = _int(groups.get("total"))
+            pct = groups.get("pct")
+            frac = groups.get("frac")
+            fraction: float | None = None
+            try:
+                if done is not None and total:
+                    fraction = min(1.0, done / total)
+                elif pct is not None:
+                    fraction = min(1.0, float(pct) / 100.0)
+                elif frac is not None:
+                    fraction = min(1.0, float(frac))
+            except ValueError:
+                fraction = None
+            progress = Progress(marker.kind, done, total, fraction)
+            if phase is None and marker.phase is not None:
+                phase, weak = marker.phase, True
+        failure = self._failure(text, lower)
+        ready = _first(self.ready, text, lower) is not None
+        listening = _first(self.listening, text, lower) is not None
+        frame_phase = None
+        hit = _first(self.frames, text, lower)
+        if hit is not None:
+            frame_phase = hit[0].payload.phase
+        if (
+            phase is None
+            and progress is None
+            and failure is None
+            and not ready
+            and not listening
+            and frame_phase is None
+        ):
+            return NO_MATCH
+        return LineMatch(phase, progress, failure, ready, listening, weak, frame_phase)
+
+    def _failure(self, text: str, lower: list[str]) -> Failure | None:
+        best: Failure | None = None
+        for rule in self.failures:
+            if not _may_match(rule, text, lower):
+                continue
+            if rule.regex.search(text) is None:
+                continue
+            f: Failure = rule.payload
+            if best is None or f.rank > best.rank or (f.rank == best.rank and f.fatal and not best.fatal):
+                best = f
+        return best
+
+
+__all__ = [
+    "CATEGORY_RANK",
+    "FAILURE_CATEGORIES",
+    "NO_MATCH",
+    "PHASES",
+    "PHASE_INDEX",
+    "WRAPPER_RANK",
+    "Endpoints",
+    "EngineProfile",
+    "Failure",
+    "FailureSignature",
+    "LineMatch",
+    "PhaseMarker",
+    "Progress",
+    "ProgressMarker",
+    "SpecMetric",
+    "clean_line",
+    "required_literal",
+    "strip_ansi",
+]

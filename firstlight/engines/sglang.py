@@ -1,0 +1,255 @@
+"""SGLang (``python -m sglang.launch_server`` / ``sglang serve``).
+
+Wording read from SGLang 0.5.23 (``python/sglang/srt``), ``http_server.py`` at 9c0549b7 (0.4.x) and
+0025436e (~0.5.3), and from real 2024-2026 startup logs. Old (0.4.x/0.3.x) and new (0.5.x) lines are both
+listed. Order of a start: server_args -> Init torch distributed -> Load weight begin/end -> KV Cache is
+allocated / Memory pool end -> Capture cuda graph begin/end (piecewise: Compiling/Capturing num tokens)
+-> [draft model: same again] -> max_total_num_tokens=... -> uvicorn lifespan -> "Uvicorn running on"
+-> warmup (GET /model_info, POST /generate) -> "The server is fired up and ready to roll!".
+"""
+
+from __future__ import annotations
+
+from .common import FRAME_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
+from .profile import (
+    WRAPPER_RANK,
+    Endpoints,
+    EngineProfile,
+    FailureSignature,
+    PhaseMarker,
+    ProgressMarker,
+    SpecMetric,
+)
+
+S = FailureSignature
+P = PhaseMarker
+
+PHASES: tuple[PhaseMarker, ...] = (
+    P(r"^server_args=ServerArgs\(", "process_start"),
+    P(r"^Init torch distributed begin\.", "distributed_init"),
+    P(r"^Init torch distributed ends\.", "distributed_init", weak=True),
+    P(r"^Load weight begin\. avail mem=", "weights_loading"),
+    P(r"^Load weight end\. ", "weights_loaded", weak=True),
+    P(r"^KV Cache is allocated\. ", "kv_cache"),
+    P(r"^Memory pool end\. avail mem=", "kv_cache", weak=True),
+    # piecewise CUDA graph / torch.compile (0.5.x)
+    P(r"^Compiling num tokens \(", "compile", weak=True),
+    P(r"^Compiling a graph for dynamic shape takes", "compile", weak=True),
+    P(r"^Capture piecewise CUDA graph begin", "cuda_graph"),
+    P(r"^Capturing num tokens \(", "cuda_graph", weak=True),
+    # decode graphs: 0.4.x "Capture cuda graph begin. This can take up to several minutes.",
+    # "Capture draft (extend) cuda graph begin"; 0.5.23 "Capture target decode CUDA graph begin."
+    P(r"^Capture (?:draft (?:extend )?)?cuda graph begin", "cuda_graph"),
+    P(r"^Capture (?:target|draft) (?:decode|verify|prefill|extend) CUDA graph begin", "cuda_graph"),
+    P(r"^Capturing batches \(", "cuda_graph", weak=True),
+    P(r"^Capture (?:draft (?:extend )?|piecewise )?(?:cuda|CUDA) graph end\.", "cuda_graph", weak=True),
+    P(r"^Capture (?:target|draft) (?:decode|verify|prefill|extend) CUDA graph end", "cuda_graph", weak=True),
+    *UVICORN_PHASES,
+    P(r"\"GET /(?:get_)?model_info HTTP/1\.[01]\" 200", "warmup"),
+    P(r"\"POST /(?:generate|encode|v1/chat/completions) HTTP/1\.[01]\" 200", "warmup", weak=True),
+)
+
+PROGRESS: tuple[ProgressMarker, ...] = (
+    *SHARD_PROGRESS,
+    ProgressMarker(
+        r"^Capturing batches \((?:bs=\d+ )?avail_mem=[\d.]+ ?GB\):\s*(?P<pct>\d+)%\|[^|]*\| "
+        r"(?P<done>\d+)/(?P<total>\d+)",
+        "cuda_graph",
+        "cuda_graph",
+    ),
+    ProgressMarker(
+        r"^Capturing num tokens \([^)]*\):\s*(?P<pct>\d+)%\|[^|]*\| (?P<done>\d+)/(?P<total>\d+)",
+        "cuda_graph",
+        "cuda_graph",
+    ),
+    ProgressMarker(
+        r"^Compiling num tokens \([^)]*\):\s*(?P<pct>\d+)%\|[^|]*\| (?P<done>\d+)/(?P<total>\d+)",
+        "compile",
+        "compile",
+    ),
+)
+
+FAILURES: tuple[FailureSignature, ...] = (
+    S(
+        r"The memory capacity is unbalanced\. Some GPUs may be occupied by other processes",
+        "gpu_occupied",
+        "another process holds memory on one of the GPUs (often a stale server): kill it (nvidia-smi) "
+        "before restarting",
+        True,
+    ),
+    S(
+        r"Not enough memory\. Please try to increase --mem-fraction-static",
+        "oom",
+        "no room left for the KV cache: raise --mem-fraction-static, lower --context-length, or use "
+        "more GPUs",
+        True,
+    ),
+    S(
+        r"scheduler died during initialization \(exit code: -9\)",
+        "oom",
+        "the scheduler was SIGKILLed (exit -9), usually by the host OOM killer: check `dmesg -T | grep -i "
+        "oom` and host RAM",
+        True,
+        30,
+    ),
+    S(
+        r"Initialization failed\. warmup error",
+        "warmup_failed",
+        "the HTTP server came up but its internal warmup request failed: see the traceback; check "
+        "--host/proxies (NO_PROXY) and SGLANG_WARMUP_TIMEOUT",
+        True,
+    ),
+    S(
+        r"Capture cuda graph failed",
+        "other",
+        "CUDA graph capture failed: try --disable-cuda-graph, or a smaller --mem-fraction-static / "
+        "--cuda-graph-max-bs",
+        True,
+        15,
+    ),
+    S(
+        r"(?:Port|port) (?:\d+ )?is (?:already )?in use|Port is already in use\.",
+        "port_in_use",
+        "a port SGLang needs (HTTP or one of its internal ports) is in use: stop the old server or change "
+        "--port/--nccl-port",
+        True,
+    ),
+    S(
+        r"Quantization method specified in the model config \(.*\) does not match the quantization method",
+        "quantization",
+        "--quantization disagrees with the checkpoint's quantization_config: drop the flag or pass the "
+        "checkpoint's method",
+        True,
+    ),
+    S(
+        r"Unknown quantization method|is not supported for quantization method|"
+        r"No compressed-tensors compatible scheme was found|"
+        r"quantization is currently not supported in ROCm|Unsupported quantization",
+        "quantization",
+        "the quantization method/scheme is not supported by this SGLang build or GPU",
+        True,
+    ),
+    S(
+        r"Unsupported architectures?:|Model architectures? \[.*\] (?:is|are) not supported",
+        "other",
+        "this SGLang version does not support the model architecture: upgrade SGLang",
+        True,
+        25,
+    ),
+    # generic wrappers (the root cause is printed next to them)
+    S(
+        r"Scheduler hit an exception",
+        "other",
+        "a scheduler (TP worker) crashed: see its traceback",
+        True,
+        WRAPPER_RANK,
+    ),
+    S(
+        r"Received sigquit from a child process",
+        "other",
+        "a child process failed: see the traceback above",
+        True,
+        WRAPPER_RANK,
+    ),
+    S(
+        r"Exception in (?:run_tp_server|ModelTpServer|ControllerSingle|ControllerMulti|run_data_parallel)",
+        "other",
+        "a TP worker crashed during startup: see its traceback",
+        True,
+        WRAPPER_RANK,
+    ),
+    S(
+        r"(?:TpModelWorkerClient|DataParallelController|DetokenizerManager|TokenizerManager) "
+        r"hit an exception",
+        "other",
+        "an SGLang subprocess crashed: see its traceback",
+        True,
+        WRAPPER_RANK,
+    ),
+    S(
+        r"Rank \d+ scheduler died during initialization",
+        "other",
+        "a scheduler process died during initialization: see the lines above (exit -9 = OOM killer)",
+        True,
+        WRAPPER_RANK,
+    ),
+    S(
+        r"^Initialization failed\. ",
+        "other",
+        "SGLang failed to initialize: see the traceback",
+        True,
+        WRAPPER_RANK,
+    ),
+    *TORCH_FAILURES,
+)
+
+SGLANG = EngineProfile(
+    name="sglang",
+    display_name="SGLang",
+    default_port=30000,
+    default_host="127.0.0.1",
+    command_patterns=(
+        r"(?:^|[\s/])(?:python\d?(?:\.\d+)?\s+)?-m\s+sglang\.(?:launch_server|srt\.server)\b",
+        r"(?:^|[\s/])sglang\s+serve\b",
+        r"\bsglang[./]launch_server\b",
+        r"\blmsysorg/sglang\b",
+    ),
+    endpoints=Endpoints(
+        # /health_generate runs a 1-token generation on every version; /health is the same handler on
+        # 0.5.x but answers 200 unconditionally on 0.4.x
+        health="/health_generate",
+        models="/v1/models",
+        metrics="/metrics",
+        info=("/server_info", "/get_server_info", "/model_info", "/get_model_info"),
+        lying_while_loading=(
+            "/model_info",
+            "/get_model_info",
+            "/v1/models",
+            "/server_info",
+            "/get_server_info",
+            "/ping",
+            "/health",  # 0.4.x: always 200
+        ),
+        listens_before_ready=True,
+    ),
+    phase_markers=PHASES,
+    progress_markers=PROGRESS,
+    failure_signatures=FAILURES,
+    ready_markers=(r"The server is fired up and ready to roll!",),
+    listening_markers=(r"Uvicorn running on \S+",),
+    spec_decoding=(
+        SpecMetric(
+            "server_info",
+            "internal_states[].avg_spec_accept_length",
+            "mean tokens accepted per verify step (includes the bonus token), per DP rank",
+        ),
+        SpecMetric("prometheus", "sglang:spec_accept_length", "gauge: mean accepted length"),
+        SpecMetric("prometheus", "sglang:spec_accept_rate", "gauge: accepted / proposed draft tokens"),
+        SpecMetric("prometheus", "sglang:spec_verify_calls_total", "counter: verify forward passes"),
+        SpecMetric(
+            "response_meta", "meta_info.spec_accept_length", "per request: completion_tokens / spec_verify_ct"
+        ),
+        SpecMetric("response_meta", "meta_info.spec_verify_ct", "per request: number of verify steps"),
+        SpecMetric("log", r"accept len: (?P<value>[\d.]+)", "Decode batch line: mean accept length"),
+        SpecMetric("log", r"accept rate: (?P<value>[\d.]+)", "Decode batch line (0.5.x): accept rate"),
+    ),
+    port_flags=("--port",),
+    host_flags=("--host",),
+    detect_patterns=(
+        (r"^server_args=ServerArgs\(", 4),
+        (r"The server is fired up and ready to roll", 4),
+        (r"^Load weight begin\. avail mem=", 4),
+        (r"^Memory pool end\. avail mem=", 4),
+        (r"^Capture (?:draft (?:extend )?)?cuda graph (?:begin|end)", 4),
+        (r"^max_total_num_tokens=\d+", 4),
+        (r"Scheduler hit an exception|Exception in run_tp_server|Received sigquit from a child process", 3),
+        (r"sglang is using nccl==", 4),
+        (r"[/\\]sglang[/\\]srt[/\\]", 4),
+        (r"sglang\.launch_server|sglang serve", 2),
+        (r"^Init torch distributed begin\.", 3),
+        (r"^(?:Prefill|Decode) batch[.,] #", 3),
+    ),
+    embeds=("vllm",),
+    frame_markers=FRAME_MARKERS,
+    notes="Port opens before warmup; /health is 503 until warmup on 0.5.x but always 200 on 0.4.x.",
+)

@@ -1,0 +1,142 @@
+"""Hugging Face Text Generation Inference (``text-generation-launcher``).
+
+Wording from ``launcher/src/main.rs``, ``router/src/server.rs`` and the Python shard server, TGI 1.x-3.x.
+The launcher downloads weights, starts one shard process per GPU ("Starting shard", "Waiting for shard to
+be ready...", "Shard ready in ..."), then the router connects, runs the warmup (CUDA graph capture happens
+on the shard side) and binds the port: "Connected" is logged just before the bind. The port stays closed
+until then.
+"""
+
+from __future__ import annotations
+
+from .common import FRAME_MARKERS, TORCH_FAILURES
+from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker, ProgressMarker
+from .profile import SpecMetric as M
+
+S = FailureSignature
+P = PhaseMarker
+
+TGI = EngineProfile(
+    name="tgi",
+    display_name="Text Generation Inference",
+    default_port=3000,  # launcher default; the official Docker image sets PORT=80
+    default_host="0.0.0.0",
+    command_patterns=(
+        r"(?:^|[\s/])text-generation-launcher(?:\s|$)",
+        r"\bghcr\.io/huggingface/text-generation-inference\b",
+        r"\btext-generation-inference:",
+    ),
+    endpoints=Endpoints(
+        health="/health",
+        models="/v1/models",
+        metrics="/metrics",
+        info=("/info",),
+        lying_while_loading=(),  # nothing listens until warmup is done
+        listens_before_ready=False,
+    ),
+    phase_markers=(
+        P(r"^Args \{", "process_start"),
+        P(r"Starting (?:check and )?download process", "process_start"),
+        P(r"Successfully downloaded weights", "process_start", weak=True),
+        P(r"text_generation_launcher: Starting shard\b|^shard-manager: .*Starting shard", "weights_loading"),
+        P(r"Waiting for shard to be ready", "weights_loading", weak=True),
+        P(r"Server started at unix://", "weights_loaded", weak=True),
+        P(r"Shard ready in [\d.]+", "weights_loaded", weak=True),
+        P(r"KV-cache blocks: \d+, size: \d+", "kv_cache"),
+        P(r"Starting Webserver", "warmup", weak=True),
+        P(r"Warming up model", "warmup"),
+        P(r"^warmup\{|\bwarmup\{", "warmup", weak=True),
+        P(r"Cuda Graphs are enabled for sizes", "cuda_graph"),
+        P(r"Setting max batch total tokens to \d+", "warmup", weak=True),
+    ),
+    progress_markers=(
+        ProgressMarker(
+            r"Downloaded \S+ in [\d:.]+s?\. \((?P<done>\d+)/(?P<total>\d+)\)", "download", "process_start"
+        ),
+    ),
+    failure_signatures=(
+        S(
+            r"Method Warmup encountered an error|warmup\{.*\}.*Server error|Error: Warmup\(",
+            "warmup_failed",
+            "the shard's warmup failed (often OOM during prefill or CUDA graph capture): lower "
+            "--max-batch-prefill-tokens / --max-total-tokens or --cuda-graphs",
+            True,
+        ),
+        S(
+            r"Not enough memory to handle \d+ prefill tokens",
+            "oom",
+            "lower --max-batch-prefill-tokens / --max-input-tokens",
+            True,
+        ),
+        S(r"Failed to bind to \S+", "port_in_use", "the port is already in use: change --port (PORT)", True),
+        S(
+            r"Shard process was signaled to shutdown with signal 9\b",
+            "other",
+            "a shard was SIGKILLed (signal 9): usually the host OOM killer; check dmesg and host RAM",
+            True,
+            15,
+        ),
+        S(
+            r"Shard process was signaled to shutdown with signal 4\b",
+            "other",
+            "a shard died with SIGILL (signal 4, illegal instruction): the binaries need CPU/GPU "
+            "features this machine lacks (e.g. AVX-512 or a newer GPU arch); use a matching image",
+            True,
+            15,
+        ),
+        S(
+            r"Shard process was signaled to shutdown with signal",
+            "other",
+            "a shard process was killed by a signal: see the shard's stderr above",
+            True,
+            10,
+        ),
+        S(
+            r"Error: DownloadError|Download encountered an error",
+            "other",
+            "downloading the weights failed: check the model id, HF_TOKEN and network",
+            True,
+            12,
+        ),
+        S(
+            r"Error: ShardCannotStart|Shard \d+ failed to start|Error: ShardFailed|Shard \d+ crashed",
+            "other",
+            "a shard failed to start: see the shard's stderr above",
+            True,
+            WRAPPER_RANK,
+        ),
+        S(
+            r"Error: WebserverFailed|Error: WebserverCannotStart|Webserver Crashed",
+            "other",
+            "the router failed: see the error above",
+            True,
+            WRAPPER_RANK,
+        ),
+        S(
+            r"Shard complete standard error output:",
+            "other",
+            "a shard exited: its stderr follows",
+            True,
+            WRAPPER_RANK,
+        ),
+        *TORCH_FAILURES,
+    ),
+    ready_markers=(r"(?:^|[:\s])Connected$",),
+    listening_markers=(r"(?:^|[:\s])Connected$", r"Invalid hostname, defaulting to 0\.0\.0\.0"),
+    spec_decoding=(
+        M("prometheus", "tgi_request_skipped_tokens", "histogram: speculated tokens accepted per request"),
+    ),
+    port_flags=("--port", "-p"),
+    host_flags=("--hostname",),
+    port_env=("PORT",),
+    detect_patterns=(
+        (r"text_generation_(?:launcher|router|client|server)", 4),
+        (r"Shard ready in |Waiting for shard to be ready|Starting shard rank=", 4),
+        (r"Error: ShardCannotStart|Error: WebserverFailed|Error: DownloadError", 4),
+        (r"^Args \{", 2),
+        (r"text-generation-launcher|text-generation-server", 3),
+        (r"router/(?:client/)?src/\w+\.rs", 3),
+    ),
+    frame_markers=FRAME_MARKERS,
+    notes="The router binds only after warmup: connection refused until 'Connected'.",
+)

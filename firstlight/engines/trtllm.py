@@ -1,0 +1,111 @@
+"""NVIDIA TensorRT-LLM ``trtllm-serve``.
+
+``launch_server`` (``tensorrt_llm/commands/serve.py``) binds the socket first ("Failed to bind socket to
+{host}:{port}" on conflict), builds the whole ``LLM(...)`` (weights, KV cache, autotuning, CUDA graphs), then
+runs uvicorn on the pre-bound socket, so uvicorn's "Application startup complete." is the ready line and no
+"Uvicorn running on" is printed. The gRPC entry point prints "Model loaded successfully" and "Server is
+ready to accept requests".
+"""
+
+from __future__ import annotations
+
+from .common import FRAME_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
+from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker
+from .profile import SpecMetric as M
+
+S = FailureSignature
+P = PhaseMarker
+
+TRTLLM = EngineProfile(
+    name="trtllm",
+    display_name="TensorRT-LLM (trtllm-serve)",
+    default_port=8000,
+    default_host="localhost",
+    command_patterns=(
+        r"(?:^|[\s/])trtllm-serve(?:\s|$)",
+        r"\btensorrt_llm\.commands\.serve\b",
+        r"\bnvcr\.io/nvidia/tensorrt-llm\b",
+    ),
+    endpoints=Endpoints(
+        health="/health_generate",  # /health only checks the executor; this one generates a token
+        models="/v1/models",
+        metrics="/prometheus/metrics",  # /metrics is JSON iteration stats, not Prometheus
+        info=("/version", "/server_info"),
+        lying_while_loading=(),
+        listens_before_ready=False,
+    ),
+    phase_markers=(
+        P(r"Starting TensorRT-LLM init|TensorRT-LLM version: ", "process_start"),
+        P(r"init_process_group|Initializing MPI|MPI size: \d+", "distributed_init", weak=True),
+        P(
+            r"Loading model weights|Loading weights|Use \S+ for loading weights|ModelLoader",
+            "weights_loading",
+        ),
+        P(
+            r"Model loaded successfully|Loading model weights took|weights loaded in",
+            "weights_loaded",
+            weak=True,
+        ),
+        P(
+            r"\[MemUsageChange\].*(?:KV cache|kv cache)|"
+            r"Allocated [\d.]+ GiB for max tokens in paged KV cache",
+            "kv_cache",
+            weak=True,
+        ),
+        P(r"[Aa]utotun(?:er|ing)", "compile", weak=True),
+        P(r"[Cc]apturing CUDA graph|CUDA graph warmup|cuda_graph_batch_sizes", "cuda_graph", weak=True),
+        P(r"TensorRT-LLM gRPC server started on", "http_listening"),
+    ),
+    progress_markers=SHARD_PROGRESS,
+    failure_signatures=(
+        S(
+            r"Failed to bind socket to \S+",
+            "port_in_use",
+            "the port is already in use (trtllm-serve binds before loading): change --port",
+            True,
+        ),
+        S(
+            r"\[TensorRT-LLM\]\[ERROR\].*out of memory|OutOfMemory|Requested amount of GPU memory",
+            "oom",
+            "not enough GPU memory: lower --kv_cache_free_gpu_memory_fraction, --max_batch_size or "
+            "--max_num_tokens",
+            True,
+        ),
+        S(
+            r"MPI_ABORT was invoked|Executor worker returned error|Executor worker died",
+            "other",
+            "an executor/MPI worker died: see the error above",
+            True,
+            WRAPPER_RANK,
+        ),
+        S(
+            r"RuntimeError: \[TensorRT-LLM\]\[ERROR\]",
+            "other",
+            "TensorRT-LLM raised an error: see above",
+            True,
+            5,
+        ),
+        *TORCH_FAILURES,
+    ),
+    ready_markers=(r"^Application startup complete\.", r"Server is ready to accept requests"),
+    listening_markers=(
+        r"^Application startup complete\.",
+        r"Uvicorn running on \S+",
+        r"TensorRT-LLM gRPC server started on",
+    ),
+    spec_decoding=(
+        M("perf_metrics", "speculative_decoding.acceptance_rate", "per request: accepted / drafted"),
+        M("perf_metrics", "speculative_decoding.total_accepted_draft_tokens", "per request"),
+        M("perf_metrics", "speculative_decoding.total_draft_tokens", "per request"),
+    ),
+    port_flags=("--port",),
+    host_flags=("--host",),
+    detect_patterns=(
+        (r"\[TRT-LLM\]", 4),
+        (r"\[TensorRT-LLM\]", 4),
+        (r"tensorrt_llm", 3),
+        (r"trtllm-serve", 3),
+    ),
+    frame_markers=FRAME_MARKERS,
+    notes="Binds early, listens only when the LLM is built.",
+)

@@ -1,0 +1,242 @@
+"""vLLM (``vllm serve`` / ``python -m vllm.entrypoints.openai.api_server``), V0 and V1 engines.
+
+Wording read from vLLM 0.33 (``vllm/``) and from V0/V1 logs of 0.4-0.19. The API server binds its socket
+early but only listens once the engine is built, so "Application startup complete." (uvicorn, which does
+not print "Uvicorn running on" for a pre-bound socket) is the ready line. V1 order: distributed init ->
+"Starting to load model" -> "Loading weights took"/"Model loading took" -> torch.compile (Dynamo/Inductor)
+-> "Available KV cache memory"/"GPU KV cache size" -> "Capturing CUDA graphs" -> "init engine (profile,
+create kv cache, warmup model) took" -> "Starting vLLM API server" -> "Application startup complete.".
+"""
+
+from __future__ import annotations
+
+from .common import FRAME_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
+from .profile import (
+    WRAPPER_RANK,
+    Endpoints,
+    EngineProfile,
+    FailureSignature,
+    PhaseMarker,
+    ProgressMarker,
+    SpecMetric,
+)
+
+S = FailureSignature
+P = PhaseMarker
+
+KV_HINT = (
+    "the KV cache does not fit: raise --gpu-memory-utilization, lower --max-model-len / --max-num-seqs, "
+    "or add GPUs"
+)
+
+PHASES: tuple[PhaseMarker, ...] = (
+    P(r"vLLM (?:API )?server version \S+", "process_start"),
+    P(r"^Initializing an? (?:V1 )?LLM engine \(v", "process_start"),
+    P(r"distributed_init_method=\S+ backend=", "distributed_init"),
+    P(r"vLLM is using nccl==", "distributed_init"),
+    P(r"^Starting to load model ", "weights_loading"),
+    P(r"^Loading model weights|^Loading model from ", "weights_loading"),
+    P(r"^Loading drafter model", "weights_loading"),
+    P(r"^Loading weights took [\d.]+ seconds", "weights_loaded", weak=True),
+    P(r"^Model loading took [\d.]+ ?Gi?B", "weights_loaded", weak=True),
+    P(r"^Loading model weights took [\d.]+ ?GB", "weights_loaded", weak=True),
+    P(
+        r"^Starting torch\.compile|Dynamo bytecode transform time:|Using cache directory: .* for vLLM's "
+        r"torch\.compile|^Compiling a graph for |^Directly load the compiled graph",
+        "compile",
+    ),
+    P(r"torch\.compile (?:takes|took) [\d.]+ s in total", "compile", weak=True),
+    P(r"^Memory profiling takes [\d.]+ seconds|^Initial profiling/warmup run took", "kv_cache"),
+    P(r"^Available KV cache memory: ", "kv_cache"),
+    P(r"^GPU KV cache size: |^Maximum concurrency for [\d,]+ tokens per request", "kv_cache"),
+    P(r"^# (?:GPU|cuda|CPU) blocks: \d+", "kv_cache"),
+    P(
+        r"^Capturing CUDA graphs? |^Capturing cudagraphs for decoding|^Capturing the model for CUDA graphs",
+        "cuda_graph",
+    ),
+    P(r"^CUDA graph shapes|^Capturing CUDA graph shapes", "cuda_graph"),
+    P(r"^Graph capturing finished in \d+ secs", "cuda_graph", weak=True),
+    P(r"^Starting vLLM (?:API )?server(?: \d+)? on ", "http_listening"),
+    P(r"^Available routes are:", "http_listening", weak=True),
+)
+
+PROGRESS: tuple[ProgressMarker, ...] = (
+    *SHARD_PROGRESS,
+    ProgressMarker(
+        r"^Capturing CUDA graphs? \([^)]*\):\s*(?P<pct>\d+)%\|[^|]*\| (?P<done>\d+)/(?P<total>\d+)",
+        "cuda_graph",
+        "cuda_graph",
+    ),
+    ProgressMarker(
+        r"^Capturing CUDA graph shapes:\s*(?P<pct>\d+)%\|[^|]*\| (?P<done>\d+)/(?P<total>\d+)",
+        "cuda_graph",
+        "cuda_graph",
+    ),
+    ProgressMarker(
+        r"^(?:Loading safetensors using Runai Model Streamer|Loading safetensors using Fastsafetensor)"
+        r"[^:]*:\s*(?P<pct>\d+)%",
+        "shards",
+        "weights_loading",
+    ),
+)
+
+FAILURES: tuple[FailureSignature, ...] = (
+    S(
+        r"Free memory on device .* on startup is less than desired GPU memory utilization",
+        "gpu_occupied",
+        "other processes hold GPU memory: free the GPU (nvidia-smi) or lower --gpu-memory-utilization",
+        True,
+    ),
+    S(
+        r"Error in memory profiling\. Initial free memory",
+        "gpu_occupied",
+        "GPU memory changed during profiling because another process uses the GPU: isolate vLLM",
+        True,
+    ),
+    S(r"No available memory for the cache blocks", "oom", KV_HINT, True),
+    S(r"is larger than the maximum number of tokens that can be stored in KV cache", "oom", KV_HINT, True),
+    S(r"KV cache is needed, which is larger than the available KV cache memory", "oom", KV_HINT, True),
+    S(
+        r"NotImplementedError: No compressed-tensors compatible scheme was found|"
+        r"No compressed-tensors compatible scheme",
+        "quantization",
+        "compressed-tensors scheme not supported by this vLLM/compressed-tensors version or GPU",
+        True,
+    ),
+    S(
+        r"Unknown quantization method: |Cannot find any of .* in the model's quantization config|"
+        r"Quantization method specified in the model config \(.*\) does not match the quantization method|"
+        r"The quantization method \S+ is not supported for the current GPU|"
+        r"is not supported for quantization method",
+        "quantization",
+        "the quantization method/config is unknown, inconsistent with --quantization, or needs a newer GPU",
+        True,
+    ),
+    S(
+        r"Model architectures \[.*\] (?:are|is) not supported for now|"
+        r"Model architectures \[.*\] failed to be inspected",
+        "other",
+        "this vLLM version does not support the model architecture: upgrade vLLM (or --trust-remote-code)",
+        True,
+        25,
+    ),
+    S(
+        r"Failed to load the model config\. If the model is a custom model",
+        "trust_remote_code",
+        "the config needs custom code: add --trust-remote-code (or the model id is wrong)",
+        True,
+    ),
+    S(
+        r"OSError: \[Errno 98\] Address already in use|\[Errno 98\] Address already in use",
+        "port_in_use",
+        "the port is already in use (vLLM binds before loading): stop the other server or change --port",
+        True,
+    ),
+    # generic wrappers
+    S(
+        r"EngineCore failed to start",
+        "other",
+        "the engine core failed to start: see the traceback",
+        True,
+        WRAPPER_RANK,
+    ),
+    S(
+        r"Engine core initialization failed",
+        "other",
+        "the engine core failed: see the root cause above",
+        True,
+        WRAPPER_RANK,
+    ),
+    S(
+        r"Engine process failed to start",
+        "other",
+        "the engine process failed: see the stack trace",
+        True,
+        WRAPPER_RANK,
+    ),
+    S(
+        r"WorkerProc failed to start|Worker proc VllmWorker-\d+ died unexpectedly|"
+        r"RuntimeError: Worker failed with error",
+        "other",
+        "a worker process died: see its traceback",
+        True,
+        WRAPPER_RANK,
+    ),
+    S(
+        r"EngineDeadError|Engine loop has died|AsyncEngineDeadError",
+        "other",
+        "the engine died: see the traceback above",
+        True,
+        WRAPPER_RANK,
+    ),
+    *TORCH_FAILURES,
+)
+
+VLLM = EngineProfile(
+    name="vllm",
+    display_name="vLLM",
+    default_port=8000,
+    default_host=None,
+    command_patterns=(
+        r"(?:^|[\s/])vllm\s+serve\b",
+        r"-m\s+vllm\.entrypoints\.(?:openai\.)?api_server\b",
+        r"\bvllm/vllm-openai\b",
+        r"\bvllm\.entrypoints\.(?:openai\.)?api_server\b",
+    ),
+    endpoints=Endpoints(
+        health="/health",
+        models="/v1/models",
+        metrics="/metrics",
+        info=("/version",),
+        lying_while_loading=(),
+        listens_before_ready=False,
+    ),
+    phase_markers=PHASES,
+    progress_markers=PROGRESS,
+    failure_signatures=FAILURES,
+    ready_markers=(r"^Application startup complete\.",),
+    listening_markers=(r"^Application startup complete\.", r"Uvicorn running on \S+"),
+    spec_decoding=(
+        SpecMetric("prometheus", "vllm:spec_decode_num_drafts_total", "counter: draft proposals"),
+        SpecMetric("prometheus", "vllm:spec_decode_num_draft_tokens_total", "counter: proposed draft tokens"),
+        SpecMetric("prometheus", "vllm:spec_decode_num_accepted_tokens_total", "counter: accepted tokens"),
+        SpecMetric(
+            "prometheus",
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+            "counter per draft position (label position)",
+        ),
+        SpecMetric(
+            "log",
+            r"SpecDecoding metrics: .*?Mean acceptance length: (?P<value>[\d.]+)",
+            "periodic log: mean accepted length",
+        ),
+        SpecMetric(
+            "log",
+            r"SpecDecoding metrics: .*?Avg Draft acceptance rate: (?P<value>[\d.]+)%",
+            "periodic log: draft acceptance rate (%)",
+        ),
+        SpecMetric(
+            "response_meta",
+            "metrics.speculative_decoding",
+            "per request with --per-request-spec-decode-metrics (experimental)",
+        ),
+    ),
+    port_flags=("--port",),
+    host_flags=("--host",),
+    detect_patterns=(
+        (r"vLLM (?:API )?server version", 4),
+        (r"^Initializing an? (?:V1 )?LLM engine \(v", 4),
+        (r"vLLM is using nccl==", 4),
+        (r"[/\\]vllm[/\\](?:v1|entrypoints|engine|worker|model_executor|executor|distributed)[/\\]", 3),
+        (r"EngineCore(?:_DP\d+)?\b", 3),
+        (r"^Capturing CUDA graphs \(", 3),
+        (r"shm_broadcast\.py|No available shared memory broadcast block", 3),
+        (r"init engine \(profile, create kv cache, warmup model\) took", 4),
+        (r"^Starting vLLM (?:API )?server", 4),
+        (r"^(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+:\d+\]", 2),
+        (r"^(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d [\w.]+:\d+\]", 1),
+        (r"gpu_model_runner\.py|gpu_worker\.py|\[core\.py:\d+\]", 2),
+    ),
+    frame_markers=FRAME_MARKERS,
+    notes="Binds the port before loading but listens only when ready: connection refused while loading.",
+)

@@ -1,0 +1,574 @@
+"""The judge: a timeline of observations in, phase, verdict, evidence and ETA out.
+
+Pure: no clocks, no I/O. ``feed`` takes observations in arrival order and returns the notable events they
+caused (a phase began, a level was reached, a fatal line); ``assess(now)`` gives the verdict at ``now``.
+Replaying a recorded timeline through a fresh Judge reproduces every verdict (tests/test_judge.py).
+
+Progress, for telling slow from hung:
+- strong: a new log line (not an HTTP access line, which our own probes cause), bytes read by the process
+  tree, memory (RSS) growing, shard/graph progress lines, GPU memory changing, a process appearing, a
+  readiness level newly reached;
+- weak: CPU time or GPU utilisation alone (a deadlocked NCCL init busy-waits at 100 %).
+``hung`` means no progress at all for stall_timeout, or only weak progress for spin_timeout.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from firstlight.config import JudgeConfig
+from firstlight.engines.profile import CATEGORY_RANK, PHASES, EngineProfile, LineMatch
+from firstlight.timeline import (
+    GpuSample,
+    Interrupted,
+    Level,
+    LogLine,
+    Observation,
+    Probe,
+    ProcessSample,
+    SourceNote,
+    Started,
+    WeightsTotal,
+)
+
+# Verdicts. "starting" is the only one that is not final.
+STARTING, READY, FAILED, HUNG, TIMEOUT, INTERRUPTED = (
+    "starting", "ready", "failed", "hung", "timeout", "interrupted",
+)
+FINAL_VERDICTS = (READY, FAILED, HUNG, TIMEOUT, INTERRUPTED)
+
+# Access-log lines answer somebody's request (ours, while we poll): they say the HTTP server lives, not that
+# the start progresses, so they must not keep a hung server looking busy.
+_ACCESS_LINE = re.compile(r"\b(?:GET|POST|HEAD|OPTIONS|PUT) /\S*.*?\b[1-5]\d\d\b")
+
+# A fatal line with a generic category waits this long for a more specific root cause (the exception header
+# comes before its traceback) unless the process exits first.
+_FAILURE_SETTLE_S = 1.5
+_RATE_WINDOW_S = 10.0
+
+
+@dataclass(frozen=True)
+class Evidence:
+    signal: str  # log | process | probe:<level> | disk | memory | cpu | gpu | watch
+    value: str  # what was seen, as a person would check it
+    since: float | None = None  # epoch seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"signal": self.signal, "value": self.value, "since": self.since}
+
+
+@dataclass
+class PhaseSpan:
+    name: str
+    start: float
+    end: float | None = None
+    source: str = "log"  # log | probe | start
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "start": self.start, "end": self.end, "source": self.source}
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something worth a line of output."""
+
+    t: float
+    type: str  # phase | level | lost | failure_line | warning | note | engine_ready
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Progress:
+    weights_fraction: float | None = None
+    weights_source: str | None = None  # disk | log
+    read_bytes: int = 0
+    weights_bytes: int | None = None
+    read_rate: float | None = None  # bytes/s over the last window
+    eta_weights_s: float | None = None
+    eta_total_s: float | None = None
+    cpu_cores: float | None = None  # CPU use of the tree, in cores, over the last window
+    cpu_seconds: float = 0.0
+    rss_bytes: int = 0
+    procs: int = 0
+    gpu_memory_bytes: int | None = None
+    gpu_util: float | None = None
+    since_last_log_s: float | None = None
+    shard: tuple[int, int] | None = None
+    progress_line: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+@dataclass
+class Assessment:
+    verdict: str
+    phase: str
+    level: Level
+    elapsed_s: float
+    evidence: list[Evidence]
+    progress: Progress
+    failure: str | None = None
+    hint: str | None = None
+    detail: str | None = None  # e.g. "busy-wait suspected"
+    engine_ready: bool = False
+
+    @property
+    def final(self) -> bool:
+        return self.verdict in FINAL_VERDICTS
+
+
+@dataclass
+class _Mark:
+    t: float
+    signal: str
+    value: str
+
+
+class Judge:
+    """Feed it observations in order; ask it for the verdict at any moment."""
+
+    def __init__(self, rules: JudgeConfig, profile: EngineProfile, started_at: float) -> None:
+        self.rules = rules
+        self.profile = profile
+        self.started_at = started_at
+        self.pid: int | None = None
+        self.launched = False
+        self.phases: list[PhaseSpan] = [PhaseSpan("process_start", started_at, source="start")]
+        self.level = Level.NONE
+        self.level_since: dict[Level, float] = {}
+        self.last_strong = _Mark(started_at, "watch", "firstlight started watching")
+        self.last_weak: _Mark | None = None
+        self.last_log: LogLine | None = None
+        self.log_lines = 0
+        self.first_generation: dict[str, Any] | None = None
+        self.ready_at: float | None = None
+        self.engine_ready: LogLine | None = None
+        self.bad_answers: list[Probe] = []
+        self.last_probe_failure: Probe | None = None
+        self.fatal: tuple[LogLine, LineMatch] | None = None
+        self.failure_lines: list[tuple[LogLine, LineMatch]] = []
+        self.exited: ProcessSample | None = None
+        self.interrupted: Interrupted | None = None
+        self.warnings: list[Evidence] = []
+        self.notes: list[SourceNote] = []
+        self.has_stillness_signal = False  # process, log or GPU: without any, "hung" cannot be told
+        self._proc_prev: ProcessSample | None = None
+        self._proc_window: list[ProcessSample] = []
+        self._read_base: int | None = None
+        self._rss_mark = 0
+        self._known_pids: set[int] = set()
+        self._d_since: dict[int, float] = {}
+        self._d_reported: set[int] = set()
+        self._zombies_reported: set[int] = set()
+        self._gpu_prev: dict[int, int] = {}
+        self._gpu_last: GpuSample | None = None
+        self._foreign_gpu_reported: set[tuple[int, int]] = set()
+        self.weights_total: WeightsTotal | None = None
+        self._shard: tuple[int, int, float, float] | None = None  # done, total, fraction, t
+        self._progress_line: str | None = None
+        self._final: Assessment | None = None
+
+    # -- feeding ---------------------------------------------------------------------------------------
+    def feed(self, obs: Observation) -> list[Event]:
+        if isinstance(obs, LogLine):
+            return self._on_log(obs)
+        if isinstance(obs, Probe):
+            return self._on_probe(obs)
+        if isinstance(obs, ProcessSample):
+            return self._on_process(obs)
+        if isinstance(obs, GpuSample):
+            return self._on_gpu(obs)
+        if isinstance(obs, WeightsTotal):
+            self.weights_total = obs
+            return [Event(obs.t, "note", f"weights: {_gb(obs.bytes)} in {obs.files} files at {obs.path}")]
+        if isinstance(obs, Started):
+            self.pid, self.launched = obs.pid, obs.launched
+            if obs.pid is not None:
+                self.has_stillness_signal = True
+            return []
+        if isinstance(obs, Interrupted):
+            self.interrupted = self.interrupted or obs
+            return []
+        if isinstance(obs, SourceNote):
+            self.notes.append(obs)
+            if obs.source in ("log", "gpu") and "unavailable" not in obs.message:
+                self.has_stillness_signal = True
+            return [Event(obs.t, "note", f"{obs.source}: {obs.message}")]
+        return []
+
+    def _strong(self, t: float, signal: str, value: str) -> None:
+        if t >= self.last_strong.t:
+            self.last_strong = _Mark(t, signal, value)
+
+    def _enter_phase(self, t: float, name: str, source: str) -> list[Event]:
+        current = self.phases[-1]
+        if current.name == name:
+            return []
+        current.end = t
+        self.phases.append(PhaseSpan(name, t, source=source))
+        return [Event(t, "phase", name, {"source": source})]
+
+    def _on_log(self, line: LogLine) -> list[Event]:
+        self.has_stillness_signal = True
+        self.log_lines += 1
+        self.last_log = line
+        events: list[Event] = []
+        match = self.profile.classify(line.text)
+        noise = _ACCESS_LINE.search(line.text) is not None and match.progress is None and not match.ready
+        if not noise:
+            self._strong(line.t, "log", _clip(line.text))
+        if match.phase and self.ready_at is None:
+            events += self._enter_phase(line.t, match.phase, "log")
+        if match.progress is not None:
+            p = match.progress
+            self._progress_line = _clip(line.text, 120)
+            if p.kind == "shards" and p.done is not None and p.total:
+                self._shard = (p.done, p.total, p.done / p.total, line.t)
+        if match.failure is not None:
+            self.failure_lines.append((line, match))
+            events.append(Event(line.t, "failure_line", _clip(line.text),
+                                {"category": match.failure.category, "fatal": match.failure.fatal,
+                                 "line": line.lineno}))
+            if match.failure.fatal and self.fatal is None and self.ready_at is None:
+                self.fatal = (line, match)
+        if match.ready and self.engine_ready is None:
+            self.engine_ready = line
+            events.append(Event(line.t, "engine_ready", "engine reports ready; confirming with a generation"))
+        return events
+
+    def _on_probe(self, p: Probe) -> list[Event]:
+        events: list[Event] = []
+        if p.ok:
+            if p.level > self.level:
+                for lv in Level:
+                    if self.level < lv <= p.level and lv not in self.level_since:
+                        self.level_since[lv] = p.t
+                        self._strong(p.t, f"probe:{lv.label}", f"{lv.label} reached")
+                        events.append(Event(p.t, "level", lv.label, {"detail": p.detail}))
+                self.level = p.level
+            if p.level == Level.GENERATION and self.first_generation is None:
+                self.first_generation = {"latency_s": p.latency_s, "text": p.text}
+                self.ready_at = p.t
+                events += self._enter_phase(p.t, "ready", "probe")
+            elif p.level == Level.HEALTH and self.engine_ready is None and self._before("warmup"):
+                events += self._enter_phase(p.t, "warmup", "probe")
+            elif (p.level in (Level.PORT, Level.HTTP) and not self.profile.endpoints.listens_before_ready
+                  and self._before("http_listening")):
+                events += self._enter_phase(p.t, "http_listening", "probe")
+            return events
+        # A failed rung: everything at and above it no longer holds.
+        self.last_probe_failure = p
+        if p.level <= self.level and self.ready_at is None:
+            events.append(Event(p.t, "lost", p.level.label, {"detail": p.detail}))
+            self.level = Level(p.level - 1)
+        if p.level == Level.GENERATION and not p.transient:
+            self.bad_answers.append(p)
+        elif p.level == Level.GENERATION:
+            self.bad_answers.clear()
+        return events
+
+    def _before(self, phase: str) -> bool:
+        """Is the current phase earlier than ``phase``? (Probe-derived phases only move forward.)"""
+        return PHASES.index(self.phases[-1].name) < PHASES.index(phase)
+
+    def _on_process(self, s: ProcessSample) -> list[Event]:
+        self.has_stillness_signal = True
+        events: list[Event] = []
+        prev = self._proc_prev
+        if not s.alive:
+            if self.exited is None:
+                self.exited = s
+                code = "unknown" if s.exit_code is None else str(s.exit_code)
+                events.append(Event(s.t, "warning", f"server process exited (code {code})",
+                                    {"exit_code": s.exit_code}))
+            self._proc_prev = s
+            return events
+        if self.level < Level.PROCESS:
+            self.level = Level.PROCESS
+            self.level_since.setdefault(Level.PROCESS, s.t)
+        if self._read_base is None:
+            self._read_base = s.read_bytes
+            self._rss_mark = s.rss_bytes
+        if prev is not None and prev.alive:
+            if s.read_bytes - prev.read_bytes >= self.rules.io_step_bytes:
+                self._strong(s.t, "disk", f"{_mb(s.read_bytes - prev.read_bytes)} read since the last sample")
+            if s.rss_bytes - self._rss_mark >= self.rules.rss_step_bytes:
+                self._strong(s.t, "memory", f"RSS grew to {_gb(s.rss_bytes)}")
+                self._rss_mark = s.rss_bytes
+            elif s.rss_bytes < self._rss_mark:
+                self._rss_mark = s.rss_bytes
+            dt = s.t - prev.t
+            if dt > 0 and (s.cpu_seconds - prev.cpu_seconds) / dt >= self.rules.cpu_busy_cores:
+                cores = (s.cpu_seconds - prev.cpu_seconds) / dt
+                self.last_weak = _Mark(s.t, "cpu", f"CPU busy at {cores * 100:.0f}% of a core")
+        new_pids = {p.pid for p in s.procs} - self._known_pids
+        if self._known_pids and new_pids:
+            names = ", ".join(f"{p.name}[{p.pid}]" for p in s.procs if p.pid in new_pids)
+            self._strong(s.t, "process", f"new process {names}")
+            events.append(Event(s.t, "note", f"new process in the tree: {names}"))
+        self._known_pids |= new_pids
+        for d in s.died:
+            if s.t - d.started < self.rules.worker_min_age_s:
+                continue  # a short-lived helper (a compiler, nvidia-smi) finishing is normal
+            ev = Evidence("process", f"child {d.name}[{d.pid}] died while the server process lives", s.t)
+            self.warnings.append(ev)
+            events.append(Event(s.t, "warning", ev.value, {"pid": d.pid}))
+        for p in s.procs:
+            if p.state == "disk-sleep":
+                since = self._d_since.setdefault(p.pid, s.t)
+                if s.t - since >= self.rules.d_state_seconds and p.pid not in self._d_reported:
+                    self._d_reported.add(p.pid)
+                    ev = Evidence("process", f"{p.name}[{p.pid}] in state D (uninterruptible I/O wait) "
+                                             f"for {s.t - since:.0f}s", since)
+                    self.warnings.append(ev)
+                    events.append(Event(s.t, "warning", ev.value, {"pid": p.pid}))
+            else:
+                self._d_since.pop(p.pid, None)
+                self._d_reported.discard(p.pid)
+            if p.state == "zombie" and p.pid not in self._zombies_reported:
+                self._zombies_reported.add(p.pid)
+                ev = Evidence("process", f"{p.name}[{p.pid}] is a zombie (exited, not reaped by its parent)", s.t)
+                self.warnings.append(ev)
+                events.append(Event(s.t, "warning", ev.value, {"pid": p.pid}))
+        self._proc_prev = s
+        self._proc_window.append(s)
+        while len(self._proc_window) > 2 and s.t - self._proc_window[1].t >= _RATE_WINDOW_S:
+            self._proc_window.pop(0)
+        return events
+
+    def _on_gpu(self, g: GpuSample) -> list[Event]:
+        self.has_stillness_signal = True
+        events: list[Event] = []
+        for d in g.devices:
+            before = self._gpu_prev.get(d.index)
+            if before is not None and abs(d.memory_used - before) >= self.rules.gpu_mem_step_bytes:
+                self._strong(g.t, "gpu", f"GPU {d.index} memory {_gb(before)} -> {_gb(d.memory_used)}")
+                self._gpu_prev[d.index] = d.memory_used
+            elif before is None:
+                self._gpu_prev[d.index] = d.memory_used
+            if d.utilization:
+                self.last_weak = _Mark(g.t, "gpu", f"GPU {d.index} utilisation {d.utilization:.0f}%")
+        tree = self._known_pids | ({self.pid} if self.pid else set())
+        if tree:
+            for gp in g.processes:
+                key = (gp.gpu, gp.pid)
+                if gp.pid not in tree and key not in self._foreign_gpu_reported:
+                    self._foreign_gpu_reported.add(key)
+                    mem = "" if gp.memory_used is None else f" ({_gb(gp.memory_used)})"
+                    ev = Evidence("gpu", f"GPU {gp.gpu} held by PID {gp.pid} {gp.name}{mem}, "
+                                         f"outside the server's process tree", g.t)
+                    self.warnings.append(ev)
+                    events.append(Event(g.t, "warning", ev.value, {"gpu": gp.gpu, "pid": gp.pid}))
+        self._gpu_last = g
+        return events
+
+    # -- judging ---------------------------------------------------------------------------------------
+    def assess(self, now: float) -> Assessment:
+        if self._final is not None:
+            return self._final
+        a = self._verdict(now)
+        if a.final:
+            self.phases[-1].end = self.phases[-1].end or now
+            self._final = a
+        return a
+
+    def _base(self, now: float, verdict: str, evidence: list[Evidence], **kw: Any) -> Assessment:
+        return Assessment(verdict=verdict, phase=self.phases[-1].name, level=self.level,
+                          elapsed_s=now - self.started_at, evidence=evidence, progress=self.progress(now),
+                          engine_ready=self.engine_ready is not None, **kw)
+
+    def _verdict(self, now: float) -> Assessment:
+        r = self.rules
+        if self.interrupted is not None:
+            return self._base(now, INTERRUPTED,
+                              [Evidence("signal", f"{self.interrupted.signal} received", self.interrupted.t)])
+        if self.ready_at is not None:
+            g = self.first_generation or {}
+            ev = [Evidence("probe:generation",
+                           f"generation returned {g.get('text')!r} in {g.get('latency_s') or 0:.2f}s",
+                           self.ready_at)]
+            if self.engine_ready is not None:
+                ev.append(Evidence("log", f"line {self.engine_ready.lineno}: {_clip(self.engine_ready.text)}",
+                                   self.engine_ready.t))
+            return self._base(now, READY, ev)
+        failed = self._failure(now)
+        if failed is not None:
+            return failed
+        if now - self.started_at >= r.timeout:
+            ev = [Evidence("watch", f"no READY within --timeout {r.timeout:g}s", self.started_at)]
+            ev += self._context_evidence(now)
+            return self._base(now, TIMEOUT, ev)
+        hung = self._hang(now)
+        if hung is not None:
+            return hung
+        return self._base(now, STARTING, self._context_evidence(now))
+
+    def _best_failure(self) -> tuple[LogLine, LineMatch] | None:
+        """The most specific failure line seen (a named root cause beats a generic wrapper); ties: earliest."""
+        best: tuple[LogLine, LineMatch] | None = None
+        for line, m in self.failure_lines:
+            assert m.failure is not None
+            if best is None or m.failure.rank > best[1].failure.rank:  # type: ignore[union-attr]
+                best = (line, m)
+        return best
+
+    def _failure(self, now: float) -> Assessment | None:
+        exited = self.exited is not None
+        if self.fatal is not None:
+            best = self._best_failure()
+            assert best is not None and best[1].failure is not None
+            settled = (best[1].failure.rank > CATEGORY_RANK["other"] or exited
+                       or now - self.fatal[0].t >= _FAILURE_SETTLE_S)
+            if settled:
+                return self._failed_from_line(now, best)
+        if exited:
+            assert self.exited is not None
+            code = self.exited.exit_code
+            ev = [Evidence("process", f"server process exited with code {'unknown' if code is None else code} "
+                                      f"before serving", self.exited.t)]
+            best = self._best_failure()
+            if best is not None:
+                return self._failed_from_line(now, best, ev)
+            if self.last_log is not None:
+                ev.append(Evidence("log", f"last line {self.last_log.lineno}: {_clip(self.last_log.text)}",
+                                   self.last_log.t))
+            return self._base(now, FAILED, ev + self.warnings, failure="other",
+                              hint="the server exited without a recognised error; read its last log lines")
+        if len(self.bad_answers) >= self.rules.generation_attempts:
+            last = self.bad_answers[-1]
+            ev = [Evidence("probe:generation", f"{len(self.bad_answers)} bad answers in a row; last: {last.detail}",
+                           self.bad_answers[0].t)]
+            return self._base(now, FAILED, ev, failure="bad_generation",
+                              hint="the server answers generations but not with valid text: check the model, "
+                                   "its chat template and --expect")
+        return None
+
+    def _failed_from_line(self, now: float, best: tuple[LogLine, LineMatch],
+                          extra: list[Evidence] | None = None) -> Assessment:
+        line, m = best
+        assert m.failure is not None
+        ev = [Evidence("log", f"line {line.lineno}: {_clip(line.text)}", line.t)] + (extra or [])
+        hint = m.failure.hint
+        if m.failure.category == "gpu_occupied":
+            foreign = [w.value for w in self.warnings if w.signal == "gpu"]
+            if foreign:
+                hint = f"{hint} ({'; '.join(foreign)})"
+        return self._base(now, FAILED, ev + self.warnings, failure=m.failure.category, hint=hint)
+
+    def _hang(self, now: float) -> Assessment | None:
+        if not self.has_stillness_signal:
+            return None  # only probes: a closed port for minutes is what a slow vLLM load looks like too
+        r = self.rules
+        strong_idle = now - self.last_strong.t
+        last_any = max(self.last_strong.t, self.last_weak.t if self.last_weak else 0.0)
+        if now - last_any >= r.stall_timeout:
+            ev = [Evidence(self.last_strong.signal,
+                           f"no progress for {now - last_any:.0f}s; last progress: {self.last_strong.value}",
+                           self.last_strong.t)]
+            if self.last_weak is not None:
+                ev.append(Evidence(self.last_weak.signal, f"last activity: {self.last_weak.value}",
+                                   self.last_weak.t))
+            ev += self._context_evidence(now) + self.warnings
+            return self._base(now, HUNG, ev, detail="no progress")
+        if strong_idle >= r.spin_timeout and self.last_weak is not None:
+            ev = [Evidence(self.last_weak.signal, f"{self.last_weak.value}, yet nothing else moved for "
+                                                  f"{strong_idle:.0f}s", self.last_strong.t),
+                  Evidence(self.last_strong.signal, f"last real progress: {self.last_strong.value}",
+                           self.last_strong.t)]
+            ev += self._context_evidence(now) + self.warnings
+            return self._base(now, HUNG, ev, detail="busy-wait suspected")
+        return None
+
+    def _context_evidence(self, now: float) -> list[Evidence]:
+        ev = [Evidence(self.last_strong.signal, f"last progress: {self.last_strong.value}", self.last_strong.t)]
+        if self.last_probe_failure is not None:
+            ev.append(Evidence(f"probe:{self.last_probe_failure.level.label}", self.last_probe_failure.detail,
+                               self.last_probe_failure.t))
+        if self.last_log is not None:
+            ev.append(Evidence("log", f"last line {self.last_log.lineno}: {_clip(self.last_log.text)}",
+                               self.last_log.t))
+        return ev
+
+    # -- progress and ETA ------------------------------------------------------------------------------
+    def progress(self, now: float) -> Progress:
+        p = Progress()
+        s = self._proc_prev
+        if s is not None and s.alive:
+            p.cpu_seconds, p.rss_bytes, p.procs = s.cpu_seconds, s.rss_bytes, len(s.procs)
+        base = self._read_base or 0
+        if s is not None:
+            p.read_bytes = max(0, s.read_bytes - base)
+        win = self._proc_window
+        if len(win) >= 2 and win[-1].t > win[0].t:
+            dt = win[-1].t - win[0].t
+            p.read_rate = max(0, win[-1].read_bytes - win[0].read_bytes) / dt
+            p.cpu_cores = max(0.0, win[-1].cpu_seconds - win[0].cpu_seconds) / dt
+        if self.weights_total is not None and self.weights_total.bytes > 0:
+            p.weights_bytes = self.weights_total.bytes
+            if p.read_bytes > 0:
+                p.weights_fraction = min(1.0, p.read_bytes / self.weights_total.bytes)
+                p.weights_source = "disk"
+                if p.read_rate and p.weights_fraction < 1.0:
+                    p.eta_weights_s = (self.weights_total.bytes - p.read_bytes) / p.read_rate
+        if self._shard is not None:
+            done, total, frac, t = self._shard
+            p.shard = (done, total)
+            if p.weights_fraction is None:
+                p.weights_fraction, p.weights_source = frac, "log"
+                elapsed = t - self._phase_start("weights_loading", self.started_at)
+                if 0 < frac < 1 and elapsed > 0:
+                    p.eta_weights_s = max(0.0, elapsed / frac * (1 - frac) - (now - t))
+        if self.weights_total is not None and p.weights_fraction is not None and p.weights_fraction >= 1.0:
+            p.eta_weights_s = 0.0
+        p.progress_line = self._progress_line
+        if self.rules.expected_total_s is not None:
+            p.eta_total_s = max(0.0, self.rules.expected_total_s - (now - self.started_at))
+        if self.last_log is not None:
+            p.since_last_log_s = max(0.0, now - self.last_log.t)
+        g = self._gpu_last
+        if g is not None and g.devices:
+            p.gpu_memory_bytes = sum(d.memory_used for d in g.devices)
+            utils = [d.utilization for d in g.devices if d.utilization is not None]
+            p.gpu_util = sum(utils) / len(utils) if utils else None
+        return p
+
+    def _phase_start(self, name: str, default: float) -> float:
+        for span in self.phases:
+            if span.name == name:
+                return span.start
+        return default
+
+    def phases_dicts(self) -> list[dict[str, Any]]:
+        return [s.to_dict() for s in self.phases]
+
+
+def judge_timeline(observations: list[Observation], rules: JudgeConfig, profile: EngineProfile,
+                   now: float) -> Assessment:
+    """Replay a whole recorded timeline and assess it at ``now``: the verdict of the last step that was final,
+    or the live assessment at ``now``."""
+    if not observations:
+        raise ValueError("empty timeline")
+    judge = Judge(rules, profile, observations[0].t)
+    for obs in observations:
+        judge.feed(obs)
+        a = judge.assess(obs.t)
+        if a.final:
+            return a
+    return judge.assess(now)
+
+
+def _clip(text: str, n: int = 240) -> str:
+    text = text.strip()
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"

@@ -1,0 +1,123 @@
+"""Human output on stderr: a line per event, and a live status line on a terminal (a periodic one when not).
+
+Plain text when stderr is not a terminal, so that journald, CI logs and ``tee`` get clean lines.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import IO, Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from firstlight.judge import Assessment, Event
+from firstlight.report.format import duration, status_line
+
+_STYLES = {"ready": "bold green", "failed": "bold red", "hung": "bold red", "timeout": "bold yellow",
+           "interrupted": "yellow", "warning": "yellow", "failure_line": "red", "phase": "cyan",
+           "level": "blue", "engine_ready": "green", "lost": "yellow"}
+
+
+class ConsoleReporter:
+    def __init__(self, stream: IO[str] | None = None, live: bool | None = None, status_interval: float = 10.0,
+                 echo_server: bool = True) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty() if live is None else live
+        self.console = Console(file=self.stream, force_terminal=self.tty, no_color=not self.tty,
+                               highlight=False, soft_wrap=True)
+        self.status_interval = status_interval
+        self.echo_server = echo_server
+        self._lock = threading.Lock()
+        self._last_status = 0.0
+        self._live: Live | None = None
+        self._t0: float | None = None
+        if self.tty:
+            self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
+            self._live.start()
+
+    def _line(self, t: float | None, tag: str, text: str, style: str | None = None) -> None:
+        rel = "" if t is None or self._t0 is None else f"[{duration(t - self._t0):>6}] "
+        line = Text(rel)
+        line.append(f"{tag:<8} ", style=style)
+        line.append(text)
+        with self._lock:
+            if self.tty:
+                self.console.print(line)
+            else:
+                self.stream.write(line.plain + "\n")
+                self.stream.flush()
+
+    def started(self, info: dict[str, Any]) -> None:
+        self._t0 = info["started_at"]
+        what = f"launched pid {info['pid']}" if info.get("launched") else (
+            f"watching pid {info['pid']}" if info.get("pid") else "watching")
+        self._line(self._t0, "start", f"{what}: engine {info['engine']}, url {info['url']}"
+                   + (f", command: {info['command']}" if info.get("command") else ""))
+
+    def event(self, ev: Event, a: Assessment) -> None:
+        tag = {"failure_line": "error", "engine_ready": "engine", "lost": "level"}.get(ev.type, ev.type)
+        text = ev.message
+        if ev.type == "phase":
+            text = f"{ev.message}" + (" (from the readiness probes)" if ev.data.get("source") == "probe" else "")
+        elif ev.type == "level":
+            text = f"{ev.message} holds: {ev.data.get('detail', '')}"
+        elif ev.type == "lost":
+            text = f"{ev.message} no longer holds: {ev.data.get('detail', '')}"
+        elif ev.type == "failure_line":
+            text = f"[{ev.data.get('category')}] line {ev.data.get('line')}: {ev.message}"
+        self._line(ev.t, tag, text, _STYLES.get(ev.type))
+
+    def status(self, a: Assessment) -> None:
+        line = status_line(a)
+        if self._live is not None:
+            self._live.update(Text(line, style="dim"))
+            return
+        now = time.monotonic()
+        if now - self._last_status >= self.status_interval:
+            self._last_status = now
+            self._line(None if self._t0 is None else self._t0 + a.elapsed_s, "status", line)
+
+    def server_line(self, stream: str, text: str) -> None:
+        if not self.echo_server:
+            return
+        with self._lock:
+            if self.tty:
+                self.console.print(Text(text, style="dim"))
+            else:
+                self.stream.write(text + "\n")
+                self.stream.flush()
+
+    def message(self, text: str) -> None:
+        self._line(None, "firstlight", text)
+
+    def summary(self, s: dict[str, Any]) -> None:
+        verdict = s["verdict"]
+        end = s.get("ready_at") or s.get("ended_at")
+        head = verdict.upper()
+        if verdict == "ready":
+            g = s.get("first_generation") or {}
+            text = (f"serving after {duration(s['ready_at'] - s['started_at'])}: first generation "
+                    f"{g.get('text')!r} in {g.get('latency_s') or 0:.2f}s")
+        else:
+            text = f"in phase {s['phase']}"
+            if s.get("detail"):
+                text += f" ({s['detail']})"
+            if s.get("failure"):
+                text += f": {s['failure']}"
+        self._line(end, head, text, _STYLES.get(verdict))
+        for ev in s.get("evidence", []):
+            since = "" if ev.get("since") is None or self._t0 is None else f" (at {duration(ev['since'] - self._t0)})"
+            self._line(None, "  because", f"{ev['signal']}: {ev['value']}{since}")
+        if s.get("hint"):
+            self._line(None, "  fix", s["hint"])
+        for note in s.get("notes", []):
+            self._line(None, "  note", note)
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None

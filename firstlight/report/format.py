@@ -1,0 +1,64 @@
+"""Plain-text renderings shared by the reporters."""
+
+from __future__ import annotations
+
+from firstlight.judge import Assessment, Progress
+
+
+def size(n: float | None) -> str:
+    if n is None:
+        return "?"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def duration(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = max(0.0, s)
+    if s < 60:
+        return f"{s:.0f}s" if s >= 10 else f"{s:.1f}s"
+    m, sec = divmod(int(s), 60)
+    if m < 60:
+        return f"{m}m{sec:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+def progress_parts(p: Progress) -> list[str]:
+    parts = []
+    if p.weights_fraction is not None:
+        w = f"weights {p.weights_fraction * 100:.0f}%"
+        if p.weights_bytes and p.weights_source == "disk":
+            w += f" of {size(p.weights_bytes)}"
+        if p.shard is not None:
+            w += f" (shard {p.shard[0]}/{p.shard[1]})"
+        parts.append(w)
+    if p.read_rate:
+        parts.append(f"read {size(p.read_rate)}/s")
+    if p.eta_weights_s is not None and (p.weights_fraction or 0) < 1:
+        parts.append(f"weights ETA {duration(p.eta_weights_s)}")
+    if p.eta_total_s is not None:
+        parts.append(f"ready ETA {duration(p.eta_total_s)}")
+    if p.cpu_cores is not None:
+        parts.append(f"CPU {p.cpu_cores * 100:.0f}%")
+    if p.rss_bytes:
+        parts.append(f"RSS {size(p.rss_bytes)}")
+    if p.gpu_memory_bytes is not None:
+        g = f"GPU {size(p.gpu_memory_bytes)}"
+        if p.gpu_util is not None:
+            g += f" {p.gpu_util:.0f}%"
+        parts.append(g)
+    if p.since_last_log_s is not None:
+        parts.append(f"log {duration(p.since_last_log_s)} ago")
+    return parts
+
+
+def status_line(a: Assessment) -> str:
+    verdict = a.verdict
+    if a.verdict == "starting":
+        verdict = "engine says ready, confirming" if a.engine_ready else "progressing"
+    head = f"{a.phase} | {duration(a.elapsed_s)} | {a.level.label}"
+    return " | ".join([head, *progress_parts(a.progress), verdict])

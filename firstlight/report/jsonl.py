@@ -1,0 +1,54 @@
+"""JSON Lines on stdout: one object per event, a status object per second, and a last summary object."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import IO, Any
+
+from firstlight.judge import Assessment, Event
+
+
+class JsonLinesReporter:
+    def __init__(self, stream: IO[str] | None = None, status_interval: float = 1.0) -> None:
+        self.stream = stream or sys.stdout
+        self.status_interval = status_interval
+        self._lock = threading.Lock()
+        self._last_status = 0.0
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        with self._lock:
+            try:
+                self.stream.write(json.dumps(obj, default=str) + "\n")
+                self.stream.flush()
+            except (BrokenPipeError, ValueError):
+                pass  # a reader that went away must not take the server down with it
+
+    def started(self, info: dict[str, Any]) -> None:
+        self._write({"event": "started", "t": info["started_at"], **info})
+
+    def event(self, ev: Event, a: Assessment) -> None:
+        self._write({"event": ev.type, "t": ev.t, "message": ev.message, "phase": a.phase, **ev.data})
+
+    def status(self, a: Assessment) -> None:
+        now = time.monotonic()
+        if now - self._last_status < self.status_interval:
+            return
+        self._last_status = now
+        self._write({"event": "status", "t": time.time(), "phase": a.phase, "level": a.level.label,
+                     "verdict": a.verdict, "engine_ready": a.engine_ready, "elapsed_s": round(a.elapsed_s, 3),
+                     **a.progress.to_dict()})
+
+    def server_line(self, stream: str, text: str) -> None:
+        pass  # server lines are in the log; the JSON stream carries what firstlight concluded
+
+    def message(self, text: str) -> None:
+        self._write({"event": "message", "t": time.time(), "message": text})
+
+    def summary(self, summary: dict[str, Any]) -> None:
+        self._write({"event": "summary", **summary})
+
+    def close(self) -> None:
+        pass

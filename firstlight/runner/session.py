@@ -1,0 +1,365 @@
+"""One watch from start to verdict: launch or attach, run the samplers and the ladder, feed the judge, report,
+and stop the server when it must stop.
+
+Threads: each sampler, each log source and the ladder run on their own clocks and only put observations on
+one queue; this module's loop is the only reader, the only caller of the judge and the only one that decides
+what to do with the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+from firstlight.config import Config
+from firstlight.engines import get_profile, new_detector
+from firstlight.engines.profile import EngineProfile
+from firstlight.judge import _ACCESS_LINE, READY, Assessment, Event, Evidence, Judge
+from firstlight.probes.ladder import Ladder
+from firstlight.redact import Redactor
+from firstlight.report.base import Reporter
+from firstlight.runner.launcher import LaunchError, ServerProcess
+from firstlight.samplers.base import Sampler
+from firstlight.samplers.gpu import GpuSampler
+from firstlight.samplers.logs import FileFollower, PipeReader
+from firstlight.samplers.process import ProcessTreeSampler
+from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
+from firstlight.timeline import (
+    Interrupted,
+    Level,
+    LogLine,
+    Observation,
+    SourceNote,
+    Started,
+    WeightsTotal,
+)
+
+EXIT_CODES = {"ready": 0, "failed": 1, "hung": 2, "timeout": 3, "interrupted": 130}
+EXIT_REGRESSION = 4
+EXIT_USAGE = 64
+EXIT_INTERNAL = 70
+
+
+@dataclass
+class Outcome:
+    verdict: str
+    exit_code: int
+    summary: dict[str, Any]
+    assessment: Assessment | None = None
+    server_pid: int | None = None
+    requests: dict[str, int] = field(default_factory=dict)
+
+
+class LadderLoop:
+    """Climbs the ladder again and again: at once after a change or a new log line, backing off to
+    ``max_interval`` while nothing changes. One thread, so never more than one generation in flight."""
+
+    def __init__(self, ladder: Ladder, sink: Callable[[Observation], None], min_interval: float,
+                 max_interval: float) -> None:
+        self.ladder, self.sink = ladder, sink
+        self.min_interval, self.max_interval = min_interval, max_interval
+        self.wake = threading.Event()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="firstlight-ladder", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        interval = self.min_interval
+        last: tuple[int, bool] | None = None
+        while not self.stop.is_set():
+            self.wake.clear()
+            results = self.ladder.climb()
+            if self.stop.is_set():
+                return
+            for p in results:
+                self.sink(p)
+            top = max((p.level for p in results if p.ok), default=Level.NONE)
+            if top == Level.GENERATION:
+                return
+            state = (int(top), bool(results and results[-1].ok))
+            interval = self.min_interval if state != last else min(self.max_interval, interval * 1.5)
+            last = state
+            self.wake.wait(interval)
+
+
+class Session:
+    def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor | None = None,
+                 record: IO[str] | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.cfg = cfg
+        self.profile = profile
+        self.reporter = reporter
+        self.redactor = redactor or Redactor()
+        self.record = record
+        self.clock = clock
+        self.q: queue.Queue[Observation] = queue.Queue()
+        self.server: ServerProcess | None = None
+        self.server_log: Path | None = None
+        self.samplers: list[Sampler] = []
+        self.followers: list[FileFollower] = []
+        self.ladder_loop: LadderLoop | None = None
+        self._signals: list[str] = []
+        # Engine not named and not told by the command: learn it from the server's own lines.
+        self.detector = new_detector() if cfg.engine is None and profile.name == "generic" else None
+
+    # -- plumbing ----------------------------------------------------------------------------------------
+    def _sink(self, obs: Observation) -> None:
+        if isinstance(obs, LogLine):
+            obs = LogLine(obs.t, self.redactor.text(obs.text), obs.stream, obs.lineno)
+        self.q.put(obs)
+
+    def _echo(self, stream: str, text: str) -> None:
+        self.reporter.server_line(stream, self.redactor.text(text))
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        self._signals.append(name)
+        self.q.put(Interrupted(self.clock(), name))
+
+    # -- the run -----------------------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        started_at = self.clock()
+        judge = Judge(self.cfg.judge, self.profile, started_at)
+        old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            launch_error = self._start_sources()
+            pid = self.server.pid if self.server else self.cfg.pid
+            command = self.redactor.argv(self.cfg.command) if self.cfg.command else None
+            self.reporter.started({"started_at": started_at, "pid": pid, "launched": self.server is not None,
+                                   "engine": self.profile.name, "url": self.cfg.probe.url,
+                                   "command": " ".join(command) if command else None})
+            self._feed(judge, Started(started_at, pid, self.cfg.probe.url, self.profile.name,
+                                      launched=self.server is not None))
+            if launch_error is not None:
+                outcome = self._finish_launch_error(judge, started_at, launch_error)
+                self.reporter.summary(outcome.summary)
+                return outcome
+            a = self._loop(judge)
+            summary = self._summary(judge, a, started_at)
+            outcome = Outcome(a.verdict, EXIT_CODES[a.verdict], summary, a, pid, dict(self._requests()))
+            outcome = self._after_verdict(judge, outcome)
+            self.reporter.summary(outcome.summary)  # always the last line
+            return outcome
+        finally:
+            self._stop_sources()
+            for s, h in old_handlers.items():
+                signal.signal(s, h)
+
+    def _start_sources(self) -> str | None:
+        cfg = self.cfg
+        if cfg.command:
+            output = None
+            if cfg.after_ready == "detach":
+                fd, name = tempfile.mkstemp(prefix="firstlight-server-", suffix=".log")
+                os.close(fd)
+                output = self.server_log = Path(name)
+            self.server = ServerProcess(cfg.command, output=output)
+            try:
+                self.server.start()
+            except LaunchError as e:
+                self.server = None
+                return str(e)
+            assert self.server.popen is not None
+            if output is None:
+                echo = self._echo if cfg.echo_server_output else None
+                for pipe, name in ((self.server.popen.stdout, "stdout"), (self.server.popen.stderr, "stderr")):
+                    assert pipe is not None
+                    PipeReader(pipe, name, self._sink, echo, self.clock).start()
+            else:
+                f = FileFollower(output, self._sink, clock=self.clock,
+                                 echo=self._echo if cfg.echo_server_output else None)
+                f.start()
+                self.followers.append(f)
+        if cfg.log_file is not None:
+            f = FileFollower(cfg.log_file, self._sink, clock=self.clock)
+            f.start()
+            self.followers.append(f)
+        pid = self.server.pid if self.server else cfg.pid
+        if pid is not None:
+            exit_code = self.server.poll if self.server else None
+            self.samplers.append(ProcessTreeSampler(pid, cfg.sample_interval, exit_code, self.clock))
+        self.samplers.append(GpuSampler(cfg.sample_interval, clock=self.clock))
+        for s in self.samplers:
+            s.start(self._sink)
+        threading.Thread(target=self._weights, name="firstlight-weights", daemon=True).start()
+        ladder = Ladder(cfg.probe, self.clock)
+        self.ladder_loop = LadderLoop(ladder, self._sink, cfg.probe.min_interval, cfg.probe.max_interval)
+        self.ladder_loop.start()
+        return None
+
+    def _weights(self) -> None:
+        model = str(self.cfg.model_path) if self.cfg.model_path else model_path_from_command(self.cfg.command)
+        if not model:
+            return
+        path = resolve_model_dir(model)
+        if path is None:
+            self._sink(SourceNote(self.clock(), "weights", f"model {model!r} is not a local path; "
+                                                           "weights fraction unavailable"))
+            return
+        try:
+            total, files = total_weight_bytes(path)
+        except OSError as e:
+            self._sink(SourceNote(self.clock(), "weights", f"cannot size {path}: {e.strerror}"))
+            return
+        if files:
+            self._sink(WeightsTotal(self.clock(), total, files, str(path)))
+
+    def _requests(self) -> dict[str, int]:
+        return dict(self.ladder_loop.ladder.requests) if self.ladder_loop else {}
+
+    def _feed(self, judge: Judge, obs: Observation) -> None:
+        if self.record is not None:
+            self.record.write(json.dumps(obs.to_dict(), default=str) + "\n")
+        if self.detector is not None and isinstance(obs, LogLine):
+            self._detect(judge, obs)
+        events = judge.feed(obs)
+        a = judge.assess(obs.t) if events else None
+        for ev in events:
+            assert a is not None
+            self.reporter.event(ev, a)
+        if isinstance(obs, LogLine) and self.ladder_loop and not _ACCESS_LINE.search(obs.text):
+            self.ladder_loop.wake.set()
+
+    def _detect(self, judge: Judge, line: LogLine) -> None:
+        assert self.detector is not None
+        self.detector.feed(line.text)
+        name = self.detector.best()
+        if name is None:
+            if self.detector.lines > 2000:
+                self.detector = None
+            return
+        self.detector = None
+        self.profile = judge.profile = get_profile(name)
+        a = judge.assess(line.t)
+        self.reporter.event(Event(line.t, "note", f"engine detected from its log lines: {name}"), a)
+
+    def _loop(self, judge: Judge) -> Assessment:
+        while True:
+            try:
+                obs: Observation | None = self.q.get(timeout=0.05)
+            except queue.Empty:
+                obs = None
+            while obs is not None:
+                self._feed(judge, obs)
+                try:
+                    obs = self.q.get_nowait()
+                except queue.Empty:
+                    obs = None
+            a = judge.assess(self.clock())
+            self.reporter.status(a)
+            if a.final:
+                return a
+
+    def _stop_sources(self) -> None:
+        if self.ladder_loop is not None:
+            self.ladder_loop.stop.set()
+            self.ladder_loop.wake.set()
+        for s in self.samplers:
+            s.stop()
+        for f in self.followers:
+            f.stop()
+
+    # -- after the verdict -------------------------------------------------------------------------------
+    def _after_verdict(self, judge: Judge, outcome: Outcome) -> Outcome:
+        server = self.server
+        if server is None:
+            return outcome
+        if outcome.verdict == READY:
+            if self.cfg.after_ready == "stop":
+                self._stop_server(outcome)
+                return outcome
+            if self.cfg.after_ready == "detach":
+                self.reporter.message(f"detached: server pid {server.pid} keeps running; its output goes to "
+                                      f"{self.server_log}; stop it with: kill -TERM -- -{server.pid}")
+                return outcome
+            return self._supervise(judge, outcome)
+        if self.cfg.keep_on_failure:
+            self.reporter.message(f"--keep-on-failure: server left running, pid {server.pid}, process group "
+                                  f"{server.pid}; stop it with: kill -TERM -- -{server.pid}")
+            return outcome
+        self._stop_server(outcome)
+        return outcome
+
+    def _stop_server(self, outcome: Outcome) -> None:
+        assert self.server is not None
+        how = self.server.stop(self.cfg.grace)
+        self.reporter.message(f"server process group {self.server.pid}: {how}")
+        outcome.summary["server_stopped"] = how
+
+    def _supervise(self, judge: Judge, outcome: Outcome) -> Outcome:
+        """Stay in the foreground after READY: forward a stop to the server, report if it dies."""
+        assert self.server is not None
+        self.reporter.summary(outcome.summary)  # READY now; a final summary follows when serving ends
+        self.reporter.message(f"supervising server pid {self.server.pid}; Ctrl-C or SIGTERM stops it")
+        ready_at = outcome.summary["ready_at"]
+        while True:
+            code = self.server.poll()
+            if code is not None:
+                now = self.clock()
+                s = dict(outcome.summary)
+                s.update(verdict="failed", phase="serving", failure="other", ended_at=now,
+                         hint="the server exited after it was serving; read its last log lines",
+                         evidence=[Evidence("process", f"server exited with code {code} after serving for "
+                                                       f"{now - ready_at:.0f}s", now).to_dict()])
+                return Outcome("failed", EXIT_CODES["failed"], s, outcome.assessment, self.server.pid,
+                               outcome.requests)
+            try:
+                obs = self.q.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if isinstance(obs, Interrupted):
+                s = dict(outcome.summary)
+                s.update(verdict="interrupted", ended_at=self.clock(),
+                         evidence=[Evidence("signal", f"{obs.signal} received while serving", obs.t).to_dict()])
+                out = Outcome("interrupted", EXIT_CODES["interrupted"], s, outcome.assessment, self.server.pid,
+                              outcome.requests)
+                self._stop_server(out)
+                return out
+
+    def _finish_launch_error(self, judge: Judge, started_at: float, error: str) -> Outcome:
+        now = self.clock()
+        a = judge.assess(now)
+        summary = self._summary(judge, a, started_at)
+        summary.update(verdict="failed", failure="other", hint="check the command: the executable must exist",
+                       evidence=[Evidence("process", error, now).to_dict()])
+        return Outcome("failed", EXIT_CODES["failed"], summary, a)
+
+    def _summary(self, judge: Judge, a: Assessment, started_at: float) -> dict[str, Any]:
+        phases = judge.phases_dicts()
+        return {
+            "verdict": a.verdict,
+            "phase": a.phase,
+            "detail": a.detail,
+            "failure": a.failure,
+            "hint": a.hint,
+            "evidence": [e.to_dict() for e in a.evidence],
+            "started_at": started_at,
+            "ready_at": judge.ready_at,
+            "ended_at": started_at + a.elapsed_s,
+            "elapsed_s": round(a.elapsed_s, 3),
+            "level": a.level.label,
+            "levels": {lv.label: t for lv, t in sorted(judge.level_since.items())},
+            "phases": phases,
+            "first_generation": judge.first_generation,
+            "engine": self.profile.name,
+            "engine_ready_at": judge.engine_ready.t if judge.engine_ready else None,
+            "url": self.cfg.probe.url,
+            "pid": self.server.pid if self.server else self.cfg.pid,
+            "command": self.redactor.argv(self.cfg.command) if self.cfg.command else None,
+            "progress": a.progress.to_dict(),
+            "requests": self._requests(),
+            "notes": [n.message if n.source in n.message else f"{n.source}: {n.message}" for n in judge.notes],
+            "server_log": str(self.server_log) if self.server_log else None,
+        }
+

@@ -1,0 +1,118 @@
+"""Process-tree sampler: the server process and every descendant (TP workers, schedulers, compilers)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import psutil
+
+from firstlight.samplers.base import Sampler
+from firstlight.timeline import Observation, ProcessSample, ProcInfo, SourceNote
+
+
+class ProcessTreeSampler(Sampler):
+    """Alive, state, CPU time, RSS, bytes read, threads, children appearing and dying.
+
+    CPU time and bytes read are cumulative over the tree: a child that exits keeps its last count, so the
+    totals never go backwards. ``exit_code`` asks whoever can know it (the launcher, for a child of ours).
+    """
+
+    name = "process"
+
+    def __init__(self, pid: int, interval: float = 1.0,
+                 exit_code: Callable[[], int | None] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__(interval)
+        self.pid = pid
+        self.clock = clock
+        self._exit_code = exit_code or (lambda: None)
+        self._root: psutil.Process | None = None
+        self._procs: dict[int, psutil.Process] = {}
+        self._last: dict[int, ProcInfo] = {}
+        self._gone_cpu = 0.0
+        self._gone_read = 0
+        self._last_read: dict[int, int] = {}
+        self._io_denied_noted = False
+        self._dead = False
+
+    def sample(self) -> list[Observation]:
+        now = self.clock()
+        if self._dead:
+            return []
+        out: list[Observation] = []
+        root = self._root_process()
+        alive = root is not None and _alive(root)
+        if not alive:
+            self._dead = True
+            return [ProcessSample(now, alive=False, exit_code=self._exit_code())]
+        assert root is not None
+        try:
+            members = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            members = [root]
+        infos: list[ProcInfo] = []
+        cpu = rss = threads = 0.0
+        read_now: dict[int, int] = {}
+        root_state = None
+        for p in members:
+            p = self._procs.setdefault(p.pid, p)
+            try:
+                with p.oneshot():
+                    t = p.cpu_times()
+                    info = ProcInfo(p.pid, p.name(), p.status(), t.user + t.system, p.memory_info().rss,
+                                    p.create_time())
+                    threads += p.num_threads()
+                    read_now[p.pid] = self._read(p)
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                continue
+            except psutil.AccessDenied:
+                continue
+            infos.append(info)
+            cpu += info.cpu_seconds
+            rss += info.rss_bytes
+            if p.pid == self.pid:
+                root_state = info.state
+        seen = {i.pid for i in infos}
+        died = tuple(info for pid, info in self._last.items() if pid not in seen)
+        for info in died:
+            self._gone_cpu += info.cpu_seconds
+            self._gone_read += self._last_read.get(info.pid, 0)
+            self._procs.pop(info.pid, None)
+            self._last_read.pop(info.pid, None)
+        self._last = {i.pid: i for i in infos}
+        self._last_read.update(read_now)
+        if any(v < 0 for v in read_now.values()) and not self._io_denied_noted:
+            self._io_denied_noted = True
+            out.append(SourceNote(now, "process", "cannot read I/O counters of some processes (permission); "
+                                                  "bytes read are undercounted"))
+        total_read = self._gone_read + sum(max(0, v) for v in read_now.values())
+        out.append(ProcessSample(now, alive=True, cpu_seconds=cpu + self._gone_cpu, rss_bytes=int(rss),
+                                 read_bytes=total_read, threads=int(threads), procs=tuple(infos),
+                                 root_state=root_state, died=died))
+        return out
+
+    def _root_process(self) -> psutil.Process | None:
+        if self._root is None:
+            try:
+                self._root = psutil.Process(self.pid)
+            except psutil.Error:
+                return None
+            self._procs[self.pid] = self._root
+        return self._root
+
+    @staticmethod
+    def _read(p: psutil.Process) -> int:
+        """Bytes read: storage reads, or read() calls where larger (a file in the page cache)."""
+        try:
+            io = p.io_counters()
+        except (psutil.AccessDenied, AttributeError, NotImplementedError):
+            return -1
+        return max(io.read_bytes, getattr(io, "read_chars", 0))
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

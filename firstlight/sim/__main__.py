@@ -1,0 +1,3 @@
+from firstlight.sim.server import main
+
+main()

@@ -1,0 +1,191 @@
+"""Observations: what the samplers and probes saw, each stamped with the moment it was seen.
+
+A timeline is a plain list of these records. The judge (``firstlight.judge``) turns it into a verdict and
+nothing else reads the world, so a recorded timeline (``to_dict``/``from_dict``, JSON Lines on disk) replays
+to the same verdict in a test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, ClassVar
+
+
+class Level(IntEnum):
+    """The readiness ladder. Each level is a checked fact; READY means GENERATION held."""
+
+    NONE = 0
+    PROCESS = 1  # the server process is alive
+    PORT = 2  # the port accepts TCP connections
+    HTTP = 3  # something answers HTTP on it (any status)
+    HEALTH = 4  # the engine's health endpoint says OK
+    MODELS = 5  # the model is listed
+    GENERATION = 6  # a real generation returned and checked out
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, name: str) -> Level:
+        try:
+            return cls[name.upper()]
+        except KeyError:
+            valid = ", ".join(lv.label for lv in cls if lv is not cls.NONE)
+            raise ValueError(f"unknown level {name!r} (valid: {valid})") from None
+
+
+@dataclass(frozen=True)
+class Observation:
+    t: float  # Unix epoch seconds when it was seen
+    kind: ClassVar[str] = "observation"
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, tuple) and v and dataclasses.is_dataclass(v[0]):
+                v = [dataclasses.asdict(x) for x in v]
+            elif isinstance(v, Level):
+                v = v.label
+            d[f.name] = v
+        return d
+
+
+@dataclass(frozen=True)
+class Started(Observation):
+    """firstlight began watching (launching or attaching)."""
+
+    pid: int | None = None
+    url: str | None = None
+    engine: str = "generic"
+    launched: bool = False
+    kind: ClassVar[str] = "started"
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    name: str
+    state: str  # psutil status: running, sleeping, disk-sleep, zombie, ...
+    cpu_seconds: float
+    rss_bytes: int
+    started: float = 0.0  # create time, epoch seconds
+
+
+@dataclass(frozen=True)
+class ProcessSample(Observation):
+    """One look at the server's process tree (the root and every descendant)."""
+
+    alive: bool
+    exit_code: int | None = None
+    cpu_seconds: float = 0.0  # user+system, summed over the tree, including exited children we saw
+    rss_bytes: int = 0
+    read_bytes: int = 0  # bytes read by the tree (storage reads, or read() calls where larger)
+    threads: int = 0
+    procs: tuple[ProcInfo, ...] = ()
+    root_state: str | None = None
+    died: tuple[ProcInfo, ...] = ()  # descendants gone since the previous sample, while the root lives
+    kind: ClassVar[str] = "process"
+
+
+@dataclass(frozen=True)
+class LogLine(Observation):
+    text: str
+    stream: str = "stdout"  # stdout | stderr | file
+    lineno: int = 0
+    kind: ClassVar[str] = "log"
+
+
+@dataclass(frozen=True)
+class Probe(Observation):
+    """The result of checking one rung of the ladder."""
+
+    level: Level
+    ok: bool
+    detail: str = ""  # what was seen, e.g. "GET /health -> 503 Loading model"
+    status: int | None = None
+    latency_s: float | None = None
+    text: str | None = None  # the generated text for GENERATION
+    transient: bool = True  # False: a definitive bad answer (garbage, empty), not merely "not yet"
+    kind: ClassVar[str] = "probe"
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    index: int
+    name: str
+    memory_used: int
+    memory_total: int
+    utilization: float | None  # percent
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    gpu: int
+    pid: int
+    memory_used: int | None
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class GpuSample(Observation):
+    devices: tuple[GpuDevice, ...] = ()
+    processes: tuple[GpuProcess, ...] = ()
+    kind: ClassVar[str] = "gpu"
+
+
+@dataclass(frozen=True)
+class SourceNote(Observation):
+    """A signal source reports on itself once: 'no GPU', 'log rotated', 'cannot read /proc/PID/io'."""
+
+    source: str
+    message: str
+    kind: ClassVar[str] = "note"
+
+
+@dataclass(frozen=True)
+class WeightsTotal(Observation):
+    bytes: int
+    files: int
+    path: str = ""
+    kind: ClassVar[str] = "weights"
+
+
+@dataclass(frozen=True)
+class Interrupted(Observation):
+    signal: str = "SIGINT"
+    kind: ClassVar[str] = "interrupted"
+
+
+_KINDS: dict[str, type[Observation]] = {
+    cls.kind: cls
+    for cls in (Started, ProcessSample, LogLine, Probe, GpuSample, SourceNote, WeightsTotal, Interrupted)
+}
+
+
+def from_dict(d: dict[str, Any]) -> Observation:
+    """Inverse of ``Observation.to_dict`` (for replaying recorded timelines)."""
+    d = dict(d)
+    cls = _KINDS[d.pop("kind")]
+    if cls is Probe:
+        d["level"] = Level.parse(d["level"])
+    if cls is ProcessSample:
+        d["procs"] = tuple(ProcInfo(**p) for p in d.get("procs", ()))
+        d["died"] = tuple(ProcInfo(**p) for p in d.get("died", ()))
+    if cls is GpuSample:
+        d["devices"] = tuple(GpuDevice(**x) for x in d.get("devices", ()))
+        d["processes"] = tuple(GpuProcess(**x) for x in d.get("processes", ()))
+    return cls(**d)
+
+
+@dataclass
+class Timeline:
+    """Observations in arrival order."""
+
+    items: list[Observation] = field(default_factory=list)
+
+    def append(self, obs: Observation) -> None:
+        self.items.append(obs)

