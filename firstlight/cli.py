@@ -217,7 +217,8 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
         raise _fail_usage("--detach and --stop-when-ready exclude each other")
     profile = _profile(kw["engine"], command)
     probe = _probe_config(url or _url_from_command(command, profile), profile, kw)
-    cfg = Config(command=list(command), engine=kw["engine"] or detect_from_command(command), model_path=kw["model_path"], probe=probe,
+    cfg = Config(command=list(command), engine=kw["engine"] or detect_from_command(command),
+                 model_path=kw["model_path"], probe=probe,
                  judge=_judge_config(kw), sample_interval=kw["sample_interval"], grace=grace,
                  keep_on_failure=keep_on_failure, echo_server_output=not quiet_server,
                  after_ready="detach" if detach else "stop" if stop_when_ready else "supervise")
@@ -250,8 +251,8 @@ def watch(url: str, pid: int | None, log_file: Path | None, **kw: Any) -> None:
             command = psutil.Process(pid).cmdline()
     profile = _profile(kw["engine"], command)
     probe = _probe_config(url, profile, kw)
-    cfg = Config(command=[], pid=pid, log_file=log_file, engine=kw["engine"] or detect_from_command(command), model_path=kw["model_path"],
-                 probe=probe, judge=_judge_config(kw), sample_interval=kw["sample_interval"])
+    cfg = Config(command=[], pid=pid, log_file=log_file, engine=kw["engine"] or detect_from_command(command),
+                 model_path=kw["model_path"], probe=probe, judge=_judge_config(kw), sample_interval=kw["sample_interval"])
     if kw["model_path"] is None and command:
         from firstlight.samplers.weights import model_path_from_command
         model = model_path_from_command(command)

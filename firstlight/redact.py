@@ -17,7 +17,7 @@ MASK = "***"
 _SECRET_WORDS = r"(?:key|apikey|token|secret|password|passwd|credentials?|auth)"
 _SECRET_NAME = re.compile(rf"(?:^|[-_.\s])(?:--?)?{_SECRET_WORDS}$|^(?:--?)?{_SECRET_WORDS}$", re.I)
 _KEY_VALUE = re.compile(r"""(?P<k>[\w.-]+)(?P<sep>["']?\s*[=:]\s*)(?P<q>["']?)"""
-                        r"""(?P<v>(?!None\b|null\b|False\b|True\b|\*\*\*)[^\s"',)}\]]+)""")
+                        r"""(?P<v>(?!None\b|null\b|False\b|True\b|\*\*\*)[^\s"',()}\]=]+)""")
 _TOKENS = [
     re.compile(r"(?P<k>\bBearer\s+)(?P<v>[A-Za-z0-9._~+/=-]+)"),
     re.compile(r"(?P<k>)(?P<v>\bhf_[A-Za-z0-9]{20,}|\bsk-[A-Za-z0-9_-]{16,})"),

@@ -94,6 +94,7 @@ CMAKE_FLAGS = [
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",
     "-DGGML_NATIVE=ON",
+    "-DGGML_CCACHE=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DLLAMA_BUILD_TOOLS=ON",  # llama-server lives under tools/

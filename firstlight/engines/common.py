@@ -29,6 +29,7 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     S(r"(?:CUDA|HIP|hip|cuda) ?[Ee]rror: out of memory", "oom", OOM_HINT, True),
     S(r"CUDA runtime error.*out of memory", "oom", OOM_HINT, True),
     S(r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUBLAS_STATUS_ALLOC_FAILED", "oom", OOM_HINT, True),
+    S(r"kIOGPUCommandBufferCallbackErrorOutOfMemory", "oom", OOM_HINT, True),
     S(r"NCCL WARN Cuda failure 'out of memory'|Failed to CUDA calloc", "oom", OOM_HINT, False),
     # --- another process on the GPU -----------------------------------------------------------------
     S(
@@ -167,6 +168,29 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         "no usable GPU driver: the driver is missing or older than the CUDA runtime in the image "
         "(or the container was started without GPU access)",
         True,
+    ),
+    S(
+        r"does not recognize this architecture|"
+        r"Transformers does not recognize this architecture",
+        "other",
+        "the installed transformers is too old for this model type: upgrade transformers (or the engine)",
+        True,
+        25,
+    ),
+    S(
+        r"Bfloat16 is only supported on GPUs with compute capability",
+        "other",
+        "this GPU has no bfloat16: pass --dtype half (float16)",
+        True,
+        25,
+    ),
+    S(
+        r"^[\w.\- ]+: error: (?:unrecognized arguments|argument |the following arguments are required|"
+        r"invalid choice)",
+        "other",
+        "the command line was rejected (unknown or invalid flag for this engine version): check --help",
+        True,
+        15,
     ),
     S(
         r"an illegal memory access was encountered|device-side assert triggered|"

@@ -270,33 +270,81 @@ def _sre_parser() -> Any:
 _PARSER = _sre_parser()
 
 
-def _candidates(items: Any, out: list[tuple[str, ...]]) -> None:
+class _Lit(NamedTuple):
+    text: str
+    left: bool  # the regex guarantees a word boundary before the literal
+    right: bool  # ... and after it
+
+
+_BOUNDARY_AT = frozenset(
+    {
+        "AT_BEGINNING",
+        "AT_BEGINNING_STRING",
+        "AT_BEGINNING_LINE",
+        "AT_BOUNDARY",
+        "AT_END",
+        "AT_END_STRING",
+        "AT_END_LINE",
+    }
+)
+
+
+def _opname(op: Any) -> str:
+    return getattr(op, "name", None) or str(op)
+
+
+def _is_boundary(item: Any) -> bool:
+    """A regex item that guarantees the neighbouring literal starts/ends a word."""
+    op, av = item
+    name = _opname(op)
+    if name == "AT":
+        return _opname(av) in _BOUNDARY_AT
+    if name == "LITERAL":
+        ch = chr(av)
+        return not (ch.isalnum() or ch == "_")
+    return False
+
+
+def _candidates(items: Any, out: list[tuple[_Lit, ...]], left: bool = False, right: bool = False) -> None:
     """Collect literal sets every match must contain one member of (conservative): single runs of
-    consecutive literal characters, and alternations whose every branch has such a run."""
+    consecutive literal characters, and alternations whose every branch has such a run. ``left``/``right``
+    tell whether the items are preceded/followed by a word boundary."""
+    seq = list(items)
+    n = len(seq)
+
+    def lb(i: int) -> bool:
+        return left if i == 0 else _is_boundary(seq[i - 1])
+
+    def rb(i: int) -> bool:
+        return right if i == n - 1 else _is_boundary(seq[i + 1])
+
     run: list[str] = []
-    for op, av in items:
-        name = getattr(op, "name", None) or str(op)
+    run_start = 0
+    for i, (op, av) in enumerate(seq):
+        name = _opname(op)
         if name == "LITERAL":
+            if not run:
+                run_start = i
             run.append(chr(av))
             continue
-        if name == "AT":  # anchors are zero-width; a run may continue across them
+        if name == "AT" and not run:
             continue
         if run:
-            out.append(("".join(run),))
+            out.append((_Lit("".join(run), lb(run_start), _is_boundary(seq[i])),))
             run = []
         if name == "SUBPATTERN":
-            _candidates(av[-1], out)
+            _candidates(av[-1], out, lb(i), rb(i))
         elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
             lo, _hi, sub = av
             if lo >= 1:
                 _candidates(sub, out)
         elif name == "ATOMIC_GROUP":
-            _candidates(av, out)
+            _candidates(av, out, lb(i), rb(i))
         elif name == "BRANCH":
-            members: list[str] = []
+            members: list[_Lit] = []
             for branch in av[1]:
-                found: list[tuple[str, ...]] = []
-                _candidates(branch, found)
+                found: list[tuple[_Lit, ...]] = []
+                _candidates(branch, found, lb(i), rb(i))
                 best = _best(found)
                 if best is None:
                     members = []
@@ -306,32 +354,54 @@ def _candidates(items: Any, out: list[tuple[str, ...]]) -> None:
                 out.append(tuple(dict.fromkeys(members)))
         # IN, ANY, ASSERT, GROUPREF, ...: nothing required we can cheaply rely on
     if run:
-        out.append(("".join(run),))
+        out.append((_Lit("".join(run), lb(run_start), right),))
 
 
-def _best(cands: list[tuple[str, ...]]) -> tuple[str, ...] | None:
-    good = [c for c in cands if min(len(x) for x in c) >= 3]
+def _best(cands: list[tuple[_Lit, ...]]) -> tuple[_Lit, ...] | None:
+    good = [c for c in cands if min(len(x.text) for x in c) >= 3]
     if not good:
         return None
-    return max(good, key=lambda c: (min(len(x) for x in c), -len(c)))
+    return max(good, key=lambda c: (min(len(x.text) for x in c), -len(c)))
 
 
-def required_literal(pattern: str) -> tuple[tuple[str, ...], bool] | None:
-    """Literal substrings one of which every match of ``pattern`` contains, and whether they are
-    case-insensitive. ``None`` when no literal of 3+ characters is required."""
+def _required(pattern: str) -> tuple[tuple[_Lit, ...], bool] | None:
     try:
         parsed = _PARSER.parse(pattern, 0)
     except Exception:  # pragma: no cover - invalid patterns fail at compile time anyway
         return None
     ignore_case = bool(parsed.state.flags & re.IGNORECASE)
-    out: list[tuple[str, ...]] = []
+    out: list[tuple[_Lit, ...]] = []
     _candidates(parsed, out)
     best = _best(out)
     if best is None:
         return None
     if ignore_case:
-        best = tuple(x.lower() for x in best)
+        best = tuple(x._replace(text=x.text.lower()) for x in best)
     return best, ignore_case
+
+
+def required_literal(pattern: str) -> tuple[tuple[str, ...], bool] | None:
+    """Literal substrings one of which every match of ``pattern`` contains, and whether they are
+    case-insensitive. ``None`` when no literal of 3+ characters is required."""
+    req = _required(pattern)
+    if req is None:
+        return None
+    return tuple(x.text for x in req[0]), req[1]
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _anchor_word(lit: _Lit) -> str | None:
+    r"""A word of the literal that any matching line contains as a whole ``\w+`` token: bounded by
+    non-word characters inside the literal, or by a boundary the regex guarantees (longest wins)."""
+    text = lit.text
+    words = [
+        m.group()
+        for m in _WORD.finditer(text)
+        if (m.start() > 0 or lit.left) and (m.end() < len(text) or lit.right)
+    ]
+    return max(words, key=len) if words else None
 
 
 class _Rule(NamedTuple):
@@ -339,18 +409,20 @@ class _Rule(NamedTuple):
     literals: tuple[str, ...] | None
     nocase: bool
     payload: Any
+    anchors: tuple[str | None, ...] | None  # per literal: a whole-token word it implies, if any
 
 
 def _compile_rules(items: list[tuple[str, Any]]) -> tuple[_Rule, ...]:
     rules = []
     for pattern, payload in items:
-        lit = required_literal(pattern)
+        req = _required(pattern)
         rules.append(
             _Rule(
                 re.compile(pattern),
-                lit[0] if lit else None,
-                lit[1] if lit else False,
+                tuple(x.text for x in req[0]) if req else None,
+                req[1] if req else False,
                 payload,
+                tuple(_anchor_word(x) for x in req[0]) if req else None,
             )
         )
     return tuple(rules)
@@ -388,7 +460,14 @@ def _int(value: str | None) -> int | None:
         return None
 
 
+# rule kinds, in classification order
+_PHASE, _PROGRESS, _FAILURE, _READY, _LISTEN, _FRAME = range(6)
+
+
 class _Matcher:
+    """All of a profile's regexes behind a word index: a line only runs the rules whose anchor word it
+    contains (plus the few rules without one, behind a substring test)."""
+
     def __init__(self, profile: EngineProfile) -> None:
         for marker in profile.phase_markers:
             if marker.phase not in PHASE_INDEX:
@@ -396,87 +475,124 @@ class _Matcher:
         for sig in profile.failure_signatures:
             if sig.category not in CATEGORY_RANK:
                 raise ValueError(f"{profile.name}: unknown failure category {sig.category!r}")
-        self.phases = _compile_rules([(m.pattern, m) for m in profile.phase_markers])
-        self.progress = _compile_rules([(m.pattern, m) for m in profile.progress_markers])
-        self.failures = _compile_rules(
-            [
-                (
-                    s.pattern,
-                    Failure(
-                        s.category,
-                        s.hint,
-                        s.fatal,
-                        CATEGORY_RANK[s.category] if s.rank is None else s.rank,
-                    ),
-                )
-                for s in profile.failure_signatures
-            ]
-        )
-        self.ready = _compile_rules([(p, True) for p in profile.ready_markers])
-        self.listening = _compile_rules([(p, True) for p in profile.listening_markers])
-        self.frames = _compile_rules([(m.pattern, m) for m in profile.frame_markers])
+        items: list[tuple[str, int, Any]] = []
+        items += [(m.pattern, _PHASE, m) for m in profile.phase_markers]
+        items += [(m.pattern, _PROGRESS, m) for m in profile.progress_markers]
+        items += [
+            (
+                s.pattern,
+                _FAILURE,
+                Failure(s.category, s.hint, s.fatal, CATEGORY_RANK[s.category] if s.rank is None else s.rank),
+            )
+            for s in profile.failure_signatures
+        ]
+        items += [(p, _READY, True) for p in profile.ready_markers]
+        items += [(p, _LISTEN, True) for p in profile.listening_markers]
+        items += [(m.pattern, _FRAME, m) for m in profile.frame_markers]
+        self.rules = _compile_rules([(pattern, (kind, payload)) for pattern, kind, payload in items])
+        self.index: dict[str, list[int]] = {}
+        self.nocase_index: dict[str, list[int]] = {}
+        always: list[int] = []
+        for rid, rule in enumerate(self.rules):
+            words = list(rule.anchors) if rule.anchors else [None]
+            if any(w is None for w in words):
+                always.append(rid)
+                continue
+            target = self.nocase_index if rule.nocase else self.index
+            for w in words:
+                assert w is not None
+                target.setdefault(w, []).append(rid)
+        self.always = frozenset(always)
+        self.keys = frozenset(self.index)
+        self.nocase_keys = frozenset(self.nocase_index)
+
+    def candidates(self, text: str) -> list[int]:
+        tokens = set(_WORD.findall(text))
+        active = set(self.always)
+        for w in tokens & self.keys:
+            active.update(self.index[w])
+        if self.nocase_keys:
+            for w in set(_WORD.findall(text.lower())) & self.nocase_keys:
+                active.update(self.nocase_index[w])
+        return sorted(active)
 
     def classify(self, text: str) -> LineMatch:
         if not text:
             return NO_MATCH
-        lower: list[str] = []
-        phase = None
+        phase: str | None = None
         weak = False
-        hit = _first(self.phases, text, lower)
-        if hit is not None:
-            phase = hit[0].payload.phase
-            weak = hit[0].payload.weak
-        progress = None
-        hit = _first(self.progress, text, lower)
-        if hit is not None:
-            marker: ProgressMarker = hit[0].payload
-            groups = hit[1].groupdict()
-            done = _int(groups.get("done"))
-            total = _int(groups.get("total"))
-            pct = groups.get("pct")
-            frac = groups.get("frac")
-            fraction: float | None = None
-            try:
-                if done is not None and total:
-                    fraction = min(1.0, done / total)
-                elif pct is not None:
-                    fraction = min(1.0, float(pct) / 100.0)
-                elif frac is not None:
-                    fraction = min(1.0, float(frac))
-            except ValueError:
-                fraction = None
-            progress = Progress(marker.kind, done, total, fraction)
-            if phase is None and marker.phase is not None:
-                phase, weak = marker.phase, True
-        failure = self._failure(text, lower)
-        ready = _first(self.ready, text, lower) is not None
-        listening = _first(self.listening, text, lower) is not None
-        frame_phase = None
-        hit = _first(self.frames, text, lower)
-        if hit is not None:
-            frame_phase = hit[0].payload.phase
+        progress: Progress | None = None
+        best: Failure | None = None
+        fatal = False
+        ready = listening = False
+        frame_phase: str | None = None
+        progress_phase: str | None = None
+        lower: list[str] = []
+        for rid in self.candidates(text):
+            rule = self.rules[rid]
+            kind, payload = rule.payload
+            if kind == _PHASE and phase is not None:
+                continue
+            if kind == _PROGRESS and progress is not None:
+                continue
+            if (kind == _READY and ready) or (kind == _LISTEN and listening):
+                continue
+            if kind == _FRAME and frame_phase is not None:
+                continue
+            if not _may_match(rule, text, lower):
+                continue
+            m = rule.regex.search(text)
+            if m is None:
+                continue
+            if kind == _PHASE:
+                phase, weak = payload.phase, payload.weak
+            elif kind == _PROGRESS:
+                progress = _progress(payload, m)
+                progress_phase = payload.phase
+            elif kind == _FAILURE:
+                fatal = fatal or payload.fatal
+                if best is None or payload.rank > best.rank:
+                    best = payload
+            elif kind == _READY:
+                ready = True
+            elif kind == _LISTEN:
+                listening = True
+            else:
+                frame_phase = payload.phase
+        if phase is None and progress_phase is not None:
+            phase, weak = progress_phase, True  # a progress bar implies its phase (forward only)
+        if best is not None and fatal and not best.fatal:
+            # a wrapper line that quotes its root cause ("runner process has terminated: ... out of memory")
+            best = Failure(best.category, best.hint, True, best.rank)
         if (
             phase is None
             and progress is None
-            and failure is None
+            and best is None
             and not ready
             and not listening
             and frame_phase is None
         ):
             return NO_MATCH
-        return LineMatch(phase, progress, failure, ready, listening, weak, frame_phase)
+        return LineMatch(phase, progress, best, ready, listening, weak, frame_phase)
 
-    def _failure(self, text: str, lower: list[str]) -> Failure | None:
-        best: Failure | None = None
-        for rule in self.failures:
-            if not _may_match(rule, text, lower):
-                continue
-            if rule.regex.search(text) is None:
-                continue
-            f: Failure = rule.payload
-            if best is None or f.rank > best.rank or (f.rank == best.rank and f.fatal and not best.fatal):
-                best = f
-        return best
+
+def _progress(marker: ProgressMarker, m: re.Match[str]) -> Progress:
+    groups = m.groupdict()
+    done = _int(groups.get("done"))
+    total = _int(groups.get("total"))
+    pct = groups.get("pct")
+    frac = groups.get("frac")
+    fraction: float | None = None
+    try:
+        if done is not None and total:
+            fraction = min(1.0, done / total)
+        elif pct is not None:
+            fraction = min(1.0, float(pct) / 100.0)
+        elif frac is not None:
+            fraction = min(1.0, float(frac))
+    except ValueError:
+        fraction = None
+    return Progress(marker.kind, done, total, fraction)
 
 
 __all__ = [

@@ -294,12 +294,22 @@ class ReplayReport:
 
 # --- the state machine ----------------------------------------------------------------------------------
 
-_EXC_LINE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|Exception)\b")
+_EXC_LINE = re.compile(
+    r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|Exception)(?::|$)"
+)
 _TB_LINE = re.compile(
     r"^(?:\s|Traceback \(most recent call last\)|During handling of the above exception|"
     r"The above exception was the direct cause|File \"|\^+$|~+$)"
 )
 _TS_START = frozenset("[0123456789(IWEFt")
+
+
+UNCAUGHT = Failure(
+    "other",
+    "the log ends with an uncaught exception (the process most likely exited): see the last traceback",
+    True,
+    1,
+)
 
 
 @dataclass
@@ -332,7 +342,7 @@ class Replayer:
         self.phase = "process_start"
         self.phases: list[dict[str, Any]] = []
         self._ts = TimestampParser()
-        self._ts_candidate: str | None = None
+        self._ts_candidates: deque[str] = deque(maxlen=16)  # recent lines that may carry a timestamp
         self._phase_evidence: deque[dict[str, Any]] = deque(maxlen=MAX_PHASE_EVIDENCE)
         self._failure_evidence: list[dict[str, Any]] = []
         self._recent_nonfatal: deque[_Hit] = deque(maxlen=64)
@@ -345,7 +355,8 @@ class Replayer:
         self._serving_fatal = False
         self._progress: dict[str, Any] | None = None
         self._tail_start: int | None = None  # first line of the traceback the log currently ends in
-        self._tail_hits: list[_Hit] = []
+        self._tail_hits: list[_Hit] = []  # non-fatal signatures on exception lines of that traceback
+        self._tail_exc: _Hit | None = None  # its last exception line
 
     # -- feeding --
 
@@ -355,7 +366,7 @@ class Replayer:
             self.lines += 1
             lineno = self.lines
             if text[:1] in _TS_START:
-                self._ts_candidate = text
+                self._ts_candidates.append(text)
         else:
             lineno = self.lines + 1
         cleaned = clean_line(text)
@@ -404,9 +415,15 @@ class Replayer:
         return m
 
     def _timestamp(self, text: str) -> float | None:
+        """The line's own timestamp, else the latest one printed shortly before it."""
         ts = self._ts.parse(text)
-        if ts is None and self._ts_candidate is not None and self._ts_candidate is not text:
-            ts = self._ts.parse(self._ts_candidate)
+        if ts is None:
+            for cand in reversed(self._ts_candidates):
+                if cand is text:
+                    continue
+                ts = self._ts.parse(cand)
+                if ts is not None:
+                    break
         return ts
 
     def _set_phase(self, phase: str, lineno: int, text: str, evidence: bool = True) -> None:
@@ -445,8 +462,10 @@ class Replayer:
         if not cleaned or _TB_LINE.match(cleaned) or is_exc:
             if self._tail_start is None:
                 self._tail_start = lineno
-            if m.failure is not None and not m.failure.fatal and is_exc:
-                self._tail_hits.append(_Hit(lineno, _trim(cleaned), m.failure))
+            if is_exc:
+                if m.failure is not None and not m.failure.fatal:
+                    self._tail_hits.append(_Hit(lineno, _trim(cleaned), m.failure))
+                self._tail_exc = _Hit(lineno, _trim(cleaned), UNCAUGHT)
             if (
                 is_exc
                 and self._in_root_tb
@@ -457,6 +476,7 @@ class Replayer:
         else:
             self._tail_start = None
             self._tail_hits = []
+            self._tail_exc = None
 
     # -- result --
 
@@ -483,8 +503,9 @@ class Replayer:
             evidence.extend(self._failure_evidence)
         else:
             root = self._root
-            if root is None and self._tail_hits:
-                root = None
+            if root is None and self._tail_exc is not None:
+                # the log ends in an uncaught exception: the process most likely died with it
+                root = self._tail_exc
                 for h in self._tail_hits:
                     if _better(h, root):
                         root = h

@@ -174,7 +174,7 @@ FAILURES: tuple[FailureSignature, ...] = (
         WRAPPER_RANK,
     ),
     S(
-        r"^Initialization failed\. ",
+        r"\bInitialization failed\. ",
         "other",
         "SGLang failed to initialize: see the traceback",
         True,

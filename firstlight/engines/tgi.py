@@ -35,7 +35,7 @@ TGI = EngineProfile(
         listens_before_ready=False,
     ),
     phase_markers=(
-        P(r"^Args \{", "process_start"),
+        P(r"(?:^|: )Args \{", "process_start"),
         P(r"Starting (?:check and )?download process", "process_start"),
         P(r"Successfully downloaded weights", "process_start", weak=True),
         P(r"text_generation_launcher: Starting shard\b|^shard-manager: .*Starting shard", "weights_loading"),
@@ -113,6 +113,13 @@ TGI = EngineProfile(
             WRAPPER_RANK,
         ),
         S(
+            r"Error when initializing model",
+            "other",
+            "the shard failed to initialize the model: see the traceback",
+            True,
+            WRAPPER_RANK,
+        ),
+        S(
             r"Shard complete standard error output:",
             "other",
             "a shard exited: its stderr follows",
@@ -133,7 +140,7 @@ TGI = EngineProfile(
         (r"text_generation_(?:launcher|router|client|server)", 4),
         (r"Shard ready in |Waiting for shard to be ready|Starting shard rank=", 4),
         (r"Error: ShardCannotStart|Error: WebserverFailed|Error: DownloadError", 4),
-        (r"^Args \{", 2),
+        (r"(?:^|: )Args \{ model_id:", 2),
         (r"text-generation-launcher|text-generation-server", 3),
         (r"router/(?:client/)?src/\w+\.rs", 3),
     ),

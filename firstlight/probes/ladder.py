@@ -264,7 +264,7 @@ def _generated_text(r: _Response, chat: bool) -> tuple[str | None, str | None]:
         return None, f"no choices in the answer: {r.text(100)!r}"
     c = choices[0]
     if chat:
-        msg = c.get("message") if isinstance(c.get("message"), dict) else {}
+        msg = c["message"] if isinstance(c.get("message"), dict) else {}
         text = msg.get("content") or msg.get("reasoning_content") or msg.get("reasoning")
     else:
         text = c.get("text")

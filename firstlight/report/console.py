@@ -35,6 +35,7 @@ class ConsoleReporter:
         self._last_status = 0.0
         self._live: Live | None = None
         self._t0: float | None = None
+        self._shown: str | None = None  # the verdict already rendered
         if self.tty:
             self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
             self._live.start()
@@ -94,7 +95,16 @@ class ConsoleReporter:
     def message(self, text: str) -> None:
         self._line(None, "firstlight", text)
 
+    def verdict(self, s: dict[str, Any]) -> None:
+        self._shown = s["verdict"]
+        self._render(s)
+
     def summary(self, s: dict[str, Any]) -> None:
+        if self._shown != s["verdict"]:  # the verdict changed after it was shown (serving ended)
+            self._shown = s["verdict"]
+            self._render(s)
+
+    def _render(self, s: dict[str, Any]) -> None:
         verdict = s["verdict"]
         end = s.get("ready_at") or s.get("ended_at")
         head = verdict.upper()

@@ -47,6 +47,10 @@ class JsonLinesReporter:
     def message(self, text: str) -> None:
         self._write({"event": "message", "t": time.time(), "message": text})
 
+    def verdict(self, summary: dict[str, Any]) -> None:
+        self._write({"event": "verdict", "t": summary.get("ended_at"), "verdict": summary["verdict"],
+                     "phase": summary["phase"], "failure": summary.get("failure")})
+
     def summary(self, summary: dict[str, Any]) -> None:
         self._write({"event": "summary", **summary})
 

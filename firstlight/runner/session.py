@@ -143,11 +143,13 @@ class Session:
                                       launched=self.server is not None))
             if launch_error is not None:
                 outcome = self._finish_launch_error(judge, started_at, launch_error)
+                self.reporter.verdict(outcome.summary)
                 self.reporter.summary(outcome.summary)
                 return outcome
             a = self._loop(judge)
             summary = self._summary(judge, a, started_at)
             outcome = Outcome(a.verdict, EXIT_CODES[a.verdict], summary, a, pid, dict(self._requests()))
+            self.reporter.verdict(summary)
             outcome = self._after_verdict(judge, outcome)
             self.reporter.summary(outcome.summary)  # always the last line
             return outcome
@@ -300,7 +302,7 @@ class Session:
     def _supervise(self, judge: Judge, outcome: Outcome) -> Outcome:
         """Stay in the foreground after READY: forward a stop to the server, report if it dies."""
         assert self.server is not None
-        self.reporter.summary(outcome.summary)  # READY now; a final summary follows when serving ends
+        self.reporter.summary(outcome.summary)  # READY now, for scripts; a final summary follows when serving ends
         self.reporter.message(f"supervising server pid {self.server.pid}; Ctrl-C or SIGTERM stops it")
         ready_at = outcome.summary["ready_at"]
         while True:

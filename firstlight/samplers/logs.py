@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from firstlight.samplers.base import Sink
 from firstlight.timeline import LogLine, SourceNote
@@ -84,7 +84,7 @@ def iter_segments(stream: BinaryIO, chunk: int = 1 << 20) -> Iterator[Segment]:
 class PipeReader:
     """Reads a child's pipe in a thread; each segment becomes a LogLine, final lines go to ``echo``."""
 
-    def __init__(self, pipe: BinaryIO, stream: str, sink: Sink, echo: Callable[[str, str], None] | None = None,
+    def __init__(self, pipe: IO[bytes], stream: str, sink: Sink, echo: Callable[[str, str], None] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.pipe, self.stream, self.sink, self.echo, self.clock = pipe, stream, sink, echo, clock
         self.thread = threading.Thread(target=self._run, name=f"firstlight-{stream}", daemon=True)

@@ -1,0 +1,307 @@
+"""Speculative-decoding acceptance over a benchmark window, read where each engine exposes it.
+
+A drafter that proposes tokens nobody accepts costs time and says nothing: the server is up, generations are
+correct, only slower. So we read the engine's own counters before and after the benchmark and say plainly
+when speculative decoding is configured but accepts nothing. Where to look comes from
+``EngineProfile.spec_decoding`` (sources ``server_info``, ``prometheus``, ``perf_metrics``, ``response_timings``):
+
+* vLLM: Prometheus counters; window mean acceptance length = 1 + Δaccepted / Δdrafts (vLLM's own formula),
+  acceptance rate = Δaccepted / Δdraft_tokens.
+* SGLang: ``/server_info`` ``internal_states[].avg_spec_accept_length`` (mean over DP ranks) or the
+  ``sglang:spec_accept_length`` gauge, read after the window (a recent average kept by the engine; it includes
+  the bonus token, so 1.0 means nothing accepted).
+* llama.cpp: per-response ``timings.draft_n`` / ``draft_n_accepted`` summed over the benchmark's responses;
+  every verify step yields exactly one non-drafted token, so mean acceptance length = tokens / (tokens - accepted).
+* TensorRT-LLM: ``/perf_metrics`` entries' ``speculative_decoding`` totals (the endpoint hands out recent
+  requests; read it before the window to drain older ones).
+
+Statuses: ``ok``; ``zero_acceptance`` (configured, nothing accepted); ``not_configured`` (the engine says it is
+off); ``not_exposed`` (the engine, or this server's flags, do not tell); ``no_data`` (configured, but no draft
+step happened in the window, e.g. every request failed).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from firstlight.bench.client import http_get
+from firstlight.engines.profile import EngineProfile
+
+_PROM = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(\S+)")
+_EPS = 1e-6
+
+
+@dataclass
+class SpecSnapshot:
+    """Spec-decoding figures read from a server at one moment. ``values`` maps metric names (as in the
+    profile) to numbers; ``configured`` is True/False when the engine tells, None when it does not."""
+
+    engine: str | None
+    sources: tuple[str, ...]
+    values: dict[str, float] = field(default_factory=dict)
+    configured: bool | None = None
+    exposed: bool = False  # a place the profile points to could be read
+    taken_at: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "sources": list(self.sources), "values": self.values,
+                "configured": self.configured, "exposed": self.exposed, "taken_at": self.taken_at,
+                "notes": self.notes}
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text format -> {name: value}: counters (``_total`` or TYPE counter) summed over label sets,
+    other metrics averaged. Labelled per-position series are folded too; callers use totals only."""
+    types: dict[str, str] = {}
+    seen: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            parts = line.split()
+            if len(parts) >= 4:
+                types[parts[2]] = parts[3]
+            continue
+        if not line or line.startswith("#"):
+            continue
+        m = _PROM.match(line)
+        if not m:
+            continue
+        try:
+            v = float(m.group(2))
+        except ValueError:
+            continue
+        if not math.isnan(v):
+            seen.setdefault(m.group(1), []).append(v)
+    out = {}
+    for name, vs in seen.items():
+        counter = name.endswith("_total") or types.get(name.removesuffix("_total")) == "counter"
+        out[name] = sum(vs) if counter else sum(vs) / len(vs)
+    return out
+
+
+def _json_path(data: Any, path: str) -> list[Any]:
+    """Values at ``a.b[].c`` (``[]`` walks every list item); missing keys give nothing."""
+    nodes = [data]
+    for part in path.split("."):
+        each = part.endswith("[]")
+        key = part[:-2] if each else part
+        nxt = []
+        for n in nodes:
+            if isinstance(n, dict) and key in n:
+                v = n[key]
+                if each:
+                    nxt.extend(v if isinstance(v, list) else [])
+                else:
+                    nxt.append(v)
+        nodes = nxt
+    return nodes
+
+
+def _numbers(values: list[Any]) -> list[float]:
+    return [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)]
+
+
+def read_spec_decoding(url: str, profile: EngineProfile | None, *, api_key: str | None = None,
+                       connect_timeout: float = 2.0, read_timeout: float = 5.0,
+                       transport: httpx.BaseTransport | None = None) -> SpecSnapshot:
+    """Read the acceptance figures the engine exposes outside responses (never raises on HTTP trouble: what
+    cannot be read is noted and left out). ``response_timings`` sources are filled from the benchmark."""
+    metrics = profile.spec_decoding if profile else ()
+    snap = SpecSnapshot(profile.name if profile else None, tuple(dict.fromkeys(m.source for m in metrics)),
+                        taken_at=time.time())
+    if profile is None or not metrics:
+        return snap
+
+    def get(path: str) -> tuple[int, bytes] | None:
+        try:
+            return http_get(url, path, api_key=api_key, connect_timeout=connect_timeout, read_timeout=read_timeout,
+                            transport=transport)
+        except httpx.HTTPError as e:
+            snap.notes.append(f"GET {path}: {type(e).__name__}")
+            return None
+
+    def mark(configured: bool | None) -> None:
+        if configured is not None and snap.configured is not True:
+            snap.configured = configured
+
+    by_source: dict[str, list[str]] = {}
+    for m in metrics:
+        by_source.setdefault(m.source, []).append(m.name)
+
+    if "server_info" in by_source:
+        for path in [p for p in profile.endpoints.info if "server_info" in p][:2] or ["/server_info"]:
+            r = get(path)
+            if r is None or r[0] != 200:
+                continue
+            try:
+                data = json.loads(r[1])
+            except ValueError:
+                continue
+            if not isinstance(data, dict):
+                continue
+            snap.exposed = True
+            for name in by_source["server_info"]:
+                nums = [v for v in _numbers(_json_path(data, name)) if v > 0]
+                if nums:
+                    snap.values[name] = sum(nums) / len(nums)
+            algo = data.get("speculative_algorithm")
+            if any(n in snap.values for n in by_source["server_info"]) or (algo and str(algo).upper() != "NONE"):
+                mark(True)
+            else:
+                mark(False)
+            break
+
+    if "prometheus" in by_source and profile.endpoints.metrics:
+        r = get(profile.endpoints.metrics)
+        if r is not None and r[0] == 200:
+            parsed = parse_prometheus(r[1].decode("utf-8", "replace"))
+            own = any(k.startswith(f"{profile.name}:") for k in parsed)
+            if own:
+                snap.exposed = True
+            found = False
+            for name in by_source["prometheus"]:
+                if name in parsed:
+                    snap.values[name] = parsed[name]
+                    # a gauge of 0 (no decode step yet, or registered but unused) says nothing about configuration
+                    found = found or name.endswith("_total") or parsed[name] > 0
+            if found:
+                mark(True)
+            elif own and snap.configured is None:
+                mark(False)
+
+    if "perf_metrics" in by_source:
+        r = get("/perf_metrics")
+        if r is not None and r[0] == 200:
+            try:
+                data = json.loads(r[1])
+            except ValueError:
+                data = None
+            if isinstance(data, list):
+                snap.exposed = True
+                totals = {"total_accepted_draft_tokens": 0.0, "total_draft_tokens": 0.0}
+                any_spec = False
+                for entry in data:
+                    spec = (_json_path(entry, "speculative_decoding")
+                            or _json_path(entry, "perf_metrics.speculative_decoding"))
+                    for s in spec:
+                        if isinstance(s, dict):
+                            any_spec = True
+                            for k in totals:
+                                totals[k] += sum(_numbers([s.get(k)]))
+                if any_spec:
+                    snap.values.update({f"speculative_decoding.{k}": v for k, v in totals.items()})
+                    mark(True)
+    return snap
+
+
+def _result(status: str, message: str, engine: str | None, *, length: float | None = None,
+            rate: float | None = None, source: str | None = None, window: dict[str, float] | None = None
+            ) -> dict[str, Any]:
+    return {"status": status, "engine": engine, "mean_acceptance_length": None if length is None else round(length, 3),
+            "acceptance_rate": None if rate is None else round(rate, 4), "source": source, "window": window or {},
+            "message": message}
+
+
+def _zero(engine: str | None, source: str, length: float | None, window: dict[str, float] | None = None
+          ) -> dict[str, Any]:
+    return _result("zero_acceptance",
+                   "speculative decoding is configured but accepted NO draft token in the bench window: the drafter "
+                   "only costs time; check the draft model, its tokenizer/vocabulary and the --speculative-* flags",
+                   engine, length=length, rate=0.0, source=source, window=window)
+
+
+def _ok(engine: str | None, source: str, length: float | None, rate: float | None,
+        window: dict[str, float] | None = None) -> dict[str, Any]:
+    parts = []
+    if length is not None:
+        parts.append(f"mean acceptance length {length:.2f}")
+    if rate is not None:
+        parts.append(f"acceptance rate {rate * 100:.0f}%")
+    return _result("ok", ", ".join(parts) or "speculative decoding accepts tokens", engine, length=length, rate=rate,
+                   source=source, window=window)
+
+
+def _find(values: dict[str, float], suffix: str) -> str | None:
+    return next((k for k in values if k.endswith(suffix)), None)
+
+
+def spec_report(before: SpecSnapshot | None, after: SpecSnapshot, response_timings: dict[str, float] | None = None,
+                output_tokens: int | None = None) -> dict[str, Any]:
+    """Acceptance over the window between two snapshots (see the module docstring for the formulas).
+    ``response_timings``: the benchmark's summed llama.cpp ``timings``; ``output_tokens``: its total."""
+    eng = after.engine
+    b = before.values if before else {}
+    a = after.values
+
+    # counters (vLLM): exact over the window
+    drafts_k, tokens_k, acc_k = (_find(a, s) for s in ("num_drafts_total", "num_draft_tokens_total",
+                                                        "num_accepted_tokens_total"))
+    if drafts_k and acc_k:
+        d = a[drafts_k] - b.get(drafts_k, 0.0)
+        acc = a[acc_k] - b.get(acc_k, 0.0)
+        dt = a[tokens_k] - b.get(tokens_k, 0.0) if tokens_k else None
+        window = {"drafts": d, "accepted_tokens": acc, **({"draft_tokens": dt} if dt is not None else {})}
+        src = f"prometheus {acc_k} / {drafts_k} (delta over the window)"
+        if d <= 0:
+            return _result("no_data", "speculative decoding is configured but no draft step ran in the window", eng,
+                           source=src, window=window)
+        if acc <= 0:
+            return _zero(eng, src, 1.0, window)
+        return _ok(eng, src, 1.0 + acc / d, acc / dt if dt else None, window)
+
+    # per-response timings (llama.cpp)
+    if "response_timings" in after.sources:
+        t = response_timings or {}
+        if "draft_n" in t:
+            drafted, acc = float(t.get("draft_n", 0)), float(t.get("draft_n_accepted", 0))
+            tokens = float(t.get("predicted_n") or output_tokens or 0)
+            window = {"draft_tokens": drafted, "accepted_tokens": acc, "output_tokens": tokens}
+            src = "responses' timings.draft_n / draft_n_accepted (summed over the window)"
+            if drafted <= 0:
+                return _result("no_data", "speculative decoding is configured but drafted nothing in the window", eng,
+                               source=src, window=window)
+            length = tokens / (tokens - acc) if tokens > acc else None
+            if acc <= 0:
+                return _zero(eng, src, 1.0, window)
+            return _ok(eng, src, length, acc / drafted, window)
+        if t:
+            return _result("not_configured", "responses carry timings without draft counts: speculative decoding "
+                           "is off", eng, source="responses' timings")
+
+    # perf_metrics totals (TensorRT-LLM)
+    acc_pm, tot_pm = "speculative_decoding.total_accepted_draft_tokens", "speculative_decoding.total_draft_tokens"
+    if tot_pm in a:
+        drafted, acc = a[tot_pm], a.get(acc_pm, 0.0)
+        window = {"draft_tokens": drafted, "accepted_tokens": acc}
+        src = "/perf_metrics speculative_decoding totals"
+        if drafted <= 0:
+            return _result("no_data", "speculative decoding is configured but drafted nothing in the window", eng,
+                           source=src, window=window)
+        length = output_tokens / (output_tokens - acc) if output_tokens and output_tokens > acc else None
+        return _zero(eng, src, 1.0, window) if acc <= 0 else _ok(eng, src, length, acc / drafted, window)
+
+    # gauges (SGLang): the engine's recent average, read after the window
+    gauge = next((k for k in a if k.endswith("avg_spec_accept_length")), None) or _find(a, "spec_accept_length")
+    if gauge:
+        length = a[gauge]
+        rate_k = _find(a, "spec_accept_rate")
+        rate = a[rate_k] if rate_k else None
+        src = f"{gauge} (engine gauge after the window)"
+        if length <= 1.0 + _EPS:
+            return _zero(eng, src, length)
+        return _ok(eng, src, length, rate)
+
+    if after.configured is False:
+        return _result("not_configured", f"{eng or 'the server'} reports no speculative decoding", eng)
+    if after.configured is True:
+        return _result("no_data", "speculative decoding is configured but no acceptance figure was readable", eng)
+    where = "does not expose acceptance" if after.sources else "has no known acceptance metrics"
+    return _result("not_exposed", f"{eng or 'unknown engine'} {where} (or this server's flags hide it"
+                   f"{'; ' + '; '.join(after.notes[:2]) if after.notes else ''})", eng)

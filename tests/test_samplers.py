@@ -1,0 +1,159 @@
+"""Samplers observe real things: a real process tree, real files, a recorded NVML snapshot."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from firstlight.samplers.gpu import GpuSampler, NvmlSnapshot
+from firstlight.samplers.logs import FileFollower, LineSplitter
+from firstlight.samplers.process import ProcessTreeSampler
+from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
+from firstlight.timeline import GpuSample, LogLine, Observation, ProcessSample, SourceNote
+from tests.conftest import wait_for
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+TREE = """
+import os, subprocess, sys, time
+path = sys.argv[1]
+kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(3)]
+with open(path, "rb") as f:
+    while f.read(1 << 20):
+        pass
+print("read", flush=True)
+time.sleep(1.5)
+kids[0].kill(); kids[0].wait()
+print("killed", flush=True)
+time.sleep(60)
+"""
+
+
+def test_process_tree_sampler_sees_children_reads_and_a_dying_worker(tmp_path: Path):
+    data = tmp_path / "weights.bin"
+    with open(data, "wb") as f:
+        f.truncate(32 << 20)
+    p = subprocess.Popen([sys.executable, "-c", TREE, str(data)], stdout=subprocess.PIPE, text=True)
+    try:
+        sampler = ProcessTreeSampler(p.pid, interval=0.1)
+        assert p.stdout is not None
+        assert p.stdout.readline().strip() == "read"
+        s = sampler.sample()[-1]
+        assert isinstance(s, ProcessSample) and s.alive
+        assert len(s.procs) == 4 and s.threads >= 4
+        assert s.read_bytes >= 32 << 20
+        assert p.stdout.readline().strip() == "killed"
+        died = wait_for(lambda: [d for x in sampler.sample() if isinstance(x, ProcessSample) for d in x.died], 10,
+                        "the dead worker")
+        assert len(died) == 1
+        s2 = sampler.sample()[-1]
+        assert isinstance(s2, ProcessSample) and s2.read_bytes >= s.read_bytes  # totals never go backwards
+    finally:
+        p.kill()
+        p.wait()
+    out = sampler.sample()
+    assert isinstance(out[0], ProcessSample) and not out[0].alive
+    assert sampler.sample() == []  # says it once
+
+
+def test_line_splitter_handles_redraws_invalid_utf8_and_long_lines():
+    sp = LineSplitter()
+    segs = list(sp.feed(b"Loading: 10%\rLoading: 50%\rLoad"))
+    assert [(s.text, s.final) for s in segs] == [("Loading: 10%", False), ("Loading: 50%", False)]
+    segs = list(sp.feed(b"ing: 100%\nbad \xff\xfe bytes\n"))
+    assert [(s.text, s.final, s.lineno) for s in segs] == [
+        ("Loading: 100%", True, 1), ("bad \ufffd\ufffd bytes", True, 2)]
+    segs = list(sp.feed(b"x" * 100_000))
+    assert segs and len(segs[0].text) == 64 * 1024
+    assert next(iter(sp.close())).text == "x" * (100_000 - 64 * 1024)
+
+
+def test_file_follower_follows_rotation_and_truncation(tmp_path: Path):
+    log = tmp_path / "server.log"
+    got: list[Observation] = []
+    f = FileFollower(log, got.append, interval=0.05)
+    f.start()
+    try:
+        wait_for(lambda: any(isinstance(o, SourceNote) for o in got), 5, "the missing-file note")
+        log.write_bytes(b"one\ntwo\n")
+        wait_for(lambda: _texts(got) == ["one", "two"], 5, "the first lines")
+        os.rename(log, tmp_path / "server.log.1")  # logrotate
+        log.write_bytes(b"three\n")
+        wait_for(lambda: _texts(got)[-1:] == ["three"], 5, "the line after rotation")
+        log.write_bytes(b"4\n")  # truncated and rewritten in place (copytruncate)
+        wait_for(lambda: _texts(got)[-1:] == ["4"], 5, "the line after truncation")
+    finally:
+        f.stop()
+    notes = [o.message for o in got if isinstance(o, SourceNote)]
+    assert any("rotated" in n for n in notes) and any("truncated" in n for n in notes)
+
+
+def _texts(obs: list[Observation]) -> list[str]:
+    return [o.text for o in obs if isinstance(o, LogLine)]
+
+
+def _snapshot(tmp_path: Path, server: int, foreign: int) -> Path:
+    data = json.loads((FIXTURES / "nvml_8gpu_stale_process.json").read_text())
+    for d in data["devices"]:
+        for p in d["processes"]:
+            p["pid"] = {"SERVER": server, "FOREIGN": foreign}[p["pid"]]
+    path = tmp_path / "nvml.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_gpu_sampler_reads_devices_and_processes_from_the_recorded_snapshot(tmp_path: Path):
+    path = _snapshot(tmp_path, server=os.getpid(), foreign=1)
+    out = GpuSampler(nvml=NvmlSnapshot.from_file(path)).sample()
+    assert len(out) == 1 and isinstance(out[0], GpuSample)
+    g = out[0]
+    assert len(g.devices) == 8 and g.devices[1].memory_used == int(76.2 * (1 << 30))
+    assert g.devices[0].utilization == 0.0
+    holders = {(p.gpu, p.pid) for p in g.processes}
+    assert (0, 1) in holders and (7, os.getpid()) in holders
+
+
+class _NoGpu:
+    def nvmlInit(self) -> None:
+        raise RuntimeError("NVML Shared Library Not Found")
+
+
+def test_gpu_sampler_without_a_gpu_says_so_once():
+    s = GpuSampler(nvml=_NoGpu())
+    first = s.sample()
+    assert len(first) == 1 and isinstance(first[0], SourceNote) and "NVML Shared Library Not Found" in first[0].message
+    assert s.sample() == []
+
+
+def test_gpu_sampler_on_this_machine_never_raises():
+    out = GpuSampler().sample()  # CI has no GPU: a note; a GPU machine: a sample
+    assert len(out) == 1 and isinstance(out[0], (SourceNote, GpuSample))
+
+
+@pytest.mark.parametrize("argv, model", [
+    (["python", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "1"], "/m"),
+    (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model=/x"], "/x"),
+    (["vllm", "serve", "org/name", "--port", "8000"], "org/name"),
+    (["llama-server", "-m", "a.gguf"], "a.gguf"),
+    (["text-generation-launcher", "--model-id", "org/x"], "org/x"),
+    (["python", "-m", "firstlight.sim"], None),
+])
+def test_model_path_from_command(argv: list[str], model: str | None):
+    assert model_path_from_command(argv) == model
+
+
+def test_weights_total_and_hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    snap = tmp_path / "hub" / "models--org--m" / "snapshots" / "abc"
+    snap.mkdir(parents=True)
+    for name, size in (("a.safetensors", 100), ("b.safetensors", 50), ("pytorch_model.bin", 999), ("x.json", 5)):
+        (snap / name).write_bytes(b"\0" * size)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    path = resolve_model_dir("org/m")
+    assert path == snap
+    assert total_weight_bytes(snap) == (150, 2)  # safetensors only: the .bin duplicate is not read
+    assert resolve_model_dir("org/absent") is None
