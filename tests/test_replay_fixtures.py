@@ -41,7 +41,17 @@ def test_report_shape(row: dict[str, str]) -> None:
     rep = replay_log(FIXTURES / row["file"])
     d = rep.to_dict()
     json.dumps(d)  # serialisable
-    for key in ("engine", "outcome", "phase", "failure", "hint", "evidence", "phases", "serving_failure", "lines"):
+    for key in (
+        "engine",
+        "outcome",
+        "phase",
+        "failure",
+        "hint",
+        "evidence",
+        "phases",
+        "serving_failure",
+        "lines",
+    ):
         assert key in d
     assert rep.outcome in ("ready", "failed", "incomplete")
     assert rep.phase in PHASES
@@ -93,8 +103,10 @@ def test_timestamps_sglang_full_and_time_only() -> None:
 def test_serving_failure_after_ready_keeps_outcome_ready() -> None:
     lines = (FIXTURES / "vllm-v1-ready.log").read_text(encoding="utf-8").splitlines()
     lines += [
-        "(EngineCore_0 pid=4301) ERROR 07-21 09:10:00 [core.py:634] torch.OutOfMemoryError: CUDA out of memory.",
-        "(APIServer pid=4120) ERROR 07-21 09:10:00 [async_llm.py:420] EngineDeadError: EngineCore encountered an issue.",
+        "(EngineCore_0 pid=4301) ERROR 07-21 09:10:00 [core.py:634] torch.OutOfMemoryError: CUDA out of "
+        "memory.",
+        "(APIServer pid=4120) ERROR 07-21 09:10:00 [async_llm.py:420] EngineDeadError: EngineCore "
+        "encountered an issue.",
     ]
     rep = replay_lines(lines)
     assert rep.outcome == "ready" and rep.failure == "none"
@@ -115,7 +127,8 @@ def test_root_cause_beats_wrapper_in_either_order() -> None:
     assert (rep.outcome, rep.phase, rep.failure) == ("failed", "weights_loading", "oom")
     root_first = [
         "INFO 05-07 02:13:52 [gpu_model_runner.py:1347] Starting to load model x...",
-        "ERROR 05-07 02:14:18 [core.py:396] safetensors_rust.SafetensorError: Error while deserializing header: "
+        "ERROR 05-07 02:14:18 [core.py:396] safetensors_rust.SafetensorError: Error while deserializing "
+        "header: "
         "HeaderTooLarge",
         "ERROR 05-07 02:14:18 [core.py:396] EngineCore failed to start.",
     ]
@@ -127,7 +140,8 @@ def test_non_fatal_warning_alone_is_not_a_failure() -> None:
     rep = replay_lines(
         [
             "[2025-06-01 10:00:05 TP0] Init torch distributed begin.",
-            "[2025-06-01 10:00:05 TP0] Failed to import pynvml with ModuleNotFoundError(\"No module named 'x'\")",
+            '[2025-06-01 10:00:05 TP0] Failed to import pynvml with ModuleNotFoundError("No module named '
+            "'x'\")",
             "ModuleNotFoundError: No module named 'amdsmi'",
             "[2025-06-01 10:00:06 TP0] Load weight begin. avail mem=78.58 GB",
         ]

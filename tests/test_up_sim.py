@@ -180,3 +180,14 @@ def test_demo_runs_without_gpu_or_model():
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     assert '"verdict": "ready"' in p.stdout.splitlines()[-1]
+
+
+def test_keep_on_failure_leaves_a_hung_server_and_says_how_to_find_it(weights: Path, reap: list[int]):
+    port = free_port()
+    r = run_firstlight("up", "--json", "--keep-on-failure", "--stall-timeout", "2", *FAST, "--",
+                       *sim_cmd("hang", port, "--model-path", str(weights)))
+    assert r.rc == 2, r.stderr[-3000:]
+    pid = r.summary["pid"]
+    reap.append(pid)
+    assert pids_in_group(pid)  # still there for inspection
+    assert f"kill -TERM -- -{pid}" in r.stderr

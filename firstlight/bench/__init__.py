@@ -17,7 +17,7 @@ from firstlight.bench.client import (
     run_warmup,
 )
 from firstlight.bench.metrics import BenchResult, RequestResult, Stats
-from firstlight.bench.spec import SpecSnapshot, read_spec_decoding, spec_report
+from firstlight.bench.spec import SpecSnapshot, bench_with_spec, read_spec_decoding, spec_report
 
 __all__ = [
     "IGNORE_EOS_ENGINES",
@@ -28,6 +28,7 @@ __all__ = [
     "SpecSnapshot",
     "Stats",
     "WarmupResult",
+    "bench_with_spec",
     "detect_engine",
     "list_models",
     "read_spec_decoding",

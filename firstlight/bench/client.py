@@ -151,7 +151,14 @@ def http_get(url: str, path: str, *, api_key: str | None = None, connect_timeout
 def describe_error(e: Exception) -> str:
     """One line for an HTTP failure, without a traceback."""
     if isinstance(e, httpx.ConnectError):
-        return "connection refused" if "refused" in str(e).lower() else f"cannot connect ({e})"
+        cause: BaseException | None = e
+        for _ in range(8):  # anyio wraps ConnectionRefusedError in "All connection attempts failed"
+            if cause is None:
+                break
+            if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower():
+                return "connection refused"
+            cause = cause.__cause__ or cause.__context__
+        return f"cannot connect ({e})"
     if isinstance(e, httpx.ConnectTimeout):
         return "connect timed out"
     if isinstance(e, httpx.TimeoutException):

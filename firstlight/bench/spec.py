@@ -31,7 +31,8 @@ from typing import Any
 
 import httpx
 
-from firstlight.bench.client import http_get
+from firstlight.bench.client import BenchConfig, http_get, run_bench, with_model
+from firstlight.bench.metrics import BenchResult
 from firstlight.engines.profile import EngineProfile
 
 _PROM = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(\S+)")
@@ -211,9 +212,11 @@ def _result(status: str, message: str, engine: str | None, *, length: float | No
 
 def _zero(engine: str | None, source: str, length: float | None, window: dict[str, float] | None = None
           ) -> dict[str, Any]:
+    shown = f" (mean acceptance length {length:.2f})" if length is not None else ""
     return _result("zero_acceptance",
-                   "speculative decoding is configured but accepted NO draft token in the bench window: the drafter "
-                   "only costs time; check the draft model, its tokenizer/vocabulary and the --speculative-* flags",
+                   f"speculative decoding is configured but accepted NO draft token in the bench window{shown}: the "
+                   "drafter only costs time; check the draft model, its tokenizer/vocabulary and the --speculative-* "
+                   "flags",
                    engine, length=length, rate=0.0, source=source, window=window)
 
 
@@ -305,3 +308,12 @@ def spec_report(before: SpecSnapshot | None, after: SpecSnapshot, response_timin
     where = "does not expose acceptance" if after.sources else "has no known acceptance metrics"
     return _result("not_exposed", f"{eng or 'unknown engine'} {where} (or this server's flags hide it"
                    f"{'; ' + '; '.join(after.notes[:2]) if after.notes else ''})", eng)
+
+
+def bench_with_spec(cfg: BenchConfig, profile: EngineProfile | None) -> tuple[BenchResult, dict[str, Any]]:
+    """``run_bench`` bracketed by two spec-decoding snapshots: the result and :func:`spec_report`'s verdict."""
+    cfg = with_model(cfg)
+    before = read_spec_decoding(cfg.url, profile, api_key=cfg.api_key, connect_timeout=cfg.connect_timeout)
+    result = run_bench(cfg)
+    after = read_spec_decoding(cfg.url, profile, api_key=cfg.api_key, connect_timeout=cfg.connect_timeout)
+    return result, spec_report(before, after, result.response_timings, result.total_output_tokens)

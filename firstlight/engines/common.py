@@ -15,7 +15,7 @@ S = FailureSignature
 FRAME = r"^\s*File \"[^\"]*\", line \d+, in "
 
 # An exception's last line, as printed at the end of a Python traceback.
-EXC = r"^(?:[\w.]+\.)?"
+EXC = r"^(?:[\w.]+\.)?\b"
 
 OOM_HINT = (
     "GPU out of memory: lower the memory fraction / max context / batch size, use a smaller or quantized "
@@ -24,12 +24,17 @@ OOM_HINT = (
 
 TORCH_FAILURES: tuple[FailureSignature, ...] = (
     # --- GPU memory -----------------------------------------------------------------------------
-    S(r"OutOfMemoryError: (?:CUDA|HIP|XPU)? ?out of memory", "oom", OOM_HINT, True),
+    S(r"\bOutOfMemoryError: (?:CUDA|HIP|XPU)? ?out of memory", "oom", OOM_HINT, True),
     S(r"(?:CUDA|HIP) out of memory\. Tried to allocate", "oom", OOM_HINT, True),
     S(r"(?:CUDA|HIP|hip|cuda) ?[Ee]rror: out of memory", "oom", OOM_HINT, True),
     S(r"CUDA runtime error.*out of memory", "oom", OOM_HINT, True),
-    S(r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUBLAS_STATUS_ALLOC_FAILED", "oom", OOM_HINT, True),
-    S(r"kIOGPUCommandBufferCallbackErrorOutOfMemory", "oom", OOM_HINT, True),
+    S(
+        r"\b(?:cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUBLAS_STATUS_ALLOC_FAILED)\b",
+        "oom",
+        OOM_HINT,
+        True,
+    ),
+    S(r"\bkIOGPUCommandBufferCallbackErrorOutOfMemory\b", "oom", OOM_HINT, True),
     S(r"NCCL WARN Cuda failure 'out of memory'|Failed to CUDA calloc", "oom", OOM_HINT, False),
     # --- another process on the GPU -----------------------------------------------------------------
     S(
@@ -49,8 +54,8 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         True,
     ),
     S(
-        r"(?:CUDA|HIP|hip) ?[Ee]rror: invalid device function|hipErrorInvalidDeviceFunction|"
-        r"hipErrorNoBinaryForGpu|No binary for gpu",
+        r"[Ee]rror: invalid device function\b|\b(?:hipErrorInvalidDeviceFunction|hipErrorNoBinaryForGpu)\b|"
+        r"\bNo binary for gpu\b",
         "kernel_image",
         "kernels were not compiled for this GPU (arch/gfx target): rebuild or install a matching wheel",
         True,
@@ -63,8 +68,8 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     ),
     # --- corrupt / mismatched checkpoints -----------------------------------------------------------
     S(
-        r"SafetensorError: Error while deserializing header|incomplete metadata, file not fully covered|"
-        r"MetadataIncompleteBuffer|HeaderTooLarge|HeaderTooSmall",
+        r"\bSafetensorError: Error while deserializing header|incomplete metadata, file not fully covered|"
+        r"\b(?:MetadataIncompleteBuffer|HeaderTooLarge|HeaderTooSmall)\b",
         "corrupt_weights",
         "a safetensors shard is truncated or not a safetensors file (Git LFS pointer?): re-download it "
         "and check sizes/sha256",
@@ -93,15 +98,15 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     ),
     # --- NCCL ------------------------------------------------------------------------------------------
     S(
-        r"\bNCCL error\b|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalidUsage|"
-        r"ncclRemoteError|DistBackendError",
+        r"\bNCCL error\b|\b(?:ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalidUsage|"
+        r"ncclRemoteError|DistBackendError)\b",
         "nccl",
         "NCCL failed: check NCCL_DEBUG=INFO output, shm size (--shm-size/--ipc=host), P2P/IB settings "
         "(NCCL_P2P_DISABLE, NCCL_IB_DISABLE) and that all GPUs are visible",
         True,
     ),
     S(
-        r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*(?:timeout|Timeout)",
+        r"Watchdog caught collective operation timeout|\bProcessGroupNCCL\b.*(?:timeout|Timeout)",
         "nccl",
         "a collective timed out: one rank hung or died; check the other ranks' logs and NCCL settings",
         True,
@@ -142,18 +147,17 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     ),
     # --- model not found / not accessible ---------------------------------------------------------------
     S(
-        r"RepositoryNotFoundError|Repository Not Found for url|is not a local folder and is not a valid "
-        r"model identifier|Invalid repository ID or local directory specified|"
-        r"does not appear to have (?:a )?files? named|Can't load the configuration of|"
-        r"LocalEntryNotFoundError|Cannot find the requested files in the (?:disk cache|local cache)|"
-        r"RevisionNotFoundError",
+        r"\b(?:RepositoryNotFoundError|LocalEntryNotFoundError|RevisionNotFoundError)\b|"
+        r"Repository Not Found for url|is not a local folder and is not a valid model identifier|"
+        r"Invalid repository ID or local directory specified|does not appear to have (?:a )?files? named|"
+        r"Can't load the configuration of|Cannot find the requested files in the (?:disk cache|local cache)",
         "model_not_found",
         "the model id/path or revision does not exist (or HF_HUB_OFFLINE is set without a cached copy): "
         "check the name, the path inside the container, and the revision",
         True,
     ),
     S(
-        r"GatedRepoError|Cannot access gated repo|Access to model [^\s]+ is restricted|"
+        r"\bGatedRepoError\b|Cannot access gated repo|Access to model [^\s]+ is restricted|"
         r"You are trying to access a gated repo",
         "model_not_found",
         "gated model: accept its license on huggingface.co and pass HF_TOKEN",
@@ -194,15 +198,15 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     ),
     S(
         r"an illegal memory access was encountered|device-side assert triggered|"
-        r"unspecified launch failure|CUBLAS_STATUS_EXECUTION_FAILED",
+        r"unspecified launch failure|\bCUBLAS_STATUS_EXECUTION_FAILED\b",
         "other",
         "a CUDA kernel crashed: try disabling CUDA graphs/custom kernels, and report it with "
         "CUDA_LAUNCH_BLOCKING=1 output",
         True,
     ),
     S(
-        r"^Fatal Python error: |Segmentation fault|core dumped|^terminate called after throwing|"
-        r"Aborted \(core dumped\)|\bSIGSEGV\b",
+        r"^Fatal Python error: |\bSegmentation fault\b|\bcore dumped\b|^terminate called after throwing|"
+        r"\bSIGSEGV\b",
         "other",
         "the process crashed in native code (segfault/abort): check driver/library versions",
         True,

@@ -123,13 +123,16 @@ def _split_hostport(value: str) -> tuple[str | None, int | None]:
 
 
 def _port(value: str | None) -> int | None:
-    if value is None:
+    """A flag value: a plain port number (a "8080:80" docker publish mapping is not one)."""
+    if value is None or not value.strip().isdigit():
         return None
-    value = value.strip()
-    if value.isdigit():
-        number = int(value)
-        return number if 0 < number < 65536 else None
-    return _split_hostport(value)[1]
+    number = int(value)
+    return number if 0 < number < 65536 else None
+
+
+def _env_port(value: str) -> int | None:
+    """An environment value: a port, or host:port / scheme://host:port (OLLAMA_HOST)."""
+    return _port(value) if value.strip().isdigit() else _split_hostport(value)[1]
 
 
 def command_port(
@@ -144,7 +147,7 @@ def command_port(
     if env:
         for name in profile.port_env:
             if name in env:
-                from_env = _port(env[name])
+                from_env = _env_port(env[name])
                 if from_env is not None:
                     return from_env
     return profile.default_port or None

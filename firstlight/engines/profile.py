@@ -358,10 +358,19 @@ def _candidates(items: Any, out: list[tuple[_Lit, ...]], left: bool = False, rig
 
 
 def _best(cands: list[tuple[_Lit, ...]]) -> tuple[_Lit, ...] | None:
+    """Prefer literal sets whose every member implies a whole word (usable by the word index), then the
+    longest shortest member, then fewer members."""
     good = [c for c in cands if min(len(x.text) for x in c) >= 3]
     if not good:
         return None
-    return max(good, key=lambda c: (min(len(x.text) for x in c), -len(c)))
+
+    def key(c: tuple[_Lit, ...]) -> tuple[int, int, int, int]:
+        anchors = [_anchor_word(x) for x in c]
+        anchored = all(a is not None for a in anchors)
+        shortest_anchor = min(len(a) for a in anchors if a is not None) if anchored else 0
+        return (anchored, min(shortest_anchor, 8), min(len(x.text) for x in c), -len(c))
+
+    return max(good, key=key)
 
 
 def _required(pattern: str) -> tuple[tuple[_Lit, ...], bool] | None:

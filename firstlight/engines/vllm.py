@@ -35,7 +35,7 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"distributed_init_method=\S+ backend=", "distributed_init"),
     P(r"vLLM is using nccl==", "distributed_init"),
     P(r"^Starting to load model ", "weights_loading"),
-    P(r"^Loading model weights|^Loading model from ", "weights_loading"),
+    P(r"^Loading model weights(?! took)|^Loading model from ", "weights_loading"),
     P(r"^Loading drafter model", "weights_loading"),
     P(r"^Loading weights took [\d.]+ seconds", "weights_loaded", weak=True),
     P(r"^Model loading took [\d.]+ ?Gi?B", "weights_loaded", weak=True),

@@ -1,0 +1,127 @@
+"""``firstlight history``: list past runs, compare two, pin a baseline."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from firstlight.commands import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.history import DIRECTION, History, HistoryError, Run, default_path
+
+EXIT_HELP = """\b
+Exit codes:
+  0    ok
+  1    the history database cannot be used (unwritable, locked, from a newer firstlight)
+  64   usage error (bad option, unknown run id)"""
+
+
+def _num(v: float | None, fmt: str = ".1f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def format_runs(runs: list[Run]) -> str:
+    head = f"{'id':>5}  {'when':16}  {'kind':5}  {'deployment':12}  {'engine':8}  {'model':24}  {'ok':3}  " \
+           f"{'start s':>8}  {'out tok/s':>9}  pin"
+    lines = [head]
+    for r in runs:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
+        lines.append(f"{r.id:>5}  {when:16}  {r.kind:5}  {r.deployment:12}  {(r.engine or '?')[:8]:8}  "
+                     f"{(r.model or '?')[-24:]:24}  {'yes' if r.ok else 'no':3}  "
+                     f"{_num(r.metrics.get('cold_start_s')):>8}  {_num(r.metrics.get('output_throughput')):>9}  "
+                     f"{'*' if r.pinned else ''}".rstrip())
+    return "\n".join(lines)
+
+
+def format_compare(c: dict[str, Any]) -> str:
+    a, b = c["a"], c["b"]
+    lines = [f"run {a['id']} ({a['kind']}, {a['deployment']}) -> run {b['id']} ({b['kind']}, {b['deployment']})"]
+    if not c["same_deployment"]:
+        lines.append("note: different deployments (engine, model, command or GPU count differ)")
+    lines.append(f"{'metric':24} {'A':>12} {'B':>12} {'B/A':>7}")
+    for m, row in c["metrics"].items():
+        ratio = row["ratio"]
+        tag = ""
+        if ratio is not None and row["lower_is_better"] is not None:
+            better = ratio < 1 if row["lower_is_better"] else ratio > 1
+            tag = "  better" if better and abs(ratio - 1) > 0.005 else ("  worse" if abs(ratio - 1) > 0.005 else "")
+        lines.append(f"{m:24} {_num(row['a'], '.4g'):>12} {_num(row['b'], '.4g'):>12} {_num(ratio, '.2f'):>7}{tag}")
+    return "\n".join(lines)
+
+
+@click.command("history", cls=Command, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--history", "history_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="History database (default: the user data directory).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.option("--deployment", default=None, metavar="HASH", help="Only this deployment (a hash or its prefix).")
+@click.option("--compare", type=(int, int), default=None, metavar="RUN_A RUN_B", help="Compare two runs.")
+@click.option("--pin", type=int, default=None, metavar="RUN",
+              help="Use this run as the baseline of its deployment (instead of the median of recent good runs).")
+@click.option("--unpin", is_flag=True, help="Drop the pinned baseline of --deployment.")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=20, show_default=True)
+def history_command(history_path: Path | None, as_json: bool, deployment: str | None,
+                    compare: tuple[int, int] | None, pin: int | None, unpin: bool, limit: int) -> None:
+    """Past starts and benchmarks, per deployment (engine + model + command + GPU count).
+
+    \b
+    firstlight history --deployment 3f2a9c
+    firstlight history --compare 12 17
+    firstlight history --pin 12
+    """
+    if sum(x is not None and x is not False for x in (compare, pin, unpin or None)) > 1:
+        raise UsageFailure("use one of --compare, --pin, --unpin")
+    if unpin and not deployment:
+        raise UsageFailure("--unpin needs --deployment")
+    path = history_path or default_path()
+    out: dict[str, Any] = {"event": "history", "path": str(path)}
+    if not path.exists() and compare is None and pin is None:
+        out["runs"] = []
+        click.echo(json.dumps(out) if as_json else f"no history yet at {path}")
+        sys.exit(EXIT_OK)
+    try:
+        with History(path, warn=lambda m: click.echo(f"firstlight: warning: {m}", err=True)) as h:
+            if compare is not None:
+                try:
+                    c = h.compare(*compare)
+                except KeyError as e:
+                    raise UsageFailure(f"no run {e.args[0]} in {path}") from None
+                out["compare"] = c
+                click.echo(json.dumps(out, default=str) if as_json else format_compare(c))
+            elif pin is not None:
+                try:
+                    run = h.pin(pin)
+                except KeyError:
+                    raise UsageFailure(f"no run {pin} in {path}") from None
+                out["pinned"] = run.to_dict()
+                click.echo(json.dumps(out, default=str) if as_json
+                           else f"pinned run {run.id} as the baseline of deployment {run.deployment}")
+            elif unpin:
+                assert deployment is not None
+                found = h.runs(deployment, limit=1)
+                if not found:
+                    raise UsageFailure(f"no deployment {deployment} in {path}")
+                h.unpin(found[0].deployment)
+                out["unpinned"] = deployment
+                click.echo(json.dumps(out) if as_json else f"deployment {deployment}: baseline is the median again")
+            else:
+                runs = h.runs(deployment, limit=limit)
+                out["runs"] = [r.to_dict() for r in runs]
+                deployments = sorted({r.deployment for r in runs})
+                if deployment and len(deployments) == 1:
+                    d = deployments[0]
+                    out["baselines"] = {m: v for m in DIRECTION if (v := h.baseline(d, m)) is not None}
+                    out["expected_start_seconds"] = h.expected_start_seconds(d)
+                if as_json:
+                    click.echo(json.dumps(out, default=str))
+                else:
+                    click.echo(format_runs(runs) if runs else f"no runs in {path}")
+                    for m, v in (out.get("baselines") or {}).items():
+                        click.echo(f"baseline {m}: {v:.4g}")
+    except HistoryError as e:
+        click.echo(f"firstlight history: {e}", err=True)
+        sys.exit(EXIT_FAILED)
+    sys.exit(EXIT_OK)

@@ -1,0 +1,29 @@
+"""Run history: past starts and benchmarks per deployment, baselines, regressions and start-time estimates."""
+
+from __future__ import annotations
+
+from firstlight.history.store import (
+    DIRECTION,
+    KINDS,
+    DeploymentKey,
+    History,
+    HistoryError,
+    Regression,
+    Run,
+    default_path,
+    extract_metrics,
+    is_good,
+)
+
+__all__ = [
+    "DIRECTION",
+    "KINDS",
+    "DeploymentKey",
+    "History",
+    "HistoryError",
+    "Regression",
+    "Run",
+    "default_path",
+    "extract_metrics",
+    "is_good",
+]

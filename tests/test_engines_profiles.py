@@ -1,0 +1,974 @@
+"""Engine profiles: classify() on real wordings (old and new), detection from commands, log lines and
+HTTP responses, command-line port/host parsing, LineSplitter, and bounded-memory replay."""
+
+from __future__ import annotations
+
+import re
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firstlight.engines import (
+    DETECTION_ENDPOINTS,
+    FAILURE_CATEGORIES,
+    PHASES,
+    PROFILES,
+    EngineProfile,
+    LineMatch,
+    clean_line,
+    command_host,
+    command_port,
+    detect_from_command,
+    detect_from_endpoint,
+    detect_from_lines,
+    get_profile,
+)
+from firstlight.engines.profile import CATEGORY_RANK, required_literal
+from firstlight.engines.replay import LineSplitter, replay_log, split_redraws
+
+FIXTURES = Path(__file__).parent / "fixtures" / "engines"
+SHARED_LOGS = Path(__file__).resolve().parents[1].parent / "shared" / "logs"
+
+# (engine, line, expected attributes). "failure" is (category, fatal); "progress" is (kind, done, total).
+CLASSIFY_CASES: list[tuple[str, str, dict[str, Any]]] = [
+    # --- SGLang: 0.4.x and 0.5.x wordings ---
+    (
+        "sglang",
+        "[2024-10-31 21:57:01] server_args=ServerArgs(model_path='m', port=30000)",
+        {"phase": "process_start"},
+    ),
+    ("sglang", "[2024-10-31 21:57:05 TP0] Init torch distributed begin.", {"phase": "distributed_init"}),
+    (
+        "sglang",
+        "[2025-08-11 02:20:13 TP0] Load weight begin. avail mem=78.58 GB",
+        {"phase": "weights_loading"},
+    ),
+    (
+        "sglang",
+        "[2024-10-31 21:57:20 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail "
+        "mem=63.50 GB",
+        {"phase": "weights_loaded", "phase_weak": True},
+    ),
+    (
+        "sglang",
+        "[2026-04-05 16:48:04] Load weight end. elapsed=0.75 s, type=Qwen2ForCausalLM, avail mem=103.12 GB, "
+        "mem usage=0.99 GB.",
+        {"phase": "weights_loaded"},
+    ),
+    (
+        "sglang",
+        "[2025-03-28 06:54:40 TP0] KV Cache is allocated. #tokens: 20480, K size: 0.55 GB",
+        {"phase": "kv_cache"},
+    ),
+    (
+        "sglang",
+        "[23:17:01 TP3] Capture cuda graph begin. This can take up to several minutes.",
+        {"phase": "cuda_graph", "phase_weak": False},
+    ),
+    (
+        "sglang",
+        "[2026-01-01 00:00:00 TP0] Capture target decode CUDA graph begin. This can take up to several "
+        "minutes.",
+        {"phase": "cuda_graph"},
+    ),
+    (
+        "sglang",
+        "[2025-08-11 02:15:16] Capture draft extend cuda graph begin. avail mem=53.64 GB",
+        {"phase": "cuda_graph"},
+    ),
+    (
+        "sglang",
+        "Capturing batches (bs=4 avail_mem=55.16 GB):  25%|██▌       | 1/4 [00:00<00:01,  2.05it/s]",
+        {"phase": "cuda_graph", "progress": ("cuda_graph", 1, 4)},
+    ),
+    (
+        "sglang",
+        "Compiling num tokens (num_tokens=7168):   5%|▌         | 3/58 [00:02<00:40,  1.34it/s]",
+        {"phase": "compile", "progress": ("compile", 3, 58)},
+    ),
+    (
+        "sglang",
+        "Capturing num tokens (num_tokens=8192 avail_mem=117.35 GB):   2%|▏         | 1/58 [00:00<00:10,  "
+        "5.40it/s]",
+        {"phase": "cuda_graph", "progress": ("cuda_graph", 1, 58)},
+    ),
+    (
+        "sglang",
+        "Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:00<00:02,  1.22it/s]",
+        {"phase": "weights_loading", "progress": ("shards", 1, 4)},
+    ),
+    (
+        "sglang",
+        "Multi-thread loading shards:  11% Completed | 1/9 [00:00<00:06,  1.27it/s]",
+        {"progress": ("shards", 1, 9)},
+    ),
+    (
+        "sglang",
+        "[2025-08-11 02:16:54] INFO:     Uvicorn running on http://127.0.0.1:36827 (Press CTRL+C to quit)",
+        {"phase": "http_listening", "listening": True},
+    ),
+    (
+        "sglang",
+        '[2024-10-31 21:57:49] INFO:     127.0.0.1:43862 - "GET /get_model_info HTTP/1.1" 200 OK',
+        {"phase": "warmup"},
+    ),
+    ("sglang", "[2025-08-11 02:16:56] The server is fired up and ready to roll!", {"ready": True}),
+    (
+        "sglang",
+        "[2026-05-25 17:42:54 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+        {"failure": ("other", True)},
+    ),
+    (
+        "sglang",
+        "[2026-05-25 17:26:25] Received sigquit from a child process. It usually means the child failed.",
+        {"failure": ("other", True)},
+    ),
+    ("sglang", "[23:17:08 TP4] Exception in run_tp_server:", {"failure": ("other", True)}),
+    (
+        "sglang",
+        "[2025-06-01 10:02:11] Initialization failed. warmup error: Traceback (most recent call last):",
+        {"failure": ("warmup_failed", True)},
+    ),
+    (
+        "sglang",
+        "[2025-06-01 10:00:06 TP1] The memory capacity is unbalanced. Some GPUs may be occupied by other "
+        "processes. "
+        "pre_model_load_memory=40.1",
+        {"failure": ("gpu_occupied", True)},
+    ),
+    (
+        "sglang",
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        {"failure": ("oom", True)},
+    ),
+    (
+        "sglang",
+        "RuntimeError: Rank 0 scheduler died during initialization (exit code: -9). If exit code is -9 "
+        "(SIGKILL), "
+        "a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.",
+        {"failure": ("oom", True)},
+    ),
+    (
+        "sglang",
+        "Exception: Capture cuda graph failed: BatchDecodeWithPagedKVCache failed with error no kernel image "
+        "is "
+        "available for execution on the device. Possible solutions:",
+        {"failure": ("kernel_image", True)},
+    ),
+    (
+        "sglang",
+        "ValueError: Quantization method specified in the model config (compressed-tensors) does not match "
+        "the "
+        "quantization method specified in the `quantization` argument (awq).",
+        {"failure": ("quantization", True)},
+    ),
+    ("sglang", "KeyError: 'model.layers.0.mlp.experts.w2_qweight'", {"failure": ("corrupt_weights", False)}),
+    (
+        "sglang",
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+        {"failure": ("nccl", True)},
+    ),
+    (
+        "sglang",
+        "[2025-08-11 02:16:56] ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', "
+        "30000): "
+        "address already in use",
+        {"failure": ("port_in_use", True)},
+    ),
+    ("sglang", "ModuleNotFoundError: No module named 'sgl_kernel'", {"failure": ("import_error", False)}),
+    # non-failures that look like failures
+    (
+        "sglang",
+        '[2026-05-25 17:26:18 TP1] Failed to import amdsmi with ModuleNotFoundError("No module named '
+        "'amdsmi'\")",
+        {},
+    ),
+    (
+        "sglang",
+        "[2025-08-11 02:15:10] Ignore import error when loading sglang.srt.models.glm4v_moe: No module",
+        {},
+    ),
+    (
+        "sglang",
+        "2026-04-05 16:43:49,191 - CUTE_DSL - WARNING - [handle_import_error] - Unexpected error during "
+        "package walk",
+        {},
+    ),
+    (
+        "sglang",
+        "[2026-05-25 17:42:45] Tokenizer for /m loaded as generic TokenizersBackend. Set --trust-remote-code "
+        "to load",
+        {},
+    ),
+    # --- vLLM V0 and V1 ---
+    (
+        "vllm",
+        "INFO 05-12 10:11:12 api_server.py:712] vLLM API server version 0.6.3.post1",
+        {"phase": "process_start"},
+    ),
+    (
+        "vllm",
+        "(APIServer pid=1) INFO 09-28 15:47:20 [api_server.py:1896] vLLM API server version 0.10.2",
+        {"phase": "process_start"},
+    ),
+    (
+        "vllm",
+        "INFO 05-12 10:11:20 [parallel_state.py:1004] vLLM is using nccl==2.21.5",
+        {"phase": "distributed_init"},
+    ),
+    (
+        "vllm",
+        "(EngineCore_DP0 pid=1) INFO 09-28 15:47:24 [gpu_model_runner.py:1953] Starting to load model "
+        "Qwen/Qwen3-8B...",
+        {"phase": "weights_loading"},
+    ),
+    (
+        "vllm",
+        "INFO 05-12 10:11:30 model_runner.py:1067] Loading model weights took 14.9888 GB",
+        {"phase": "weights_loaded", "phase_weak": True},
+    ),
+    (
+        "vllm",
+        "INFO 05-07 02:13:56 [backends.py:430] Dynamo bytecode transform time: 3.58 s",
+        {"phase": "compile"},
+    ),
+    (
+        "vllm",
+        "INFO 05-07 02:14:18 [monitor.py:33] torch.compile takes 17.00 s in total",
+        {"phase": "compile"},
+    ),
+    (
+        "vllm",
+        "INFO 05-12 10:11:40 [gpu_worker.py:227] Available KV cache memory: 51.2 GiB",
+        {"phase": "kv_cache"},
+    ),
+    (
+        "vllm",
+        "INFO 05-12 10:11:40 gpu_executor.py:122] # GPU blocks: 27798, # CPU blocks: 2048",
+        {"phase": "kv_cache"},
+    ),
+    (
+        "vllm",
+        "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  71%|███████   | 36/51 [00:22<00:01, "
+        "11.70it/s]",
+        {"phase": "cuda_graph", "progress": ("cuda_graph", 36, 51)},
+    ),
+    (
+        "vllm",
+        "INFO 05-12 10:11:45 model_runner.py:1394] Capturing cudagraphs for decoding. This may lead to "
+        "unexpected",
+        {"phase": "cuda_graph"},
+    ),
+    (
+        "vllm",
+        "(APIServer pid=1) INFO 09-28 15:48:10 [api_server.py:1967] Starting vLLM API server 0 on "
+        "http://0.0.0.0:8000",
+        {"phase": "http_listening"},
+    ),
+    ("vllm", "(APIServer pid=1) INFO:     Application startup complete.", {"ready": True, "listening": True}),
+    (
+        "vllm",
+        "(EngineCore_DP0 pid=17374) ERROR 09-28 15:47:24 [core.py:718] ValueError: Free memory on device "
+        "(3.22/4.0 "
+        "GiB) on startup is less than desired GPU memory utilization (0.9, 3.6 GiB).",
+        {"failure": ("gpu_occupied", True)},
+    ),
+    (
+        "vllm",
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`.",
+        {"failure": ("oom", True)},
+    ),
+    (
+        "vllm",
+        "ValueError: The model's max seq len (131072) is larger than the maximum number of tokens that can "
+        "be "
+        "stored in KV cache (50000).",
+        {"failure": ("oom", True)},
+    ),
+    ("vllm", "ERROR 05-07 02:14:18 [core.py:396] EngineCore failed to start.", {"failure": ("other", True)}),
+    (
+        "vllm",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+        {"failure": ("other", True)},
+    ),
+    (
+        "vllm",
+        "NotImplementedError: No compressed-tensors compatible scheme was found.",
+        {"failure": ("quantization", True)},
+    ),
+    (
+        "vllm",
+        "ValueError: Failed to load the model config. If the model is a custom model not yet available in "
+        "the "
+        "HuggingFace transformers library, consider setting `trust_remote_code=True`",
+        {"failure": ("trust_remote_code", True)},
+    ),
+    ("vllm", "OSError: [Errno 98] Address already in use", {"failure": ("port_in_use", True)}),
+    (
+        "vllm",
+        "safetensors_rust.SafetensorError: Error while deserializing header: incomplete metadata, file not "
+        "fully "
+        "covered",
+        {"failure": ("corrupt_weights", True)},
+    ),
+    (
+        "vllm",
+        "huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url https://x",
+        {"failure": ("model_not_found", True)},
+    ),
+    (
+        "vllm",
+        "[shm_broadcast.py:681] No available shared memory broadcast block found in 60 seconds.",
+        {},
+    ),
+    # --- llama.cpp: JSON era (2024), main:/srv (2025), errors ---
+    (
+        "llamacpp",
+        '{"tid":"1","timestamp":1729847060,"level":"INFO","function":"main","line":2980,"msg":"HTTP server '
+        'listening","hostname":"127.0.0.1","port":"8080"}',
+        {"phase": "http_listening", "listening": True},
+    ),
+    (
+        "llamacpp",
+        "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 11",
+        {"phase": "http_listening", "listening": True},
+    ),
+    ("llamacpp", "main: loading model", {"phase": "weights_loading"}),
+    ("llamacpp", "srv    load_model: loading model 'model-CoT-Q4_K_M.gguf'", {"phase": "weights_loading"}),
+    (
+        "llamacpp",
+        "llm_load_tensors: offloaded 33/33 layers to GPU",
+        {"phase": "weights_loading", "progress": ("layers", 33, 33)},
+    ),
+    ("llamacpp", "llama_new_context_with_model: n_ctx      = 8192", {"phase": "kv_cache"}),
+    (
+        "llamacpp",
+        "common_init_from_params: warming up the model with an empty run - please wait ... (--no-warmup to "
+        "disable)",
+        {"phase": "warmup"},
+    ),
+    ("llamacpp", "main: model loaded", {"ready": True}),
+    ("llamacpp", "srv    llama_server: model loaded", {"ready": True}),
+    (
+        "llamacpp",
+        "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+        {"ready": True, "listening": True},
+    ),
+    ("llamacpp", "srv  update_slots: all slots are idle", {"ready": True}),
+    (
+        "llamacpp",
+        '{"function":"update_slots","level":"INFO","line":1,"msg":"all slots are '
+        'idle","tid":"1","timestamp":1}',
+        {"ready": True},
+    ),
+    ("llamacpp", "srv  llama_server: router server is listening on http://127.0.0.1:8080", {"ready": False}),
+    (
+        "llamacpp",
+        "srv  log_server_r: request: GET /health 127.0.0.1 503",
+        {"phase": "weights_loading", "listening": True},
+    ),
+    (
+        "llamacpp",
+        "gguf_init_from_file: failed to open GGUF file 'models/7B/ggml-model-f16.gguf'",
+        {"failure": ("model_not_found", True)},
+    ),
+    (
+        "llamacpp",
+        "llama_model_load: error loading model: tensor 'blk.13.ffn_gate.weight' data is not within the file "
+        "bounds, "
+        "model is corrupted or incomplete",
+        {"failure": ("corrupt_weights", True)},
+    ),
+    (
+        "llamacpp",
+        "gguf_init_from_file_impl: invalid magic characters: 'vers', expected 'GGUF'",
+        {"failure": ("corrupt_weights", True)},
+    ),
+    (
+        "llamacpp",
+        "srv          init: couldn't bind HTTP server socket, hostname: 0.0.0.0, port: 8080",
+        {"failure": ("port_in_use", True)},
+    ),
+    (
+        "llamacpp",
+        "llama_model_load: error loading model: error loading model vocabulary: unknown pre-tokenizer type: "
+        "'x'",
+        {"failure": ("other", True)},
+    ),
+    (
+        "llamacpp",
+        "0.00.100.000 E ggml_backend_cuda_buffer_type_alloc_buffer: allocating 20000 MiB on device 0: "
+        "cudaMalloc "
+        "failed: out of memory",
+        {"failure": ("oom", True)},
+    ),
+    ("llamacpp", "main: exiting due to model loading error", {"failure": ("other", True)}),
+    # --- TGI ---
+    (
+        "tgi",
+        '2024-03-06T17:53:20.1Z  INFO text_generation_launcher: Args { model_id: "x", trust_remote_code: '
+        "false }",
+        {"phase": "process_start"},
+    ),
+    (
+        "tgi",
+        "2024-03-06T17:53:22.336246Z  INFO shard-manager: text_generation_launcher: Starting shard rank=0",
+        {"phase": "weights_loading"},
+    ),
+    (
+        "tgi",
+        "2024-03-06T17:53:40.1Z  INFO shard-manager: text_generation_launcher: Shard ready in 18.2s rank=0",
+        {"phase": "weights_loaded"},
+    ),
+    (
+        "tgi",
+        "2025-01-10T12:00:18.4Z  INFO text_generation_router_v3: backends/v3/src/lib.rs:125: Warming up "
+        "model",
+        {"phase": "warmup"},
+    ),
+    (
+        "tgi",
+        "2024-09-25T15:04:30.1Z  INFO text_generation_launcher: Cuda Graphs are enabled for sizes [32, 16, "
+        "8, 4, 2, 1]",
+        {"phase": "cuda_graph"},
+    ),
+    (
+        "tgi",
+        "2024-09-25T15:04:40.1Z  INFO text_generation_router::server: router/src/server.rs:1951: Connected",
+        {"ready": True, "listening": True},
+    ),
+    ("tgi", "RuntimeError: CUDA error: out of memory", {"failure": ("oom", True)}),
+    (
+        "tgi",
+        "2024-09-25T15:04:34.6Z ERROR warmup{max_input_length=500}:warmup: text_generation_client: "
+        "router/client/src/lib.rs:46: Server error: CANCELLED",
+        {"failure": ("warmup_failed", True)},
+    ),
+    (
+        "tgi",
+        "2024-03-06T17:53:31.0Z ERROR shard-manager: text_generation_launcher: Shard process was signaled to "
+        "shutdown "
+        "with signal 4 rank=0",
+        {"failure": ("other", True)},
+    ),
+    ("tgi", "Error: ShardCannotStart", {"failure": ("other", True)}),
+    # --- TensorRT-LLM ---
+    ("trtllm", "[11/20/2024-10:11:12] [TRT-LLM] [I] Starting TensorRT-LLM init.", {"phase": "process_start"}),
+    ("trtllm", "INFO:     Application startup complete.", {"ready": True}),
+    ("trtllm", "[11/20/2024-10:11:12] [TRT-LLM] [I] Server is ready to accept requests", {"ready": True}),
+    (
+        "trtllm",
+        "RuntimeError: Failed to bind socket to localhost:8000: [Errno 98] Address already in use",
+        {"failure": ("port_in_use", True)},
+    ),
+    # --- LMDeploy ---
+    (
+        "lmdeploy",
+        "HINT:    Please open http://0.0.0.0:23333 in a browser for detailed api usage!!!",
+        {"phase": "http_listening"},
+    ),
+    ("lmdeploy", "INFO:     Application startup complete.", {"ready": True}),
+    # --- Ollama ---
+    (
+        "ollama",
+        'time=2025-03-01T10:00:00.020Z level=INFO source=routes.go:1292 msg="Listening on [::]:11434 '
+        '(version 0.6.0)"',
+        {"phase": "http_listening", "listening": True},
+    ),
+    (
+        "ollama",
+        'time=2025-03-01T10:00:07.900Z level=INFO source=server.go:619 msg="llama runner started in 2.70 '
+        'seconds"',
+        {"ready": True},
+    ),
+    (
+        "ollama",
+        'time=2025-03-01T10:00:08Z level=ERROR source=sched.go:455 msg="error loading llama server" '
+        'error="llama runner process has terminated: cudaMalloc failed: out of memory"',
+        {"failure": ("oom", True)},
+    ),
+    (
+        "ollama",
+        'time=2025-03-01T10:05:00Z level=ERROR source=sched.go:455 msg="error loading llama server" '
+        'error="timed out waiting for llama runner to start - progress 0.28 - "',
+        {"failure": ("other", True)},
+    ),
+    (
+        "ollama",
+        "Error: listen tcp 127.0.0.1:11434: bind: address already in use",
+        {"failure": ("port_in_use", True)},
+    ),
+    # --- generic: common signatures, no ready marker ---
+    (
+        "generic",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        {"failure": ("oom", True)},
+    ),
+    ("generic", "INFO:     Application startup complete.", {"ready": False}),
+    (
+        "generic",
+        "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+        {"listening": True},
+    ),
+]
+
+
+def _check(m: LineMatch, expected: dict[str, Any]) -> None:
+    if not expected:
+        assert m.failure is None and not m.ready, m
+    for key, want in expected.items():
+        if key == "failure":
+            assert m.failure is not None, m
+            assert (m.failure.category, m.failure.fatal) == want, m.failure
+        elif key == "progress":
+            assert m.progress is not None, m
+            assert (m.progress.kind, m.progress.done, m.progress.total) == want
+            assert m.progress.fraction is not None and 0 <= m.progress.fraction <= 1
+        else:
+            assert getattr(m, key) == want, (key, m)
+
+
+@pytest.mark.parametrize(
+    ("engine", "line", "expected"),
+    CLASSIFY_CASES,
+    ids=[f"{e}-{i}" for i, (e, _, _) in enumerate(CLASSIFY_CASES)],
+)
+def test_classify(engine: str, line: str, expected: dict[str, Any]) -> None:
+    _check(get_profile(engine).classify(line), expected)
+
+
+def test_classify_strips_ansi_and_prefixes() -> None:
+    p = get_profile("sglang")
+    m = p.classify("\x1b[32m[2025-03-07 09:31:43 DP0 TP6 EP6]\x1b[0m Load weight begin. avail mem=70 GB\r\n")
+    assert m.phase == "weights_loading"
+    v = get_profile("vllm")
+    assert v.classify(
+        "vllm-1  | (VllmWorker rank=1 pid=77) ERROR 05-07 02:14:18 [core.py:396] NCCL error: x"
+    ).failure
+    assert clean_line("(RayWorkerWrapper pid=123, ip=10.0.0.1) INFO 05-12 10:11:12 [x.py:1] hello") == "hello"
+    assert clean_line("Nov 30 02:55:01 host python3[123]: [2025-08-11 02:20:13 TP0] hi") == "hi"
+    assert (
+        clean_line("2024-03-06T17:53:22.335714Z  INFO text_generation_launcher: x")
+        == "text_generation_launcher: x"
+    )
+
+
+def test_classify_is_pure_and_repeatable() -> None:
+    p = get_profile("sglang")
+    line = "[2026-05-25 17:42:54 TP0] Scheduler hit an exception: Traceback (most recent call last):"
+    assert p.classify(line) == p.classify(line)
+
+
+# --- the word index never hides a match ---------------------------------------------------------------
+
+
+def _corpus() -> list[str]:
+    lines = [line for _, line, _ in CLASSIFY_CASES]
+    for folder in (FIXTURES, SHARED_LOGS):
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.log")):
+                for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                    lines.extend(seg for seg in raw.split("\r") if seg.strip())
+    return lines
+
+
+def _brute_force(profile: EngineProfile, text: str) -> tuple[Any, ...]:
+    def first(patterns: list[str]) -> int | None:
+        for i, pat in enumerate(patterns):
+            if re.search(pat, text):
+                return i
+        return None
+
+    phase = first([m.pattern for m in profile.phase_markers])
+    prog = first([m.pattern for m in profile.progress_markers])
+    fails = sorted(
+        {s.category for s in profile.failure_signatures if re.search(s.pattern, text)},
+    )
+    ready = any(re.search(p, text) for p in profile.ready_markers)
+    listening = any(re.search(p, text) for p in profile.listening_markers)
+    frame = first([m.pattern for m in profile.frame_markers])
+    ph = profile.phase_markers[phase].phase if phase is not None else None
+    if ph is None and prog is not None:
+        ph = profile.progress_markers[prog].phase
+    return (
+        ph,
+        profile.progress_markers[prog].kind if prog is not None else None,
+        fails,
+        ready,
+        listening,
+        profile.frame_markers[frame].phase if frame is not None else None,
+    )
+
+
+@pytest.mark.parametrize("engine", sorted(PROFILES))
+def test_index_matches_brute_force(engine: str) -> None:
+    profile = get_profile(engine)
+    for line in _corpus():
+        text = clean_line(line)
+        m = profile.classify_clean(text)
+        want = _brute_force(profile, text)
+        got_fail = [m.failure.category] if m.failure else []
+        assert (m.phase, m.progress.kind if m.progress else None) == want[:2], (line, m, want)
+        assert (not want[2]) == (not got_fail), (line, m, want)
+        if got_fail:
+            assert got_fail[0] in want[2]
+        assert (m.ready, m.listening, m.frame_phase) == want[3:], (line, m, want)
+
+
+def test_required_literal() -> None:
+    assert required_literal(r"Load weight begin\. avail mem=([\d.]+) GB") == (
+        ("Load weight begin. avail mem=",),
+        False,
+    )
+    assert required_literal(r"^(?:ModuleNotFoundError|ImportError): ") == (
+        ("ModuleNotFoundError", "ImportError"),
+        False,
+    )
+    assert required_literal(r"ab|x") is None
+    lits, nocase = required_literal(r"(?i)No Kernel Image") or ((), False)
+    assert lits == ("no kernel image",) and nocase
+
+
+# --- profile data integrity ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", sorted(PROFILES))
+def test_profile_data_is_valid(engine: str) -> None:
+    p = get_profile(engine)
+    assert p.name == engine and p.display_name
+    for m in p.phase_markers:
+        assert m.phase in PHASES
+        re.compile(m.pattern)
+    for m in p.frame_markers:
+        assert m.phase in PHASES
+    for s in p.failure_signatures:
+        assert s.category in FAILURE_CATEGORIES and s.hint and isinstance(s.fatal, bool)
+        re.compile(s.pattern)
+    for pat in (*p.ready_markers, *p.listening_markers, *p.command_patterns):
+        re.compile(pat)
+    assert p.endpoints.health.startswith("/")
+    for path in (*p.endpoints.info, *p.endpoints.lying_while_loading):
+        assert path.startswith("/")
+    for metric in p.spec_decoding:
+        assert metric.source in (
+            "server_info",
+            "prometheus",
+            "response_timings",
+            "response_meta",
+            "perf_metrics",
+            "log",
+        )
+    if engine != "generic":
+        assert p.ready_markers, "every real engine has a ready marker"
+        assert p.command_patterns and p.detect_patterns and p.default_port > 0
+
+
+def test_every_failure_category_has_a_signature() -> None:
+    seen = {s.category for p in PROFILES.values() for s in p.failure_signatures}
+    assert seen == set(FAILURE_CATEGORIES)
+    assert set(CATEGORY_RANK) == set(FAILURE_CATEGORIES)
+
+
+def test_get_profile_unknown_raises_value_error_listing_names() -> None:
+    with pytest.raises(ValueError) as exc:
+        get_profile("nope")
+    for name in ("sglang", "vllm", "llamacpp", "tgi", "trtllm", "lmdeploy", "ollama", "generic"):
+        assert name in str(exc.value)
+
+
+def test_listens_before_ready_flags() -> None:
+    flags = {n: p.endpoints.listens_before_ready for n, p in PROFILES.items()}
+    assert flags["llamacpp"] and flags["sglang"] and flags["ollama"]
+    assert not flags["vllm"] and not flags["tgi"] and not flags["trtllm"]
+
+
+# --- detection --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "engine"),
+    [
+        (
+            ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen2.5-7B", "--port", "30010"],
+            "sglang",
+        ),
+        (["sglang", "serve", "--model-path", "m"], "sglang"),
+        (["/opt/vllm-env/bin/python", "-m", "sglang.launch_server", "--model-path", "m"], "sglang"),
+        (["vllm", "serve", "Qwen/Qwen3-8B", "--port", "8001"], "vllm"),
+        (["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"], "vllm"),
+        (["docker", "run", "--gpus", "all", "vllm/vllm-openai:latest", "--model", "m"], "vllm"),
+        (["./build/bin/llama-server", "-m", "model.gguf", "--port", "8081"], "llamacpp"),
+        (["llama-server.exe", "-m", "m.gguf"], "llamacpp"),
+        (["text-generation-launcher", "--model-id", "m", "--port", "8080"], "tgi"),
+        (["trtllm-serve", "meta-llama/Llama-3.1-8B", "--port", "8002"], "trtllm"),
+        (
+            ["lmdeploy", "serve", "api_server", "internlm/internlm2_5-7b-chat", "--server-port", "23334"],
+            "lmdeploy",
+        ),
+        (["ollama", "serve"], "ollama"),
+        (["bash", "-c", "exec vllm serve m --port 9000"], "vllm"),
+        (["python", "my_server.py"], None),
+    ],
+)
+def test_detect_from_command(argv: list[str], engine: str | None) -> None:
+    assert detect_from_command(argv) == engine
+
+
+def test_detect_from_lines() -> None:
+    assert detect_from_lines(["[2025-08-11 02:20:00] server_args=ServerArgs(model_path='m')"]) == "sglang"
+    assert (
+        detect_from_lines(["INFO 05-12 10:11:12 [api_server.py:1043] vLLM API server version 0.8.4"])
+        == "vllm"
+    )
+    assert detect_from_lines(["srv  log_server_r: request: GET /health 127.0.0.1 503"]) == "llamacpp"
+    assert detect_from_lines(["Error: ShardCannotStart"]) == "tgi"
+    assert detect_from_lines(["hello", "world"]) is None
+    # SGLang 2024 logs contain vLLM-style loader lines; SGLang embeds them
+    mixed = [
+        "INFO 10-31 21:53:54 weight_utils.py:243] Using model weights format ['*.safetensors']",
+        "[2024-10-31 21:53:50 TP0] Load weight begin. avail mem=78.59 GB",
+        '  File "/usr/local/lib/python3.10/dist-packages/vllm/model_executor/model_loader/loader.py", line 1',
+    ]
+    assert detect_from_lines(mixed) == "sglang"
+    # Ollama runs llama.cpp underneath
+    ollama = (FIXTURES / "ollama-ready.log").read_text(encoding="utf-8").splitlines()
+    assert detect_from_lines(ollama) == "ollama"
+    assert (
+        detect_from_lines([line for line in ollama if "llama" in line and "source=" not in line])
+        == "llamacpp"
+    )
+
+
+def test_detect_from_lines_respects_max_lines() -> None:
+    lines = ["nothing here"] * 10 + ["[2025-08-11 02:20:00] server_args=ServerArgs(model_path='m')"]
+    assert detect_from_lines(lines, max_lines=5) is None
+    assert detect_from_lines(lines) == "sglang"
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "body", "engine"),
+    [
+        (
+            "/server_info",
+            200,
+            '{"model_path": "m", "mem_fraction_static": 0.8, "version": "0.5.2"}',
+            "sglang",
+        ),
+        ("/get_server_info", 200, '{"internal_states": [{"avg_spec_accept_length": 2.1}]}', "sglang"),
+        ("/server_info", 200, '{"disaggregated_params": null}', "trtllm"),
+        ("/model_info", 200, '{"model_path": "m", "is_generation": true}', "sglang"),
+        ("/props", 200, '{"default_generation_settings": {}, "total_slots": 1}', "llamacpp"),
+        (
+            "/props",
+            503,
+            '{"error":{"message":"Loading model","type":"unavailable_error","code":503}}',
+            "llamacpp",
+        ),
+        (
+            "/health",
+            503,
+            '{"error":{"message":"Loading model","type":"unavailable_error","code":503}}',
+            "llamacpp",
+        ),
+        ("/health", 503, '{"error":"unhealthy","error_type":"healthcheck"}', "tgi"),
+        ("/info", 200, '{"model_id": "m", "max_total_tokens": 4096, "version": "3.0.1"}', "tgi"),
+        ("/api/version", 200, '{"version": "0.6.0"}', "ollama"),
+        ("/", 200, "Ollama is running", "ollama"),
+        ("/version", 200, '{"version": "0.8.4"}', "vllm"),
+        (
+            "/v1/models",
+            200,
+            '{"object":"list","data":[{"id":"m","object":"model","owned_by":"lmdeploy"}]}',
+            "lmdeploy",
+        ),
+        ("/v1/models", 200, '{"object":"list","data":[{"id":"m","owned_by":"vllm"}]}', "vllm"),
+        ("/v1/models", 200, '{"object":"list","data":[{"id":"m","owned_by":"sglang"}]}', "sglang"),
+        ("/v1/models", 200, '{"object":"list","data":[{"id":"m","owned_by":"llamacpp"}]}', "llamacpp"),
+        ("/metrics", 200, "# HELP vllm:num_requests_running x\nvllm:num_requests_running 0\n", "vllm"),
+        ("/metrics", 200, "[]", "trtllm"),
+        ("/server_info", 404, '{"detail":"Not Found"}', None),
+        ("/props", 200, "<html>hi</html>", None),
+        ("/info", 200, '{"name": "something else"}', None),
+        ("/version", 500, "boom", None),
+    ],
+)
+def test_detect_from_endpoint(path: str, status: int, body: str, engine: str | None) -> None:
+    assert detect_from_endpoint(path, status, body) == engine
+
+
+def test_detection_endpoints_are_valid() -> None:
+    assert DETECTION_ENDPOINTS[0] == ("/server_info", "sglang")
+    for path, engine in DETECTION_ENDPOINTS:
+        assert path.startswith("/") and engine in PROFILES
+
+
+# --- command-line port / host -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("engine", "argv", "env", "port", "host"),
+    [
+        ("sglang", ["python", "-m", "sglang.launch_server", "--model-path", "m"], None, 30000, "127.0.0.1"),
+        ("sglang", ["sglang", "serve", "--port", "30010", "--host", "0.0.0.0"], None, 30010, "0.0.0.0"),
+        ("vllm", ["vllm", "serve", "m"], None, 8000, None),
+        ("vllm", ["vllm", "serve", "m", "--port=8001", "--host=127.0.0.1"], None, 8001, "127.0.0.1"),
+        ("vllm", ["bash", "-c", "vllm serve m --port 9000"], None, 9000, None),
+        ("llamacpp", ["llama-server", "-m", "m.gguf"], None, 8080, "127.0.0.1"),
+        (
+            "llamacpp",
+            ["llama-server", "-m", "m.gguf", "--port", "8081", "--host", "0.0.0.0"],
+            None,
+            8081,
+            "0.0.0.0",
+        ),
+        ("llamacpp", ["llama-server", "-m", "m.gguf"], {"LLAMA_ARG_PORT": "9999"}, 9999, "127.0.0.1"),
+        ("tgi", ["text-generation-launcher", "--model-id", "m"], None, 3000, "0.0.0.0"),
+        (
+            "tgi",
+            ["text-generation-launcher", "--model-id", "m", "-p", "8080", "--hostname", "::"],
+            None,
+            8080,
+            "::",
+        ),
+        ("tgi", ["text-generation-launcher", "--model-id", "m"], {"PORT": "80"}, 80, "0.0.0.0"),
+        ("trtllm", ["trtllm-serve", "m"], None, 8000, "localhost"),
+        ("lmdeploy", ["lmdeploy", "serve", "api_server", "m"], None, 23333, "0.0.0.0"),
+        (
+            "lmdeploy",
+            ["lmdeploy", "serve", "api_server", "m", "--server-port", "8000", "--server-name", "127.0.0.1"],
+            None,
+            8000,
+            "127.0.0.1",
+        ),
+        ("ollama", ["ollama", "serve"], None, 11434, "127.0.0.1"),
+        ("ollama", ["ollama", "serve"], {"OLLAMA_HOST": "0.0.0.0:8080"}, 8080, "0.0.0.0"),
+        ("ollama", ["ollama", "serve"], {"OLLAMA_HOST": "http://10.0.0.5:11500"}, 11500, "10.0.0.5"),
+        ("ollama", ["ollama", "serve"], {"OLLAMA_HOST": "0.0.0.0"}, 11434, "0.0.0.0"),
+        ("generic", ["python", "serve.py"], None, None, None),
+        ("generic", ["python", "serve.py", "--port", "7000"], None, 7000, None),
+    ],
+)
+def test_command_port_and_host(
+    engine: str, argv: list[str], env: dict[str, str] | None, port: int | None, host: str | None
+) -> None:
+    profile = get_profile(engine)
+    assert command_port(argv, profile, env) == port
+    assert command_host(argv, profile, env) == host
+
+
+def test_command_port_ignores_bad_values() -> None:
+    tgi = get_profile("tgi")
+    # docker's "-p 8080:80" publish mapping is not TGI's port flag value
+    assert (
+        command_port(["docker", "run", "-p", "8080:80", "ghcr.io/huggingface/text-generation-inference"], tgi)
+        == 3000
+    )
+    assert command_port(["vllm", "serve", "m", "--port", "notaport"], get_profile("vllm")) == 8000
+
+
+# --- LineSplitter -----------------------------------------------------------------------------------
+
+
+def test_splitter_basic_and_partial_lines() -> None:
+    sp = LineSplitter()
+    assert sp.feed(b"one\ntw") == ["one"]
+    assert sp.feed(b"o\nthree") == ["two"]
+    assert sp.flush() == ["three"]
+    assert sp.flush() == []
+
+
+def test_splitter_crlf_across_chunks() -> None:
+    sp = LineSplitter()
+    assert sp.feed(b"a\r") == []
+    assert sp.feed(b"\nb\r\n") == ["a", "b"]
+
+
+def test_splitter_invalid_utf8_and_split_multibyte() -> None:
+    sp = LineSplitter()
+    out = sp.feed(b"bad \xff\xfe bytes\n")
+    assert out == ["bad \ufffd\ufffd bytes"]
+    bar = "█".encode()
+    assert sp.feed(b"x" + bar[:1]) == []
+    assert sp.feed(bar[1:] + b"y\n") == ["x█y"]
+
+
+def test_splitter_redraws() -> None:
+    sp = LineSplitter()
+    events = sp.feed_events(b"Loading:  10%| 1/10\rLoading:  50%| 5/10\rLoad")
+    assert events == [("Loading:  10%| 1/10", False), ("Loading:  50%| 5/10", False)]
+    events = sp.feed_events(b"ing: 100%| 10/10\n")
+    assert events == [("Loading: 100%| 10/10", True)]
+    # a bar that ends with \r then \n keeps its last drawing
+    assert sp.feed(b"bar 1\rbar 2\r\n") == ["bar 2"]
+    assert sp.feed(b"bar 3\r") == []
+    assert sp.feed(b"\n") == ["bar 3"]
+    assert split_redraws("a\rb\r\rc") == (["a", "b"], "c")
+
+
+def test_splitter_strips_ansi() -> None:
+    sp = LineSplitter()
+    assert sp.feed(b"\x1b[32mINFO\x1b[0m ok \x1b]8;;http://x\x07link\x1b]8;;\x07\n") == ["INFO ok link"]
+
+
+def test_splitter_caps_line_length() -> None:
+    sp = LineSplitter(max_line_bytes=1000)
+    out = sp.feed(b"x" * 5000)
+    assert all(len(line) <= 1000 for line in out) and sum(map(len, out)) + len(sp.flush()[0]) == 5000
+
+
+def test_redraw_progress_reaches_the_replay(tmp_path: Path) -> None:
+    log = tmp_path / "bar.log"
+    log.write_bytes(
+        b"[2025-08-11 02:20:13 TP0] Load weight begin. avail mem=78.58 GB\n"
+        b"Loading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s]\r"
+        b"Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:01<00:01,  1.3it/s]\r"
+    )
+    rep = replay_log(log)
+    assert rep.engine == "sglang" and rep.outcome == "incomplete" and rep.phase == "weights_loading"
+    assert rep.progress is not None and (rep.progress["done"], rep.progress["total"]) == (2, 4)
+    assert rep.lines == 2
+
+
+# --- bounded memory ----------------------------------------------------------------------------------
+
+
+def _write_big_log(path: Path, target: int) -> None:
+    head = (FIXTURES / "vllm-v1-ready.log").read_bytes()
+    ready_at = head.index(b"(APIServer pid=4120) INFO:     Application startup complete.")
+    body = [
+        b"(APIServer pid=4120) INFO 07-21 09:10:00 [loggers.py:118] Engine 000: Avg prompt throughput: 10.2 "
+        b"tokens/s"
+        b", Avg generation throughput: 98.1 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: "
+        b"1.2%\n",
+        b'(APIServer pid=4120) INFO:     127.0.0.1:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n',
+        b"Processed prompts:  40%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88      | 4/10 "
+        b"[00:01<00:02]\r"
+        b"Processed prompts: 100%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88 | "
+        b"10/10\n",
+        b"\x1b[33mWARNING 07-21 09:10:00 [x.py:1] noisy \xff line\x1b[0m\n",
+    ]
+    block = b"".join(body) * 200
+    with path.open("wb") as fh:
+        fh.write(head[:ready_at])
+        written = ready_at
+        while written < target:
+            fh.write(block)
+            written += len(block)
+        fh.write(head[ready_at:])
+
+
+def test_replay_large_log_in_bounded_memory(tmp_path: Path) -> None:
+    log = tmp_path / "big.log"
+    _write_big_log(log, 20_000_000)
+    assert log.stat().st_size >= 20_000_000
+    tracemalloc.start()
+    try:
+        rep = replay_log(log)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert rep.engine == "vllm" and rep.outcome == "ready"
+    assert rep.lines > 150_000
+    assert peak < 16 * 1024 * 1024, f"peak traced memory {peak / 1e6:.1f} MB"
