@@ -305,17 +305,25 @@ def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
 @click.option("--scenario", default="demo", show_default=True,
               help="Simulator scenario: demo, normal, slow_first_request, crash_oom, hang, busy_wait, ...")
 @click.option("--dialect", default="sglang", show_default=True, type=click.Choice(["sglang", "vllm", "llamacpp"]))
+@click.option("--real", is_flag=True, help="Replay a real SGLang start with EAGLE speculative decoding (its own log "
+              "lines, with their original timing) instead of a scenario.")
 @click.option("--json", "as_json", is_flag=True)
-def demo(scenario: str, dialect: str, as_json: bool) -> None:
+def demo(scenario: str, dialect: str, real: bool, as_json: bool) -> None:
     """Watch a simulated large-model cold start (about 30 s) end to end: no GPU, no model needed."""
-    from firstlight.sim.server import make_weights
+    from firstlight.sim.server import REAL_LOG, make_weights
     port = _free_port()
     workdir = Path(tempfile.mkdtemp(prefix="firstlight-demo-"))
     try:
         make_weights(workdir / "model", 512 << 20, shards=8)
         command = [sys.executable, "-m", "firstlight.sim", "--scenario", scenario, "--dialect", dialect,
                    "--port", str(port), "--model-path", str(workdir / "model"), "--load-seconds", "12"]
-        click.echo(f"firstlight demo: a simulated {dialect} start ({scenario}) on port {port}", err=True)
+        if real:
+            dialect = "sglang"
+            command = [*command[: command.index("--model-path")], "--replay-log", str(REAL_LOG)]
+            click.echo(f"firstlight demo: replaying a real SGLang EAGLE start ({REAL_LOG.name}) on port {port}",
+                       err=True)
+        else:
+            click.echo(f"firstlight demo: a simulated {dialect} start ({scenario}) on port {port}", err=True)
         profile = get_profile(dialect)
         kw = {"api": "completions", "prompt": None, "max_tokens": 8, "expect": None, "served_model": None,
               "api_key": None, "health_path": None, "connect_timeout": 1.0, "read_timeout": 5.0,

@@ -186,8 +186,10 @@ def test_deployment_key_masks_secrets_and_is_stable():
 def test_no_secret_reaches_the_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("HF_TOKEN", "hf_envsecretvalue0123456789")
     path = tmp_path / "h.sqlite3"
-    key = DeploymentKey.create("sglang", "m", ["python", "-m", "sglang.launch_server", "--api-key=topsecret42"])
-    summary = {"verdict": "ready", "api_key": "topsecret42", "command": ["x", "--hf-token", "hf_envsecretvalue0123456789"],
+    cmd = ["python", "-m", "sglang.launch_server", "--api-key=topsecret42"]
+    key = DeploymentKey.create("sglang", "m", cmd)
+    summary = {"verdict": "ready", "api_key": "topsecret42", "command": cmd, "plain": "no hint topsecret42 here",
+               "argv": ["x", "--hf-token", "hf_envsecretvalue0123456789"],
                "log": "ServerArgs(api_key='topsecret42', model_path='m')", "note": "Bearer abc.def.ghi"}
     with History(path) as h:
         h.record_run("up", summary, key)

@@ -63,8 +63,8 @@ def test_unreachable_metrics_are_not_exposed_not_an_exception():
 def test_vllm_counters_are_deltas_over_the_window():
     names = ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
              "vllm:spec_decode_num_accepted_tokens_total")
-    before = SpecSnapshot("vllm", ("prometheus",), dict(zip(names, (1000.0, 3000.0, 2000.0))), True, True)
-    after = SpecSnapshot("vllm", ("prometheus",), dict(zip(names, (1100.0, 3300.0, 2080.0))), True, True)
+    before = SpecSnapshot("vllm", ("prometheus",), dict(zip(names, (1000.0, 3000.0, 2000.0), strict=True)), True, True)
+    after = SpecSnapshot("vllm", ("prometheus",), dict(zip(names, (1100.0, 3300.0, 2080.0), strict=True)), True, True)
     r = spec_report(before, after)
     assert r["mean_acceptance_length"] == pytest.approx(1.8)  # 1 + 80/100, not the lifetime 3.0
     assert r["acceptance_rate"] == pytest.approx(80 / 300, abs=1e-4)  # rounded to 4 places

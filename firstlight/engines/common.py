@@ -54,8 +54,8 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         True,
     ),
     S(
-        r"[Ee]rror: invalid device function\b|\b(?:hipErrorInvalidDeviceFunction|hipErrorNoBinaryForGpu)\b|"
-        r"\bNo binary for gpu\b",
+        r"(?:^|: )(?:CUDA|HIP|hip) error: invalid device function\b|"
+        r"\b(?:hipErrorInvalidDeviceFunction|hipErrorNoBinaryForGpu)\b|\bNo binary for gpu\b",
         "kernel_image",
         "kernels were not compiled for this GPU (arch/gfx target): rebuild or install a matching wheel",
         True,

@@ -216,7 +216,8 @@ _PREFIX_RE = re.compile(
     r"|\((?:[\w.-]+)(?: [\w]+=[^)]*)?\)\s+"  # vLLM/Ray process tag: "(EngineCore_DP0 pid=17374) "
     r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|TRACE) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
     r" (?:\[[^\]]*\] |[\w.-]+:\d+\] )?"  # vLLM: "INFO 05-07 02:13:52 [core.py:396] "
-    r"|\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]{2,3}\d+)*\] "  # SGLang: "[... TP0] "
+    r"|\[(?:(?:\d{4}-)?\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]{2,3}\d+)*\] "  # SGLang "[... TP0] "
+    r"|\[(?:gpu_id|rank|tp_rank)=\d+\] "  # old SGLang "[gpu_id=0] "
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"
     r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR)\s+"  # TGI / tracing ISO
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? - [\w.\-]+ - [A-Z]+ - "  # python logging (LMDeploy)

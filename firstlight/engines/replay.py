@@ -70,7 +70,7 @@ _TS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "bracket",
         re.compile(
-            r"\[(?:(?P<Y>\d{4})-(?P<M>\d\d)-(?P<D>\d\d) )?(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
+            r"\[(?:(?:(?P<Y>\d{4})-)?(?P<M>\d\d)-(?P<D>\d\d) )?(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
             r"(?:[.,](?P<f>\d+))?(?: [A-Z]{2,3}\d+)*\]"
         ),
     ),
@@ -91,7 +91,7 @@ _TS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("llamacpp", re.compile(r"(?P<rm>\d+)\.(?P<rs>\d\d)\.(?P<rms>\d{3})\.(?P<rus>\d{3}) [IWEDT] ")),
 )
 _EMBEDDED_TS = re.compile(r"\[(?P<Y>\d{4})-(?P<M>\d\d)-(?P<D>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)")
-_JSON_TS = re.compile(r"\"timestamp\":\s*(?P<epoch>\d{9,11})\b")
+_JSON_TS = re.compile(r"\"timestamp\":\s*(?:(?P<epoch>\d{9,11})\b|\"(?P<iso>[^\"]{19,40})\")")
 
 
 class TimestampParser:
@@ -121,7 +121,11 @@ class TimestampParser:
             return self._convert("bracket", m)
         m = _JSON_TS.search(line)
         if m is not None:
-            return float(m.group("epoch"))
+            if m.group("epoch"):
+                return float(m.group("epoch"))
+            iso = _TS_PATTERNS[0][1].match(m.group("iso"))
+            if iso is not None:
+                return self._convert("iso", iso)
         return None
 
     def _convert(self, kind: str, m: re.Match[str]) -> float | None:
@@ -396,7 +400,7 @@ class Replayer:
             if m.phase_weak:
                 if PHASE_INDEX[m.phase] > PHASE_INDEX[self.phase]:
                     self._set_phase(m.phase, lineno, text)
-            elif m.phase != self.phase:
+            elif m.phase != self.phase or not self.phases:
                 self._set_phase(m.phase, lineno, text)
         if (
             m.frame_phase is not None

@@ -93,7 +93,7 @@ FAILURES: tuple[FailureSignature, ...] = (
         30,
     ),
     S(
-        r"Initialization failed\. warmup error",
+        r"Initialization failed\. warmup error|Server warmup failed; aborting startup",
         "warmup_failed",
         "the HTTP server came up but its internal warmup request failed: see the traceback; check "
         "--host/proxies (NO_PROXY) and SGLANG_WARMUP_TIMEOUT",
@@ -238,7 +238,7 @@ SGLANG = EngineProfile(
     detect_patterns=(
         (r"^server_args=ServerArgs\(", 4),
         (r"The server is fired up and ready to roll", 4),
-        (r"^Load weight begin\. avail mem=", 4),
+        (r"^Load weight (?:begin|end)\. ", 4),
         (r"^Memory pool end\. avail mem=", 4),
         (r"^Capture (?:draft (?:extend )?)?cuda graph (?:begin|end)", 4),
         (r"^max_total_num_tokens=\d+", 4),

@@ -35,10 +35,10 @@ TGI = EngineProfile(
         listens_before_ready=False,
     ),
     phase_markers=(
-        P(r"(?:^|: )Args \{", "process_start"),
+        P(r"(?:^|: |\")Args \{", "process_start"),
         P(r"Starting (?:check and )?download process", "process_start"),
         P(r"Successfully downloaded weights", "process_start", weak=True),
-        P(r"text_generation_launcher: Starting shard\b|^shard-manager: .*Starting shard", "weights_loading"),
+        P(r"\bStarting shard\b(?! rank=\d+ failed)", "weights_loading"),
         P(r"Waiting for shard to be ready", "weights_loading", weak=True),
         P(r"Server started at unix://", "weights_loaded", weak=True),
         P(r"Shard ready in [\d.]+", "weights_loaded", weak=True),
@@ -128,8 +128,11 @@ TGI = EngineProfile(
         ),
         *TORCH_FAILURES,
     ),
-    ready_markers=(r"(?:^|[:\s])Connected$",),
-    listening_markers=(r"(?:^|[:\s])Connected$", r"Invalid hostname, defaulting to 0\.0\.0\.0"),
+    ready_markers=(r"(?:^|[:\s])Connected$|\"message\":\"Connected\"",),
+    listening_markers=(
+        r"(?:^|[:\s])Connected$|\"message\":\"Connected\"",
+        r"Invalid hostname, defaulting to 0\.0\.0\.0",
+    ),
     spec_decoding=(
         M("prometheus", "tgi_request_skipped_tokens", "histogram: speculated tokens accepted per request"),
     ),

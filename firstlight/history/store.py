@@ -189,8 +189,21 @@ def _scrub(obj: Any, r: Redactor) -> Any:
     if isinstance(obj, list | tuple):
         return [_scrub(v, r) for v in obj]
     if isinstance(obj, str):
-        return r.text(obj)
+        return _redact_text(obj, r)
     return obj
+
+
+_PATTERN_HINTS = ("=", ":", "Bearer", "hf_", "sk-")
+
+
+def _redact_text(s: str, r: Redactor) -> str:
+    """``r.text`` with a fast path: its key=value pattern is quadratic in the length of a long word, so strings
+    that cannot match any of its patterns (no '=', ':', 'Bearer', 'hf_', 'sk-') only get the literal secrets."""
+    if any(h in s for h in _PATTERN_HINTS):
+        return r.text(s)
+    for secret in sorted(r.secrets, key=len, reverse=True):
+        s = s.replace(secret, MASK)
+    return s
 
 
 def _is_corruption(e: sqlite3.DatabaseError) -> bool:
@@ -231,31 +244,33 @@ class History:
         con.execute("PRAGMA synchronous = NORMAL")  # with WAL: a crash of the process loses nothing committed
         return con
 
-    def _check(self, con: sqlite3.Connection) -> None:
-        """Raise _Corrupt when the file is not a sound database."""
+    def _connect_checked(self) -> sqlite3.Connection:
+        """A connection to a sound database; raises _Corrupt when the file is not one."""
+        con = None
         try:
+            con = self._connect()
             con.execute("PRAGMA journal_mode = WAL").fetchone()
             rows = con.execute("PRAGMA quick_check").fetchall()
         except sqlite3.DatabaseError as e:
+            if con is not None:
+                con.close()
             if _is_corruption(e):
                 raise _Corrupt(str(e)) from None
             raise
         if [r[0] for r in rows] != ["ok"]:
+            con.close()
             raise _Corrupt(str(rows[0][0]) if rows else "quick_check failed")
+        return con
 
     def _open(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fresh = not self.path.exists()
             try:
-                con = self._connect()
-                self._check(con)
+                con = self._connect_checked()
             except _Corrupt as e:
-                with contextlib.suppress(Exception):
-                    con.close()
                 self._move_aside(str(e))
-                con = self._connect()
-                self._check(con)
+                con = self._connect_checked()
             if fresh:
                 with contextlib.suppress(OSError):
                     os.chmod(self.path, 0o600)
@@ -274,12 +289,8 @@ class History:
             try:
                 # another process may have replaced the file while we waited: check again under the lock
                 try:
-                    con = self._connect()
-                    try:
-                        self._check(con)
-                        return
-                    finally:
-                        con.close()
+                    self._connect_checked().close()
+                    return
                 except _Corrupt:
                     pass
                 stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -358,15 +369,19 @@ class History:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
         good = is_good(kind, summary, bench) if ok is None else ok
         metrics = extract_metrics(summary, bench)
-        summary_json = json.dumps(_scrub(summary, self.redactor), default=str)
-        bench_json = json.dumps(_scrub(bench, self.redactor), default=str) if bench is not None else None
+        r = self.redactor
+        if isinstance(summary.get("command"), list):  # learn --api-key X from the command, to mask X anywhere
+            r = Redactor(r.secrets)
+            r.add_from_argv([str(a) for a in summary["command"]])
+        summary_json = json.dumps(_scrub(summary, r), default=str)
+        bench_json = json.dumps(_scrub(bench, r), default=str) if bench is not None else None
         d = deployment
         with self._write() as con:
             cur = con.execute(
                 "INSERT INTO runs (created_at, kind, deployment, engine, model, command, gpu_count, ok, summary, bench)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (created_at if created_at is not None else time.time(), kind, d.hash, d.engine, d.model,
-                 self.redactor.text(d.command) if d.command else None, d.gpu_count, int(good), summary_json,
+                 r.text(d.command) if d.command else None, d.gpu_count, int(good), summary_json,
                  bench_json))
             run_id = int(cur.lastrowid or 0)
             con.executemany("INSERT INTO metrics (run_id, name, value) VALUES (?, ?, ?)",

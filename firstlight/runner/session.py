@@ -39,6 +39,7 @@ from firstlight.timeline import (
     Level,
     LogLine,
     Observation,
+    ProcessSample,
     SourceNote,
     Started,
     WeightsTotal,
@@ -108,6 +109,7 @@ class Session:
         self.server_log: Path | None = None
         self.samplers: list[Sampler] = []
         self.followers: list[FileFollower] = []
+        self.readers: list[PipeReader] = []
         self.ladder_loop: LadderLoop | None = None
         self._signals: list[str] = []
         # Engine not named and not told by the command: learn it from the server's own lines.
@@ -177,7 +179,9 @@ class Session:
                 echo = self._echo if cfg.echo_server_output else None
                 for pipe, name in ((self.server.popen.stdout, "stdout"), (self.server.popen.stderr, "stderr")):
                     assert pipe is not None
-                    PipeReader(pipe, name, self._sink, echo, self.clock).start()
+                    reader = PipeReader(pipe, name, self._sink, echo, self.clock)
+                    reader.start()
+                    self.readers.append(reader)
             else:
                 f = FileFollower(output, self._sink, clock=self.clock,
                                  echo=self._echo if cfg.echo_server_output else None)
@@ -253,6 +257,8 @@ class Session:
             except queue.Empty:
                 obs = None
             while obs is not None:
+                if isinstance(obs, ProcessSample) and not obs.alive:
+                    obs = self._after_logs(judge, obs)
                 self._feed(judge, obs)
                 try:
                     obs = self.q.get_nowait()
@@ -262,6 +268,27 @@ class Session:
             self.reporter.status(a)
             if a.final:
                 return a
+
+    def _after_logs(self, judge: Judge, exit_sample: ProcessSample) -> ProcessSample:
+        """The process is gone, but its last lines (often the root cause) may still be in a pipe or a file:
+        read them all before the judge hears of the exit."""
+        for r in self.readers:
+            r.thread.join(timeout=2.0)
+        for f in self.followers:
+            f.sync(timeout=2.0)
+        held: list[Observation] = []
+        while True:
+            try:
+                obs = self.q.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(obs, LogLine):
+                self._feed(judge, obs)
+            else:
+                held.append(obs)
+        for obs in held:
+            self.q.put(obs)
+        return exit_sample
 
     def _stop_sources(self) -> None:
         if self.ladder_loop is not None:

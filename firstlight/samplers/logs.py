@@ -121,6 +121,8 @@ class FileFollower:
                  echo: Callable[[str, str], None] | None = None) -> None:
         self.path, self.sink, self.interval, self.clock, self.echo = path, sink, interval, clock, echo
         self._stop = threading.Event()
+        self._pass = threading.Condition()
+        self._passes = 0
         self.thread = threading.Thread(target=self._run, name="firstlight-logfile", daemon=True)
 
     def start(self) -> None:
@@ -128,6 +130,12 @@ class FileFollower:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def sync(self, timeout: float) -> None:
+        """Return once everything written to the file so far has been read (one full pass after this call)."""
+        with self._pass:
+            target = self._passes + 2
+            self._pass.wait_for(lambda: self._passes >= target or not self.thread.is_alive(), timeout)
 
     def _note(self, message: str) -> None:
         self.sink(SourceNote(self.clock(), "log", message))
@@ -165,6 +173,9 @@ class FileFollower:
                         missing_noted = False
             if f is not None:
                 pos += self._drain(f, splitter)
+            with self._pass:
+                self._passes += 1
+                self._pass.notify_all()
             self._stop.wait(self.interval)
         if f is not None:
             f.close()

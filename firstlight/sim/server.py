@@ -41,6 +41,7 @@ from firstlight.sim.scenarios import (
     scenario,
 )
 
+REAL_LOG = Path(__file__).parent / "data" / "sglang-eagle-llama2-specdec.log"
 WORDS = ("Paris", ".", " The", " capital", " of", " France", " is", " Paris", ",", " a", " city", " on", " the",
          " Seine", ".")
 
@@ -100,6 +101,9 @@ class Sim:
     # -- steps ---------------------------------------------------------------------------------------------
     def run(self) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN if self.args.ignore_term else self._on_term)
+        if self.args.replay_log:
+            self.replay_log(Path(self.args.replay_log), self.args.speed)
+            return
         steps = scenario(self.args.scenario, self.args.load_seconds, self.args.workers)
         if self.dialect.listens_early:
             self.say("args")
@@ -150,6 +154,40 @@ class Sim:
         elif isinstance(step, Spin):
             while True:
                 pass
+
+    def replay_log(self, path: Path, speed: float) -> None:
+        """Print a real startup log with its original timing (divided by ``speed``), opening the port and
+        flipping /health where that engine does: at its listening line, and at its ready line."""
+        from firstlight.engines import detect_from_lines, get_profile
+        from firstlight.engines.replay import TimestampParser
+
+        raw = path.read_bytes().decode("utf-8", "replace").split("\n")
+        profile = get_profile(self.args.engine or detect_from_lines(raw) or "generic")
+        self.dialect = DIALECTS.get(profile.name, self.dialect)
+        stamps = TimestampParser()
+        last: float | None = None
+        failed = ready = False
+        for line in raw:
+            t = stamps.parse(line)
+            if t is not None:
+                # Waits only for plausible forward gaps: year-less formats and clock jumps must not stall.
+                if last is not None and 0 < t - last <= 3600:
+                    time.sleep((t - last) / speed)
+                last = t
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+            m = profile.classify(line)
+            if m.listening or (m.ready and not ready):
+                self.listen()
+            if m.ready and not ready:
+                ready = True
+                self.do(Ready())
+            if m.failure is not None and m.failure.fatal and not ready:
+                failed = True
+        if failed:
+            self.stop_workers()
+            os._exit(1)
+        threading.Event().wait()  # ready: serve; incomplete: stay as the log left it
 
     def listen(self) -> None:
         if self.server is not None:
@@ -431,6 +469,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ready-file", help="write the moment it can first serve (epoch seconds) here")
     ap.add_argument("--api-key", default=None)
     ap.add_argument("--ignore-term", action="store_true", help="ignore SIGTERM (to test escalation to SIGKILL)")
+    ap.add_argument("--replay-log", metavar="FILE", help="print a real startup log with its timing instead of a "
+                    "scenario; the port opens and /health flips where that engine's log says so")
+    ap.add_argument("--speed", type=float, default=1.0, help="--replay-log: time compression factor")
+    ap.add_argument("--engine", default=None, help="--replay-log: the engine (default: detect from the log)")
     return ap.parse_args(argv)
 
 
