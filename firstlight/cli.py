@@ -252,7 +252,8 @@ def watch(url: str, pid: int | None, log_file: Path | None, **kw: Any) -> None:
     profile = _profile(kw["engine"], command)
     probe = _probe_config(url, profile, kw)
     cfg = Config(command=[], pid=pid, log_file=log_file, engine=kw["engine"] or detect_from_command(command),
-                 model_path=kw["model_path"], probe=probe, judge=_judge_config(kw), sample_interval=kw["sample_interval"])
+                 model_path=kw["model_path"], probe=probe, judge=_judge_config(kw),
+                 sample_interval=kw["sample_interval"])
     if kw["model_path"] is None and command:
         from firstlight.samplers.weights import model_path_from_command
         model = model_path_from_command(command)

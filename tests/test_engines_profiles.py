@@ -671,6 +671,39 @@ def test_every_failure_category_has_a_signature() -> None:
     assert set(CATEGORY_RANK) == set(FAILURE_CATEGORIES)
 
 
+def test_new_engine_is_a_data_change() -> None:
+    """A profile written with plain tuples works end to end (detection, classify, replay)."""
+    from firstlight.engines import Endpoints, register_profile
+    from firstlight.engines.replay import replay_lines
+
+    toy = EngineProfile(
+        name="toy",
+        display_name="Toy",
+        default_port=9999,
+        command_patterns=(r"(?:^|\s)toy-serve\b",),
+        endpoints=Endpoints(health="/healthz", models=None),
+        phase_markers=((r"^loading weights", "weights_loading"),),
+        failure_signatures=((r"toy exploded", "other", "it exploded", True),),
+        ready_markers=(r"^toy ready$",),
+        detect_patterns=((r"^toy ", 4),),
+    )
+    register_profile(toy)
+    try:
+        assert detect_from_command(["toy-serve", "--port", "1"]) == "toy"
+        assert command_port(["toy-serve", "--port", "1"], toy) == 1
+        assert detect_from_lines(["toy starting"]) == "toy"
+        assert replay_lines(["toy starting", "loading weights", "toy ready"]).outcome == "ready"
+        rep = replay_lines(["toy starting", "loading weights", "toy exploded"])
+        assert (rep.outcome, rep.phase, rep.failure, rep.hint) == (
+            "failed",
+            "weights_loading",
+            "other",
+            "it exploded",
+        )
+    finally:
+        del PROFILES["toy"]
+
+
 def test_get_profile_unknown_raises_value_error_listing_names() -> None:
     with pytest.raises(ValueError) as exc:
         get_profile("nope")

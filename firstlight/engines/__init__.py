@@ -3,6 +3,15 @@
 >>> from firstlight.engines import get_profile
 >>> get_profile("sglang").classify("[2025-08-11 02:16:56] The server is fired up and ready to roll!").ready
 True
+
+Layout: ``profile`` (dataclasses, PHASES, FAILURE_CATEGORIES, the classifier), ``common`` (PyTorch/CUDA/NCCL/
+HF signatures shared by engines), one data module per engine (``sglang``, ``vllm``, ``llamacpp``, ``tgi``,
+``trtllm``, ``lmdeploy``, ``ollama``, ``generic``), ``detect`` (command/log/endpoint detection, port and
+host flags) and ``replay`` (LineSplitter, Replayer, replay_log, format_replay_text).
+
+Adding an engine is a data change: write an :class:`EngineProfile` (markers, signatures, endpoints, flags,
+``detect_patterns``) in a new module and add it to ``PROFILES`` below (or call :func:`register_profile`).
+Adding a message is one more tuple in the engine's module.
 """
 
 from __future__ import annotations

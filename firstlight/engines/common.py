@@ -25,7 +25,7 @@ OOM_HINT = (
 TORCH_FAILURES: tuple[FailureSignature, ...] = (
     # --- GPU memory -----------------------------------------------------------------------------
     S(r"\bOutOfMemoryError: (?:CUDA|HIP|XPU)? ?out of memory", "oom", OOM_HINT, True),
-    S(r"(?:CUDA|HIP) out of memory\. Tried to allocate", "oom", OOM_HINT, True),
+    S(r"\b(?:CUDA|HIP) out of memory(?:\. Tried to allocate| occurred when)", "oom", OOM_HINT, True),
     S(r"(?:CUDA|HIP|hip|cuda) ?[Ee]rror: out of memory", "oom", OOM_HINT, True),
     S(r"CUDA runtime error.*out of memory", "oom", OOM_HINT, True),
     S(
@@ -37,6 +37,13 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     S(r"\bkIOGPUCommandBufferCallbackErrorOutOfMemory\b", "oom", OOM_HINT, True),
     S(r"NCCL WARN Cuda failure 'out of memory'|Failed to CUDA calloc", "oom", OOM_HINT, False),
     # --- another process on the GPU -----------------------------------------------------------------
+    S(
+        r"Process \d+ has [\d.]+ [KMGT]iB memory in use\..*this process has",
+        "gpu_occupied",
+        "out of memory while another process holds GPU memory (the OOM message lists it): stop it "
+        "(nvidia-smi) or pick a free GPU",
+        True,
+    ),
     S(
         r"CUDA-capable device\(s\) (?:is|are)(?:/are)? busy or unavailable|"
         r"all CUDA-capable devices are busy or unavailable",
@@ -65,6 +72,23 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         "kernel_image",
         "this PyTorch build does not support the GPU's compute capability: install a matching PyTorch",
         False,
+    ),
+    S(
+        r"FlashAttention only supports (?:Ampere|Turing|Hopper) GPUs or newer|"
+        r"the provided PTX was compiled with an unsupported toolchain",
+        "kernel_image",
+        "the attention/kernel library does not support this GPU (or driver): use another attention "
+        "backend or a build for this architecture",
+        True,
+    ),
+    # --- quantization ---------------------------------------------------------------------------------
+    S(
+        r"The quantization method \S+ is not supported for the current GPU|Unknown quantization method: |"
+        r"No compressed-tensors compatible scheme was found|"
+        r"Cannot find any of .* in the model's quantization config",
+        "quantization",
+        "the quantization method/scheme is unknown, inconsistent with the checkpoint, or needs a newer GPU",
+        True,
     ),
     # --- corrupt / mismatched checkpoints -----------------------------------------------------------
     S(
@@ -106,7 +130,8 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         True,
     ),
     S(
-        r"Watchdog caught collective operation timeout|\bProcessGroupNCCL\b.*(?:timeout|Timeout)",
+        r"Watchdog caught collective operation timeout|\bProcessGroupNCCL\b.*(?:timeout|Timeout)|"
+        r"\bDistNetworkError\b",
         "nccl",
         "a collective timed out: one rank hung or died; check the other ranks' logs and NCCL settings",
         True,
@@ -114,9 +139,11 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     # --- ports --------------------------------------------------------------------------------------------
     S(
         r"\[Errno (?:98|48)\].*[Aa]ddress already in use|\[WinError 10048\]|"
-        r"error while attempting to bind on address|bind: address already in use",
+        r"error while attempting to bind on address|bind: address already in use|"
+        r"errno: (?:98|48) - Address already in use|\b(?:AddrInUse|EADDRINUSE)\b",
         "port_in_use",
-        "the port is already in use: stop the other server or pick another --port",
+        "a port is already in use (the HTTP port, or a distributed/NCCL port such as 29500): stop the "
+        "other server or choose other ports",
         True,
     ),
     # --- imports --------------------------------------------------------------------------------------------
@@ -150,7 +177,9 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         r"\b(?:RepositoryNotFoundError|LocalEntryNotFoundError|RevisionNotFoundError)\b|"
         r"Repository Not Found for url|is not a local folder and is not a valid model identifier|"
         r"Invalid repository ID or local directory specified|does not appear to have (?:a )?files? named|"
-        r"Can't load the configuration of|Cannot find the requested files in the (?:disk cache|local cache)",
+        r"Can't load the configuration of|Cannot find the requested files in the (?:disk cache|local cache)|"
+        r"HFValidationError: Repo id must|"
+        r"No such file or directory: '[^']*(?:config\.json|\.safetensors|\.gguf|\.bin|tokenizer[^']*)'",
         "model_not_found",
         "the model id/path or revision does not exist (or HF_HUB_OFFLINE is set without a cached copy): "
         "check the name, the path inside the container, and the revision",

@@ -8,9 +8,13 @@ Conventions for the regex data:
 
 * patterns are searched (not matched) in the line after ANSI colours, timestamps, log levels and
   TP/worker/process prefixes are stripped (see :func:`clean_line`), so ``^`` anchors to the message itself;
-* progress patterns use the named groups ``done``, ``total`` and/or ``pct``;
-* each pattern gets a literal pre-filter extracted from the regex, so a line that cannot match costs one
-  substring test per pattern.
+* progress patterns use the named groups ``done``, ``total`` and/or ``pct`` (0..100) or ``frac`` (0..1);
+* a failure signature is (regex, category, hint, fatal[, rank]); ``fatal`` means the start is dead as soon
+  as the line appears; ``rank`` (default: the category's) orders root causes, generic wrappers use 0;
+* speed: each regex gets a required literal and, where the regex guarantees it, a whole word; lines are
+  tokenised once and only rules whose word occurs are tried (``\b`` around bare identifiers such as
+  ``\bncclSystemError\b`` lets a rule use the index; without it the rule still works, just costs a
+  substring test per line).
 """
 
 from __future__ import annotations
@@ -140,9 +144,8 @@ class FailureSignature(NamedTuple):
 
 
 class SpecMetric(NamedTuple):
-    source: (
-        str  # "server_info" | "prometheus" | "response_timings" | "response_meta" | "perf_metrics" | "log"
-    )
+    # source: "server_info" | "prometheus" | "response_timings" | "response_meta" | "perf_metrics" | "log"
+    source: str
     name: str  # JSON path, metric name, or (for "log") a regex with a ``value`` group
     meaning: str
 
@@ -186,6 +189,20 @@ class EngineProfile:
     frame_markers: tuple[PhaseMarker, ...] = ()
     notes: str = ""
 
+    def __post_init__(self) -> None:
+        # accept plain tuples in the data: (regex, phase[, weak]), (regex, kind[, phase]),
+        # (regex, category, hint, fatal[, rank]), (source, name, meaning)
+        def norm(name: str, cls: Any) -> None:
+            items = getattr(self, name)
+            if any(not isinstance(x, cls) for x in items):
+                object.__setattr__(self, name, tuple(x if isinstance(x, cls) else cls(*x) for x in items))
+
+        norm("phase_markers", PhaseMarker)
+        norm("progress_markers", ProgressMarker)
+        norm("failure_signatures", FailureSignature)
+        norm("frame_markers", PhaseMarker)
+        norm("spec_decoding", SpecMetric)
+
     def classify(self, line: str) -> LineMatch:
         """Classify one log line (pure; strips ANSI colours and TP/worker/time prefixes)."""
         return self._matcher.classify(clean_line(line))
@@ -227,7 +244,6 @@ _PREFIX_RE = re.compile(
     r"|\d+\.\d\d\.\d{3}\.\d{3} [IWEDT] "  # llama.cpp --log-timestamps/--log-prefix
     r"|\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] "  # TensorRT-LLM "[11/20/2024-10:11:12] "
     r"|\[TRT-LLM\](?: \[[A-Z]\])? "
-    r"|\[TensorRT-LLM\](?:\[[A-Z]+\])? ?"
     r")"
 )
 

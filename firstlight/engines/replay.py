@@ -32,6 +32,7 @@ from .profile import NO_MATCH, PHASE_INDEX, EngineProfile, Failure, LineMatch, c
 
 EVIDENCE_TEXT_MAX = 300
 DETECT_LINES = 2000
+DETECT_MAX_LINES = 50_000
 MAX_PHASE_RECORDS = 500
 MAX_FAILURE_EVIDENCE = 12
 MAX_PHASE_EVIDENCE = 25
@@ -469,7 +470,9 @@ class Replayer:
             if is_exc:
                 if m.failure is not None and not m.failure.fatal:
                     self._tail_hits.append(_Hit(lineno, _trim(cleaned), m.failure))
-                self._tail_exc = _Hit(lineno, _trim(cleaned), UNCAUGHT)
+                # a Ctrl+C is a stop, not a failed start
+                interrupted = cleaned.startswith("KeyboardInterrupt")
+                self._tail_exc = None if interrupted else _Hit(lineno, _trim(cleaned), UNCAUGHT)
             if (
                 is_exc
                 and self._in_root_tb
@@ -586,11 +589,13 @@ def _run(events: Iterable[tuple[str, bool]], engine: str | None) -> ReplayReport
 
 
 def _detect_file(path: Path) -> str:
+    """Detect from the first DETECT_LINES lines; if that is not enough, keep reading up to
+    DETECT_MAX_LINES (a long preamble: pip output, container banners)."""
     det = new_detector()
     for text, final in _events_from_file(path):
         if final:
             det.feed(text)
-            if det.lines >= DETECT_LINES and det.best() is not None:
+            if det.lines >= DETECT_LINES and (det.best() is not None or det.lines >= DETECT_MAX_LINES):
                 break
     return det.best() or "generic"
 
