@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -81,8 +83,9 @@ def one_run(engine: str, workdir: Path, extra: list[str]) -> dict[str, Any]:
         server = [paths["llama_server"], "-m", paths["model"], "--host", "127.0.0.1", "--port", str(port),
                   "-c", "2048", "-np", "1"]
     ref = Reference(url, 120) if engine != "sim" else None
-    cmd = [sys.executable, "-m", "firstlight", "up", "--json", "--stop-when-ready", "--quiet-server", *extra,
-           "--", *server]
+    # llama: --detach, so that the server outlives firstlight's READY until the reference loop has its answer.
+    after = "--detach" if ref is not None else "--stop-when-ready"
+    cmd = [sys.executable, "-m", "firstlight", "up", "--json", after, "--quiet-server", *extra, "--", *server]
     t_launch = time.time()
     if ref is not None:
         ref.start()
@@ -91,7 +94,8 @@ def one_run(engine: str, workdir: Path, extra: list[str]) -> dict[str, Any]:
     if summary["verdict"] != "ready":
         raise SystemExit(f"run failed: {summary['verdict']}: {summary.get('evidence')}\n{p.stderr[-2000:]}")
     if ref is not None:
-        ref.join(5)
+        ref.join(30)
+        os.killpg(summary["pid"], signal.SIGKILL)
         could_serve = ref.generation_ok
         health_ok = ref.health_ok
     else:

@@ -123,3 +123,17 @@ def _health(url: str) -> int | None:
         return httpx.get(url + "/health", timeout=1).status_code
     except httpx.HTTPError:
         return None
+
+
+def test_watch_by_url_alone_identifies_the_engine_by_its_endpoints(tmp_path: Path, weights: Path):
+    port = free_port()
+    server, _ = _start_sim(tmp_path, "normal", port, "--dialect", "llamacpp", "--model-path", str(weights),
+                           "--load-seconds", "2")
+    try:
+        r = run_firstlight("watch", f"http://127.0.0.1:{port}", "--json", *FAST)
+    finally:
+        server.kill()
+        server.wait()
+    assert r.rc == 0, r.stderr[-3000:]
+    assert r.summary["engine"] == "llamacpp"
+    assert any(e["event"] == "note" and "identified by its endpoints" in e["message"] for e in r.events)

@@ -185,7 +185,7 @@ def bench_command(url: str, api: str, model: str | None, concurrency: int, num_r
     result.url = shown_url
     out.update(bench=result.to_dict(), spec_decoding=spec)
 
-    if result.completed == 0 or result.errors:
+    if result.errors or (result.completed == 0 and not result.timeouts):
         code, verdict = EXIT_FAILED, "failed"
     elif result.timeouts:
         code, verdict = EXIT_TIMEOUT, "timeout"

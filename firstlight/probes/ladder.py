@@ -193,6 +193,24 @@ class Ladder:
         return [Probe(now, Level.GENERATION, True, f"POST {path} -> 200 in {r.latency_s:.2f}s: {text!r}",
                       status=200, latency_s=r.latency_s, text=text)]
 
+    def identify(self) -> tuple[str, str] | None:
+        """Ask the engine-specific endpoints who is serving: (engine, "GET path -> status") or None."""
+        from firstlight.engines import DETECTION_ENDPOINTS, detect_from_endpoint
+
+        for path, _ in DETECTION_ENDPOINTS:
+            try:
+                r = self._get(path, "identify")
+            except (httpx.HTTPError, _TooSlow):
+                continue
+            name = detect_from_endpoint(path, r.status, r.body[:65536].decode("utf-8", "replace"))
+            if name is not None:
+                return name, f"GET {path} -> {r.status}"
+        return None
+
+    def use_endpoints(self, health: str, models: str | None, completions: str, chat: str) -> None:
+        self.cfg.health_path, self.cfg.models_path = health, models
+        self.cfg.completions_path, self.cfg.chat_path = completions, chat
+
     # -- HTTP ------------------------------------------------------------------------------------------
     def _timeout(self, read: float) -> httpx.Timeout:
         return httpx.Timeout(connect=self.cfg.connect_timeout, read=read, write=self.cfg.connect_timeout,

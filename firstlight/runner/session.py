@@ -61,13 +61,22 @@ class Outcome:
     requests: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class EngineIdentified(Observation):
+    """The ladder asked the server's engine-specific endpoints who it is (a session matter, not the judge's)."""
+
+    engine: str = "generic"
+    how: str = ""
+
+
 class LadderLoop:
     """Climbs the ladder again and again: at once after a change or a new log line, backing off to
     ``max_interval`` while nothing changes. One thread, so never more than one generation in flight."""
 
     def __init__(self, ladder: Ladder, sink: Callable[[Observation], None], min_interval: float,
-                 max_interval: float) -> None:
+                 max_interval: float, identify: bool = False) -> None:
         self.ladder, self.sink = ladder, sink
+        self.identify = identify  # engine unknown: ask its endpoints once HTTP answers
         self.min_interval, self.max_interval = min_interval, max_interval
         self.wake = threading.Event()
         self.stop = threading.Event()
@@ -89,6 +98,11 @@ class LadderLoop:
             top = max((p.level for p in results if p.ok), default=Level.NONE)
             if top == Level.GENERATION:
                 return
+            if self.identify and top >= Level.HTTP:
+                self.identify = False
+                found = self.ladder.identify()
+                if found is not None:
+                    self.sink(EngineIdentified(time.time(), found[0], found[1]))
             state = (int(top), bool(results and results[-1].ok))
             interval = self.min_interval if state != last else min(self.max_interval, interval * 1.5)
             last = state
@@ -200,7 +214,8 @@ class Session:
             s.start(self._sink)
         threading.Thread(target=self._weights, name="firstlight-weights", daemon=True).start()
         ladder = Ladder(cfg.probe, self.clock)
-        self.ladder_loop = LadderLoop(ladder, self._sink, cfg.probe.min_interval, cfg.probe.max_interval)
+        self.ladder_loop = LadderLoop(ladder, self._sink, cfg.probe.min_interval, cfg.probe.max_interval,
+                                      identify=self.detector is not None)
         self.ladder_loop.start()
         return None
 
@@ -229,6 +244,11 @@ class Session:
             self.record.write(json.dumps(obs.to_dict(), default=str) + "\n")
         if self.detector is not None and isinstance(obs, LogLine):
             self._detect(judge, obs)
+        if isinstance(obs, EngineIdentified):
+            if self.detector is not None:
+                self._use_engine(judge, obs.engine, f"engine identified by its endpoints ({obs.how}): "
+                                                    f"{obs.engine}", obs.t)
+            return
         events = judge.feed(obs)
         a = judge.assess(obs.t) if events else None
         for ev in events:
@@ -245,10 +265,15 @@ class Session:
             if self.detector.lines > 2000:
                 self.detector = None
             return
+        self._use_engine(judge, name, f"engine detected from its log lines: {name}", line.t)
+
+    def _use_engine(self, judge: Judge, name: str, message: str, t: float) -> None:
         self.detector = None
         self.profile = judge.profile = get_profile(name)
-        a = judge.assess(line.t)
-        self.reporter.event(Event(line.t, "note", f"engine detected from its log lines: {name}"), a)
+        if self.ladder_loop is not None and self.cfg.probe.health_path == get_profile("generic").endpoints.health:
+            ep = self.profile.endpoints
+            self.ladder_loop.ladder.use_endpoints(ep.health, ep.models, ep.completions, ep.chat)
+        self.reporter.event(Event(t, "note", message), judge.assess(t))
 
     def _loop(self, judge: Judge) -> Assessment:
         while True:
