@@ -25,6 +25,7 @@ from firstlight.redact import Redactor
 from firstlight.report.base import Reporter, Reporters
 from firstlight.report.console import ConsoleReporter
 from firstlight.report.jsonl import JsonLinesReporter
+from firstlight.report.systemd import SystemdNotifier
 from firstlight.runner.session import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE, Outcome, Session
 from firstlight.timeline import Level
 
@@ -162,8 +163,13 @@ def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
 
 
 def _reporters(as_json: bool, echo: bool) -> Reporter:
-    human = ConsoleReporter(echo_server=echo)
-    return Reporters(human, JsonLinesReporter()) if as_json else human
+    chosen: list[Reporter] = [ConsoleReporter(echo_server=echo)]
+    if as_json:
+        chosen.append(JsonLinesReporter())
+    notifier = SystemdNotifier()
+    if notifier.enabled:  # running as a Type=notify unit
+        chosen.append(notifier)
+    return chosen[0] if len(chosen) == 1 else Reporters(*chosen)
 
 
 def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor) -> Outcome:

@@ -165,7 +165,13 @@ def describe_error(e: Exception) -> str:
         return "no answer within the read timeout"
     if isinstance(e, httpx.RemoteProtocolError):
         return f"not a valid HTTP answer ({e})"
-    return f"{type(e).__name__}: {e}"
+    cause = e.__cause__ or e.__context__
+    while cause is not None and not str(cause) and (cause.__cause__ or cause.__context__):
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(e, httpx.ReadError | httpx.WriteError) and isinstance(cause, ConnectionResetError):
+        return "connection reset by the server"
+    detail = str(e) or (f"{type(cause).__name__}: {cause}" if cause is not None else "")
+    return f"{type(e).__name__}: {detail}" if detail else type(e).__name__
 
 
 def list_models(url: str, *, api_key: str | None = None, connect_timeout: float = 5.0,

@@ -34,6 +34,7 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"^Initializing an? (?:V1 )?LLM engine \(v", "process_start"),
     P(r"distributed_init_method=\S+ backend=", "distributed_init"),
     P(r"vLLM is using nccl==", "distributed_init"),
+    P(r"^rank \d+ in world size \d+ is assigned as ", "distributed_init"),
     P(r"^Starting to load model ", "weights_loading"),
     P(r"^Loading model weights(?! took)|^Loading model from ", "weights_loading"),
     P(r"^Loading drafter model", "weights_loading"),
