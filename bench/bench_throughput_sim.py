@@ -6,6 +6,10 @@ For each token rate and concurrency it starts the simulated server (which stream
 ``--token-rate`` tokens/s), runs the benchmark ``--repeats`` times and prints medians and ratios to the truth:
 per-request decode rate / token rate (1.0 is perfect) and output throughput / (concurrency x rate), which also
 shows where the client or the sim's threads stop keeping up.
+
+Known limit of the fixture, not of the client: the sim's ThreadingHTTPServer keeps socketserver's listen backlog
+of 5, so bursts of more than ~5 new connections see 1 s SYN retries (TTFT p99 ~1000 ms) and a few
+"connection reset by the server" errors at concurrency >= 16; both vanish with ``request_queue_size = 256``.
 """
 
 from __future__ import annotations

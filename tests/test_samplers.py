@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from firstlight.logtext import LineSplitter
 from firstlight.samplers.gpu import GpuSampler, NvmlSnapshot
-from firstlight.samplers.logs import FileFollower, LineSplitter
+from firstlight.samplers.logs import FileFollower
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
 from firstlight.timeline import GpuSample, LogLine, Observation, ProcessSample, SourceNote
@@ -62,15 +63,13 @@ def test_process_tree_sampler_sees_children_reads_and_a_dying_worker(tmp_path: P
 
 
 def test_line_splitter_handles_redraws_invalid_utf8_and_long_lines():
-    sp = LineSplitter()
-    segs = list(sp.feed(b"Loading: 10%\rLoading: 50%\rLoad"))
-    assert [(s.text, s.final) for s in segs] == [("Loading: 10%", False), ("Loading: 50%", False)]
-    segs = list(sp.feed(b"ing: 100%\nbad \xff\xfe bytes\n"))
-    assert [(s.text, s.final, s.lineno) for s in segs] == [
-        ("Loading: 100%", True, 1), ("bad \ufffd\ufffd bytes", True, 2)]
-    segs = list(sp.feed(b"x" * 100_000))
-    assert segs and len(segs[0].text) == 64 * 1024
-    assert next(iter(sp.close())).text == "x" * (100_000 - 64 * 1024)
+    sp = LineSplitter(max_line_bytes=64 * 1024)
+    assert sp.feed_events(b"Loading: 10%\rLoading: 50%\rLoad") == [("Loading: 10%", False), ("Loading: 50%", False)]
+    assert sp.feed_events(b"ing: 100%\nbad \xff\xfe bytes\r\n\x1b[32mgreen\x1b[0m\n") == [
+        ("Loading: 100%", True), ("bad \ufffd\ufffd bytes", True), ("green", True)]
+    events = sp.feed_events(b"x" * 100_000)
+    assert events and len(events[0][0]) == 64 * 1024
+    assert sp.flush_events()[0][0] == "x" * (100_000 - 64 * 1024)
 
 
 def test_file_follower_follows_rotation_and_truncation(tmp_path: Path):

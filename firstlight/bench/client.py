@@ -200,9 +200,12 @@ def list_models(url: str, *, api_key: str | None = None, connect_timeout: float 
 
 def detect_engine(url: str, *, api_key: str | None = None, timeout: float = 2.0) -> str | None:
     """The engine behind ``url`` from its endpoints (/v1/models owned_by, /server_info, /props, /version,
-    /metrics ...); ``None`` when nothing says. Each request is short; unreachable paths are skipped."""
+    /metrics ...); ``None`` when nothing says. Each request is short, and all of them stop after 4 x ``timeout``."""
     paths = ["/v1/models", *dict.fromkeys(p for p, _ in DETECTION_ENDPOINTS if p != "/v1/models"), "/metrics"]
+    deadline = time.monotonic() + 4 * timeout  # a server that stalls every request costs 4 timeouts, not 8
     for path in paths:
+        if time.monotonic() > deadline:
+            return None
         try:
             status, body = http_get(url, path, api_key=api_key, connect_timeout=timeout, read_timeout=timeout)
         except httpx.ConnectError:

@@ -158,8 +158,8 @@ def bench_command(url: str, api: str, model: str | None, concurrency: int, num_r
 
     def finish(code: int, verdict: str, error: str | None = None) -> NoReturn:
         out.update(verdict=verdict, exit_code=code, error=redactor.text(error) if error else None)
-        if as_json:
-            click.echo(json.dumps(out, default=str))
+        if as_json:  # server error bodies end up in here too: mask anything secret-looking
+            click.echo(redactor.text(json.dumps(out, default=str)))
         if error:
             click.echo(f"firstlight bench: {out['error']}", err=True)
         sys.exit(code)
@@ -215,7 +215,7 @@ def bench_command(url: str, api: str, model: str | None, concurrency: int, num_r
             code, verdict = EXIT_REGRESSION, "regression"
         out["history"] = hist
     if not as_json:
-        click.echo(format_result(result, engine, warm, spec, hist))
+        click.echo(redactor.text(format_result(result, engine, warm, spec, hist)))
     if hist and hist.get("error"):
         click.echo(f"firstlight bench: history not used: {hist['error']}", err=True)
     finish(code, verdict)

@@ -121,6 +121,8 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
                     click.echo(format_runs(runs) if runs else f"no runs in {path}")
                     for m, v in (out.get("baselines") or {}).items():
                         click.echo(f"baseline {m}: {v:.4g}")
+                    if out.get("expected_start_seconds") is not None:
+                        click.echo(f"expected start: {out['expected_start_seconds']:.1f}s (median of ready starts)")
     except HistoryError as e:
         click.echo(f"firstlight history: {e}", err=True)
         sys.exit(EXIT_FAILED)

@@ -66,7 +66,8 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
         True,
     ),
     S(
-        r"invalid magic characters|failed to read magic|gguf_init_from_file\w*: failed to read",
+        # gguf_init_from_reader is the b11000+ name of the reader (seen on b11434 with a truncated header)
+        r"invalid magic characters|failed to read magic|gguf_init_from_(?:file|reader)\w*: failed to read",
         "corrupt_weights",
         "not a GGUF file (or a truncated one): re-download or convert the model",
         True,

@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from firstlight.logtext import ANSI_RE as _ANSI_RE
+from firstlight.logtext import strip_ansi
+
 PHASES: tuple[str, ...] = (
     "process_start",
     "distributed_init",
@@ -218,12 +221,6 @@ class EngineProfile:
 
 # --- line cleaning ----------------------------------------------------------------------------------
 
-_ANSI_RE = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI ... final byte (colours, erase line, cursor moves)
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC ... BEL / ST (hyperlinks, titles)
-    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
-)
-
 # Prefixes removed (repeatedly, up to 4 times) before classification. Each alternative is one layer:
 # container/journald wrappers, process tags, timestamps and log levels of the engines we know.
 _PREFIX_RE = re.compile(
@@ -246,12 +243,6 @@ _PREFIX_RE = re.compile(
     r"|\[TRT-LLM\](?: \[[A-Z]\])? "
     r")"
 )
-
-
-def strip_ansi(text: str) -> str:
-    if "\x1b" not in text:
-        return text
-    return _ANSI_RE.sub("", text)
 
 
 def clean_line(line: str) -> str:

@@ -89,11 +89,16 @@ class DeploymentKey:
     def create(cls, engine: str | None, model: str | None, command: Sequence[str] | str | None = None,
                gpu_count: int | None = None, redactor: Redactor | None = None) -> DeploymentKey:
         r = redactor or Redactor()
-        if command is None or isinstance(command, str):
-            cmd = r.text(command) if command else None
-        else:
-            r.add_from_argv(command)
-            cmd = shlex.join(r.argv(command)) if command else None
+        argv: Sequence[str] | None = command if not isinstance(command, str) else None
+        if isinstance(command, str):
+            try:
+                argv = shlex.split(command)
+            except ValueError:  # unbalanced quotes: mask what the text patterns can see
+                return cls(engine, model, r.text(command), gpu_count)
+        cmd = None
+        if argv:
+            r.add_from_argv(argv)
+            cmd = shlex.join(r.argv(argv))
         return cls(engine, model, cmd, gpu_count)
 
     @property

@@ -1,8 +1,8 @@
 """Log sources: the launched server's stdout/stderr pipes, or a log file followed across rotation.
 
-Each line is stamped on arrival. Bytes are split on ``\\n``; a ``\\r`` inside a line is a progress-bar redraw,
-and each redraw is handed on as its own observation (marked ``redraw``) so that progress is seen live.
-Invalid UTF-8 is replaced, never fatal; a line without a newline is cut at ``MAX_LINE`` bytes.
+Each line is stamped on arrival. ``firstlight.logtext.LineSplitter`` cuts the bytes: a ``\\r`` redraw of a
+progress bar is handed on at once (so progress is seen live), invalid UTF-8 is replaced, never fatal, and
+an endless line is cut so memory stays bounded. Only finished lines are echoed to the terminal.
 """
 
 from __future__ import annotations
@@ -10,75 +10,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from firstlight.logtext import LineSplitter
 from firstlight.samplers.base import Sink
 from firstlight.timeline import LogLine, SourceNote
-
-MAX_LINE = 64 * 1024
-
-
-@dataclass(frozen=True)
-class Segment:
-    text: str
-    lineno: int
-    final: bool  # True: the line ended with \n (or the source ended); False: a \r redraw
-
-
-class LineSplitter:
-    """Incremental bytes -> lines. Feed chunks as they come; ``close`` flushes the tail."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-        self.lineno = 0
-
-    def feed(self, data: bytes) -> Iterator[Segment]:
-        self._buf += data
-        while True:
-            nl = self._buf.find(b"\n")
-            if nl < 0:
-                break
-            line, self._buf = self._buf[:nl], self._buf[nl + 1:]
-            yield from self._line(line, final=True)
-        # Redraws of the current, unfinished line: hand on all but the last piece now.
-        cr = self._buf.rfind(b"\r")
-        if cr >= 0:
-            done, self._buf = self._buf[:cr], self._buf[cr + 1:]
-            for piece in done.split(b"\r"):
-                if piece.strip():
-                    yield Segment(_decode(piece), self.lineno + 1, final=False)
-        if len(self._buf) > MAX_LINE:
-            line, self._buf = self._buf[:MAX_LINE], self._buf[MAX_LINE:]
-            yield from self._line(line, final=True)
-
-    def close(self) -> Iterator[Segment]:
-        if self._buf:
-            line, self._buf = self._buf, b""
-            yield from self._line(line, final=True)
-
-    def _line(self, line: bytes, final: bool) -> Iterator[Segment]:
-        self.lineno += 1
-        pieces = [p for p in line.split(b"\r") if p.strip()]
-        for i, piece in enumerate(pieces):
-            yield Segment(_decode(piece), self.lineno, final=final and i == len(pieces) - 1)
-
-
-def _decode(b: bytes) -> str:
-    return b.decode("utf-8", errors="replace").rstrip()
-
-
-def iter_segments(stream: BinaryIO, chunk: int = 1 << 20) -> Iterator[Segment]:
-    """All segments of a binary stream, in bounded memory (for replaying files)."""
-    splitter = LineSplitter()
-    while True:
-        data = stream.read(chunk)
-        if not data:
-            break
-        yield from splitter.feed(data)
-    yield from splitter.close()
 
 
 class PipeReader:
@@ -95,6 +33,7 @@ class PipeReader:
     def _run(self) -> None:
         splitter = LineSplitter()
         fd = self.pipe.fileno()
+        lines = _Numbering()
         while True:
             try:
                 data = os.read(fd, 65536)
@@ -102,14 +41,29 @@ class PipeReader:
                 break
             if not data:
                 break
-            self._emit(splitter.feed(data))
-        self._emit(splitter.close())
+            self._emit(lines.number(splitter.feed_events(data)))
+        self._emit(lines.number(splitter.flush_events()))
 
-    def _emit(self, segments: Iterator[Segment]) -> None:
-        for seg in segments:
-            self.sink(LogLine(self.clock(), seg.text, self.stream, seg.lineno))
-            if seg.final and self.echo is not None:
-                self.echo(self.stream, seg.text)
+    def _emit(self, events: list[tuple[str, bool, int]]) -> None:
+        for text, final, lineno in events:
+            self.sink(LogLine(self.clock(), text, self.stream, lineno))
+            if final and self.echo is not None:
+                self.echo(self.stream, text)
+
+
+class _Numbering:
+    """Line numbers as a person counts them: redraws share the number of the line they redraw."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def number(self, events: list[tuple[str, bool]]) -> list[tuple[str, bool, int]]:
+        out = []
+        for text, final in events:
+            out.append((text, final, self.n + 1))
+            if final:
+                self.n += 1
+        return out
 
 
 class FileFollower:
@@ -144,7 +98,7 @@ class FileFollower:
         f: BinaryIO | None = None
         ino: int | None = None
         pos = 0
-        splitter = LineSplitter()
+        splitter, lines = LineSplitter(), _Numbering()
         missing_noted = False
         while not self._stop.is_set():
             try:
@@ -156,8 +110,8 @@ class FileFollower:
                     missing_noted = True
             if st is not None and (f is None or st.st_ino != ino or st.st_size < pos):
                 if f is not None:
-                    self._drain(f, splitter)
-                    self._emit(splitter.close())
+                    self._drain(f, splitter, lines)
+                    self._emit(lines.number(splitter.flush_events()))
                     f.close()
                     how = "rotated" if st.st_ino != ino else "truncated"
                     self._note(f"{self.path} was {how}; following the new file")
@@ -167,12 +121,12 @@ class FileFollower:
                     self._note(f"cannot open {self.path}: {e.strerror}")
                     f = None
                 else:
-                    ino, pos, splitter = st.st_ino, 0, LineSplitter()
+                    ino, pos, splitter, lines = st.st_ino, 0, LineSplitter(), _Numbering()
                     if missing_noted:
                         self._note(f"{self.path} appeared")
                         missing_noted = False
             if f is not None:
-                pos += self._drain(f, splitter)
+                pos += self._drain(f, splitter, lines)
             with self._pass:
                 self._passes += 1
                 self._pass.notify_all()
@@ -180,17 +134,17 @@ class FileFollower:
         if f is not None:
             f.close()
 
-    def _drain(self, f: BinaryIO, splitter: LineSplitter) -> int:
+    def _drain(self, f: BinaryIO, splitter: LineSplitter, lines: _Numbering) -> int:
         n = 0
         while True:
             data = f.read(1 << 20)
             if not data:
                 return n
             n += len(data)
-            self._emit(splitter.feed(data))
+            self._emit(lines.number(splitter.feed_events(data)))
 
-    def _emit(self, segments: Iterator[Segment]) -> None:
-        for seg in segments:
-            self.sink(LogLine(self.clock(), seg.text, "file", seg.lineno))
-            if seg.final and self.echo is not None:
-                self.echo("file", seg.text)
+    def _emit(self, events: list[tuple[str, bool, int]]) -> None:
+        for text, final, lineno in events:
+            self.sink(LogLine(self.clock(), text, "file", lineno))
+            if final and self.echo is not None:
+                self.echo("file", text)

@@ -1,0 +1,118 @@
+"""Text of logs: ANSI escapes, carriage-return redraws, and bytes split into lines in bounded memory.
+
+Shared by the live log sources (``samplers.logs``) and the post-mortem replay (``engines.replay``), so both
+see exactly the same lines.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_LINE_BYTES = 1 << 20
+
+ANSI_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI ... final byte (colours, erase line, cursor moves)
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC ... BEL / ST (hyperlinks, titles)
+    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+)
+
+
+def strip_ansi(text: str) -> str:
+    if "\x1b" not in text:
+        return text
+    return ANSI_RE.sub("", text)
+
+
+def _decode(raw: bytes | bytearray) -> str:
+    return strip_ansi(bytes(raw).decode("utf-8", errors="replace"))
+
+
+def split_redraws(text: str) -> tuple[list[str], str]:
+    """Split a line with carriage returns into (redraws, final text): a terminal shows only the last
+    non-empty segment; the earlier ones are progress redraws."""
+    text = text.rstrip("\n")
+    if text.endswith("\r"):
+        text = text.rstrip("\r")
+    if "\r" not in text:
+        return [], text
+    segments = [s for s in text.split("\r") if s.strip()]
+    if not segments:
+        return [], ""
+    return segments[:-1], segments[-1]
+
+
+class LineSplitter:
+    """Incremental bytes -> text lines.
+
+    Splits on ``\\n`` (``\\r\\n`` is a newline), treats a lone ``\\r`` as a redraw of the current line (the
+    line keeps its last non-empty redraw; the earlier redraws are reported as non-final events so progress
+    bars can be followed live), decodes invalid UTF-8 with ``errors="replace"`` and strips ANSI escapes. A
+    line longer than ``max_line_bytes`` is cut into pieces so memory stays bounded.
+    """
+
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self._buf = bytearray()
+        self._max = max_line_bytes
+        self._last_redraw: str | None = None  # last non-empty redraw already emitted for the current line
+
+    def feed(self, data: bytes) -> list[str]:
+        """Complete lines contained in ``data`` (plus what was buffered)."""
+        return [text for text, final in self.feed_events(data) if final]
+
+    def flush(self) -> list[str]:
+        return [text for text, final in self.flush_events() if final]
+
+    def feed_events(self, data: bytes) -> list[tuple[str, bool]]:
+        """``(text, final)`` events: ``final`` False for a progress redraw of a line not yet finished."""
+        events: list[tuple[str, bool]] = []
+        buf = self._buf
+        buf += data
+        start = 0
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            self._complete(buf[start:nl], events)
+            start = nl + 1
+        if start:
+            del buf[:start]
+        # redraws of the unfinished line: every segment followed by a \r is complete
+        cr = buf.rfind(b"\r")
+        if cr == len(buf) - 1:  # may be the first half of \r\n: wait for the next byte
+            cr = buf.rfind(b"\r", 0, cr)
+        if cr >= 0:
+            for seg in bytes(buf[:cr]).split(b"\r"):
+                text = _decode(seg)
+                if text.strip():
+                    events.append((text, False))
+                    self._last_redraw = text
+            del buf[: cr + 1]
+        while len(buf) > self._max:
+            piece = bytes(buf[: self._max])
+            del buf[: self._max]
+            events.append((_decode(piece), True))
+            self._last_redraw = None
+        return events
+
+    def flush_events(self) -> list[tuple[str, bool]]:
+        events: list[tuple[str, bool]] = []
+        if self._buf or self._last_redraw is not None:
+            self._complete(bytes(self._buf), events)
+            self._buf.clear()
+        return events
+
+    def _complete(self, raw: bytes | bytearray, events: list[tuple[str, bool]]) -> None:
+        if raw.endswith(b"\r"):
+            raw = raw.rstrip(b"\r")
+        if b"\r" in raw:
+            redraws, final = split_redraws(_decode(raw))
+            for r in redraws:
+                events.append((r, False))
+            if not final and redraws:
+                final = redraws[-1]
+        else:
+            final = _decode(raw)
+        if not final.strip() and self._last_redraw is not None:
+            final = self._last_redraw
+        self._last_redraw = None
+        events.append((final, True))
