@@ -17,7 +17,9 @@ from typing import IO, Any
 import click
 
 from firstlight import __version__
-from firstlight.config import Config, JudgeConfig, ProbeConfig
+from firstlight.commands.bench import bench_command
+from firstlight.commands.history import history_command
+from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
 from firstlight.probes.ladder import Ladder, normalise_url
@@ -35,6 +37,7 @@ Exit codes:
   1    failed: the server exited, printed a fatal error, or answered with invalid generations
   2    hung: no progress for --stall-timeout (or only CPU/GPU busy for --spin-timeout)
   3    timeout: no verdict within --timeout
+  4    regression (with --fail-on-regression): serving, but slower than this deployment's baseline
   130  interrupted (SIGINT/SIGTERM)
   64   usage error (bad option, bad URL)
   70   internal error of firstlight itself"""
@@ -74,6 +77,40 @@ def _probe_options(f: Callable[..., Any]) -> Callable[..., Any]:
     for opt in reversed(opts):
         f = opt(f)
     return f
+
+
+def _after_ready_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """What up and watch do once READY holds, and how they remember it."""
+    opts = [
+        click.option("--warmup", type=click.IntRange(0, 1000), default=0, show_default=True,
+                     help="After READY, send N requests one by one: first vs steady-state latency."),
+        click.option("--bench", "bench", is_flag=True, help="After READY, run a short streaming benchmark "
+                     "(TTFT, ITL, TPOT, throughput) and read speculative-decoding acceptance."),
+        click.option("--bench-requests", type=click.IntRange(1), default=32, show_default=True),
+        click.option("--bench-concurrency", type=click.IntRange(1, 4096), default=4, show_default=True),
+        click.option("--bench-duration", type=click.FloatRange(0, min_open=True), default=60.0, show_default=True,
+                     help="Upper bound on the benchmark's time, seconds."),
+        click.option("--bench-output-len", type=click.IntRange(1), default=64, show_default=True),
+        click.option("--history", "history_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="Run history database (default: $FIRSTLIGHT_HISTORY, else the user data directory)."),
+        click.option("--no-history", is_flag=True, help="Neither read nor write the run history."),
+        click.option("--fail-on-regression", is_flag=True,
+                     help="Exit 4 when the cold start or throughput is worse than the baseline by over --margin."),
+        click.option("--margin", type=click.FloatRange(0, 10), default=0.2, show_default=True,
+                     help="Regression margin, as a fraction of the baseline."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _after_ready_config(kw: dict[str, Any]) -> tuple[AfterReadyConfig, HistoryConfig]:
+    after = AfterReadyConfig(warmup=kw["warmup"], bench=kw["bench"], bench_requests=kw["bench_requests"],
+                             bench_concurrency=kw["bench_concurrency"], bench_duration=kw["bench_duration"],
+                             bench_output_len=kw["bench_output_len"])
+    history = HistoryConfig(enabled=not kw["no_history"], path=kw["history_path"],
+                            fail_on_regression=kw["fail_on_regression"], margin=kw["margin"])
+    return after, history
 
 
 def _watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -199,6 +236,7 @@ def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
               "engine's default port).")
 @_probe_options
 @_watch_options
+@_after_ready_options
 @click.option("--detach", is_flag=True, help="Exit 0 at READY and leave the server running "
               "(its output goes to a log file).")
 @click.option("--stop-when-ready", is_flag=True, help="Stop the server at READY and exit 0 (a start check for CI).")
@@ -223,8 +261,9 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
         raise _fail_usage("--detach and --stop-when-ready exclude each other")
     profile = _profile(kw["engine"], command)
     probe = _probe_config(url or _url_from_command(command, profile), profile, kw)
-    cfg = Config(command=list(command), engine=kw["engine"] or detect_from_command(command),
-                 model_path=kw["model_path"], probe=probe,
+    after, history = _after_ready_config(kw)
+    cfg = Config(after=after, history=history, command=list(command),
+                 engine=kw["engine"] or detect_from_command(command), model_path=kw["model_path"], probe=probe,
                  judge=_judge_config(kw), sample_interval=kw["sample_interval"], grace=grace,
                  keep_on_failure=keep_on_failure, echo_server_output=not quiet_server,
                  after_ready="detach" if detach else "stop" if stop_when_ready else "supervise")
@@ -239,6 +278,7 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
               help="The server's log file, followed across rotation.")
 @_probe_options
 @_watch_options
+@_after_ready_options
 def watch(url: str, pid: int | None, log_file: Path | None, **kw: Any) -> None:
     """Attach to a server that is already starting and exit with the verdict.
 
@@ -257,7 +297,9 @@ def watch(url: str, pid: int | None, log_file: Path | None, **kw: Any) -> None:
             command = psutil.Process(pid).cmdline()
     profile = _profile(kw["engine"], command)
     probe = _probe_config(url, profile, kw)
-    cfg = Config(command=[], pid=pid, log_file=log_file, engine=kw["engine"] or detect_from_command(command),
+    after, history = _after_ready_config(kw)
+    cfg = Config(command=[], pid=pid, log_file=log_file, watched_command=command, after=after, history=history,
+                 engine=kw["engine"] or detect_from_command(command),
                  model_path=kw["model_path"], probe=probe, judge=_judge_config(kw),
                  sample_interval=kw["sample_interval"])
     if kw["model_path"] is None and command:
@@ -374,6 +416,10 @@ def replay(logfile: Path, engine: str | None, as_json: bool) -> None:
     else:
         click.echo(format_replay_text(report))
     sys.exit({"ready": 0, "failed": 1}.get(report.outcome, 3))
+
+
+cli.add_command(bench_command)
+cli.add_command(history_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -58,14 +58,40 @@ class JudgeConfig:
 
 
 @dataclass
+class AfterReadyConfig:
+    """Checks once the server serves: warm-up requests, a short benchmark (with speculative decoding)."""
+
+    warmup: int = 0  # sequential requests; first vs steady-state latency
+    bench: bool = False
+    bench_requests: int = 32
+    bench_concurrency: int = 4
+    bench_duration: float | None = 60.0
+    bench_prompt_len: int = 128
+    bench_output_len: int = 64
+
+
+@dataclass
+class HistoryConfig:
+    """Every run is remembered per deployment: the ETA of the next start, and the baseline to compare with."""
+
+    enabled: bool = True
+    path: Path | None = None  # None: the per-user data directory
+    fail_on_regression: bool = False
+    margin: float = 0.2  # worse than the baseline by more than this fraction is a regression
+
+
+@dataclass
 class Config:
     command: list[str] = field(default_factory=list)  # `up`: the server command
     pid: int | None = None  # `watch`: a server process started by someone else
+    watched_command: list[str] = field(default_factory=list)  # `watch --pid`: that process's command line
     log_file: Path | None = None
     engine: str | None = None  # None: detect
     model_path: Path | None = None  # weights on disk, for the fraction read
     probe: ProbeConfig = field(default_factory=ProbeConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
+    after: AfterReadyConfig = field(default_factory=AfterReadyConfig)
+    history: HistoryConfig = field(default_factory=HistoryConfig)
     sample_interval: float = 1.0  # process / GPU samplers
     grace: float = 10.0  # SIGTERM -> SIGKILL grace period when stopping the server
     keep_on_failure: bool = False

@@ -16,7 +16,8 @@ MASK = "***"
 # Not: tokenizer_path, max_tokens, #tokens.
 _SECRET_WORDS = r"(?:key|apikey|token|secret|password|passwd|credentials?|auth)"
 _SECRET_NAME = re.compile(rf"(?:^|[-_.\s])(?:--?)?{_SECRET_WORDS}$|^(?:--?)?{_SECRET_WORDS}$", re.I)
-_KEY_VALUE = re.compile(r"""(?P<k>[\w.-]+)(?P<sep>["']?\s*[=:]\s*)(?P<q>["']?)"""
+# The look-behind anchors a key at a word start, which keeps a long unbroken word linear rather than quadratic.
+_KEY_VALUE = re.compile(r"""(?<![\w.-])(?P<k>[\w.-]+)(?P<sep>["']?\s*[=:]\s*)(?P<q>["']?)"""
                         r"""(?P<v>(?!None\b|null\b|False\b|True\b|\*\*\*)[^\s"',()}\]=]+)""")
 _TOKENS = [
     re.compile(r"(?P<k>\bBearer\s+)(?P<v>[A-Za-z0-9._~+/=-]+)"),

@@ -88,6 +88,18 @@ def pids_in_group(pgid: int) -> list[int]:
     return out
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Runs of the suite never touch the user's own run history."""
+    old = os.environ.get("FIRSTLIGHT_HISTORY")
+    os.environ["FIRSTLIGHT_HISTORY"] = str(tmp_path_factory.mktemp("history") / "history.sqlite3")
+    yield
+    if old is None:
+        os.environ.pop("FIRSTLIGHT_HISTORY", None)
+    else:
+        os.environ["FIRSTLIGHT_HISTORY"] = old
+
+
 @pytest.fixture
 def weights(tmp_path: Path) -> Path:
     d = tmp_path / "model"

@@ -371,36 +371,51 @@ def _client(cfg: BenchConfig) -> httpx.AsyncClient:
                              follow_redirects=False, trust_env=False)
 
 
+def fail_fast_after(concurrency: int) -> int:
+    """Consecutive failures, with nothing completed yet, after which a benchmark stops sending: a server that
+    refuses everything should not be hammered for the whole --duration."""
+    return max(20, 2 * concurrency)
+
+
 async def _closed_loop(cfg: BenchConfig, on_request: Callable[[RequestResult], None] | None
-                       ) -> tuple[list[RequestResult], float]:
+                       ) -> tuple[list[RequestResult], float, str | None]:
     results: list[RequestResult] = []
     counter = itertools.count()
     start = time.perf_counter()
     stop_at = start + cfg.duration_s if cfg.duration_s is not None else None
+    limit = fail_fast_after(cfg.concurrency)
+    state: dict[str, Any] = {"ok": False, "failed_in_a_row": 0, "stopped": None}
 
     async def worker(client: httpx.AsyncClient) -> None:
-        while stop_at is None or time.perf_counter() < stop_at:
+        while (stop_at is None or time.perf_counter() < stop_at) and state["stopped"] is None:
             i = next(counter)
             if cfg.num_requests is not None and i >= cfg.num_requests:
                 return
             r = await _one(client, cfg, i)
             results.append(r)
+            state["ok"] = state["ok"] or r.ok
+            state["failed_in_a_row"] = 0 if r.ok else state["failed_in_a_row"] + 1
+            if not state["ok"] and state["failed_in_a_row"] >= limit and state["stopped"] is None:
+                state["stopped"] = f"stopped early: the first {limit} requests all failed ({r.error})"
             if on_request is not None:
                 on_request(r)
 
     async with _client(cfg) as client:
         await asyncio.gather(*(worker(client) for _ in range(cfg.concurrency)))
-    return sorted(results, key=lambda r: r.index), time.perf_counter() - start
+    return sorted(results, key=lambda r: r.index), time.perf_counter() - start, state["stopped"]
 
 
 def run_bench(cfg: BenchConfig, on_request: Callable[[RequestResult], None] | None = None) -> BenchResult:
     """Run the benchmark and summarize it (see the module docstring). Requests that fail are counted as
     errors or timeouts in the result; :class:`BenchError` only when the model must be discovered and cannot be.
+    When the first :func:`fail_fast_after` requests all fail, it stops sending and says so in ``stopped_early``.
     The duration is wall-clock from the first request sent to the last answer received."""
     cfg = with_model(cfg)
-    results, duration = asyncio.run(_closed_loop(cfg, on_request))
-    return summarize(results, duration, url=cfg.url, api=cfg.api, model=cfg.model, concurrency=cfg.concurrency,
-                     prompt_tokens_estimate=cfg.prompt_len)
+    results, duration, stopped = asyncio.run(_closed_loop(cfg, on_request))
+    result = summarize(results, duration, url=cfg.url, api=cfg.api, model=cfg.model, concurrency=cfg.concurrency,
+                       prompt_tokens_estimate=cfg.prompt_len)
+    result.stopped_early = stopped
+    return result
 
 
 def run_warmup(cfg: BenchConfig, n: int, tolerance: float = 0.2) -> WarmupResult:

@@ -115,6 +115,7 @@ class BenchResult:
     error_samples: dict[str, int]  # distinct error messages (at most 5) and how often each was seen
     response_timings: dict[str, float]  # llama.cpp per-response timings summed (draft_n, draft_n_accepted, ...)
     requests: list[RequestResult] = field(default_factory=list, repr=False)
+    stopped_early: str | None = None  # why the benchmark stopped sending before its bounds, if it did
 
     @property
     def sent(self) -> int:

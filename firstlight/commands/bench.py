@@ -71,6 +71,8 @@ def format_result(r: BenchResult, engine: str | None, warm: WarmupResult | None,
                  f"in {r.duration_s:.2f}s")
     for msg, n in r.error_samples.items():
         lines.append(f"           {n} x {msg}")
+    if r.stopped_early:
+        lines.append(f"           {r.stopped_early}")
     lines.append(f"throughput {r.request_throughput:.2f} req/s, {r.output_throughput:.1f} output tok/s, "
                  f"{r.total_token_throughput:.1f} total tok/s")
     lines.append(f"{'':10} {'mean':>9} {'median':>9} {'p90':>9} {'p99':>9}  (ms)")

@@ -68,6 +68,10 @@ CREATE TABLE IF NOT EXISTS metrics (
 
 
 def default_path() -> Path:
+    """$FIRSTLIGHT_HISTORY, else ``history.sqlite3`` in the per-user data directory."""
+    env = os.environ.get("FIRSTLIGHT_HISTORY")
+    if env:
+        return Path(env).expanduser()
     return Path(platformdirs.user_data_dir("firstlight")) / "history.sqlite3"
 
 

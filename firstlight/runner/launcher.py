@@ -76,7 +76,9 @@ class ServerProcess:
                 pass
 
     def stop(self, grace: float) -> str:
-        """TERM, then KILL after ``grace`` seconds; reap. Returns what it took, for the report."""
+        """TERM; a second TERM at half the grace (llama.cpp and uvicorn take a second interrupt as "now": a
+        llama-server with a completion in flight ignores the first); KILL after ``grace``; reap.
+        Returns what it took, for the report."""
         if self.popen is None:
             return "not started"
         procs = [psutil.Process(self.pid)] if self.poll() is None else []
@@ -85,12 +87,17 @@ class ServerProcess:
         if self.poll() is not None and not procs and not in_group:
             return f"already exited (code {self.popen.returncode})"
         self.send(signal.SIGTERM)
-        deadline = time.monotonic() + grace
+        start = time.monotonic()
+        deadline, second = start + grace, start + grace / 2
         how = "stopped with SIGTERM"
         while time.monotonic() < deadline:
             self.poll()
             if not _any_alive(procs) and not _group_members(self.pid):
                 break
+            if second and time.monotonic() >= second:
+                second = 0.0
+                how = "stopped by a second SIGTERM"
+                self.send(signal.SIGTERM)
             time.sleep(0.05)
         else:
             how = f"SIGKILL after {grace:g}s grace (SIGTERM was not enough)"

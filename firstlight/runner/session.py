@@ -8,6 +8,7 @@ what to do with the server.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -21,13 +22,17 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
+import psutil
+
 from firstlight.config import Config
 from firstlight.engines import get_profile, new_detector
 from firstlight.engines.profile import EngineProfile
+from firstlight.history.store import History, HistoryError
 from firstlight.judge import _ACCESS_LINE, READY, Assessment, Event, Evidence, Judge
 from firstlight.probes.ladder import Ladder
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter
+from firstlight.runner.after_ready import compare_and_record, deployment_key, open_history, post_ready_checks
 from firstlight.runner.launcher import LaunchError, ServerProcess
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.gpu import GpuSampler
@@ -124,6 +129,7 @@ class Session:
         self.samplers: list[Sampler] = []
         self.followers: list[FileFollower] = []
         self.readers: list[PipeReader] = []
+        self.history: History | None = None
         self.ladder_loop: LadderLoop | None = None
         self._signals: list[str] = []
         # Engine not named and not told by the command: learn it from the server's own lines.
@@ -146,15 +152,19 @@ class Session:
     # -- the run -----------------------------------------------------------------------------------------
     def run(self) -> Outcome:
         started_at = self.clock()
+        self.history = history = open_history(self.cfg, self.redactor, self.reporter.message)
+        command = self.cfg.command or self.cfg.watched_command
+        if self.cfg.judge.expected_total_s is None:
+            self._expect_from_history()
         judge = Judge(self.cfg.judge, self.profile, started_at)
         old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             launch_error = self._start_sources()
             pid = self.server.pid if self.server else self.cfg.pid
-            command = self.redactor.argv(self.cfg.command) if self.cfg.command else None
+            shown = self.redactor.argv(self.cfg.command) if self.cfg.command else None
             self.reporter.started({"started_at": started_at, "pid": pid, "launched": self.server is not None,
                                    "engine": self.profile.name, "url": self.cfg.probe.url,
-                                   "command": " ".join(command) if command else None})
+                                   "command": " ".join(shown) if shown else None})
             self._feed(judge, Started(started_at, pid, self.cfg.probe.url, self.profile.name,
                                       launched=self.server is not None))
             if launch_error is not None:
@@ -166,6 +176,11 @@ class Session:
             summary = self._summary(judge, a, started_at)
             outcome = Outcome(a.verdict, EXIT_CODES[a.verdict], summary, a, pid, dict(self._requests()))
             self.reporter.verdict(summary)
+            if a.verdict == READY:
+                model = self.ladder_loop.ladder.model if self.ladder_loop else None
+                summary.update(post_ready_checks(self.cfg, self.profile, model, self.reporter.message))
+            if history is not None:
+                self._remember(history, command, summary, outcome)
             outcome = self._after_verdict(judge, outcome)
             self.reporter.summary(outcome.summary)  # always the last line
             return outcome
@@ -270,6 +285,7 @@ class Session:
     def _use_engine(self, judge: Judge, name: str, message: str, t: float) -> None:
         self.detector = None
         self.profile = judge.profile = get_profile(name)
+        self._expect_from_history()  # the deployment key names the engine: look again now it is known
         if self.ladder_loop is not None and self.cfg.probe.health_path == get_profile("generic").endpoints.health:
             ep = self.profile.endpoints
             self.ladder_loop.ladder.use_endpoints(ep.health, ep.models, ep.completions, ep.chat)
@@ -345,6 +361,27 @@ class Session:
         self._stop_server(outcome)
         return outcome
 
+    def _expect_from_history(self) -> None:
+        """The whole-start ETA: the median time to READY of this deployment's previous good starts."""
+        if self.history is None:
+            return
+        key = deployment_key(self.cfg, self.profile, self.cfg.command or self.cfg.watched_command, self.redactor)
+        with contextlib.suppress(HistoryError):
+            expected = self.history.expected_start_seconds(key)
+            if expected is not None:
+                self.cfg.judge.expected_total_s = expected
+
+    def _remember(self, history: History, command: list[str], summary: dict[str, Any], outcome: Outcome) -> None:
+        """Compare with this deployment's baseline, record the run; a regression is a verdict of its own."""
+        key = deployment_key(self.cfg, self.profile, command, self.redactor)
+        compare_and_record(history, key, "up" if self.cfg.command else "watch", summary, self.cfg.history.margin)
+        if summary.get("regression"):
+            summary["verdict"] = "regression"
+            for r in summary["regression"]:
+                self.reporter.message(f"REGRESSION: {r['message']}")
+            if self.cfg.history.fail_on_regression:
+                outcome.exit_code = EXIT_REGRESSION
+
     def _stop_server(self, outcome: Outcome) -> None:
         assert self.server is not None
         how = self.server.stop(self.cfg.grace)
@@ -389,9 +426,21 @@ class Session:
                        evidence=[Evidence("process", error, now).to_dict()])
         return Outcome("failed", EXIT_CODES["failed"], summary, a)
 
+    def _cold_start(self, judge: Judge, started_at: float) -> float | None:
+        """Seconds from the server's start to READY: from the launch, or from the watched process's birth."""
+        if judge.ready_at is None:
+            return None
+        if self.server is not None:
+            return judge.ready_at - started_at
+        if self.cfg.pid is not None:
+            with contextlib.suppress(psutil.Error):
+                return judge.ready_at - psutil.Process(self.cfg.pid).create_time()
+        return None
+
     def _summary(self, judge: Judge, a: Assessment, started_at: float) -> dict[str, Any]:
         phases = judge.phases_dicts()
         return {
+            "cold_start_s": self._cold_start(judge, started_at),
             "verdict": a.verdict,
             "phase": a.phase,
             "detail": a.detail,

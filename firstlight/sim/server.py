@@ -193,8 +193,7 @@ class Sim:
         if self.server is not None:
             return
         handler = type("Handler", (_Handler,), {"sim": self})
-        self.server = ThreadingHTTPServer((self.args.host, self.port), handler)
-        self.server.daemon_threads = True
+        self.server = _Server((self.args.host, self.port), handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def read_weights(self, step: ReadWeights) -> None:
@@ -288,6 +287,11 @@ def _weight_files(model_path: str | None) -> list[Path]:
     if not p.is_dir():
         return []
     return sorted(f for f in p.iterdir() if f.suffix in (".safetensors", ".gguf", ".bin"))
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # socketserver's default backlog of 5 resets connections under a concurrent bench
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -461,7 +465,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--port", type=int, default=0, help="default: the dialect's engine default port")
     ap.add_argument("--model-path", help="a directory of weight files to read (see make_weights)")
     ap.add_argument("--served-model-name", default="sim-model")
-    ap.add_argument("--load-seconds", type=float, default=1.0, help="how long reading the weights takes")
+    ap.add_argument("--load-seconds", type=float, default=float(os.environ.get("FIRSTLIGHT_SIM_LOAD_SECONDS", 1.0)),
+                    help="how long reading the weights takes (default: $FIRSTLIGHT_SIM_LOAD_SECONDS or 1; the "
+                         "variable slows a start without changing its command line, as a slower disk would)")
     ap.add_argument("--workers", type=int, default=0, help="worker processes to fork (TP ranks)")
     ap.add_argument("--token-rate", type=float, default=200.0, help="output tokens per second per request")
     ap.add_argument("--spec-accept", type=float, default=None,

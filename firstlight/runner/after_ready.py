@@ -1,0 +1,108 @@
+"""What happens once READY holds, before firstlight hands over: warm-up, benchmark and speculative decoding,
+then the comparison with this deployment's history (the ETA of the next start comes from it too).
+
+It measures and records; the session decides what to do with the result.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from firstlight.bench.client import BenchConfig, BenchError, run_warmup
+from firstlight.bench.spec import bench_with_spec
+from firstlight.config import Config
+from firstlight.engines.profile import EngineProfile
+from firstlight.history.store import DeploymentKey, History, HistoryError
+from firstlight.redact import Redactor
+from firstlight.samplers.weights import model_path_from_command
+
+
+def deployment_key(cfg: Config, profile: EngineProfile, command: list[str], redactor: Redactor) -> DeploymentKey:
+    model = str(cfg.model_path) if cfg.model_path else model_path_from_command(command) or cfg.probe.model
+    return DeploymentKey.create(profile.name, model, command or None, visible_gpu_count(), redactor)
+
+
+def visible_gpu_count() -> int | None:
+    """GPUs this deployment can see: CUDA_VISIBLE_DEVICES when set, else NVML's count, else unknown."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    from firstlight.samplers.gpu import load_nvml
+
+    nvml, _ = load_nvml()
+    if nvml is None:
+        return None
+    try:
+        nvml.nvmlInit()
+        return int(nvml.nvmlDeviceGetCount())
+    except Exception:
+        return None
+
+
+def open_history(cfg: Config, redactor: Redactor, warn: Callable[[str], None]) -> History | None:
+    if not cfg.history.enabled:
+        return None
+    try:
+        return History(cfg.history.path, redactor=redactor, warn=warn)
+    except HistoryError as e:
+        warn(f"history unavailable, not recorded: {e}")
+        return None
+
+
+def post_ready_checks(cfg: Config, profile: EngineProfile, model: str | None,
+                      say: Callable[[str], None]) -> dict[str, Any]:
+    """Warm-up and benchmark against the serving server: the summary's ``warmup``, ``bench`` and
+    ``spec_decoding`` fields."""
+    out: dict[str, Any] = {}
+    a, p = cfg.after, cfg.probe
+    if not (a.warmup or a.bench):
+        return out
+
+    def bench_config(**kw: Any) -> BenchConfig:
+        return BenchConfig(url=p.url, api=p.api, model=model, api_key=p.api_key,
+                           request_timeout=p.generation_timeout, connect_timeout=max(p.connect_timeout, 1.0), **kw)
+
+    try:
+        if a.warmup:
+            w = run_warmup(bench_config(prompt_len=16, output_len=p.max_tokens, num_requests=a.warmup), a.warmup)
+            out["warmup"] = w.to_dict()
+            if w.first_s is not None and w.steady_s:
+                settled = "never settled" if w.steady_index is None else f"steady from request {w.steady_index + 1}"
+                say(f"warm-up: first request {w.first_s:.2f}s, steady state {w.steady_s:.2f}s "
+                    f"({w.first_s / w.steady_s:.1f}x), {settled}, {w.errors} errors")
+        if a.bench:
+            bc = bench_config(prompt_len=a.bench_prompt_len, output_len=a.bench_output_len,
+                              concurrency=a.bench_concurrency, num_requests=a.bench_requests,
+                              duration_s=a.bench_duration, ignore_eos=True)
+            result, spec = bench_with_spec(bc, profile)
+            out["bench"], out["spec_decoding"] = result.to_dict(), spec
+            say(f"bench: {result.completed}/{result.sent} ok, {result.errors} errors, {result.timeouts} timeouts; "
+                f"{result.output_throughput:.1f} output tok/s; TTFT median {result.ttft_ms.median or 0:.0f} ms, "
+                f"TPOT median {result.tpot_ms.median or 0:.1f} ms")
+            say(f"speculative decoding: {spec.get('status')}: {spec.get('message', '')}")
+    except (BenchError, ValueError) as e:
+        out["post_ready_error"] = str(e)
+        say(f"after READY: {e}")
+    return out
+
+
+def compare_and_record(history: History, key: DeploymentKey, kind: str, summary: dict[str, Any],
+                       margin: float) -> None:
+    """Baseline and regressions into the summary, then the run into the history."""
+    bench = summary.get("bench")
+    cold = summary.get("cold_start_s")
+    throughput = bench.get("output_throughput") if isinstance(bench, dict) else None
+    try:
+        regressions = history.check_regression(key, cold_start_s=cold, output_throughput=throughput, margin=margin)
+        summary["baseline"] = {
+            "deployment": key.hash,
+            "cold_start_s": history.baseline(key, "cold_start_s"),
+            "output_throughput": history.baseline(key, "output_throughput"),
+            "margin": margin,
+        }
+        summary["regression"] = [r.to_dict() for r in regressions] or None
+        summary["history_run"] = history.record_run(kind, summary, key, bench=bench)
+    except HistoryError as e:
+        summary.setdefault("notes", []).append(f"history: {e}")
