@@ -22,20 +22,20 @@ step happened in the window, e.g. every request failed).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from firstlight.bench.client import BenchConfig, http_get, run_bench, with_model
 from firstlight.bench.metrics import BenchResult
 from firstlight.engines.profile import EngineProfile
 
-_PROM = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(\S+)")
 _EPS = 1e-6
 
 
@@ -59,32 +59,26 @@ class SpecSnapshot:
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text format -> {name: value}: counters (``_total`` or TYPE counter) summed over label sets,
-    other metrics averaged. Labelled per-position series are folded too; callers use totals only."""
-    types: dict[str, str] = {}
+    """Prometheus text format -> {sample name: value}: counters (``_total`` or TYPE counter) summed over label
+    sets, other metrics averaged. Parsed by prometheus-client; a line it rejects is skipped, not fatal."""
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError:  # one bad line fails the whole text: parse line by line and keep what parses
+        families = []
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                with contextlib.suppress(ValueError):
+                    families.extend(text_string_to_metric_families(line + "\n"))
     seen: dict[str, list[float]] = {}
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            parts = line.split()
-            if len(parts) >= 4:
-                types[parts[2]] = parts[3]
-            continue
-        if not line or line.startswith("#"):
-            continue
-        m = _PROM.match(line)
-        if not m:
-            continue
-        try:
-            v = float(m.group(2))
-        except ValueError:
-            continue
-        if not math.isnan(v):
-            seen.setdefault(m.group(1), []).append(v)
-    out = {}
-    for name, vs in seen.items():
-        counter = name.endswith("_total") or types.get(name.removesuffix("_total")) == "counter"
-        out[name] = sum(vs) if counter else sum(vs) / len(vs)
-    return out
+    counters: set[str] = set()
+    for family in families:
+        for sample in family.samples:
+            if math.isnan(sample.value):
+                continue
+            seen.setdefault(sample.name, []).append(sample.value)
+            if family.type == "counter" or sample.name.endswith("_total"):
+                counters.add(sample.name)
+    return {name: sum(vs) if name in counters else sum(vs) / len(vs) for name, vs in seen.items()}
 
 
 def _json_path(data: Any, path: str) -> list[Any]:
