@@ -37,14 +37,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from firstlight.sim.server import make_weights  # noqa: E402
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from firstlight.sim.server import free_port, make_weights  # noqa: E402
 
 
 class Reference(threading.Thread):

@@ -28,14 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from firstlight.samplers.process import ProcessTreeSampler  # noqa: E402
-from firstlight.sim.server import make_weights  # noqa: E402
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from firstlight.sim.server import free_port, make_weights  # noqa: E402
 
 
 def sim(scenario: str, port: int, model: Path, *extra: str) -> subprocess.Popen[bytes]:

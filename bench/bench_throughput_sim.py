@@ -18,7 +18,6 @@ import argparse
 import contextlib
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,17 +27,12 @@ from collections.abc import Iterator
 import httpx
 
 from firstlight.bench import BenchConfig, run_bench
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from firstlight.sim.server import free_port
 
 
 @contextlib.contextmanager
 def sim(rate: float) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "firstlight.sim", "--scenario", "normal", "--port", str(port),
                              "--token-rate", str(rate), "--load-seconds", "0.1"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

@@ -359,8 +359,8 @@ def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def demo(scenario: str, dialect: str, real: bool, as_json: bool) -> None:
     """Watch a simulated large-model cold start (about 30 s) end to end: no GPU, no model needed."""
-    from firstlight.sim.server import REAL_LOG, make_weights
-    port = _free_port()
+    from firstlight.sim.server import REAL_LOG, free_port, make_weights
+    port = free_port()
     workdir = Path(tempfile.mkdtemp(prefix="firstlight-demo-"))
     try:
         make_weights(workdir / "model", 512 << 20, shards=8)
@@ -384,13 +384,6 @@ def demo(scenario: str, dialect: str, real: bool, as_json: bool) -> None:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     sys.exit(outcome.exit_code)
-
-
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @cli.command()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,12 +21,6 @@ from firstlight.sim.server import make_weights
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> Any:

@@ -23,14 +23,13 @@ import httpx
 
 from firstlight.bench.metrics import BenchResult, RequestResult, median, summarize
 from firstlight.engines import DETECTION_ENDPOINTS, detect_from_endpoint
-from firstlight.probes.ladder import normalise_url
+from firstlight.probes.ladder import normalise_url, read_capped
 
 APIS = ("completions", "chat")
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 # Engines whose OpenAI-compatible API accepts the ``ignore_eos`` extension (others may reject unknown fields).
 IGNORE_EOS_ENGINES = frozenset({"vllm", "sglang", "llamacpp", "trtllm", "lmdeploy"})
 _MAX_STREAM_BYTES = 16 << 20
-_MAX_BODY = 4 << 20
 # Short words that are one token in common tokenizers, for synthetic prompts of about N tokens.
 _WORD_TEXT = (
     "the of and to in is it that for on with as was at by be this are or from an but not have one all we can her "
@@ -136,16 +135,7 @@ def http_get(url: str, path: str, *, api_key: str | None = None, connect_timeout
     timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=connect_timeout, pool=connect_timeout)
     with httpx.Client(base_url=normalise_url(url), headers=_headers(api_key), timeout=timeout, transport=transport,
                       follow_redirects=False, trust_env=False) as client, client.stream("GET", path) as resp:
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in resp.iter_bytes():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > _MAX_BODY:
-                break
-            if time.monotonic() > deadline:
-                raise httpx.ReadTimeout(f"GET {path}: answer not complete within {read_timeout:g}s")
-        return resp.status_code, b"".join(chunks)[:_MAX_BODY]
+        return resp.status_code, read_capped(resp, deadline, f"GET {path}")
 
 
 def describe_error(e: Exception) -> str:

@@ -23,12 +23,27 @@ import httpx
 from firstlight.config import ProbeConfig
 from firstlight.timeline import Level, Probe
 
-_MAX_BODY = 4 << 20
+MAX_BODY = 4 << 20
 _UNHEALTHY = {"unhealthy", "loading", "initializing", "starting", "error", "unavailable", "not_ready"}
 
 
-class _TooSlow(Exception):
-    pass
+class TooSlow(httpx.ReadTimeout):
+    """The answer did not complete by its deadline (a server trickling bytes)."""
+
+
+def read_capped(resp: httpx.Response, deadline: float, what: str) -> bytes:
+    """The body of a streamed response, at most ``MAX_BODY`` bytes, read by ``deadline`` (monotonic) at the
+    latest: a read timeout alone bounds each read, not the whole answer."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in resp.iter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_BODY:
+            break
+        if time.monotonic() > deadline:
+            raise TooSlow(f"{what}: answer not complete by its deadline")
+    return b"".join(chunks)[:MAX_BODY]
 
 
 @dataclass
@@ -120,7 +135,7 @@ class Ladder:
         t0 = self.clock()
         try:
             r = self._get(path, "health")
-        except (httpx.HTTPError, _TooSlow) as e:
+        except httpx.HTTPError as e:
             return [Probe(t0, Level.HTTP, False, f"GET {path}: {_httperror(e)}")]
         now = self.clock()
         out = [Probe(now, Level.HTTP, True, f"GET {path} -> {r.status}", status=r.status, latency_s=r.latency_s)]
@@ -142,7 +157,7 @@ class Ladder:
             return [Probe(t0, Level.MODELS, True, "no models endpoint for this engine, skipped")]
         try:
             r = self._get(path, "models")
-        except (httpx.HTTPError, _TooSlow) as e:
+        except httpx.HTTPError as e:
             return [Probe(t0, Level.MODELS, False, f"GET {path}: {_httperror(e)}")]
         now = self.clock()
         if r.status in (404, 405):
@@ -175,7 +190,7 @@ class Ladder:
         t0 = self.clock()
         try:
             r = self._post(path, body, "generation")
-        except (httpx.HTTPError, _TooSlow) as e:
+        except httpx.HTTPError as e:
             return [Probe(t0, Level.GENERATION, False, f"POST {path}: {_httperror(e)}",
                           latency_s=self.clock() - t0)]
         now = self.clock()
@@ -200,7 +215,7 @@ class Ladder:
         for path, _ in DETECTION_ENDPOINTS:
             try:
                 r = self._get(path, "identify")
-            except (httpx.HTTPError, _TooSlow):
+            except httpx.HTTPError:
                 continue
             name = detect_from_endpoint(path, r.status, r.body[:65536].decode("utf-8", "replace"))
             if name is not None:
@@ -228,16 +243,8 @@ class Ladder:
         t0 = time.monotonic()
         deadline = t0 + read_timeout + self.cfg.connect_timeout
         with self._client.stream(method, path, json=body, timeout=self._timeout(read_timeout)) as resp:
-            chunks: list[bytes] = []
-            size = 0
-            for chunk in resp.iter_bytes():
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > _MAX_BODY:
-                    break
-                if time.monotonic() > deadline:
-                    raise _TooSlow(f"response not complete within {read_timeout:g}s")
-            return _Response(resp.status_code, b"".join(chunks)[:_MAX_BODY], time.monotonic() - t0)
+            body_bytes = read_capped(resp, deadline, f"{method} {path}")
+            return _Response(resp.status_code, body_bytes, time.monotonic() - t0)
 
 
 def _says_unhealthy(r: _Response) -> bool:
@@ -306,12 +313,12 @@ def _oserror(e: OSError) -> str:
 def _httperror(e: Exception) -> str:
     if isinstance(e, httpx.ConnectError):
         return "connection refused" if "refused" in str(e).lower() else f"cannot connect ({e})"
+    if isinstance(e, TooSlow):
+        return str(e)
     if isinstance(e, httpx.ReadTimeout):
         return "no answer within the read timeout"
     if isinstance(e, httpx.ConnectTimeout):
         return "connect timed out"
-    if isinstance(e, _TooSlow):
-        return str(e)
     if isinstance(e, httpx.RemoteProtocolError):
         return f"not a valid HTTP answer ({e})"
     return f"{type(e).__name__}: {e}"

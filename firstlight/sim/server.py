@@ -46,6 +46,15 @@ WORDS = ("Paris", ".", " The", " capital", " of", " France", " is", " Paris", ",
          " Seine", ".")
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (for the demo, tests and benchmarks)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
 def make_weights(directory: Path, total_bytes: int, shards: int = 4) -> list[Path]:
     """Sparse safetensors-named files of ``total_bytes`` in all: real files to read, nothing to write."""
     directory.mkdir(parents=True, exist_ok=True)
