@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import free_port, run_firstlight, sim_cmd
+from firstlight.sim.server import free_port
+from tests.conftest import run_firstlight, sim_cmd
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
 

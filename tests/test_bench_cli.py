@@ -1,3 +1,4 @@
+
 """`firstlight bench` and `firstlight history` as click commands (CliRunner on the command objects): exit codes,
 JSON, one-line errors."""
 
@@ -13,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from firstlight.commands import bench_command, history_command
 from firstlight.history import DeploymentKey, History
-from tests.conftest import free_port
+from firstlight.sim.server import free_port
 from tests.test_bench import _sse_head, fake_server, running_sim
 
 FAST = ["--requests", "4", "-c", "2", "--output-len", "10", "--prompt-len", "16"]

@@ -1,3 +1,4 @@
+
 """The readiness ladder against real sockets: each rung a checked fact, no request without a deadline."""
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ import pytest
 
 from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
+from firstlight.sim.server import free_port
 from firstlight.timeline import Level
-from tests.conftest import free_port
 from tests.faults import fault_server
 
 

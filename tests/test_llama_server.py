@@ -28,8 +28,9 @@ import pytest
 from firstlight.cli import main as cli_main
 from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
+from firstlight.sim.server import free_port
 from firstlight.timeline import Level
-from tests.conftest import REPO, firstlight_cmd, free_port, run_firstlight, wait_for
+from tests.conftest import REPO, firstlight_cmd, run_firstlight, wait_for
 
 pytestmark = pytest.mark.llama
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]

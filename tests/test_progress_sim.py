@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from firstlight.sim.server import make_weights
-from tests.conftest import free_port, run_firstlight, sim_cmd
+from firstlight.sim.server import free_port, make_weights
+from tests.conftest import run_firstlight, sim_cmd
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from firstlight.sim.server import REAL_LOG
-from tests.conftest import SHARED, free_port, run_firstlight, sim_cmd
+from firstlight.sim.server import REAL_LOG, free_port
+from tests.conftest import SHARED, run_firstlight, sim_cmd
 
 LOGS = SHARED / "logs"
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]

@@ -1,3 +1,4 @@
+
 """Speculative-decoding acceptance read where each engine exposes it, against the simulated server's dialects."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ import pytest
 from firstlight.bench import BenchConfig, SpecSnapshot, bench_with_spec, read_spec_decoding, spec_report
 from firstlight.bench.spec import parse_prometheus
 from firstlight.engines import get_profile
-from tests.conftest import free_port
+from firstlight.sim.server import free_port
 from tests.test_bench import running_sim
 
 LENGTH_TOLERANCE = 0.05  # the sim rounds verify steps per request: 40 tokens / 2.5 = 16 steps exactly

@@ -5,7 +5,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from tests.conftest import free_port, run_firstlight, sim_cmd
+from firstlight.sim.server import free_port
+from tests.conftest import run_firstlight, sim_cmd
 
 
 def test_notify_socket_gets_status_extensions_and_ready_only_at_the_end(tmp_path: Path, weights: Path):

@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import psutil
 
-from tests.conftest import firstlight_cmd, free_port, pids_in_group, run_firstlight, sim_cmd, wait_for
+from firstlight.sim.server import free_port
+from tests.conftest import firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import free_port, run_firstlight, sim_cmd, wait_for
+from firstlight.sim.server import free_port
+from tests.conftest import run_firstlight, sim_cmd, wait_for
 from tests.faults import fault_server
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
