@@ -1012,3 +1012,12 @@ def test_llamacpp_b11434_gguf_reader_errors_are_corrupt_weights():
     # Seen on the real llama-server b11434 (scripts/llama_server_notes.md) with a model cut after 1 MB.
     m = get_profile("llamacpp").classify("0.00.008.675 E gguf_init_from_reader: failed to read key-value pairs")
     assert m.failure is not None and m.failure.category == "corrupt_weights" and m.failure.fatal
+
+
+def test_llamacpp_b11434_default_verbosity_lines():
+    # The whole start of llama-server b11434 at the default verbosity (scripts/llama_server_notes.md).
+    p = get_profile("llamacpp")
+    assert p.classify("0.00.004.027 I srv    load_model: loading model '/m/SmolLM2.gguf'").phase == "weights_loading"
+    assert p.classify("0.00.410.261 I cmn          init: llama threadpool init, n_threads = 2").phase == "warmup"
+    assert p.classify("0.00.584.109 I srv  llama_server: model loaded").ready
+    assert p.classify("0.00.584.225 I srv  llama_server: listening on http://127.0.0.1:18080").listening

@@ -69,7 +69,8 @@ def test_up_is_ready_after_a_real_completion_with_phases_and_consistent_timings(
     assert s["engine"] == "llamacpp" and s["verdict"] == "ready"
     assert s["first_generation"]["text"].strip()
     names = [p["name"] for p in s["phases"]]
-    assert "weights_loading" in names and names[-1] == "ready", names
+    # From llama.cpp's own lines (the big context also prints a KV-cache warning, hence kv_cache when present).
+    assert [n for n in names if n != "kv_cache"] == ["process_start", "weights_loading", "warmup", "ready"], names
     # READY only after the generation, which comes after /health said 200, which comes after the engine's line.
     assert s["ready_at"] >= s["levels"]["generation"] >= s["levels"]["health"] >= s["engine_ready_at"] - 0.5
     # Our clock and the server's own log timestamps agree on when the model finished loading.

@@ -37,6 +37,9 @@ LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
     P(r"^llama_(?:new_)?context(?:_with_model)?: ", "kv_cache"),
     P(r"^llama_kv_cache\w*: |KV buffer size =|KV self size =", "kv_cache", weak=True),
     P(r"warming up the model with an empty run", "warmup"),
+    # b11434 at the default verbosity prints neither of the lines above: the context (KV cache included) is
+    # built when the thread pool starts, and the warm-up run follows at once (scripts/llama_server_notes.md).
+    P(r"\binit: llama threadpool init, n_threads", "warmup", weak=True),
 )
 
 LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
@@ -176,6 +179,7 @@ LLAMACPP = EngineProfile(
         r"\"msg\":\"HTTP server listening\"",
         r"llama server listening at",
         r"\bserver is listening on \S+",
+        r"\bllama_server: listening on \S+",  # b11434
         r"log_server_r: request: ",
     ),
     spec_decoding=(
