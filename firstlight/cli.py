@@ -27,6 +27,7 @@ from firstlight.redact import Redactor
 from firstlight.report.base import Reporter, Reporters
 from firstlight.report.console import ConsoleReporter
 from firstlight.report.jsonl import JsonLinesReporter
+from firstlight.report.prometheus import PrometheusExporter
 from firstlight.report.systemd import SystemdNotifier
 from firstlight.runner.session import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE, Outcome, Session
 from firstlight.timeline import Level
@@ -132,6 +133,9 @@ def _watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="Process and GPU sampling period."),
         click.option("--record", type=click.Path(path_type=Path), default=None,
                      help="Write every observation to this JSON Lines file (to replay through the judge)."),
+        click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
+                     help="Serve firstlight's view (phase, verdict, progress, ETA) as Prometheus metrics on "
+                          "127.0.0.1:PORT/metrics while it runs."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -199,10 +203,16 @@ def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
     return f"http://{host}:{port}"
 
 
-def _reporters(as_json: bool, echo: bool) -> Reporter:
+def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None) -> Reporter:
     chosen: list[Reporter] = [ConsoleReporter(echo_server=echo)]
     if as_json:
         chosen.append(JsonLinesReporter())
+    if metrics_port is not None:
+        try:
+            chosen.append(PrometheusExporter(metrics_port))
+        except OSError as e:
+            chosen[0].close()
+            raise _fail_usage(f"--metrics-port {metrics_port}: cannot listen ({e.strerror})") from None
     notifier = SystemdNotifier()
     if notifier.enabled:  # running as a Type=notify unit
         chosen.append(notifier)
@@ -210,7 +220,7 @@ def _reporters(as_json: bool, echo: bool) -> Reporter:
 
 
 def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor) -> Outcome:
-    reporter = _reporters(kw["as_json"], cfg.echo_server_output)
+    reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"))
     record_cm: contextlib.AbstractContextManager[IO[str] | None] = (
         open(kw["record"], "w") if kw.get("record") else contextlib.nullcontext())  # noqa: SIM115
     try:

@@ -43,6 +43,11 @@ FINAL_VERDICTS = (READY, FAILED, HUNG, TIMEOUT, INTERRUPTED)
 # the start progresses, so they must not keep a hung server looking busy.
 _ACCESS_LINE = re.compile(r"\b(?:GET|POST|HEAD|OPTIONS|PUT) /\S*.*?\b[1-5]\d\d\b")
 
+
+def is_access_line(text: str) -> bool:
+    """An HTTP access-log line (uvicorn's, llama.cpp's): a reply to a request, not startup progress."""
+    return _ACCESS_LINE.search(text) is not None
+
 # A fatal line with a generic category waits this long for a more specific root cause (the exception header
 # comes before its traceback) unless the process exits first.
 _FAILURE_SETTLE_S = 1.5
@@ -218,7 +223,7 @@ class Judge:
         self.last_log = line
         events: list[Event] = []
         match = self.profile.classify(line.text)
-        noise = _ACCESS_LINE.search(line.text) is not None and match.progress is None and not match.ready
+        noise = is_access_line(line.text) and match.progress is None and not match.ready
         if not noise:
             self._strong(line.t, "log", _clip(line.text))
         if match.phase and self.ready_at is None:

@@ -8,7 +8,7 @@ to the same verdict in a test.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar
 
@@ -179,13 +179,3 @@ def from_dict(d: dict[str, Any]) -> Observation:
         d["devices"] = tuple(GpuDevice(**x) for x in d.get("devices", ()))
         d["processes"] = tuple(GpuProcess(**x) for x in d.get("processes", ()))
     return cls(**d)
-
-
-@dataclass
-class Timeline:
-    """Observations in arrival order."""
-
-    items: list[Observation] = field(default_factory=list)
-
-    def append(self, obs: Observation) -> None:
-        self.items.append(obs)

@@ -28,7 +28,7 @@ from firstlight.config import Config
 from firstlight.engines import get_profile, new_detector
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import History, HistoryError
-from firstlight.judge import _ACCESS_LINE, READY, Assessment, Event, Evidence, Judge
+from firstlight.judge import READY, Assessment, Event, Evidence, Judge, is_access_line
 from firstlight.probes.ladder import Ladder
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter
@@ -269,7 +269,7 @@ class Session:
         for ev in events:
             assert a is not None
             self.reporter.event(ev, a)
-        if isinstance(obs, LogLine) and self.ladder_loop and not _ACCESS_LINE.search(obs.text):
+        if isinstance(obs, LogLine) and self.ladder_loop and not is_access_line(obs.text):
             self.ladder_loop.wake.set()
 
     def _detect(self, judge: Judge, line: LogLine) -> None:
