@@ -160,7 +160,9 @@ class Judge:
         self.interrupted: Interrupted | None = None
         self.warnings: list[Evidence] = []
         self.notes: list[SourceNote] = []
-        self.has_stillness_signal = False  # process, log or GPU: without any, "hung" cannot be told
+        # Only the process tree (its reads, memory, CPU) can tell a silent-but-loading server from a stuck one:
+        # log silence or a flat GPU alone cannot, so without it firstlight never says "hung".
+        self.has_stillness_signal = False
         self._proc_prev: ProcessSample | None = None
         self._proc_window: list[ProcessSample] = []
         self._read_base: int | None = None
@@ -200,8 +202,6 @@ class Judge:
             return []
         if isinstance(obs, SourceNote):
             self.notes.append(obs)
-            if obs.source in ("log", "gpu") and "unavailable" not in obs.message:
-                self.has_stillness_signal = True
             return [Event(obs.t, "note", f"{obs.source}: {obs.message}")]
         return []
 
@@ -218,7 +218,6 @@ class Judge:
         return [Event(t, "phase", name, {"source": source})]
 
     def _on_log(self, line: LogLine) -> list[Event]:
-        self.has_stillness_signal = True
         self.log_lines += 1
         self.last_log = line
         events: list[Event] = []
@@ -346,7 +345,6 @@ class Judge:
         return events
 
     def _on_gpu(self, g: GpuSample) -> list[Event]:
-        self.has_stillness_signal = True
         events: list[Event] = []
         for d in g.devices:
             before = self._gpu_prev.get(d.index)
@@ -466,7 +464,7 @@ class Judge:
 
     def _hang(self, now: float) -> Assessment | None:
         if not self.has_stillness_signal:
-            return None  # only probes: a closed port for minutes is what a slow vLLM load looks like too
+            return None  # no process tree to watch: a quiet log and a closed port are what a slow load looks like too
         r = self.rules
         strong_idle = now - self.last_strong.t
         last_any = max(self.last_strong.t, self.last_weak.t if self.last_weak else 0.0)

@@ -155,6 +155,15 @@ def test_no_stillness_signal_means_no_hung_verdict_only_timeout():
     assert a.verdict == "timeout"
 
 
+def test_log_silence_without_the_process_tree_is_never_hung():
+    # watch URL --log FILE: the log went quiet 10 minutes ago, but without --pid nobody sees the disk reads.
+    obs = [LogLine(T0 + 1, "Load weight begin. avail mem=78.50 GB", "file", 1)]
+    obs += [probe(i, Level.PORT, False, "connection refused") for i in range(2, 600, 5)]
+    a = judge_timeline([Started(T0, None, "http://x", "sglang", False), *obs], JudgeConfig(timeout=3600,
+                       stall_timeout=60), SGLANG, T0 + 600)
+    assert a.verdict == "starting"
+
+
 def test_bad_generations_fail_after_the_attempts():
     obs = [proc(1), *ladder_up_to_models(2)]
     obs += [probe(2 + i, Level.GENERATION, False, "200 but an empty completion", transient=False) for i in range(3)]

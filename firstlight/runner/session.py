@@ -167,6 +167,10 @@ class Session:
                                    "command": " ".join(shown) if shown else None})
             self._feed(judge, Started(started_at, pid, self.cfg.probe.url, self.profile.name,
                                       launched=self.server is not None))
+            if pid is None:
+                self._feed(judge, SourceNote(started_at, "process", "no --pid: without the process tree's reads and "
+                                             "CPU a slow start cannot be told from a hung one; only --timeout ends "
+                                             "the wait"))
             if launch_error is not None:
                 outcome = self._finish_launch_error(judge, started_at, launch_error)
                 self.reporter.verdict(outcome.summary)
