@@ -30,6 +30,7 @@ from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import History, HistoryError
 from firstlight.judge import READY, Assessment, Event, Evidence, Judge, is_access_line
 from firstlight.probes.ladder import Ladder
+from firstlight.probes.loop import EngineIdentified, LadderLoop
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter
 from firstlight.runner.after_ready import compare_and_record, deployment_key, open_history, post_ready_checks
@@ -41,7 +42,6 @@ from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
 from firstlight.timeline import (
     Interrupted,
-    Level,
     LogLine,
     Observation,
     ProcessSample,
@@ -66,54 +66,6 @@ class Outcome:
     requests: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class EngineIdentified(Observation):
-    """The ladder asked the server's engine-specific endpoints who it is (a session matter, not the judge's)."""
-
-    engine: str = "generic"
-    how: str = ""
-
-
-class LadderLoop:
-    """Climbs the ladder again and again: at once after a change or a new log line, backing off to
-    ``max_interval`` while nothing changes. One thread, so never more than one generation in flight."""
-
-    def __init__(self, ladder: Ladder, sink: Callable[[Observation], None], min_interval: float,
-                 max_interval: float, identify: bool = False) -> None:
-        self.ladder, self.sink = ladder, sink
-        self.identify = identify  # engine unknown: ask its endpoints once HTTP answers
-        self.min_interval, self.max_interval = min_interval, max_interval
-        self.wake = threading.Event()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="firstlight-ladder", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def _run(self) -> None:
-        interval = self.min_interval
-        last: tuple[int, bool] | None = None
-        while not self.stop.is_set():
-            self.wake.clear()
-            results = self.ladder.climb()
-            if self.stop.is_set():
-                return
-            for p in results:
-                self.sink(p)
-            top = max((p.level for p in results if p.ok), default=Level.NONE)
-            if top == Level.GENERATION:
-                return
-            if self.identify and top >= Level.HTTP:
-                self.identify = False
-                found = self.ladder.identify()
-                if found is not None:
-                    self.sink(EngineIdentified(time.time(), found[0], found[1]))
-            state = (int(top), bool(results and results[-1].ok))
-            interval = self.min_interval if state != last else min(self.max_interval, interval * 1.5)
-            last = state
-            self.wake.wait(interval)
-
-
 class Session:
     def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor | None = None,
                  record: IO[str] | None = None, clock: Callable[[], float] = time.time) -> None:
@@ -131,7 +83,6 @@ class Session:
         self.readers: list[PipeReader] = []
         self.history: History | None = None
         self.ladder_loop: LadderLoop | None = None
-        self._signals: list[str] = []
         # Engine not named and not told by the command: learn it from the server's own lines.
         self.detector = new_detector() if cfg.engine is None and profile.name == "generic" else None
 
@@ -145,9 +96,7 @@ class Session:
         self.reporter.server_line(stream, self.redactor.text(text))
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
-        self._signals.append(name)
-        self.q.put(Interrupted(self.clock(), name))
+        self.q.put(Interrupted(self.clock(), signal.Signals(signum).name))
 
     # -- the run -----------------------------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -167,7 +116,7 @@ class Session:
                                    "command": " ".join(shown) if shown else None})
             self._feed(judge, Started(started_at, pid, self.cfg.probe.url, self.profile.name,
                                       launched=self.server is not None))
-            if pid is None:
+            if pid is None and not self.cfg.command:
                 self._feed(judge, SourceNote(started_at, "process", "no --pid: without the process tree's reads and "
                                              "CPU a slow start cannot be told from a hung one; only --timeout ends "
                                              "the wait"))
@@ -259,15 +208,15 @@ class Session:
         return dict(self.ladder_loop.ladder.requests) if self.ladder_loop else {}
 
     def _feed(self, judge: Judge, obs: Observation) -> None:
-        if self.record is not None:
-            self.record.write(json.dumps(obs.to_dict(), default=str) + "\n")
-        if self.detector is not None and isinstance(obs, LogLine):
-            self._detect(judge, obs)
-        if isinstance(obs, EngineIdentified):
+        if isinstance(obs, EngineIdentified):  # for the session, not the judge's timeline
             if self.detector is not None:
                 self._use_engine(judge, obs.engine, f"engine identified by its endpoints ({obs.how}): "
                                                     f"{obs.engine}", obs.t)
             return
+        if self.record is not None:
+            self.record.write(json.dumps(obs.to_dict(), default=str) + "\n")
+        if self.detector is not None and isinstance(obs, LogLine):
+            self._detect(judge, obs)
         events = judge.feed(obs)
         a = judge.assess(obs.t) if events else None
         for ev in events:
