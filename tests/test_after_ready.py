@@ -3,6 +3,7 @@ regressions (the simulated server, with a configured token rate and acceptance).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from firstlight.sim.server import free_port
@@ -61,3 +62,33 @@ def test_history_gives_the_eta_and_catches_a_slower_cold_start(tmp_path: Path, w
     assert "REGRESSION" in slow.stderr
     listing = run_firstlight("history", "--history", str(history), "--json")
     assert listing.rc == 0 and '"kind": "up"' in listing.stdout
+
+
+def test_sigint_during_the_benchmark_stops_at_once(tmp_path: Path, weights: Path):
+    import signal
+    import subprocess
+    import time
+
+    from tests.conftest import firstlight_cmd, pids_in_group, wait_for
+
+    port = free_port()
+    fl = subprocess.Popen(firstlight_cmd("up", "--json", "--history", str(tmp_path / "h.sqlite3"), *FAST, "--bench",
+                                         "--bench-requests", "1000", "--bench-duration", "120", "--",
+                                         *sim_cmd("normal", port, "--model-path", str(weights), "--token-rate", "20")),
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
+    try:
+        assert fl.stdout is not None
+        verdict = wait_for(lambda: (line := fl.stdout.readline()) and '"event": "verdict"' in line and line, 60,
+                           "the READY verdict")
+        assert json.loads(verdict)["verdict"] == "ready"
+        t0 = time.monotonic()
+        fl.send_signal(signal.SIGINT)
+        out, _ = fl.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if fl.poll() is None:
+            fl.kill()
+    summary = json.loads(out.splitlines()[-1])
+    assert fl.returncode == 130 and summary["verdict"] == "interrupted"
+    assert took < 15  # not the benchmark's 120 s
+    assert not pids_in_group(summary["pid"])

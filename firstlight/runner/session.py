@@ -130,8 +130,12 @@ class Session:
             outcome = Outcome(a.verdict, EXIT_CODES[a.verdict], summary, a, pid, dict(self._requests()))
             self.reporter.verdict(summary)
             if a.verdict == READY:
-                model = self.ladder_loop.ladder.model if self.ladder_loop else None
-                summary.update(post_ready_checks(self.cfg, self.profile, model, self.reporter.message))
+                interrupted = self._post_ready(summary)
+                if interrupted is not None:
+                    summary.update(verdict="interrupted", evidence=[Evidence(
+                        "signal", f"{interrupted.signal} received during the checks after READY",
+                        interrupted.t).to_dict()])
+                    outcome = Outcome("interrupted", EXIT_CODES["interrupted"], summary, a, pid, outcome.requests)
             if history is not None:
                 self._remember(history, command, summary, outcome)
             outcome = self._after_verdict(judge, outcome)
@@ -298,6 +302,9 @@ class Session:
         server = self.server
         if server is None:
             return outcome
+        if outcome.verdict == "interrupted":
+            self._stop_server(outcome)
+            return outcome
         if outcome.verdict == READY:
             if self.cfg.after_ready == "stop":
                 self._stop_server(outcome)
@@ -313,6 +320,28 @@ class Session:
             return outcome
         self._stop_server(outcome)
         return outcome
+
+    def _post_ready(self, summary: dict[str, Any]) -> Interrupted | None:
+        """Warm-up and benchmark in a thread, so that a SIGINT/SIGTERM meanwhile is honoured at once (the
+        server is then stopped and the benchmark's requests end on their own)."""
+        if not (self.cfg.after.warmup or self.cfg.after.bench):
+            return None
+        model = self.ladder_loop.ladder.model if self.ladder_loop else None
+        results: dict[str, Any] = {}
+        worker = threading.Thread(target=lambda: results.update(
+            post_ready_checks(self.cfg, self.profile, model, self.reporter.message)), daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.1)
+            while True:
+                try:
+                    obs = self.q.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(obs, Interrupted):
+                    return obs
+        summary.update(results)
+        return None
 
     def _expect_from_history(self) -> None:
         """The whole-start ETA: the median time to READY of this deployment's previous good starts."""
