@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ from firstlight.commands.history import history_command
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
-from firstlight.probes.ladder import Ladder, normalise_url
+from firstlight.probes.ladder import Ladder, normalise_url, split_url
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter, Reporters
 from firstlight.report.console import ConsoleReporter
@@ -163,8 +164,13 @@ def _profile(engine: str | None, command: Sequence[str] = ()) -> EngineProfile:
 def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any]) -> ProbeConfig:
     try:
         url = normalise_url(url)
+        host, port = split_url(url)
     except ValueError as e:
         raise _fail_usage(str(e)) from None
+    try:  # a typo in the host would otherwise look like a server that never opens its port, until --timeout
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise _fail_usage(f"cannot resolve host {host!r} of {url} ({e.strerror or e})") from None
     ep = profile.endpoints
     return ProbeConfig(
         url=url, api=kw["api"], prompt=kw["prompt"], max_tokens=kw["max_tokens"], expect=kw["expect"],

@@ -109,6 +109,8 @@ def test_probe_is_bounded_by_its_timeout():
 def test_probe_bad_url_is_a_usage_error():
     r = run_firstlight("probe", "http://:::")
     assert r.rc == 64 and "Traceback" not in r.stderr
+    r = run_firstlight("watch", "http://no-such-host.invalid:8000", "--timeout", "600")
+    assert r.rc == 64 and "cannot resolve host" in r.stderr and "Traceback" not in r.stderr
 
 
 def _port_open(url: str) -> bool:
