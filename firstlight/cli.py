@@ -270,7 +270,7 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
 
     CMD runs in its own process group; its output is echoed and read as a signal. After READY firstlight
     stays in the foreground supervising it (Ctrl-C stops it) unless --detach. A server that fails or hangs
-    is stopped (TERM, then KILL after --grace) unless --keep-on-failure.
+    is stopped (SIGTERM, a second one at half --grace, SIGKILL after --grace) unless --keep-on-failure.
     """
     _check_expect(kw["expect"])
     if detach and stop_when_ready:

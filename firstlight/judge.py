@@ -475,19 +475,22 @@ class Judge:
             if self.last_weak is not None:
                 ev.append(Evidence(self.last_weak.signal, f"last activity: {self.last_weak.value}",
                                    self.last_weak.t))
-            ev += self._context_evidence(now) + self.warnings
+            ev += self._context_evidence(now, last_progress=False) + self.warnings
             return self._base(now, HUNG, ev, detail="no progress")
         if strong_idle >= r.spin_timeout and self.last_weak is not None:
             ev = [Evidence(self.last_weak.signal, f"{self.last_weak.value}, yet nothing else moved for "
                                                   f"{strong_idle:.0f}s", self.last_strong.t),
                   Evidence(self.last_strong.signal, f"last real progress: {self.last_strong.value}",
                            self.last_strong.t)]
-            ev += self._context_evidence(now) + self.warnings
+            ev += self._context_evidence(now, last_progress=False) + self.warnings
             return self._base(now, HUNG, ev, detail="busy-wait suspected")
         return None
 
-    def _context_evidence(self, now: float) -> list[Evidence]:
-        ev = [Evidence(self.last_strong.signal, f"last progress: {self.last_strong.value}", self.last_strong.t)]
+    def _context_evidence(self, now: float, last_progress: bool = True) -> list[Evidence]:
+        ev = []
+        if last_progress:
+            ev.append(Evidence(self.last_strong.signal, f"last progress: {self.last_strong.value}",
+                               self.last_strong.t))
         if self.last_probe_failure is not None:
             ev.append(Evidence(f"probe:{self.last_probe_failure.level.label}", self.last_probe_failure.detail,
                                self.last_probe_failure.t))
