@@ -23,7 +23,7 @@ import httpx
 
 from firstlight.bench.metrics import BenchResult, RequestResult, median, summarize
 from firstlight.engines import DETECTION_ENDPOINTS, detect_from_endpoint
-from firstlight.probes.ladder import normalise_url, read_capped
+from firstlight.probes.ladder import describe_error, normalise_url, read_capped
 
 APIS = ("completions", "chat")
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -136,32 +136,6 @@ def http_get(url: str, path: str, *, api_key: str | None = None, connect_timeout
     with httpx.Client(base_url=normalise_url(url), headers=_headers(api_key), timeout=timeout, transport=transport,
                       follow_redirects=False, trust_env=False) as client, client.stream("GET", path) as resp:
         return resp.status_code, read_capped(resp, deadline, f"GET {path}")
-
-
-def describe_error(e: Exception) -> str:
-    """One line for an HTTP failure, without a traceback."""
-    if isinstance(e, httpx.ConnectError):
-        cause: BaseException | None = e
-        for _ in range(8):  # anyio wraps ConnectionRefusedError in "All connection attempts failed"
-            if cause is None:
-                break
-            if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower():
-                return "connection refused"
-            cause = cause.__cause__ or cause.__context__
-        return f"cannot connect ({e})"
-    if isinstance(e, httpx.ConnectTimeout):
-        return "connect timed out"
-    if isinstance(e, httpx.TimeoutException):
-        return "no answer within the read timeout"
-    if isinstance(e, httpx.RemoteProtocolError):
-        return f"not a valid HTTP answer ({e})"
-    cause = e.__cause__ or e.__context__
-    while cause is not None and not str(cause) and (cause.__cause__ or cause.__context__):
-        cause = cause.__cause__ or cause.__context__
-    if isinstance(e, httpx.ReadError | httpx.WriteError) and isinstance(cause, ConnectionResetError):
-        return "connection reset by the server"
-    detail = str(e) or (f"{type(cause).__name__}: {cause}" if cause is not None else "")
-    return f"{type(e).__name__}: {detail}" if detail else type(e).__name__
 
 
 def list_models(url: str, *, api_key: str | None = None, connect_timeout: float = 5.0,

@@ -136,7 +136,7 @@ class Ladder:
         try:
             r = self._get(path, "health")
         except httpx.HTTPError as e:
-            return [Probe(t0, Level.HTTP, False, f"GET {path}: {_httperror(e)}")]
+            return [Probe(t0, Level.HTTP, False, f"GET {path}: {describe_error(e)}")]
         now = self.clock()
         out = [Probe(now, Level.HTTP, True, f"GET {path} -> {r.status}", status=r.status, latency_s=r.latency_s)]
         if r.status in (404, 405):
@@ -158,7 +158,7 @@ class Ladder:
         try:
             r = self._get(path, "models")
         except httpx.HTTPError as e:
-            return [Probe(t0, Level.MODELS, False, f"GET {path}: {_httperror(e)}")]
+            return [Probe(t0, Level.MODELS, False, f"GET {path}: {describe_error(e)}")]
         now = self.clock()
         if r.status in (404, 405):
             return [Probe(now, Level.MODELS, True, f"GET {path} -> {r.status}: no models endpoint, skipped",
@@ -191,7 +191,7 @@ class Ladder:
         try:
             r = self._post(path, body, "generation")
         except httpx.HTTPError as e:
-            return [Probe(t0, Level.GENERATION, False, f"POST {path}: {_httperror(e)}",
+            return [Probe(t0, Level.GENERATION, False, f"POST {path}: {describe_error(e)}",
                           latency_s=self.clock() - t0)]
         now = self.clock()
         if r.status != 200:
@@ -310,15 +310,29 @@ def _oserror(e: OSError) -> str:
     return e.strerror or type(e).__name__
 
 
-def _httperror(e: Exception) -> str:
+def describe_error(e: Exception) -> str:
+    """One line for an HTTP failure, without a traceback."""
     if isinstance(e, httpx.ConnectError):
-        return "connection refused" if "refused" in str(e).lower() else f"cannot connect ({e})"
-    if isinstance(e, TooSlow):
-        return str(e)
-    if isinstance(e, httpx.ReadTimeout):
-        return "no answer within the read timeout"
+        cause: BaseException | None = e
+        for _ in range(8):  # anyio wraps ConnectionRefusedError in "All connection attempts failed"
+            if cause is None:
+                break
+            if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower():
+                return "connection refused"
+            cause = cause.__cause__ or cause.__context__
+        return f"cannot connect ({e})"
     if isinstance(e, httpx.ConnectTimeout):
         return "connect timed out"
+    if isinstance(e, TooSlow):
+        return str(e)
+    if isinstance(e, httpx.TimeoutException):
+        return "no answer within the read timeout"
     if isinstance(e, httpx.RemoteProtocolError):
         return f"not a valid HTTP answer ({e})"
-    return f"{type(e).__name__}: {e}"
+    cause = e.__cause__ or e.__context__
+    while cause is not None and not str(cause) and (cause.__cause__ or cause.__context__):
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(e, httpx.ReadError | httpx.WriteError) and isinstance(cause, ConnectionResetError):
+        return "connection reset by the server"
+    detail = str(e) or (f"{type(cause).__name__}: {cause}" if cause is not None else "")
+    return f"{type(e).__name__}: {detail}" if detail else type(e).__name__
