@@ -28,7 +28,7 @@ with open(path, "rb") as f:
     while f.read(1 << 20):
         pass
 print("read", flush=True)
-time.sleep(1.5)
+sys.stdin.readline()  # the test has sampled the whole tree: now one worker dies
 kids[0].kill(); kids[0].wait()
 print("killed", flush=True)
 time.sleep(60)
@@ -39,7 +39,8 @@ def test_process_tree_sampler_sees_children_reads_and_a_dying_worker(tmp_path: P
     data = tmp_path / "weights.bin"
     with open(data, "wb") as f:
         f.truncate(32 << 20)
-    p = subprocess.Popen([sys.executable, "-c", TREE, str(data)], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-c", TREE, str(data)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
     try:
         sampler = ProcessTreeSampler(p.pid, interval=0.1)
         assert p.stdout is not None
@@ -48,6 +49,9 @@ def test_process_tree_sampler_sees_children_reads_and_a_dying_worker(tmp_path: P
         assert isinstance(s, ProcessSample) and s.alive
         assert len(s.procs) == 4 and s.threads >= 4
         assert s.read_bytes >= 32 << 20
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
         assert p.stdout.readline().strip() == "killed"
         died = wait_for(lambda: [d for x in sampler.sample() if isinstance(x, ProcessSample) for d in x.died], 10,
                         "the dead worker")
