@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from firstlight.sim.server import free_port
-from tests.conftest import run_firstlight, sim_cmd, wait_for
+from tests.conftest import Run, run_firstlight, sim_cmd, wait_for
 from tests.faults import fault_server
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
@@ -22,31 +22,30 @@ def _start_sim(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], Pat
     return p, log
 
 
-def test_watch_attaches_with_pid_and_log_and_reports_ready(tmp_path: Path, weights: Path):
+def _watch_sim(tmp_path: Path, scenario: str, *sim_args: str) -> tuple[Run, int]:
+    """Start the simulator as somebody else would (its own session, output to a file), then watch it."""
     port = free_port()
-    server, log = _start_sim(tmp_path, "normal", port, "--model-path", str(weights), "--load-seconds", "2")
+    server, log = _start_sim(tmp_path, scenario, port, *sim_args)
     try:
         r = run_firstlight("watch", f"http://127.0.0.1:{port}", "--pid", str(server.pid), "--log", str(log),
                            "--json", *FAST)
     finally:
         server.kill()
         server.wait()
+    return r, server.pid
+
+
+def test_watch_attaches_with_pid_and_log_and_reports_ready(tmp_path: Path, weights: Path):
+    r, pid = _watch_sim(tmp_path, "normal", "--model-path", str(weights), "--load-seconds", "2")
     assert r.rc == 0, r.stderr[-3000:]
     s = r.summary
-    assert s["verdict"] == "ready" and s["pid"] == server.pid
+    assert s["verdict"] == "ready" and s["pid"] == pid
     assert "weights_loading" in [p["name"] for p in s["phases"]]
     assert s["progress"]["weights_bytes"] == 64 << 20  # found from the watched process's command line
 
 
 def test_watch_a_crash_of_a_foreign_server_is_failed(tmp_path: Path, weights: Path):
-    port = free_port()
-    server, log = _start_sim(tmp_path, "crash_oom", port, "--model-path", str(weights))
-    try:
-        r = run_firstlight("watch", f"http://127.0.0.1:{port}", "--pid", str(server.pid), "--log", str(log),
-                           "--json", *FAST)
-    finally:
-        server.kill()
-        server.wait()
+    r, _ = _watch_sim(tmp_path, "crash_oom", "--model-path", str(weights))
     assert r.rc == 1, r.stderr[-3000:]
     assert r.summary["failure"] == "oom"
 

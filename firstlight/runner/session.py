@@ -274,19 +274,21 @@ class Session:
             r.thread.join(timeout=2.0)
         for f in self.followers:
             f.sync(timeout=2.0)
-        held: list[Observation] = []
-        while True:
-            try:
-                obs = self.q.get_nowait()
-            except queue.Empty:
-                break
+        for obs in self._drain():
             if isinstance(obs, LogLine):
                 self._feed(judge, obs)
             else:
-                held.append(obs)
-        for obs in held:
-            self.q.put(obs)
+                self.q.put(obs)  # the rest waits for the loop, after the exit
         return exit_sample
+
+    def _drain(self) -> list[Observation]:
+        """Everything queued right now."""
+        out: list[Observation] = []
+        while True:
+            try:
+                out.append(self.q.get_nowait())
+            except queue.Empty:
+                return out
 
     def _stop_sources(self) -> None:
         if self.ladder_loop is not None:
@@ -333,11 +335,7 @@ class Session:
         worker.start()
         while worker.is_alive():
             worker.join(0.1)
-            while True:
-                try:
-                    obs = self.q.get_nowait()
-                except queue.Empty:
-                    break
+            for obs in self._drain():
                 if isinstance(obs, Interrupted):
                     return obs
         summary.update(results)
