@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import click
+import psutil
 
 from firstlight import __version__
 from firstlight.commands.bench import bench_command
@@ -31,6 +33,8 @@ from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.report.prometheus import PrometheusExporter
 from firstlight.report.systemd import SystemdNotifier
 from firstlight.runner.session import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE, Outcome, Session
+from firstlight.samplers.weights import model_path_from_command
+from firstlight.sim.scenarios import SCENARIOS
 from firstlight.timeline import Level
 
 EXIT_HELP = """\b
@@ -185,7 +189,6 @@ def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any]) -> Probe
 def _check_expect(expect: str | None) -> None:
     if expect is None:
         return
-    import re
     try:
         re.compile(expect)
     except re.error as e:
@@ -226,16 +229,19 @@ def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None) -> Re
 
 
 def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor) -> Outcome:
+    record: IO[str] | None = None
+    if kw.get("record"):
+        try:
+            record = open(kw["record"], "w")  # noqa: SIM115 - closed below
+        except OSError as e:
+            raise _fail_usage(f"--record {kw['record']}: cannot write ({e.strerror})") from None
     reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"))
-    record_cm: contextlib.AbstractContextManager[IO[str] | None] = (
-        open(kw["record"], "w") if kw.get("record") else contextlib.nullcontext())  # noqa: SIM115
     try:
-        with record_cm as record:
-            return Session(cfg, profile, reporter, redactor, record).run()
-    except OSError as e:
-        raise click.ClickException(f"cannot write {kw.get('record')}: {e.strerror}") from None
+        return Session(cfg, profile, reporter, redactor, record).run()
     finally:
         reporter.close()
+        if record is not None:
+            record.close()
 
 
 def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
@@ -302,14 +308,11 @@ def watch(url: str, pid: int | None, log_file: Path | None, **kw: Any) -> None:
     systemctl restart sglang && firstlight watch http://127.0.0.1:30000 --pid $(pgrep -f launch_server)
     """
     _check_expect(kw["expect"])
-    if pid is not None:
-        import psutil
-        if not psutil.pid_exists(pid):
-            raise _fail_usage(f"no process with pid {pid}")
     command: list[str] = []
     if pid is not None:
-        with contextlib.suppress(Exception):
-            import psutil
+        if not psutil.pid_exists(pid):
+            raise _fail_usage(f"no process with pid {pid}")
+        with contextlib.suppress(psutil.Error):  # gone, or another user's: watch it without its command line
             command = psutil.Process(pid).cmdline()
     profile = _profile(kw["engine"], command)
     probe = _probe_config(url, profile, kw)
@@ -319,7 +322,6 @@ def watch(url: str, pid: int | None, log_file: Path | None, **kw: Any) -> None:
                  model_path=kw["model_path"], probe=probe, judge=_judge_config(kw),
                  sample_interval=kw["sample_interval"])
     if kw["model_path"] is None and command:
-        from firstlight.samplers.weights import model_path_from_command
         model = model_path_from_command(command)
         cfg.model_path = Path(model) if model else None
     outcome = _run(cfg, profile, kw, _redactor(command, kw["api_key"]))
@@ -367,8 +369,8 @@ def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
 
 
 @cli.command()
-@click.option("--scenario", default="demo", show_default=True,
-              help="Simulator scenario: demo, normal, slow_first_request, crash_oom, hang, busy_wait, ...")
+@click.option("--scenario", default="demo", show_default=True, type=click.Choice(SCENARIOS),
+              help="Simulator scenario.")
 @click.option("--dialect", default="sglang", show_default=True, type=click.Choice(["sglang", "vllm", "llamacpp"]))
 @click.option("--real", is_flag=True, help="Replay a real SGLang start with EAGLE speculative decoding (its own log "
               "lines, with their original timing) instead of a scenario.")
@@ -411,13 +413,17 @@ def replay(logfile: Path, engine: str | None, as_json: bool) -> None:
 
     Exit codes: 0 the log reached ready; 1 it failed; 3 incomplete; 64 usage error.
     """
-    from firstlight.engines.replay import format_replay_text, replay_log
+    from firstlight.engines.replay import format_replay_text, replay_lines, replay_log
     if engine is not None:
         _profile(engine)
-    if str(logfile) != "-" and not logfile.is_file():
-        raise _fail_usage(f"no such log file: {logfile}")
+    stdin = str(logfile) == "-"
+    if not stdin and not logfile.is_file():
+        raise _fail_usage(f"not a readable log file: {logfile}")
     try:
-        report = replay_log(logfile, engine)
+        if stdin:  # binary lines, so that a \r redraw stays inside its line and bad UTF-8 is replaced
+            report = replay_lines((b.decode("utf-8", "replace") for b in sys.stdin.buffer), engine)
+        else:
+            report = replay_log(logfile, engine)
     except OSError as e:
         raise click.ClickException(f"cannot read {logfile}: {e.strerror}") from None
     if as_json:

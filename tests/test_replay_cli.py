@@ -40,8 +40,19 @@ def test_incomplete_log_exits_3(tmp_path: Path):
     assert json.loads(r.stdout)["outcome"] == "incomplete"
 
 
+def test_log_on_standard_input():
+    import subprocess
+
+    from tests.conftest import firstlight_cmd
+
+    p = subprocess.run(firstlight_cmd("replay", "-", "--json"), input=REAL_LOG.read_bytes(), capture_output=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["outcome"] == "ready"
+
+
 def test_bad_input_is_a_one_line_usage_error(tmp_path: Path):
     r = run_firstlight("replay", str(tmp_path / "absent.log"))
-    assert r.rc == 64 and "Traceback" not in r.stderr and "no such log file" in r.stderr
+    assert r.rc == 64 and "Traceback" not in r.stderr and "not a readable log file" in r.stderr
     r = run_firstlight("replay", str(REAL_LOG), "--engine", "nonsense")
     assert r.rc == 64 and "Traceback" not in r.stderr
