@@ -32,12 +32,7 @@ from firstlight.timeline import (
     Started,
     WeightsTotal,
 )
-
-# Verdicts. "starting" is the only one that is not final.
-STARTING, READY, FAILED, HUNG, TIMEOUT, INTERRUPTED = (
-    "starting", "ready", "failed", "hung", "timeout", "interrupted",
-)
-FINAL_VERDICTS = (READY, FAILED, HUNG, TIMEOUT, INTERRUPTED)
+from firstlight.vocab import FAILED, FINAL_VERDICTS, HUNG, INTERRUPTED, READY, STARTING, TIMEOUT
 
 # Access-log lines answer somebody's request (ours, while we poll): they say the HTTP server lives, not that
 # the start progresses, so they must not keep a hung server looking busy.

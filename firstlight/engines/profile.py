@@ -27,54 +27,7 @@ from typing import Any, NamedTuple
 
 from firstlight.logtext import ANSI_RE as _ANSI_RE
 from firstlight.logtext import strip_ansi
-
-PHASES: tuple[str, ...] = (
-    "process_start",
-    "distributed_init",
-    "weights_loading",
-    "weights_loaded",
-    "kv_cache",
-    "compile",
-    "cuda_graph",
-    "http_listening",
-    "warmup",
-    "ready",
-)
-PHASE_INDEX: dict[str, int] = {p: i for i, p in enumerate(PHASES)}
-
-FAILURE_CATEGORIES: tuple[str, ...] = (
-    "oom",
-    "gpu_occupied",
-    "quantization",
-    "kernel_image",
-    "corrupt_weights",
-    "nccl",
-    "port_in_use",
-    "import_error",
-    "trust_remote_code",
-    "warmup_failed",
-    "model_not_found",
-    "other",
-)
-
-# How specific (how close to the root cause) a category is. When several failure lines are seen, the
-# highest rank wins; ties go to the earliest line. Generic wrappers ("Scheduler hit an exception",
-# "EngineCore failed to start") are ``other`` with rank 0 so that anything more specific wins.
-CATEGORY_RANK: dict[str, int] = {
-    "gpu_occupied": 100,
-    "kernel_image": 95,
-    "port_in_use": 92,
-    "trust_remote_code": 90,
-    "model_not_found": 88,
-    "quantization": 82,
-    "oom": 80,
-    "corrupt_weights": 75,
-    "import_error": 70,
-    "nccl": 60,
-    "warmup_failed": 40,
-    "other": 20,
-}
-WRAPPER_RANK = 0  # generic "the child died" messages
+from firstlight.vocab import CATEGORY_RANK, FAILURE_CATEGORIES, PHASE_INDEX, PHASES, WRAPPER_RANK
 
 
 @dataclass(frozen=True)

@@ -49,11 +49,7 @@ from firstlight.timeline import (
     Started,
     WeightsTotal,
 )
-
-EXIT_CODES = {"ready": 0, "failed": 1, "hung": 2, "timeout": 3, "interrupted": 130}
-EXIT_REGRESSION = 4
-EXIT_USAGE = 64
-EXIT_INTERNAL = 70
+from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE  # noqa: F401 (re-exported)
 
 
 @dataclass

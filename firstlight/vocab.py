@@ -1,0 +1,92 @@
+"""firstlight's vocabulary: verdicts, phases, failure categories and exit codes.
+
+Dependency-free on purpose (like Supervisor's ``states`` module): the judge, the reporters, the CLI's help
+texts and the README's tables all name these words, and tests check every one of them against this module,
+so a word cannot be added in one place and forgotten in another.
+"""
+
+from __future__ import annotations
+
+# -- verdicts ------------------------------------------------------------------------------------------
+# "starting" is the only verdict that is not final. "regression" is a finding about a server that serves
+# (slower than its baseline), never a stop: it only replaces "ready" in the run's result.
+STARTING = "starting"
+READY = "ready"
+FAILED = "failed"
+HUNG = "hung"
+TIMEOUT = "timeout"
+INTERRUPTED = "interrupted"
+REGRESSION = "regression"
+
+VERDICTS: tuple[str, ...] = (STARTING, READY, FAILED, HUNG, TIMEOUT, INTERRUPTED, REGRESSION)
+FINAL_VERDICTS: tuple[str, ...] = (READY, FAILED, HUNG, TIMEOUT, INTERRUPTED)
+SERVING_VERDICTS: tuple[str, ...] = (READY, REGRESSION)
+
+# -- exit codes ----------------------------------------------------------------------------------------
+EXIT_CODES: dict[str, int] = {READY: 0, FAILED: 1, HUNG: 2, TIMEOUT: 3, INTERRUPTED: 130}
+EXIT_REGRESSION = 4  # only with --fail-on-regression; otherwise a regression exits 0 like ready
+EXIT_USAGE = 64
+EXIT_INTERNAL = 70
+
+# -- phases --------------------------------------------------------------------------------------------
+# Engine-neutral startup phases, in the order a start goes through them. Within one start the phase only
+# moves forward along this tuple.
+PHASES: tuple[str, ...] = (
+    "process_start",
+    "distributed_init",
+    "weights_loading",
+    "weights_loaded",
+    "kv_cache",
+    "compile",
+    "cuda_graph",
+    "http_listening",
+    "warmup",
+    "ready",
+)
+PHASE_INDEX: dict[str, int] = {p: i for i, p in enumerate(PHASES)}
+
+# -- failure categories --------------------------------------------------------------------------------
+# Rank = how specific (how close to the root cause) a category is: when several failure lines are seen,
+# the highest rank wins; ties go to the earliest line. Generic wrappers ("Scheduler hit an exception",
+# "EngineCore failed to start") are ``other`` with WRAPPER_RANK so that anything more specific wins.
+CATEGORY_RANK: dict[str, int] = {
+    "gpu_occupied": 100,
+    "kernel_image": 95,
+    "bad_argument": 94,
+    "port_in_use": 92,
+    "trust_remote_code": 90,
+    "model_not_found": 88,
+    "quantization": 82,
+    "oom": 80,
+    "corrupt_weights": 75,
+    "import_error": 70,
+    "nccl": 60,
+    "warmup_failed": 40,
+    "other": 20,
+}
+WRAPPER_RANK = 0
+# From the server's answers, not its log: it serves, but not valid text.
+BAD_GENERATION = "bad_generation"
+FAILURE_CATEGORIES: tuple[str, ...] = (
+    "oom",
+    "gpu_occupied",
+    "quantization",
+    "kernel_image",
+    "corrupt_weights",
+    "nccl",
+    "port_in_use",
+    "import_error",
+    "trust_remote_code",
+    "warmup_failed",
+    "model_not_found",
+    "bad_argument",
+    "other",
+)
+ALL_FAILURES: tuple[str, ...] = (*FAILURE_CATEGORIES, BAD_GENERATION)
+
+
+def exit_code(verdict: str, fail_on_regression: bool = False) -> int:
+    """The process exit code of a final verdict (``regression`` exits 4 only when asked to)."""
+    if verdict == REGRESSION:
+        return EXIT_REGRESSION if fail_on_regression else EXIT_CODES[READY]
+    return EXIT_CODES[verdict]
