@@ -305,3 +305,14 @@ def test_sidecar_by_url_follows_the_port_closing_and_opening_again(weights: Path
         if fl.poll() is None:
             fl.kill()
             fl.wait()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--pid", "1", "--pid-from", "x"], "exclude each other"),
+    (["--pid-from", "(unclosed"], "not a valid regular expression"),
+    (["--pid-from", "no-such-process-" + uuid.uuid4().hex], "no process matches"),
+    (["--serve-readiness", "0", "--record", "/tmp/x.jsonl"], "--record"),
+])
+def test_watch_process_options_are_checked(args: list[str], needle: str):
+    r = run_firstlight("watch", "http://127.0.0.1:1", "--timeout", "1", *args)
+    assert r.rc == 64 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
