@@ -316,3 +316,32 @@ def test_sidecar_by_url_follows_the_port_closing_and_opening_again(weights: Path
 def test_watch_process_options_are_checked(args: list[str], needle: str):
     r = run_firstlight("watch", "http://127.0.0.1:1", "--timeout", "1", *args)
     assert r.rc == 64 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_sidecar_restarted_under_a_serving_engine_records_no_cold_start(weights: Path, reap: list[int],
+                                                                          tmp_path: Path):
+    port, rport, token = free_port(), free_port(), f"tok-{uuid.uuid4().hex[:8]}"
+    sim = _start_sim("normal", port, token, weights, reap)
+    wait_for(lambda: answers_http(port), 60, "the engine serving before the sidecar starts")
+    history = tmp_path / "history.sqlite3"
+    fl = subprocess.Popen(firstlight_cmd("watch", f"http://127.0.0.1:{port}", "--pid-from", token, *FAST,
+                                         "--history", str(history), "--serve-readiness", f"127.0.0.1:{rport}"),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        body = wait_for(lambda: answers(rport, "/readyz", 200, start=1), 60, "/readyz 200")
+        assert body["pid"] == sim.pid
+        fl.send_signal(signal.SIGTERM)
+        _, err = fl.communicate(timeout=30)
+    finally:
+        if fl.poll() is None:
+            fl.kill()
+            fl.wait()
+    assert f"pid {sim.pid} started before this watch: not recorded" in err
+    assert not history.exists() or not History(history).runs()
+
+
+def answers_http(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
