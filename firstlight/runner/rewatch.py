@@ -207,26 +207,24 @@ class Rewatch:
         closed_in_a_row = 0
         while not self.stop.is_set():
             if target.pid is not None:
-                gone = not target.alive()
-                what = f"server pid {target.pid} exited"
+                gone, signal_name, what = not target.alive(), "process", f"server pid {target.pid} exited"
             else:
                 closed_in_a_row = 0 if port_open(self.url, timeout=min(1.0, self.poll_s * 4)) else closed_in_a_row + 1
                 gone = closed_in_a_row >= 2  # one refused connect may be a blip; two in a row is a closed port
-                what = f"{self.url} stopped accepting connections"
+                signal_name, what = "probe:port", f"{self.url} stopped accepting connections"
             if gone:
-                self._serving_ended(outcome, what)
+                self._serving_ended(outcome, signal_name, what)
                 return
             self.stop.wait(self.poll_s)
 
-    def _serving_ended(self, outcome: Outcome, what: str) -> None:
+    def _serving_ended(self, outcome: Outcome, signal_name: str, what: str) -> None:
         now = self.clock()
         s = dict(outcome.summary)
         served = now - s["ready_at"] if isinstance(s.get("ready_at"), int | float) else None
         s.update(verdict=FAILED, phase="serving", failure="other", ended_at=now,
                  hint="the engine stopped after it was serving; read its last log lines",
-                 evidence=[Evidence("process" if "pid" in what else "probe:port",
-                                    what + (f" after serving for {served:.0f}s" if served is not None else ""),
-                                    now).to_dict()])
+                 evidence=[Evidence(signal_name, what + (f" after serving for {served:.0f}s" if served is not None
+                                                         else ""), now).to_dict()])
         self.reporter.summary(s)
 
     def _stopped(self, last: Outcome | None) -> Outcome:
