@@ -387,13 +387,13 @@ def _sidecar(url: str, pid: int | None, matcher: ProcessMatcher | None, log_file
     if first is not None and first.command:
         matcher = ProcessMatcher.exact(list(first.command))
     reporter = _reporters(kw["as_json"], True, kw.get("metrics_port"), kw["serve_readiness"])
-
     born = psutil.Process().create_time()
 
     def run_start(target: Target) -> Outcome:
         cfg, profile = _watch_setup(url, target.pid, log_file, kw)
-        if target.create_time is not None and target.create_time < born and cfg.history.enabled:
-            # the sidecar restarted under a running engine: this is no cold start, keep it out of the budget
+        if first is None and target.create_time is not None and target.create_time < born and cfg.history.enabled:
+            # --pid-from found an engine older than this sidecar: the sidecar restarted under a running engine,
+            # which is no cold start; keep it out of the budget (--pid names a start on purpose: recorded)
             cfg.history.enabled = False
             reporter.message(f"pid {target.pid} started before this watch: not recorded in the history")
         return Session(cfg, profile, reporter, _redactor(cfg.watched_command, kw["api_key"])).run()
