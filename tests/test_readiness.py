@@ -172,6 +172,24 @@ def test_rewatch_reports_the_end_of_serving_and_watches_the_next_process():
     assert out.verdict == "interrupted" and out.exit_code == 130
 
 
+def test_rewatch_watches_the_same_start_again_after_a_timeout():
+    engine = _waiting_child()
+    watched: list[int | None] = []
+
+    def run_start(target: Target) -> Outcome:
+        watched.append(target.pid)
+        verdict = "timeout" if len(watched) == 1 else "interrupted"
+        return Outcome(verdict, 3 if verdict == "timeout" else 130, {"verdict": verdict})
+
+    try:
+        first = Target.of(engine.pid)
+        out = Rewatch(run_start, Recorder(), "http://127.0.0.1:1", first=first, poll_s=0.02).run()
+    finally:
+        engine.kill()
+        engine.wait()
+    assert watched == [engine.pid, engine.pid] and out.verdict == "interrupted"
+
+
 def test_the_matcher_finds_the_top_process_of_a_matching_tree_and_never_itself():
     token = f"tok-{uuid.uuid4().hex[:8]}"
     child = f"import time; time.sleep(120)  # {token}"
