@@ -5,6 +5,7 @@ runs a Session, and maps the verdict to an exit code. Nothing here judges or sam
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -188,6 +189,7 @@ def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any]) -> Probe
         connect_timeout=kw["connect_timeout"], read_timeout=kw["read_timeout"],
         generation_timeout=kw["generation_timeout"],
         min_interval=kw.get("poll_min", 0.1), max_interval=kw.get("poll_max", 1.0),
+        explicit=frozenset({"health_path"} if kw["health_path"] else ()),
     )
 
 
@@ -366,13 +368,14 @@ def _watch_setup(url: str, pid: int | None, log_file: Path | None, kw: dict[str,
     profile = _profile(kw["engine"], command)
     probe = _probe_config(url, profile, kw)
     after, history = _after_ready_config(kw)
+    model_path = kw["model_path"]
+    if model_path is None and command:
+        model = model_path_from_command(command)
+        model_path = Path(model) if model else None
     cfg = Config(command=[], pid=pid, log_file=log_file, watched_command=command, after=after, history=history,
                  engine=kw["engine"] or detect_from_command(command),
-                 model_path=kw["model_path"], probe=probe, judge=_judge_config(kw),
+                 model_path=model_path, probe=probe, judge=_judge_config(kw),
                  sample_interval=kw["sample_interval"])
-    if kw["model_path"] is None and command:
-        model = model_path_from_command(command)
-        cfg.model_path = Path(model) if model else None
     return cfg, profile
 
 
@@ -394,12 +397,13 @@ def _sidecar(url: str, pid: int | None, matcher: ProcessMatcher | None, log_file
         if first is None and target.create_time is not None and target.create_time < born and cfg.history.enabled:
             # --pid-from found an engine older than this sidecar: the sidecar restarted under a running engine,
             # which is no cold start; keep it out of the budget (--pid names a start on purpose: recorded)
-            cfg.history.enabled = False
+            cfg = dataclasses.replace(cfg, history=dataclasses.replace(cfg.history, enabled=False))
             reporter.message(f"pid {target.pid} started before this watch: not recorded in the history")
         return Session(cfg, profile, reporter, _redactor(cfg.watched_command, kw["api_key"])).run()
 
     try:
-        return Rewatch(run_start, reporter, probe.url, matcher=matcher, first=first, log_file=log_file).run()
+        return Rewatch(run_start, reporter, probe.url, matcher=matcher, first=first, log_file=log_file,
+                       engine=kw["engine"] or "generic").run()
     finally:
         reporter.close()
 

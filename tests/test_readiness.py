@@ -20,6 +20,7 @@ import pytest
 from firstlight.history import History
 from firstlight.judge import Assessment, Progress
 from firstlight.report.readiness import ReadinessServer, parse_bind
+from firstlight.result import RunResult
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
 from firstlight.runner.session import Outcome
 from firstlight.sim.server import free_port
@@ -64,17 +65,17 @@ def test_endpoints_answer_from_the_state_they_are_told():
         assert body["eta_s"] == 42.0 and body["progress"]["weights_fraction"] == 0.4 and body["pid"] == 4242
         assert set(body) >= {"phase", "level", "progress", "eta_s", "verdict", "evidence"}
         assert get(p, "/startupz")[0] == 503 and get(p, "/livez")[0] == 200
-        ready = {"verdict": "ready", "phase": "ready", "level": "generation",
-                 "evidence": [{"signal": "probe:generation", "value": "' Paris'", "since": 1.0}]}
+        ready = _outcome("ready", level="generation", ready_at=1.0,
+                         evidence=({"signal": "probe:generation", "value": "' Paris'", "since": 1.0},)).result
         server.verdict(ready)
         assert [get(p, e)[0] for e in ("/readyz", "/livez", "/startupz")] == [200, 200, 200]
         assert get(p, "/readyz")[1]["evidence"][0]["signal"] == "probe:generation"
-        server.summary({**ready, "verdict": "failed", "phase": "serving"})  # supervision: the server died
+        server.summary(ready.died_serving(0, 2.0))  # supervision: the server died
         assert [get(p, e)[0] for e in ("/readyz", "/livez", "/startupz")] == [503, 503, 503]
         server.started({"pid": 4243})  # the next start: alive again, startup not reached yet
         assert [get(p, e)[0] for e in ("/readyz", "/livez", "/startupz")] == [503, 200, 503]
         assert get(p, "/readyz")[1]["start"] == 2
-        server.summary({"verdict": "hung", "phase": "weights_loaded"})
+        server.summary(_outcome("hung").result)
         assert get(p, "/livez")[0] == 503
         assert get(p, "/nope")[0] == 404 and get(p, "/readyz/x")[0] == 404
         assert httpx.post(f"http://127.0.0.1:{p}/readyz", timeout=2).status_code == 405
@@ -128,14 +129,21 @@ class Recorder:
     def event(self, ev: Any, a: Any) -> None: ...
     def status(self, a: Any) -> None: ...
     def server_line(self, stream: str, text: str) -> None: ...
-    def verdict(self, summary: dict[str, Any]) -> None: ...
+    def verdict(self, result: RunResult) -> None: ...
     def close(self) -> None: ...
 
     def message(self, text: str) -> None:
         self.messages.append(text)
 
-    def summary(self, summary: dict[str, Any]) -> None:
-        self.summaries.append(summary)
+    def summary(self, result: RunResult) -> None:
+        self.summaries.append(result.to_dict())
+
+
+def _outcome(verdict: str, **kw: Any) -> Outcome:
+    now = time.time()
+    result = RunResult(verdict=verdict, phase="ready" if verdict == "ready" else "weights_loading", started_at=now,
+                       ended_at=now, engine="sim", url="http://127.0.0.1:1", **kw)
+    return Outcome(result, result.exit_code())
 
 
 def _waiting_child() -> subprocess.Popen[bytes]:
@@ -156,8 +164,8 @@ def test_rewatch_reports_the_end_of_serving_and_watches_the_next_process():
         if target.pid == first.pid:
             assert first.stdin is not None
             first.stdin.close()  # it serves, then exits: the loop must notice and say so
-            return Outcome("ready", 0, {"verdict": "ready", "ready_at": time.time(), "phase": "ready"})
-        return Outcome("interrupted", 130, {"verdict": "interrupted"})
+            return _outcome("ready", ready_at=time.time())
+        return _outcome("interrupted")
 
     try:
         out = Rewatch(run_start, reporter, "http://127.0.0.1:1", matcher=Matcher("unused"), poll_s=0.02).run()
@@ -178,8 +186,7 @@ def test_rewatch_watches_the_same_start_again_after_a_timeout():
 
     def run_start(target: Target) -> Outcome:
         watched.append(target.pid)
-        verdict = "timeout" if len(watched) == 1 else "interrupted"
-        return Outcome(verdict, 3 if verdict == "timeout" else 130, {"verdict": verdict})
+        return _outcome("timeout" if len(watched) == 1 else "interrupted")
 
     try:
         first = Target.of(engine.pid)

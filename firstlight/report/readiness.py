@@ -32,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from firstlight.judge import Assessment, Event
-from firstlight.result import summary_dict
+from firstlight.result import RunResult, summary_dict
 from firstlight.vocab import FAILED, HUNG, SERVING_VERDICTS, STARTING
 
 ENDPOINTS = ("/readyz", "/livez", "/startupz")
@@ -194,11 +194,11 @@ class ReadinessServer:
     def message(self, text: str) -> None:
         pass
 
-    def verdict(self, summary: Any) -> None:
-        self.summary(summary)
+    def verdict(self, result: RunResult) -> None:
+        self.summary(result)
 
-    def summary(self, summary: Any) -> None:
-        s = summary_dict(summary)
+    def summary(self, result: RunResult) -> None:
+        s = summary_dict(result)
         with self.state.lock:
             st = self.state
             st.verdict = s.get("verdict") or FAILED

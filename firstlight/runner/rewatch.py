@@ -28,15 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import psutil
 
-from firstlight.judge import Evidence
 from firstlight.probes.ladder import split_url
 from firstlight.report.base import Reporter
-from firstlight.runner.session import Outcome
-from firstlight.vocab import EXIT_CODES, FAILED, INTERRUPTED, SERVING_VERDICTS, TIMEOUT
+from firstlight.result import RunResult
+from firstlight.runner.session import STOP_SIGNALS, Outcome
+from firstlight.vocab import INTERRUPTED, SERVING_VERDICTS, TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -124,20 +123,25 @@ class Rewatch:
 
     def __init__(self, run_start: Callable[[Target], Outcome], reporter: Reporter, url: str, *,
                  matcher: ProcessMatcher | None = None, first: Target | None = None, log_file: Path | None = None,
-                 poll_s: float = 0.25, clock: Callable[[], float] = time.time) -> None:
-        self.run_start, self.reporter, self.url = run_start, reporter, url
+                 engine: str = "generic", poll_s: float = 0.25, clock: Callable[[], float] = time.time) -> None:
+        self.run_start, self.reporter, self.url, self.engine = run_start, reporter, url, engine
         self.matcher, self.first, self.log_file = matcher, first, log_file
         self.poll_s, self.clock = poll_s, clock
         self.stop = threading.Event()
         self.starts = 0
         self._signal: str | None = None
+        self._between = "between starts"  # what the loop was doing when a signal came
+        self.started_at = clock()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signal = signal.Signals(signum).name
         self.stop.set()
 
     def run(self) -> Outcome:
-        handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        handlers = {}
+        for s in STOP_SIGNALS:
+            with contextlib.suppress(ValueError, OSError):  # not the main thread (library use), or unsupported
+                handlers[s] = signal.signal(s, self._on_signal)
         last: Outcome | None = None
         try:
             previous: Target | None = None
@@ -152,7 +156,7 @@ class Rewatch:
                 if last.verdict == INTERRUPTED:
                     return last
                 if last.verdict in SERVING_VERDICTS:
-                    self._while_serving(target, last)
+                    last = self._while_serving(target, last)
                 elif last.verdict == TIMEOUT and (target.pid is None or target.alive()):
                     continue  # no verdict yet within --timeout: the same start, watched again as a new run
                 previous, target = target, None
@@ -202,37 +206,33 @@ class Rewatch:
                 return  # not there yet: nothing old to re-read
             self.stop.wait(min(self.poll_s, 0.1))
 
-    def _while_serving(self, target: Target, outcome: Outcome) -> None:
+    def _while_serving(self, target: Target, outcome: Outcome) -> Outcome:
         """Serving: check that the engine is still there (cheaply, never a generation); when it goes, say so."""
         closed_in_a_row = 0
-        while not self.stop.is_set():
-            if target.pid is not None:
-                gone, signal_name, what = not target.alive(), "process", f"server pid {target.pid} exited"
-            else:
-                closed_in_a_row = 0 if port_open(self.url, timeout=min(1.0, self.poll_s * 4)) else closed_in_a_row + 1
-                gone = closed_in_a_row >= 2  # one refused connect may be a blip; two in a row is a closed port
-                signal_name, what = "probe:port", f"{self.url} stopped accepting connections"
-            if gone:
-                self._serving_ended(outcome, signal_name, what)
-                return
-            self.stop.wait(self.poll_s)
-
-    def _serving_ended(self, outcome: Outcome, signal_name: str, what: str) -> None:
-        now = self.clock()
-        s = dict(outcome.summary)
-        served = now - s["ready_at"] if isinstance(s.get("ready_at"), int | float) else None
-        s.update(verdict=FAILED, phase="serving", failure="other", ended_at=now,
-                 hint="the engine stopped after it was serving; read its last log lines",
-                 evidence=[Evidence(signal_name, what + (f" after serving for {served:.0f}s" if served is not None
-                                                         else ""), now).to_dict()])
-        self.reporter.summary(s)
+        self._between = "while serving"
+        try:
+            while not self.stop.is_set():
+                if target.pid is not None:
+                    gone, signal_name, what = not target.alive(), "process", f"server pid {target.pid} exited"
+                else:
+                    is_open = port_open(self.url, timeout=min(1.0, self.poll_s * 4))
+                    closed_in_a_row = 0 if is_open else closed_in_a_row + 1
+                    gone = closed_in_a_row >= 2  # one refused connect may be a blip; two in a row is a closed port
+                    signal_name, what = "probe:port", f"{self.url} stopped accepting connections"
+                if gone:
+                    ended = outcome.result.ended_serving(signal_name, what, self.clock())
+                    self.reporter.summary(ended)
+                    return Outcome(ended, ended.exit_code())
+                self.stop.wait(self.poll_s)
+            return outcome
+        finally:
+            self._between = "between starts"
 
     def _stopped(self, last: Outcome | None) -> Outcome:
-        now = self.clock()
-        why = f"{self._signal or 'stop'} received between starts"
-        s: dict[str, Any] = dict(last.summary) if last is not None else {"phase": None, "started_at": None}
-        s.update(verdict=INTERRUPTED, ended_at=now, starts=self.starts,
-                 evidence=[Evidence("signal", why, now).to_dict()])
-        out = Outcome(INTERRUPTED, EXIT_CODES[INTERRUPTED], s)
-        self.reporter.summary(s)
-        return out
+        now, why = self.clock(), self._signal or "stop"
+        if last is None:
+            result = RunResult.never_started(self.url, self.engine, self.started_at, why, now)
+        else:
+            result = last.result.interrupted(why, now, self._between)
+        self.reporter.summary(result)
+        return Outcome(result, result.exit_code())
