@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import yaml
 from firstlight.history import DeploymentKey, History
 from firstlight.history.k8s import nearest_rank, probe_budget
 from firstlight.sim.server import free_port
-from tests.conftest import REPO, run_firstlight
+from tests.conftest import REPO, require, run_firstlight
 
 MANIFESTS = sorted((REPO / "deploy" / "k8s").glob("*.yaml"))
 SIDECARS = [p for p in MANIFESTS if "sidecar" in p.name]
@@ -31,9 +30,7 @@ def validate() -> Any:
     try:
         from kubernetes_validate import utils
     except ImportError:
-        if os.environ.get("CI") in ("true", "1"):
-            pytest.fail("kubernetes-validate must be installed in CI (the test extra)")
-        pytest.skip("kubernetes-validate is not installed: pip install -e '.[test]'")
+        require(False, "kubernetes-validate (the test extra: pip install -e '.[test]')")
 
     def check(doc: dict[str, Any], version: str) -> None:
         # SchemaNotFoundError (an unknown kind) and ValidationError both raise: nothing passes unchecked.
