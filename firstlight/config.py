@@ -22,7 +22,7 @@ class ProbeConfig:
     max_tokens: int = 8
     expect: str | None = None  # regex the generated text must match
     model: str | None = None  # model name for requests; None: the first id /v1/models lists
-    health_path: str = "/health"
+    health_path: str | None = None  # None: the engine's own; set by the user (--health-path), it always wins
     models_path: str | None = "/v1/models"
     completions_path: str = "/v1/completions"
     chat_path: str = "/v1/chat/completions"

@@ -181,7 +181,7 @@ class Session:
         for s in self.samplers:
             s.start(self._sink)
         threading.Thread(target=self._weights, name="firstlight-weights", daemon=True).start()
-        ladder = Ladder(cfg.probe, self.clock)
+        ladder = Ladder(cfg.probe, self.clock, endpoints=self.profile.endpoints)
         self.ladder_loop = LadderLoop(ladder, self._sink, cfg.probe.min_interval, cfg.probe.max_interval,
                                       identify=self.detector is not None)
         self.ladder_loop.start()
@@ -239,9 +239,8 @@ class Session:
         self.detector = None
         self.profile = judge.profile = get_profile(name)
         self._expect_from_history()  # the deployment key names the engine: look again now it is known
-        if self.ladder_loop is not None and self.cfg.probe.health_path == get_profile("generic").endpoints.health:
-            ep = self.profile.endpoints
-            self.ladder_loop.ladder.use_endpoints(ep.health, ep.models, ep.completions, ep.chat)
+        if self.ladder_loop is not None:  # the ladder keeps the user's --health-path, if any
+            self.ladder_loop.ladder.use_endpoints(self.profile.endpoints)
         self.reporter.event(Event(t, "note", message), judge.assess(t))
 
     def _loop(self, judge: Judge) -> Assessment:
