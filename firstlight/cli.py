@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ from firstlight.samplers.weights import model_path_from_command
 from firstlight.sim.scenarios import SCENARIOS
 from firstlight.timeline import Level
 from firstlight.wire import normalise_url, split_url
+from firstlight.wire.deadline import resolve
 
 EXIT_HELP = """\b
 Exit codes:
@@ -170,14 +170,16 @@ def _profile(engine: str | None, command: Sequence[str] = ()) -> EngineProfile:
         raise _fail_usage(str(e)) from None
 
 
-def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any]) -> ProbeConfig:
+def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any], resolve_within: float = 10.0) -> ProbeConfig:
     try:
         url = normalise_url(url)
         host, port = split_url(url)
     except ValueError as e:
         raise _fail_usage(str(e)) from None
     try:  # a typo in the host would otherwise look like a server that never opens its port, until --timeout
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        resolve(host, port, resolve_within)  # bounded: getaddrinfo itself has no timeout
+    except TimeoutError:
+        raise _fail_usage(f"cannot resolve host {host!r} of {url} (no answer from the resolver)") from None
     except OSError as e:
         raise _fail_usage(f"cannot resolve host {host!r} of {url} ({e.strerror or e})") from None
     ep = profile.endpoints
@@ -354,7 +356,7 @@ def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
     kw["read_timeout"] = min(kw["read_timeout"], timeout)
     kw["generation_timeout"] = min(kw["generation_timeout"], timeout)
     kw["connect_timeout"] = min(kw["connect_timeout"], timeout)
-    cfg = _probe_config(url, profile, kw)
+    cfg = _probe_config(url, profile, kw, resolve_within=min(10.0, timeout))
     redactor = _redactor((), kw["api_key"])
     top = Level.parse(level)
     with Ladder(cfg, endpoints=profile.endpoints) as ladder:

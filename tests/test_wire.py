@@ -59,9 +59,9 @@ def test_a_server_trickling_header_bytes_cannot_hold_a_request():
 
 
 def test_header_bytes_are_capped():
-    with fault_server("endless_headers") as s, Wire(s.url, connect_timeout=1.0) as wire:
-        with pytest.raises(WireError) as e:
-            wire.get("/health", read_timeout=30.0)
+    with fault_server("endless_headers") as s, Wire(s.url, connect_timeout=1.0) as wire, \
+            pytest.raises(WireError) as e:
+        wire.get("/health", read_timeout=30.0)
     assert "not a valid HTTP answer" in str(e.value) and not e.value.timed_out
 
 

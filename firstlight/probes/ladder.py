@@ -62,7 +62,7 @@ class Ladder:
         self._endpoints = endpoints or Endpoints(health="/health", models=cfg.models_path,
                                                  completions=cfg.completions_path, chat=cfg.chat_path)
         self.model: str | None = cfg.model
-        self.requests: Counter[str] = Counter()  # requests sent, by level (for the summary)
+        self._requests: Counter[str] = Counter()
         self._count_lock = threading.Lock()
 
     def close(self) -> None:
@@ -88,9 +88,15 @@ class Ladder:
     def health_path(self) -> str:
         return self.cfg.health_path or self._endpoints.health
 
+    @property
+    def requests(self) -> dict[str, int]:
+        """Requests sent so far, by level (for the summary): a copy, safe to read from another thread."""
+        with self._count_lock:
+            return dict(self._requests)
+
     def _count(self, what: str, n: int = 1) -> None:
         with self._count_lock:
-            self.requests[what] += n
+            self._requests[what] += n
 
     # -- the rungs -------------------------------------------------------------------------------------
     def climb(self, top: Level = Level.GENERATION, sink: ProbeSink | None = None,
