@@ -50,7 +50,7 @@ def _held(results: list[Probe]) -> Level:
 
 def test_a_server_trickling_header_bytes_cannot_hold_a_request():
     # Status line, then one header byte a second for ever: httpx's read timeout alone never fires.
-    with fault_server("header_trickle") as s, Ladder(_cfg(s.url)) as ladder:
+    with fault_server("header_trickle") as s, Ladder(_cfg(s.url, read_timeout=3.0)) as ladder:
         t, box = _in_thread(ladder.climb)
         wait_for(lambda: not t.is_alive(), 60, "the climb to end by its deadline")
     results = box[0]

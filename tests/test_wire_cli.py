@@ -32,9 +32,10 @@ def test_probe_timeout_bounds_the_whole_call_not_each_request():
 
 
 def test_watch_sees_a_server_recover_after_a_request_that_trickled():
-    # The first request trickles header bytes for ever; a probing thread stuck in it would never see READY.
+    # The first request trickles a header byte a second for ever (each read well within --read-timeout 3): a
+    # probing thread stuck in it would never see READY.
     with fault_server("header_trickle", trickle_first=1) as s:
-        r = run_firstlight("watch", s.url, "--json", "--timeout", "60", "--read-timeout", "1", *FAST)
+        r = run_firstlight("watch", s.url, "--json", "--timeout", "60", "--read-timeout", "3", *FAST)
     assert r.rc == 0, r.stderr[-2000:]
     assert r.summary["verdict"] == "ready"
 

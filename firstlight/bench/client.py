@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import random
 import time
 from collections.abc import AsyncIterator, Callable
@@ -88,8 +89,8 @@ class BenchConfig:
             raise ValueError("num_requests must be at least 1")
         for name in ("duration_s", "request_timeout", "connect_timeout"):
             v = getattr(self, name)
-            if v is not None and v <= 0:
-                raise ValueError(f"{name} must be positive")
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a positive, finite number of seconds")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
