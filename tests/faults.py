@@ -189,6 +189,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that gave up (a deadline passed) is what these servers are for
+
+
 class FaultServer:
     """``mode`` picks the misbehaviour; ``trickle_first`` (header_trickle: how many requests trickle before it
     recovers), ``delay`` (slow: seconds before each answer) and ``fail_first`` (generations answered 503 first)
@@ -214,7 +219,7 @@ class FaultServer:
                                               "lock": threading.Lock(), "stop": self._stop,
                                               "trickle_first": trickle_first, "delay": delay,
                                               "fail_first": fail_first})
-            self._http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            self._http = _QuietServer(("127.0.0.1", 0), handler)
             self._http.daemon_threads = True
             self.port = self._http.server_address[1]
             threading.Thread(target=self._http.serve_forever, daemon=True).start()
