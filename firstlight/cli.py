@@ -185,11 +185,12 @@ def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any], resolve_
     ep = profile.endpoints
     return ProbeConfig(
         url=url, api=kw["api"], prompt=kw["prompt"], max_tokens=kw["max_tokens"], expect=kw["expect"],
-        model=kw["served_model"], api_key=kw["api_key"], health_path=kw["health_path"],
+        model=kw["served_model"], api_key=kw["api_key"], health_path=kw["health_path"] or ep.health,
         models_path=ep.models, completions_path=ep.completions, chat_path=ep.chat,
         connect_timeout=kw["connect_timeout"], read_timeout=kw["read_timeout"],
         generation_timeout=kw["generation_timeout"],
         min_interval=kw.get("poll_min", 0.1), max_interval=kw.get("poll_max", 1.0),
+        explicit=frozenset({"health_path"} if kw["health_path"] else ()),
     )
 
 
@@ -324,13 +325,14 @@ def watch(url: str, pid: int | None, log_file: Path | None, **kw: Any) -> None:
     profile = _profile(kw["engine"], command)
     probe = _probe_config(url, profile, kw)
     after, history = _after_ready_config(kw)
+    model_path = kw["model_path"]
+    if model_path is None and command:
+        model = model_path_from_command(command)
+        model_path = Path(model) if model else None
     cfg = Config(command=[], pid=pid, log_file=log_file, watched_command=command, after=after, history=history,
                  engine=kw["engine"] or detect_from_command(command),
-                 model_path=kw["model_path"], probe=probe, judge=_judge_config(kw),
+                 model_path=model_path, probe=probe, judge=_judge_config(kw),
                  sample_interval=kw["sample_interval"])
-    if kw["model_path"] is None and command:
-        model = model_path_from_command(command)
-        cfg.model_path = Path(model) if model else None
     outcome = _run(cfg, profile, kw, _redactor(command, kw["api_key"]))
     sys.exit(outcome.exit_code)
 

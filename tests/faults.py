@@ -116,6 +116,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._record()
         n = int(self.headers.get("Content-Length") or 0)
         req = json.loads(self.rfile.read(n) or b"{}")
+        self.seen[-1]["model"] = req.get("model") if isinstance(req, dict) else None
         m = self.mode
         if m == "header_trickle" and self._header_trickle():
             return None

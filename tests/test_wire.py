@@ -124,7 +124,7 @@ def test_each_probe_reaches_the_sink_while_the_climb_goes_on():
 def test_endpoints_learnt_at_run_time_never_touch_the_config_and_the_users_health_path_wins():
     sglang = get_profile("sglang").endpoints
     with fault_server("ok") as s:
-        mine = _cfg(s.url, health_path="/my-health")
+        mine = _cfg(s.url, health_path="/my-health", explicit=frozenset({"health_path"}))
         before = dataclasses.asdict(mine)
         with Ladder(mine) as ladder:
             ladder.use_endpoints(sglang)

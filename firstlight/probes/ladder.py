@@ -48,8 +48,9 @@ _RUNGS: tuple[tuple[str, Level], ...] = (("port_open", Level.PORT), ("health", L
 class Ladder:
     """Climbs the readiness ladder against one server.
 
-    ``endpoints``: the engine's paths (default: the ``ProbeConfig``'s); :meth:`use_endpoints` swaps them when
-    the engine becomes known at run time. The health path is ``cfg.health_path`` when the user set one.
+    The paths come from the ``ProbeConfig``; ``endpoints`` (at construction, or :meth:`use_endpoints` once the
+    engine is known at run time) replace those the user did not set (``cfg.explicit``): an explicit
+    ``--health-path`` always wins.
     """
 
     def __init__(self, cfg: ProbeConfig, clock: Callable[[], float] = time.time,
@@ -59,8 +60,10 @@ class Ladder:
         self.wire = wire or Wire(cfg.url, api_key=cfg.api_key, connect_timeout=cfg.connect_timeout)
         self.base = self.wire.base
         self.host, self.port = self.wire.host, self.wire.port
-        self._endpoints = endpoints or Endpoints(health="/health", models=cfg.models_path,
-                                                 completions=cfg.completions_path, chat=cfg.chat_path)
+        self._endpoints = Endpoints(health=cfg.health_path, models=cfg.models_path,
+                                    completions=cfg.completions_path, chat=cfg.chat_path)
+        if endpoints is not None:
+            self.use_endpoints(endpoints)
         self.model: str | None = cfg.model
         self._requests: Counter[str] = Counter()
         self._count_lock = threading.Lock()
@@ -76,17 +79,24 @@ class Ladder:
 
     # -- run-time state ----------------------------------------------------------------------------------
     def use_endpoints(self, endpoints: Endpoints) -> None:
-        """Probe the engine's own endpoints from the next climb on (the config is left alone; a health path
-        the user gave still wins). Safe from another thread: one reference is swapped."""
-        self._endpoints = endpoints
+        """Probe the engine's own endpoints from the next climb on, except where the user set a path. The
+        config is never written; the ladder keeps them in its own state (one reference, swapped whole)."""
+        cfg, explicit = self.cfg, self.cfg.explicit
+        self._endpoints = Endpoints(
+            health=cfg.health_path if "health_path" in explicit else endpoints.health,
+            models=cfg.models_path if "models_path" in explicit else endpoints.models,
+            completions=cfg.completions_path if "completions_path" in explicit else endpoints.completions,
+            chat=cfg.chat_path if "chat_path" in explicit else endpoints.chat,
+        )
 
     @property
-    def endpoints(self) -> Endpoints:
+    def paths(self) -> Endpoints:
+        """The paths the next climb probes."""
         return self._endpoints
 
     @property
     def health_path(self) -> str:
-        return self.cfg.health_path or self._endpoints.health
+        return self._endpoints.health
 
     @property
     def requests(self) -> dict[str, int]:

@@ -3,13 +3,14 @@
 All the endpoints are asked at once, each request bounded by the same deadline, so a server whose endpoints
 never answer costs ``budget_s`` in all, not one full timeout per endpoint. Answers are weighed in a fixed order:
 ``/v1/models``' ``owned_by`` (the server naming itself) first, then each engine's own endpoints, then
-``/metrics`` prefixes.
+``/metrics`` prefixes; the answer is given as soon as those received decide it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from firstlight.wire.client import Answer, Wire
 
@@ -28,32 +29,44 @@ def identify_engine(wire: Wire, budget_s: float = IDENTIFY_BUDGET_S) -> tuple[st
 
     paths = identify_paths()
     until = time.monotonic() + budget_s
-    answers: dict[str, Answer] = {}
-    lock = threading.Lock()
+    answers: dict[str, Answer | None] = {}  # None: asked, no usable answer
+    changed = threading.Condition()
 
     def ask(path: str) -> None:
+        answer: Answer | None
         try:
-            a = wire.get(path, read_timeout=budget_s, deadline_at=until)
+            answer = wire.get(path, read_timeout=budget_s, deadline_at=until)
         except Exception:  # WireError or worse: identification is best effort, never fatal
-            return
-        with lock:
-            answers[path] = a
+            answer = None
+        with changed:
+            answers[path] = answer
+            changed.notify_all()
 
-    threads = [threading.Thread(target=ask, args=(p,), name="firstlight-identify", daemon=True) for p in paths]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(max(0.0, until - time.monotonic()) + 0.5)
-    with lock:
-        got = dict(answers)
+    for p in paths:
+        threading.Thread(target=ask, args=(p,), name="firstlight-identify", daemon=True).start()
+    with changed:
+        while True:
+            decided, found = _decide(paths, answers, detect_from_endpoint)
+            left = until - time.monotonic()
+            if decided or left <= 0:
+                return found
+            changed.wait(left)
+
+
+def _decide(paths: list[str], answers: dict[str, Answer | None],
+            detect: Callable[[str, int, str], str | None]) -> tuple[bool, tuple[str, str] | None]:
+    """(decided, result) from the answers so far, weighed in ``paths`` order: decided once a path names the
+    engine and every path before it has answered without naming one, or once all have answered."""
     for path in paths:
-        a = got.get(path)
+        if path not in answers:
+            return False, None  # a path weighed earlier is still out
+        a = answers[path]
         if a is None:
             continue
         try:
-            name = detect_from_endpoint(path, a.status, a.body[:65536].decode("utf-8", "replace"))
+            name = detect(path, a.status, a.body[:65536].decode("utf-8", "replace"))
         except Exception:  # a parser bug on hostile input is "says nothing"
             name = None
         if name is not None:
-            return name, f"GET {path} -> {a.status}"
-    return None
+            return True, (name, f"GET {path} -> {a.status}")
+    return True, None
