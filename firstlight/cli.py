@@ -215,6 +215,8 @@ def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
     if host in ("0.0.0.0", "::", "[::]", ""):
         host = "127.0.0.1"
     port = command_port(list(command), profile) or profile.default_port
+    if not port:  # port 0 would silently become port 80
+        raise _fail_usage("cannot tell the server's port from its command line; pass --url")
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     return f"http://{host}:{port}"

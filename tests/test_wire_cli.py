@@ -110,6 +110,11 @@ def test_port_0_in_a_url_is_a_usage_error(command: str):
     assert r.rc == 64 and "port 0" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+def test_up_without_a_known_port_is_a_usage_error_not_port_80():
+    r = run_firstlight("up", "--", "true")
+    assert r.rc == 64 and "pass --url" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_identification_by_endpoints_never_delays_ready():
     # The engine-specific endpoints never answer; the first generations are 503 (still loading). Asked one
     # after another with full timeouts, identification held the ladder for 7 x 6 s; now it runs beside it.
