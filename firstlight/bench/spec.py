@@ -119,7 +119,7 @@ def read_spec_decoding(url: str, profile: EngineProfile | None, *, api_key: str 
             return http_get(url, path, api_key=api_key, connect_timeout=connect_timeout, read_timeout=read_timeout,
                             transport=transport)
         except WireError as e:
-            snap.notes.append(f"GET {path}: {type(e).__name__}")
+            snap.notes.append(f"GET {path}: {e}")
             return None
 
     def mark(configured: bool | None) -> None:
