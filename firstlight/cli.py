@@ -238,7 +238,8 @@ def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None, readi
         try:
             chosen.append(PrometheusExporter(metrics_port))
         except OSError as e:
-            chosen[0].close()
+            for r in chosen:  # the console, and a readiness server already listening
+                r.close()
             raise _fail_usage(f"--metrics-port {metrics_port}: cannot listen ({e.strerror})") from None
     notifier = SystemdNotifier()
     if notifier.enabled:  # running as a Type=notify unit
