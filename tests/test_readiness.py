@@ -370,3 +370,30 @@ def answers_http(port: int) -> bool:
         return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_the_endpoints_never_show_a_secret(weights: Path, reap: list[int]):
+    port, rport, token = free_port(), free_port(), f"tok-{uuid.uuid4().hex[:8]}"
+    secret = f"sk-{uuid.uuid4().hex}"
+    fl = subprocess.Popen(firstlight_cmd("watch", f"http://127.0.0.1:{port}", "--pid-from", token, *FAST,
+                                         "--no-history", "--api-key", secret, "--serve-readiness",
+                                         f"127.0.0.1:{rport}"),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    bodies: list[str] = []
+    try:
+        wait_for(lambda: answers(rport, "/livez", 200, start=0), 60, "the sidecar")
+        p = subprocess.Popen(sim_cmd("normal", port, "--model-path", str(weights), "--served-model-name", token,
+                                     "--api-key", secret), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+        reap.append(p.pid)
+
+        def ready() -> bool:
+            r = httpx.get(f"http://127.0.0.1:{rport}/readyz", timeout=2)
+            bodies.append(r.text)
+            return r.status_code == 200
+
+        wait_for(ready, 60, "/readyz 200 with an API key")
+    finally:
+        fl.send_signal(signal.SIGTERM)
+        fl.wait(timeout=30)
+    assert len(bodies) > 1 and not [b for b in bodies if secret in b]
