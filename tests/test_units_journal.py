@@ -164,7 +164,7 @@ def _collect(q: queue.Queue[Observation]) -> list[Observation]:
 
 
 def test_follower_sees_a_journal_that_grows_and_stops_journalctl(tmp_path: Path):
-    path, first, second = _two_invocations(tmp_path)
+    path, _, second = _two_invocations(tmp_path)
     follower = JournalFollower(UNIT, path)
     follower.start()
     try:
