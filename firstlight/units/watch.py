@@ -1,0 +1,387 @@
+"""Watching a systemd unit start: one session per attempt, where an attempt is one invocation of the unit.
+
+A unit restarted by ``Restart=on-failure`` gets a new ``InvocationID``: that is a new attempt, judged from
+its own lines and processes only. Each failed attempt is reported with its evidence (an ``attempt`` event),
+and the watch goes on while systemd restarts the unit, up to ``--max-attempts``; the last attempt's verdict
+is the watch's, and its summary carries every attempt (``unit.attempts``).
+
+Two ways to know the unit:
+
+* live: ``systemctl show`` gives the invocation, MainPID, cgroup, ExecStart (the URL and engine), restarts
+  and the start timeout; the journal is followed with ``journalctl -u``;
+* ``--journal-file``: a journal file (being written, or copied from another machine) is all there is: the
+  invocations come from it, and the processes from ``--cgroup DIR`` when given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any, cast
+
+from firstlight.config import Config
+from firstlight.engines.profile import EngineProfile
+from firstlight.history.store import HistoryError
+from firstlight.judge import Assessment, Event, Evidence
+from firstlight.redact import Redactor
+from firstlight.report.base import Reporter
+from firstlight.runner.after_ready import deployment_key, open_history
+from firstlight.runner.session import Outcome, Session
+from firstlight.samplers.base import Sampler
+from firstlight.samplers.logs import FileFollower
+from firstlight.samplers.process import ProcessTreeSampler
+from firstlight.timeline import SourceNote
+from firstlight.units.cgroup import CgroupSampler, cgroup_dir
+from firstlight.units.journal import JournalFollower, JournalSource
+from firstlight.units.systemctl import Systemctl, SystemctlError, UnitState
+from firstlight.vocab import EXIT_CODES
+
+AGAIN = ("failed", "hung")  # verdicts after which systemd's next attempt is worth watching
+POLL_S = 0.25
+
+
+def engine_command(exec_start: Sequence[str]) -> tuple[list[str], str | None]:
+    """The engine's command line in a unit's ExecStart, and the URL firstlight was told there, if any: the
+    command itself, or what follows ``--`` when the unit runs ``firstlight up ... -- CMD`` (the notify
+    wrapper)."""
+    argv = list(exec_start)
+    if argv and Path(argv[0]).name == "firstlight" and "--" in argv:
+        opts = argv[1:argv.index("--")]
+        url = opts[opts.index("--url") + 1] if "--url" in opts[:-1] else None
+        return argv[argv.index("--") + 1:], url
+    return argv, None
+
+
+def start_timeout_warning(state: UnitState, expected_s: float | None) -> str | None:
+    """A ``TimeoutStartSec`` shorter than the start this deployment usually takes, where it bites: a
+    ``Type=notify`` (or forking/oneshot) unit whose main process is not firstlight (which extends it)."""
+    limit = state.timeout_start_s
+    if expected_s is None or limit is None or state.type not in ("notify", "notify-reload", "forking", "oneshot"):
+        return None
+    if state.exec_start and Path(state.exec_start[0]).name == "firstlight":
+        return None
+    if expected_s <= limit:
+        return None
+    return (f"{state.id}: TimeoutStartSec={limit:.0f}s is shorter than this deployment's usual start "
+            f"({expected_s:.0f}s, median of its ready starts): systemd will kill the start before it is ready; "
+            "raise TimeoutStartSec, or run the engine under firstlight (Type=notify, it sends "
+            "EXTEND_TIMEOUT_USEC= while the start progresses)")
+
+
+@dataclass
+class UnitOptions:
+    unit: str
+    journal_file: Path | None = None
+    cgroup: Path | None = None  # the unit's cgroup directory, instead of ControlGroup from systemctl
+    max_attempts: int = 1
+    restart_wait: float = 120.0  # after a failed attempt, how long to wait for systemd's next one
+    restart_first: bool = False  # `up --unit`: restart (or start) the unit, then watch the new invocation
+    stop_on_interrupt: bool = False
+
+
+@dataclass
+class Attempt:
+    number: int
+    invocation: str
+    verdict: str
+    phase: str
+    failure: str | None
+    hint: str | None
+    evidence: list[dict[str, Any]]
+    started_at: float
+    ended_at: float | None
+    unit_state: str | None = None  # systemd's view after it, live
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class _HeldReporter:
+    """Passes everything on but the verdict and the summary, which the watch releases once it knows whether
+    another attempt follows."""
+
+    def __init__(self, inner: Reporter) -> None:
+        self.inner = inner
+
+    def started(self, info: dict[str, Any]) -> None:
+        self.inner.started(info)
+
+    def event(self, ev: Event, a: Assessment) -> None:
+        self.inner.event(ev, a)
+
+    def status(self, a: Assessment) -> None:
+        self.inner.status(a)
+
+    def server_line(self, stream: str, text: str) -> None:
+        self.inner.server_line(stream, text)
+
+    def message(self, text: str) -> None:
+        self.inner.message(text)
+
+    def verdict(self, summary: dict[str, Any]) -> None:
+        pass
+
+    def summary(self, summary: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _UnitSession(Session):
+    """A session whose log is one invocation's journal and whose processes are the unit's cgroup."""
+
+    def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor,
+                 record: IO[str] | None, sources: list[Sampler], journal: JournalSource,
+                 notes: list[str]) -> None:
+        super().__init__(cfg, profile, reporter, redactor, record)
+        self.unit_sources, self.journal, self.unit_notes = sources, journal, notes
+
+    def _start_sources(self) -> str | None:
+        error = super()._start_sources()
+        for text in self.unit_notes:
+            self._sink(SourceNote(self.clock(), "systemd", text))
+        self.journal.start(self._sink)
+        self.followers.append(cast(FileFollower, self.journal))  # stop() and sync() are all the session uses
+        for s in self.unit_sources:
+            s.start(self._sink)
+            self.samplers.append(s)
+        return error
+
+
+class UnitWatch:
+    def __init__(self, opts: UnitOptions, cfg: Config, profile: EngineProfile, reporter: Reporter,
+                 redactor: Redactor, record: IO[str] | None = None, systemctl: Systemctl | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.opts, self.cfg, self.profile, self.reporter = opts, cfg, profile, reporter
+        self.redactor, self.record, self.clock = redactor, record, clock
+        self.live = opts.journal_file is None
+        self.systemctl = systemctl or (Systemctl() if self.live else None)
+        self.attempts: list[Attempt] = []
+        self.deadline = 0.0
+
+    # -- the attempts ----------------------------------------------------------------------------------------
+    def run(self, first: UnitState | None = None) -> Outcome:
+        """``first``: the unit's state as the CLI saw it (live), so the first attempt is its invocation."""
+        started = self.clock()
+        self.deadline = started + self.cfg.judge.timeout
+        since = None
+        if first is not None:
+            since = (first.started_at or started) - 5.0 if not self.opts.restart_first else started - 5.0
+        follower = JournalFollower(self.opts.unit, self.opts.journal_file, since=since, clock=self.clock)
+        follower.start()
+        old_term = signal.signal(signal.SIGTERM, _interrupt)  # between attempts; a session takes its own
+        try:
+            return self._attempts(follower, first)
+        finally:
+            signal.signal(signal.SIGTERM, old_term)
+            follower.stop()
+
+    def _attempts(self, follower: JournalFollower, first: UnitState | None) -> Outcome:
+        outcome: Outcome | None = None
+        previous = first.invocation_id if first is not None and self.opts.restart_first else None
+        state = first
+        interrupted = False
+        try:
+            for number in range(1, self.opts.max_attempts + 1):
+                if number == 1 and not self.opts.restart_first:
+                    found = self._first_invocation(follower, state)
+                else:
+                    wait = self.opts.restart_wait if number > 1 else 60.0
+                    found = self._next_invocation(follower, previous, wait, fresh_start=number == 1)
+                if found is None:
+                    break
+                invocation, state = found
+                outcome = self._attempt(number, invocation, state, follower)
+                previous = invocation
+                if outcome.verdict not in AGAIN or number == self.opts.max_attempts:
+                    break
+                if not self._restart_possible(invocation):
+                    break
+                self._report_attempt(outcome)
+        except KeyboardInterrupt:  # between two attempts (during one, the session takes the signal)
+            interrupted = True
+        if outcome is None:
+            return self._nothing_to_watch(follower, interrupted)
+        if interrupted:
+            outcome = self._interrupted(outcome)
+        return self._finish(outcome)
+
+    def _first_invocation(self, follower: JournalFollower,
+                          state: UnitState | None) -> tuple[str, UnitState | None] | None:
+        if self.live:
+            assert state is not None
+            if state.restarting:  # between two attempts: watch the next one
+                return self._next_invocation(follower, state.invocation_id, self.opts.restart_wait)
+            return (state.invocation_id, state) if state.invocation_id else None
+        inv = follower.wait_invocation(None, max(0.0, self.deadline - self.clock()))
+        return (inv, None) if inv is not None else None
+
+    def _next_invocation(self, follower: JournalFollower, previous: str | None, wait: float,
+                         fresh_start: bool = False) -> tuple[str, UnitState | None] | None:
+        """The invocation after ``previous``, from systemctl (live) or the journal, within ``wait`` seconds.
+        ``fresh_start``: we just asked systemd to start the unit, so an inactive unit is not the end yet."""
+        until = min(self.deadline, self.clock() + wait)
+        if not self.live:
+            inv = follower.wait_invocation(previous, max(0.0, until - self.clock()))
+            return (inv, None) if inv is not None else None
+        assert self.systemctl is not None
+        while True:
+            with contextlib.suppress(SystemctlError):
+                state = self.systemctl.show(self.opts.unit)
+                if state.invocation_id and state.invocation_id != previous and not state.restarting:
+                    return state.invocation_id, state
+                if not fresh_start and not state.restarting and not state.starting_or_up:
+                    return None  # failed or stopped for good: no attempt is coming
+            if self.clock() >= until:
+                return None
+            time.sleep(POLL_S)
+
+    def _restart_possible(self, invocation: str) -> bool:
+        if not self.live:
+            return True  # only the journal can tell: wait for it (--restart-wait)
+        assert self.systemctl is not None
+        try:
+            state = self.systemctl.show(self.opts.unit)
+        except SystemctlError:
+            return False
+        return state.restarting or state.invocation_id != invocation or state.starting_or_up
+
+    def _attempt(self, number: int, invocation: str, state: UnitState | None,
+                 follower: JournalFollower) -> Outcome:
+        cfg = self._attempt_config(state)
+        notes = self._notes(number, invocation, state, cfg)
+        for n in notes:
+            self.reporter.message(n)
+        journal = JournalSource(follower, invocation, echo=self._echo if self.cfg.echo_server_output else None)
+        session = _UnitSession(cfg, self.profile, _HeldReporter(self.reporter), self.redactor, self.record,
+                               self._process_sources(state, cfg), journal, notes)
+        outcome = session.run()
+        self.profile = session.profile  # the engine may have been learnt from the lines
+        unit_state = None
+        if self.systemctl is not None:
+            with contextlib.suppress(SystemctlError):
+                unit_state = self.systemctl.show(self.opts.unit).describe()
+        s = outcome.summary
+        self.attempts.append(Attempt(number, invocation, outcome.verdict, s.get("phase", ""), s.get("failure"),
+                                     s.get("hint"), list(s.get("evidence") or []), s.get("started_at", 0.0),
+                                     s.get("ended_at"), unit_state))
+        return outcome
+
+    def _echo(self, stream: str, text: str) -> None:
+        self.reporter.server_line(stream, self.redactor.text(text))
+
+    def _attempt_config(self, state: UnitState | None) -> Config:
+        judge = dataclasses.replace(self.cfg.judge, timeout=max(1.0, self.deadline - self.clock()))
+        pid = state.main_pid if state is not None else None
+        return dataclasses.replace(self.cfg, judge=judge, pid=pid, log_file=None, command=[])
+
+    def _process_sources(self, state: UnitState | None, cfg: Config) -> list[Sampler]:
+        directory = self.opts.cgroup
+        if directory is None and state is not None:
+            directory = cgroup_dir(state.control_group)
+        exit_code = self._exit_code if self.live else None
+        if directory is not None:
+            return [CgroupSampler(directory, cfg.pid, cfg.sample_interval, exit_code, self.clock)]
+        if cfg.pid is not None:  # no cgroup directory to read (v1 without the systemd hierarchy): the tree
+            return [ProcessTreeSampler(cfg.pid, cfg.sample_interval, exit_code, self.clock)]
+        return []
+
+    def _exit_code(self) -> int | None:
+        assert self.systemctl is not None
+        try:
+            return self.systemctl.show(self.opts.unit).exit_code
+        except SystemctlError:
+            return None
+
+    def _notes(self, number: int, invocation: str, state: UnitState | None, cfg: Config) -> list[str]:
+        where = f"attempt {number} of at most {self.opts.max_attempts}: " if self.opts.max_attempts > 1 else ""
+        notes = [f"{where}{self.opts.unit} invocation {invocation or '(none)'}"
+                 + (f"; {state.describe()}, MainPID {state.main_pid}" if state is not None else
+                    f" from {self.opts.journal_file}")]
+        if state is not None:
+            warning = start_timeout_warning(state, self._expected_start(cfg))
+            if warning:
+                notes.append(warning)
+        return notes
+
+    def _expected_start(self, cfg: Config) -> float | None:
+        history = open_history(cfg, self.redactor, lambda _: None)
+        if history is None:
+            return None
+        with contextlib.suppress(HistoryError):
+            key = deployment_key(cfg, self.profile, cfg.watched_command, self.redactor)
+            return history.expected_start_seconds(key)
+        return None
+
+    # -- reporting -------------------------------------------------------------------------------------------
+    def _report_attempt(self, outcome: Outcome) -> None:
+        a = self.attempts[-1]
+        first = a.evidence[0]["value"] if a.evidence else ""
+        message = (f"attempt {a.number} ({a.invocation}) {a.verdict} in phase {a.phase}"
+                   + (f" [{a.failure}]" if a.failure else "") + (f": {first}" if first else "")
+                   + f"; watching systemd's next attempt ({a.number + 1} of at most {self.opts.max_attempts})")
+        data = {"attempt": a.number, "invocation": a.invocation, "verdict": a.verdict, "failure": a.failure,
+                "hint": a.hint, "evidence": a.evidence}
+        if outcome.assessment is not None:
+            self.reporter.event(Event(a.ended_at or self.clock(), "attempt", message, data), outcome.assessment)
+        else:
+            self.reporter.message(message)
+
+    def _finish(self, outcome: Outcome) -> Outcome:
+        s = outcome.summary
+        s["unit"] = {"name": self.opts.unit, "invocation": self.attempts[-1].invocation,
+                     "journal_file": str(self.opts.journal_file) if self.opts.journal_file else None,
+                     "attempt": len(self.attempts), "max_attempts": self.opts.max_attempts,
+                     "attempts": [a.to_dict() for a in self.attempts]}
+        if outcome.verdict == "interrupted" and self.opts.stop_on_interrupt and self.systemctl is not None:
+            try:
+                after = self.systemctl.stop(self.opts.unit)
+                s["unit"]["stopped"] = after.describe()
+                self.reporter.message(f"--stop-on-interrupt: {after.describe()}")
+            except SystemctlError as e:
+                self.reporter.message(f"--stop-on-interrupt: could not stop {self.opts.unit}: {e}")
+        elif outcome.verdict == "interrupted":
+            self.reporter.message(f"stopped watching; {self.opts.unit} keeps running "
+                                  "(--stop-on-interrupt stops it)")
+        self.reporter.verdict(s)
+        self.reporter.summary(s)
+        return outcome
+
+    def _interrupted(self, outcome: Outcome) -> Outcome:
+        now = self.clock()
+        s = dict(outcome.summary)
+        s.update(verdict="interrupted", ended_at=now, evidence=[
+            Evidence("signal", "interrupted while waiting for systemd's next attempt", now).to_dict()])
+        return Outcome("interrupted", EXIT_CODES["interrupted"], s, outcome.assessment, outcome.server_pid,
+                       outcome.requests)
+
+    def _nothing_to_watch(self, follower: JournalFollower, interrupted: bool = False) -> Outcome:
+        """No invocation to watch: the unit never started (live), or the journal has none of it in time."""
+        now = self.clock()
+        why = follower.error or (f"no entries of {self.opts.unit} in {self.opts.journal_file}" if not self.live
+                                 else f"{self.opts.unit} has no current invocation (it is not running)")
+        verdict = "failed" if self.live or follower.error else "timeout"
+        if interrupted:
+            verdict, why = "interrupted", "interrupted before an invocation of the unit appeared"
+        summary: dict[str, Any] = {
+            "verdict": verdict, "phase": "process_start", "failure": "other" if verdict == "failed" else None,
+            "hint": "start the unit (firstlight up --unit UNIT restarts it and watches the start)",
+            "evidence": [{"signal": "systemd" if self.live else "journal", "value": why, "since": now}],
+            "started_at": now, "ready_at": None, "ended_at": now, "engine": self.profile.name,
+            "url": self.cfg.probe.url,
+            "unit": {"name": self.opts.unit, "invocation": None, "attempt": 0,
+                     "max_attempts": self.opts.max_attempts, "attempts": []}}
+        self.reporter.verdict(summary)
+        self.reporter.summary(summary)
+        return Outcome(verdict, EXIT_CODES[verdict], summary)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
