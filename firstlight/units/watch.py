@@ -11,6 +11,8 @@ Two ways to know the unit:
   and the start timeout; the journal is followed with ``journalctl -u``;
 * ``--journal-file``: a journal file (being written, or copied from another machine) is all there is: the
   invocations come from it, and the processes from ``--cgroup DIR`` when given.
+
+(The journal file and systemctl are independent here: the tests give both, with a systemctl double.)
 """
 
 from __future__ import annotations
@@ -161,8 +163,8 @@ class UnitWatch:
                  clock: Callable[[], float] = time.time) -> None:
         self.opts, self.cfg, self.profile, self.reporter = opts, cfg, profile, reporter
         self.redactor, self.record, self.clock = redactor, record, clock
-        self.live = opts.journal_file is None
-        self.systemctl = systemctl or (Systemctl() if self.live else None)
+        self.systemctl = systemctl  # None: the journal is all there is (a journal file from elsewhere)
+        self.live = systemctl is not None
         self.attempts: list[Attempt] = []
         self.deadline = 0.0
 
@@ -171,9 +173,11 @@ class UnitWatch:
         """``first``: the unit's state as the CLI saw it (live), so the first attempt is its invocation."""
         started = self.clock()
         self.deadline = started + self.cfg.judge.timeout
-        since = None
-        if first is not None:
-            since = (first.started_at or started) - 5.0 if not self.opts.restart_first else started - 5.0
+        since = None  # the journal from where this start began (not the unit's whole history), where known
+        if self.opts.restart_first:
+            since = started - 5.0
+        elif first is not None and first.started_at is not None:
+            since = first.started_at - 5.0
         follower = JournalFollower(self.opts.unit, self.opts.journal_file, since=since, clock=self.clock)
         follower.start()
         old_term = signal.signal(signal.SIGTERM, _interrupt)  # between attempts; a session takes its own
