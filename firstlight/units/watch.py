@@ -39,7 +39,7 @@ from firstlight.samplers.base import Sampler
 from firstlight.samplers.logs import FileFollower
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.timeline import SourceNote
-from firstlight.units.cgroup import CgroupSampler, cgroup_dir
+from firstlight.units.cgroup import CgroupSampler, cgroup_dir, read_pids
 from firstlight.units.journal import JournalFollower, JournalSource
 from firstlight.units.systemctl import Systemctl, SystemctlError, UnitState
 from firstlight.vocab import EXIT_CODES
@@ -284,6 +284,8 @@ class UnitWatch:
     def _attempt_config(self, state: UnitState | None) -> Config:
         judge = dataclasses.replace(self.cfg.judge, timeout=max(1.0, self.deadline - self.clock()))
         pid = state.main_pid if state is not None else None
+        if pid is None and self.opts.cgroup is not None:  # no systemctl: the cgroup's first process
+            pid = next(iter(read_pids(self.opts.cgroup)), None)
         return dataclasses.replace(self.cfg, judge=judge, pid=pid, log_file=None, command=[])
 
     def _process_sources(self, state: UnitState | None, cfg: Config) -> list[Sampler]:
@@ -292,7 +294,8 @@ class UnitWatch:
             directory = cgroup_dir(state.control_group)
         exit_code = self._exit_code if self.live else None
         if directory is not None:
-            return [CgroupSampler(directory, cfg.pid, cfg.sample_interval, exit_code, self.clock)]
+            main_pid = cfg.pid if self.live else None  # without systemd, any process of the cgroup may lead
+            return [CgroupSampler(directory, main_pid, cfg.sample_interval, exit_code, self.clock)]
         if cfg.pid is not None:  # no cgroup directory to read (v1 without the systemd hierarchy): the tree
             return [ProcessTreeSampler(cfg.pid, cfg.sample_interval, exit_code, self.clock)]
         return []
