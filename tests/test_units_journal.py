@@ -224,3 +224,20 @@ def test_a_missing_journal_file_is_reported_not_waited_on(tmp_path: Path):
     wait_for(lambda: not follower.running, 30, "the follower to give up")
     follower.stop()
     assert follower.error and "missing.journal" in follower.error
+
+
+def test_a_journal_that_cannot_be_read_is_said_once_to_the_watch(tmp_path: Path):
+    follower = JournalFollower(UNIT, tmp_path / "missing.journal")
+    follower.start()
+    q: queue.Queue[Observation] = queue.Queue()
+    src = JournalSource(follower, "0" * 32)
+    src.start(q.put)
+    seen: list[Observation] = []
+    try:
+        wait_for(lambda: seen.extend(_collect(q)) or any(isinstance(o, SourceNote) for o in seen), 30,
+                 "a note about the journal")
+    finally:
+        src.stop()
+        follower.stop()
+    notes = [o for o in seen if isinstance(o, SourceNote)]
+    assert len(notes) == 1 and notes[0].source == "journal" and "missing.journal" in notes[0].message

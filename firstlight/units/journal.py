@@ -637,8 +637,17 @@ class JournalSource:
             self.echo("journal", final)
 
     def _watch_next(self) -> None:
-        """A next invocation means systemd is done with this one: its main process is gone."""
+        """A next invocation means systemd is done with this one: its main process is gone. Also says, once,
+        when journalctl could not read the journal."""
+        told = 0
         while not self._stop.is_set():
+            running = self.follower.running  # before reading its problems: an error is set before it stops
+            problems = [*self.follower.notes, *([self.follower.error] if self.follower.error else [])]
+            for text in problems[told:]:
+                self._put(SourceNote(self.follower.clock(), "journal", text))
+            told = len(problems)
+            if not running:
+                return
             nxt = self.follower.wait_invocation(self.invocation, 0.5)
             if nxt is not None:
                 if not self._exited:
@@ -647,6 +656,4 @@ class JournalSource:
                     self._put(SourceNote(t, "systemd", f"invocation {nxt} of {self.follower.unit} began: the "
                                                        "process of this one is gone"))
                     self._put(ProcessSample(t, alive=False, exit_code=None))
-                return
-            if not self.follower.running:
                 return
