@@ -247,15 +247,25 @@ class UnitWatch:
                 return None
             time.sleep(POLL_S)
 
-    def _restart_possible(self, invocation: str) -> bool:
+    def _restart_possible(self, invocation: str, settle_s: float = 10.0) -> bool:
+        """Will systemd start another attempt? Live: a restart is scheduled, or has begun, or the process is
+        still there (a hung start that TimeoutStartSec may yet end); waits while the unit is deactivating."""
         if not self.live:
             return True  # only the journal can tell: wait for it (--restart-wait)
         assert self.systemctl is not None
-        try:
-            state = self.systemctl.show(self.opts.unit)
-        except SystemctlError:
-            return False
-        return state.restarting or state.invocation_id != invocation or state.starting_or_up
+        until = self.clock() + settle_s
+        while True:
+            try:
+                state = self.systemctl.show(self.opts.unit)
+            except SystemctlError:
+                return False
+            if state.restarting or (state.invocation_id and state.invocation_id != invocation):
+                return True
+            if state.active_state in ("failed", "inactive"):
+                return False
+            if state.active_state != "deactivating" or self.clock() >= until:
+                return state.starting_or_up
+            time.sleep(POLL_S)
 
     def _attempt(self, number: int, invocation: str, state: UnitState | None,
                  follower: JournalFollower) -> Outcome:
