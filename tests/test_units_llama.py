@@ -139,7 +139,7 @@ def test_watch_follows_a_growing_journal_through_a_failed_attempt_to_ready(llama
     assert unit["invocation"] == good.invocation
     # the processes came from the cgroup interface
     assert summary["pid"] == server.pid
-    assert any(n.startswith("cgroup: processes from") and "cgroup.procs" in n for n in summary["notes"])
+    assert any(n.startswith("cgroup ") and "every process in cgroup.procs" in n for n in summary["notes"])
     assert "process" in summary["levels"]
     assert any(e["event"] == "status" and e["procs"] >= 1 and e["rss_bytes"] > 0 for e in events)
     # phases from llama.cpp's own lines, read from the journal

@@ -204,3 +204,22 @@ def test_engine_command_and_url_from_exec_start():
     command, url = engine_command(wrapped.exec_start)
     assert command[:2] == ["vllm", "serve"] and url is None
     assert engine_command(["/usr/bin/firstlight", "up", "--url", "http://h:1", "--", "x"]) == (["x"], "http://h:1")
+
+
+def test_without_systemctl_the_exit_code_comes_from_systemds_journal_message(tmp_path: Path):
+    path = tmp_path / "u.journal"
+    quiet = failing(T0, restart=None, text="llama_model_loader: loaded meta data with 33 key-value pairs")
+    write_journal(path, bytes(quiet.out))  # no error line: the exit itself is the evidence
+    cgroup = tmp_path / "cgroup"
+    cgroup.mkdir()
+    (cgroup / "cgroup.procs").write_text("")  # its processes are gone
+    seen = io.StringIO()
+    cfg = Config(probe=ProbeConfig(url=f"http://127.0.0.1:{free_port()}", connect_timeout=0.2),
+                 judge=JudgeConfig(timeout=60, stall_timeout=30), history=HistoryConfig(enabled=False),
+                 echo_server_output=False, sample_interval=0.2)
+    outcome = UnitWatch(UnitOptions(UNIT, path, cgroup=cgroup), cfg, get_profile("llamacpp"),
+                        JsonLinesReporter(seen), Redactor()).run()
+    summary = events(seen)[-1]
+    assert outcome.verdict == "failed"
+    assert any(e["signal"] == "process" and "exited with code 1" in e["value"] for e in summary["evidence"]), \
+        summary["evidence"]

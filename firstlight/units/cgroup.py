@@ -166,7 +166,7 @@ class CgroupSampler(ProcessTreeSampler):
     def _describe(self) -> SourceNote:
         has_memory = (self.directory / "memory.current").is_file()
         has_io = (self.directory / "io.stat").is_file()
-        what = [f"processes from {self.directory}/cgroup.procs"]
+        what = [f"cgroup {self.directory}: every process in cgroup.procs"]
         what.append("memory from memory.current (page cache included)" if has_memory
                     else "no memory.current (cgroup v1?): memory is the processes' RSS")
         what.append("device reads from io.stat" if has_io

@@ -433,6 +433,16 @@ class JournalFollower:
             inv = self._invocations.get(invocation)
             return inv.first_t if inv else None
 
+    def exit_code(self, invocation: str) -> int | None:
+        """The main process's exit code as systemd logged it for that invocation (None: not seen)."""
+        with self._lock:
+            inv = self._invocations.get(invocation)
+            for e in reversed(inv.entries if inv else ()):
+                is_exit, code = exit_code_of(e) if e.is_manager(self.unit) else (False, None)
+                if is_exit:
+                    return code
+        return None
+
     def wait_caught_up(self, timeout: float) -> bool:
         return self.caught_up.wait(timeout)
 

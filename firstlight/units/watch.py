@@ -275,7 +275,8 @@ class UnitWatch:
             self.reporter.message(n)
         journal = JournalSource(follower, invocation, echo=self._echo if self.cfg.echo_server_output else None)
         session = _UnitSession(cfg, self.profile, _HeldReporter(self.reporter), self.redactor, self.record,
-                               self._process_sources(state, cfg), journal, notes)
+                               self._process_sources(state, cfg, lambda: self._exit_code(follower, invocation)),
+                               journal, notes)
         outcome = session.run()
         self.profile = session.profile  # the engine may have been learnt from the lines
         unit_state = None
@@ -298,11 +299,11 @@ class UnitWatch:
             pid = next(iter(read_pids(self.opts.cgroup)), None)
         return dataclasses.replace(self.cfg, judge=judge, pid=pid, log_file=None, command=[])
 
-    def _process_sources(self, state: UnitState | None, cfg: Config) -> list[Sampler]:
+    def _process_sources(self, state: UnitState | None, cfg: Config,
+                         exit_code: Callable[[], int | None]) -> list[Sampler]:
         directory = self.opts.cgroup
         if directory is None and state is not None:
             directory = cgroup_dir(state.control_group)
-        exit_code = self._exit_code if self.live else None
         if directory is not None:
             main_pid = cfg.pid if self.live else None  # without systemd, any process of the cgroup may lead
             return [CgroupSampler(directory, main_pid, cfg.sample_interval, exit_code, self.clock)]
@@ -310,12 +311,15 @@ class UnitWatch:
             return [ProcessTreeSampler(cfg.pid, cfg.sample_interval, exit_code, self.clock)]
         return []
 
-    def _exit_code(self) -> int | None:
-        assert self.systemctl is not None
-        try:
-            return self.systemctl.show(self.opts.unit).exit_code
-        except SystemctlError:
-            return None
+    def _exit_code(self, follower: JournalFollower, invocation: str) -> int | None:
+        """How the main process ended: systemd's word for it (systemctl, live), else its journal message."""
+        if self.systemctl is not None:
+            with contextlib.suppress(SystemctlError):
+                state = self.systemctl.show(self.opts.unit)
+                if state.exit_code is not None and state.invocation_id == invocation:
+                    return state.exit_code
+        follower.quiet_for(0.25, 2.0)  # systemd's message may be a moment behind the death
+        return follower.exit_code(invocation)
 
     def _notes(self, number: int, invocation: str, state: UnitState | None, cfg: Config) -> list[str]:
         where = f"attempt {number} of at most {self.opts.max_attempts}: " if self.opts.max_attempts > 1 else ""
