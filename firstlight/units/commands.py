@@ -99,13 +99,14 @@ def watch_unit(url: str | None, kw: dict[str, Any], restart_first: bool = False,
     if url is None:
         raise _usage("--unit with --journal-file needs the server's URL (--url or the URL argument)")
     after, history = cli._after_ready_config(kw)
+    model_path = kw["model_path"]
+    if model_path is None and command:
+        model = model_path_from_command(command)
+        model_path = Path(model) if model else None
     cfg = Config(command=[], watched_command=command, after=after, history=history,
-                 engine=kw["engine"] or cli.detect_from_command(command), model_path=kw["model_path"],
+                 engine=kw["engine"] or cli.detect_from_command(command), model_path=model_path,
                  probe=cli._probe_config(url, profile, kw), judge=cli._judge_config(kw),
                  sample_interval=kw["sample_interval"], echo_server_output=echo)
-    if cfg.model_path is None and command:
-        model = model_path_from_command(command)
-        cfg.model_path = Path(model) if model else None
     opts = UnitOptions(unit, journal_file, kw.get("cgroup_dir"), kw["max_attempts"], kw["restart_wait"],
                        restart_first, kw.get("stop_on_interrupt", False))
     if restart_first:

@@ -641,7 +641,7 @@ class JournalSource:
         self._lineno += 1
         redraws, final = split_redraws(text) if "\r" in text else ([], text)
         for r in redraws:
-            self._put(LogLine(t, r, "journal", self._lineno))
+            self._put(LogLine(t, r, "journal", self._lineno, final=False))
         self._put(LogLine(t, final, "journal", self._lineno))
         if self.echo is not None:
             self.echo("journal", final)

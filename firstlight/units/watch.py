@@ -25,26 +25,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from firstlight.config import Config
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import HistoryError
-from firstlight.judge import Assessment, Event, Evidence
+from firstlight.judge import Assessment, Event
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter
+from firstlight.result import RunResult
 from firstlight.runner.after_ready import deployment_key, open_history
-from firstlight.runner.session import Outcome, Session
+from firstlight.runner.session import Outcome
 from firstlight.samplers.base import Sampler
-from firstlight.samplers.logs import FileFollower
 from firstlight.samplers.process import ProcessTreeSampler
-from firstlight.timeline import SourceNote
 from firstlight.units.cgroup import CgroupSampler, cgroup_dir, read_pids
 from firstlight.units.journal import JournalFollower, JournalSource
+from firstlight.units.sources import UnitSession
 from firstlight.units.systemctl import Systemctl, SystemctlError, UnitState
-from firstlight.vocab import EXIT_CODES
+from firstlight.vocab import FAILED, HUNG, INTERRUPTED, TIMEOUT
 
-AGAIN = ("failed", "hung")  # verdicts after which systemd's next attempt is worth watching
+AGAIN = (FAILED, HUNG)  # verdicts after which systemd's next attempt is worth watching
 POLL_S = 0.25
 
 
@@ -126,35 +126,14 @@ class _HeldReporter:
     def message(self, text: str) -> None:
         self.inner.message(text)
 
-    def verdict(self, summary: dict[str, Any]) -> None:
+    def verdict(self, result: RunResult) -> None:
         pass
 
-    def summary(self, summary: dict[str, Any]) -> None:
+    def summary(self, result: RunResult) -> None:
         pass
 
     def close(self) -> None:
         pass
-
-
-class _UnitSession(Session):
-    """A session whose log is one invocation's journal and whose processes are the unit's cgroup."""
-
-    def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor,
-                 record: IO[str] | None, sources: list[Sampler], journal: JournalSource,
-                 notes: list[str]) -> None:
-        super().__init__(cfg, profile, reporter, redactor, record)
-        self.unit_sources, self.journal, self.unit_notes = sources, journal, notes
-
-    def _start_sources(self) -> str | None:
-        error = super()._start_sources()
-        for text in self.unit_notes:
-            self._sink(SourceNote(self.clock(), "systemd", text))
-        self.journal.start(self._sink)
-        self.followers.append(cast(FileFollower, self.journal))  # stop() and sync() are all the session uses
-        for s in self.unit_sources:
-            s.start(self._sink)
-            self.samplers.append(s)
-        return error
 
 
 class UnitWatch:
@@ -167,6 +146,7 @@ class UnitWatch:
         self.live = systemctl is not None
         self.attempts: list[Attempt] = []
         self.deadline = 0.0
+        self._last_assessment: Assessment | None = None
 
     # -- the attempts ----------------------------------------------------------------------------------------
     def run(self, first: UnitState | None = None) -> Outcome:
@@ -273,24 +253,21 @@ class UnitWatch:
         notes = self._notes(number, invocation, state, cfg)
         for n in notes:
             self.reporter.message(n)
-        journal = JournalSource(follower, invocation, echo=self._echo if self.cfg.echo_server_output else None)
-        session = _UnitSession(cfg, self.profile, _HeldReporter(self.reporter), self.redactor, self.record,
-                               self._process_sources(state, cfg, lambda: self._exit_code(follower, invocation)),
-                               journal, notes)
+        processes = self._process_sampler(state, cfg, lambda: self._exit_code(follower, invocation))
+        session = UnitSession(cfg, self.profile, _HeldReporter(self.reporter), self.redactor, self.record,
+                              JournalSource(follower, invocation), processes, notes, self.clock)
         outcome = session.run()
         self.profile = session.profile  # the engine may have been learnt from the lines
+        if session.judge is not None:
+            self._last_assessment = session.judge.assess(outcome.result.ended_at)
         unit_state = None
         if self.systemctl is not None:
             with contextlib.suppress(SystemctlError):
                 unit_state = self.systemctl.show(self.opts.unit).describe()
-        s = outcome.summary
-        self.attempts.append(Attempt(number, invocation, outcome.verdict, s.get("phase", ""), s.get("failure"),
-                                     s.get("hint"), list(s.get("evidence") or []), s.get("started_at", 0.0),
-                                     s.get("ended_at"), unit_state))
+        r = outcome.result
+        self.attempts.append(Attempt(number, invocation, r.verdict, r.phase, r.failure, r.hint, list(r.evidence),
+                                     r.started_at, r.ended_at, unit_state))
         return outcome
-
-    def _echo(self, stream: str, text: str) -> None:
-        self.reporter.server_line(stream, self.redactor.text(text))
 
     def _attempt_config(self, state: UnitState | None) -> Config:
         judge = dataclasses.replace(self.cfg.judge, timeout=max(1.0, self.deadline - self.clock()))
@@ -299,17 +276,17 @@ class UnitWatch:
             pid = next(iter(read_pids(self.opts.cgroup)), None)
         return dataclasses.replace(self.cfg, judge=judge, pid=pid, log_file=None, command=[])
 
-    def _process_sources(self, state: UnitState | None, cfg: Config,
-                         exit_code: Callable[[], int | None]) -> list[Sampler]:
+    def _process_sampler(self, state: UnitState | None, cfg: Config,
+                         exit_code: Callable[[], int | None]) -> Sampler | None:
         directory = self.opts.cgroup
         if directory is None and state is not None:
             directory = cgroup_dir(state.control_group)
         if directory is not None:
             main_pid = cfg.pid if self.live else None  # without systemd, any process of the cgroup may lead
-            return [CgroupSampler(directory, main_pid, cfg.sample_interval, exit_code, self.clock)]
+            return CgroupSampler(directory, main_pid, cfg.sample_interval, exit_code, self.clock)
         if cfg.pid is not None:  # no cgroup directory to read (v1 without the systemd hierarchy): the tree
-            return [ProcessTreeSampler(cfg.pid, cfg.sample_interval, exit_code, self.clock)]
-        return []
+            return ProcessTreeSampler(cfg.pid, cfg.sample_interval, exit_code, self.clock)
+        return None
 
     def _exit_code(self, follower: JournalFollower, invocation: str) -> int | None:
         """How the main process ended: systemd's word for it (systemctl, live), else its journal message."""
@@ -350,58 +327,55 @@ class UnitWatch:
                    + f"; watching systemd's next attempt ({a.number + 1} of at most {self.opts.max_attempts})")
         data = {"attempt": a.number, "invocation": a.invocation, "verdict": a.verdict, "failure": a.failure,
                 "hint": a.hint, "evidence": a.evidence}
-        if outcome.assessment is not None:
-            self.reporter.event(Event(a.ended_at or self.clock(), "attempt", message, data), outcome.assessment)
+        if self._last_assessment is not None:
+            self.reporter.event(Event(a.ended_at or self.clock(), "attempt", message, data), self._last_assessment)
         else:
             self.reporter.message(message)
 
+    def _unit_facts(self) -> dict[str, Any]:
+        return {"name": self.opts.unit, "invocation": self.attempts[-1].invocation if self.attempts else None,
+                "journal_file": str(self.opts.journal_file) if self.opts.journal_file else None,
+                "attempt": len(self.attempts), "max_attempts": self.opts.max_attempts,
+                "attempts": [a.to_dict() for a in self.attempts]}
+
     def _finish(self, outcome: Outcome) -> Outcome:
-        s = outcome.summary
-        s["unit"] = {"name": self.opts.unit, "invocation": self.attempts[-1].invocation,
-                     "journal_file": str(self.opts.journal_file) if self.opts.journal_file else None,
-                     "attempt": len(self.attempts), "max_attempts": self.opts.max_attempts,
-                     "attempts": [a.to_dict() for a in self.attempts]}
-        if outcome.verdict == "interrupted" and self.opts.stop_on_interrupt and self.systemctl is not None:
+        unit = self._unit_facts()
+        if outcome.verdict == INTERRUPTED and self.opts.stop_on_interrupt and self.systemctl is not None:
             try:
                 after = self.systemctl.stop(self.opts.unit)
-                s["unit"]["stopped"] = after.describe()
+                unit["stopped"] = after.describe()
                 self.reporter.message(f"--stop-on-interrupt: {after.describe()}")
             except SystemctlError as e:
                 self.reporter.message(f"--stop-on-interrupt: could not stop {self.opts.unit}: {e}")
-        elif outcome.verdict == "interrupted":
+        elif outcome.verdict == INTERRUPTED:
             self.reporter.message(f"stopped watching; {self.opts.unit} keeps running "
                                   "(--stop-on-interrupt stops it)")
-        self.reporter.verdict(s)
-        self.reporter.summary(s)
-        return outcome
+        result = outcome.result.with_unit(unit)
+        self.reporter.verdict(result)
+        self.reporter.summary(result)
+        return Outcome(result, result.exit_code(self.cfg.history.fail_on_regression))
 
     def _interrupted(self, outcome: Outcome) -> Outcome:
-        now = self.clock()
-        s = dict(outcome.summary)
-        s.update(verdict="interrupted", ended_at=now, evidence=[
-            Evidence("signal", "interrupted while waiting for systemd's next attempt", now).to_dict()])
-        return Outcome("interrupted", EXIT_CODES["interrupted"], s, outcome.assessment, outcome.server_pid,
-                       outcome.requests)
+        result = outcome.result.interrupted("SIGINT", self.clock(), "while waiting for systemd's next attempt")
+        return Outcome(result, result.exit_code())
 
     def _nothing_to_watch(self, follower: JournalFollower, interrupted: bool = False) -> Outcome:
         """No invocation to watch: the unit never started (live), or the journal has none of it in time."""
         now = self.clock()
         why = follower.error or (f"no entries of {self.opts.unit} in {self.opts.journal_file}" if not self.live
                                  else f"{self.opts.unit} has no current invocation (it is not running)")
-        verdict = "failed" if self.live or follower.error else "timeout"
+        verdict = FAILED if self.live or follower.error else TIMEOUT
         if interrupted:
-            verdict, why = "interrupted", "interrupted before an invocation of the unit appeared"
-        summary: dict[str, Any] = {
-            "verdict": verdict, "phase": "process_start", "failure": "other" if verdict == "failed" else None,
-            "hint": "start the unit (firstlight up --unit UNIT restarts it and watches the start)",
-            "evidence": [{"signal": "systemd" if self.live else "journal", "value": why, "since": now}],
-            "started_at": now, "ready_at": None, "ended_at": now, "engine": self.profile.name,
-            "url": self.cfg.probe.url,
-            "unit": {"name": self.opts.unit, "invocation": None, "attempt": 0,
-                     "max_attempts": self.opts.max_attempts, "attempts": []}}
-        self.reporter.verdict(summary)
-        self.reporter.summary(summary)
-        return Outcome(verdict, EXIT_CODES[verdict], summary)
+            verdict, why = INTERRUPTED, "interrupted before an invocation of the unit appeared"
+        result = RunResult(
+            verdict=verdict, phase="process_start", started_at=now, ended_at=now, engine=self.profile.name,
+            url=self.redactor.text(self.cfg.probe.url), failure="other" if verdict == FAILED else None,
+            hint="start the unit (firstlight up --unit UNIT restarts it and watches the start)",
+            evidence=({"signal": "systemd" if self.live else "journal", "value": why, "since": now},),
+            unit=self._unit_facts())
+        self.reporter.verdict(result)
+        self.reporter.summary(result)
+        return Outcome(result, result.exit_code())
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
