@@ -38,8 +38,8 @@ T0 = time.time() - 600  # a live journal: entries of the last minutes
 class JournalSystemd:
     """systemctl as seen through a journal file: Restart=on-failure with ``restarts`` restarts allowed."""
 
-    def __init__(self, journal: Path, restarts: int) -> None:
-        self.journal, self.restarts = journal, restarts
+    def __init__(self, journal: Path, restarts: int, extra: str = "Type=simple\n") -> None:
+        self.journal, self.restarts, self.extra = journal, restarts, extra
         self.calls: list[str] = []
         self.on_restart: Any = None
 
@@ -57,7 +57,7 @@ class JournalSystemd:
             active, sub = "activating", "start"
         code = last.exit_code if done and last is not None else 0
         return UnitState.parse(f"Id={unit}\nLoadState=loaded\nActiveState={active}\nSubState={sub}\n"
-                               f"Type=simple\nRestart=on-failure\nRestartUSec=100ms\nMainPID=0\nExecMainCode="
+                               f"{self.extra}Restart=on-failure\nRestartUSec=100ms\nMainPID=0\nExecMainCode="
                                f"{1 if done else 0}\nExecMainStatus={code}\nNRestarts={max(0, len(invs) - 1)}\n"
                                f"InvocationID={last.id if last else ''}\nControlGroup=\n")
 
@@ -223,3 +223,34 @@ def test_without_systemctl_the_exit_code_comes_from_systemds_journal_message(tmp
     assert outcome.verdict == "failed"
     assert any(e["signal"] == "process" and "exited with code 1" in e["value"] for e in summary["evidence"]), \
         summary["evidence"]
+
+
+def test_a_start_timeout_shorter_than_the_history_says_is_warned_before_it_bites(tmp_path: Path):
+    from firstlight.history.store import History
+    from firstlight.runner.after_ready import deployment_key
+
+    command = ["/opt/llama/llama-server", "-m", "/models/m.gguf", "--port", "8080"]
+    path = tmp_path / "u.journal"
+    run = UnitRun(UNIT, T0)
+    run.started()
+    run.line("main: loading model")
+    write_journal(path, bytes(run.out))
+    systemd = JournalSystemd(path, restarts=0, extra="Type=notify\nTimeoutStartUSec=1min 30s\nExecStart={ path="
+                             f"{command[0]} ; argv[]={' '.join(command)} ; ignore_errors=no ; start_time=[n/a] ; "
+                             "stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }\n")
+    state = systemd.show(UNIT)
+    assert state.exec_start == command and state.timeout_start_s == 90.0
+    db = tmp_path / "history.sqlite3"
+    cfg = Config(probe=ProbeConfig(url=f"http://127.0.0.1:{free_port()}", connect_timeout=0.2),
+                 judge=JudgeConfig(timeout=3, stall_timeout=30), history=HistoryConfig(path=db),
+                 echo_server_output=False, watched_command=command, engine="llamacpp")
+    key = deployment_key(cfg, get_profile("llamacpp"), command, Redactor())
+    with History(db) as h:
+        for cold in (590.0, 610.0, 640.0):  # three good starts of this deployment, ten minutes each
+            h.record_run("watch", {"verdict": "ready", "cold_start_s": cold, "ready_at": T0}, key)
+    seen = io.StringIO()
+    UnitWatch(UnitOptions(UNIT, path), cfg, get_profile("llamacpp"), JsonLinesReporter(seen), Redactor(),
+              systemctl=systemd).run(state)  # type: ignore[arg-type]
+    warnings = [e["message"] for e in events(seen) if e["event"] == "message" and "TimeoutStartSec" in e["message"]]
+    assert warnings and "TimeoutStartSec=90s is shorter than this deployment's usual start (610s" in warnings[0]
+    assert any("TimeoutStartSec=90s" in n for n in events(seen)[-1]["notes"])
