@@ -9,9 +9,9 @@ import json
 import os
 import re
 import shutil
-import socket
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -22,10 +22,11 @@ import psutil
 from firstlight import __version__
 from firstlight.commands.bench import bench_command
 from firstlight.commands.history import history_command
+from firstlight.commands.params import TIMEOUT
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
-from firstlight.probes.ladder import Ladder, normalise_url, split_url
+from firstlight.probes.ladder import Ladder
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter, Reporters
 from firstlight.report.console import ConsoleReporter
@@ -37,6 +38,8 @@ from firstlight.samplers.weights import model_path_from_command
 from firstlight.sim.scenarios import SCENARIOS
 from firstlight.timeline import Level
 from firstlight.units.commands import replay_unit, unit_options, watch_unit
+from firstlight.wire import normalise_url, split_url
+from firstlight.wire.deadline import resolve
 
 EXIT_HELP = """\b
 Exit codes:
@@ -74,10 +77,12 @@ def _probe_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--api-key", envvar="FIRSTLIGHT_API_KEY", default=None,
                      help="Bearer token for the server (or FIRSTLIGHT_API_KEY). Never printed."),
         click.option("--health-path", default=None, help="Override the engine's health endpoint."),
-        click.option("--connect-timeout", type=float, default=1.0, show_default=True),
-        click.option("--read-timeout", type=float, default=5.0, show_default=True,
-                     help="Read timeout of health and model-list requests."),
-        click.option("--generation-timeout", type=float, default=120.0, show_default=True,
+        click.option("--connect-timeout", type=TIMEOUT, default=1.0, show_default=True,
+                     help="Connect timeout of every probe, seconds."),
+        click.option("--read-timeout", type=TIMEOUT, default=5.0, show_default=True,
+                     help="Read timeout of health and model-list requests (each request must also end within "
+                          "connect + read timeout, however the server trickles)."),
+        click.option("--generation-timeout", type=TIMEOUT, default=120.0, show_default=True,
                      help="Read timeout of a generation probe (separate from the polling period)."),
         click.option("--json", "as_json", is_flag=True, help="JSON Lines events on stdout; the last is the summary."),
     ]
@@ -166,14 +171,16 @@ def _profile(engine: str | None, command: Sequence[str] = ()) -> EngineProfile:
         raise _fail_usage(str(e)) from None
 
 
-def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any]) -> ProbeConfig:
+def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any], resolve_within: float = 10.0) -> ProbeConfig:
     try:
         url = normalise_url(url)
         host, port = split_url(url)
     except ValueError as e:
         raise _fail_usage(str(e)) from None
     try:  # a typo in the host would otherwise look like a server that never opens its port, until --timeout
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        resolve(host, port, resolve_within)  # bounded: getaddrinfo itself has no timeout
+    except TimeoutError:
+        raise _fail_usage(f"cannot resolve host {host!r} of {url} (no answer from the resolver)") from None
     except OSError as e:
         raise _fail_usage(f"cannot resolve host {host!r} of {url} ({e.strerror or e})") from None
     ep = profile.endpoints
@@ -209,6 +216,8 @@ def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
     if host in ("0.0.0.0", "::", "[::]", ""):
         host = "127.0.0.1"
     port = command_port(list(command), profile) or profile.default_port
+    if not port:  # port 0 would silently become port 80
+        raise _fail_usage("cannot tell the server's port from its command line; pass --url")
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     return f"http://{host}:{port}"
@@ -357,8 +366,8 @@ Exit codes: 0 the level holds; 1 it does not; 64 usage error.""")
 @click.option("--level", default="generation", show_default=True,
               type=click.Choice([lv.label for lv in Level if lv > Level.PROCESS]),
               help="The rung that must hold.")
-@click.option("--timeout", type=float, default=10.0, show_default=True,
-              help="Give up after this many seconds, whatever happens.")
+@click.option("--timeout", type=TIMEOUT, default=10.0, show_default=True,
+              help="Give up after this many seconds, whatever happens: it bounds the whole check.")
 @_probe_options
 def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
     """One-shot check for scripts and Kubernetes exec probes: does LEVEL hold right now?
@@ -367,17 +376,16 @@ def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
     firstlight probe http://127.0.0.1:8080 --level generation --timeout 30
     """
     _check_expect(kw["expect"])
+    deadline_at = time.monotonic() + timeout  # the whole call, however many requests it takes
     profile = _profile(kw["engine"])
-    if timeout <= 0:
-        raise _fail_usage("--timeout must be positive")
     kw["read_timeout"] = min(kw["read_timeout"], timeout)
     kw["generation_timeout"] = min(kw["generation_timeout"], timeout)
     kw["connect_timeout"] = min(kw["connect_timeout"], timeout)
-    cfg = _probe_config(url, profile, kw)
+    cfg = _probe_config(url, profile, kw, resolve_within=min(10.0, timeout))
     redactor = _redactor((), kw["api_key"])
     top = Level.parse(level)
-    with Ladder(cfg) as ladder:
-        results = ladder.climb(top)
+    with Ladder(cfg, endpoints=profile.endpoints) as ladder:
+        results = ladder.climb(top, deadline_at=deadline_at)
     held = max((p.level for p in results if p.ok), default=Level.NONE)
     ok = held >= top
     last = results[-1] if results else None
