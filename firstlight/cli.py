@@ -40,6 +40,7 @@ from firstlight.runner.session import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE, Out
 from firstlight.samplers.weights import model_path_from_command
 from firstlight.sim.scenarios import SCENARIOS
 from firstlight.timeline import Level
+from firstlight.units.commands import replay_unit, unit_options, watch_unit
 from firstlight.wire import normalise_url, split_url
 from firstlight.wire.deadline import resolve
 
@@ -258,7 +259,8 @@ def _readiness_server(spec: str, console: Reporter) -> Reporter:
     return server
 
 
-def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor | None = None) -> Outcome:
+def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor | None = None,
+         runner: Callable[[Reporter, IO[str] | None], Outcome] | None = None) -> Outcome:
     redactor = redactor or _redactor(cfg.watched_command, kw["api_key"])
     record: IO[str] | None = None
     if kw.get("record"):
@@ -268,6 +270,8 @@ def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Reda
             raise _fail_usage(f"--record {kw['record']}: cannot write ({e.strerror})") from None
     reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"), kw.get("serve_readiness"))
     try:
+        if runner is not None:  # a unit's attempts (firstlight.units)
+            return runner(reporter, record)
         return Session(cfg, profile, reporter, redactor, record).run()
     finally:
         reporter.close()
@@ -284,7 +288,7 @@ def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
 
 
 @cli.command(epilog=EXIT_HELP)
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
 @click.option("--url", default=None, help="Server URL (default: from the command's --host/--port, else the "
               "engine's default port).")
 @_probe_options
@@ -297,6 +301,7 @@ def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
 @click.option("--grace", type=float, default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL when stopping the server.")
 @click.option("--quiet-server", is_flag=True, help="Do not echo the server's own output.")
+@unit_options(up=True)
 def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready: bool, keep_on_failure: bool,
        grace: float, quiet_server: bool, **kw: Any) -> None:
     """Launch a server and watch it until it really serves.
@@ -309,6 +314,12 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
     stays in the foreground supervising it (Ctrl-C stops it) unless --detach. A server that fails or hangs
     is stopped (SIGTERM, a second one at half --grace, SIGKILL after --grace) unless --keep-on-failure.
     """
+    if kw["unit"]:  # restart the unit, watch its new invocation; Ctrl-C stops the watch, not the unit
+        if command:
+            raise _fail_usage("give --unit UNIT or a command, not both")
+        watch_unit(url, kw, restart_first=True, echo=not quiet_server)
+    if not command:
+        raise _fail_usage("missing the server command (firstlight up -- CMD ...), or --unit UNIT")
     _check_expect(kw["expect"])
     if detach and stop_when_ready:
         raise _fail_usage("--detach and --stop-when-ready exclude each other")
@@ -325,7 +336,8 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
 
 
 @cli.command(epilog=EXIT_HELP)
-@click.argument("url")
+@click.argument("url", required=False)
+@click.option("--url", "url_option", default=None, help="Server URL (instead of the URL argument).")
 @click.option("--pid", type=int, default=None, help="The server's process id, to watch its process tree.")
 @click.option("--pid-from", default=None, metavar="REGEX",
               help="Find the server's process by its command line (like pgrep -f): for a sidecar, where the PID "
@@ -335,7 +347,9 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
 @_probe_options
 @_watch_options
 @_after_ready_options
-def watch(url: str, pid: int | None, pid_from: str | None, log_file: Path | None, **kw: Any) -> None:
+@unit_options()
+def watch(url: str | None, url_option: str | None, pid: int | None, pid_from: str | None, log_file: Path | None,
+          **kw: Any) -> None:
     """Attach to a server that is already starting and exit with the verdict.
 
     With --serve-readiness it does not exit: it serves the last verdict and watches the next start (a new
@@ -343,8 +357,16 @@ def watch(url: str, pid: int | None, pid_from: str | None, log_file: Path | None
 
     \b
     systemctl restart sglang && firstlight watch http://127.0.0.1:30000 --pid $(pgrep -f launch_server)
+    systemctl restart sglang && firstlight watch --unit sglang --max-attempts 3
     firstlight watch http://127.0.0.1:8000 --pid-from 'vllm serve' --serve-readiness 0.0.0.0:8081
     """
+    url = url or url_option
+    if kw["unit"]:
+        watch_unit(url, {**kw, "pid": pid, "log_file": log_file})
+    if kw["journal_file"] is not None:
+        raise _fail_usage("--journal-file needs --unit UNIT")
+    if url is None:
+        raise _fail_usage("missing the server URL (argument or --url), or --unit UNIT")
     _check_expect(kw["expect"])
     matcher = _matcher(pid, pid_from)
     if pid is not None and not psutil.pid_exists(pid):
@@ -494,14 +516,28 @@ def demo(scenario: str, dialect: str, real: bool, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("logfile", type=click.Path(path_type=Path))
+@click.argument("logfile", type=click.Path(path_type=Path), required=False)
 @click.option("--engine", default=None, help="Engine profile (default: detect from the log).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def replay(logfile: Path, engine: str | None, as_json: bool) -> None:
+@click.option("--unit", default=None, help="Replay this systemd unit's lines from --journal-file.")
+@click.option("--journal-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="A journal file (as journalctl --file reads it) or journalctl -o json output.")
+@click.option("--invocation", default=None, help="Which start of the unit (default: the last one).")
+def replay(logfile: Path | None, engine: str | None, as_json: bool, **kw: Any) -> None:
     """Post-mortem of a startup log: which phases it went through, where it stopped, and why.
+
+    \b
+    firstlight replay /var/log/sglang.log
+    firstlight replay --unit sglang --journal-file sglang.journal [--invocation ID]
 
     Exit codes: 0 the log reached ready; 1 it failed; 3 incomplete; 64 usage error.
     """
+    if kw["unit"]:
+        if logfile is not None:
+            raise _fail_usage("give --unit with --journal-file, or a log file, not both")
+        replay_unit(kw, engine, as_json)
+    if logfile is None:
+        raise _fail_usage("missing the log file (or --unit UNIT --journal-file FILE)")
     from firstlight.engines.replay import format_replay_text, replay_lines, replay_log
     if engine is not None:
         _profile(engine)
