@@ -22,6 +22,8 @@ import psutil
 from firstlight import __version__
 from firstlight.commands.bench import bench_command
 from firstlight.commands.history import history_command
+from firstlight.commands.preflight import gate as preflight_gate
+from firstlight.commands.preflight import preflight_command
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
@@ -266,8 +268,10 @@ def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
 @click.option("--grace", type=float, default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL when stopping the server.")
 @click.option("--quiet-server", is_flag=True, help="Do not echo the server's own output.")
+@click.option("--no-preflight", is_flag=True, help="Skip the checks before launch (see `firstlight preflight`).")
+@click.option("--no-disk-sample", is_flag=True, help="Preflight without the bounded read-rate sample.")
 def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready: bool, keep_on_failure: bool,
-       grace: float, quiet_server: bool, **kw: Any) -> None:
+       grace: float, quiet_server: bool, no_preflight: bool, no_disk_sample: bool, **kw: Any) -> None:
     """Launch a server and watch it until it really serves.
 
     \b
@@ -289,6 +293,11 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
                  judge=_judge_config(kw), sample_interval=kw["sample_interval"], grace=grace,
                  keep_on_failure=keep_on_failure, echo_server_output=not quiet_server,
                  after_ready="detach" if detach else "stop" if stop_when_ready else "supervise")
+    if not no_preflight:  # a fail stops here: verdict failed with the check's category, no server started
+        _, stop = preflight_gate(command, cfg.engine, str(kw["model_path"]) if kw["model_path"] else None,
+                                 probe.url, kw["as_json"], not no_disk_sample, _redactor(command, kw["api_key"]))
+        if stop is not None:
+            sys.exit(stop)
     outcome = _run(cfg, profile, kw, _redactor(command, kw["api_key"]))
     sys.exit(outcome.exit_code)
 
@@ -435,6 +444,7 @@ def replay(logfile: Path, engine: str | None, as_json: bool) -> None:
 
 cli.add_command(bench_command)
 cli.add_command(history_command)
+cli.add_command(preflight_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
