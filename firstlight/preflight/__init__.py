@@ -24,7 +24,7 @@ from firstlight.preflight.environment import check_pip
 from firstlight.preflight.gpus import check_gpus, read_gpus
 from firstlight.preflight.interpreter import InterpreterInfo, probe_interpreter
 from firstlight.preflight.port import check_port
-from firstlight.preflight.quantization import METHOD_LIBRARY, check_quantization, read_quantization
+from firstlight.preflight.quantization import check_quantization
 from firstlight.preflight.resources import check_resources
 from firstlight.preflight.stale import check_stale
 from firstlight.preflight.target import Target, read_target
@@ -39,11 +39,6 @@ class PreflightOptions:
     nvml: Any | None = None  # an NVML module or snapshot; None: the GPU sampler's own choice
 
 
-def _needs_versions(target: Target) -> bool:
-    q, _ = read_quantization(target.model_path)
-    return q is not None and str(q.get("quant_method")) in METHOD_LIBRARY and target.interpreter is not None
-
-
 def run_preflight(target: Target, options: PreflightOptions | None = None,
                   redactor: Redactor | None = None) -> PreflightReport:
     """Every check, in a stable order: checkpoint, quantization, pip, gpus, port, stale_server, memory_disk."""
@@ -54,20 +49,19 @@ def run_preflight(target: Target, options: PreflightOptions | None = None,
             return pool.submit(fn, *args)
 
         info: Future[InterpreterInfo] | None = None
-        if _needs_versions(target):
-            assert target.interpreter is not None
+        if target.interpreter is not None:  # one subprocess: library versions and pip, from metadata only
             info = later(probe_interpreter, target.interpreter, target.env)
-        pip = later(check_pip, target)
         gpus = later(read_gpus, opts.nvml)
         scan: Future[Scan] | None = later(scan_checkpoint, target.model_path) if target.model_path else None
         stale = later(check_stale, target, redactor)
         port = check_port(target, redactor)
         scanned = scan.result() if scan else None
         reading = gpus.result()
+        interp = info.result() if info else None
         checks = [
             check_checkpoint(target, scanned),
-            check_quantization(target, info.result() if info else None),
-            pip.result(),
+            check_quantization(target, interp),
+            check_pip(target, interp),
             check_gpus(target, reading, redactor),
             port,
             stale.result(),

@@ -6,7 +6,8 @@ the start. Before launch we can tell from the headers:
 - safetensors: an 8-byte little-endian header length N, N bytes of JSON (tensor dtype, shape,
   ``data_offsets`` relative to the end of the header), then the data. The safetensors loader refuses a file
   whose size is not exactly 8 + N + the largest ``data_offsets`` end (MetadataIncompleteBuffer).
-- ``model.safetensors.index.json``: every file in ``weight_map`` exists, and holds the tensors mapped to it.
+- ``model.safetensors.index.json``: every file in ``weight_map`` exists and holds at least as many
+  tensors as are mapped to it (counted from the header bytes; named from a full parse when short).
 - a Git LFS pointer (a ~130-byte text file) where the weights should be (a clone without ``git lfs pull``).
 - a Hugging Face cache snapshot whose symlinks point to blobs that are gone.
 - GGUF: the header's tensor data extent against the file size (gguf.py); split GGUFs: every part present.
@@ -18,10 +19,11 @@ import json
 import os
 import re
 import struct
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from firstlight.preflight.base import FAIL, OK, WARN, Check
+from firstlight.preflight.base import FAIL, OK, WARN, Check, human_bytes
 from firstlight.preflight.gguf import GgufError, read_layout
 from firstlight.preflight.target import Target
 
@@ -46,60 +48,78 @@ class Scan:
     notes: list[str] = field(default_factory=list)
 
 
-def _size(n: int) -> str:
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= div:
-            return f"{n / div:.1f} {unit}"
-    return f"{n} B"
-
-
 def lfs_pointer(path: Path, head: bytes) -> str | None:
     """Evidence when ``head`` (the file's first bytes) is a Git LFS pointer, else None."""
     if not head.startswith(LFS_PREFIX):
         return None
     m = re.search(rb"\nsize (\d+)", head)
-    real = f" of a {_size(int(m.group(1)))} file" if m else ""
+    real = f" of a {human_bytes(int(m.group(1)))} file" if m else ""
     return f"{path.name} is a Git LFS pointer ({len(head)} bytes){real}, not the weights"
 
 
-def safetensors_tensors(path: Path, size: int) -> tuple[set[str], str | None]:
-    """(tensor names, problem) from a safetensors header, checking the file size against it."""
+# The fast path: the data_offsets pairs read straight from the header bytes (a JSON parse of 64 headers of
+# thousands of tensors each costs most of the one-second budget); json.loads only when they do not add up.
+_DATA_OFFSETS = re.compile(rb'"data_offsets"\s*:\s*\[\s*\d+\s*,\s*(\d+)\s*\]')
+
+
+def _parse_header(path: Path, raw: bytes) -> tuple[int, int, str | None]:
+    """(tensor count, largest data_offsets end, problem) by a full JSON parse."""
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return 0, 0, f"{path.name}: the {len(raw)}-byte safetensors header is not JSON ({e})"
+    if not isinstance(header, dict):
+        return 0, 0, f"{path.name}: the safetensors header is not a JSON object"
+    end, count = 0, 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        count += 1
+        try:
+            end = max(end, int(info["data_offsets"][1]))
+        except (TypeError, KeyError, IndexError, ValueError):
+            return count, end, f"{path.name}: tensor {name!r} has no valid data_offsets"
+    return count, end, None
+
+
+def tensor_names(path: Path) -> set[str]:
+    """Every tensor name in a safetensors header (a full parse: for the evidence of a failure)."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    return {k for k in header if k != "__metadata__"}
+
+
+def safetensors_header(path: Path, size: int) -> tuple[int, str | None]:
+    """(tensor count, problem) from a safetensors header, checking the file size against it."""
     with open(path, "rb") as f:
         head = f.read(8)
         if len(head) < 8:
             lfs = lfs_pointer(path, head)
-            return set(), lfs or f"{path.name}: {size} bytes, too short for a safetensors header"
+            return 0, lfs or f"{path.name}: {size} bytes, too short for a safetensors header"
         (n,) = struct.unpack("<Q", head)
         if n > MAX_SAFETENSORS_HEADER or 8 + n > size:
             rest = head + f.read(200)
             lfs = lfs_pointer(path, rest)
             if lfs:
-                return set(), lfs
+                return 0, lfs
             if 8 + n > size and n <= MAX_SAFETENSORS_HEADER:
-                return set(), f"{path.name}: {size} bytes, its header alone needs {8 + n} (truncated)"
-            return set(), f"{path.name}: not a safetensors file (header length {n})"
+                return 0, f"{path.name}: {size} bytes, its header alone needs {8 + n} (truncated)"
+            return 0, f"{path.name}: not a safetensors file (header length {n})"
         raw = f.read(n)
-    try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        return set(), f"{path.name}: the {n}-byte safetensors header is not JSON ({e})"
-    if not isinstance(header, dict):
-        return set(), f"{path.name}: the safetensors header is not a JSON object"
-    end = 0
-    names = set()
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        names.add(name)
-        try:
-            end = max(end, int(info["data_offsets"][1]))
-        except (TypeError, KeyError, IndexError, ValueError):
-            return names, f"{path.name}: tensor {name!r} has no valid data_offsets"
+    ends = _DATA_OFFSETS.findall(raw)
+    body = raw.rstrip()
+    if ends and len(ends) == raw.count(b'"data_offsets"') and body[:1] == b"{" and body[-1:] == b"}":
+        count, end, problem = len(ends), max(map(int, ends)), None
+    else:
+        count, end, problem = _parse_header(path, raw)
+    if problem:
+        return count, problem
     want = 8 + n + end
     if size != want:
         how = "truncated" if size < want else "longer than its header says"
-        return names, f"{path.name}: {size} bytes on disk, the header says {want} (8 + {n} + {end}): {how}"
-    return names, None
+        return count, f"{path.name}: {size} bytes on disk, the header says {want} (8 + {n} + {end}): {how}"
+    return count, None
 
 
 def _broken_links(directory: Path) -> list[str]:
@@ -123,7 +143,7 @@ def _check_gguf(path: Path, size: int, scan: Scan) -> None:
         return
     if size < layout.required_size:
         scan.problems.append(f"{path.name}: {size} bytes on disk, its {layout.tensors} tensors end at byte "
-                             f"{layout.required_size} (truncated: {_size(layout.required_size - size)} missing)")
+                             f"{layout.required_size} (truncated: {human_bytes(layout.required_size - size)} missing)")
     if layout.unknown_types:
         scan.notes.append(f"{path.name}: ggml types {list(layout.unknown_types)} not sized here; extent is a "
                           "lower bound")
@@ -152,7 +172,9 @@ def _read_index(directory: Path, scan: Scan) -> dict[str, str] | None:
         weight_map = json.loads(path.read_text())["weight_map"]
         if not isinstance(weight_map, dict):
             raise TypeError("weight_map is not an object")
-        return {str(k): str(v) for k, v in weight_map.items()}
+        if not all(isinstance(v, str) for v in set(weight_map.values())):
+            raise TypeError("weight_map's values are not all file names")
+        return weight_map
     except (OSError, ValueError, KeyError, TypeError) as e:
         head = path.read_bytes()[:512] if path.is_file() else b""
         scan.problems.append(lfs_pointer(path, head) or f"{INDEX_NAME}: unreadable ({e})")
@@ -168,10 +190,7 @@ def scan_checkpoint(root: Path) -> Scan:
         scan.problems.extend(_broken_links(root))
         index = _read_index(root, scan)
         files = _weight_files(root, index)
-    by_file: dict[str, set[str]] = {}
-    if index is not None:
-        for tensor, fname in index.items():
-            by_file.setdefault(fname, set()).add(tensor)
+    mapped = Counter(index.values()) if index is not None else Counter()
     for path in files:
         try:
             size = path.stat().st_size
@@ -182,13 +201,14 @@ def scan_checkpoint(root: Path) -> Scan:
         scan.files.append(path)
         scan.total_bytes += size
         if path.suffix == ".safetensors":
-            names, problem = safetensors_tensors(path, size)
+            count, problem = safetensors_header(path, size)
             if problem:
                 scan.problems.append(problem)
-            elif path.name in by_file and not by_file[path.name] <= names:
-                absent = sorted(by_file[path.name] - names)
+            elif mapped[path.name] > count:  # more tensors mapped to it than it holds: name one
+                assert index is not None
+                absent = sorted({t for t, f in index.items() if f == path.name} - tensor_names(path))
                 scan.problems.append(f"{path.name}: {len(absent)} tensors mapped to it in {INDEX_NAME} are not "
-                                     f"in its header (e.g. {absent[0]})")
+                                     f"in its header (e.g. {absent[0] if absent else '?'})")
         elif path.suffix == ".gguf":
             _check_gguf(path, size, scan)
         elif size < 1024:
@@ -224,5 +244,5 @@ def check_checkpoint(target: Target, scan: Scan | None) -> Check:
                      "check the model path in the command")
     notes = f"; {'; '.join(scan.notes)}" if scan.notes else ""
     files = f"{len(scan.files)} weight file{'s' if len(scan.files) > 1 else ''}"
-    return Check(NAME, OK, CATEGORY, f"{scan.root}: {files}, {_size(scan.total_bytes)}, sizes match their headers"
+    return Check(NAME, OK, CATEGORY, f"{scan.root}: {files}, {human_bytes(scan.total_bytes)}, sizes match their headers"
                  f"{notes}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import psutil
 
-from firstlight.preflight.base import OK, WARN, Check
+from firstlight.preflight.base import OK, WARN, Check, human_bytes
 from firstlight.preflight.checkpoint import Scan
 from firstlight.preflight.gpus import selected_devices
 from firstlight.preflight.pagecache import cached_bytes, sample_read_rate
@@ -20,24 +20,20 @@ NAME = "memory_disk"
 CATEGORY = "oom"
 
 
-def _gb(n: float) -> str:
-    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
-
-
 def check_resources(target: Target, scan: Scan | None, gpus: GpuSample | str, disk_sample: bool = True) -> Check:
     if scan is None or not scan.files:
         return Check(NAME, OK, CATEGORY, "skipped: no weight files to size")
     total = scan.total_bytes
     ram = psutil.virtual_memory().available
     files = f"{len(scan.files)} file{'s' if len(scan.files) > 1 else ''}"
-    parts = [f"weights {_gb(total)} in {files}", f"RAM {_gb(ram)} available"]
+    parts = [f"weights {human_bytes(total)} in {files}", f"RAM {human_bytes(ram)} available"]
     status, hint = OK, None
     gpu_free: int | None = None
     if isinstance(gpus, GpuSample):
         used, problem = selected_devices(target, gpus.devices)
         if problem is None and used:
             gpu_free = sum(d.memory_total - d.memory_used for d in used)
-            parts.append(f"GPU {_gb(gpu_free)} free on {len(used)} GPUs")
+            parts.append(f"GPU {human_bytes(gpu_free)} free on {len(used)} GPUs")
     if gpu_free is not None and total > gpu_free:
         status, hint = WARN, "use more GPUs (a larger TP), a smaller quantization, or free GPU memory"
         parts.append("the weights alone exceed the GPUs' free memory")
@@ -52,7 +48,7 @@ def check_resources(target: Target, scan: Scan | None, gpus: GpuSample | str, di
         in_cache = sum(c for c, _ in known)
         uncached = max(sum(s for _, s in known) - in_cache, 0)
         share = in_cache / max(sum(s for _, s in known), 1)
-        parts.append(f"page cache holds {share:.0%} ({_gb(in_cache)})")
+        parts.append(f"page cache holds {share:.0%} ({human_bytes(in_cache)})")
     else:
         parts.append("page-cache residency unknown")
     if disk_sample and uncached > 0:
@@ -60,7 +56,7 @@ def check_resources(target: Target, scan: Scan | None, gpus: GpuSample | str, di
         if sample is None:
             parts.append("read-rate sample: no uncached data to read (holes or cached)")
         elif sample.bytes and sample.rate > 0:
-            parts.append(f"read rate {sample.rate / 1e6:.0f} MB/s ({_gb(sample.bytes)} of {sample.path.name} at "
-                         f"offset {sample.offset} in {sample.seconds:.2f}s): the uncached {_gb(uncached)} "
-                         f"need about {uncached / sample.rate:.1f}s")
+            parts.append(f"read rate {sample.rate / 1e6:.0f} MB/s ({human_bytes(sample.bytes)} of "
+                         f"{sample.path.name} at offset {sample.offset} in {sample.seconds:.2f}s): the uncached "
+                         f"{human_bytes(uncached)} need about {uncached / sample.rate:.1f}s")
     return Check(NAME, status, CATEGORY, "; ".join(parts), hint)
