@@ -449,3 +449,31 @@ def test_systemd_unit_from_cgroup_files():
     assert unit_from_cgroup("0::/\n") is None
     me = proc_info(os.getpid())
     assert me.visible and me.pid == os.getpid() and "python" in me.name
+
+
+def test_up_with_a_truncated_model_given_by_model_starts_nothing(tmp_path: Path):
+    """Without llama-server: the command would create a witness file as its first act."""
+    model = make_checkpoint(tmp_path / "m")
+    shard = model / "model-00001-of-00003.safetensors"
+    with open(shard, "r+b") as f:
+        f.truncate(shard.stat().st_size - 1000)
+    witness = tmp_path / "started"
+    cmd = ["up", "--json", "--model", str(model), "--url", f"http://127.0.0.1:{free_port()}", "--timeout", "20"]
+    server = ["sh", "-c", f"touch {witness}; exit 3"]
+    r = run_firstlight(*cmd, "--", *server)
+    assert r.rc == 1 and r.summary["failure"] == "corrupt_weights", r.stderr[-2000:]
+    assert "no server was started" in r.stderr and not witness.exists()
+    r = run_firstlight(*cmd, "--no-preflight", "--", *server)
+    assert r.rc == 1 and witness.exists()  # the witness works
+
+
+def test_up_reports_a_passing_preflight_before_starting(tmp_path: Path):
+    from firstlight.sim.server import make_weights
+
+    make_weights(tmp_path / "m", 4 << 20, shards=2)
+    r = run_firstlight("up", "--json", "--stop-when-ready", "--poll-min", "0.05", "--", sys.executable, "-m",
+                       "firstlight.sim", "--port", str(free_port()), "--model-path", str(tmp_path / "m"))
+    assert r.rc == 0, r.stderr[-2000:]
+    kinds = [e["event"] for e in r.events]
+    assert kinds[0] == "preflight" and r.events[0]["verdict"] in ("ok", "warn") and "started" in kinds
+    assert "preflight checkpoint    ok" in r.stderr

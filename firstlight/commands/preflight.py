@@ -6,10 +6,13 @@ Human lines go to stderr; with ``--json``, JSON Lines on stdout whose last line 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from types import FrameType
 from typing import IO, Any
 
 import click
@@ -85,11 +88,25 @@ def failed_summary(report: PreflightReport, command: Sequence[str], engine: str,
     }
 
 
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM during the checks stops like Ctrl-C does (exit 130, "Aborted."), never half-way silently."""
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def gate(command: Sequence[str], engine: str | None, model: str | None, url: str, as_json: bool,
          disk_sample: bool, redactor: Redactor) -> tuple[PreflightReport, int | None]:
     """``up``'s preflight: the report, and the exit code when it must stop before launch (None: go on)."""
     started_at = time.time()
-    report = preflight(command, engine, model, disk_sample, redactor)
+    with _sigterm_interrupts():
+        report = preflight(command, engine, model, disk_sample, redactor)
     show(report, as_json)
     if report.verdict != FAIL:
         return report, None
