@@ -477,3 +477,13 @@ def test_up_reports_a_passing_preflight_before_starting(tmp_path: Path):
     kinds = [e["event"] for e in r.events]
     assert kinds[0] == "preflight" and r.events[0]["verdict"] in ("ok", "warn") and "started" in kinds
     assert "preflight checkpoint    ok" in r.stderr
+
+
+def test_a_check_that_cannot_run_is_a_warning_not_a_crash(tmp_path: Path):
+    from firstlight.preflight import _guarded
+
+    def broken() -> Any:
+        raise PermissionError(13, "Permission denied", str(tmp_path / "x.safetensors"))
+
+    c = _guarded("checkpoint", "corrupt_weights", broken)
+    assert c.status == WARN and "PermissionError" in c.evidence and "x.safetensors" in c.evidence

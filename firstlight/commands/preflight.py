@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from types import FrameType
 from typing import IO, Any
 
@@ -58,9 +59,9 @@ def preflight(command: Sequence[str], engine: str | None = None, model: str | No
     """Run every check against ``command``; secrets masked in the evidence."""
     r = redactor or _redactor(command)
     report = run_preflight(read_target(command, engine=engine, model=model), PreflightOptions(disk_sample), r)
-    for i, c in enumerate(report.checks):  # belt and braces: evidence quotes command lines and paths
-        report.checks[i] = type(c)(c.name, c.status, c.category, r.text(c.evidence), r.text(c.hint) if c.hint
-                                   else None)
+    # Belt and braces: the evidence quotes command lines and paths.
+    report.checks = [replace(c, evidence=r.text(c.evidence), hint=r.text(c.hint) if c.hint else None)
+                     for c in report.checks]
     return report
 
 

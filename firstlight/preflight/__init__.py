@@ -39,33 +39,51 @@ class PreflightOptions:
     nvml: Any | None = None  # an NVML module or snapshot; None: the GPU sampler's own choice
 
 
+def _guarded(name: str, category: str, fn: Callable[[], Check]) -> Check:
+    """A check that could not run (a file it may not read, a /proc entry that vanished) is a warning with the
+    reason, not a crash of the start it was meant to protect."""
+    try:
+        return fn()
+    except Exception as e:  # the check itself failed: report it, never raise it
+        return Check(name, WARN, category, f"could not check: {type(e).__name__}: {e}", "run it again; if it "
+                     "persists, check with --no-preflight and report it")
+
+
+def _result(future: Future[T] | None) -> T | None:
+    """A background step's result, or None when there is none or it failed (its check then says so)."""
+    if future is None:
+        return None
+    try:
+        return future.result()
+    except Exception:
+        return None
+
+
 def run_preflight(target: Target, options: PreflightOptions | None = None,
                   redactor: Redactor | None = None) -> PreflightReport:
     """Every check, in a stable order: checkpoint, quantization, pip, gpus, port, stale_server, memory_disk."""
     opts = options or PreflightOptions()
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=5, thread_name_prefix="preflight") as pool:
-        def later(fn: Callable[..., T], *args: Any) -> Future[T]:
-            return pool.submit(fn, *args)
-
+        later = pool.submit
         info: Future[InterpreterInfo] | None = None
         if target.interpreter is not None:  # one subprocess: library versions and pip, from metadata only
             info = later(probe_interpreter, target.interpreter, target.env)
         gpus = later(read_gpus, opts.nvml)
         scan: Future[Scan] | None = later(scan_checkpoint, target.model_path) if target.model_path else None
         stale = later(check_stale, target, redactor)
-        port = check_port(target, redactor)
-        scanned = scan.result() if scan else None
-        reading = gpus.result()
-        interp = info.result() if info else None
+        reading = _result(gpus) or "NVML could not be read"
+        interp = _result(info)
         checks = [
-            check_checkpoint(target, scanned),
-            check_quantization(target, interp),
-            check_pip(target, interp),
-            check_gpus(target, reading, redactor),
-            port,
-            stale.result(),
-            check_resources(target, scanned, reading, opts.disk_sample),
+            _guarded("checkpoint", "corrupt_weights",
+                     lambda: check_checkpoint(target, scan.result() if scan else None)),
+            _guarded("quantization", "quantization", lambda: check_quantization(target, interp)),
+            _guarded("pip", "import_error", lambda: check_pip(target, interp)),
+            _guarded("gpus", "gpu_occupied", lambda: check_gpus(target, reading, redactor)),
+            _guarded("port", "port_in_use", lambda: check_port(target, redactor)),
+            _guarded("stale_server", "other", stale.result),
+            _guarded("memory_disk", "oom", lambda: check_resources(target, _result(scan), reading,
+                                                                   opts.disk_sample)),
         ]
     return PreflightReport(checks, time.monotonic() - t0)
 

@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
@@ -39,7 +39,6 @@ class Target:
     visible_devices: list[str] | None  # CUDA_VISIBLE_DEVICES entries, None when unset
     interpreter: str | None  # the Python that will run the server, None for a native binary
     interpreter_source: str = ""  # how it was found
-    notes: list[str] = field(default_factory=list)
 
     @property
     def gpu_indices_hint(self) -> str:
