@@ -487,3 +487,30 @@ def test_a_check_that_cannot_run_is_a_warning_not_a_crash(tmp_path: Path):
 
     c = _guarded("checkpoint", "corrupt_weights", broken)
     assert c.status == WARN and "PermissionError" in c.evidence and "x.safetensors" in c.evidence
+
+
+# -- reading the command --------------------------------------------------------------------------------
+def test_the_command_reader_takes_env_prefix_tp_flags_and_ports(tmp_path: Path):
+    t = target_of(["env", "CUDA_VISIBLE_DEVICES=2,3", "python", "-m", "sglang.launch_server", "--model-path",
+                   str(tmp_path), "--tp-size", "2", "--port", "30001"], env={"PATH": os.environ["PATH"]})
+    assert t.engine == "sglang" and t.visible_devices == ["2", "3"] and t.tp == 2 and t.port == 30001
+    assert t.model_path == tmp_path and t.interpreter and t.gpu_util is None
+    t = target_of(["vllm", "serve", "org/absent-model", "--tensor-parallel-size=4"], env={})
+    assert t.engine == "vllm" and t.tp == 4 and t.gpu_util == 0.9 and t.port == 8000 and t.model_path is None
+    t = target_of(["llama-server", "-m", "x.gguf"], env={})
+    assert t.engine == "llamacpp" and t.port == 8080 and t.tp == 1 and t.visible_devices is None
+
+
+def test_console_script_interpreters_from_shebangs(tmp_path: Path):
+    from firstlight.preflight.target import shebang_interpreter
+
+    plain = tmp_path / "vllm"
+    plain.write_text("#!/opt/venv/bin/python3.12\nfrom vllm.scripts import main\n")
+    # pip's trampoline for interpreter paths too long (or with spaces) for a #! line
+    long = tmp_path / "sglang"
+    long.write_text("#!/bin/sh\n'''exec' \"/very/long path/venv/bin/python\" \"$0\" \"$@\"\n' '''\nimport sys\n")
+    native = tmp_path / "llama-server"
+    native.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(100))
+    assert shebang_interpreter(plain) == "/opt/venv/bin/python3.12"
+    assert shebang_interpreter(native) is None
+    assert shebang_interpreter(long) is None or "python" in (shebang_interpreter(long) or "")
