@@ -513,4 +513,4 @@ def test_console_script_interpreters_from_shebangs(tmp_path: Path):
     native.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(100))
     assert shebang_interpreter(plain) == "/opt/venv/bin/python3.12"
     assert shebang_interpreter(native) is None
-    assert shebang_interpreter(long) is None or "python" in (shebang_interpreter(long) or "")
+    assert shebang_interpreter(long) == "/very/long path/venv/bin/python"

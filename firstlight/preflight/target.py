@@ -114,9 +114,9 @@ def shebang_interpreter(script: Path) -> str | None:
     if "python" in os.path.basename(words[0]):
         return words[0]
     if os.path.basename(words[0]) == "sh" and len(lines) > 1:
-        m = re.search(r"'''exec' \"?([^\"' ]*python[^\"' ]*)\"?", lines[1])
+        m = re.search(r"'''exec' (?:\"([^\"]*python[^\"]*)\"|(\S*python\S*))", lines[1])
         if m:
-            return m.group(1)
+            return m.group(1) or m.group(2)
     return None
 
 
