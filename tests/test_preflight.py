@@ -514,3 +514,33 @@ def test_console_script_interpreters_from_shebangs(tmp_path: Path):
     assert shebang_interpreter(plain) == "/opt/venv/bin/python3.12"
     assert shebang_interpreter(native) is None
     assert shebang_interpreter(long) == "/very/long path/venv/bin/python"
+
+
+# -- page cache ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("syscall", ["cachestat", "mincore"])
+def test_page_cache_residency_follows_the_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, syscall: str):
+    from firstlight.preflight import pagecache
+
+    if syscall == "mincore":
+        monkeypatch.setattr(pagecache, "_cachestat_works", False)
+    elif pagecache._cachestat(0, 0, 0) is None and pagecache._cachestat_works is False:
+        need("cachestat(2)", "this kernel lacks it (Linux < 6.5)")
+    path = tmp_path / "shard.bin"
+    size = 8 << 20
+    with open(path, "wb") as f:
+        f.write(os.urandom(size))
+        f.flush()
+        os.fsync(f.fileno())
+    with open(path, "rb") as f:
+        f.read()  # resident now
+    resident = pagecache.cached_bytes(path)
+    assert resident is not None and resident >= size * 0.9
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, size, os.POSIX_FADV_DONTNEED)  # clean pages: dropped from the cache
+    finally:
+        os.close(fd)
+    dropped = pagecache.cached_bytes(path)
+    assert dropped is not None and dropped <= size * 0.1
+    sample = pagecache.sample_read_rate([path])
+    assert sample is not None and sample.bytes > 0 and sample.path == path

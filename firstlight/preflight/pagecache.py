@@ -159,12 +159,12 @@ def sample_read_rate(files: list[Path]) -> ReadSample | None:
         try:
             size = os.fstat(fd).st_size
             window = min(SAMPLE_BYTES, size // 4)
-            off = _uncached_data_offset(fd, size, window) if window >= _CHUNK else None
+            off = _uncached_data_offset(fd, size, window) if window >= 64 * PAGE else None
             if off is None:
                 continue
             done, t0 = 0, time.monotonic()
             while done < window and time.monotonic() - t0 < SAMPLE_S:
-                n = os.preadv(fd, [buf], off + done)
+                n = os.preadv(fd, [memoryview(buf)[: min(_CHUNK, window - done)]], off + done)
                 if n <= 0:
                     break
                 done += n
