@@ -238,7 +238,8 @@ def check_checkpoint(target: Target, scan: Scan | None) -> Check:
         lfs = any("Git LFS pointer" in p for p in scan.problems)
         hint = ("fetch the weights: `git lfs pull` in the model directory (or download with huggingface-cli)"
                 if lfs else "re-download the files named (the copy on disk is incomplete or damaged)")
-        return Check(NAME, FAIL, CATEGORY, f"{scan.root}: " + "; ".join(shown) + more, hint)
+        where = scan.root.parent if scan.root.is_file() else scan.root  # the problems name the files in it
+        return Check(NAME, FAIL, CATEGORY, f"in {where}: " + "; ".join(shown) + more, hint)
     if not scan.files:
         return Check(NAME, WARN, "model_not_found", f"{scan.root}: no weight files ({', '.join(WEIGHT_SUFFIXES)})",
                      "check the model path in the command")
