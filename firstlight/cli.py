@@ -22,11 +22,11 @@ import psutil
 from firstlight import __version__
 from firstlight.commands.bench import bench_command
 from firstlight.commands.history import history_command
-from firstlight.commands.preflight import gate as preflight_gate
-from firstlight.commands.preflight import preflight_command
+from firstlight.commands.preflight import preflight_before_launch, preflight_command
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
+from firstlight.preflight import PreflightReport
 from firstlight.probes.ladder import Ladder, normalise_url, split_url
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter, Reporters
@@ -185,6 +185,7 @@ def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any]) -> Probe
         connect_timeout=kw["connect_timeout"], read_timeout=kw["read_timeout"],
         generation_timeout=kw["generation_timeout"],
         min_interval=kw.get("poll_min", 0.1), max_interval=kw.get("poll_max", 1.0),
+        explicit=frozenset({"health_path"} if kw["health_path"] else ()),
     )
 
 
@@ -230,7 +231,8 @@ def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None) -> Re
     return chosen[0] if len(chosen) == 1 else Reporters(*chosen)
 
 
-def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor) -> Outcome:
+def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor,
+         preflight: PreflightReport | None = None) -> Outcome:
     record: IO[str] | None = None
     if kw.get("record"):
         try:
@@ -239,7 +241,7 @@ def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Reda
             raise _fail_usage(f"--record {kw['record']}: cannot write ({e.strerror})") from None
     reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"))
     try:
-        return Session(cfg, profile, reporter, redactor, record).run()
+        return Session(cfg, profile, reporter, redactor, record, preflight=preflight).run()
     finally:
         reporter.close()
         if record is not None:
@@ -293,12 +295,10 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
                  judge=_judge_config(kw), sample_interval=kw["sample_interval"], grace=grace,
                  keep_on_failure=keep_on_failure, echo_server_output=not quiet_server,
                  after_ready="detach" if detach else "stop" if stop_when_ready else "supervise")
-    if not no_preflight:  # a fail stops here: verdict failed with the check's category, no server started
-        _, stop = preflight_gate(command, cfg.engine, str(kw["model_path"]) if kw["model_path"] else None,
-                                 probe.url, kw["as_json"], not no_disk_sample, _redactor(command, kw["api_key"]))
-        if stop is not None:
-            sys.exit(stop)
-    outcome = _run(cfg, profile, kw, _redactor(command, kw["api_key"]))
+    redactor = _redactor(command, kw["api_key"])
+    # A failed check ends the run before launch (verdict failed, the check's category, no server process).
+    report = None if no_preflight else preflight_before_launch(cfg, kw["as_json"], not no_disk_sample, redactor)
+    outcome = _run(cfg, profile, kw, redactor, preflight=report)
     sys.exit(outcome.exit_code)
 
 
@@ -326,13 +326,14 @@ def watch(url: str, pid: int | None, log_file: Path | None, **kw: Any) -> None:
     profile = _profile(kw["engine"], command)
     probe = _probe_config(url, profile, kw)
     after, history = _after_ready_config(kw)
+    model_path = kw["model_path"]
+    if model_path is None and command:
+        model = model_path_from_command(command)
+        model_path = Path(model) if model else None
     cfg = Config(command=[], pid=pid, log_file=log_file, watched_command=command, after=after, history=history,
                  engine=kw["engine"] or detect_from_command(command),
-                 model_path=kw["model_path"], probe=probe, judge=_judge_config(kw),
+                 model_path=model_path, probe=probe, judge=_judge_config(kw),
                  sample_interval=kw["sample_interval"])
-    if kw["model_path"] is None and command:
-        model = model_path_from_command(command)
-        cfg.model_path = Path(model) if model else None
     outcome = _run(cfg, profile, kw, _redactor(command, kw["api_key"]))
     sys.exit(outcome.exit_code)
 

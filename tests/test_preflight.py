@@ -458,25 +458,43 @@ def test_up_with_a_truncated_model_given_by_model_starts_nothing(tmp_path: Path)
     with open(shard, "r+b") as f:
         f.truncate(shard.stat().st_size - 1000)
     witness = tmp_path / "started"
-    cmd = ["up", "--json", "--model", str(model), "--url", f"http://127.0.0.1:{free_port()}", "--timeout", "20"]
+    history = tmp_path / "history.sqlite3"
+    cmd = ["up", "--json", "--model", str(model), "--url", f"http://127.0.0.1:{free_port()}", "--timeout", "20",
+           "--history", str(history)]
     server = ["sh", "-c", f"touch {witness}; exit 3"]
     r = run_firstlight(*cmd, "--", *server)
     assert r.rc == 1 and r.summary["failure"] == "corrupt_weights", r.stderr[-2000:]
     assert "no server was started" in r.stderr and not witness.exists()
+    assert r.summary["evidence"][0]["signal"] == "preflight:checkpoint"
+    # The failed start is a run of its deployment in the history, with its checks.
+    from firstlight.history import History
+
+    runs = History(history).runs()
+    assert len(runs) == 1 and not runs[0].ok
+    assert History(history).get(runs[0].id).summary["preflight"]["verdict"] == "fail"  # type: ignore[union-attr]
     r = run_firstlight(*cmd, "--no-preflight", "--", *server)
     assert r.rc == 1 and witness.exists()  # the witness works
 
 
-def test_up_reports_a_passing_preflight_before_starting(tmp_path: Path):
+def test_up_reports_a_passing_preflight_before_starting_and_keeps_it_with_the_run(tmp_path: Path):
+    from firstlight.history import History
     from firstlight.sim.server import make_weights
 
     make_weights(tmp_path / "m", 4 << 20, shards=2)
-    r = run_firstlight("up", "--json", "--stop-when-ready", "--poll-min", "0.05", "--", sys.executable, "-m",
-                       "firstlight.sim", "--port", str(free_port()), "--model-path", str(tmp_path / "m"))
+    history = tmp_path / "history.sqlite3"
+    r = run_firstlight("up", "--json", "--stop-when-ready", "--poll-min", "0.05", "--history", str(history), "--",
+                       sys.executable, "-m", "firstlight.sim", "--port", str(free_port()), "--model-path",
+                       str(tmp_path / "m"))
     assert r.rc == 0, r.stderr[-2000:]
     kinds = [e["event"] for e in r.events]
     assert kinds[0] == "preflight" and r.events[0]["verdict"] in ("ok", "warn") and "started" in kinds
     assert "preflight checkpoint    ok" in r.stderr
+    assert r.summary["preflight"] == r.events[0]  # the summary carries the same report
+    stored = History(history).get(r.summary["history_run"])
+    assert stored is not None and stored.summary["preflight"]["checks"][0]["name"] == "checkpoint"
+    r = run_firstlight("up", "--json", "--stop-when-ready", "--no-preflight", "--history", str(history), "--",
+                       sys.executable, "-m", "firstlight.sim", "--port", str(free_port()))
+    assert r.rc == 0 and r.summary["preflight"] is None and r.events[0]["event"] == "started"
 
 
 def test_a_check_that_cannot_run_is_a_warning_not_a_crash(tmp_path: Path):

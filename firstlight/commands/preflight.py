@@ -10,19 +10,18 @@ import contextlib
 import json
 import signal
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from types import FrameType
-from typing import IO, Any
+from typing import IO
 
 import click
 
 from firstlight.commands import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.config import Config
 from firstlight.engines import PROFILES
 from firstlight.preflight import FAIL, OK, PreflightOptions, PreflightReport, read_target, run_preflight
 from firstlight.redact import Redactor
-from firstlight.vocab import FAILED
 
 EXIT_HELP = """\b
 Exit codes:
@@ -72,23 +71,6 @@ def show(report: PreflightReport, as_json: bool, err: IO[str] | None = None, out
         print(json.dumps(report.to_dict()), file=out or sys.stdout, flush=True)
 
 
-def failed_summary(report: PreflightReport, command: Sequence[str], engine: str, url: str,
-                   redactor: Redactor, started_at: float) -> dict[str, Any]:
-    """The run's summary when preflight stops ``up`` before launch: verdict failed, the check's category."""
-    check = report.failure
-    assert check is not None
-    now = time.time()
-    return {
-        "cold_start_s": None, "verdict": FAILED, "phase": "process_start",
-        "detail": f"preflight {check.name}: {check.evidence}", "failure": check.category, "hint": check.hint,
-        "evidence": [{"signal": f"preflight:{c.name}", "value": c.evidence, "since": now} for c in report.failed],
-        "started_at": started_at, "ready_at": None, "ended_at": now, "elapsed_s": round(now - started_at, 3),
-        "level": None, "levels": {}, "phases": [], "first_generation": None, "engine": engine,
-        "engine_ready_at": None, "url": url, "pid": None, "command": redactor.argv(command),
-        "progress": {}, "requests": {}, "notes": [], "server_log": None, "preflight": report.to_dict(),
-    }
-
-
 @contextlib.contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
     """SIGTERM during the checks stops like Ctrl-C does (exit 130, "Aborted."), never half-way silently."""
@@ -102,25 +84,14 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def gate(command: Sequence[str], engine: str | None, model: str | None, url: str, as_json: bool,
-         disk_sample: bool, redactor: Redactor) -> tuple[PreflightReport, int | None]:
-    """``up``'s preflight: the report, and the exit code when it must stop before launch (None: go on)."""
-    started_at = time.time()
+def preflight_before_launch(cfg: Config, as_json: bool, disk_sample: bool, redactor: Redactor) -> PreflightReport:
+    """``up``'s checks: shown (human lines, and the JSON event before any other), then handed to the session,
+    which keeps them with the run and, when one failed, ends the run before launch."""
     with _sigterm_interrupts():
-        report = preflight(command, engine, model, disk_sample, redactor)
+        report = preflight(cfg.command, cfg.engine, str(cfg.model_path) if cfg.model_path else None, disk_sample,
+                           redactor)
     show(report, as_json)
-    if report.verdict != FAIL:
-        return report, None
-    summary = failed_summary(report, command, engine or "generic", url, redactor, started_at)
-    check = report.failure
-    assert check is not None
-    print(f"FAILED   preflight {check.name} ({check.category}): no server was started; fix: {check.hint}",
-          file=sys.stderr, flush=True)
-    if as_json:
-        print(json.dumps({"event": "verdict", "t": summary["ended_at"], "verdict": FAILED,
-                          "phase": summary["phase"], "failure": summary["failure"]}), flush=True)
-        print(json.dumps({"event": "summary", **summary}), flush=True)
-    return report, EXIT_FAILED
+    return report
 
 
 @click.command("preflight", cls=Command, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})

@@ -74,6 +74,12 @@ class PreflightReport:
         failed = self.failed
         return max(failed, key=lambda c: CATEGORY_RANK.get(c.category, 0)) if failed else None
 
+    def evidence(self, since: float) -> list[dict[str, Any]]:
+        """The failed checks as the run's evidence (signal, value, since): the reported one first."""
+        first = self.failure
+        failed = [first, *(c for c in self.failed if c is not first)] if first else []
+        return [{"signal": f"preflight:{c.name}", "value": c.evidence, "since": since} for c in failed]
+
     def to_dict(self) -> dict[str, Any]:
         return {"event": "preflight", "verdict": self.verdict, "checks": [c.to_dict() for c in self.checks],
                 "elapsed_s": round(self.elapsed_s, 3)}
