@@ -24,9 +24,11 @@ from firstlight import __version__
 from firstlight.commands.bench import bench_command
 from firstlight.commands.history import history_command
 from firstlight.commands.params import TIMEOUT
+from firstlight.commands.preflight import preflight_before_launch, preflight_command
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
+from firstlight.preflight import PreflightReport
 from firstlight.probes.ladder import Ladder
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter, Reporters
@@ -260,7 +262,8 @@ def _readiness_server(spec: str, console: Reporter) -> Reporter:
 
 
 def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor | None = None,
-         runner: Callable[[Reporter, IO[str] | None], Outcome] | None = None) -> Outcome:
+         runner: Callable[[Reporter, IO[str] | None], Outcome] | None = None,
+         preflight: PreflightReport | None = None) -> Outcome:
     redactor = redactor or _redactor(cfg.watched_command, kw["api_key"])
     record: IO[str] | None = None
     if kw.get("record"):
@@ -272,7 +275,7 @@ def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Reda
     try:
         if runner is not None:  # a unit's attempts (firstlight.units)
             return runner(reporter, record)
-        return Session(cfg, profile, reporter, redactor, record).run()
+        return Session(cfg, profile, reporter, redactor, record, preflight=preflight).run()
     finally:
         reporter.close()
         if record is not None:
@@ -301,9 +304,11 @@ def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
 @click.option("--grace", type=float, default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL when stopping the server.")
 @click.option("--quiet-server", is_flag=True, help="Do not echo the server's own output.")
+@click.option("--no-preflight", is_flag=True, help="Skip the checks before launch (see `firstlight preflight`).")
+@click.option("--no-disk-sample", is_flag=True, help="Preflight without the bounded read-rate sample.")
 @unit_options(up=True)
 def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready: bool, keep_on_failure: bool,
-       grace: float, quiet_server: bool, **kw: Any) -> None:
+       grace: float, quiet_server: bool, no_preflight: bool, no_disk_sample: bool, **kw: Any) -> None:
     """Launch a server and watch it until it really serves.
 
     \b
@@ -331,7 +336,10 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
                  judge=_judge_config(kw), sample_interval=kw["sample_interval"], grace=grace,
                  keep_on_failure=keep_on_failure, echo_server_output=not quiet_server,
                  after_ready="detach" if detach else "stop" if stop_when_ready else "supervise")
-    outcome = _run(cfg, profile, kw, _redactor(command, kw["api_key"]))
+    redactor = _redactor(command, kw["api_key"])
+    # A failed check ends the run before launch (verdict failed, the check's category, no server process).
+    report = None if no_preflight else preflight_before_launch(cfg, kw["as_json"], not no_disk_sample, redactor)
+    outcome = _run(cfg, profile, kw, redactor, preflight=report)
     sys.exit(outcome.exit_code)
 
 
@@ -560,6 +568,7 @@ def replay(logfile: Path | None, engine: str | None, as_json: bool, **kw: Any) -
 
 cli.add_command(bench_command)
 cli.add_command(history_command)
+cli.add_command(preflight_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -89,8 +90,11 @@ def _start_up(*args: str) -> subprocess.Popen[str]:
 
 def _server_pid(fl: subprocess.Popen[str]) -> int:
     def child() -> int | None:
-        kids = psutil.Process(fl.pid).children()
-        return kids[0].pid if kids else None
+        for kid in psutil.Process(fl.pid).children():
+            with contextlib.suppress(psutil.Error):
+                if "firstlight.sim" in kid.cmdline():  # not preflight's short probe of the server's Python
+                    return int(kid.pid)
+        return None
     return int(wait_for(child, 30, "the server process"))
 
 

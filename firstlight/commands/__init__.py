@@ -46,8 +46,12 @@ def __getattr__(name: str) -> Any:  # lazy: importing the package must not impor
         from firstlight.commands.history import history_command
 
         return history_command
+    if name == "preflight_command":
+        from firstlight.commands.preflight import preflight_command
+
+        return preflight_command
     raise AttributeError(name)
 
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "EXIT_TIMEOUT", "EXIT_USAGE", "Command",
-           "UsageFailure", "bench_command", "history_command"]
+           "UsageFailure", "bench_command", "history_command", "preflight_command"]

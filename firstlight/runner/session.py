@@ -11,6 +11,7 @@ unless ``--detach`` asked for it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import queue
 import signal
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import psutil
 
@@ -39,6 +40,9 @@ from firstlight.runner.sources import Sources
 from firstlight.runner.state import RunState
 from firstlight.timeline import Interrupted, LogLine, Observation, SourceNote, Started
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, READY
+
+if TYPE_CHECKING:
+    from firstlight.preflight import PreflightReport
 
 __all__ = ["EXIT_CODES", "EXIT_INTERNAL", "EXIT_REGRESSION", "EXIT_USAGE", "STOP_SIGNALS", "Outcome", "Session"]
 
@@ -67,7 +71,8 @@ class Outcome:
 
 class Session:
     def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor | None = None,
-                 record: IO[str] | None = None, clock: Callable[[], float] = time.time) -> None:
+                 record: IO[str] | None = None, clock: Callable[[], float] = time.time,
+                 preflight: PreflightReport | None = None) -> None:
         self.cfg = cfg  # read-only from here on: what the run learns goes into self.state
         self.reporter = reporter
         self.redactor = redactor or Redactor()
@@ -78,6 +83,7 @@ class Session:
         self.sources = Sources(cfg, self._sink, self._echo, identify=self.state.detector is not None, clock=clock)
         self.history: History | None = None
         self.judge: Judge | None = None
+        self.preflight = preflight  # the checks `up` ran before launch; kept with the run in the history
 
     @property
     def profile(self) -> EngineProfile:
@@ -92,9 +98,12 @@ class Session:
         judge.expect_total(self.state.expected_total_s)
         with self._signals():
             try:
+                if self.preflight is not None and self.preflight.failure is not None:
+                    return self._preflight_failed(judge, started_at)
                 result = self._watch(judge, started_at)
                 if result is None:  # the command could not even be started
                     return self._launch_failed(judge, started_at)
+                result = result.with_preflight(self.preflight.to_dict() if self.preflight else None)
                 if result.verdict == READY:
                     result = self._check_after_ready(result)
                 result = self._remember(result)
@@ -134,6 +143,19 @@ class Session:
         error = Evidence("process", self._launch_error or "cannot start the command", now)
         result = RunResult.launch_failed(judge, judge.assess(now), self._facts(judge, started_at), error)
         self.reporter.verdict(result)
+        self.reporter.summary(result)
+        return Outcome(result, result.exit_code())
+
+    def _preflight_failed(self, judge: Judge, started_at: float) -> Outcome:
+        """A check before launch failed: the run ends failed with that check's category, recorded in the
+        history like any run, and no server process is started."""
+        assert self.preflight is not None and self.preflight.failure is not None
+        now, check = self.clock(), self.preflight.failure
+        result = RunResult.preflight_failed(self._facts(judge, started_at), self.preflight.to_dict(), check.category,
+                                            check.hint, self.preflight.evidence(now), now)
+        result = dataclasses.replace(result, detail=f"preflight {check.name} failed: no server was started")
+        self.reporter.verdict(result)
+        result = self._remember(result)
         self.reporter.summary(result)
         return Outcome(result, result.exit_code())
 

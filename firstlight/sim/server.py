@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -56,13 +57,21 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def make_weights(directory: Path, total_bytes: int, shards: int = 4) -> list[Path]:
-    """Sparse safetensors-named files of ``total_bytes`` in all: real files to read, nothing to write."""
+    """Sparse safetensors files of ``total_bytes`` in all: real files to read, nothing to write. Each holds a
+    valid safetensors header (one U8 tensor filling the file), so a checkpoint check finds them complete."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(shards):
         p = directory / f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        size = total_bytes // shards
+        header, previous = b"", None
+        while len(header) != previous:  # the header's length changes the data length it states; settle it
+            previous, data = len(header), size - 8 - len(header)
+            text = json.dumps({f"layer{i}.weight": {"dtype": "U8", "shape": [data], "data_offsets": [0, data]}})
+            header = text.encode().ljust(-(-len(text) // 8) * 8)
         with open(p, "wb") as f:
-            f.truncate(total_bytes // shards)
+            f.write(struct.pack("<Q", len(header)) + header)
+            f.truncate(size)
         paths.append(p)
     return paths
 

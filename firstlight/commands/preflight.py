@@ -1,0 +1,118 @@
+"""``firstlight preflight [options] -- COMMAND...``: check a launch command's machine, environment and model
+without starting it; ``firstlight up`` runs the same checks before launch (:func:`gate`).
+
+Human lines go to stderr; with ``--json``, JSON Lines on stdout whose last line is the preflight event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from types import FrameType
+from typing import IO
+
+import click
+
+from firstlight.commands import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.config import Config
+from firstlight.engines import PROFILES
+from firstlight.preflight import FAIL, OK, PreflightOptions, PreflightReport, read_target, run_preflight
+from firstlight.redact import Redactor
+
+EXIT_HELP = """\b
+Exit codes:
+  0    every check ok, or warnings only
+  1    a check failed: the start would fail (the line says why and how to fix it)
+  64   usage error (bad option, no command)
+  70   internal error of firstlight itself"""
+
+_MARK = {OK: "ok", "warn": "WARN", FAIL: "FAIL"}
+
+
+def format_report(report: PreflightReport) -> list[str]:
+    """The human lines: one per check, a fix line under each that is not ok, and the verdict."""
+    lines = []
+    for c in report.checks:
+        lines.append(f"preflight {c.name:<13} {_MARK[c.status]:<4}  {c.evidence}")
+        if c.hint:
+            lines.append(f"{'':<14}{'':<14}  fix: {c.hint}")
+    counts = {s: sum(c.status == s for c in report.checks) for s in ("warn", FAIL)}
+    lines.append(f"preflight: {report.verdict} ({counts[FAIL]} failed, {counts['warn']} warnings, "
+                 f"{len(report.checks)} checks) in {report.elapsed_s:.2f}s")
+    return lines
+
+
+def _redactor(command: Sequence[str]) -> Redactor:
+    r = Redactor()
+    r.add_from_argv(command)
+    r.add_from_env()
+    return r
+
+
+def preflight(command: Sequence[str], engine: str | None = None, model: str | None = None,
+              disk_sample: bool = True, redactor: Redactor | None = None) -> PreflightReport:
+    """Run every check against ``command``; secrets masked in the evidence."""
+    r = redactor or _redactor(command)
+    report = run_preflight(read_target(command, engine=engine, model=model), PreflightOptions(disk_sample), r)
+    # Belt and braces: the evidence quotes command lines and paths.
+    report.checks = [replace(c, evidence=r.text(c.evidence), hint=r.text(c.hint) if c.hint else None)
+                     for c in report.checks]
+    return report
+
+
+def show(report: PreflightReport, as_json: bool, err: IO[str] | None = None, out: IO[str] | None = None) -> None:
+    for line in format_report(report):
+        print(line, file=err or sys.stderr, flush=True)
+    if as_json:
+        print(json.dumps(report.to_dict()), file=out or sys.stdout, flush=True)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM during the checks stops like Ctrl-C does (exit 130, "Aborted."), never half-way silently."""
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def preflight_before_launch(cfg: Config, as_json: bool, disk_sample: bool, redactor: Redactor) -> PreflightReport:
+    """``up``'s checks: shown (human lines, and the JSON event before any other), then handed to the session,
+    which keeps them with the run and, when one failed, ends the run before launch."""
+    with _sigterm_interrupts():
+        report = preflight(cfg.command, cfg.engine, str(cfg.model_path) if cfg.model_path else None, disk_sample,
+                           redactor)
+    show(report, as_json)
+    return report
+
+
+@click.command("preflight", cls=Command, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--engine", type=click.Choice(sorted(PROFILES)), default=None,
+              help="Engine profile (default: detect from the command).")
+@click.option("--model", default=None, help="Model path or id (default: from the command line).")
+@click.option("--no-disk-sample", is_flag=True, help="Skip the bounded read-rate sample of the weights.")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines on stdout; the last is the preflight event.")
+def preflight_command(command: tuple[str, ...], engine: str | None, model: str | None, no_disk_sample: bool,
+                      as_json: bool) -> None:
+    """Check what a launch command will use, without starting it: the GPUs (foreign processes, SGLang's and
+    vLLM's memory rules), the checkpoint's quantization against the server's own Python, its pip, the
+    checkpoint's completeness (headers only), the port, a stale server, memory and disk.
+
+    \b
+    firstlight preflight -- python -m sglang.launch_server --model-path /models/K2 --tp 8 --port 30000
+    firstlight preflight --json -- llama-server -m model.gguf --port 8080
+    """
+    if not command or not command[0]:
+        raise UsageFailure("no command to check (firstlight preflight -- COMMAND...)")
+    report = preflight(command, engine, model, not no_disk_sample)
+    show(report, as_json)
+    sys.exit(EXIT_FAILED if report.verdict == FAIL else EXIT_OK)

@@ -1,0 +1,249 @@
+"""Is the checkpoint complete? Read from headers and directory entries only, never the weights.
+
+A loader finds a truncated shard only when it reaches it, which on a 500 GB model can be many minutes into
+the start. Before launch we can tell from the headers:
+
+- safetensors: an 8-byte little-endian header length N, N bytes of JSON (tensor dtype, shape,
+  ``data_offsets`` relative to the end of the header), then the data. The safetensors loader refuses a file
+  whose size is not exactly 8 + N + the largest ``data_offsets`` end (MetadataIncompleteBuffer).
+- ``model.safetensors.index.json``: every file in ``weight_map`` exists and holds at least as many
+  tensors as are mapped to it (counted from the header bytes; named from a full parse when short).
+- a Git LFS pointer (a ~130-byte text file) where the weights should be (a clone without ``git lfs pull``).
+- a Hugging Face cache snapshot whose symlinks point to blobs that are gone.
+- GGUF: the header's tensor data extent against the file size (gguf.py); split GGUFs: every part present.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from firstlight.preflight.base import FAIL, OK, WARN, Check, human_bytes
+from firstlight.preflight.gguf import GgufError, read_layout
+from firstlight.preflight.target import Target
+
+NAME = "checkpoint"
+CATEGORY = "corrupt_weights"
+LFS_PREFIX = b"version https://git-lfs.github.com/spec/v1"
+MAX_SAFETENSORS_HEADER = 100 << 20  # the safetensors crate's own limit (N_LEN + 100 MB)
+INDEX_NAME = "model.safetensors.index.json"
+WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
+_SPLIT_GGUF = re.compile(r"^(?P<stem>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
+_SHOWN = 5  # problems named in the evidence; the rest are counted
+
+
+@dataclass
+class Scan:
+    """What the checkpoint scan found: weight files (resolved), their bytes, and the problems."""
+
+    root: Path
+    files: list[Path] = field(default_factory=list)
+    total_bytes: int = 0
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def lfs_pointer(path: Path, head: bytes) -> str | None:
+    """Evidence when ``head`` (the file's first bytes) is a Git LFS pointer, else None."""
+    if not head.startswith(LFS_PREFIX):
+        return None
+    m = re.search(rb"\nsize (\d+)", head)
+    real = f" of a {human_bytes(int(m.group(1)))} file" if m else ""
+    return f"{path.name} is a Git LFS pointer ({len(head)} bytes){real}, not the weights"
+
+
+# The fast path: the data_offsets pairs read straight from the header bytes (a JSON parse of 64 headers of
+# thousands of tensors each costs most of the one-second budget); json.loads only when they do not add up.
+_DATA_OFFSETS = re.compile(rb'"data_offsets"\s*:\s*\[\s*\d+\s*,\s*(\d+)\s*\]')
+
+
+def _parse_header(path: Path, raw: bytes) -> tuple[int, int, str | None]:
+    """(tensor count, largest data_offsets end, problem) by a full JSON parse."""
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return 0, 0, f"{path.name}: the {len(raw)}-byte safetensors header is not JSON ({e})"
+    if not isinstance(header, dict):
+        return 0, 0, f"{path.name}: the safetensors header is not a JSON object"
+    end, count = 0, 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        count += 1
+        try:
+            end = max(end, int(info["data_offsets"][1]))
+        except (TypeError, KeyError, IndexError, ValueError):
+            return count, end, f"{path.name}: tensor {name!r} has no valid data_offsets"
+    return count, end, None
+
+
+def tensor_names(path: Path) -> set[str]:
+    """Every tensor name in a safetensors header (a full parse: for the evidence of a failure)."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    return {k for k in header if k != "__metadata__"}
+
+
+def safetensors_header(path: Path, size: int) -> tuple[int, str | None]:
+    """(tensor count, problem) from a safetensors header, checking the file size against it."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            lfs = lfs_pointer(path, head)
+            return 0, lfs or f"{path.name}: {size} bytes, too short for a safetensors header"
+        (n,) = struct.unpack("<Q", head)
+        if n > MAX_SAFETENSORS_HEADER or 8 + n > size:
+            rest = head + f.read(200)
+            lfs = lfs_pointer(path, rest)
+            if lfs:
+                return 0, lfs
+            if 8 + n > size and n <= MAX_SAFETENSORS_HEADER:
+                return 0, f"{path.name}: {size} bytes, its header alone needs {8 + n} (truncated)"
+            return 0, f"{path.name}: not a safetensors file (header length {n})"
+        raw = f.read(n)
+    ends = _DATA_OFFSETS.findall(raw)
+    body = raw.rstrip()
+    if ends and len(ends) == raw.count(b'"data_offsets"') and body[:1] == b"{" and body[-1:] == b"}":
+        count, end, problem = len(ends), max(map(int, ends)), None
+    else:
+        count, end, problem = _parse_header(path, raw)
+    if problem:
+        return count, problem
+    want = 8 + n + end
+    if size != want:
+        how = "truncated" if size < want else "longer than its header says"
+        return count, f"{path.name}: {size} bytes on disk, the header says {want} (8 + {n} + {end}): {how}"
+    return count, None
+
+
+def _broken_links(directory: Path) -> list[str]:
+    out = []
+    for entry in os.scandir(directory):
+        if entry.is_symlink() and not os.path.exists(entry.path):
+            out.append(f"{entry.name} -> {os.readlink(entry.path)} (the link's target is missing)")
+    return out
+
+
+def _check_gguf(path: Path, size: int, scan: Scan) -> None:
+    try:
+        layout = read_layout(path)
+    except GgufError as e:
+        with open(path, "rb") as f:
+            lfs = lfs_pointer(path, f.read(512))
+        scan.problems.append(lfs or f"{path.name}: {size} bytes: {e}")
+        return
+    except OSError as e:
+        scan.problems.append(f"{path.name}: cannot read ({e.strerror})")
+        return
+    if size < layout.required_size:
+        scan.problems.append(f"{path.name}: {size} bytes on disk, its {layout.tensors} tensors end at byte "
+                             f"{layout.required_size} (truncated: {human_bytes(layout.required_size - size)} missing)")
+    if layout.unknown_types:
+        scan.notes.append(f"{path.name}: ggml types {list(layout.unknown_types)} not sized here; extent is a "
+                          "lower bound")
+    m = _SPLIT_GGUF.match(path.name)
+    if m and m["i"] == "00001":
+        missing = [f"{m['stem']}-{i:05d}-of-{m['n']}.gguf" for i in range(2, int(m["n"]) + 1)
+                   if not (path.parent / f"{m['stem']}-{i:05d}-of-{m['n']}.gguf").exists()]
+        if missing:
+            scan.problems.append(f"split GGUF {path.name}: parts missing: {', '.join(missing[:_SHOWN])}")
+
+
+def _weight_files(directory: Path, index: dict[str, str] | None) -> list[Path]:
+    if index is not None:
+        return [directory / name for name in sorted(set(index.values()))]
+    files = sorted(p for p in directory.iterdir() if p.name.endswith(WEIGHT_SUFFIXES))
+    safetensors = [p for p in files if p.suffix == ".safetensors"]
+    ggufs = [p for p in files if p.suffix == ".gguf"]
+    return safetensors or ggufs or files  # a repository often ships .bin twins the loader skips
+
+
+def _read_index(directory: Path, scan: Scan) -> dict[str, str] | None:
+    path = directory / INDEX_NAME
+    if not path.exists():
+        return None
+    try:
+        weight_map = json.loads(path.read_text())["weight_map"]
+        if not isinstance(weight_map, dict):
+            raise TypeError("weight_map is not an object")
+        if not all(isinstance(v, str) for v in set(weight_map.values())):
+            raise TypeError("weight_map's values are not all file names")
+        return weight_map
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        head = path.read_bytes()[:512] if path.is_file() else b""
+        scan.problems.append(lfs_pointer(path, head) or f"{INDEX_NAME}: unreadable ({e})")
+        return None
+
+
+def scan_checkpoint(root: Path) -> Scan:
+    """Every completeness problem under ``root`` (a weights file or a model directory)."""
+    scan = Scan(root)
+    if root.is_file():
+        files, index = [root], None
+    else:
+        scan.problems.extend(_broken_links(root))
+        index = _read_index(root, scan)
+        files = _weight_files(root, index)
+    mapped = Counter(index.values()) if index is not None else Counter()
+    for path in files:
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            if not path.is_symlink():  # broken links are already named
+                scan.problems.append(f"{path.name}: listed in {INDEX_NAME} but missing")
+            continue
+        scan.files.append(path)
+        scan.total_bytes += size
+        if path.suffix == ".safetensors":
+            count, problem = safetensors_header(path, size)
+            if problem:
+                scan.problems.append(problem)
+            elif mapped[path.name] > count:  # more tensors mapped to it than it holds: name one
+                assert index is not None
+                absent = sorted({t for t, f in index.items() if f == path.name} - tensor_names(path))
+                scan.problems.append(f"{path.name}: {len(absent)} tensors mapped to it in {INDEX_NAME} are not "
+                                     f"in its header (e.g. {absent[0] if absent else '?'})")
+        elif path.suffix == ".gguf":
+            _check_gguf(path, size, scan)
+        elif size < 1024:
+            with open(path, "rb") as f:
+                lfs = lfs_pointer(path, f.read(1024))
+            if lfs:
+                scan.problems.append(lfs)
+    return scan
+
+
+def _looks_like_path(model: str) -> bool:
+    return model.startswith(("/", ".", "~")) or model.endswith(WEIGHT_SUFFIXES) or model.count("/") != 1
+
+
+def check_checkpoint(target: Target, scan: Scan | None) -> Check:
+    if target.model is None:
+        return Check(NAME, OK, CATEGORY, "skipped: no model path in the command")
+    if scan is None:
+        if _looks_like_path(target.model):
+            return Check(NAME, FAIL, "model_not_found", f"{target.model} does not exist",
+                         "check the model path in the command")
+        return Check(NAME, OK, CATEGORY, f"{target.model} is not in the local Hugging Face cache: the server "
+                     "will download it (not checked)")
+    if scan.problems:
+        shown = scan.problems[:_SHOWN]
+        more = f"; and {len(scan.problems) - _SHOWN} more" if len(scan.problems) > _SHOWN else ""
+        lfs = any("Git LFS pointer" in p for p in scan.problems)
+        hint = ("fetch the weights: `git lfs pull` in the model directory (or download with huggingface-cli)"
+                if lfs else "re-download the files named (the copy on disk is incomplete or damaged)")
+        where = scan.root.parent if scan.root.is_file() else scan.root  # the problems name the files in it
+        return Check(NAME, FAIL, CATEGORY, f"in {where}: " + "; ".join(shown) + more, hint)
+    if not scan.files:
+        return Check(NAME, WARN, "model_not_found", f"{scan.root}: no weight files ({', '.join(WEIGHT_SUFFIXES)})",
+                     "check the model path in the command")
+    notes = f"; {'; '.join(scan.notes)}" if scan.notes else ""
+    files = f"{len(scan.files)} weight file{'s' if len(scan.files) > 1 else ''}"
+    return Check(NAME, OK, CATEGORY, f"{scan.root}: {files}, {human_bytes(scan.total_bytes)}, sizes match their headers"
+                 f"{notes}")
