@@ -22,6 +22,7 @@ import psutil
 from firstlight import __version__
 from firstlight.commands.bench import bench_command
 from firstlight.commands.history import history_command
+from firstlight.commands.report import report_command
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
@@ -435,6 +436,7 @@ def replay(logfile: Path, engine: str | None, as_json: bool) -> None:
 
 cli.add_command(bench_command)
 cli.add_command(history_command)
+cli.add_command(report_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
