@@ -144,11 +144,21 @@ def downsample(observations: Sequence[Observation], cap_bytes: int = TIMELINE_CA
     total = sum(len(_line(o)) for o in out)
     if total > cap_bytes:
         logs = [i for i, o in enumerate(out) if isinstance(o, LogLine)]
-        budget = max(0, cap_bytes - (total - sum(len(_line(out[i])) for i in logs)))
-        head = max(1, budget // 4 // 200)
-        tail = max(1, budget * 3 // 4 // 200)
-        cut = set(logs[head: max(head, len(logs) - tail)])
-        out = [o for i, o in enumerate(out) if i not in cut]
+        size = {i: len(_line(out[i])) for i in logs}
+        budget = max(0, cap_bytes - (total - sum(size.values())))
+        kept = set(_fill(logs, size, budget // 4)) | set(_fill(logs[::-1], size, budget - budget // 4))
+        out = [o for i, o in enumerate(out) if i not in size or i in kept]
+    return out
+
+
+def _fill(indices: list[int], size: dict[int, int], budget: int) -> list[int]:
+    """The leading indices whose sizes fit in ``budget``."""
+    out = []
+    for i in indices:
+        budget -= size[i]
+        if budget < 0:
+            break
+        out.append(i)
     return out
 
 
