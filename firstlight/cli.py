@@ -14,7 +14,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import click
 import psutil
@@ -28,8 +28,10 @@ from firstlight.engines import command_host, command_port, detect_from_command, 
 from firstlight.engines.profile import EngineProfile
 from firstlight.probes.ladder import Ladder, normalise_url, split_url
 from firstlight.redact import Redactor
+from firstlight.report.artifacts import RunArtifacts
 from firstlight.report.base import Reporter, Reporters
 from firstlight.report.console import ConsoleReporter
+from firstlight.report.dashboard import DashboardReporter
 from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.report.prometheus import PrometheusExporter
 from firstlight.report.systemd import SystemdNotifier
@@ -139,6 +141,11 @@ def _watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="Process and GPU sampling period."),
         click.option("--record", type=click.Path(path_type=Path), default=None,
                      help="Write every observation to this JSON Lines file (to replay through the judge)."),
+        click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="When the run ends, whatever the verdict, draw it as a self-contained HTML page here."),
+        click.option("--trace", "trace_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="When the run ends, write it as Chrome trace-event JSON here (ui.perfetto.dev)."),
+        click.option("--plain", is_flag=True, help="Plain lines on a terminal too (no live dashboard)."),
         click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
                      help="Serve firstlight's view (phase, verdict, progress, ETA) as Prometheus metrics on "
                           "127.0.0.1:PORT/metrics while it runs."),
@@ -213,8 +220,10 @@ def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
     return f"http://{host}:{port}"
 
 
-def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None) -> Reporter:
-    chosen: list[Reporter] = [ConsoleReporter(echo_server=echo)]
+def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None, plain: bool = False) -> Reporter:
+    live = sys.stderr.isatty() and not (plain or as_json)  # the dashboard; plain lines otherwise
+    chosen: list[Reporter] = [DashboardReporter(echo_server=echo) if live else
+                              ConsoleReporter(echo_server=echo, live=False if plain or as_json else None)]
     if as_json:
         chosen.append(JsonLinesReporter())
     if metrics_port is not None:
@@ -230,19 +239,24 @@ def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None) -> Re
 
 
 def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor) -> Outcome:
-    record: IO[str] | None = None
-    if kw.get("record"):
-        try:
-            record = open(kw["record"], "w")  # noqa: SIM115 - closed below
-        except OSError as e:
-            raise _fail_usage(f"--record {kw['record']}: cannot write ({e.strerror})") from None
-    reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"))
+    for opt in ("report_path", "trace_path"):  # found out now, not after a ten-minute start
+        if kw.get(opt) is not None and not os.access(kw[opt].parent.resolve(), os.W_OK):
+            raise _fail_usage(f"--{opt.split('_')[0]} {kw[opt]}: cannot write in {kw[opt].parent}")
     try:
-        return Session(cfg, profile, reporter, redactor, record).run()
+        artifacts = RunArtifacts(cfg, kw.get("record"), kw.get("report_path"), kw.get("trace_path"))
+    except OSError as e:
+        raise _fail_usage(f"--record {kw['record']}: cannot write ({e.strerror})") from None
+    reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"), kw.get("plain", False))
+    artifacts.warn = reporter.message
+    outcome: Outcome | None = None
+    try:
+        outcome = Session(cfg, profile, reporter, redactor, artifacts.stream()).run()
+        return outcome
     finally:
+        for path in artifacts.finish(outcome.summary if outcome else None):
+            reporter.message(f"wrote {path}")
         reporter.close()
-        if record is not None:
-            record.close()
+        artifacts.close()
 
 
 def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
