@@ -83,6 +83,20 @@ class DashboardState:
         elif isinstance(obs, LogLine):
             self.last_log = (obs.t, obs.text)
 
+    def signature(self) -> tuple[Any, ...]:
+        """What the picture depends on, coarsely: a redraw is needed only when this changes (cheap to compute,
+        unlike a redraw)."""
+        a = self.assessment
+        shown: tuple[Any, ...] = ()
+        if a is not None:
+            p = a.progress
+            shown = (a.verdict, a.phase, int(a.level), a.engine_ready, int(a.elapsed_s),
+                     None if p.weights_fraction is None else round(p.weights_fraction * 100),
+                     round((p.read_rate or 0) / 1e6), None if p.eta_weights_s is None else int(p.eta_weights_s),
+                     p.procs, round((p.cpu_cores or 0) * 100), p.rss_bytes >> 20)
+        gpus = tuple((g.used >> 26, g.util) for g in self.gpus)
+        return (len(self.phases), len(self.levels), self.procs, gpus, self.last_log, *shown)
+
     @property
     def now(self) -> float | None:
         a = self.assessment
@@ -210,9 +224,29 @@ class DashboardReporter(ConsoleReporter):
         self.state = DashboardState()
         self._state_lock = threading.Lock()
         self.board = Dashboard(self.state, self._state_lock)
+        self.period = 1.0 / refresh_per_second
         self._live = Live(self.board, console=self.console, refresh_per_second=refresh_per_second,
-                          transient=True, redirect_stdout=False, redirect_stderr=False)
-        self._live.start()
+                          auto_refresh=False, transient=True, redirect_stdout=False, redirect_stderr=False)
+        self._live.start(refresh=True)
+        self._closed = threading.Event()
+        self._drawn: tuple[Any, ...] | None = None
+        self._refresher = threading.Thread(target=self._refresh_loop, name="firstlight-dashboard", daemon=True)
+        self._refresher.start()
+
+    def _refresh_loop(self) -> None:
+        """At most ``refresh_per_second`` redraws, and none while nothing shown has changed."""
+        while not self._closed.wait(self.period):
+            with self._state_lock:
+                sig = self.state.signature()
+            live = self._live
+            if sig != self._drawn and live is not None:
+                self._drawn = sig
+                live.refresh()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._refresher.join(timeout=2.0)
+        super().close()
 
     def started(self, info: dict[str, Any]) -> None:
         with self._state_lock:
