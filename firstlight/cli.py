@@ -247,15 +247,16 @@ def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Reda
     except OSError as e:
         raise _fail_usage(f"--record {kw['record']}: cannot write ({e.strerror})") from None
     reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"), kw.get("plain", False))
-    artifacts.warn = reporter.message
+    # After the summary, which stays the last JSON line: what was written goes to stderr only.
+    artifacts.warn = lambda m: click.echo(f"firstlight: {m}", err=True)
     outcome: Outcome | None = None
     try:
         outcome = Session(cfg, profile, reporter, redactor, artifacts.stream()).run()
         return outcome
     finally:
-        for path in artifacts.finish(outcome.summary if outcome else None):
-            reporter.message(f"wrote {path}")
         reporter.close()
+        for path in artifacts.finish(outcome.summary if outcome else None):
+            click.echo(f"firstlight: wrote {path}", err=True)
         artifacts.close()
 
 
