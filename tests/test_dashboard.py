@@ -92,3 +92,50 @@ def test_dashboard_reporter_redraws_at_most_twice_a_second_and_leaves_plain_verd
     rep.close()
     assert "launched pid 1" in out.getvalue()
     assert rep.board.renders >= 1
+
+
+def run_on_a_terminal(weights: Path, *opts: str) -> tuple[int, str]:
+    """``firstlight up`` with its stderr on a pseudo-terminal (as in a shell): what the terminal received."""
+    import os
+    import pty
+    import subprocess
+    import threading
+
+    from tests.conftest import firstlight_cmd
+
+    master, slave = pty.openpty()
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    cmd = firstlight_cmd("up", "--stop-when-ready", "--quiet-server", "--no-history", "--engine", "sglang",
+                         "--poll-min", "0.05", "--sample-interval", "0.2", *opts, "--",
+                         *sim_cmd("normal", free_port()), "--model-path", str(weights), "--load-seconds", "2")
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=slave, stdin=subprocess.DEVNULL, timeout=120,
+                           env={**os.environ, "COLUMNS": "100", "LINES": "30", "TERM": "xterm-256color"})
+    finally:
+        os.close(slave)
+    reader.join(timeout=10)
+    os.close(master)
+    return p.returncode, b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_up_on_a_terminal_shows_the_dashboard_and_plain_lines_with_plain(weights: Path):
+    rc, shown = run_on_a_terminal(weights)
+    assert rc == 0
+    assert "weights_loading" in shown and "✓ port" in shown and "\x1b[" in shown  # the live part, drawn
+    assert "READY" in shown  # the verdict lines stay
+    rc, plain = run_on_a_terminal(weights, "--plain")
+    assert rc == 0 and "READY" in plain
+    assert "✓ port" not in plain and "\x1b[" not in plain

@@ -242,7 +242,9 @@ def _phase_row(span: Span, i: int, y: float, axis: Axis, ghosts: list[Span], dif
            f'{esc(secs(span.duration))}</text>']
     out += [_ghost(g, y + 18, axis) for g in ghosts]
     if diff is not None:
-        cls = "slower" if diff > 0.05 else "faster" if diff < -0.05 else "small"
+        base = sum(g.duration for g in ghosts)
+        notable = abs(diff) > max(0.05, 0.1 * base)  # small wobbles stay grey
+        cls = "small" if not notable else "slower" if diff > 0 else "faster"
         out.append(f'<text x="{W - RIGHT + 6}" y="{y + 14}" class="{cls} diff">{esc(signed(diff))}</text>')
     out.append("</g>")
     return "".join(out)
