@@ -63,7 +63,8 @@ th:first-child, td:first-child { text-align: left; }
 pre.log { white-space: pre-wrap; overflow-wrap: anywhere; background: #f9fafb; border: 1px solid #e5e7eb;
           padding: 8px; font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 footer { color: #6b7280; font-size: 12px; margin-top: 2em; }
-@media (max-width: 640px) { body { padding: 6px; font-size: 13px; } .legend { margin-left: 0; } }
+@media (max-width: 720px) { body { padding: 6px; font-size: 13px; } .legend { margin-left: 0; }
+  .scroll, .chart { overflow-x: auto; } svg { min-width: 720px; } }
 @media print { body { max-width: none; padding: 0; } h2 { break-after: avoid; }
                svg, table, .chart { break-inside: avoid; } pre.log { max-height: none; } }
 """

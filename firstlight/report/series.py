@@ -23,6 +23,7 @@ from firstlight.vocab import HUNG
 
 MAX_POINTS = 600  # per series: enough for a 1000-px chart, small enough for a phone
 LOG_TAIL = 40
+MAX_EVENT_MARKERS = 200  # warnings and error lines drawn (a crash loop can print thousands)
 
 
 @dataclass
@@ -253,7 +254,7 @@ def _markers(s: dict[str, Any], events: list[Event], t0: float) -> list[Marker]:
     if g and s.get("ready_at"):
         out.append(Marker(s["ready_at"] - t0, "generation",
                           f"first generation {g.get('text')!r} in {g.get('latency_s') or 0:.2f}s"))
-    for ev in events:
+    for ev in [e for e in events if e.type in ("warning", "failure_line")][:MAX_EVENT_MARKERS]:
         if ev.type in ("warning", "failure_line"):
             cat = f"[{ev.data.get('category')}] " if ev.type == "failure_line" else ""
             out.append(Marker(ev.t - t0, ev.type, cat + ev.message))
