@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -109,6 +110,11 @@ def test_phase_bars_markers_and_escaping_from_a_timeline():
     assert "<script" not in page.lower() and "<img" not in page.lower()
     assert esc(HOSTILE) in page
     assert "first generation" in page and "health" in page
+    # Self-contained: nothing to fetch (the SVG namespace is a name, not a request).
+    markup = page.replace(esc(HOSTILE), "").lower()  # the log line's text says "src=", as text
+    for needle in (" src=", " href=", "@import", "<link", "<script"):
+        assert needle not in markup
+    assert set(re.findall(r"url\(([^)]*)\)", page)) == {"#hatch"}
     assert "http" not in [m.label for m in view.markers if m.kind == "warning"]
 
 
