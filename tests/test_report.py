@@ -180,3 +180,20 @@ def test_report_cli_needs_one_source(tmp_path: Path):
     r = run_firstlight("report", "--run", "1", "--last", "-o", str(tmp_path / "x.html"))
     assert r.rc == 64 and "one run" in r.stderr
     assert sys.executable  # the CLI ran under this interpreter
+
+
+def test_bench_warmup_and_speculative_decoding_results_are_shown_when_the_run_has_them():
+    obs = ready_timeline()
+    stats = {"n": 16, "mean": 325.0, "median": 282.8, "p90": 526.8, "p99": 532.1}
+    summary = {"verdict": "ready", "phase": "ready", "started_at": obs[0].t, "ready_at": obs[-1].t,
+               "warmup": {"n": 5, "errors": 0, "first_s": 0.1, "steady_s": 0.08, "steady_index": 1},
+               "bench": {"concurrency": 2, "completed": 16, "errors": 0, "timeouts": 0, "sent": 16,
+                         "duration_s": 10.87, "output_throughput": 94.2, "request_throughput": 1.47,
+                         "ttft_ms": stats, "tpot_ms": stats, "itl_ms": stats, "e2el_ms": stats},
+               "spec_decoding": {"status": "zero_acceptance", "mean_acceptance_length": 1.0,
+                                 "message": "configured but accepted NO draft token"}}
+    page = render_html(build_view(obs, summary))
+    assert 'id="bench"' in page and "94.2 output tok/s" in page and "282.8" in page
+    assert 'id="warmup"' in page and "steady from request 2" in page
+    assert 'id="spec-decoding"' in page and "zero_acceptance" in page and "accepted NO draft token" in page
+    assert 'id="bench"' not in render_html(build_view(obs))
