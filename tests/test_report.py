@@ -143,6 +143,10 @@ def test_report_of_a_bad_record_is_one_line_and_exit_1(tmp_path: Path):
     assert r.rc == 64 and "nothing to write" in r.stderr
     r = run_firstlight("report", "-o", str(tmp_path / "x.html"))
     assert r.rc == 64
+    r = run_firstlight("report", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "x.html"))
+    assert r.rc == 64 and "not a readable record file" in r.stderr
+    r = run_firstlight("report", str(bad), "-o", str(tmp_path / "no" / "dir" / "x.html"))
+    assert r.rc == 64 and "cannot write" in r.stderr
 
 
 def test_truncated_last_line_is_skipped_and_said(tmp_path: Path):

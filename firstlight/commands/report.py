@@ -143,6 +143,11 @@ def report_command(record: Path | None, html_path: Path | None, trace_path: Path
         raise UsageFailure("--deployment goes with --last")
     if summary_path is not None and record is None:
         raise UsageFailure("--summary goes with a record file")
+    if record is not None and not record.is_file():
+        raise UsageFailure(f"not a readable record file: {record}")
+    for option, path in (("-o", html_path), ("--trace", trace_path)):
+        if path is not None and not os.access(path.parent.resolve(), os.W_OK):
+            raise UsageFailure(f"{option} {path}: cannot write in {path.parent}")
     rules = JudgeConfig(timeout=timeout, stall_timeout=stall_timeout, spin_timeout=spin_timeout)
     try:
         if record is not None:
