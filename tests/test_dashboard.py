@@ -135,6 +135,7 @@ def test_up_on_a_terminal_shows_the_dashboard_and_plain_lines_with_plain(weights
     rc, shown = run_on_a_terminal(weights)
     assert rc == 0
     assert "weights_loading" in shown and "✓ port" in shown and "\x1b[" in shown  # the live part, drawn
+    assert "workers)" in shown and " ago] " in shown  # the tree and the last line (--quiet-server: observed)
     assert "READY" in shown  # the verdict lines stay
     rc, plain = run_on_a_terminal(weights, "--plain")
     assert rc == 0 and "READY" in plain
