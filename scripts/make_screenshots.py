@@ -35,7 +35,7 @@ from firstlight.report.dashboard import DashboardState, render  # noqa: E402
 from firstlight.report.record import read_record  # noqa: E402
 from firstlight.report.series import profile_for  # noqa: E402
 from firstlight.sim.server import free_port  # noqa: E402
-from firstlight.timeline import Started  # noqa: E402
+from firstlight.timeline import Level, Probe, Started  # noqa: E402
 
 LIMIT = 300_000
 CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -50,11 +50,11 @@ def llama_paths() -> dict[str, str]:
     return json.loads(p.stdout)
 
 
-def start(llama: dict[str, str], work: Path, n: int) -> tuple[Path, Path]:
+def start(llama: dict[str, str], work: Path, n: int, ctx: int) -> tuple[Path, Path]:
     """One real start under `firstlight up`; its record and report."""
     record, report = work / f"run{n}.jsonl", work / f"report{n}.html"
     server = [llama["llama_server"], "-m", llama["model"], "--host", "127.0.0.1", "--port", str(free_port()),
-              "-np", "1", "-c", "65536"]
+              "-np", "1", "-c", str(ctx)]
     p = subprocess.run([sys.executable, "-m", "firstlight", "up", "--stop-when-ready", "--quiet-server", "--plain",
                         "--poll-min", "0.05", "--sample-interval", "0.2", "--record", str(record), "--report",
                         str(report), "--", *server], capture_output=True, text=True, timeout=180,
@@ -70,24 +70,22 @@ def screenshot(page: Path, png: Path, width: int, height: int, profile: Path) ->
 
 
 def dashboard_svg(record: Path) -> str:
-    """The dashboard at the last moment before READY, drawn by rich and exported as SVG."""
+    """The dashboard halfway through the start (in time), drawn by rich and exported as SVG."""
     obs = read_record(record).observations
     judge = Judge(JudgeConfig(), profile_for(obs, None), obs[0].t)
     state = DashboardState()
     state.started({"started_at": obs[0].t, "engine": judge.profile.name,
                    "url": next((o.url or "" for o in obs if isinstance(o, Started)), ""), "pid": None})
-    snapshot = None
+    ready = next(o.t for o in obs if isinstance(o, Probe) and o.ok and o.level is Level.GENERATION)
     for o in obs:
+        if o.t > (obs[0].t + ready) / 2:
+            break
         for ev in judge.feed(o):
             state.event(ev)
         state.observe(o)
         state.assessment = judge.assess(o.t)
-        if state.assessment.final:
-            break
-        snapshot = (state.signature(), render(state, 100))
-    assert snapshot is not None
     console = Console(record=True, width=100, file=io.StringIO(), force_terminal=True, color_system="truecolor")
-    console.print(snapshot[1])
+    console.print(render(state, 100))
     svg = console.export_svg(title="firstlight up -- llama-server … (dashboard)")
     return re.sub(r"@font-face\s*\{[^}]*\}", "", svg)  # rich's template fetches a web font: use local ones
 
@@ -95,18 +93,20 @@ def dashboard_svg(record: Path) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPO / "docs")
+    ap.add_argument("--ctx", type=int, default=16384, help="llama-server -c: a bigger KV cache, a longer kv_cache "
+                    "phase")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     llama = llama_paths()
     with tempfile.TemporaryDirectory(prefix="firstlight-shots-") as d:
         work = Path(d)
-        start(llama, work, 1)
-        record, report = start(llama, work, 2)
+        start(llama, work, 1, args.ctx)
+        record, report = start(llama, work, 2, args.ctx)
         screenshot(report, args.out / "report.png", 1000, 1250, work / "chromium")
         page = work / "dashboard.html"
         page.write_text("<!DOCTYPE html><html><body style='margin:0;background:#fff'>"
                         f"{dashboard_svg(record)}</body></html>", encoding="utf-8")
-        screenshot(page, args.out / "dashboard.png", 1000, 400, work / "chromium")
+        screenshot(page, args.out / "dashboard.png", 1000, 190, work / "chromium")
     for name in ("report.png", "dashboard.png"):
         size = (args.out / name).stat().st_size
         print(f"{args.out / name}: {size} bytes")
