@@ -50,3 +50,21 @@ def test_report_run_from_history_and_a_database_without_timelines(tmp_path: Path
     assert r.rc == 1 and "no stored timeline" in r.stderr
     r = run_firstlight("report", "--run", "999", "--history", str(db), "-o", str(out))
     assert r.rc == 64 and "no run 999" in r.stderr
+
+
+def test_the_private_copy_failing_never_stops_the_users_record(tmp_path: Path):
+    import io
+
+    from firstlight.report.record import RecordTee
+
+    class Full(io.StringIO):
+        def write(self, s: str) -> int:
+            raise OSError(28, "No space left on device")
+
+    user = io.StringIO()
+    tee = RecordTee(user, Full())
+    tee.write("a\n")
+    tee.write("b\n")
+    assert user.getvalue() == "a\nb\n" and tee.private is None
+    alone = RecordTee(None, Full())
+    assert alone.write("c\n") == 2  # no --record: nothing to tell the user, the watch goes on

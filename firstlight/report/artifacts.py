@@ -39,10 +39,9 @@ class RunArtifacts:
 
     def stream(self) -> IO[str] | None:
         """The session's ``record``: None when nothing is kept."""
-        streams = [s for s in (self._user, self._kept) if s is not None]
-        if not streams:
-            return None
-        return streams[0] if len(streams) == 1 else RecordTee(*streams)  # type: ignore[return-value]
+        if self._kept is not None:
+            return RecordTee(self._user, self._kept)  # type: ignore[return-value]
+        return self._user
 
     def finish(self, summary: dict[str, Any] | None) -> list[Path]:
         """Draw the report and trace, store the timeline in the history; never raises (one warning instead)."""

@@ -88,19 +88,25 @@ def read_summary(path: Path) -> dict[str, Any]:
 
 
 class RecordTee:
-    """A ``--record`` stream that writes to several files (the user's record and the one kept for the report)."""
+    """A ``--record`` stream that writes the user's record and a private copy (kept for the report and the
+    history). The private copy failing (a full /tmp) only drops that copy; the user's record failing is the
+    session's to report, as without the copy."""
 
-    def __init__(self, *streams: IO[str]) -> None:
-        self.streams = streams
+    def __init__(self, user: IO[str] | None, private: IO[str]) -> None:
+        self.user = user
+        self.private: IO[str] | None = private
 
     def write(self, text: str) -> int:
-        for s in self.streams:
-            s.write(text)
-        return len(text)
+        if self.private is not None:
+            try:
+                self.private.write(text)
+            except (OSError, ValueError):
+                self.private = None
+        return self.user.write(text) if self.user is not None else len(text)
 
     def flush(self) -> None:
-        for s in self.streams:
-            s.flush()
+        if self.user is not None:
+            self.user.flush()
 
 
 # -- the compact timeline of the history --------------------------------------------------------------------
