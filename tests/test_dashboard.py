@@ -94,7 +94,7 @@ def test_dashboard_reporter_redraws_at_most_twice_a_second_and_leaves_plain_verd
     assert rep.board.renders >= 1
 
 
-def run_on_a_terminal(weights: Path, *opts: str) -> tuple[int, str]:
+def run_on_a_terminal(weights: Path, *opts: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     """``firstlight up`` with its stderr on a pseudo-terminal (as in a shell): what the terminal received."""
     import os
     import pty
@@ -123,7 +123,8 @@ def run_on_a_terminal(weights: Path, *opts: str) -> tuple[int, str]:
                          *sim_cmd("normal", free_port()), "--model-path", str(weights), "--load-seconds", "2")
     try:
         p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=slave, stdin=subprocess.DEVNULL, timeout=120,
-                           env={**os.environ, "COLUMNS": "100", "LINES": "30", "TERM": "xterm-256color"})
+                           env={**os.environ, "COLUMNS": "100", "LINES": "30", "TERM": "xterm-256color",
+                                **(env or {})})
     finally:
         os.close(slave)
     reader.join(timeout=10)
@@ -131,9 +132,18 @@ def run_on_a_terminal(weights: Path, *opts: str) -> tuple[int, str]:
     return p.returncode, b"".join(chunks).decode("utf-8", "replace")
 
 
-def test_up_on_a_terminal_shows_the_dashboard_and_plain_lines_with_plain(weights: Path):
-    rc, shown = run_on_a_terminal(weights)
+def test_up_on_a_terminal_shows_the_dashboard_and_plain_lines_with_plain(weights: Path, tmp_path: Path):
+    import json
+
+    # No GPU here: the GPU sampler reads the recorded NVML snapshot of an 8-GPU node (tests/fixtures).
+    data = json.loads((Path(__file__).parent / "fixtures" / "nvml_8gpu_stale_process.json").read_text())
+    for d in data["devices"]:
+        d["processes"] = []
+    snap = tmp_path / "nvml.json"
+    snap.write_text(json.dumps(data))
+    rc, shown = run_on_a_terminal(weights, env={"FIRSTLIGHT_NVML_SNAPSHOT": str(snap)})
     assert rc == 0
+    assert "GPU 0" in shown and "GPU 7" in shown and "/ 102.6 GB" in shown  # a memory bar per device
     assert "weights_loading" in shown and "✓ port" in shown and "\x1b[" in shown  # the live part, drawn
     assert "workers)" in shown and " ago] " in shown  # the tree and the last line (--quiet-server: observed)
     assert "READY" in shown  # the verdict lines stay

@@ -201,3 +201,25 @@ def test_bench_warmup_and_speculative_decoding_results_are_shown_when_the_run_ha
     assert 'id="warmup"' in page and "steady from request 2" in page
     assert 'id="spec-decoding"' in page and "zero_acceptance" in page and "accepted NO draft token" in page
     assert 'id="bench"' not in render_html(build_view(obs))
+
+
+def test_gpu_memory_and_utilisation_per_device_from_the_live_gpu_sampler(tmp_path: Path, weights: Path):
+    """The GPU sampler reads NVML; this machine has none, so it reads the recorded snapshot of an 8-GPU node
+    (tests/fixtures) through FIRSTLIGHT_NVML_SNAPSHOT, on the live path."""
+    data = json.loads((Path(__file__).parent / "fixtures" / "nvml_8gpu_stale_process.json").read_text())
+    for d in data["devices"]:
+        d["processes"] = []
+    snap = tmp_path / "nvml.json"
+    snap.write_text(json.dumps(data))
+    html, trace = tmp_path / "gpu.html", tmp_path / "gpu.json"
+    r = run_firstlight("up", "--json", "--stop-when-ready", "--engine", "sglang", *FAST, "--report", str(html),
+                       "--trace", str(trace), "--", *sim_cmd("normal", free_port()), "--model-path", str(weights),
+                       "--load-seconds", "1", env={"FIRSTLIGHT_NVML_SNAPSHOT": str(snap)})
+    assert r.rc == 0, r.stderr[-2000:]
+    page = html.read_text()
+    gpu = page[page.index('data-chart="gpu_mem"'):]
+    gpu = gpu[: gpu.index("</div>")]
+    assert [f"GPU {i}" for i in range(8)] == re.findall(r'data-series="(GPU \d)"', gpu)
+    assert 'data-chart="gpu_util"' in page
+    counters = {e["name"] for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "C"}
+    assert "GPU memory (GB)" in counters and "GPU utilisation (%)" in counters
