@@ -168,6 +168,9 @@ def report_command(record: Path | None, html_path: Path | None, trace_path: Path
         sys.exit(EXIT_FAILED)
     for p in written:
         click.echo(f"firstlight report: {view.verdict} run drawn to {p}", err=True)
+    for note in view.notes:
+        if note.startswith("the record ends"):
+            click.echo(f"firstlight report: note: {note}", err=True)
     sys.exit(EXIT_OK)
 
 

@@ -213,6 +213,10 @@ def build_view(observations: Sequence[Observation], summary: dict[str, Any] | No
                    cold_start_s=s.get("cold_start_s"), first_generation=s.get("first_generation"),
                    notes=list(s.get("notes") or []), warmup=s.get("warmup"), bench=s.get("bench"),
                    spec_decoding=s.get("spec_decoding"), regression=s.get("regression"), source=source)
+    if not r.assessment.final and not summary:
+        view.notes.append(f"the record ends before a final verdict under the rules it was replayed with "
+                          f"(stall timeout {rules.stall_timeout:g}s, spin timeout {rules.spin_timeout:g}s, timeout "
+                          f"{rules.timeout:g}s): give the run's own rules, or its --summary")
     view.evidence = [{**e, "since": None if e.get("since") is None else e["since"] - t0}
                      for e in s.get("evidence") or []]
     if s.get("ready_at") is not None:
