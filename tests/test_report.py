@@ -65,7 +65,7 @@ def test_hang_after_load_report_in_chromium_shows_phases_verdict_window_and_esca
     names = [p["name"] for p in summary["phases"]]
     check_in_browser(tmp_path, html, names, "hung")
     text = html.read_text()
-    assert 'class="window-group"' in text and 'data-chart="read"' in text
+    assert 'class="window-group"' in text and 'data-chart="rss"' in text
     events = json.loads(trace.read_text())["traceEvents"]
     assert [e["name"] for e in events if e["ph"] == "X" and e["cat"] == "phase"] == names
 

@@ -18,7 +18,8 @@ from firstlight.config import JudgeConfig
 from firstlight.engines import get_profile, new_detector
 from firstlight.engines.profile import EngineProfile
 from firstlight.judge import Assessment, Event, Judge
-from firstlight.timeline import GpuSample, Level, LogLine, Observation, ProcessSample, Started
+from firstlight.runner.state import RunState
+from firstlight.timeline import GpuSample, LogLine, Observation, ProcessSample, Started
 from firstlight.vocab import HUNG
 
 MAX_POINTS = 600  # per series: enough for a 1000-px chart, small enough for a phone
@@ -137,37 +138,31 @@ class Replay:
 
 
 def profile_for(observations: Sequence[Observation], engine: str | None) -> EngineProfile:
-    """The engine the run was judged with: named, else the one ``Started`` says, else the session's rule (from
-    the server's own log lines)."""
-    name = engine
-    if name is None:
-        name = next((o.engine for o in observations if isinstance(o, Started)), None)
-    if name is None or name == "generic":
-        detector = new_detector()
-        for o in observations:
-            if isinstance(o, LogLine):
-                detector.feed(o.text)
-                found = detector.best()
-                if found:
-                    name = found
-                    break
+    """The engine the run began with: named, else the one ``Started`` says, else generic."""
+    name = engine or next((o.engine for o in observations if isinstance(o, Started)), None) or "generic"
     try:
-        return get_profile(name or "generic")
+        return get_profile(name)
     except ValueError:
         return get_profile("generic")
 
 
 def replay(observations: Sequence[Observation], rules: JudgeConfig, profile: EngineProfile) -> Replay:
-    """Feed the observations to a fresh judge in order, as the session did, and stop at the first final verdict."""
+    """Feed the observations to a fresh judge in order, as the session did (a generic start learns its engine
+    from the server's lines, by the session's own rule), and stop at the first final verdict."""
     if not observations:
         raise ValueError("empty timeline")
     judge = Judge(rules, profile, observations[0].t)
+    state = RunState(profile, new_detector() if profile.name == "generic" else None)
     events: list[Event] = []
     progress: list[tuple[float, float | None]] = []
     fed: list[Observation] = []
     a = judge.assess(observations[0].t)
     for obs in observations:
         fed.append(obs)
+        if isinstance(obs, LogLine) and obs.final:
+            name = state.learn_from_line(obs.text)
+            if name is not None:
+                judge.use_profile(state.use_engine(name))
         events += judge.feed(obs)
         if isinstance(obs, ProcessSample | LogLine):
             progress.append((obs.t, judge.progress(obs.t).weights_fraction))
@@ -199,8 +194,11 @@ def build_view(observations: Sequence[Observation], summary: dict[str, Any] | No
     """The view of one run. ``summary``: the live run's JSON summary (it wins over the replay where they
     differ); ``baseline``: the summary of the deployment's baseline start, for the ghost bars."""
     rules = rules or JudgeConfig()
-    profile = profile_for(observations, (summary or {}).get("engine"))
-    r = replay(observations, rules, profile)
+    r = replay(observations, rules, profile_for(observations, None))
+    engine = (summary or {}).get("engine")
+    if engine and r.judge.profile.name != engine:  # learnt from its endpoints live, which a record does not hold
+        r = replay(observations, rules, profile_for(observations, engine))
+    profile = r.judge.profile
     s = summary_of(r)
     if summary:
         s.update({k: v for k, v in summary.items() if v is not None or k in ("failure", "hint", "detail")})
@@ -352,10 +350,3 @@ def _thin(points: list[tuple[float, float]], n: int = MAX_POINTS) -> list[tuple[
         group = points[int(i * size): max(int((i + 1) * size), int(i * size) + 1)]
         out.append((group[-1][0], sum(v for _, v in group) / len(group)))
     return out
-
-
-def level_times(view: RunView) -> dict[str, float]:
-    return {m.label: m.t for m in view.level_markers()}
-
-
-LEVEL_ORDER = [lv.label for lv in Level if lv is not Level.NONE]
