@@ -50,10 +50,10 @@ def llama_paths() -> dict[str, str]:
     return json.loads(p.stdout)
 
 
-def start(llama: dict[str, str], work: Path, n: int, ctx: int) -> tuple[Path, Path]:
-    """One real start under `firstlight up`; its record and report."""
+def start(llama: dict[str, str], work: Path, n: int, ctx: int, port: int) -> tuple[Path, Path]:
+    """One real start under `firstlight up`; its record and report (the same command: one deployment)."""
     record, report = work / f"run{n}.jsonl", work / f"report{n}.html"
-    server = [llama["llama_server"], "-m", llama["model"], "--host", "127.0.0.1", "--port", str(free_port()),
+    server = [llama["llama_server"], "-m", llama["model"], "--host", "127.0.0.1", "--port", str(port),
               "-np", "1", "-c", str(ctx)]
     p = subprocess.run([sys.executable, "-m", "firstlight", "up", "--stop-when-ready", "--quiet-server", "--plain",
                         "--poll-min", "0.05", "--sample-interval", "0.2", "--record", str(record), "--report",
@@ -100,8 +100,9 @@ def main() -> int:
     llama = llama_paths()
     with tempfile.TemporaryDirectory(prefix="firstlight-shots-") as d:
         work = Path(d)
-        start(llama, work, 1, args.ctx)
-        record, report = start(llama, work, 2, args.ctx)
+        port = free_port()
+        start(llama, work, 1, args.ctx, port)
+        record, report = start(llama, work, 2, args.ctx, port)
         screenshot(report, args.out / "report.png", 1000, 1250, work / "chromium")
         page = work / "dashboard.html"
         page.write_text("<!DOCTYPE html><html><body style='margin:0;background:#fff'>"

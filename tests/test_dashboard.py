@@ -150,3 +150,21 @@ def test_up_on_a_terminal_shows_the_dashboard_and_plain_lines_with_plain(weights
     rc, plain = run_on_a_terminal(weights, "--plain")
     assert rc == 0 and "READY" in plain
     assert "✓ port" not in plain and "\x1b[" not in plain
+
+
+def test_once_the_engine_says_weights_are_loaded_the_bar_is_full_without_an_eta():
+    from tests.test_report import T0, proc, ready_timeline
+
+    obs = [*ready_timeline()[:5], proc(2.2, 100 << 20, 1.5, 3)]  # up to "Load weight end", then a sample
+    judge = Judge(JudgeConfig(), get_profile("sglang"), T0)
+    state = DashboardState()
+    state.started({"started_at": T0, "engine": "sglang", "url": "http://x", "pid": 1})
+    from firstlight.timeline import WeightsTotal
+
+    for o in [obs[0], WeightsTotal(T0, 10 << 30, 4, "/m"), *obs[1:]]:  # 100 MB of 10 GB read: 1 % by disk
+        for ev in judge.feed(o):
+            state.event(ev)
+        state.observe(o)
+        state.assessment = judge.assess(o.t)
+    weights = next(line for line in draw(state).splitlines() if line.startswith("weights"))
+    assert "loaded" in weights and "ETA" not in weights and "read from disk" in weights

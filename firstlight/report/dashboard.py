@@ -27,6 +27,7 @@ from firstlight.judge import Assessment, Event
 from firstlight.report.console import ConsoleReporter
 from firstlight.report.format import duration, size
 from firstlight.timeline import GpuSample, Level, LogLine, Observation, ProcessSample
+from firstlight.vocab import PHASE_INDEX
 
 REFRESH_PER_SECOND = 2.0
 LEVELS = [lv for lv in Level if lv is not Level.NONE]
@@ -113,7 +114,12 @@ def render(state: DashboardState, width: int = 100) -> RenderableType:
     grid.add_row("phases", _phases(state))
     p = a.progress if a is not None else None
     bar_width = max(10, min(40, width - 70))
-    if p is not None and p.weights_fraction is not None:
+    if a is not None and p is not None and PHASE_INDEX.get(a.phase, 0) > PHASE_INDEX["weights_loading"]:
+        # The engine says its weights are loaded: no ETA, whatever the disk said (a model in the page cache
+        # is mapped, hardly read).
+        read = f"; {size(p.read_bytes)} read from disk" if p.read_bytes else ""
+        grid.add_row("weights", _bar_line(1.0, bar_width, f"loaded{read}"))
+    elif p is not None and p.weights_fraction is not None:
         grid.add_row("weights", _bar_line(p.weights_fraction, bar_width, _weights_text(a)))
     for g in state.gpus:
         frac = g.used / g.total if g.total else 0.0
