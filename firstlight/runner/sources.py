@@ -52,9 +52,9 @@ class Sources:
                 return error
         if self.cfg.log_file is not None:
             self._follow(self.cfg.log_file, echo=False)
-        if self.pid is not None:
-            exit_code = self.server.poll if self.server else None
-            self.samplers.append(ProcessTreeSampler(self.pid, self.cfg.sample_interval, exit_code, self.clock))
+        processes = self.process_sampler()
+        if processes is not None:
+            self.samplers.append(processes)
         self.samplers.append(GpuSampler(self.cfg.sample_interval, clock=self.clock))
         for s in self.samplers:
             s.start(self.sink)
@@ -63,6 +63,13 @@ class Sources:
                                       self.cfg.probe.max_interval, identify=self.identify)
         self.ladder_loop.start()
         return None
+
+    def process_sampler(self) -> Sampler | None:
+        """What samples the server's processes: its process tree (a unit's cgroup: firstlight.units)."""
+        if self.pid is None:
+            return None
+        exit_code = self.server.poll if self.server else None
+        return ProcessTreeSampler(self.pid, self.cfg.sample_interval, exit_code, self.clock)
 
     def _launch(self) -> str | None:
         output = None
