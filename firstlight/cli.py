@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 import psutil
@@ -22,11 +22,8 @@ import psutil
 from firstlight import __version__
 from firstlight.commands.bench import bench_command
 from firstlight.commands.history import history_command
-<<<<<<< HEAD
-from firstlight.commands.report import report_command
-=======
 from firstlight.commands.params import TIMEOUT
->>>>>>> main
+from firstlight.commands.report import report_command
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
@@ -252,8 +249,8 @@ def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None, plain
     return chosen[0] if len(chosen) == 1 else Reporters(*chosen)
 
 
-<<<<<<< HEAD
-def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor) -> Outcome:
+def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor,
+         runner: Callable[[Reporter, IO[str] | None], Outcome] | None = None) -> Outcome:
     for opt in ("report_path", "trace_path"):  # found out now, not after a ten-minute start
         if kw.get(opt) is not None and not os.access(kw[opt].parent.resolve(), os.W_OK):
             raise _fail_usage(f"--{opt.split('_')[0]} {kw[opt]}: cannot write in {kw[opt].parent}")
@@ -266,23 +263,11 @@ def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Reda
     artifacts.warn = lambda m: click.echo(f"firstlight: {m}", err=True)
     outcome: Outcome | None = None
     try:
-        outcome = Session(cfg, profile, reporter, redactor, artifacts.stream()).run()
-        return outcome
-=======
-def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor,
-         runner: Callable[[Reporter, IO[str] | None], Outcome] | None = None) -> Outcome:
-    record: IO[str] | None = None
-    if kw.get("record"):
-        try:
-            record = open(kw["record"], "w")  # noqa: SIM115 - closed below
-        except OSError as e:
-            raise _fail_usage(f"--record {kw['record']}: cannot write ({e.strerror})") from None
-    reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"))
-    try:
         if runner is not None:  # a unit's attempts (firstlight.units)
-            return runner(reporter, record)
-        return Session(cfg, profile, reporter, redactor, record).run()
->>>>>>> main
+            outcome = runner(reporter, artifacts.stream())
+        else:
+            outcome = Session(cfg, profile, reporter, redactor, artifacts.stream()).run()
+        return outcome
     finally:
         reporter.close()
         for path in artifacts.finish(outcome.summary if outcome else None):
