@@ -128,7 +128,7 @@ def replay_unit(kw: dict[str, Any], engine: str | None, as_json: bool) -> None:
     """``replay --unit UNIT --journal-file FILE [--invocation ID]``: the same report as a log replay, of one
     invocation's lines (the last one by default)."""
     from firstlight.cli import _profile
-    from firstlight.engines.replay import format_replay_text, replay_lines
+    from firstlight.engines.replay import format_replay_text, replay_timed
 
     unit = _unit(kw)
     journal_file: Path | None = kw.get("journal_file")
@@ -144,7 +144,7 @@ def replay_unit(kw: dict[str, Any], engine: str | None, as_json: bool) -> None:
         click.echo(f"firstlight replay: {unit} {chosen.describe()} ({n} of {len(invocations)}"
                    + ("; --invocation ID for another)" if len(invocations) > 1 else ")"), err=True)
         # the lines with their journal times; the text is what a log replay reads
-        report = replay_lines((text for _, text in pairs), engine)
+        report = replay_timed(pairs, engine)
     except JournalError as e:  # no such unit or invocation in it, or not a journal: the input is wrong
         raise _usage(str(e)) from None
     except OSError as e:
