@@ -25,14 +25,17 @@ from firstlight.commands.bench import bench_command
 from firstlight.commands.history import history_command
 from firstlight.commands.params import TIMEOUT
 from firstlight.commands.preflight import preflight_before_launch, preflight_command
+from firstlight.commands.report import report_command
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
 from firstlight.preflight import PreflightReport
 from firstlight.probes.ladder import Ladder
 from firstlight.redact import Redactor
+from firstlight.report.artifacts import RunArtifacts
 from firstlight.report.base import Reporter, Reporters
 from firstlight.report.console import ConsoleReporter
+from firstlight.report.dashboard import DashboardReporter
 from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.report.prometheus import PrometheusExporter
 from firstlight.report.readiness import ReadinessServer, parse_bind
@@ -149,6 +152,11 @@ def _watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="Process and GPU sampling period."),
         click.option("--record", type=click.Path(path_type=Path), default=None,
                      help="Write every observation to this JSON Lines file (to replay through the judge)."),
+        click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="When the run ends, whatever the verdict, draw it as a self-contained HTML page here."),
+        click.option("--trace", "trace_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="When the run ends, write it as Chrome trace-event JSON here (ui.perfetto.dev)."),
+        click.option("--plain", is_flag=True, help="Plain lines on a terminal too (no live dashboard)."),
         click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
                      help="Serve firstlight's view (phase, verdict, progress, ETA) as Prometheus metrics on "
                           "127.0.0.1:PORT/metrics while it runs."),
@@ -231,8 +239,11 @@ def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
     return f"http://{host}:{port}"
 
 
-def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None, readiness: str | None = None) -> Reporter:
-    chosen: list[Reporter] = [ConsoleReporter(echo_server=echo)]
+def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None, readiness: str | None = None,
+               plain: bool = False) -> Reporter:
+    live = sys.stderr.isatty() and not (plain or as_json)  # the dashboard; plain lines otherwise
+    chosen: list[Reporter] = [DashboardReporter(echo_server=echo) if live else
+                              ConsoleReporter(echo_server=echo, live=False if plain or as_json else None)]
     if as_json:
         chosen.append(JsonLinesReporter())
     if readiness is not None:
@@ -265,21 +276,29 @@ def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Reda
          runner: Callable[[Reporter, IO[str] | None], Outcome] | None = None,
          preflight: PreflightReport | None = None) -> Outcome:
     redactor = redactor or _redactor(cfg.watched_command, kw["api_key"])
-    record: IO[str] | None = None
-    if kw.get("record"):
-        try:
-            record = open(kw["record"], "w")  # noqa: SIM115 - closed below
-        except OSError as e:
-            raise _fail_usage(f"--record {kw['record']}: cannot write ({e.strerror})") from None
-    reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"), kw.get("serve_readiness"))
+    for opt in ("report_path", "trace_path"):  # found out now, not after a ten-minute start
+        if kw.get(opt) is not None and not os.access(kw[opt].parent.resolve(), os.W_OK):
+            raise _fail_usage(f"--{opt.split('_')[0]} {kw[opt]}: cannot write in {kw[opt].parent}")
+    try:
+        artifacts = RunArtifacts(cfg, kw.get("record"), kw.get("report_path"), kw.get("trace_path"))
+    except OSError as e:
+        raise _fail_usage(f"--record {kw['record']}: cannot write ({e.strerror})") from None
+    reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"), kw.get("serve_readiness"),
+                          kw.get("plain", False))
+    # After the summary, which stays the last JSON line: what was written goes to stderr only.
+    artifacts.warn = lambda m: click.echo(f"firstlight: {m}", err=True)
+    outcome: Outcome | None = None
     try:
         if runner is not None:  # a unit's attempts (firstlight.units)
-            return runner(reporter, record)
-        return Session(cfg, profile, reporter, redactor, record, preflight=preflight).run()
+            outcome = runner(reporter, artifacts.stream())
+        else:
+            outcome = Session(cfg, profile, reporter, redactor, artifacts.stream(), preflight=preflight).run()
+        return outcome
     finally:
         reporter.close()
-        if record is not None:
-            record.close()
+        for path in artifacts.finish(outcome.summary if outcome else None):
+            click.echo(f"firstlight: wrote {path}", err=True)
+        artifacts.close()
 
 
 def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
@@ -569,6 +588,7 @@ def replay(logfile: Path | None, engine: str | None, as_json: bool, **kw: Any) -
 cli.add_command(bench_command)
 cli.add_command(history_command)
 cli.add_command(preflight_command)
+cli.add_command(report_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -67,6 +67,14 @@ CREATE TABLE IF NOT EXISTS metrics (
 """
 
 
+# Each run's downsampled timeline, for `firstlight report --run`. Additive and created on first use, so that
+# databases from before it (and firstlight versions without it) keep working with the same schema version.
+_TIMELINES = """CREATE TABLE IF NOT EXISTS timelines (
+  run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  data BLOB NOT NULL
+)"""
+
+
 def default_path() -> Path:
     """$FIRSTLIGHT_HISTORY, else ``history.sqlite3`` in the per-user data directory."""
     env = os.environ.get("FIRSTLIGHT_HISTORY")
@@ -396,6 +404,20 @@ class History:
             con.executemany("INSERT INTO metrics (run_id, name, value) VALUES (?, ?, ?)",
                             [(run_id, k, v) for k, v in metrics.items()])
         return run_id
+
+    def store_timeline(self, run_id: int, data: bytes) -> None:
+        """Keep a run's timeline (gzip-compressed JSON Lines, see ``firstlight.report.record.pack_timeline``)."""
+        with self._write() as con:
+            con.execute(_TIMELINES)
+            con.execute("INSERT OR REPLACE INTO timelines (run_id, data) VALUES (?, ?)", (run_id, data))
+
+    def timeline(self, run_id: int) -> bytes | None:
+        """A run's stored timeline; None when it has none (older runs, ``bench`` runs)."""
+        try:
+            row = self._con.execute("SELECT data FROM timelines WHERE run_id = ?", (run_id,)).fetchone()
+        except sqlite3.OperationalError:  # no timelines table yet: a database from before timelines were kept
+            return None
+        return bytes(row[0]) if row else None
 
     def pin(self, run_id: int) -> Run:
         """Make ``run_id`` the baseline of its deployment (instead of the median of recent good runs)."""

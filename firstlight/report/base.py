@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from firstlight.judge import Assessment, Event
 from firstlight.result import RunResult
+from firstlight.timeline import Observation
 
 
 class Reporter(Protocol):
@@ -53,6 +54,13 @@ class Reporters:
     def summary(self, result: RunResult) -> None:
         for r in self.reporters:
             r.summary(result)
+
+    def observe(self, obs: Observation) -> None:
+        """Raw observations, for the reporters that draw them (the dashboard)."""
+        for r in self.reporters:
+            observe = getattr(r, "observe", None)
+            if observe is not None:
+                observe(obs)
 
     def close(self) -> None:
         for r in self.reporters:

@@ -249,6 +249,9 @@ class Session:
             a = judge.assess(obs.t)
             for ev in events:
                 self.reporter.event(ev, a)
+        observe = getattr(self.reporter, "observe", None)  # the dashboard draws GPUs, workers, the last line
+        if observe is not None:
+            observe(obs)
         if isinstance(obs, LogLine) and not is_access_line(obs.text):
             self.sources.new_log_line()
 

@@ -1,0 +1,195 @@
+"""``firstlight report``: draw a start: a self-contained HTML page and/or a Chrome trace-event file.
+
+The run comes from a ``--record`` file of ``up``/``watch`` (optionally with its ``--json`` summary), or from
+the history (``--run ID``, ``--last``). It is replayed through the judge, so the page says what the live run
+said; the deployment's baseline start from the history is drawn beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from firstlight.bench.metrics import median
+from firstlight.commands import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.config import JudgeConfig
+from firstlight.history import History, HistoryError, Run, default_path
+from firstlight.report.html import render_html
+from firstlight.report.record import RecordError, read_record, read_summary, unpack_timeline
+from firstlight.report.series import RunView, build_view
+from firstlight.report.trace import render_trace
+from firstlight.timeline import Observation
+
+EXIT_HELP = """\b
+Exit codes:
+  0    the report was written
+  1    the run cannot be read (no observations, a damaged history) or the output cannot be written
+  64   usage error (bad option, unknown run id)"""
+
+STARTS = ("up", "watch")
+
+
+def baseline_run(history: History, deployment: str, before: int | None) -> Run | None:
+    """The deployment's baseline start: the pinned run, else the good start (of the last ten before
+    ``before``) whose time to READY is nearest their median."""
+    runs = [r for r in history.runs(deployment, limit=200) if r.kind in STARTS and (before is None or r.id < before)]
+    pinned = next((r for r in runs if r.pinned), None)
+    if pinned is not None:
+        return pinned
+    good = [r for r in runs if r.ok and "cold_start_s" in r.metrics][:10]
+    if not good:
+        return None
+    mid = median([r.metrics["cold_start_s"] for r in good])
+    return min(good, key=lambda r: abs(r.metrics["cold_start_s"] - mid))
+
+
+def view_from_history(history: History, run: Run, rules: JudgeConfig, with_baseline: bool) -> RunView:
+    data = history.timeline(run.id)
+    if data is None:
+        raise RecordError(f"run {run.id} has no stored timeline (runs recorded before firstlight kept them, and "
+                          f"bench runs, have none)")
+    observations = unpack_timeline(data)
+    if not observations:
+        raise RecordError(f"run {run.id}: its stored timeline is empty")
+    base = baseline_run(history, run.deployment, run.id) if with_baseline else None
+    return build_view(observations, run.summary, rules, base.summary if base else None,
+                      base.id if base else None, source=f"history run {run.id} ({history.path})")
+
+
+def view_from_record(observations: Sequence[Observation], summary: dict[str, Any] | None, rules: JudgeConfig,
+                     history_path: Path | None, with_baseline: bool, source: str) -> tuple[RunView, list[str]]:
+    """The view of a recorded run, with its baseline when the history knows its deployment."""
+    notes: list[str] = []
+    base: Run | None = None
+    deployment = ((summary or {}).get("baseline") or {}).get("deployment")
+    if with_baseline and deployment:
+        path = history_path or default_path()
+        if path.exists():
+            try:
+                with History(path, warn=notes.append) as h:
+                    base = baseline_run(h, deployment, (summary or {}).get("history_run"))
+            except HistoryError as e:
+                notes.append(f"history: {e}")
+    view = build_view(list(observations), summary, rules, base.summary if base else None,
+                      base.id if base else None, source=source)
+    view.notes += notes
+    return view, notes
+
+
+def write_outputs(view: RunView, html_path: Path | None, trace_path: Path | None) -> list[Path]:
+    """Write atomically (a temporary file beside the target, then a rename): a reader never sees half a page."""
+    written = []
+    for path, text in ((html_path, render_html(view) if html_path else ""),
+                       (trace_path, render_trace(view) if trace_path else "")):
+        if path is None:
+            continue
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        written.append(path)
+    return written
+
+
+@click.command("report", cls=Command, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("record", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("-o", "--output", "html_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the HTML report here (self-contained: open it anywhere, no network).")
+@click.option("--trace", "trace_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write Chrome trace-event JSON here (open in ui.perfetto.dev or chrome://tracing).")
+@click.option("--summary", "summary_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The run's summary: its --json output (or the summary object), for what came after the "
+                   "verdict (benchmark, regression) and the history's baseline.")
+@click.option("--run", "run_id", type=int, default=None, help="A run from the history (see firstlight history).")
+@click.option("--last", is_flag=True, help="The latest start in the history (of --deployment, if given).")
+@click.option("--deployment", default=None, metavar="HASH", help="With --last: that deployment's latest start.")
+@click.option("--history", "history_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="History database (default: $FIRSTLIGHT_HISTORY, else the user data directory).")
+@click.option("--no-baseline", is_flag=True, help="Do not draw the deployment's baseline start.")
+@click.option("--timeout", type=click.FloatRange(0, min_open=True), default=3600.0, show_default=True,
+              help="The rules the run was watched with (a record does not carry them): as for up/watch.")
+@click.option("--stall-timeout", type=click.FloatRange(0, min_open=True), default=120.0, show_default=True)
+@click.option("--spin-timeout", type=click.FloatRange(0, min_open=True), default=900.0, show_default=True)
+def report_command(record: Path | None, html_path: Path | None, trace_path: Path | None, summary_path: Path | None,
+                   run_id: int | None, last: bool, deployment: str | None, history_path: Path | None,
+                   no_baseline: bool, timeout: float, stall_timeout: float, spin_timeout: float) -> None:
+    """Draw a start: phases on a seconds axis, readiness levels, the verdict with its evidence, resource
+    charts, the baseline start, and the last log lines.
+
+    \b
+    firstlight up --record run.jsonl --json -- llama-server -m model.gguf > run.json
+    firstlight report run.jsonl --summary run.json -o start.html --trace start.json
+    firstlight report --last -o start.html
+    firstlight report --run 12 -o start.html
+    """
+    sources = sum(x for x in (record is not None, run_id is not None, last))
+    if sources != 1:
+        raise UsageFailure("give one run: a --record FILE, --run ID or --last")
+    if html_path is None and trace_path is None:
+        raise UsageFailure("nothing to write: give -o FILE.html and/or --trace FILE.json")
+    if deployment and not last:
+        raise UsageFailure("--deployment goes with --last")
+    if summary_path is not None and record is None:
+        raise UsageFailure("--summary goes with a record file")
+    if record is not None and not record.is_file():
+        raise UsageFailure(f"not a readable record file: {record}")
+    for option, path in (("-o", html_path), ("--trace", trace_path)):
+        if path is not None and not os.access(path.parent.resolve(), os.W_OK):
+            raise UsageFailure(f"{option} {path}: cannot write in {path.parent}")
+    rules = JudgeConfig(timeout=timeout, stall_timeout=stall_timeout, spin_timeout=spin_timeout)
+    try:
+        if record is not None:
+            rec = read_record(record)
+            summary = read_summary(summary_path) if summary_path else None
+            view, _ = view_from_record(rec.observations, summary, rules, history_path, not no_baseline,
+                                       source=f"record {record}")
+            if rec.skipped:
+                view.notes.append(f"{rec.skipped} line(s) of {record} were not observations and were skipped")
+        else:
+            view = _view_from_history(history_path, run_id, deployment, rules, not no_baseline)
+        written = write_outputs(view, html_path, trace_path)
+    except RecordError as e:
+        click.echo(f"firstlight report: {e}", err=True)
+        sys.exit(EXIT_FAILED)
+    except OSError as e:
+        click.echo(f"firstlight report: cannot write {e.filename}: {e.strerror}", err=True)
+        sys.exit(EXIT_FAILED)
+    for p in written:
+        click.echo(f"firstlight report: {view.verdict} run drawn to {p}", err=True)
+    for note in view.notes:
+        if note.startswith("the record ends"):
+            click.echo(f"firstlight report: note: {note}", err=True)
+    sys.exit(EXIT_OK)
+
+
+def _view_from_history(history_path: Path | None, run_id: int | None, deployment: str | None, rules: JudgeConfig,
+                       with_baseline: bool) -> RunView:
+    path = history_path or default_path()
+    if not path.exists():
+        raise RecordError(f"no history at {path}")
+    try:
+        with History(path, warn=lambda m: click.echo(f"firstlight: warning: {m}", err=True)) as h:
+            if run_id is not None:
+                run = h.get(run_id)
+                if run is None:
+                    raise UsageFailure(f"no run {run_id} in {path}")
+            else:
+                starts = [r for r in h.runs(deployment, limit=50) if r.kind in STARTS]
+                if not starts:
+                    raise RecordError(f"no start in {path}" + (f" for deployment {deployment}" if deployment else ""))
+                run = starts[0]
+            return view_from_history(h, run, rules, with_baseline)
+    except HistoryError as e:
+        raise RecordError(str(e)) from None

@@ -1,0 +1,445 @@
+"""The start report: one self-contained HTML file (inline SVG and CSS), from a :class:`RunView`.
+
+Modelled on ``systemd-analyze plot`` (a bar per unit on a seconds axis) and bootchart (resource charts above
+the Gantt chart, on the same axis). Needs no network: no scripts, no external fonts, styles or images, so it
+opens from an e-mail attachment or a CI artifact, prints, and reads on a phone (the SVGs scale to the width).
+Every string that came from the server or the user (log lines, evidence, the command) is HTML-escaped: a log
+line is text, never markup. Pure: data in, a string out.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from firstlight import __version__
+from firstlight.report.series import Chart, RunView, Span, Window
+from firstlight.vocab import PHASES
+
+W = 1000  # SVG user units; the SVG scales to the page width
+LEFT = 190  # label gutter
+RIGHT = 80  # per-phase difference column
+PLOT = W - LEFT - RIGHT
+ROW = 22
+CHART_H = 96
+
+PHASE_COLOURS = ["#6b7280", "#8b5cf6", "#2563eb", "#0891b2", "#0d9488", "#ca8a04", "#ea580c", "#db2777",
+                 "#9333ea", "#16a34a"]
+SERIES_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#ca8a04", "#9333ea", "#0891b2", "#ea580c", "#db2777"]
+VERDICT_COLOURS = {"ready": "#15803d", "regression": "#b45309", "failed": "#b91c1c", "hung": "#b91c1c",
+                   "timeout": "#b45309", "interrupted": "#6b7280", "starting": "#2563eb"}
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+CSS = """
+:root { color-scheme: light; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+       color: #111827; background: #fff; margin: 0 auto; max-width: 1100px; padding: 12px; }
+h1 { font-size: 1.6em; margin: 0; letter-spacing: .02em; }
+h2 { font-size: 1.1em; margin: 1.4em 0 .4em; border-bottom: 1px solid #e5e7eb; padding-bottom: .2em; }
+header.verdict { border-left: 8px solid var(--verdict); padding: 8px 12px; background: #f9fafb; }
+header.verdict h1 { color: var(--verdict); }
+.meta { display: grid; grid-template-columns: max-content 1fr; gap: 0 12px; margin: .5em 0 0; }
+.meta dt { color: #6b7280; } .meta dd { margin: 0; overflow-wrap: anywhere; }
+.failure { font-weight: 600; } .hint { margin: .3em 0; }
+ul.evidence { margin: .3em 0; padding-left: 1.2em; } ul.evidence li { overflow-wrap: anywhere; }
+.signal { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: #374151; }
+svg { width: 100%; height: auto; display: block; }
+svg text { font: 12px system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; fill: #111827; }
+svg .small { font-size: 10px; fill: #4b5563; } svg .faster { fill: #15803d; } svg .slower { fill: #b91c1c; }
+svg .grid { stroke: #e5e7eb; stroke-width: 1; } svg .axis { stroke: #9ca3af; }
+svg .ghost-bar { fill: #9ca3af; opacity: .55; }
+svg .window { fill: url(#hatch); } svg .window-edge { stroke: #b91c1c; stroke-dasharray: 4 3; }
+.legend { display: flex; flex-wrap: wrap; gap: 2px 12px; font-size: 12px; color: #374151; margin: 0 0 4px 190px; }
+.legend span::before { content: ""; display: inline-block; width: 10px; height: 10px; margin-right: 4px;
+                       background: var(--c); vertical-align: -1px; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
+td, th { padding: 2px 10px; text-align: right; border-bottom: 1px solid #f3f4f6; }
+th:first-child, td:first-child { text-align: left; }
+.scroll { overflow-x: auto; }
+pre.log { white-space: pre-wrap; overflow-wrap: anywhere; background: #f9fafb; border: 1px solid #e5e7eb;
+          padding: 8px; font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+footer { color: #6b7280; font-size: 12px; margin-top: 2em; }
+@media (max-width: 720px) { body { padding: 6px; font-size: 13px; } .legend { margin-left: 0; }
+  .scroll, .chart { overflow-x: auto; } svg { min-width: 720px; } }
+@media print { body { max-width: none; padding: 0; } h2 { break-after: avoid; }
+               svg, table, .chart { break-inside: avoid; } pre.log { max-height: none; } }
+"""
+
+
+def esc(text: Any) -> str:
+    """Text for HTML or SVG, never markup: escaped, and control characters made visible."""
+    return html.escape(_CONTROL.sub("\ufffd", str(text)), quote=True)
+
+
+def secs(s: float | None) -> str:
+    if s is None:
+        return "?"
+    if abs(s) < 1:
+        return f"{s * 1000:.0f} ms"
+    if abs(s) < 60:
+        return f"{s:.1f} s"
+    m, sec = divmod(round(abs(s)), 60)
+    return f"{'-' if s < 0 else ''}{m} min {sec:02d} s"
+
+
+def signed(s: float) -> str:
+    return ("+" if s >= 0 else "\u2212") + secs(abs(s))
+
+
+def nice_step(span: float, target: int = 8) -> float:
+    raw = max(span, 1e-3) / target
+    mag = 10 ** int(f"{raw:e}".split("e")[1])
+    for m in (1, 2, 5, 10):
+        if raw <= m * mag:
+            return float(m * mag)
+    return float(10 * mag)
+
+
+class Axis:
+    """The shared seconds axis: 0 .. end, mapped onto the plot area."""
+
+    def __init__(self, end: float) -> None:
+        self.end = max(end, 1e-3)
+        self.step = nice_step(self.end)
+
+    def x(self, t: float) -> float:
+        return LEFT + max(0.0, min(t, self.end)) / self.end * PLOT
+
+    def ticks(self) -> list[float]:
+        n = int(self.end / self.step + 1e-9)
+        return [i * self.step for i in range(n + 1)]
+
+    def label(self, t: float) -> str:
+        return f"{t:g}s" if self.step >= 1 else f"{t:.1f}s".replace(".0s", "s")
+
+
+def render_html(view: RunView) -> str:
+    axis = Axis(view.end)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>firstlight: {esc(view.verdict)} — {esc(view.engine)} start</title>",
+        f"<style>{CSS}</style></head><body>",
+        _header(view),
+        '<h2 id="timeline-title">Timeline</h2>',
+        _timeline(view, axis),
+    ]
+    if view.baseline is not None:
+        parts.append(_baseline_table(view))
+    if view.charts:
+        parts.append('<h2>Resources</h2>')
+        parts += [_chart(c, axis, view.windows) for c in view.charts]
+    parts += [_after_ready(view), _warnings(view), _log_tail(view), _notes(view), _footer(view), "</body></html>"]
+    return "\n".join(p for p in parts if p)
+
+
+# -- the header: verdict, failure, hint, evidence -----------------------------------------------------------
+
+def _header(v: RunView) -> str:
+    colour = VERDICT_COLOURS.get(v.verdict, "#111827")
+    if v.verdict in ("ready", "regression") and v.ready_at is not None:
+        g = v.first_generation or {}
+        said = f"serving after {secs(v.ready_at)}: first generation {g.get('text')!r} in {g.get('latency_s') or 0:.2f}s"
+    else:
+        said = f"in phase {v.phase}" + (f" ({v.detail})" if v.detail else "") + f" after {secs(v.end)}"
+    out = [f'<header class="verdict" style="--verdict:{colour}">',
+           f'<h1 id="verdict" data-verdict="{esc(v.verdict)}">{esc(v.verdict.upper())}</h1>',
+           f'<p id="said">{esc(said)}</p>']
+    if v.failure:
+        out.append(f'<p class="failure" id="failure">failure: <span data-failure="{esc(v.failure)}">'
+                   f'{esc(v.failure)}</span></p>')
+    if v.hint:
+        out.append(f'<p class="hint" id="hint">fix: {esc(v.hint)}</p>')
+    if v.evidence:
+        out.append('<ul class="evidence" id="evidence">')
+        for e in v.evidence:
+            at = "" if e.get("since") is None else f" (at {secs(e['since'])})"
+            out.append(f'<li><span class="signal">{esc(e.get("signal"))}</span>: {esc(e.get("value"))}{esc(at)}</li>')
+        out.append("</ul>")
+    for r in v.regression or []:
+        out.append(f'<p class="failure regression">regression: {esc(r.get("message"))}</p>')
+    meta = [("engine", v.engine), ("url", v.url), ("command", v.command),
+            ("started", time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(v.started_at))),
+            ("cold start", secs(v.cold_start_s) if v.cold_start_s is not None else None), ("from", v.source)]
+    out.append('<dl class="meta">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(val)}</dd>" for k, val in meta if val)
+               + "</dl></header>")
+    return "\n".join(out)
+
+
+# -- the timeline: phases, ghost bars, levels, first generation, hang window --------------------------------
+
+def _phase_colour(name: str) -> str:
+    i = PHASES.index(name) if name in PHASES else 0
+    return PHASE_COLOURS[i % len(PHASE_COLOURS)]
+
+
+def _timeline(v: RunView, axis: Axis) -> str:
+    diffs = v.phase_diffs()
+    base_by_name: dict[str, list[Span]] = {}
+    for s in v.baseline.phases if v.baseline else []:
+        base_by_name.setdefault(s.name, []).append(s)
+    rows: list[str] = []
+    y = 24
+    for i, span in enumerate(v.phases):
+        rows.append(_phase_row(span, i, y, axis, base_by_name.pop(span.name, []) if v.baseline else [],
+                               diffs.get(span.name)))
+        y += ROW + (6 if v.baseline else 0)
+    for name, spans in base_by_name.items():  # phases only the baseline went through
+        rows.append(f'<g class="ghost-row"><text x="{LEFT - 6}" y="{y + 14}" text-anchor="end" class="small">'
+                    f'{esc(name)} (baseline only)</text>'
+                    + "".join(_ghost(s, y + 4, axis) for s in spans) + "</g>")
+        y += ROW
+    y += 6
+    rows.append(f'<line class="axis" x1="{LEFT}" x2="{W - RIGHT}" y1="{y - 3}" y2="{y - 3}"/>')
+    for m in [m for m in v.markers if m.kind in ("level", "engine_ready", "generation")]:
+        rows.append(_marker_row(m.kind, m.label, m.t, y, axis))
+        y += ROW
+    events = [m for m in v.markers if m.kind in ("warning", "failure_line")]
+    if events:
+        marks = "".join(
+            f'<path class="event-mark" d="M{axis.x(m.t):.1f},{y + 4} l5,10 h-10 z" '
+            f'fill="{"#b91c1c" if m.kind == "failure_line" else "#d97706"}"><title>{esc(secs(m.t))}: '
+            f'{esc(m.label)}</title></path>' for m in events)
+        rows.append(f'<g class="events"><text x="{LEFT - 6}" y="{y + 14}" text-anchor="end">warnings, errors'
+                    f'</text>{marks}</g>')
+        y += ROW
+    height = y + 24
+    head = _svg_open(height, "Phases on a seconds axis")
+    grid = _grid(axis, 16, y + 2, height - 6)
+    shade = "".join(_window(w, axis, 16, y, label=True) for w in v.windows)
+    top = (f'<text x="{LEFT - 6}" y="12" text-anchor="end" class="small">phase</text>'
+           f'<text x="{W - RIGHT + 6}" y="12" class="small">vs baseline</text>' if v.baseline else "")
+    return f'<div class="scroll">{head}{grid}{shade}{top}{"".join(rows)}</svg></div>'
+
+
+def _svg_open(height: float, label: str) -> str:
+    return (f'<svg viewBox="0 0 {W} {height:.0f}" role="img" aria-label="{esc(label)}" '
+            f'xmlns="http://www.w3.org/2000/svg"><defs><pattern id="hatch" width="6" height="6" '
+            f'patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" '
+            f'fill="#fee2e2"/><line x1="0" y1="0" x2="0" y2="6" stroke="#fca5a5" stroke-width="3"/>'
+            f'</pattern></defs>')
+
+
+def _phase_row(span: Span, i: int, y: float, axis: Axis, ghosts: list[Span], diff: float | None) -> str:
+    x0, x1 = axis.x(span.start), axis.x(span.end)
+    width = max(2.0, x1 - x0)
+    colour = _phase_colour(span.name)
+    label_x = x0 + width + 4
+    anchor = "start"
+    if label_x > W - RIGHT - 60:
+        label_x, anchor = x0 - 4, "end"
+    out = [f'<g class="phase-row" data-phase="{esc(span.name)}" data-index="{i}">',
+           f'<text x="{LEFT - 6}" y="{y + 14}" text-anchor="end">{esc(span.name)}</text>',
+           f'<rect class="phase-bar" data-phase="{esc(span.name)}" data-start="{span.start:.3f}" '
+           f'data-end="{span.end:.3f}" x="{x0:.1f}" y="{y + 2}" width="{width:.1f}" height="14" rx="2" '
+           f'fill="{colour}"><title>{esc(span.name)}: {esc(secs(span.start))} to {esc(secs(span.end))} '
+           f'({esc(secs(span.duration))}, from {esc(span.source)})</title></rect>',
+           f'<text x="{label_x:.1f}" y="{y + 14}" text-anchor="{anchor}" class="small duration">'
+           f'{esc(secs(span.duration))}</text>']
+    out += [_ghost(g, y + 18, axis) for g in ghosts]
+    if diff is not None:
+        base = sum(g.duration for g in ghosts)
+        notable = abs(diff) > max(0.05, 0.1 * base)  # small wobbles stay grey
+        cls = "small" if not notable else "slower" if diff > 0 else "faster"
+        out.append(f'<text x="{W - RIGHT + 6}" y="{y + 14}" class="{cls} diff">{esc(signed(diff))}</text>')
+    out.append("</g>")
+    return "".join(out)
+
+
+def _ghost(s: Span, y: float, axis: Axis) -> str:
+    x0, x1 = axis.x(s.start), axis.x(s.end)
+    return (f'<rect class="ghost-bar" data-phase="{esc(s.name)}" x="{x0:.1f}" y="{y}" width="{max(2.0, x1 - x0):.1f}" '
+            f'height="5"><title>baseline {esc(s.name)}: {esc(secs(s.duration))}</title></rect>')
+
+
+def _marker_row(kind: str, label: str, t: float, y: float, axis: Axis) -> str:
+    x = axis.x(t)
+    if kind == "generation":
+        shape = (f'<path class="marker generation" d="M{x:.1f},{y + 1} l3,6 6,1 -4.5,4 1,6.5 -5.5,-3 -5.5,3 1,-6.5 '
+                 f'-4.5,-4 6,-1 z" fill="#15803d"/>')
+        name = "first generation"
+    else:
+        colour = "#2563eb" if kind == "level" else "#0d9488"
+        shape = f'<path class="marker {kind}" d="M{x:.1f},{y + 3} l6,6 -6,6 -6,-6 z" fill="{colour}"/>'
+        name = label if kind == "level" else "engine says ready"
+    text_x, anchor = (x + 9, "start") if x < W - RIGHT - 200 else (x - 9, "end")
+    detail = f"{secs(t)}" + (f": {label}" if kind == "generation" else "")
+    return (f'<g class="marker-row" data-kind="{esc(kind)}" data-label="{esc(name)}">'
+            f'<text x="{LEFT - 6}" y="{y + 14}" text-anchor="end">{esc(name)}</text>'
+            f'<line class="grid" x1="{LEFT}" x2="{x:.1f}" y1="{y + 9}" y2="{y + 9}" stroke-dasharray="2 3"/>{shape}'
+            f'<text x="{text_x:.1f}" y="{y + 14}" text-anchor="{anchor}" class="small">{esc(detail)}</text></g>')
+
+
+def _grid(axis: Axis, y0: float, y1: float, label_y: float | None = None) -> str:
+    out = []
+    for t in axis.ticks():
+        x = axis.x(t)
+        out.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{y0}" y2="{y1}"/>')
+        if label_y is not None:
+            out.append(f'<text x="{x:.1f}" y="{label_y:.0f}" text-anchor="middle" class="small tick">'
+                       f'{esc(axis.label(t))}</text>')
+    return "".join(out)
+
+
+def _window(w: Window, axis: Axis, y0: float, y1: float, label: bool = False) -> str:
+    x0, x1 = axis.x(w.start), axis.x(w.end)
+    out = (f'<g class="window-group" data-window="{esc(w.label)}"><rect class="window" x="{x0:.1f}" y="{y0}" '
+           f'width="{max(1.0, x1 - x0):.1f}" height="{y1 - y0}"><title>{esc(w.label)}: {esc(secs(w.start))} to '
+           f'{esc(secs(w.end))}</title></rect><line class="window-edge" x1="{x0:.1f}" x2="{x0:.1f}" y1="{y0}" '
+           f'y2="{y1}"/>')
+    if label:
+        out += (f'<text x="{min(x0 + 4, W - RIGHT - 4):.1f}" y="{y0 - 4}" class="small slower">{esc(w.label)} for '
+                f'{esc(secs(w.end - w.start))}</text>')
+    return out + "</g>"
+
+
+# -- resource charts ----------------------------------------------------------------------------------------
+
+def _chart(c: Chart, axis: Axis, windows: Iterable[Window]) -> str:
+    top, bottom = 8, CHART_H - 18
+    values = [v for s in c.series for _, v in s.points]
+    y_max = c.y_max if c.y_max is not None else _nice_max(max(values, default=0.0))
+
+    def y(v: float) -> float:
+        return bottom - (max(0.0, v) / y_max) * (bottom - top) if y_max > 0 else bottom
+
+    body = [_svg_open(CHART_H, c.title), "".join(_window(w, axis, top, bottom) for w in windows),
+            _grid(axis, top, bottom, CHART_H - 4),
+            f'<line class="axis" x1="{LEFT}" x2="{W - RIGHT}" y1="{bottom}" y2="{bottom}"/>',
+            f'<text x="{LEFT - 6}" y="{top + 10}" text-anchor="end" class="small">{esc(_fmt(y_max))} {esc(c.unit)}'
+            f'</text><text x="{LEFT - 6}" y="{bottom}" text-anchor="end" class="small">0</text>',
+            f'<text x="{LEFT - 6}" y="{(top + bottom) / 2 + 4:.0f}" text-anchor="end">{esc(c.title)}</text>']
+    for i, s in enumerate(c.series):
+        colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
+        peak = max((v for _, v in s.points), default=0.0)
+        title = f"<title>{esc(s.name)}: peak {esc(_fmt(peak))} {esc(c.unit)}</title>"
+        if c.style == "bars":
+            w = max(1.0, PLOT / max(1.0, axis.end) * 0.8)
+            bars = "".join(f'<rect x="{axis.x(t):.1f}" y="{y(v):.1f}" width="{w:.1f}" height="{bottom - y(v):.1f}"/>'
+                           for t, v in s.points)
+            body.append(f'<g class="series" data-series="{esc(s.name)}" fill="{colour}">{title}{bars}</g>')
+        elif s.points:
+            d = _path(s.points, axis, y, step=c.style == "step")
+            body.append(f'<path class="series" data-series="{esc(s.name)}" d="{d}" fill="none" stroke="{colour}" '
+                        f'stroke-width="1.6" stroke-linejoin="round">{title}</path>')
+    legend = ""
+    if len(c.series) > 1:
+        legend = '<div class="legend">' + "".join(
+            f'<span style="--c:{SERIES_COLOURS[i % len(SERIES_COLOURS)]}">{esc(s.name)}</span>'
+            for i, s in enumerate(c.series)) + "</div>"
+    return f'<div class="chart" data-chart="{esc(c.key)}">{"".join(body)}</svg>{legend}</div>'
+
+
+def _path(points: list[tuple[float, float]], axis: Axis, y: Any, step: bool) -> str:
+    out = []
+    prev_y = None
+    for i, (t, v) in enumerate(points):
+        x, yy = axis.x(t), y(v)
+        if i == 0:
+            out.append(f"M{x:.1f},{yy:.1f}")
+        elif step:
+            out.append(f"H{x:.1f}V{yy:.1f}" if prev_y is not None else f"L{x:.1f},{yy:.1f}")
+        else:
+            out.append(f"L{x:.1f},{yy:.1f}")
+        prev_y = yy
+    if step and points:
+        out.append(f"H{axis.x(axis.end):.1f}")
+    return "".join(out)
+
+
+def _nice_max(v: float) -> float:
+    if v <= 0:
+        return 1.0
+    step = nice_step(v, 4)
+    return step * (int(v / step) + 1)
+
+
+def _fmt(v: float) -> str:
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}".rstrip("0").rstrip(".")
+    return f"{v:.2f}".rstrip("0").rstrip(".")
+
+
+# -- below the charts ---------------------------------------------------------------------------------------
+
+def _baseline_table(v: RunView) -> str:
+    assert v.baseline is not None
+    diffs = v.phase_diffs()
+    rows = []
+    base = {s.name: s.duration for s in v.baseline.phases}
+    for s in v.phases:
+        if s.name in base:
+            rows.append(f"<tr><td>{esc(s.name)}</td><td>{esc(secs(s.duration))}</td><td>{esc(secs(base[s.name]))}"
+                        f"</td><td>{esc(signed(diffs[s.name]))}</td></tr>")
+    cold = ""
+    if v.cold_start_s is not None and v.baseline.cold_start_s:
+        cold = (f"<p>cold start {esc(secs(v.cold_start_s))} vs {esc(secs(v.baseline.cold_start_s))} "
+                f"({v.cold_start_s / v.baseline.cold_start_s:.2f}x)</p>")
+    return (f'<h2>Against the baseline ({esc(v.baseline.label)})</h2>{cold}<div class="scroll">'
+            f'<table id="baseline"><tr><th>phase</th><th>this run</th><th>baseline</th><th>difference</th></tr>'
+            f'{"".join(rows)}</table></div>')
+
+
+def _after_ready(v: RunView) -> str:
+    out = []
+    if v.warmup:
+        w = v.warmup
+        out.append(f"<p id=\"warmup\">warm-up: {esc(w.get('n'))} requests, first {esc(secs(w.get('first_s')))}, "
+                   f"steady state {esc(secs(w.get('steady_s')))}"
+                   + (f", steady from request {w['steady_index'] + 1}" if w.get("steady_index") is not None else "")
+                   + f", {esc(w.get('errors', 0))} errors</p>")
+    b = v.bench
+    if b:
+        rows = []
+        for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("e2el_ms", "E2E")):
+            st = b.get(key) or {}
+            rows.append(f"<tr><td>{name}</td>" + "".join(
+                f"<td>{'-' if st.get(q) is None else f'{st[q]:.1f}'}</td>" for q in ("mean", "median", "p90", "p99"))
+                + "</tr>")
+        sent = b.get("sent", (b.get("completed") or 0) + (b.get("errors") or 0) + (b.get("timeouts") or 0))
+        out.append(
+            f'<div id="bench"><p>benchmark: {esc(sent)} requests at concurrency {esc(b.get("concurrency"))}: '
+            f'{esc(b.get("completed"))} completed, {esc(b.get("errors"))} errors, {esc(b.get("timeouts"))} timeouts '
+            f'in {esc(secs(b.get("duration_s")))}; {b.get("output_throughput") or 0:.1f} output tok/s, '
+            f'{b.get("request_throughput") or 0:.2f} req/s</p><div class="scroll"><table><tr><th>ms</th><th>mean</th>'
+            f'<th>median</th><th>p90</th><th>p99</th></tr>{"".join(rows)}</table></div></div>')
+    sd = v.spec_decoding
+    if sd:
+        length = sd.get("mean_acceptance_length")
+        out.append(f'<p id="spec-decoding">speculative decoding: <b>{esc(sd.get("status"))}</b>'
+                   + (f", mean acceptance length {length:.2f}" if isinstance(length, int | float) else "")
+                   + f": {esc(sd.get('message', ''))}</p>")
+    return "<h2>After READY</h2>" + "".join(out) if out else ""
+
+
+def _warnings(v: RunView) -> str:
+    items = [m for m in v.markers if m.kind in ("warning", "failure_line")]
+    if not items:
+        return ""
+    return ('<h2>Warnings and error lines</h2><ul class="evidence" id="warnings">'
+            + "".join(f"<li>{esc(secs(m.t))}: {esc(m.label)}</li>" for m in items) + "</ul>")
+
+
+def _log_tail(v: RunView) -> str:
+    if not v.log_tail:
+        return ""
+    lines = "\n".join(f"[{t:8.2f}s] {text}" for t, text in v.log_tail)
+    return f'<h2>Last log lines before the verdict</h2><pre class="log" id="log-tail">{esc(lines)}</pre>'
+
+
+def _notes(v: RunView) -> str:
+    if not v.notes:
+        return ""
+    return '<h2>Notes</h2><ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in v.notes) + "</ul>"
+
+
+def _footer(v: RunView) -> str:
+    return (f"<footer>firstlight {esc(__version__)} start report. Self-contained: no scripts, no network. "
+            f"Times are seconds since firstlight began watching.</footer>")

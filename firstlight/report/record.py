@@ -1,0 +1,185 @@
+"""Recorded runs: reading a ``--record`` file, a run's JSON summary, and the compact timeline kept in history.
+
+A record is JSON Lines of observations (``firstlight.timeline``). One written by a process that was killed
+may end in half a line, and a hand-edited one may hold anything: such lines are counted and skipped, never
+fatal, so that whatever was recorded can still be drawn.
+
+The history keeps each run's timeline too, so that ``firstlight report --run ID`` can draw a past start; it
+is downsampled to a size cap (``pack_timeline``): everything the judge needs for phases and levels is kept
+(the start, notes, log lines other than HTTP access lines, probe results where they change), and process and
+GPU samples are thinned evenly until the whole fits.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from firstlight.judge import is_access_line
+from firstlight.timeline import GpuSample, Level, LogLine, Observation, Probe, ProcessSample, from_dict
+
+TIMELINE_CAP_BYTES = 1 << 20  # uncompressed JSON Lines per run in the history (gzip makes it ~10x smaller)
+
+
+class RecordError(Exception):
+    """The file cannot be read, or holds no observation at all."""
+
+
+@dataclass
+class Recorded:
+    observations: list[Observation]
+    skipped: int  # lines that were not observations (bad JSON, unknown kind, truncated)
+
+
+def parse_lines(lines: Iterable[str]) -> Recorded:
+    out: list[Observation] = []
+    skipped = 0
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            d = json.loads(line)
+            out.append(from_dict(d))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            skipped += 1
+    out.sort(key=lambda o: o.t)  # stable: the order they were fed in, within a timestamp
+    return Recorded(out, skipped)
+
+
+def read_record(path: Path) -> Recorded:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            rec = parse_lines(f)
+    except OSError as e:
+        raise RecordError(f"cannot read {path}: {e.strerror}") from None
+    if not rec.observations:
+        raise RecordError(f"{path} holds no recorded observations (expected the JSON Lines of --record)")
+    return rec
+
+
+def read_summary(path: Path) -> dict[str, Any]:
+    """A run's summary: a JSON object, or the JSON Lines of ``--json`` (the last ``summary`` event)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise RecordError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        obj = json.loads(text)
+        if isinstance(obj, dict) and "verdict" in obj:
+            return obj
+    except ValueError:
+        pass
+    found: dict[str, Any] | None = None
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and obj.get("event") == "summary":
+            found = obj
+    if found is None:
+        raise RecordError(f"{path} holds no run summary (a JSON object, or --json output ending in a summary)")
+    return found
+
+
+class RecordTee:
+    """A ``--record`` stream that writes the user's record and a private copy (kept for the report and the
+    history). The private copy failing (a full /tmp) only drops that copy; the user's record failing is the
+    session's to report, as without the copy."""
+
+    def __init__(self, user: IO[str] | None, private: IO[str]) -> None:
+        self.user = user
+        self.private: IO[str] | None = private
+
+    def write(self, text: str) -> int:
+        if self.private is not None:
+            try:
+                self.private.write(text)
+            except (OSError, ValueError):
+                self.private = None
+        return self.user.write(text) if self.user is not None else len(text)
+
+    def flush(self) -> None:
+        if self.user is not None:
+            self.user.flush()
+
+
+# -- the compact timeline of the history --------------------------------------------------------------------
+
+def _essential(observations: Sequence[Observation]) -> tuple[list[Observation], list[int]]:
+    """What to keep whatever the size (the judge's phases and levels depend on it), and the indices of the
+    samples that may be thinned."""
+    keep: list[Observation] = []
+    thinnable: list[int] = []
+    last_probe: dict[int, bool] = {}
+    last_procs = -1
+    for o in observations:
+        if isinstance(o, Probe):
+            if last_probe.get(int(o.level)) == o.ok and o.level is not Level.GENERATION:
+                continue
+            last_probe[int(o.level)] = o.ok
+        elif isinstance(o, LogLine) and is_access_line(o.text):
+            continue
+        elif isinstance(o, ProcessSample):
+            n = len(o.procs)
+            if o.alive and not o.died and n == last_procs:
+                thinnable.append(len(keep))
+            last_procs = n
+        elif isinstance(o, GpuSample):
+            thinnable.append(len(keep))
+        keep.append(o)
+    return keep, thinnable
+
+
+def downsample(observations: Sequence[Observation], cap_bytes: int = TIMELINE_CAP_BYTES) -> list[Observation]:
+    """At most about ``cap_bytes`` of JSON Lines: thin the samples (every 2nd, 4th, ...), then the log lines
+    (the first and the last ones stay: how it began, and what it said before the verdict)."""
+    keep, thinnable = _essential(observations)
+    sizes = [len(_line(o)) for o in keep]
+    stride = 1
+    drop: set[int] = set()
+    while sum(s for i, s in enumerate(sizes) if i not in drop) > cap_bytes and stride < len(keep):
+        stride *= 2
+        drop = {idx for n, idx in enumerate(thinnable) if n % stride}
+    out = [o for i, o in enumerate(keep) if i not in drop]
+    total = sum(len(_line(o)) for o in out)
+    if total > cap_bytes:
+        logs = [i for i, o in enumerate(out) if isinstance(o, LogLine)]
+        size = {i: len(_line(out[i])) for i in logs}
+        budget = max(0, cap_bytes - (total - sum(size.values())))
+        kept = set(_fill(logs, size, budget // 4)) | set(_fill(logs[::-1], size, budget - budget // 4))
+        out = [o for i, o in enumerate(out) if i not in size or i in kept]
+    return out
+
+
+def _fill(indices: list[int], size: dict[int, int], budget: int) -> list[int]:
+    """The leading indices whose sizes fit in ``budget``."""
+    out = []
+    for i in indices:
+        budget -= size[i]
+        if budget < 0:
+            break
+        out.append(i)
+    return out
+
+
+def _line(o: Observation) -> str:
+    return json.dumps(o.to_dict(), default=str) + "\n"
+
+
+def pack_timeline(observations: Sequence[Observation], cap_bytes: int = TIMELINE_CAP_BYTES) -> bytes:
+    """Downsampled JSON Lines, gzip-compressed: what the history stores for one run."""
+    return gzip.compress("".join(_line(o) for o in downsample(observations, cap_bytes)).encode(), mtime=0)
+
+
+def unpack_timeline(data: bytes) -> list[Observation]:
+    try:
+        text = gzip.decompress(data).decode("utf-8", "replace")
+    except (OSError, EOFError) as e:
+        raise RecordError(f"the stored timeline is damaged ({e})") from None
+    return parse_lines(text.splitlines()).observations
