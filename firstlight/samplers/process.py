@@ -59,13 +59,12 @@ class ProcessTreeSampler(Sampler):
         if not members or (root is not None and not _alive(root) and self._exit_code() not in (0, None)):
             self._dead = True
             return [ProcessSample(now, alive=False, exit_code=self._exit_code())]
-        if root is None or not _alive(root):
-            if not self._daemon_noted:
-                self._daemon_noted = True
-                pids = ", ".join(f"{p.pid}" for p in members[:8])
-                out.append(SourceNote(now, "process", f"pid {self.pid} exited with code 0 and left {len(members)} "
-                                                      f"process(es) running (pid {pids}): a launcher that daemonized "
-                                                      "the server; watching those"))
+        if (root is None or not _alive(root)) and not self._daemon_noted:
+            self._daemon_noted = True
+            pids = ", ".join(f"{p.pid}" for p in members[:8])
+            out.append(SourceNote(now, "process", f"pid {self.pid} exited with code 0 and left {len(members)} "
+                                                  f"process(es) running (pid {pids}): a launcher that daemonized "
+                                                  "the server; watching those"))
         for pid, name in self._left_group():
             out.append(SourceNote(now, "process", f"pid {pid} ({name}) left the server's process group (setsid); "
                                                   "it is still watched and will be stopped with the server"))
