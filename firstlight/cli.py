@@ -417,7 +417,7 @@ def replay(logfile: Path, engine: str | None, as_json: bool) -> None:
     if engine is not None:
         _profile(engine)
     stdin = str(logfile) == "-"
-    if not stdin and not logfile.is_file():
+    if not stdin and (logfile.is_dir() or not os.access(logfile, os.R_OK)):  # a pipe (<(zcat log.gz)) is fine
         raise _fail_usage(f"not a readable log file: {logfile}")
     try:
         if stdin:  # binary lines, so that a \r redraw stays inside its line and bad UTF-8 is replaced

@@ -14,12 +14,15 @@ Progress, for telling slow from hung:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from firstlight.config import JudgeConfig
 from firstlight.engines.profile import CATEGORY_RANK, PHASES, EngineProfile, LineMatch
+
+# Access-log lines answer somebody's request (ours, while we poll): they say the HTTP server lives, not that
+# the start progresses, so they must not keep a hung server looking busy. Linear, on a bounded prefix.
+from firstlight.logtext import is_access_line  # re-exported
 from firstlight.timeline import (
     GpuSample,
     Interrupted,
@@ -33,15 +36,6 @@ from firstlight.timeline import (
     WeightsTotal,
 )
 from firstlight.vocab import FAILED, FINAL_VERDICTS, HUNG, INTERRUPTED, READY, STARTING, TIMEOUT
-
-# Access-log lines answer somebody's request (ours, while we poll): they say the HTTP server lives, not that
-# the start progresses, so they must not keep a hung server looking busy.
-_ACCESS_LINE = re.compile(r"\b(?:GET|POST|HEAD|OPTIONS|PUT) /\S*.*?\b[1-5]\d\d\b")
-
-
-def is_access_line(text: str) -> bool:
-    """An HTTP access-log line (uvicorn's, llama.cpp's): a reply to a request, not startup progress."""
-    return _ACCESS_LINE.search(text) is not None
 
 # A fatal line with a generic category waits this long for a more specific root cause (the exception header
 # comes before its traceback) unless the process exits first.

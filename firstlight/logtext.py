@@ -2,13 +2,22 @@
 
 Shared by the live log sources (``samplers.logs``) and the post-mortem replay (``engines.replay``), so both
 see exactly the same lines.
+
+One log line must never freeze firstlight: every per-line pattern is linear and is applied to a bounded
+prefix of the line (``CLASSIFY_CHARS``); what decides a line's meaning is at its start (prefixes,
+messages), and evidence is clipped far shorter anyway.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+from collections.abc import Iterator
 
 MAX_LINE_BYTES = 1 << 20
+CLASSIFY_CHARS = 8192  # the prefix of a line that patterns look at
+READ_CHUNK = 1 << 20
 
 ANSI_RE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI ... final byte (colours, erase line, cursor moves)
@@ -116,3 +125,43 @@ class LineSplitter:
             final = self._last_redraw
         self._last_redraw = None
         events.append((final, True))
+
+
+def classify_prefix(text: str) -> str:
+    """The bounded prefix of a line that per-line patterns are applied to."""
+    return text[:CLASSIFY_CHARS]
+
+
+# An HTTP access line: a method and a path, then a status code somewhere after. Two searches, each linear
+# (the single pattern ``METHOD /\S*.*?STATUS`` backtracks quadratically on a long line without a status).
+_ACCESS_METHOD = re.compile(r"\b(?:GET|POST|HEAD|OPTIONS|PUT) /")
+_ACCESS_STATUS = re.compile(r"\b[1-5]\d\d\b")
+
+
+def is_access_line(text: str) -> bool:
+    """An HTTP access-log line (uvicorn's, llama.cpp's): a reply to a request, not startup progress."""
+    head = classify_prefix(text)
+    m = _ACCESS_METHOD.search(head)
+    return m is not None and _ACCESS_STATUS.search(head, m.end()) is not None
+
+
+def read_line_events(path: str | os.PathLike[str], chunk: int = READ_CHUNK) -> Iterator[tuple[str, bool]]:
+    """``(text, final)`` events of a file, streamed in bounded memory. Works on anything ``open`` can read:
+    a regular file, a FIFO, ``/dev/stdin``, a ``<(zcat log.gz)`` process substitution (``/dev/fd/N``). Reads
+    what is available (``read1``), so lines of a slow pipe come as they are written."""
+    splitter = LineSplitter()
+    with open(path, "rb") as fh:
+        while True:
+            data = fh.read1(chunk)
+            if not data:
+                break
+            yield from splitter.feed_events(data)
+    yield from splitter.flush_events()
+
+
+def is_seekable_file(path: str | os.PathLike[str]) -> bool:
+    """A regular file (it can be read twice, e.g. once to detect the engine); False for pipes and FIFOs."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
