@@ -55,6 +55,8 @@ class JudgeConfig:
     d_state_seconds: float = 30.0  # a process in D state for this long is reported
     worker_min_age_s: float = 3.0  # a child that lived this long and then died is reported (not a helper)
     expected_total_s: float | None = None  # a whole-start estimate from history, if any
+    # Replay has no probes: the engine's own ready line stands in for the generation that READY needs live.
+    ready_from_log: bool = False
 
 
 @dataclass

@@ -26,6 +26,21 @@ ANSI_RE = re.compile(
 )
 
 
+# Access-log lines answer somebody's request (ours, while we poll): they say the HTTP server lives, not that
+# the start progresses. Two linear searches over a bounded prefix (one regex with ``.*?`` between the method
+# and the status was quadratic in the line length).
+ACCESS_PREFIX = 2048
+_ACCESS_REQUEST = re.compile(r"\b(?:GET|POST|HEAD|OPTIONS|PUT) /")
+_ACCESS_STATUS = re.compile(r"\b[1-5]\d\d\b")
+
+
+def is_access_line(text: str) -> bool:
+    """An HTTP access-log line (uvicorn's, llama.cpp's): a reply to a request, not startup progress."""
+    head = text[:ACCESS_PREFIX]
+    m = _ACCESS_REQUEST.search(head)
+    return m is not None and _ACCESS_STATUS.search(head, m.end()) is not None
+
+
 def strip_ansi(text: str) -> str:
     if "\x1b" not in text:
         return text
@@ -130,19 +145,6 @@ class LineSplitter:
 def classify_prefix(text: str) -> str:
     """The bounded prefix of a line that per-line patterns are applied to."""
     return text[:CLASSIFY_CHARS]
-
-
-# An HTTP access line: a method and a path, then a status code somewhere after. Two searches, each linear
-# (the single pattern ``METHOD /\S*.*?STATUS`` backtracks quadratically on a long line without a status).
-_ACCESS_METHOD = re.compile(r"\b(?:GET|POST|HEAD|OPTIONS|PUT) /")
-_ACCESS_STATUS = re.compile(r"\b[1-5]\d\d\b")
-
-
-def is_access_line(text: str) -> bool:
-    """An HTTP access-log line (uvicorn's, llama.cpp's): a reply to a request, not startup progress."""
-    head = classify_prefix(text)
-    m = _ACCESS_METHOD.search(head)
-    return m is not None and _ACCESS_STATUS.search(head, m.end()) is not None
 
 
 def read_line_events(path: str | os.PathLike[str], chunk: int = READ_CHUNK) -> Iterator[tuple[str, bool]]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from firstlight import logtext
+from firstlight import interpret, logtext
 from firstlight.engines import PROFILES, get_profile
 from firstlight.engines import profile as profile_mod
 from firstlight.engines import replay as replay_mod
@@ -70,7 +70,7 @@ def _hostile_lines() -> list[str]:
 
 def test_the_access_line_pattern_is_linear_and_bounded(monkeypatch: pytest.MonkeyPatch):
     seen: list[int] = []
-    monkeypatch.setattr(logtext, "_ACCESS_METHOD", Recording(logtext._ACCESS_METHOD, seen))
+    monkeypatch.setattr(logtext, "_ACCESS_REQUEST", Recording(logtext._ACCESS_REQUEST, seen))
     monkeypatch.setattr(logtext, "_ACCESS_STATUS", Recording(logtext._ACCESS_STATUS, seen))
     assert not is_access_line("GET /" + "a" * MIB)  # the line that took an hour
     assert not is_access_line("GET /" + "a" * 56_000 + " 200")  # a status beyond the prefix is not looked for
@@ -97,17 +97,19 @@ def test_every_engine_pattern_sees_a_bounded_prefix_of_a_1mib_line(name: str, mo
     assert seen and max(seen) <= CLASSIFY_CHARS
 
 
-def test_replay_timestamp_and_traceback_patterns_see_a_bounded_prefix(monkeypatch: pytest.MonkeyPatch):
+def test_timestamp_and_traceback_patterns_see_a_bounded_prefix(monkeypatch: pytest.MonkeyPatch):
     seen: list[int] = []
-    for attr in ("_TS_PREFIX", "_EMBEDDED_TS", "_JSON_TS", "_EXC_LINE", "_TB_LINE"):
+    for attr in ("_TS_PREFIX", "_EMBEDDED_TS", "_JSON_TS"):
         monkeypatch.setattr(replay_mod, attr, Recording(getattr(replay_mod, attr), seen))
+    for attr in ("_EXC_LINE", "_TB_LINE"):
+        monkeypatch.setattr(interpret, attr, Recording(getattr(interpret, attr), seen))
     monkeypatch.setattr(replay_mod, "_TS_PATTERNS",
                         tuple((k, Recording(rx, seen)) for k, rx in replay_mod._TS_PATTERNS))
     parser = replay_mod.TimestampParser()
-    replayer = replay_mod.Replayer(get_profile("vllm"))
+    reader = interpret.LineInterpreter(get_profile("vllm"))
     for line in _hostile_lines():
         parser.parse(line)
-        replayer.feed(line)
+        reader.feed(line)
     assert seen and max(seen) <= CLASSIFY_CHARS
 
 

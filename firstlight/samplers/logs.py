@@ -106,7 +106,7 @@ class _Delivery:
 
     def _emit(self, events: list[tuple[str, bool, int]]) -> None:
         for text, final, lineno in events:
-            self.sink(LogLine(self.clock(), text, self.stream, lineno))
+            self.sink(LogLine(self.clock(), text, self.stream, lineno, final))
             if final and self.echo is not None:
                 self.echo(self.stream, text)
 
