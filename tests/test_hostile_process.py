@@ -157,3 +157,51 @@ def test_a_launcher_that_daemonizes_the_server_and_exits_0_is_not_a_failure(weig
     assert any("daemonized" in n for n in r.summary["notes"]), r.summary["notes"]
     with socket.socket() as s:  # stopped with the rest: nothing answers on the port any more
         assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+PDEATH = """
+import os, signal, sys
+from firstlight.runner.launcher import ServerProcess
+sp = ServerProcess([sys.executable, "-c", "import time; time.sleep(600)"])
+sp.start()
+sp.watchdog.kill()  # leave only the parent-death signal
+sp.watchdog.wait()
+print(sp.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_parent_death_signal_alone_kills_the_direct_child(reap: list[int]):
+    parent = subprocess.Popen([sys.executable, "-c", PDEATH], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        reap.append(child)
+        assert _alive(child)
+        parent.kill()
+        parent.wait(timeout=10)
+        wait_for(lambda: not _alive(child), 20, "the kernel's SIGKILL to the orphaned child")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_stop_is_idempotent_and_reports_processes_that_left_the_group(tmp_path: Path):
+    from firstlight.runner.launcher import ServerProcess
+
+    pidfile = tmp_path / "escaped.pid"
+    script = tmp_path / "server.py"
+    script.write_text(DOUBLE_FORK)
+    sp = ServerProcess([sys.executable, str(script), str(pidfile)], backstop=True)
+    sp.start()
+    try:
+        wait_for(pidfile.exists, 20, "the double-forked worker")
+        escaped = int(pidfile.read_text())
+        wait_for(lambda: escaped in {p.pid for p in sp.descendants()}, 20, "the adopted worker in the tree")
+        assert escaped in dict(sp.note_left_group())
+        how = sp.stop(2)
+        assert f"{escaped}" in how and sp.stop(2) == how  # a second stop (atexit, finally) changes nothing
+        assert not _alive(escaped) and not pids_in_group(sp.pid)
+    finally:
+        sp.stop(1)
