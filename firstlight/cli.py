@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 import click
 import psutil
@@ -25,6 +26,7 @@ from firstlight.commands.history import history_command
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
+from firstlight.optiontypes import DURATION, GRACE, PERIOD
 from firstlight.probes.ladder import Ladder, normalise_url, split_url
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter, Reporters
@@ -122,19 +124,19 @@ def _after_ready_config(kw: dict[str, Any]) -> tuple[AfterReadyConfig, HistoryCo
 def _watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Options of the long-running commands (up, watch): when to give up, what to sample."""
     opts = [
-        click.option("--timeout", type=float, default=3600.0, show_default=True,
+        click.option("--timeout", type=DURATION, default=3600.0, show_default=True,
                      help="Overall deadline in seconds."),
-        click.option("--stall-timeout", type=float, default=120.0, show_default=True,
+        click.option("--stall-timeout", type=DURATION, default=120.0, show_default=True,
                      help="No progress of any kind for this long: hung."),
-        click.option("--spin-timeout", type=float, default=900.0, show_default=True,
+        click.option("--spin-timeout", type=DURATION, default=900.0, show_default=True,
                      help="Only CPU/GPU busy, nothing else moving, for this long: hung (busy-wait)."),
         click.option("--model", "model_path", type=click.Path(path_type=Path), default=None,
                      help="Model weights on disk, for the fraction read (default: from the command line)."),
-        click.option("--poll-min", type=float, default=0.1, show_default=True,
+        click.option("--poll-min", type=PERIOD, default=0.1, show_default=True,
                      help="Polling period right after a change or a new log line."),
-        click.option("--poll-max", type=float, default=1.0, show_default=True,
+        click.option("--poll-max", type=PERIOD, default=1.0, show_default=True,
                      help="Polling period after a quiet spell."),
-        click.option("--sample-interval", type=float, default=1.0, show_default=True,
+        click.option("--sample-interval", type=PERIOD, default=1.0, show_default=True,
                      help="Process and GPU sampling period."),
         click.option("--record", type=click.Path(path_type=Path), default=None,
                      help="Write every observation to this JSON Lines file (to replay through the judge)."),
@@ -169,8 +171,13 @@ def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any]) -> Probe
     try:
         url = normalise_url(url)
         host, port = split_url(url)
+        explicit_port = urlsplit(url).port
     except ValueError as e:
         raise _fail_usage(str(e)) from None
+    if explicit_port == 0:
+        raise _fail_usage(f"port 0 in {url!r}: pass the server's real port")
+    if kw.get("poll_min", 0.1) > kw.get("poll_max", 1.0):
+        raise _fail_usage("--poll-min must not be above --poll-max")
     try:  # a typo in the host would otherwise look like a server that never opens its port, until --timeout
         socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as e:
@@ -207,6 +214,9 @@ def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
     if host in ("0.0.0.0", "::", "[::]", ""):
         host = "127.0.0.1"
     port = command_port(list(command), profile) or profile.default_port
+    if not port:
+        raise _fail_usage("cannot tell the server's port from its command; pass --url (e.g. --url "
+                          "http://127.0.0.1:8000)")
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     return f"http://{host}:{port}"
@@ -263,7 +273,7 @@ def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
               "(its output goes to a log file).")
 @click.option("--stop-when-ready", is_flag=True, help="Stop the server at READY and exit 0 (a start check for CI).")
 @click.option("--keep-on-failure", is_flag=True, help="Leave a failed or hung server running for inspection.")
-@click.option("--grace", type=float, default=10.0, show_default=True,
+@click.option("--grace", type=GRACE, default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL when stopping the server.")
 @click.option("--quiet-server", is_flag=True, help="Do not echo the server's own output.")
 def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready: bool, keep_on_failure: bool,
@@ -297,11 +307,14 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
 @click.argument("url")
 @click.option("--pid", type=int, default=None, help="The server's process id, to watch its process tree.")
 @click.option("--log", "log_file", type=click.Path(path_type=Path), default=None,
-              help="The server's log file, followed across rotation.")
+              help="The server's log file (or FIFO), followed across rotation. An existing file is read from "
+                   "its end, or with --pid from this run's first line by the log's own timestamps.")
+@click.option("--log-from-start", is_flag=True, help="Read an existing --log file from its start (it holds only "
+              "this run).")
 @_probe_options
 @_watch_options
 @_after_ready_options
-def watch(url: str, pid: int | None, log_file: Path | None, **kw: Any) -> None:
+def watch(url: str, pid: int | None, log_file: Path | None, log_from_start: bool, **kw: Any) -> None:
     """Attach to a server that is already starting and exit with the verdict.
 
     \b
@@ -317,7 +330,8 @@ def watch(url: str, pid: int | None, log_file: Path | None, **kw: Any) -> None:
     profile = _profile(kw["engine"], command)
     probe = _probe_config(url, profile, kw)
     after, history = _after_ready_config(kw)
-    cfg = Config(command=[], pid=pid, log_file=log_file, watched_command=command, after=after, history=history,
+    cfg = Config(command=[], pid=pid, log_file=log_file, log_from_start=log_from_start, watched_command=command,
+                 after=after, history=history,
                  engine=kw["engine"] or detect_from_command(command),
                  model_path=kw["model_path"], probe=probe, judge=_judge_config(kw),
                  sample_interval=kw["sample_interval"])
@@ -334,7 +348,7 @@ Exit codes: 0 the level holds; 1 it does not; 64 usage error.""")
 @click.option("--level", default="generation", show_default=True,
               type=click.Choice([lv.label for lv in Level if lv > Level.PROCESS]),
               help="The rung that must hold.")
-@click.option("--timeout", type=float, default=10.0, show_default=True,
+@click.option("--timeout", type=DURATION, default=10.0, show_default=True,
               help="Give up after this many seconds, whatever happens.")
 @_probe_options
 def probe(url: str, level: str, timeout: float, **kw: Any) -> None:

@@ -153,6 +153,11 @@ class ServerProcess:
         self._close_watchdog()
 
     @property
+    def launched_at(self) -> float:
+        """When the server was launched (epoch seconds)."""
+        return self._launched_at
+
+    @property
     def pid(self) -> int:
         assert self.popen is not None
         return self.popen.pid

@@ -29,21 +29,25 @@ from firstlight.engines import get_profile, new_detector
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import History, HistoryError
 from firstlight.judge import READY, Assessment, Event, Evidence, Judge, is_access_line
-from firstlight.probes.ladder import Ladder
+from firstlight.probes.ladder import Ladder, split_url
 from firstlight.probes.loop import EngineIdentified, LadderLoop
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter
 from firstlight.runner.after_ready import compare_and_record, deployment_key, open_history, post_ready_checks
+from firstlight.runner.guard import RecordFile, guard_reporter, install_stop_handlers
 from firstlight.runner.launcher import LaunchError, ServerProcess
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.gpu import GpuSampler
 from firstlight.samplers.logs import FileFollower, PipeReader
+from firstlight.samplers.ports import accepts, foreign_listener
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
 from firstlight.timeline import (
     Interrupted,
+    Level,
     LogLine,
     Observation,
+    Probe,
     ProcessSample,
     SourceNote,
     Started,
@@ -67,9 +71,13 @@ class Session:
                  record: IO[str] | None = None, clock: Callable[[], float] = time.time) -> None:
         self.cfg = cfg
         self.profile = profile
-        self.reporter = reporter
+        self.reporter = guard_reporter(reporter)  # a closed output silences its reporter, never the run
         self.redactor = redactor or Redactor()
-        self.record = record
+        self.redactor.add_from_url(cfg.probe.url)
+        self.record = RecordFile(record, self.reporter.message) if record is not None else None
+        self.port_conflict: str | None = None  # evidence that another process holds the server's port
+        self._port_owned = False
+        self._released = False  # the server is handed over (--detach, --keep-on-failure): never stop it
         self.clock = clock
         self.q: queue.Queue[Observation] = queue.Queue()
         self.server: ServerProcess | None = None
@@ -84,9 +92,7 @@ class Session:
 
     # -- plumbing ----------------------------------------------------------------------------------------
     def _sink(self, obs: Observation) -> None:
-        if isinstance(obs, LogLine):
-            obs = LogLine(obs.t, self.redactor.text(obs.text), obs.stream, obs.lineno)
-        self.q.put(obs)
+        self.q.put(self.redactor.observation(obs))
 
     def _echo(self, stream: str, text: str) -> None:
         self.reporter.server_line(stream, self.redactor.text(text))
@@ -102,28 +108,35 @@ class Session:
         if self.cfg.judge.expected_total_s is None:
             self._expect_from_history()
         judge = Judge(self.cfg.judge, self.profile, started_at)
-        old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        restore_handlers = install_stop_handlers(self._on_signal)
         try:
             launch_error = self._start_sources()
             pid = self.server.pid if self.server else self.cfg.pid
             shown = self.redactor.argv(self.cfg.command) if self.cfg.command else None
             self.reporter.started({"started_at": started_at, "pid": pid, "launched": self.server is not None,
-                                   "engine": self.profile.name, "url": self.cfg.probe.url,
+                                   "engine": self.profile.name, "url": self.redactor.text(self.cfg.probe.url),
                                    "command": " ".join(shown) if shown else None})
-            self._feed(judge, Started(started_at, pid, self.cfg.probe.url, self.profile.name,
-                                      launched=self.server is not None))
+            self._feed(judge, self.redactor.observation(Started(started_at, pid, self.cfg.probe.url, self.profile.name,
+                                                                launched=self.server is not None)))
             if pid is None and not self.cfg.command:
                 self._feed(judge, SourceNote(started_at, "process", "no --pid: without the process tree's reads and "
                                              "CPU a slow start cannot be told from a hung one; only --timeout ends "
                                              "the wait"))
             if launch_error is not None:
                 outcome = self._finish_launch_error(judge, started_at, launch_error)
+                outcome.summary = self.redactor.data(outcome.summary)
                 self.reporter.verdict(outcome.summary)
                 self.reporter.summary(outcome.summary)
                 return outcome
             a = self._loop(judge)
             summary = self._summary(judge, a, started_at)
-            outcome = Outcome(a.verdict, EXIT_CODES[a.verdict], summary, a, pid, dict(self._requests()))
+            if self.port_conflict is not None:
+                summary.update(verdict="failed", failure="port_in_use",
+                               hint="another server already answers on this port: stop it or pick another port",
+                               evidence=[Evidence("port", self.port_conflict, self.clock()).to_dict()])
+            summary = self.redactor.data(summary)
+            outcome = Outcome(summary["verdict"], EXIT_CODES[summary["verdict"]], summary, a, pid,
+                              dict(self._requests()))
             self.reporter.verdict(summary)
             if a.verdict == READY:
                 interrupted = self._post_ready(summary)
@@ -133,17 +146,28 @@ class Session:
                         interrupted.t).to_dict()])
                     outcome = Outcome("interrupted", EXIT_CODES["interrupted"], summary, a, pid, outcome.requests)
             if history is not None:
-                self._remember(history, command, summary, outcome)
+                history.set_busy_timeout(1.0)  # a locked history must not hold up stopping the server
+                try:
+                    self._remember(history, command, summary, outcome)
+                except HistoryError as e:
+                    self.reporter.message(f"warning: run not recorded in the history: {e}")
             outcome = self._after_verdict(judge, outcome)
             self.reporter.summary(outcome.summary)  # always the last line
             return outcome
+        except BaseException:  # a bug, or an output that failed: the server must not outlive the run
+            if self.server is not None and not self._released:
+                self.server.stop(self.cfg.grace)
+            raise
         finally:
             self._stop_sources()
-            for s, h in old_handlers.items():
-                signal.signal(s, h)
+            restore_handlers()
+            if self.record is not None:
+                self.record.close()
 
     def _start_sources(self) -> str | None:
         cfg = self.cfg
+        if cfg.command and self._port_taken():
+            return None
         if cfg.command:
             output = None
             if cfg.after_ready == "detach":
@@ -161,22 +185,26 @@ class Session:
                 echo = self._echo if cfg.echo_server_output else None
                 for pipe, name in ((self.server.popen.stdout, "stdout"), (self.server.popen.stderr, "stderr")):
                     assert pipe is not None
-                    reader = PipeReader(pipe, name, self._sink, echo, self.clock)
+                    reader = PipeReader(pipe, name, self._sink, echo, self.clock, backlog=self.q.qsize)
                     reader.start()
                     self.readers.append(reader)
             else:
-                f = FileFollower(output, self._sink, clock=self.clock,
+                f = FileFollower(output, self._sink, clock=self.clock, from_start=True, backlog=self.q.qsize,
                                  echo=self._echo if cfg.echo_server_output else None)
                 f.start()
                 self.followers.append(f)
         if cfg.log_file is not None:
-            f = FileFollower(cfg.log_file, self._sink, clock=self.clock)
+            f = FileFollower(cfg.log_file, self._sink, clock=self.clock, backlog=self.q.qsize,
+                             from_start=cfg.log_from_start, since=self._watched_start())
             f.start()
             self.followers.append(f)
         pid = self.server.pid if self.server else cfg.pid
         if pid is not None:
-            exit_code = self.server.poll if self.server else None
-            self.samplers.append(ProcessTreeSampler(pid, cfg.sample_interval, exit_code, self.clock))
+            if self.server is not None:
+                self.samplers.append(ProcessTreeSampler(pid, cfg.sample_interval, self.server.poll, self.clock,
+                                                        self.server.descendants, self.server.note_left_group))
+            else:
+                self.samplers.append(ProcessTreeSampler(pid, cfg.sample_interval, None, self.clock))
         self.samplers.append(GpuSampler(cfg.sample_interval, clock=self.clock))
         for s in self.samplers:
             s.start(self._sink)
@@ -186,6 +214,40 @@ class Session:
                                       identify=self.detector is not None)
         self.ladder_loop.start()
         return None
+
+    def _port_taken(self) -> bool:
+        """Before the launch: a port that already accepts connections belongs to another server."""
+        try:
+            host, port = split_url(self.cfg.probe.url)
+        except ValueError:
+            return False
+        if host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0") or not accepts(host, port):
+            return False
+        held = foreign_listener([], port, self.clock() + 1)
+        self.port_conflict = held or f"port {port} already accepts connections before the launch"
+        return True
+
+    def _check_port_owner(self) -> None:
+        """While watching a launched server: an open port counts only if the server's tree listens on it."""
+        if self._port_owned or self.server is None or self.port_conflict is not None:
+            return
+        try:
+            _, port = split_url(self.cfg.probe.url)
+        except ValueError:
+            return
+        held = foreign_listener(self.server.tree(), port, self.server.launched_at)
+        if held is None:
+            self._port_owned = True
+        else:
+            self.port_conflict = held
+
+    def _watched_start(self) -> float | None:
+        if self.cfg.pid is None:
+            return None
+        try:
+            return float(psutil.Process(self.cfg.pid).create_time())
+        except psutil.Error:
+            return None
 
     def _weights(self) -> None:
         model = str(self.cfg.model_path) if self.cfg.model_path else model_path_from_command(self.cfg.command)
@@ -215,6 +277,8 @@ class Session:
             return
         if self.record is not None:
             self.record.write(json.dumps(obs.to_dict(), default=str) + "\n")
+        if isinstance(obs, Probe) and obs.level == Level.PORT and obs.ok:
+            self._check_port_owner()
         if self.detector is not None and isinstance(obs, LogLine):
             self._detect(judge, obs)
         events = judge.feed(obs)
@@ -260,7 +324,7 @@ class Session:
                     obs = None
             a = judge.assess(self.clock())
             self.reporter.status(a)
-            if a.final:
+            if a.final or self.port_conflict is not None:
                 return a
 
     def _after_logs(self, judge: Judge, exit_sample: ProcessSample) -> ProcessSample:
@@ -308,11 +372,15 @@ class Session:
                 self._stop_server(outcome)
                 return outcome
             if self.cfg.after_ready == "detach":
+                self._released = True
+                server.release()
                 self.reporter.message(f"detached: server pid {server.pid} keeps running; its output goes to "
                                       f"{self.server_log}; stop it with: kill -TERM -- -{server.pid}")
                 return outcome
             return self._supervise(judge, outcome)
         if self.cfg.keep_on_failure:
+            self._released = True
+            server.release()
             self.reporter.message(f"--keep-on-failure: server left running, pid {server.pid}, process group "
                                   f"{server.pid}; stop it with: kill -TERM -- -{server.pid}")
             return outcome
