@@ -174,7 +174,9 @@ class Session:
                 fd, name = tempfile.mkstemp(prefix="firstlight-server-", suffix=".log")
                 os.close(fd)
                 output = self.server_log = Path(name)
-            self.server = ServerProcess(cfg.command, output=output)
+            # --detach and --keep-on-failure may hand the server over: no parent-death signal for those
+            self.server = ServerProcess(cfg.command, output=output,
+                                        detachable=cfg.after_ready == "detach" or cfg.keep_on_failure)
             try:
                 self.server.start()
             except LaunchError as e:
