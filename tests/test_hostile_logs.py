@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 from firstlight.samplers.logs import FileFollower, PipeReader
+from firstlight.sim.server import free_port
 from firstlight.timeline import LogLine, Observation, SourceNote
-from tests.conftest import wait_for
+from tests.conftest import pids_in_group, run_firstlight, wait_for
 
 OLD_RUN = (b"[2020-01-01 10:00:00] Load weight begin.\n"
            b"[2020-01-01 10:00:05] torch.OutOfMemoryError: CUDA out of memory\n")
@@ -145,3 +146,30 @@ def test_a_50mb_per_s_flood_never_blocks_the_server_and_drops_with_a_count():
     assert any("dropped" in n for n in notes), notes
     last = [o for o in got if isinstance(o, LogLine)][-1]
     assert last.text == "THE-END" and last.lineno == 40 * 25_000 + 1
+
+
+FLOOD_FOREVER = """
+import sys, time
+chunk = (b"x" * 99 + b"\\n") * 25_000
+out = sys.stdout.buffer
+start = time.monotonic()
+i = 0
+while True:  # 50 MB/s until stopped
+    out.write(chunk)
+    out.flush()
+    i += 1
+    time.sleep(max(0.0, start + i * 0.05 - time.monotonic()))
+"""
+
+
+def test_up_under_a_50mb_per_s_flood_still_reaches_its_verdict_and_stops_the_server():
+    """The live path: the verdict loop keeps assessing (the --timeout fires), the drop is counted in a note,
+    and the flooding server is stopped."""
+    r = run_firstlight("up", "--json", "--quiet-server", "--no-history", "--timeout", "5", "--grace", "2",
+                       "--url", f"http://127.0.0.1:{free_port()}", "--", sys.executable, "-c", FLOOD_FOREVER,
+                       timeout=120)
+    assert r.rc == 3, r.stderr[-2000:]
+    s = r.summary
+    assert s["verdict"] == "timeout" and s["server_stopped"].startswith("stopped")
+    assert any("log flood" in n for n in s["notes"]), s["notes"]
+    assert not pids_in_group(s["pid"])

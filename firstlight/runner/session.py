@@ -316,10 +316,13 @@ class Session:
                 obs: Observation | None = self.q.get(timeout=0.05)
             except queue.Empty:
                 obs = None
+            assess_by = time.monotonic() + 0.05  # a flood of lines must not hold off the verdict's checks
             while obs is not None:
                 if isinstance(obs, ProcessSample) and not obs.alive:
                     obs = self._after_logs(judge, obs)
                 self._feed(judge, obs)
+                if time.monotonic() > assess_by:
+                    break
                 try:
                     obs = self.q.get_nowait()
                 except queue.Empty:
