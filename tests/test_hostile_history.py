@@ -7,12 +7,14 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from firstlight.history import DeploymentKey, History
-from tests.conftest import run_firstlight
+from firstlight.sim.server import free_port
+from tests.conftest import firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
 
 KEY = DeploymentKey.create("vllm", "m", ["vllm", "serve", "m"])
 
@@ -79,3 +81,32 @@ def test_a_read_only_history_can_be_listed_when_opened_read_only(tmp_path: Path)
             h.record_run("up", {"verdict": "ready"}, KEY)
     assert path.read_bytes() == before
     assert not [p for p in tmp_path.iterdir() if "corrupt" in p.name]
+
+
+def test_a_locked_history_does_not_hold_up_stopping_the_server(tmp_path: Path, weights: Path):
+    """Another process holds the history's write lock for the whole run: the run is not recorded (one
+    warning) and the server is stopped without waiting out the 30 s busy timeout."""
+    path = tmp_path / "h.sqlite3"
+    _two_runs(path)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        port = free_port()
+        fl = subprocess.Popen(firstlight_cmd("up", "--json", "--stop-when-ready", "--history", str(path),
+                                             "--poll-min", "0.05", "--", *sim_cmd("normal", port, "--model-path",
+                                             str(weights), "--load-seconds", "0.5")),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # Well under the 30 s a write would wait for the lock: the lock is still held meanwhile.
+            wait_for(lambda: fl.poll() is not None, 25, "firstlight to stop the server and exit")
+            out, err = fl.communicate()
+        finally:
+            if fl.poll() is None:
+                fl.kill()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert fl.returncode == 0, err[-2000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["server_stopped"].startswith("stopped") and not pids_in_group(summary["pid"])
+    assert any("locked" in n for n in summary["notes"]), summary["notes"]  # not recorded, and it says why
