@@ -190,6 +190,7 @@ def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any]) -> Probe
         connect_timeout=kw["connect_timeout"], read_timeout=kw["read_timeout"],
         generation_timeout=kw["generation_timeout"],
         min_interval=kw.get("poll_min", 0.1), max_interval=kw.get("poll_max", 1.0),
+        explicit=frozenset({"health_path"} if kw["health_path"] else ()),
     )
 
 
@@ -330,14 +331,15 @@ def watch(url: str, pid: int | None, log_file: Path | None, log_from_start: bool
     profile = _profile(kw["engine"], command)
     probe = _probe_config(url, profile, kw)
     after, history = _after_ready_config(kw)
+    model_path = kw["model_path"]
+    if model_path is None and command:
+        model = model_path_from_command(command)
+        model_path = Path(model) if model else None
     cfg = Config(command=[], pid=pid, log_file=log_file, log_from_start=log_from_start, watched_command=command,
                  after=after, history=history,
                  engine=kw["engine"] or detect_from_command(command),
-                 model_path=kw["model_path"], probe=probe, judge=_judge_config(kw),
+                 model_path=model_path, probe=probe, judge=_judge_config(kw),
                  sample_interval=kw["sample_interval"])
-    if kw["model_path"] is None and command:
-        model = model_path_from_command(command)
-        cfg.model_path = Path(model) if model else None
     outcome = _run(cfg, profile, kw, _redactor(command, kw["api_key"]))
     sys.exit(outcome.exit_code)
 

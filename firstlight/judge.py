@@ -255,7 +255,8 @@ class Judge:
         if r.progress_line:
             self._strong(line.t, "log", _clip(line.text))
             self._recent_logs.append(line.t)
-        if r.phase is not None and self.ready_at is None:
+        if r.phase is not None and self.ready_at is None and (r.phase != "ready" or self.rules.ready_from_log):
+            # live, the engine's ready line is a claim: READY is the generation's to say
             events += self._enter_phase(line.t, r.phase, "log", r.line)
         self._on_progress(line, r)
         if r.failure is not None:

@@ -51,6 +51,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._record()
         n = int(self.headers.get("Content-Length") or 0)
         req = json.loads(self.rfile.read(n) or b"{}")
+        self.seen[-1]["model"] = req.get("model") if isinstance(req, dict) else None
         m = self.mode
         if m in ("5xx",):
             return self._send(500, b'{"error":"internal"}')

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from firstlight.config import ProbeConfig
+from firstlight.engines.profile import Endpoints
 from firstlight.timeline import Level, Probe
 
 MAX_BODY = 4 << 20
@@ -44,6 +45,16 @@ def read_capped(resp: httpx.Response, deadline: float, what: str) -> bytes:
         if time.monotonic() > deadline:
             raise TooSlow(f"{what}: answer not complete by its deadline")
     return b"".join(chunks)[:MAX_BODY]
+
+
+@dataclass(frozen=True)
+class _Paths:
+    """The endpoints the ladder probes (the engine's, or the user's where set)."""
+
+    health: str
+    models: str | None
+    completions: str
+    chat: str
 
 
 @dataclass
@@ -95,6 +106,7 @@ class Ladder:
         self._client = httpx.Client(base_url=self.base, headers=headers, transport=transport,
                                     follow_redirects=False, trust_env=False)
         self.model: str | None = cfg.model
+        self.paths = _Paths(cfg.health_path, cfg.models_path, cfg.completions_path, cfg.chat_path)
         self.requests: Counter[str] = Counter()  # requests sent, by level (for the benchmark)
 
     def close(self) -> None:
@@ -131,7 +143,7 @@ class Ladder:
                       latency_s=self.clock() - t0)]
 
     def health(self) -> list[Probe]:
-        path = self.cfg.health_path
+        path = self.paths.health
         t0 = self.clock()
         try:
             r = self._get(path, "health")
@@ -151,7 +163,7 @@ class Ladder:
         return out
 
     def models(self) -> list[Probe]:
-        path = self.cfg.models_path
+        path = self.paths.models
         t0 = self.clock()
         if not path:
             return [Probe(t0, Level.MODELS, True, "no models endpoint for this engine, skipped")]
@@ -179,7 +191,7 @@ class Ladder:
     def generate(self) -> list[Probe]:
         cfg = self.cfg
         chat = cfg.api == "chat"
-        path = cfg.chat_path if chat else cfg.completions_path
+        path = self.paths.chat if chat else self.paths.completions
         body: dict[str, Any] = {"max_tokens": cfg.max_tokens, "temperature": 0, "stream": False}
         if chat:
             body["messages"] = [{"role": "user", "content": cfg.effective_prompt}]
@@ -222,9 +234,16 @@ class Ladder:
                 return name, f"GET {path} -> {r.status}"
         return None
 
-    def use_endpoints(self, health: str, models: str | None, completions: str, chat: str) -> None:
-        self.cfg.health_path, self.cfg.models_path = health, models
-        self.cfg.completions_path, self.cfg.chat_path = completions, chat
+    def use_endpoints(self, ep: Endpoints) -> None:
+        """The engine became known: its endpoints replace the defaults, never an option the user set. The
+        ladder keeps them in its own state (the configuration is read-only)."""
+        explicit = self.cfg.explicit
+        self.paths = _Paths(
+            health=self.paths.health if "health_path" in explicit else ep.health,
+            models=self.paths.models if "models_path" in explicit else ep.models,
+            completions=self.paths.completions if "completions_path" in explicit else ep.completions,
+            chat=self.paths.chat if "chat_path" in explicit else ep.chat,
+        )
 
     # -- HTTP ------------------------------------------------------------------------------------------
     def _timeout(self, read: float) -> httpx.Timeout:

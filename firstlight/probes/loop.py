@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from firstlight.engines.profile import Endpoints
 from firstlight.probes.ladder import Ladder
 from firstlight.timeline import Level, Observation
 
@@ -36,16 +37,48 @@ class LadderLoop:
         self.min_interval, self.max_interval = min_interval, max_interval
         self.wake = threading.Event()
         self.stop = threading.Event()
+        self._endpoints: Endpoints | None = None  # learnt by the session, applied by this thread between climbs
+        self._lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="firstlight-ladder", daemon=True)
 
     def start(self) -> None:
         self.thread.start()
+
+    def use_endpoints(self, endpoints: Endpoints) -> None:
+        """From the session's thread: the ladder takes them before its next climb (never during one)."""
+        with self._lock:
+            self._endpoints = endpoints
+        self.wake.set()
+
+    def _identify_first(self) -> None:
+        """Engine unknown: climb no higher than HTTP until it answers, then ask the engine-specific endpoints who
+        it is, before any generation (a server already loaded would otherwise be READY before it is named)."""
+        results = self.ladder.climb(Level.HTTP)
+        for p in results:
+            self.sink(p)
+        if not any(p.ok and p.level >= Level.HTTP for p in results):
+            self.wake.wait(self.min_interval)
+            return
+        self.identify = False
+        found = self.ladder.identify()
+        if found is not None:
+            self.sink(EngineIdentified(time.time(), found[0], found[1]))
+
+    def _take_endpoints(self) -> None:
+        with self._lock:
+            endpoints, self._endpoints = self._endpoints, None
+        if endpoints is not None:
+            self.ladder.use_endpoints(endpoints)
 
     def _run(self) -> None:
         interval = self.min_interval
         last: tuple[int, bool] | None = None
         while not self.stop.is_set():
             self.wake.clear()
+            self._take_endpoints()
+            if self.identify:
+                self._identify_first()
+                continue
             results = self.ladder.climb()
             if self.stop.is_set():
                 return
@@ -54,11 +87,6 @@ class LadderLoop:
             top = max((p.level for p in results if p.ok), default=Level.NONE)
             if top == Level.GENERATION:
                 return
-            if self.identify and top >= Level.HTTP:
-                self.identify = False
-                found = self.ladder.identify()
-                if found is not None:
-                    self.sink(EngineIdentified(time.time(), found[0], found[1]))
             state = (int(top), bool(results and results[-1].ok))
             interval = self.min_interval if state != last else min(self.max_interval, interval * 1.5)
             last = state
