@@ -19,14 +19,14 @@ def test_a_closed_pipe_silences_only_its_reporter():
     reporters = guard_reporter(type(reporters)(*reporters.reporters, JsonLinesReporter(stream=good)))
     for i in range(50):  # enough to overflow any buffer
         reporters.message(f"line {i} " + "x" * 200)
-    reporters.summary({"verdict": "ready"})
+    reporters.message("the verdict still gets out")
     reporters.close()
     console, jsonl = reporters.reporters
     assert console.lost is not None and "BrokenPipe" in console.lost  # type: ignore[attr-defined]
     assert jsonl.lost is None  # type: ignore[attr-defined]
     good.close()
     with os.fdopen(out_r) as f:
-        assert '"verdict": "ready"' in f.read()
+        assert "the verdict still gets out" in f.read()
 
 
 def test_a_record_on_a_full_disk_is_one_warning():
