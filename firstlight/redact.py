@@ -65,6 +65,7 @@ def _is_code(name: str, value: str, after: str) -> bool:
 class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self.secrets = {s for s in secrets if s and len(s) >= 4}
+        self._sorted: list[str] | None = None
 
     def add(self, *values: str | None) -> None:
         for v in values:
@@ -116,8 +117,14 @@ class Redactor:
         except ValueError:
             return
 
+    def _longest_first(self) -> list[str]:
+        """The known secrets, longest first (a secret that contains another is masked whole); cached."""
+        if self._sorted is None or len(self._sorted) != len(self.secrets):
+            self._sorted = sorted(self.secrets, key=len, reverse=True)
+        return self._sorted
+
     def text(self, s: str) -> str:
-        for secret in sorted(self.secrets, key=len, reverse=True):
+        for secret in self._longest_first():
             if secret in s:
                 s = s.replace(secret, MASK)
         if "://" in s:
