@@ -26,10 +26,15 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from firstlight.logtext import LineSplitter
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 from firstlight.samplers.base import Sink
 from firstlight.timeline import LogLine, SourceNote
 
-READ_BYTES = 256 << 10  # one read() of a pipe
+READ_BYTES = 1 << 20  # one read() of a pipe
 DELIVER_BYTES = 64 << 10  # bytes split and handed on per step, between two looks at the consumer's backlog
 MAX_PENDING_BYTES = 8 << 20  # bytes read but not yet handed on; beyond it the oldest are dropped
 KEEP_BYTES = 2 << 20  # what a drop keeps: the newest bytes
@@ -146,6 +151,7 @@ class PipeReader:
         return self.delivery.dropped_lines
 
     def start(self) -> None:
+        _widen_pipe(self.pipe)
         self.reader.start()
         self.thread.start()
 
@@ -186,6 +192,19 @@ class PipeReader:
             if done:
                 d.flush()
                 return
+
+
+PIPE_BYTES = 1 << 20  # the kernel's pipe buffer we ask for: 20 ms of a 50 MB/s flood before the writer waits
+
+
+def _widen_pipe(pipe: IO[bytes]) -> None:
+    """Ask for a 1 MiB pipe buffer (Linux ``F_SETPIPE_SZ``; 64 KiB by default): the reader thread needs the GIL
+    for each read, and a bigger buffer lets the server write on while it waits for it."""
+    setsz = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if setsz is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        fcntl.fcntl(pipe.fileno(), setsz, PIPE_BYTES)
 
 
 def _is_stream(mode: int) -> bool:
