@@ -179,11 +179,17 @@ class ServerProcess:
         return list(found.values())
 
     def adopted(self) -> list[psutil.Process]:
-        """firstlight's own children other than the server's root and the watchdog: as a subreaper, these are
-        the server's orphans (a daemon whose launcher exited, a double-forked worker)."""
+        """firstlight's children that are the server's orphans, adopted as the subreaper (a daemon whose
+        launcher exited, a double-forked worker): not the root, not the watchdog, and outside firstlight's own
+        session (the server runs in a session of its own, and its orphans stay there or ``setsid`` away;
+        whatever else firstlight runs stays in firstlight's session)."""
         if self.popen is None:
             return []
         own = {self.pid, self.watchdog.pid if self.watchdog else -1}
+        try:
+            my_session = os.getsid(0)
+        except OSError:
+            return []
         out = []
         try:
             children = psutil.Process().children()
@@ -193,13 +199,15 @@ class ServerProcess:
             if p.pid in own:
                 continue
             try:
+                if os.getsid(p.pid) == my_session:
+                    continue  # one of firstlight's own helpers: its own code waits for it
                 if p.status() == psutil.STATUS_ZOMBIE:
                     with contextlib.suppress(ChildProcessError):
                         os.waitpid(p.pid, os.WNOHANG)  # reap what we adopted, or it stays a zombie
                     continue
                 if p.create_time() + 1 < self._launched_at:
                     continue  # older than the server: not one of its processes
-            except psutil.Error:
+            except (psutil.Error, OSError):
                 continue
             out.append(p)
         return out
