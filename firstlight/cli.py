@@ -9,13 +9,12 @@ import json
 import os
 import re
 import shutil
-import socket
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import urlsplit
 
 import click
 import psutil
@@ -23,11 +22,11 @@ import psutil
 from firstlight import __version__
 from firstlight.commands.bench import bench_command
 from firstlight.commands.history import history_command
+from firstlight.commands.params import TIMEOUT, Seconds
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
-from firstlight.optiontypes import DURATION, GRACE, PERIOD
-from firstlight.probes.ladder import Ladder, normalise_url, split_url
+from firstlight.probes.ladder import Ladder
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter, Reporters
 from firstlight.report.console import ConsoleReporter
@@ -38,6 +37,12 @@ from firstlight.runner.session import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE, Out
 from firstlight.samplers.weights import model_path_from_command
 from firstlight.sim.scenarios import SCENARIOS
 from firstlight.timeline import Level
+from firstlight.units.commands import replay_unit, unit_options, watch_unit
+from firstlight.wire import normalise_url, split_url
+from firstlight.wire.deadline import resolve
+
+PERIOD = Seconds(maximum=3600.0)  # sampling and polling periods: above 0, so nothing busy-loops
+GRACE = Seconds(maximum=3600.0)
 
 EXIT_HELP = """\b
 Exit codes:
@@ -75,10 +80,12 @@ def _probe_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--api-key", envvar="FIRSTLIGHT_API_KEY", default=None,
                      help="Bearer token for the server (or FIRSTLIGHT_API_KEY). Never printed."),
         click.option("--health-path", default=None, help="Override the engine's health endpoint."),
-        click.option("--connect-timeout", type=float, default=1.0, show_default=True),
-        click.option("--read-timeout", type=float, default=5.0, show_default=True,
-                     help="Read timeout of health and model-list requests."),
-        click.option("--generation-timeout", type=float, default=120.0, show_default=True,
+        click.option("--connect-timeout", type=TIMEOUT, default=1.0, show_default=True,
+                     help="Connect timeout of every probe, seconds."),
+        click.option("--read-timeout", type=TIMEOUT, default=5.0, show_default=True,
+                     help="Read timeout of health and model-list requests (each request must also end within "
+                          "connect + read timeout, however the server trickles)."),
+        click.option("--generation-timeout", type=TIMEOUT, default=120.0, show_default=True,
                      help="Read timeout of a generation probe (separate from the polling period)."),
         click.option("--json", "as_json", is_flag=True, help="JSON Lines events on stdout; the last is the summary."),
     ]
@@ -124,11 +131,11 @@ def _after_ready_config(kw: dict[str, Any]) -> tuple[AfterReadyConfig, HistoryCo
 def _watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Options of the long-running commands (up, watch): when to give up, what to sample."""
     opts = [
-        click.option("--timeout", type=DURATION, default=3600.0, show_default=True,
+        click.option("--timeout", type=TIMEOUT, default=3600.0, show_default=True,
                      help="Overall deadline in seconds."),
-        click.option("--stall-timeout", type=DURATION, default=120.0, show_default=True,
+        click.option("--stall-timeout", type=TIMEOUT, default=120.0, show_default=True,
                      help="No progress of any kind for this long: hung."),
-        click.option("--spin-timeout", type=DURATION, default=900.0, show_default=True,
+        click.option("--spin-timeout", type=TIMEOUT, default=900.0, show_default=True,
                      help="Only CPU/GPU busy, nothing else moving, for this long: hung (busy-wait)."),
         click.option("--model", "model_path", type=click.Path(path_type=Path), default=None,
                      help="Model weights on disk, for the fraction read (default: from the command line)."),
@@ -167,19 +174,18 @@ def _profile(engine: str | None, command: Sequence[str] = ()) -> EngineProfile:
         raise _fail_usage(str(e)) from None
 
 
-def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any]) -> ProbeConfig:
+def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any], resolve_within: float = 10.0) -> ProbeConfig:
     try:
         url = normalise_url(url)
         host, port = split_url(url)
-        explicit_port = urlsplit(url).port
     except ValueError as e:
         raise _fail_usage(str(e)) from None
-    if explicit_port == 0:
-        raise _fail_usage(f"port 0 in {url!r}: pass the server's real port")
     if kw.get("poll_min", 0.1) > kw.get("poll_max", 1.0):
         raise _fail_usage("--poll-min must not be above --poll-max")
     try:  # a typo in the host would otherwise look like a server that never opens its port, until --timeout
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        resolve(host, port, resolve_within)  # bounded: getaddrinfo itself has no timeout
+    except TimeoutError:
+        raise _fail_usage(f"cannot resolve host {host!r} of {url} (no answer from the resolver)") from None
     except OSError as e:
         raise _fail_usage(f"cannot resolve host {host!r} of {url} ({e.strerror or e})") from None
     ep = profile.endpoints
@@ -215,9 +221,8 @@ def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
     if host in ("0.0.0.0", "::", "[::]", ""):
         host = "127.0.0.1"
     port = command_port(list(command), profile) or profile.default_port
-    if not port:
-        raise _fail_usage("cannot tell the server's port from its command; pass --url (e.g. --url "
-                          "http://127.0.0.1:8000)")
+    if not port:  # port 0 would silently become port 80
+        raise _fail_usage("cannot tell the server's port from its command line; pass --url")
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     return f"http://{host}:{port}"
@@ -239,7 +244,8 @@ def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None) -> Re
     return chosen[0] if len(chosen) == 1 else Reporters(*chosen)
 
 
-def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor) -> Outcome:
+def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor,
+         runner: Callable[[Reporter, IO[str] | None], Outcome] | None = None) -> Outcome:
     record: IO[str] | None = None
     if kw.get("record"):
         try:
@@ -248,6 +254,8 @@ def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Reda
             raise _fail_usage(f"--record {kw['record']}: cannot write ({e.strerror})") from None
     reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"))
     try:
+        if runner is not None:  # a unit's attempts (firstlight.units)
+            return runner(reporter, record)
         return Session(cfg, profile, reporter, redactor, record).run()
     finally:
         reporter.close()
@@ -264,7 +272,7 @@ def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
 
 
 @cli.command(epilog=EXIT_HELP)
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
 @click.option("--url", default=None, help="Server URL (default: from the command's --host/--port, else the "
               "engine's default port).")
 @_probe_options
@@ -277,6 +285,7 @@ def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
 @click.option("--grace", type=GRACE, default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL when stopping the server.")
 @click.option("--quiet-server", is_flag=True, help="Do not echo the server's own output.")
+@unit_options(up=True)
 def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready: bool, keep_on_failure: bool,
        grace: float, quiet_server: bool, **kw: Any) -> None:
     """Launch a server and watch it until it really serves.
@@ -289,6 +298,12 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
     stays in the foreground supervising it (Ctrl-C stops it) unless --detach. A server that fails or hangs
     is stopped (SIGTERM, a second one at half --grace, SIGKILL after --grace) unless --keep-on-failure.
     """
+    if kw["unit"]:  # restart the unit, watch its new invocation; Ctrl-C stops the watch, not the unit
+        if command:
+            raise _fail_usage("give --unit UNIT or a command, not both")
+        watch_unit(url, kw, restart_first=True, echo=not quiet_server)
+    if not command:
+        raise _fail_usage("missing the server command (firstlight up -- CMD ...), or --unit UNIT")
     _check_expect(kw["expect"])
     if detach and stop_when_ready:
         raise _fail_usage("--detach and --stop-when-ready exclude each other")
@@ -305,7 +320,8 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
 
 
 @cli.command(epilog=EXIT_HELP)
-@click.argument("url")
+@click.argument("url", required=False)
+@click.option("--url", "url_option", default=None, help="Server URL (instead of the URL argument).")
 @click.option("--pid", type=int, default=None, help="The server's process id, to watch its process tree.")
 @click.option("--log", "log_file", type=click.Path(path_type=Path), default=None,
               help="The server's log file (or FIFO), followed across rotation. An existing file is read from "
@@ -315,12 +331,22 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
 @_probe_options
 @_watch_options
 @_after_ready_options
-def watch(url: str, pid: int | None, log_file: Path | None, log_from_start: bool, **kw: Any) -> None:
+@unit_options()
+def watch(url: str | None, url_option: str | None, pid: int | None, log_file: Path | None, log_from_start: bool,
+          **kw: Any) -> None:
     """Attach to a server that is already starting and exit with the verdict.
 
     \b
     systemctl restart sglang && firstlight watch http://127.0.0.1:30000 --pid $(pgrep -f launch_server)
+    systemctl restart sglang && firstlight watch --unit sglang --max-attempts 3
     """
+    url = url or url_option
+    if kw["unit"]:
+        watch_unit(url, {**kw, "pid": pid, "log_file": log_file})
+    if kw["journal_file"] is not None:
+        raise _fail_usage("--journal-file needs --unit UNIT")
+    if url is None:
+        raise _fail_usage("missing the server URL (argument or --url), or --unit UNIT")
     _check_expect(kw["expect"])
     command: list[str] = []
     if pid is not None:
@@ -350,8 +376,8 @@ Exit codes: 0 the level holds; 1 it does not; 64 usage error.""")
 @click.option("--level", default="generation", show_default=True,
               type=click.Choice([lv.label for lv in Level if lv > Level.PROCESS]),
               help="The rung that must hold.")
-@click.option("--timeout", type=DURATION, default=10.0, show_default=True,
-              help="Give up after this many seconds, whatever happens.")
+@click.option("--timeout", type=TIMEOUT, default=10.0, show_default=True,
+              help="Give up after this many seconds, whatever happens: it bounds the whole check.")
 @_probe_options
 def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
     """One-shot check for scripts and Kubernetes exec probes: does LEVEL hold right now?
@@ -360,17 +386,16 @@ def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
     firstlight probe http://127.0.0.1:8080 --level generation --timeout 30
     """
     _check_expect(kw["expect"])
+    deadline_at = time.monotonic() + timeout  # the whole call, however many requests it takes
     profile = _profile(kw["engine"])
-    if timeout <= 0:
-        raise _fail_usage("--timeout must be positive")
     kw["read_timeout"] = min(kw["read_timeout"], timeout)
     kw["generation_timeout"] = min(kw["generation_timeout"], timeout)
     kw["connect_timeout"] = min(kw["connect_timeout"], timeout)
-    cfg = _probe_config(url, profile, kw)
+    cfg = _probe_config(url, profile, kw, resolve_within=min(10.0, timeout))
     redactor = _redactor((), kw["api_key"])
     top = Level.parse(level)
-    with Ladder(cfg) as ladder:
-        results = ladder.climb(top)
+    with Ladder(cfg, endpoints=profile.endpoints) as ladder:
+        results = ladder.climb(top, deadline_at=deadline_at)
     held = max((p.level for p in results if p.ok), default=Level.NONE)
     ok = held >= top
     last = results[-1] if results else None
@@ -421,14 +446,28 @@ def demo(scenario: str, dialect: str, real: bool, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("logfile", type=click.Path(path_type=Path))
+@click.argument("logfile", type=click.Path(path_type=Path), required=False)
 @click.option("--engine", default=None, help="Engine profile (default: detect from the log).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def replay(logfile: Path, engine: str | None, as_json: bool) -> None:
+@click.option("--unit", default=None, help="Replay this systemd unit's lines from --journal-file.")
+@click.option("--journal-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="A journal file (as journalctl --file reads it) or journalctl -o json output.")
+@click.option("--invocation", default=None, help="Which start of the unit (default: the last one).")
+def replay(logfile: Path | None, engine: str | None, as_json: bool, **kw: Any) -> None:
     """Post-mortem of a startup log: which phases it went through, where it stopped, and why.
+
+    \b
+    firstlight replay /var/log/sglang.log
+    firstlight replay --unit sglang --journal-file sglang.journal [--invocation ID]
 
     Exit codes: 0 the log reached ready; 1 it failed; 3 incomplete; 64 usage error.
     """
+    if kw["unit"]:
+        if logfile is not None:
+            raise _fail_usage("give --unit with --journal-file, or a log file, not both")
+        replay_unit(kw, engine, as_json)
+    if logfile is None:
+        raise _fail_usage("missing the log file (or --unit UNIT --journal-file FILE)")
     from firstlight.engines.replay import format_replay_text, replay_lines, replay_log
     if engine is not None:
         _profile(engine)

@@ -70,6 +70,7 @@ class RunResult:
     # before launch, and at the end
     preflight: dict[str, Any] | None = None
     server_stopped: str | None = None
+    unit: dict[str, Any] | None = None  # --unit: the unit, the invocation judged, every attempt
 
     # -- reading -------------------------------------------------------------------------------------------
     @property
@@ -142,6 +143,9 @@ class RunResult:
 
     def with_preflight(self, report: dict[str, Any] | None) -> RunResult:
         return dataclasses.replace(self, preflight=report)
+
+    def with_unit(self, unit: dict[str, Any]) -> RunResult:
+        return dataclasses.replace(self, unit=unit)
 
     def interrupted(self, signal: str, t: float, when: str) -> RunResult:
         """SIGINT/SIGTERM (or SIGHUP/SIGQUIT) after READY: during the checks, or while serving."""

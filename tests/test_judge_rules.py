@@ -192,3 +192,25 @@ def test_regression_is_not_a_judge_verdict_but_a_result():
     from firstlight.vocab import FINAL_VERDICTS
     assert "regression" not in FINAL_VERDICTS
     assert RULES.timeout == 600
+
+
+def test_the_interpreter_alone_never_moves_the_phase_back():
+    from firstlight.interpret import LineInterpreter
+
+    lines = LineInterpreter(SGLANG)
+    for text in ("[2025-01-01 00:00:01 TP0] Load weight begin. avail mem=78.58 GB",
+                 "[2025-01-01 00:00:02 TP0] KV Cache is allocated. #tokens: 1000, K size: 1 GB",
+                 "[2025-01-01 00:00:03 TP1] Load weight end. type=X, dtype=bf16, avail mem=60 GB"):
+        lines.feed(text)
+    assert lines.phase == "kv_cache"
+
+
+def test_a_log_line_never_moves_the_phase_back_behind_a_probe():
+    j = _judge(SGLANG)
+    j.feed(LogLine(T0 + 1, "[2025-01-01 00:00:01 TP0] Load weight begin. avail mem=78.58 GB", "stderr", 1))
+    for o in ladder_up_to_models(2):  # /health answers: warm-up (SGLang 0.4 says 200 during the load)
+        j.feed(o)
+    j.feed(LogLine(T0 + 3, "[2025-01-01 00:00:03 TP0] KV Cache is allocated. #tokens: 1000, K size: 1 GB",
+                   "stderr", 2))
+    names = [p.name for p in j.phases]
+    assert names == sorted(names, key=PHASE_INDEX.__getitem__), names

@@ -136,7 +136,7 @@ def test_probe_levels_while_loading_and_when_loaded(llama: dict[str, str], capsy
                     seen_503 += 1
                     assert top < Level.GENERATION
                 seen_ready += top == Level.GENERATION
-        loaded = run_firstlight("probe", url, "--level", "generation")
+        loaded = run_firstlight("probe", url, "--level", "generation", "--timeout", "120")
     finally:
         server.terminate()
         server.wait(timeout=30)

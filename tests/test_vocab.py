@@ -37,7 +37,7 @@ def test_readme_exit_code_table_matches_the_vocabulary():
 def test_readme_names_every_failure_category_and_no_other():
     text = _section("### JSON output")
     para = text[text.index("`failure` is one of"):]
-    para = para[: para.index("`phase` is")]
+    para = para[: para.index("(the server answers, but not with valid text)")]
     named = set(re.findall(r"`(\w+)`", para)) - {"failure", "hint"}
     assert named == set(vocab.ALL_FAILURES)
 

@@ -41,7 +41,7 @@ from firstlight.logtext import (
 from firstlight.timeline import LogLine
 from firstlight.vocab import FAILED, READY
 
-from . import get_profile, new_detector
+from . import detect_from_lines, get_profile, new_detector
 from .profile import EngineProfile
 
 DETECT_LINES = 2000
@@ -236,13 +236,14 @@ class Replayer:
     def interpreter(self) -> LineInterpreter:
         return self.judge.lines
 
-    def feed(self, text: str, final: bool = True) -> None:
-        """Feed one decoded, ANSI-free line (``final`` False for a progress redraw)."""
+    def feed(self, text: str, final: bool = True, t: float | None = None) -> None:
+        """Feed one decoded, ANSI-free line (``final`` False for a progress redraw). ``t``: the line's time when
+        the source knows it (a journal entry's own timestamp); else it is read from the line."""
         if final:
             self.lines += 1
             if text[:1] in _TS_START:
                 self._ts_candidates.append(text)
-        ts = self._timestamp(text) if final else None
+        ts = t if t is not None else (self._timestamp(text) if final else None)
         if ts is not None:
             self._t = ts
         if not self._started:
@@ -373,6 +374,20 @@ def _detect_file(path: Path) -> str:
             if det.lines >= DETECT_LINES and (det.best() is not None or det.lines >= DETECT_MAX_LINES):
                 break
     return det.best() or "generic"
+
+
+def replay_timed(entries: Iterable[tuple[float | None, str]], engine: str | None = None) -> ReplayReport:
+    """Replay lines that come with their own times (a journal's entries): the time is the clock, as a log's
+    timestamps are. Streams (bounded memory); the engine is detected from the first lines when not given."""
+    it = iter(entries)
+    head = list(itertools.islice(it, DETECT_LINES)) if engine is None else []
+    if engine is None:
+        engine = detect_from_lines(text for _, text in head) or "generic"
+    replayer = Replayer(get_profile(engine))
+    for t, text in itertools.chain(head, it):
+        for part, final in _events_from_lines([text]):
+            replayer.feed(part, final, t if final else None)
+    return replayer.report()
 
 
 def replay_lines(lines: Iterable[str], engine: str | None = None) -> ReplayReport:

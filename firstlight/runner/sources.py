@@ -61,12 +61,9 @@ class Sources:
         if self.cfg.log_file is not None:
             self._follow(self.cfg.log_file, echo=False, from_start=self.cfg.log_from_start,
                          since=self._watched_start())
-        if self.server is not None:  # the tree includes what firstlight adopted as the subreaper
-            self.samplers.append(ProcessTreeSampler(self.server.pid, self.cfg.sample_interval, self.server.poll,
-                                                    self.clock, self.server.descendants,
-                                                    self.server.note_left_group))
-        elif self.pid is not None:
-            self.samplers.append(ProcessTreeSampler(self.pid, self.cfg.sample_interval, None, self.clock))
+        processes = self.process_sampler()
+        if processes is not None:
+            self.samplers.append(processes)
         self.samplers.append(GpuSampler(self.cfg.sample_interval, clock=self.clock))
         for s in self.samplers:
             s.start(self.sink)
@@ -75,6 +72,15 @@ class Sources:
                                       self.cfg.probe.max_interval, identify=self.identify)
         self.ladder_loop.start()
         return None
+
+    def process_sampler(self) -> Sampler | None:
+        """What samples the server's processes: its process tree (a unit's cgroup: firstlight.units)."""
+        if self.pid is None:
+            return None
+        if self.server is not None:  # the tree includes what firstlight adopted as the subreaper
+            return ProcessTreeSampler(self.server.pid, self.cfg.sample_interval, self.server.poll, self.clock,
+                                      self.server.descendants, self.server.note_left_group)
+        return ProcessTreeSampler(self.pid, self.cfg.sample_interval, None, self.clock)
 
     def _launch(self) -> str | None:
         output = None

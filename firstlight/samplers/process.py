@@ -55,7 +55,7 @@ class ProcessTreeSampler(Sampler):
             return []
         out: list[Observation] = []
         root = self._root_process()
-        members = self._members(root)
+        members = self._tree_members(root)
         if not members or (root is not None and not _alive(root) and self._exit_code() not in (0, None)):
             self._dead = True
             return [ProcessSample(now, alive=False, exit_code=self._exit_code())]
@@ -109,7 +109,7 @@ class ProcessTreeSampler(Sampler):
                                  root_state=root_state, died=died))
         return out
 
-    def _members(self, root: psutil.Process | None) -> list[psutil.Process]:
+    def _tree_members(self, root: psutil.Process | None) -> list[psutil.Process]:
         """Live processes of the tree: the root (while it lives) and its descendants."""
         members = [root] if root is not None and _alive(root) else []
         try:
