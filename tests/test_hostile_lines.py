@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from firstlight import interpret, logtext
-from firstlight.engines import PROFILES, get_profile
+from firstlight.engines import PROFILES, get_profile, new_detector
 from firstlight.engines import profile as profile_mod
 from firstlight.engines import replay as replay_mod
 from firstlight.judge import is_access_line as judge_is_access_line
@@ -94,6 +94,15 @@ def test_every_engine_pattern_sees_a_bounded_prefix_of_a_1mib_line(name: str, mo
     monkeypatch.setattr(profile_mod, "_WORD", Recording(profile_mod._WORD, seen))
     for line in _hostile_lines():
         profile.classify(line)
+    assert seen and max(seen) <= CLASSIFY_CHARS
+
+
+def test_engine_detection_patterns_see_a_bounded_prefix(monkeypatch: pytest.MonkeyPatch):
+    seen: list[int] = []
+    det = new_detector()
+    monkeypatch.setattr(det, "_rules", [(name, r._replace(regex=Recording(r.regex, seen))) for name, r in det._rules])
+    for line in _hostile_lines():
+        det.feed(line)
     assert seen and max(seen) <= CLASSIFY_CHARS
 
 
