@@ -205,3 +205,10 @@ def test_stop_is_idempotent_and_reports_processes_that_left_the_group(tmp_path: 
         assert not _alive(escaped) and not pids_in_group(sp.pid)
     finally:
         sp.stop(1)
+
+
+def test_the_watchdog_refuses_to_signal_its_own_or_init_s_group():
+    for pgid in ("0", "1", str(os.getpgid(0))):
+        p = subprocess.run([sys.executable, "-m", "firstlight.runner.watchdog", pgid, "1"], input=b"",
+                           capture_output=True, timeout=30)
+        assert p.returncode == 2

@@ -77,6 +77,8 @@ def stop(pgid: int, tracked: dict[int, str], grace: float) -> None:
 
 def main(argv: list[str]) -> int:
     pgid, grace = int(argv[0]), float(argv[1])
+    if pgid <= 1 or pgid == os.getpgid(0) or pgid == os.getpid():
+        return 2  # never our own group, init's, or "every process" (killpg(0) and killpg(-1) semantics)
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
     tracked: dict[int, str] = {}
