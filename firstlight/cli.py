@@ -5,6 +5,7 @@ runs a Session, and maps the verdict to an exit code. Nothing here judges or sam
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -32,7 +33,9 @@ from firstlight.report.base import Reporter, Reporters
 from firstlight.report.console import ConsoleReporter
 from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.report.prometheus import PrometheusExporter
+from firstlight.report.readiness import ReadinessServer, parse_bind
 from firstlight.report.systemd import SystemdNotifier
+from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
 from firstlight.runner.session import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE, Outcome, Session
 from firstlight.samplers.weights import model_path_from_command
 from firstlight.sim.scenarios import SCENARIOS
@@ -150,6 +153,9 @@ def _watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
                      help="Serve firstlight's view (phase, verdict, progress, ETA) as Prometheus metrics on "
                           "127.0.0.1:PORT/metrics while it runs."),
+        click.option("--serve-readiness", default=None, metavar="HOST:PORT",
+                     help="Serve /readyz, /livez and /startupz (Kubernetes probes) from firstlight's state; "
+                          "PORT alone binds 127.0.0.1. With watch: a sidecar that watches start after start."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -228,15 +234,18 @@ def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
     return f"http://{host}:{port}"
 
 
-def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None) -> Reporter:
+def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None, readiness: str | None = None) -> Reporter:
     chosen: list[Reporter] = [ConsoleReporter(echo_server=echo)]
     if as_json:
         chosen.append(JsonLinesReporter())
+    if readiness is not None:
+        chosen.append(_readiness_server(readiness, chosen[0]))
     if metrics_port is not None:
         try:
             chosen.append(PrometheusExporter(metrics_port))
         except OSError as e:
-            chosen[0].close()
+            for r in chosen:  # the console, and a readiness server already listening
+                r.close()
             raise _fail_usage(f"--metrics-port {metrics_port}: cannot listen ({e.strerror})") from None
     notifier = SystemdNotifier()
     if notifier.enabled:  # running as a Type=notify unit
@@ -244,15 +253,27 @@ def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None) -> Re
     return chosen[0] if len(chosen) == 1 else Reporters(*chosen)
 
 
-def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor,
+def _readiness_server(spec: str, console: Reporter) -> Reporter:
+    try:
+        server = ReadinessServer(*parse_bind(spec))
+    except (ValueError, OSError) as e:
+        console.close()
+        why = str(e) if isinstance(e, ValueError) else f"--serve-readiness {spec}: cannot listen ({e.strerror or e})"
+        raise _fail_usage(why) from None
+    console.message(f"readiness endpoints: {server.url}/readyz /livez /startupz")
+    return server
+
+
+def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor | None = None,
          runner: Callable[[Reporter, IO[str] | None], Outcome] | None = None) -> Outcome:
+    redactor = redactor or _redactor(cfg.watched_command, kw["api_key"])
     record: IO[str] | None = None
     if kw.get("record"):
         try:
             record = open(kw["record"], "w")  # noqa: SIM115 - closed below
         except OSError as e:
             raise _fail_usage(f"--record {kw['record']}: cannot write ({e.strerror})") from None
-    reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"))
+    reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"), kw.get("serve_readiness"))
     try:
         if runner is not None:  # a unit's attempts (firstlight.units)
             return runner(reporter, record)
@@ -323,6 +344,9 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
 @click.argument("url", required=False)
 @click.option("--url", "url_option", default=None, help="Server URL (instead of the URL argument).")
 @click.option("--pid", type=int, default=None, help="The server's process id, to watch its process tree.")
+@click.option("--pid-from", default=None, metavar="REGEX",
+              help="Find the server's process by its command line (like pgrep -f): for a sidecar, where the PID "
+                   "is unknown in advance and changes with every restart.")
 @click.option("--log", "log_file", type=click.Path(path_type=Path), default=None,
               help="The server's log file (or FIFO), followed across rotation. An existing file is read from "
                    "its end, or with --pid from this run's first line by the log's own timestamps.")
@@ -332,15 +356,20 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
 @_watch_options
 @_after_ready_options
 @unit_options()
-def watch(url: str | None, url_option: str | None, pid: int | None, log_file: Path | None, log_from_start: bool,
-          **kw: Any) -> None:
+def watch(url: str | None, url_option: str | None, pid: int | None, pid_from: str | None, log_file: Path | None,
+          log_from_start: bool, **kw: Any) -> None:
     """Attach to a server that is already starting and exit with the verdict.
+
+    With --serve-readiness it does not exit: it serves the last verdict and watches the next start (a new
+    process matching the same command line, or the port closing and opening again) until SIGTERM/SIGINT.
 
     \b
     systemctl restart sglang && firstlight watch http://127.0.0.1:30000 --pid $(pgrep -f launch_server)
     systemctl restart sglang && firstlight watch --unit sglang --max-attempts 3
+    firstlight watch http://127.0.0.1:8000 --pid-from 'vllm serve' --serve-readiness 0.0.0.0:8081
     """
     url = url or url_option
+    kw["log_from_start"] = log_from_start
     if kw["unit"]:
         watch_unit(url, {**kw, "pid": pid, "log_file": log_file})
     if kw["journal_file"] is not None:
@@ -348,10 +377,33 @@ def watch(url: str | None, url_option: str | None, pid: int | None, log_file: Pa
     if url is None:
         raise _fail_usage("missing the server URL (argument or --url), or --unit UNIT")
     _check_expect(kw["expect"])
+    matcher = _matcher(pid, pid_from)
+    if pid is not None and not psutil.pid_exists(pid):
+        raise _fail_usage(f"no process with pid {pid}")
+    if kw["serve_readiness"] is not None:
+        sys.exit(_sidecar(url, pid, matcher, log_file, kw).exit_code)
+    if matcher is not None:
+        found = matcher.find()
+        if found is None:
+            raise _fail_usage(f"--pid-from {pid_from!r}: no process matches")
+        pid = found.pid
+    outcome = _run(*_watch_setup(url, pid, log_file, kw), kw)
+    sys.exit(outcome.exit_code)
+
+
+def _matcher(pid: int | None, pid_from: str | None) -> ProcessMatcher | None:
+    if pid is not None and pid_from is not None:
+        raise _fail_usage("--pid and --pid-from exclude each other")
+    try:
+        return ProcessMatcher(pid_from) if pid_from is not None else None
+    except re.error as e:
+        raise _fail_usage(f"--pid-from is not a valid regular expression: {e}") from None
+
+
+def _watch_setup(url: str, pid: int | None, log_file: Path | None, kw: dict[str, Any]
+                 ) -> tuple[Config, EngineProfile]:
     command: list[str] = []
     if pid is not None:
-        if not psutil.pid_exists(pid):
-            raise _fail_usage(f"no process with pid {pid}")
         with contextlib.suppress(psutil.Error):  # gone, or another user's: watch it without its command line
             command = psutil.Process(pid).cmdline()
     profile = _profile(kw["engine"], command)
@@ -361,13 +413,42 @@ def watch(url: str | None, url_option: str | None, pid: int | None, log_file: Pa
     if model_path is None and command:
         model = model_path_from_command(command)
         model_path = Path(model) if model else None
-    cfg = Config(command=[], pid=pid, log_file=log_file, log_from_start=log_from_start, watched_command=command,
+    cfg = Config(command=[], pid=pid, log_file=log_file, log_from_start=kw.get("log_from_start", False),
+                 watched_command=command,
                  after=after, history=history,
                  engine=kw["engine"] or detect_from_command(command),
                  model_path=model_path, probe=probe, judge=_judge_config(kw),
                  sample_interval=kw["sample_interval"])
-    outcome = _run(cfg, profile, kw, _redactor(command, kw["api_key"]))
-    sys.exit(outcome.exit_code)
+    return cfg, profile
+
+
+def _sidecar(url: str, pid: int | None, matcher: ProcessMatcher | None, log_file: Path | None,
+             kw: dict[str, Any]) -> Outcome:
+    """watch --serve-readiness: start after start (runner/rewatch.py), one reporter set for all of them."""
+    if kw.get("record"):
+        raise _fail_usage("--record writes one start's observations: use it without --serve-readiness")
+    probe = _probe_config(url, _profile(kw["engine"]), kw)  # a bad URL is a usage error now, not at each start
+    _judge_config(kw)
+    first = Target.of(pid) if pid is not None else None
+    if first is not None and first.command:
+        matcher = ProcessMatcher.exact(list(first.command))
+    reporter = _reporters(kw["as_json"], True, kw.get("metrics_port"), kw["serve_readiness"])
+    born = psutil.Process().create_time()
+
+    def run_start(target: Target) -> Outcome:
+        cfg, profile = _watch_setup(url, target.pid, log_file, kw)
+        if first is None and target.create_time is not None and target.create_time < born and cfg.history.enabled:
+            # --pid-from found an engine older than this sidecar: the sidecar restarted under a running engine,
+            # which is no cold start; keep it out of the budget (--pid names a start on purpose: recorded)
+            cfg = dataclasses.replace(cfg, history=dataclasses.replace(cfg.history, enabled=False))
+            reporter.message(f"pid {target.pid} started before this watch: not recorded in the history")
+        return Session(cfg, profile, reporter, _redactor(cfg.watched_command, kw["api_key"])).run()
+
+    try:
+        return Rewatch(run_start, reporter, probe.url, matcher=matcher, first=first, log_file=log_file,
+                       engine=kw["engine"] or "generic").run()
+    finally:
+        reporter.close()
 
 
 @cli.command(epilog="""\b

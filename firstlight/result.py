@@ -160,6 +160,21 @@ class RunResult:
                                    hint="the server exited after it was serving; read its last log lines",
                                    evidence=(ev,))
 
+    def ended_serving(self, signal: str, what: str, now: float) -> RunResult:
+        """A watched server (not launched by us) stopped serving: its process exited, or its port closed."""
+        served = now - (self.ready_at or now)
+        ev = {"signal": signal, "value": f"{what} after serving for {served:.0f}s", "since": now}
+        return dataclasses.replace(self, verdict=FAILED, phase="serving", failure="other", ended_at=now,
+                                   hint="the server stopped after it was serving; read its last log lines",
+                                   evidence=(ev,))
+
+    @classmethod
+    def never_started(cls, url: str, engine: str, started_at: float, signal: str, now: float) -> RunResult:
+        """Stopped by a signal while waiting for a server that never came (a sidecar's first wait)."""
+        ev = {"signal": "signal", "value": f"{signal} received while waiting for the server to start", "since": now}
+        return cls(verdict=INTERRUPTED, phase="process_start", started_at=started_at, ended_at=now, engine=engine,
+                   url=url, evidence=(ev,))
+
     def stopped(self, how: str) -> RunResult:
         return dataclasses.replace(self, server_stopped=how)
 
