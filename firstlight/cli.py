@@ -23,7 +23,7 @@ import psutil
 from firstlight import __version__
 from firstlight.commands.bench import bench_command
 from firstlight.commands.history import history_command
-from firstlight.commands.params import TIMEOUT
+from firstlight.commands.params import TIMEOUT, Seconds
 from firstlight.commands.preflight import preflight_before_launch, preflight_command
 from firstlight.commands.report import report_command
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
@@ -48,6 +48,9 @@ from firstlight.timeline import Level
 from firstlight.units.commands import replay_unit, unit_options, watch_unit
 from firstlight.wire import normalise_url, split_url
 from firstlight.wire.deadline import resolve
+
+PERIOD = Seconds(maximum=3600.0)  # sampling and polling periods: above 0, so nothing busy-loops
+GRACE = Seconds(maximum=3600.0)
 
 EXIT_HELP = """\b
 Exit codes:
@@ -136,19 +139,19 @@ def _after_ready_config(kw: dict[str, Any]) -> tuple[AfterReadyConfig, HistoryCo
 def _watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Options of the long-running commands (up, watch): when to give up, what to sample."""
     opts = [
-        click.option("--timeout", type=float, default=3600.0, show_default=True,
+        click.option("--timeout", type=TIMEOUT, default=3600.0, show_default=True,
                      help="Overall deadline in seconds."),
-        click.option("--stall-timeout", type=float, default=120.0, show_default=True,
+        click.option("--stall-timeout", type=TIMEOUT, default=120.0, show_default=True,
                      help="No progress of any kind for this long: hung."),
-        click.option("--spin-timeout", type=float, default=900.0, show_default=True,
+        click.option("--spin-timeout", type=TIMEOUT, default=900.0, show_default=True,
                      help="Only CPU/GPU busy, nothing else moving, for this long: hung (busy-wait)."),
         click.option("--model", "model_path", type=click.Path(path_type=Path), default=None,
                      help="Model weights on disk, for the fraction read (default: from the command line)."),
-        click.option("--poll-min", type=float, default=0.1, show_default=True,
+        click.option("--poll-min", type=PERIOD, default=0.1, show_default=True,
                      help="Polling period right after a change or a new log line."),
-        click.option("--poll-max", type=float, default=1.0, show_default=True,
+        click.option("--poll-max", type=PERIOD, default=1.0, show_default=True,
                      help="Polling period after a quiet spell."),
-        click.option("--sample-interval", type=float, default=1.0, show_default=True,
+        click.option("--sample-interval", type=PERIOD, default=1.0, show_default=True,
                      help="Process and GPU sampling period."),
         click.option("--record", type=click.Path(path_type=Path), default=None,
                      help="Write every observation to this JSON Lines file (to replay through the judge)."),
@@ -193,6 +196,8 @@ def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any], resolve_
         host, port = split_url(url)
     except ValueError as e:
         raise _fail_usage(str(e)) from None
+    if kw.get("poll_min", 0.1) > kw.get("poll_max", 1.0):
+        raise _fail_usage("--poll-min must not be above --poll-max")
     try:  # a typo in the host would otherwise look like a server that never opens its port, until --timeout
         resolve(host, port, resolve_within)  # bounded: getaddrinfo itself has no timeout
     except TimeoutError:
@@ -320,7 +325,7 @@ def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
               "(its output goes to a log file).")
 @click.option("--stop-when-ready", is_flag=True, help="Stop the server at READY and exit 0 (a start check for CI).")
 @click.option("--keep-on-failure", is_flag=True, help="Leave a failed or hung server running for inspection.")
-@click.option("--grace", type=float, default=10.0, show_default=True,
+@click.option("--grace", type=GRACE, default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL when stopping the server.")
 @click.option("--quiet-server", is_flag=True, help="Do not echo the server's own output.")
 @click.option("--no-preflight", is_flag=True, help="Skip the checks before launch (see `firstlight preflight`).")
@@ -370,13 +375,16 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
               help="Find the server's process by its command line (like pgrep -f): for a sidecar, where the PID "
                    "is unknown in advance and changes with every restart.")
 @click.option("--log", "log_file", type=click.Path(path_type=Path), default=None,
-              help="The server's log file, followed across rotation.")
+              help="The server's log file (or FIFO), followed across rotation. An existing file is read from "
+                   "its end, or with --pid from this run's first line by the log's own timestamps.")
+@click.option("--log-from-start", is_flag=True, help="Read an existing --log file from its start (it holds only "
+              "this run).")
 @_probe_options
 @_watch_options
 @_after_ready_options
 @unit_options()
 def watch(url: str | None, url_option: str | None, pid: int | None, pid_from: str | None, log_file: Path | None,
-          **kw: Any) -> None:
+          log_from_start: bool, **kw: Any) -> None:
     """Attach to a server that is already starting and exit with the verdict.
 
     With --serve-readiness it does not exit: it serves the last verdict and watches the next start (a new
@@ -388,6 +396,7 @@ def watch(url: str | None, url_option: str | None, pid: int | None, pid_from: st
     firstlight watch http://127.0.0.1:8000 --pid-from 'vllm serve' --serve-readiness 0.0.0.0:8081
     """
     url = url or url_option
+    kw["log_from_start"] = log_from_start
     if kw["unit"]:
         watch_unit(url, {**kw, "pid": pid, "log_file": log_file})
     if kw["journal_file"] is not None:
@@ -431,7 +440,9 @@ def _watch_setup(url: str, pid: int | None, log_file: Path | None, kw: dict[str,
     if model_path is None and command:
         model = model_path_from_command(command)
         model_path = Path(model) if model else None
-    cfg = Config(command=[], pid=pid, log_file=log_file, watched_command=command, after=after, history=history,
+    cfg = Config(command=[], pid=pid, log_file=log_file, log_from_start=kw.get("log_from_start", False),
+                 watched_command=command,
+                 after=after, history=history,
                  engine=kw["engine"] or detect_from_command(command),
                  model_path=model_path, probe=probe, judge=_judge_config(kw),
                  sample_interval=kw["sample_interval"])
@@ -569,7 +580,7 @@ def replay(logfile: Path | None, engine: str | None, as_json: bool, **kw: Any) -
     if engine is not None:
         _profile(engine)
     stdin = str(logfile) == "-"
-    if not stdin and not logfile.is_file():
+    if not stdin and (logfile.is_dir() or not os.access(logfile, os.R_OK)):  # a pipe (<(zcat log.gz)) is fine
         raise _fail_usage(f"not a readable log file: {logfile}")
     try:
         if stdin:  # binary lines, so that a \r redraw stays inside its line and bad UTF-8 is replaced

@@ -92,6 +92,7 @@ class Config:
     pid: int | None = None  # `watch`: a server process started by someone else
     watched_command: list[str] = field(default_factory=list)  # `watch --pid`: that process's command line
     log_file: Path | None = None
+    log_from_start: bool = False  # `watch --log-from-start`: read an existing log whole, not from its end
     engine: str | None = None  # None: detect
     model_path: Path | None = None  # weights on disk, for the fraction read
     probe: ProbeConfig = field(default_factory=ProbeConfig)

@@ -2,13 +2,22 @@
 
 Shared by the live log sources (``samplers.logs``) and the post-mortem replay (``engines.replay``), so both
 see exactly the same lines.
+
+One log line must never freeze firstlight: every per-line pattern is linear and is applied to a bounded
+prefix of the line (``CLASSIFY_CHARS``); what decides a line's meaning is at its start (prefixes,
+messages), and evidence is clipped far shorter anyway.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+from collections.abc import Iterator
 
 MAX_LINE_BYTES = 1 << 20
+CLASSIFY_CHARS = 8192  # the prefix of a line that patterns look at
+READ_CHUNK = 1 << 20
 
 ANSI_RE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI ... final byte (colours, erase line, cursor moves)
@@ -131,3 +140,30 @@ class LineSplitter:
             final = self._last_redraw
         self._last_redraw = None
         events.append((final, True))
+
+
+def classify_prefix(text: str) -> str:
+    """The bounded prefix of a line that per-line patterns are applied to."""
+    return text[:CLASSIFY_CHARS]
+
+
+def read_line_events(path: str | os.PathLike[str], chunk: int = READ_CHUNK) -> Iterator[tuple[str, bool]]:
+    """``(text, final)`` events of a file, streamed in bounded memory. Works on anything ``open`` can read:
+    a regular file, a FIFO, ``/dev/stdin``, a ``<(zcat log.gz)`` process substitution (``/dev/fd/N``). Reads
+    what is available (``read1``), so lines of a slow pipe come as they are written."""
+    splitter = LineSplitter()
+    with open(path, "rb") as fh:
+        while True:
+            data = fh.read1(chunk)
+            if not data:
+                break
+            yield from splitter.feed_events(data)
+    yield from splitter.flush_events()
+
+
+def is_seekable_file(path: str | os.PathLike[str]) -> bool:
+    """A regular file (it can be read twice, e.g. once to detect the engine); False for pipes and FIFOs."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False

@@ -1,37 +1,71 @@
 """Keep secrets out of everything firstlight prints or stores.
 
-Values of secret-looking options in a command line (``--api-key X``, ``--hf-token=X``), the API key
-firstlight itself sends, secret-looking environment variables, and token-shaped strings in log lines
-(``api_key='...'`` in SGLang's ServerArgs dump, ``Bearer ...``, ``hf_...``, ``sk-...``) become ``***``.
+Values of secret-looking options in a command line (``--api-key X``, ``--hf-token=X``, lmdeploy's plural
+``--api-keys K1 K2``, and the same inside a shell string: ``bash -c "... --api-key X"``), credentials in URLs
+(``http://user:pass@host``, ``?api_key=...``), the API key firstlight itself sends, secret-looking environment
+variables, and token-shaped strings in log lines (``api_key='...'`` in SGLang's ServerArgs dump,
+``--api-key X`` echoed by a server, ``Bearer ...``, ``hf_...``, ``sk-...``) become ``***``.
+
+One ``Redactor`` is applied at every exit: ``observation`` for what the session records and reports (log
+lines, probe details such as a 401 body that echoes the Authorization header, notes, URLs), ``data`` for the
+summary and the history rows. Masking must not damage evidence: ``key=lambda x: x[0]`` or ``key=len`` in a
+traceback is code, not a secret.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import keyword
 import os
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
 MASK = "***"
-# A key is secret when its last word is one of these: api_key, --hf-token, HF_TOKEN, OPENAI_API_KEY, password.
-# Not: tokenizer_path, max_tokens, #tokens.
-_SECRET_WORDS = r"(?:key|apikey|token|secret|password|passwd|credentials?|auth)"
+# A key is secret when its last word is one of these: api_key, --hf-token, HF_TOKEN, OPENAI_API_KEY, password,
+# --api-keys. Not: tokenizer_path, max_tokens, #tokens.
+_SECRET_WORDS = r"(?:keys?|apikeys?|token|secrets?|passwords?|passwd|credentials?|auth)"
 _SECRET_NAME = re.compile(rf"(?:^|[-_.\s])(?:--?)?{_SECRET_WORDS}$|^(?:--?)?{_SECRET_WORDS}$", re.I)
+# Options that take several values (lmdeploy's --api-keys K1 K2): every following non-option word is secret.
+_PLURAL = re.compile(r"(?:keys|secrets|passwords|credentials)$", re.I)
 # The look-behind anchors a key at a word start, which keeps a long unbroken word linear rather than quadratic.
-_KEY_VALUE = re.compile(r"""(?<![\w.-])(?P<k>[\w.-]+)(?P<sep>["']?\s*[=:]\s*)(?P<q>["']?)"""
-                        r"""(?P<v>(?!None\b|null\b|False\b|True\b|\*\*\*)[^\s"',()}\]=]+)""")
+_KEY_VALUE = re.compile(r"""(?<![\w.-])(?P<k>[\w.-]+)(?P<sep>["']?\s*(?:=|:(?!//))\s*)(?P<q>["']?)"""
+                        r"""(?P<v>(?!None\b|null\b|False\b|True\b|\*\*\*)[^\s"',()}\]=]+)(?P<after>\(?)""")
+# ``--api-key VALUE`` printed in a log line (an engine echoing its argv), the value not known beforehand.
+_FLAG_VALUE = re.compile(r"""(?<![\w-])(?P<k>--?[\w-]*?(?:key|token|secret|password)s?)(?P<sep>[ =]["']?)"""
+                         r"""(?P<v>(?!-)(?!\*\*\*)[^\s"',)\]]+)""", re.I)
+# Credentials in a URL's user information: scheme://user:PASSWORD@host
+_URL_USERINFO = re.compile(r"(?P<k>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s/@:]*:)(?P<v>[^\s/@]+)(?=@)")
 _TOKENS = [
     re.compile(r"(?P<k>\bBearer\s+)(?P<v>[A-Za-z0-9._~+/=-]+)"),
     re.compile(r"(?P<k>)(?P<v>\bhf_[A-Za-z0-9]{20,}|\bsk-[A-Za-z0-9_-]{16,})"),
 ]
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
+
+T = TypeVar("T")
 
 
 def is_secret_name(name: str) -> bool:
     return _SECRET_NAME.search(name.strip("\"' ")) is not None
 
 
+_PLAIN_NAME = re.compile(r"[a-z_]+(?:\.[a-z_]+)*")
+
+
+def _is_code(name: str, value: str, after: str) -> bool:
+    """A value that is code in a traceback, not a secret: ``key=lambda x: x[0]``, ``key=f(x)``, and for a
+    bare ``key`` (``sorted(..., key=len)``) a plain lower-case name such as ``len`` or ``str.lower``."""
+    if keyword.iskeyword(value) or after == "(":
+        return True
+    return name == "key" and _PLAIN_NAME.fullmatch(value) is not None
+
+
 class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self.secrets = {s for s in secrets if s and len(s) >= 4}
+        self._sorted: list[str] | None = None
 
     def add(self, *values: str | None) -> None:
         for v in values:
@@ -39,41 +73,142 @@ class Redactor:
                 self.secrets.add(v)
 
     def add_from_argv(self, argv: Sequence[str]) -> None:
-        for i, arg in enumerate(argv):
+        """Learn the values of secret options, also inside shell strings (``bash -c "... --api-key X"``)."""
+        i = 0
+        while i < len(argv):
+            arg = argv[i]
             if arg.startswith("-"):
                 name, eq, value = arg.partition("=")
                 if is_secret_name(name):
-                    self.add(value if eq else (argv[i + 1] if i + 1 < len(argv) else None))
+                    if eq:
+                        self.add(value)
+                    else:
+                        values = self._values_after(argv, i, plural=bool(_PLURAL.search(name)))
+                        self.add(*values)
+                        i += len(values)
+            elif any(c.isspace() for c in arg):  # a shell string, or a quoted command in one argument
+                self.add_from_argv(_split(arg))
+            i += 1
+
+    @staticmethod
+    def _values_after(argv: Sequence[str], i: int, plural: bool) -> list[str]:
+        out: list[str] = []
+        for v in argv[i + 1:]:
+            if v.startswith("-") or (out and not plural):
+                break
+            out.append(v)
+        return out
 
     def add_from_env(self, env: Mapping[str, str] | None = None) -> None:
         for k, v in (os.environ if env is None else env).items():
             if is_secret_name(k):
                 self.add(v)
 
+    def add_from_url(self, url: str | None) -> None:
+        """Learn a URL's password and the values of its secret query parameters."""
+        if not url:
+            return
+        try:
+            parts = urlsplit(url)
+            self.add(parts.password)
+            for k, v in parse_qsl(parts.query, keep_blank_values=False):
+                if is_secret_name(k):
+                    self.add(v)
+        except ValueError:
+            return
+
+    def _longest_first(self) -> list[str]:
+        """The known secrets, longest first (a secret that contains another is masked whole); cached."""
+        if self._sorted is None or len(self._sorted) != len(self.secrets):
+            self._sorted = sorted(self.secrets, key=len, reverse=True)
+        return self._sorted
+
     def text(self, s: str) -> str:
-        for secret in sorted(self.secrets, key=len, reverse=True):
+        for secret in self._longest_first():
             if secret in s:
                 s = s.replace(secret, MASK)
-        s = _KEY_VALUE.sub(lambda m: f"{m['k']}{m['sep']}{m['q']}{MASK}" if is_secret_name(m["k"]) else m[0], s)
+        if "://" in s:
+            s = _URL_USERINFO.sub(lambda m: f"{m['k']}{MASK}", s)
+        s = _KEY_VALUE.sub(self._key_value, s)
+        if "-" in s:
+            s = _FLAG_VALUE.sub(lambda m: f"{m['k']}{m['sep']}{MASK}" if is_secret_name(m["k"]) else m[0], s)
         for pat in _TOKENS:
             s = pat.sub(lambda m: f"{m['k']}{MASK}", s)
         return s
 
+    @staticmethod
+    def _key_value(m: re.Match[str]) -> str:
+        if not is_secret_name(m["k"]) or _is_code(m["k"], m["v"], m["after"]):
+            return m[0]
+        return f"{m['k']}{m['sep']}{m['q']}{MASK}{m['after']}"
+
     def argv(self, argv: Sequence[str]) -> list[str]:
         out: list[str] = []
-        hide_next = False
+        hide = 0  # values still to hide after a secret option; -1: all up to the next option
         for arg in argv:
-            if hide_next:
+            if hide and not arg.startswith("-"):
                 out.append(MASK)
-                hide_next = False
+                hide = hide - 1 if hide > 0 else -1
                 continue
+            hide = 0
             name, eq, _ = arg.partition("=")
             if arg.startswith("-") and is_secret_name(name):
                 if eq:
                     out.append(f"{name}={MASK}")
                 else:
                     out.append(arg)
-                    hide_next = True
+                    hide = -1 if _PLURAL.search(name) else 1
                 continue
             out.append(self.text(arg))
         return out
+
+    def data(self, obj: T) -> T:
+        """A JSON-like value (a summary, a history row) with every string redacted and the values of
+        secret-named keys masked."""
+        return self._data(obj)
+
+    def _data(self, obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {k: MASK if isinstance(v, str) and v and is_secret_name(str(k)) else self._data(v)
+                    for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
+            return [self._data(v) for v in obj]
+        if isinstance(obj, str):
+            return self.text(obj)
+        return obj
+
+    def observation(self, obs: T) -> T:
+        """An observation (any frozen dataclass of ``firstlight.timeline``) with its text fields redacted:
+        log lines, probe details and generated text, notes, the URL."""
+        if not dataclasses.is_dataclass(obs) or isinstance(obs, type):
+            return obs
+        changes = {}
+        for f in dataclasses.fields(obs):
+            v = getattr(obs, f.name)
+            if isinstance(v, str) and f.name in ("text", "detail", "message", "url", "command"):
+                red = self.text(v)
+                if red != v:
+                    changes[f.name] = red
+        return dataclasses.replace(obs, **changes) if changes else obs
+
+
+def _split(command: str) -> list[str]:
+    """Words of a shell string; plain whitespace when its quotes do not balance."""
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+def redactor_for(command: Sequence[str] = (), api_key: str | None = None, url: str | None = None,
+                 env: Mapping[str, str] | None = None) -> Redactor:
+    """The one redactor of a run: what the command, firstlight's own key, the URL and the environment hold."""
+    r = Redactor()
+    r.add_from_argv(command)
+    r.add_from_env(env)
+    r.add(api_key)
+    r.add_from_url(url)
+    return r
+
+
+__all__ = ["MASK", "Redactor", "is_secret_name", "redactor_for"]

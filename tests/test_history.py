@@ -89,7 +89,7 @@ def test_a_writer_killed_mid_run_leaves_a_readable_database(tmp_path: Path):
 
 def test_a_corrupt_file_is_moved_aside_with_a_warning(tmp_path: Path):
     path = tmp_path / "history.sqlite3"
-    garbage = os.urandom(16384)
+    garbage = b"SQLite format 3\x00" + os.urandom(16384 - 16)  # a database whose pages are garbage
     path.write_bytes(garbage)
     warnings: list[str] = []
     with History(path, warn=warnings.append) as h:

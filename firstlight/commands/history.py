@@ -94,7 +94,8 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
         click.echo(json.dumps(out) if as_json else f"no history yet at {path}")
         sys.exit(EXIT_OK)
     try:
-        with History(path, warn=lambda m: click.echo(f"firstlight: warning: {m}", err=True)) as h:
+        with History(path, warn=lambda m: click.echo(f"firstlight: warning: {m}", err=True),
+                     readonly=pin is None and not unpin) as h:  # a listing never writes, creates or moves
             if compare is not None:
                 try:
                     c = h.compare(*compare)

@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from firstlight.logtext import classify_prefix
 from firstlight.wire.content import NotJSON, parse_json
 
 from .profile import EngineProfile, _compile_rules, _may_match, _Rule, clean_line, strip_ansi
@@ -36,7 +37,7 @@ class EngineDetector:
 
     def feed(self, line: str) -> None:
         self.lines += 1
-        raw = strip_ansi(line).rstrip("\r\n")
+        raw = strip_ansi(classify_prefix(line)).rstrip("\r\n")  # bounded work per line, whatever its length
         cleaned = clean_line(raw)
         lower_raw: list[str] = []
         lower_clean: list[str] = []

@@ -26,7 +26,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from firstlight.logtext import ANSI_RE as _ANSI_RE
-from firstlight.logtext import strip_ansi
+from firstlight.logtext import classify_prefix, strip_ansi
 from firstlight.vocab import CATEGORY_RANK, FAILURE_CATEGORIES, PHASE_INDEX, PHASES, WRAPPER_RANK
 
 
@@ -202,8 +202,10 @@ def clean_line(line: str) -> str:
     """ANSI-free, right-trimmed line with timestamp/level/TP/worker prefixes removed.
 
     Carriage-return redraws are *not* handled here (see ``replay.split_redraws``); a ``\\r`` left in the
-    line keeps only the text after the last non-empty one.
+    line keeps only the text after the last non-empty one. Only a bounded prefix of a line is kept, so that
+    no pattern applied to the result does unbounded work.
     """
+    line = classify_prefix(line)
     if "\x1b" in line:
         line = _ANSI_RE.sub("", line)
     line = line.rstrip("\r\n")

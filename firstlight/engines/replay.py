@@ -30,7 +30,14 @@ from typing import Any
 from firstlight.config import JudgeConfig
 from firstlight.interpret import LineInterpreter
 from firstlight.judge import Judge
-from firstlight.logtext import LineSplitter, split_redraws, strip_ansi
+from firstlight.logtext import (
+    LineSplitter,
+    classify_prefix,
+    is_seekable_file,
+    read_line_events,
+    split_redraws,
+    strip_ansi,
+)
 from firstlight.timeline import LogLine
 from firstlight.vocab import FAILED, READY
 
@@ -123,7 +130,7 @@ class TimestampParser:
         m = _EMBEDDED_TS.search(line[:400])
         if m is not None:
             return self._convert("bracket", m)
-        m = _JSON_TS.search(line)
+        m = _JSON_TS.search(classify_prefix(line))
         if m is not None:
             if m.group("epoch"):
                 return float(m.group("epoch"))
@@ -336,14 +343,7 @@ def _events_from_lines(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
 
 
 def _events_from_file(path: Path) -> Iterator[tuple[str, bool]]:
-    splitter = LineSplitter()
-    with open(path, "rb") as fh:
-        while True:
-            chunk = fh.read(READ_CHUNK)
-            if not chunk:
-                break
-            yield from splitter.feed_events(chunk)
-    yield from splitter.flush_events()
+    return read_line_events(path, READ_CHUNK)
 
 
 def _run(events: Iterable[tuple[str, bool]], engine: str | None) -> ReplayReport:
@@ -401,10 +401,10 @@ def replay_lines(lines: Iterable[str], engine: str | None = None) -> ReplayRepor
 def replay_log(path: str | Path, engine: str | None = None) -> ReplayReport:
     """Replay a log file, streaming it (bounded memory whatever its size)."""
     path = Path(path)
-    if engine is None:
-        engine = _detect_file(path)
-    else:
+    if engine is not None:
         get_profile(engine)
+    elif is_seekable_file(path):  # a pipe (<(zcat log.gz)) is read once: _run detects from its first lines
+        engine = _detect_file(path)
     return _run(_events_from_file(path), engine)
 
 

@@ -2,9 +2,12 @@
 
 Several firstlight processes may write at once (WAL journal, a busy timeout, and ``BEGIN IMMEDIATE`` for every
 write so that no transaction has to upgrade its lock). A writer killed mid-transaction leaves the last committed
-state. A file that is not a readable database is never silently dropped: it is moved aside to
-``<name>.corrupt-<timestamp>`` (with its ``-wal``) with a one-line warning, and a new database is started.
-Strings are scrubbed of secrets before they are stored.
+state. A damaged database is never silently dropped: it is moved aside to ``<name>.corrupt-<timestamp>`` (with
+its ``-wal``) with a one-line warning, and a new database is started. Only a file with the SQLite header is
+ever moved, and only by a writer: a file that is not a database at all (``--history notes.txt``) is refused and
+left alone, and a listing (``readonly``) opens the file read-only and moves nothing, so a read-only history can
+be listed. A damaged row is skipped with a warning, never fatal. Strings are scrubbed of secrets before they
+are stored.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import shlex
 import sqlite3
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -235,6 +239,19 @@ class _Corrupt(Exception):
     pass
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _is_sqlite_file(path: Path) -> bool:
+    """Empty (SQLite starts a database in it) or starting with the SQLite header."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError:
+        return False
+    return head == b"" or head == SQLITE_HEADER
+
+
 def _warn_stderr(message: str) -> None:
     print(f"firstlight: warning: {message}", file=sys.stderr)
 
@@ -243,9 +260,12 @@ class History:
     """The run history at ``path`` (default: ``platformdirs.user_data_dir("firstlight")/history.sqlite3``)."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, busy_timeout: float = 30.0,
-                 warn: Callable[[str], None] = _warn_stderr, redactor: Redactor | None = None) -> None:
+                 warn: Callable[[str], None] = _warn_stderr, redactor: Redactor | None = None,
+                 readonly: bool = False) -> None:
+        """``readonly``: for listings: the file is opened read-only, nothing is created, moved or written."""
         self.path = Path(path) if path is not None else default_path()
         self.busy_timeout = busy_timeout
+        self.readonly = readonly
         self.warn = warn
         self.warnings: list[str] = []
         if redactor is None:
@@ -260,6 +280,28 @@ class History:
         con.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         con.execute("PRAGMA synchronous = NORMAL")  # with WAL: a crash of the process loses nothing committed
         return con
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        """Read-only; ``immutable`` where even the WAL's shared memory cannot be created (a read-only directory)."""
+        uri = "file:" + urllib.parse.quote(str(self.path.absolute()))
+        for extra in ("", "&immutable=1"):
+            try:
+                con = sqlite3.connect(f"{uri}?mode=ro{extra}", uri=True, timeout=self.busy_timeout,
+                                      isolation_level=None)
+                con.execute("PRAGMA user_version").fetchone()
+                con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                return con
+            except sqlite3.DatabaseError as e:
+                if _is_corruption(e):
+                    raise _Corrupt(str(e)) from None
+                last = e
+        raise last
+
+    def set_busy_timeout(self, seconds: float) -> None:
+        """How long a write waits for another writer's lock (short on the way to stopping a server)."""
+        self.busy_timeout = seconds
+        with contextlib.suppress(sqlite3.Error):
+            self._con.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
 
     def _connect_checked(self) -> sqlite3.Connection:
         """A connection to a sound database; raises _Corrupt when the file is not one."""
@@ -280,12 +322,17 @@ class History:
         return con
 
     def _open(self) -> sqlite3.Connection:
+        if self.readonly:
+            return self._open_readonly()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fresh = not self.path.exists()
             try:
                 con = self._connect_checked()
             except _Corrupt as e:
+                if not _is_sqlite_file(self.path):
+                    raise HistoryError(f"{self.path} is not a SQLite database; firstlight leaves it alone (pass "
+                                       "another --history)") from None
                 self._move_aside(str(e))
                 con = self._connect_checked()
             if fresh:
@@ -297,6 +344,22 @@ class History:
             raise HistoryError(f"history database {self.path} is still unreadable after moving it aside: {e}") from None
         except (sqlite3.Error, OSError) as e:
             raise HistoryError(f"cannot open history database {self.path}: {e}") from None
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        if not _is_sqlite_file(self.path):
+            raise HistoryError(f"{self.path} is not a SQLite database")
+        try:
+            con = self._connect_readonly()
+        except _Corrupt as e:
+            raise HistoryError(f"history database {self.path} is damaged ({e}); a run (not a listing) moves it "
+                               "aside") from None
+        except (sqlite3.Error, OSError) as e:
+            raise HistoryError(f"cannot open history database {self.path} read-only: {e}") from None
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            con.close()
+            raise HistoryError(f"history database {self.path} was written by a newer firstlight (schema {version})")
+        return con
 
     def _move_aside(self, reason: str) -> None:
         lock_path = self.path.with_name(self.path.name + ".lock")
@@ -365,6 +428,8 @@ class History:
         try:
             return self._con.execute(sql, args).fetchall()
         except sqlite3.Error as e:
+            if self.readonly and "no such table" in str(e):
+                return []  # an empty database: nothing recorded yet
             raise HistoryError(f"cannot read history database {self.path}: {e}") from None
 
     def close(self) -> None:
@@ -440,10 +505,25 @@ class History:
     def _runs(self, rows: list[tuple[Any, ...]]) -> list[Run]:
         out = []
         for row in rows:
-            metrics = dict(self._query("SELECT name, value FROM metrics WHERE run_id = ?", (row[0],)))
-            out.append(Run(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], bool(row[8]),
-                           bool(row[9]), metrics, json.loads(row[10]), json.loads(row[11]) if row[11] else None))
+            try:
+                out.append(self._run(row))
+            except (ValueError, TypeError, KeyError, IndexError, RecursionError) as e:
+                msg = f"history row {row[0] if row else '?'} in {self.path} is damaged ({type(e).__name__}); skipped"
+                self.warnings.append(msg)
+                self.warn(msg)
         return out
+
+    def _run(self, row: tuple[Any, ...]) -> Run:
+        """One row, checked: a hand-edited or half-written row raises rather than reaching a caller."""
+        metrics = {str(k): float(v) for k, v in self._query("SELECT name, value FROM metrics WHERE run_id = ?",
+                                                            (row[0],))}
+        summary = json.loads(row[10])
+        bench = json.loads(row[11]) if row[11] else None
+        if not isinstance(summary, dict) or not (bench is None or isinstance(bench, dict)):
+            raise TypeError("summary or bench is not an object")
+        return Run(int(row[0]), float(row[1]), str(row[2]), str(row[3]), _opt_str(row[4]), _opt_str(row[5]),
+                   _opt_str(row[6]), None if row[7] is None else int(row[7]), bool(row[8]), bool(row[9]), metrics,
+                   summary, bench)
 
     def get(self, run_id: int) -> Run | None:
         runs = self._runs(self._query(f"SELECT {self._COLS} FROM runs WHERE id = ?", (run_id,)))
@@ -472,14 +552,16 @@ class History:
             rows = self._query(
                 "SELECT r.id, m.value FROM runs r JOIN metrics m ON m.run_id = r.id WHERE r.deployment = ? AND "
                 "r.pinned = 1 AND m.name = ? AND (? IS NULL OR r.id < ?)", (h, metric, before, before))
-            if rows:
-                return float(rows[0][1]), 1, int(rows[0][0])
+            pinned = _numbers(rows, 1)
+            if pinned:
+                return pinned[0], 1, int(rows[0][0])
         rows = self._query(
             "SELECT m.value FROM runs r JOIN metrics m ON m.run_id = r.id WHERE r.deployment = ? AND r.ok = 1 AND "
             "m.name = ? AND (? IS NULL OR r.id < ?) ORDER BY r.id DESC LIMIT ?", (h, metric, before, before, window))
-        if not rows:
+        values = _numbers(rows, 0)
+        if not values:
             return None
-        return median([float(r[0]) for r in rows]), len(rows), None
+        return median(values), len(values), None
 
     def baseline(self, deployment: DeploymentKey | str, metric: str, *, before: int | None = None,
                  window: int = 10) -> float | None:
@@ -526,6 +608,21 @@ class History:
                        "lower_is_better": DIRECTION.get(m)}
         return {"a": a.to_dict(), "b": b.to_dict(), "same_deployment": a.deployment == b.deployment,
                 "metrics": rows}
+
+
+def _numbers(rows: list[tuple[Any, ...]], col: int) -> list[float]:
+    """The column's values that are numbers (a damaged row's text is left out)."""
+    out = []
+    for r in rows:
+        try:
+            out.append(float(r[col]))
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def _opt_str(v: Any) -> str | None:
+    return None if v is None else str(v)
 
 
 def _hash(deployment: DeploymentKey | str) -> str:

@@ -1,36 +1,102 @@
-"""Launch a server in its own process group and stop it so that nothing of it survives.
+"""Launch a server in its own process group and stop it so that nothing of it survives, whatever ends firstlight.
 
 Engines fork tensor-parallel workers that hold GPU memory; a stale one breaks the next start. ``stop``
 signals the whole group and every descendant seen (some leave the group), waits a grace period, then
-SIGKILLs what is left and reaps the child.
+SIGKILLs what is left and reaps the child. It is idempotent and safe to call from a ``finally`` or ``atexit``.
+
+Backstops for the ways firstlight can die without running its own code:
+- the server's root gets a parent-death signal (``PR_SET_PDEATHSIG``, SIGKILL): the kernel kills it when the
+  thread that launched it exits, so the launch must happen on the main thread (it is skipped elsewhere);
+- a watchdog process (``firstlight.runner.watchdog``) holds the read end of a pipe whose write end only
+  firstlight holds: at end of file it stops the whole process group and every process that left it;
+- firstlight becomes a child subreaper (``PR_SET_CHILD_SUBREAPER``): a worker that double-forks and calls
+  ``setsid`` is reparented to firstlight instead of init, so it stays in the tree, is stopped with the rest,
+  and a launcher script that daemonizes the real server and exits 0 leaves a daemon that is still watched.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
 import psutil
+
+from firstlight.runner.watchdog import start_ticks
+
+# Signals that end a run the way SIGTERM does: the server is stopped (an ssh session that drops sends SIGHUP).
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 class LaunchError(Exception):
     pass
 
 
+def _prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn: Callable[..., int] = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    return fn
+
+
+_PRCTL = _prctl()
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux). True when it worked."""
+    return _PRCTL is not None and _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    """preexec_fn: SIGKILL this child when its parent thread exits; if the parent is already gone, die now."""
+    prctl = _PRCTL
+
+    def preexec() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
 class ServerProcess:
-    def __init__(self, argv: Sequence[str], output: Path | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(self, argv: Sequence[str], output: Path | None = None, env: dict[str, str] | None = None,
+                 *, detachable: bool | None = None, backstop: bool = True) -> None:
         """``output``: write the server's stdout and stderr to this file instead of pipes (for ``--detach``,
-        where nobody will read a pipe once firstlight has exited)."""
+        where nobody will read a pipe once firstlight has exited). ``detachable`` (default: when ``output``
+        is given): the server may outlive firstlight after :meth:`release`, so no parent-death signal.
+        ``backstop``: start the watchdog and the parent-death signal (tests of the bare mechanics turn it off)."""
         self.argv = list(argv)
         self.output = output
         self.env = env
+        self.detachable = output is not None if detachable is None else detachable
+        self.backstop = backstop
         self.popen: subprocess.Popen[bytes] | None = None
+        self.watchdog: subprocess.Popen[bytes] | None = None
+        self.left_group: dict[int, str] = {}  # pid -> name of processes that left the server's process group
+        self._tracked: dict[int, str] = {}  # pid -> start ticks, as told to the watchdog
         self._out_file: IO[bytes] | None = None
+        self._stop_lock = threading.Lock()
+        self._stopped: str | None = None
+        self._released = False
+        self._launched_at = 0.0
 
     def start(self) -> None:
         if self.output is not None:
@@ -39,14 +105,57 @@ class ServerProcess:
             err: int | IO[bytes] = subprocess.STDOUT
         else:
             out = err = subprocess.PIPE
+        tie = (self.backstop and not self.detachable and _PRCTL is not None
+               and threading.current_thread() is threading.main_thread())
+        if self.backstop:
+            become_subreaper()
+        self._launched_at = time.time()
         try:
             self.popen = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                          start_new_session=True, env=self.env)
+                                          start_new_session=True, env=self.env,
+                                          preexec_fn=_die_with(os.getpid()) if tie else None)
         except OSError as e:
             raise LaunchError(f"cannot start {self.argv[0]!r}: {e.strerror or e}") from None
         finally:
             if self._out_file is not None:
                 self._out_file.close()
+        if self.backstop:
+            self._start_watchdog()
+
+    def _start_watchdog(self, grace: float = 10.0) -> None:
+        with contextlib.suppress(OSError):
+            self.watchdog = subprocess.Popen(
+                [sys.executable, "-m", "firstlight.runner.watchdog", str(self.pid), f"{grace:g}"],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def _tell_watchdog(self, line: str) -> None:
+        w = self.watchdog
+        if w is None or w.stdin is None or w.stdin.closed:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            w.stdin.write(line.encode() + b"\n")
+            w.stdin.flush()
+
+    def _close_watchdog(self) -> None:
+        w = self.watchdog
+        if w is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            if w.stdin is not None:
+                w.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            w.wait(timeout=5)
+
+    def release(self) -> None:
+        """The server is handed over (``--detach``): the watchdog leaves it alone when firstlight exits."""
+        self._released = True
+        self._tell_watchdog("release")
+        self._close_watchdog()
+
+    @property
+    def launched_at(self) -> float:
+        """When the server was launched (epoch seconds)."""
+        return self._launched_at
 
     @property
     def pid(self) -> int:
@@ -57,10 +166,85 @@ class ServerProcess:
         return None if self.popen is None else self.popen.poll()
 
     def descendants(self) -> list[psutil.Process]:
+        """The root's descendants and the processes firstlight adopted as the subreaper (with theirs)."""
+        found: dict[int, psutil.Process] = {}
+        with contextlib.suppress(psutil.Error):
+            for p in psutil.Process(self.pid).children(recursive=True):
+                found[p.pid] = p
+        for p in self.adopted():
+            found.setdefault(p.pid, p)
+            with contextlib.suppress(psutil.Error):
+                for c in p.children(recursive=True):
+                    found.setdefault(c.pid, c)
+        return list(found.values())
+
+    def adopted(self) -> list[psutil.Process]:
+        """firstlight's children that are the server's orphans, adopted as the subreaper (a daemon whose
+        launcher exited, a double-forked worker): not the root, not the watchdog, and outside firstlight's own
+        session (the server runs in a session of its own, and its orphans stay there or ``setsid`` away;
+        whatever else firstlight runs stays in firstlight's session)."""
+        if self.popen is None:
+            return []
+        own = {self.pid, self.watchdog.pid if self.watchdog else -1}
         try:
-            return psutil.Process(self.pid).children(recursive=True)
+            my_session = os.getsid(0)
+        except OSError:
+            return []
+        out = []
+        try:
+            children = psutil.Process().children()
         except psutil.Error:
             return []
+        for p in children:
+            if p.pid in own:
+                continue
+            try:
+                if os.getsid(p.pid) == my_session:
+                    continue  # one of firstlight's own helpers: its own code waits for it
+                if p.status() == psutil.STATUS_ZOMBIE:
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(p.pid, os.WNOHANG)  # reap what we adopted, or it stays a zombie
+                    continue
+                if p.create_time() + 1 < self._launched_at:
+                    continue  # older than the server: not one of its processes
+            except (psutil.Error, OSError):
+                continue
+            out.append(p)
+        return out
+
+    def tree(self) -> list[psutil.Process]:
+        """Every live process of the server: the root while it lives, its descendants, the adopted."""
+        procs = []
+        if self.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                procs.append(psutil.Process(self.pid))
+        return procs + [p for p in self.descendants() if _alive_one(p)]
+
+    def note_left_group(self) -> list[tuple[int, str]]:
+        """Processes of the tree that left the server's process group (``setsid``) since the last call: the
+        watchdog learns them, so it stops them too; the caller reports them."""
+        new = []
+        for p in self.descendants():
+            try:
+                if os.getpgid(p.pid) == self.pid or p.pid in self.left_group:
+                    continue
+                name = p.name()
+            except (OSError, psutil.Error):
+                continue
+            ticks = start_ticks(p.pid)
+            self.left_group[p.pid] = name
+            if ticks is not None:
+                self._tracked[p.pid] = ticks
+                self._tell_watchdog(f"track {p.pid} {ticks}")
+            new.append((p.pid, name))
+        return new
+
+    def daemon_serving(self) -> list[psutil.Process]:
+        """When the root exited 0 and left processes behind (a launcher that daemonized the real server):
+        those processes. Empty otherwise."""
+        if self.poll() != 0:
+            return []
+        return [p for p in self.descendants() if _alive_one(p)]
 
     def send(self, sig: int) -> None:
         """Signal the server's whole process group (and its descendants that left it)."""
@@ -78,11 +262,25 @@ class ServerProcess:
     def stop(self, grace: float) -> str:
         """TERM; a second TERM at half the grace (llama.cpp and uvicorn take a second interrupt as "now": a
         llama-server with a completion in flight ignores the first); KILL after ``grace``; reap.
-        Returns what it took, for the report."""
+        Returns what it took, for the report. A second call returns the first one's answer."""
+        with self._stop_lock:
+            if self._stopped is None:
+                self._stopped = self._stop(grace)
+            return self._stopped
+
+    def _stop(self, grace: float) -> str:
         if self.popen is None:
             return "not started"
-        procs = [psutil.Process(self.pid)] if self.poll() is None else []
-        procs += self.descendants()
+        try:
+            return self._terminate(grace)
+        finally:
+            if not self._released:
+                self._close_watchdog()
+
+    def _terminate(self, grace: float) -> str:
+        assert self.popen is not None
+        self.note_left_group()
+        procs = self.tree()
         in_group = _group_members(self.pid)
         if self.poll() is not None and not procs and not in_group:
             return f"already exited (code {self.popen.returncode})"
@@ -92,6 +290,7 @@ class ServerProcess:
         how = "stopped with SIGTERM"
         while time.monotonic() < deadline:
             self.poll()
+            procs += [p for p in self.descendants() if p not in procs]
             if not _any_alive(procs) and not _group_members(self.pid):
                 break
             if second and time.monotonic() >= second:
@@ -120,17 +319,22 @@ class ServerProcess:
             except OSError:
                 break
             time.sleep(0.05)
+        self.adopted()  # reaps the adopted ones that just died
+        if self.left_group:
+            names = ", ".join(f"{pid} ({name})" for pid, name in sorted(self.left_group.items()))
+            how += f"; also stopped processes that had left the group: {names}"
         return how
 
 
+def _alive_one(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _any_alive(procs: list[psutil.Process]) -> bool:
-    for p in procs:
-        try:
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.Error:
-            continue
-    return False
+    return any(_alive_one(p) for p in procs)
 
 
 def _group_members(pgid: int) -> list[int]:

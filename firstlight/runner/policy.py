@@ -49,6 +49,7 @@ class StopServer:
 
 class Detach:
     def apply(self, ctx: Context, result: RunResult) -> RunResult:
+        ctx.server.release()  # the watchdog leaves it alone when firstlight exits
         ctx.say(f"detached: server pid {ctx.server.pid} keeps running; its output goes to {ctx.server_log}; "
                 f"stop it with: kill -TERM -- -{ctx.server.pid}")
         return result
@@ -56,6 +57,7 @@ class Detach:
 
 class KeepOnFailure:
     def apply(self, ctx: Context, result: RunResult) -> RunResult:
+        ctx.server.release()  # the watchdog leaves it alone when firstlight exits
         ctx.say(f"--keep-on-failure: server left running, pid {ctx.server.pid}, process group {ctx.server.pid}; "
                 f"stop it with: kill -TERM -- -{ctx.server.pid}")
         return result

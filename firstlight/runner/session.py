@@ -35,11 +35,12 @@ from firstlight.report.base import Reporter
 from firstlight.result import RunFacts, RunResult
 from firstlight.runner import policy
 from firstlight.runner.after_ready import compare_with_history, deployment_key, open_history, post_ready_checks
+from firstlight.runner.guard import RecordFile, guard_reporter
 from firstlight.runner.pump import Pump, drain
 from firstlight.runner.sources import Sources
 from firstlight.runner.state import RunState
-from firstlight.timeline import Interrupted, LogLine, Observation, SourceNote, Started
-from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, READY
+from firstlight.timeline import Interrupted, Level, LogLine, Observation, Probe, SourceNote, Started
+from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, FAILED, READY
 
 if TYPE_CHECKING:
     from firstlight.preflight import PreflightReport
@@ -74,13 +75,15 @@ class Session:
                  record: IO[str] | None = None, clock: Callable[[], float] = time.time,
                  preflight: PreflightReport | None = None) -> None:
         self.cfg = cfg  # read-only from here on: what the run learns goes into self.state
-        self.reporter = reporter
+        self.reporter = guard_reporter(reporter)  # a closed output silences its reporter, never the run
         self.redactor = redactor or Redactor()
-        self.record = record
+        self.redactor.add_from_url(cfg.probe.url)  # http://user:PASSWORD@host, ?api_key=...
+        self.record = RecordFile(record, self.reporter.message) if record is not None else None
         self.clock = clock
         self.q: queue.Queue[Observation] = queue.Queue()
         self.state = RunState.for_config(cfg, profile)
-        self.sources = Sources(cfg, self._sink, self._echo, identify=self.state.detector is not None, clock=clock)
+        self.sources = Sources(cfg, self._sink, self._echo, identify=self.state.detector is not None, clock=clock,
+                               backlog=self.q.qsize)
         self.history: History | None = None
         self.judge: Judge | None = None
         self.preflight = preflight  # the checks `up` ran before launch; kept with the run in the history
@@ -115,6 +118,8 @@ class Session:
                 raise
             finally:
                 self.sources.stop()
+                if self.record is not None:
+                    self.record.close()
 
     def _watch(self, judge: Judge, started_at: float) -> RunResult | None:
         """Start the sources and pump observations into the judge until its verdict is final."""
@@ -127,14 +132,19 @@ class Session:
         self._launch_error = error
         if error is not None:
             return None
-        self._feed(Started(started_at, self.sources.pid, self.cfg.probe.url, self.profile.name,
-                           launched=self.sources.server is not None))
+        self._feed(self.redactor.observation(Started(started_at, self.sources.pid, self.cfg.probe.url,
+                                                     self.profile.name, launched=self.sources.server is not None)))
         if self.sources.pid is None and not self.cfg.command:
             self._feed(SourceNote(started_at, "process", "no --pid: without the process tree's reads and CPU a "
                                   "slow start cannot be told from a hung one; only --timeout ends the wait"))
         pump = Pump(self.q, self._feed, self._settle_logs, self._assess)
         a = pump.run()
         result = RunResult.from_judge(judge, a, self._facts(judge, started_at))
+        if self.sources.port_conflict is not None:  # another server answered on the port: never READY
+            result = dataclasses.replace(
+                result, verdict=FAILED, failure="port_in_use", ready_at=None, first_generation=None,
+                hint="another server already answers on this port: stop it, or give this one another port",
+                evidence=(Evidence("port", self.sources.port_conflict, self.clock()).to_dict(),))
         self.reporter.verdict(result)
         return result
 
@@ -181,6 +191,7 @@ class Session:
             return result
         key = deployment_key(self.cfg, self.profile, self.cfg.command or self.cfg.watched_command, self.redactor)
         kind = "up" if self.cfg.command else "watch"
+        self.history.set_busy_timeout(1.0)  # another writer's lock must not hold up stopping the server
         result = compare_with_history(self.history, key, kind, result, self.cfg.history.margin)
         for r in result.regression or ():
             self.reporter.message(f"REGRESSION: {r['message']}")
@@ -207,10 +218,9 @@ class Session:
 
     # -- plumbing ------------------------------------------------------------------------------------------
     def _sink(self, obs: Observation) -> None:
-        """Every source's observations come here (from their threads): secrets out, then the queue."""
-        if isinstance(obs, LogLine):
-            obs = LogLine(obs.t, self.redactor.text(obs.text), obs.stream, obs.lineno, obs.final)
-        self.q.put(obs)
+        """Every source's observations come here (from their threads): secrets out (log lines, probe details
+        such as a 401 body echoing the Authorization header, notes), then the queue."""
+        self.q.put(self.redactor.observation(obs))
 
     def _echo(self, stream: str, text: str) -> None:
         self.reporter.server_line(stream, self.redactor.text(text))
@@ -240,6 +250,8 @@ class Session:
                                  obs.t)
             return
         self._write_record(obs)
+        if isinstance(obs, Probe) and obs.level == Level.PORT and obs.ok:
+            self.sources.check_port_owner()
         if isinstance(obs, LogLine) and obs.final:
             name = self.state.learn_from_line(obs.text)
             if name is not None:
@@ -278,6 +290,8 @@ class Session:
         assert self.judge is not None
         a = self.judge.assess(self.clock())
         self.reporter.status(a)
+        if self.sources.port_conflict is not None and not a.final:
+            return dataclasses.replace(a, verdict=FAILED, failure="port_in_use")  # ends the pump
         return a
 
     def _settle_logs(self) -> list[Observation]:

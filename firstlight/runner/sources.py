@@ -12,14 +12,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
+
 from firstlight.config import Config
 from firstlight.engines.profile import Endpoints
-from firstlight.probes.ladder import Ladder
+from firstlight.probes.ladder import Ladder, split_url
 from firstlight.probes.loop import LadderLoop
 from firstlight.runner.launcher import LaunchError, ServerProcess
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.gpu import GpuSampler
 from firstlight.samplers.logs import FileFollower, PipeReader
+from firstlight.samplers.ports import accepts, foreign_listener
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
 from firstlight.timeline import Observation, SourceNote, WeightsTotal
@@ -30,8 +33,13 @@ Echo = Callable[[str, str], None]
 
 class Sources:
     def __init__(self, cfg: Config, sink: Sink, echo: Echo, identify: bool,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, backlog: Callable[[], int] | None = None) -> None:
+        """``backlog``: how many observations the session has not taken yet; log sources wait while it is high
+        and drop (with a count) rather than block the server or flood the queue."""
         self.cfg, self.sink, self.echo, self.clock = cfg, sink, echo, clock
+        self.backlog = backlog
+        self.port_conflict: str | None = None  # evidence that another process holds the server's port
+        self._port_owned = False
         self.identify = identify  # ask the server's endpoints which engine it is
         self.server: ServerProcess | None = None
         self.server_log: Path | None = None
@@ -46,12 +54,13 @@ class Sources:
 
     def start(self) -> str | None:
         """Start everything; the launch error, if the command could not be started."""
-        if self.cfg.command:
+        if self.cfg.command and not self._port_taken():
             error = self._launch()
             if error is not None:
                 return error
         if self.cfg.log_file is not None:
-            self._follow(self.cfg.log_file, echo=False)
+            self._follow(self.cfg.log_file, echo=False, from_start=self.cfg.log_from_start,
+                         since=self._watched_start())
         processes = self.process_sampler()
         if processes is not None:
             self.samplers.append(processes)
@@ -68,8 +77,10 @@ class Sources:
         """What samples the server's processes: its process tree (a unit's cgroup: firstlight.units)."""
         if self.pid is None:
             return None
-        exit_code = self.server.poll if self.server else None
-        return ProcessTreeSampler(self.pid, self.cfg.sample_interval, exit_code, self.clock)
+        if self.server is not None:  # the tree includes what firstlight adopted as the subreaper
+            return ProcessTreeSampler(self.server.pid, self.cfg.sample_interval, self.server.poll, self.clock,
+                                      self.server.descendants, self.server.note_left_group)
+        return ProcessTreeSampler(self.pid, self.cfg.sample_interval, None, self.clock)
 
     def _launch(self) -> str | None:
         output = None
@@ -77,7 +88,9 @@ class Sources:
             fd, name = tempfile.mkstemp(prefix="firstlight-server-", suffix=".log")
             os.close(fd)
             output = self.server_log = Path(name)
-        self.server = ServerProcess(self.cfg.command, output=output)
+        # --detach and --keep-on-failure may hand the server over: no parent-death signal for those
+        self.server = ServerProcess(self.cfg.command, output=output,
+                                    detachable=self.cfg.after_ready == "detach" or self.cfg.keep_on_failure)
         try:
             self.server.start()
         except LaunchError as e:
@@ -85,20 +98,59 @@ class Sources:
             return str(e)
         assert self.server.popen is not None
         if output is not None:
-            self._follow(output, echo=self.cfg.echo_server_output)
+            self._follow(output, echo=self.cfg.echo_server_output, from_start=True)
             return None
         echo = self.echo if self.cfg.echo_server_output else None
         for pipe, name in ((self.server.popen.stdout, "stdout"), (self.server.popen.stderr, "stderr")):
             assert pipe is not None
-            reader = PipeReader(pipe, name, self.sink, echo, self.clock)
+            reader = PipeReader(pipe, name, self.sink, echo, self.clock, backlog=self.backlog)
             reader.start()
             self.readers.append(reader)
         return None
 
-    def _follow(self, path: Path, echo: bool) -> None:
-        f = FileFollower(path, self.sink, clock=self.clock, echo=self.echo if echo else None)
+    def _follow(self, path: Path, echo: bool, from_start: bool = False, since: float | None = None) -> None:
+        f = FileFollower(path, self.sink, clock=self.clock, echo=self.echo if echo else None, from_start=from_start,
+                         since=since, backlog=self.backlog)
         f.start()
         self.followers.append(f)
+
+    def _watched_start(self) -> float | None:
+        """When the watched process started: where its lines begin in an append-mode log."""
+        if self.cfg.pid is None:
+            return None
+        try:
+            return float(psutil.Process(self.cfg.pid).create_time())
+        except psutil.Error:
+            return None
+
+    # -- the port belongs to the launched server -----------------------------------------------------------
+    def _port_taken(self) -> bool:
+        """Before the launch: a local port that already accepts connections is another server's. Nothing is
+        launched; ``port_conflict`` says who holds it."""
+        try:
+            host, port = split_url(self.cfg.probe.url)
+        except ValueError:
+            return False
+        if host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0") or not accepts(host, port):
+            return False
+        held = foreign_listener([], port, self.clock() + 1)
+        self.port_conflict = held or f"port {port} already accepts connections before the launch"
+        return True
+
+    def check_port_owner(self) -> str | None:
+        """The port answers: it counts for the launched server only if its process tree listens on it (or the
+        holder is newer than the launch, like a container's port proxy). The conflict's evidence, if any."""
+        if self._port_owned or self.server is None or self.port_conflict is not None:
+            return self.port_conflict
+        try:
+            _, port = split_url(self.cfg.probe.url)
+        except ValueError:
+            return None
+        held = foreign_listener(self.server.tree(), port, self.server.launched_at)
+        if held is None:
+            self._port_owned = True
+        self.port_conflict = held
+        return held
 
     def _weights(self) -> None:
         model = str(self.cfg.model_path) if self.cfg.model_path else model_path_from_command(self.cfg.command)

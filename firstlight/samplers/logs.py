@@ -1,13 +1,24 @@
-"""Log sources: the launched server's stdout/stderr pipes, or a log file followed across rotation.
+"""Log sources: the launched server's stdout/stderr pipes, or a log file (or FIFO) followed across rotation.
 
 Each line is stamped on arrival. ``firstlight.logtext.LineSplitter`` cuts the bytes: a ``\\r`` redraw of a
 progress bar is handed on at once (so progress is seen live), invalid UTF-8 is replaced, never fatal, and
 an endless line is cut so memory stays bounded. Only finished lines are echoed to the terminal.
+
+A log flood must neither starve firstlight nor block the server. So a pipe is read by a thread that only
+moves bytes into a bounded buffer (``max_pending`` bytes; beyond it the oldest bytes are dropped, whole lines,
+and counted), and a second thread splits lines and hands them to the sink, waiting while the consumer's
+``backlog`` (its queue length) is above ``MAX_BACKLOG``. The server's writes therefore never wait on
+firstlight; what the consumer cannot take is dropped, the newest lines kept (a fatal error comes last), and a
+``SourceNote`` says how many lines were dropped. A followed file is paced the same way and skips ahead, with
+the same count, when it falls more than ``max_pending`` bytes behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -15,40 +26,22 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from firstlight.logtext import LineSplitter
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 from firstlight.samplers.base import Sink
 from firstlight.timeline import LogLine, SourceNote
 
+READ_BYTES = 1 << 20  # one read() of a pipe
+DELIVER_BYTES = 64 << 10  # bytes split and handed on per step, between two looks at the consumer's backlog
+MAX_PENDING_BYTES = 8 << 20  # bytes read but not yet handed on; beyond it the oldest are dropped
+KEEP_BYTES = 2 << 20  # what a drop keeps: the newest bytes
+MAX_BACKLOG = 5000  # observations waiting in the consumer's queue before a source waits (and then drops)
+NOTE_EVERY_S = 10.0  # at most one "lines dropped" note per source this often (the first one at once)
 
-class PipeReader:
-    """Reads a child's pipe in a thread; each segment becomes a LogLine, final lines go to ``echo``."""
-
-    def __init__(self, pipe: IO[bytes], stream: str, sink: Sink, echo: Callable[[str, str], None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
-        self.pipe, self.stream, self.sink, self.echo, self.clock = pipe, stream, sink, echo, clock
-        self.thread = threading.Thread(target=self._run, name=f"firstlight-{stream}", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def _run(self) -> None:
-        splitter = LineSplitter()
-        fd = self.pipe.fileno()
-        lines = _Numbering()
-        while True:
-            try:
-                data = os.read(fd, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            self._emit(lines.number(splitter.feed_events(data)))
-        self._emit(lines.number(splitter.flush_events()))
-
-    def _emit(self, events: list[tuple[str, bool, int]]) -> None:
-        for text, final, lineno in events:
-            self.sink(LogLine(self.clock(), text, self.stream, lineno, final))
-            if final and self.echo is not None:
-                self.echo(self.stream, text)
+Echo = Callable[[str, str], None]
 
 
 class _Numbering:
@@ -66,18 +59,186 @@ class _Numbering:
         return out
 
 
+class _Delivery:
+    """Bytes of one stream -> numbered LogLines to the sink (final ones echoed), paced by the consumer."""
+
+    def __init__(self, stream: str, sink: Sink, echo: Echo | None, clock: Callable[[], float],
+                 backlog: Callable[[], int] | None) -> None:
+        self.stream, self.sink, self.echo, self.clock, self.backlog = stream, sink, echo, clock, backlog
+        self.splitter = LineSplitter()
+        self.lines = _Numbering()
+        self.dropped_lines = 0  # in total, for the report
+        self.dropped_bytes = 0
+        self._unreported = 0
+        self._last_note = 0.0
+
+    def wait_for_room(self, stop: threading.Event | None = None, limit_s: float | None = None) -> bool:
+        """Wait while the consumer is behind; False when it still is after ``limit_s``."""
+        if self.backlog is None:
+            return True
+        deadline = None if limit_s is None else time.monotonic() + limit_s
+        while self.backlog() > MAX_BACKLOG:
+            if (stop is not None and stop.is_set()) or (deadline is not None and time.monotonic() > deadline):
+                return False
+            time.sleep(0.01)
+        return True
+
+    def feed(self, data: bytes) -> None:
+        self._emit(self.lines.number(self.splitter.feed_events(data)))
+
+    def flush(self) -> None:
+        self._emit(self.lines.number(self.splitter.flush_events()))
+        if self._unreported:
+            self._note()
+
+    def dropped(self, lines: int, nbytes: int) -> None:
+        """Bytes were dropped unread: count them, keep the numbering true, drop the half line before them."""
+        self.lines.n += lines
+        self.splitter = LineSplitter()
+        self.dropped_lines += lines
+        self.dropped_bytes += nbytes
+        self._unreported += lines
+        if time.monotonic() - self._last_note >= NOTE_EVERY_S or not self._last_note:
+            self._note()
+
+    def _note(self) -> None:
+        self._last_note = time.monotonic()
+        self._unreported = 0
+        self.sink(SourceNote(self.clock(), "log", f"log flood: {self.dropped_lines} lines "
+                                                  f"({self.dropped_bytes / 2**20:.1f} MiB) of {self.stream} dropped "
+                                                  "so far (the server logs faster than firstlight can judge; the "
+                                                  "newest lines are kept and the server is never slowed)"))
+
+    def _emit(self, events: list[tuple[str, bool, int]]) -> None:
+        for text, final, lineno in events:
+            self.sink(LogLine(self.clock(), text, self.stream, lineno, final))
+            if final and self.echo is not None:
+                self.echo(self.stream, text)
+
+
+def _drop_oldest(buf: bytearray, keep: int) -> tuple[int, int]:
+    """Cut ``buf`` down to about its newest ``keep`` bytes at a line boundary; (lines, bytes) dropped."""
+    cut = buf.find(b"\n", len(buf) - keep)
+    cut = len(buf) - keep if cut < 0 else cut + 1
+    lines = buf.count(b"\n", 0, cut)
+    del buf[:cut]
+    return lines, cut
+
+
+class PipeReader:
+    """Reads a child's pipe; each segment becomes a LogLine, final lines go to ``echo``.
+
+    ``backlog``: how many observations the consumer has not taken yet (e.g. its queue's ``qsize``); while it
+    is above ``MAX_BACKLOG`` lines wait in the bounded buffer. ``thread`` ends once every line is handed on.
+    ``dropped_lines`` counts what a flood cost.
+    """
+
+    def __init__(self, pipe: IO[bytes], stream: str, sink: Sink, echo: Echo | None = None,
+                 clock: Callable[[], float] = time.time, backlog: Callable[[], int] | None = None,
+                 max_pending: int = MAX_PENDING_BYTES) -> None:
+        self.pipe, self.stream = pipe, stream
+        self.max_pending = max(max_pending, 2 * DELIVER_BYTES)
+        self.delivery = _Delivery(stream, sink, echo, clock, backlog)
+        self._pending = bytearray()
+        self._dropped = (0, 0)
+        self._eof = False
+        self._cond = threading.Condition()
+        self.reader = threading.Thread(target=self._read, name=f"firstlight-{stream}-read", daemon=True)
+        self.thread = threading.Thread(target=self._deliver, name=f"firstlight-{stream}", daemon=True)
+
+    @property
+    def dropped_lines(self) -> int:
+        return self.delivery.dropped_lines
+
+    def start(self) -> None:
+        _widen_pipe(self.pipe)
+        self.reader.start()
+        self.thread.start()
+
+    def _read(self) -> None:
+        """Only moves bytes: never waits on anything but the pipe, so the server never waits on us."""
+        fd = self.pipe.fileno()
+        keep = min(KEEP_BYTES, self.max_pending // 2)
+        while True:
+            try:
+                data = os.read(fd, READ_BYTES)
+            except OSError:
+                data = b""
+            with self._cond:
+                if not data:
+                    self._eof = True
+                    self._cond.notify()
+                    return
+                self._pending += data
+                if len(self._pending) > self.max_pending:
+                    lines, nbytes = _drop_oldest(self._pending, keep)
+                    self._dropped = (self._dropped[0] + lines, self._dropped[1] + nbytes)
+                self._cond.notify()
+
+    def _deliver(self) -> None:
+        d = self.delivery
+        while True:
+            d.wait_for_room(limit_s=None if not self._eof else 2.0)
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._pending) or self._eof)
+                chunk = bytes(self._pending[:DELIVER_BYTES])
+                del self._pending[:DELIVER_BYTES]
+                dropped, self._dropped = self._dropped, (0, 0)
+                done = self._eof and not self._pending
+            if dropped[1]:
+                d.dropped(*dropped)
+            if chunk:
+                d.feed(chunk)
+            if done:
+                d.flush()
+                return
+
+
+PIPE_BYTES = 1 << 20  # the kernel's pipe buffer we ask for: 20 ms of a 50 MB/s flood before the writer waits
+
+
+def _widen_pipe(pipe: IO[bytes]) -> None:
+    """Ask for a 1 MiB pipe buffer (Linux ``F_SETPIPE_SZ``; 64 KiB by default): the reader thread needs the GIL
+    for each read, and a bigger buffer lets the server write on while it waits for it."""
+    setsz = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if setsz is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        fcntl.fcntl(pipe.fileno(), setsz, PIPE_BYTES)
+
+
+def _is_stream(mode: int) -> bool:
+    """A FIFO, socket or character device: no size, no seeking, no rotation."""
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
 class FileFollower:
-    """Follows a log file like ``tail -F``: from its start, across rotation (a new inode) and truncation."""
+    """Follows a log file like ``tail -F``: across rotation (a new inode) and truncation.
+
+    A file that already exists is read from its END (an append-mode log holds earlier runs: their "CUDA out of
+    memory" must not fail this start) unless ``from_start``. With ``since`` (the watched process's start time)
+    it is read from the first line the log's own timestamps place after that moment, so the lines this run
+    printed before firstlight attached count too. A file that appears later, or replaces a rotated one, is
+    read from its start. A FIFO is read as its lines arrive.
+    """
 
     name = "log"
 
     def __init__(self, path: Path, sink: Sink, interval: float = 0.2, clock: Callable[[], float] = time.time,
-                 echo: Callable[[str, str], None] | None = None) -> None:
-        self.path, self.sink, self.interval, self.clock, self.echo = path, sink, interval, clock, echo
+                 echo: Echo | None = None, from_start: bool = False, backlog: Callable[[], int] | None = None,
+                 max_pending: int = MAX_PENDING_BYTES, since: float | None = None) -> None:
+        self.path, self.sink, self.interval, self.clock = path, sink, interval, clock
+        self.from_start, self.since = from_start, since
+        self.max_pending = max_pending
+        self.delivery = _Delivery("file", sink, echo, clock, backlog)
         self._stop = threading.Event()
         self._pass = threading.Condition()
         self._passes = 0
         self.thread = threading.Thread(target=self._run, name="firstlight-logfile", daemon=True)
+
+    @property
+    def dropped_lines(self) -> int:
+        return self.delivery.dropped_lines
 
     def start(self) -> None:
         self.thread.start()
@@ -94,12 +255,56 @@ class FileFollower:
     def _note(self, message: str) -> None:
         self.sink(SourceNote(self.clock(), "log", message))
 
+    def _pass_done(self) -> None:
+        with self._pass:
+            self._passes += 1
+            self._pass.notify_all()
+
     def _run(self) -> None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            st = None
+        if st is not None and _is_stream(st.st_mode):
+            self._run_stream()
+        else:
+            self._run_file(existing=st is not None)
+        with self._pass:
+            self._passes += 2
+            self._pass.notify_all()
+
+    def _run_stream(self) -> None:
+        """A FIFO: non-blocking, so that opening waits for no writer and a stop is seen within ``interval``."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as e:
+            self._note(f"cannot open {self.path}: {e.strerror}")
+            return
+        d = self.delivery
+        try:
+            while not self._stop.is_set():
+                readable, _, _ = select.select([fd], [], [], self.interval)
+                data = b""
+                if readable:
+                    with contextlib.suppress(BlockingIOError):
+                        data = os.read(fd, READ_BYTES)
+                if data:
+                    d.wait_for_room(self._stop)
+                    d.feed(data)
+                    continue
+                self._pass_done()
+                if readable:  # end of file: no writer now; one may come
+                    self._stop.wait(self.interval)
+        finally:
+            os.close(fd)
+            d.flush()
+
+    def _run_file(self, existing: bool) -> None:
         f: BinaryIO | None = None
         ino: int | None = None
         pos = 0
-        splitter, lines = LineSplitter(), _Numbering()
         missing_noted = False
+        first = existing and not self.from_start
         while not self._stop.is_set():
             try:
                 st = self.path.stat()
@@ -110,8 +315,8 @@ class FileFollower:
                     missing_noted = True
             if st is not None and (f is None or st.st_ino != ino or st.st_size < pos):
                 if f is not None:
-                    self._drain(f, splitter, lines)
-                    self._emit(lines.number(splitter.flush_events()))
+                    self._drain(f, pos)
+                    self.delivery.flush()
                     f.close()
                     how = "rotated" if st.st_ino != ino else "truncated"
                     self._note(f"{self.path} was {how}; following the new file")
@@ -121,30 +326,109 @@ class FileFollower:
                     self._note(f"cannot open {self.path}: {e.strerror}")
                     f = None
                 else:
-                    ino, pos, splitter, lines = st.st_ino, 0, LineSplitter(), _Numbering()
+                    ino, pos = st.st_ino, 0
+                    self.delivery.splitter, self.delivery.lines = LineSplitter(), _Numbering()
+                    if first:
+                        pos = self._start_offset(f, st)
                     if missing_noted:
                         self._note(f"{self.path} appeared")
                         missing_noted = False
+                first = False
             if f is not None:
-                pos += self._drain(f, splitter, lines)
-            with self._pass:
-                self._passes += 1
-                self._pass.notify_all()
+                pos = self._drain(f, pos)
+            self._pass_done()
             self._stop.wait(self.interval)
         if f is not None:
             f.close()
 
-    def _drain(self, f: BinaryIO, splitter: LineSplitter, lines: _Numbering) -> int:
-        n = 0
-        while True:
-            data = f.read(1 << 20)
-            if not data:
-                return n
-            n += len(data)
-            self._emit(lines.number(splitter.feed_events(data)))
+    def _start_offset(self, f: BinaryIO, st: os.stat_result) -> int:
+        """Where this run's lines begin in a file that existed before firstlight attached."""
+        if self.since is not None and st.st_mtime >= self.since - 1:
+            found = run_start_offset(f, st.st_size, self.since, self.clock())
+            if found is None:
+                self._note(f"{self.path}: no timestamps to tell this run's lines from earlier ones; reading it "
+                           "from its start")
+                found = 0
+            elif found < st.st_size:
+                self._note(f"{self.path}: this run's lines start at byte {found} (by the log's own timestamps)")
+            if found < st.st_size:
+                f.seek(found)
+                return found
+        return self._skip_to_end(f, st.st_size)
 
-    def _emit(self, events: list[tuple[str, bool, int]]) -> None:
-        for text, final, lineno in events:
-            self.sink(LogLine(self.clock(), text, "file", lineno, final))
-            if final and self.echo is not None:
-                self.echo("file", text)
+    def _skip_to_end(self, f: BinaryIO, size: int) -> int:
+        """Start after the last complete line already in the file (a half-written one is read whole)."""
+        start = max(0, size - 65536)
+        f.seek(start)
+        tail = f.read(size - start)
+        nl = tail.rfind(b"\n")
+        pos = start + nl + 1 if nl >= 0 else (0 if start == 0 else size)
+        f.seek(pos)
+        if pos:
+            self._note(f"{self.path} already holds {pos} bytes: reading only what is written from now on "
+                       "(--log-from-start reads it all)")
+        return pos
+
+    def _drain(self, f: BinaryIO, pos: int) -> int:
+        d = self.delivery
+        while not self._stop.is_set():
+            if not d.wait_for_room(self._stop, limit_s=self.interval):
+                pos = self._skip_ahead(f, pos)
+                continue
+            data = f.read(DELIVER_BYTES)
+            if not data:
+                return pos
+            pos += len(data)
+            d.feed(data)
+        return pos
+
+    def _skip_ahead(self, f: BinaryIO, pos: int) -> int:
+        """The consumer is behind: when the file has run over ``max_pending`` bytes ahead of us, count the
+        lines in between (a fast byte count) and continue near its end."""
+        try:
+            size = os.fstat(f.fileno()).st_size
+        except OSError:
+            return pos
+        if size - pos <= self.max_pending:
+            return pos
+        target = size - min(KEEP_BYTES, self.max_pending // 2)
+        lines = nbytes = 0
+        while pos < target:
+            data = f.read(min(READ_BYTES, target - pos))
+            if not data:
+                break
+            pos += len(data)
+            nbytes += len(data)
+            lines += data.count(b"\n")
+        rest = f.readline()  # finish the line the skip ended in
+        pos += len(rest)
+        self.delivery.dropped(lines + 1 if rest.endswith(b"\n") else lines, nbytes + len(rest))
+        return pos
+
+
+SCAN_BYTES = 8 << 20  # how much of an existing log's end is searched for this run's first line
+
+
+def run_start_offset(f: BinaryIO, size: int, since: float, now: float, slack: float = 2.0) -> int | None:
+    """Offset of the first line whose own timestamp lies in [since - slack, now + slack], read either as UTC or
+    as local time (engines print both); ``size`` when lines have timestamps but none is that recent; None
+    when no line of the scanned end has a timestamp with a date."""
+    from firstlight.engines.replay import TimestampParser  # the replay's parser: the same formats
+
+    parser = TimestampParser()
+    start = max(0, size - SCAN_BYTES)
+    f.seek(start)
+    data = f.read(size - start)
+    if start:
+        data = data[data.find(b"\n") + 1:]
+        start = size - len(data)
+    offset, dated = start, False
+    for raw in data.splitlines(keepends=True):
+        ts = parser.parse(raw[:512].decode("utf-8", "replace"))
+        if ts is not None and ts > 10 * 86400:  # a date, not llama.cpp's elapsed time
+            dated = True
+            local = ts + time.altzone if time.localtime(ts).tm_isdst > 0 else ts + time.timezone
+            if any(since - slack <= t <= now + slack for t in (ts, local)):
+                return offset
+        offset += len(raw)
+    return size if dated else None

@@ -1,4 +1,10 @@
-"""Process-tree sampler: the server process and every descendant (TP workers, schedulers, compilers)."""
+"""Process-tree sampler: the server process and every descendant (TP workers, schedulers, compilers).
+
+For a server firstlight launched, the tree comes from the launcher (``ServerProcess.descendants``): it includes
+the processes firstlight adopted as a child subreaper, so a worker that double-forked with ``setsid``, or the
+daemon of a launcher script that exited 0, is still sampled; processes that left the process group are
+reported once each.
+"""
 
 from __future__ import annotations
 
@@ -22,8 +28,15 @@ class ProcessTreeSampler(Sampler):
 
     def __init__(self, pid: int, interval: float = 1.0,
                  exit_code: Callable[[], int | None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 descendants: Callable[[], list[psutil.Process]] | None = None,
+                 left_group: Callable[[], list[tuple[int, str]]] | None = None) -> None:
+        """``descendants``: the tree below the root (default: the root's children, recursively);
+        ``left_group``: processes that left the server's process group since the last call."""
         super().__init__(interval)
+        self._descendants = descendants
+        self._left_group = left_group or (lambda: [])
+        self._daemon_noted = False
         self.pid = pid
         self.clock = clock
         self._exit_code = exit_code or (lambda: None)
@@ -42,15 +55,19 @@ class ProcessTreeSampler(Sampler):
             return []
         out: list[Observation] = []
         root = self._root_process()
-        alive = root is not None and _alive(root)
-        if not alive:
+        members = self._tree_members(root)
+        if not members or (root is not None and not _alive(root) and self._exit_code() not in (0, None)):
             self._dead = True
             return [ProcessSample(now, alive=False, exit_code=self._exit_code())]
-        assert root is not None
-        try:
-            members = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            members = [root]
+        if (root is None or not _alive(root)) and not self._daemon_noted:
+            self._daemon_noted = True
+            pids = ", ".join(f"{p.pid}" for p in members[:8])
+            out.append(SourceNote(now, "process", f"pid {self.pid} exited with code 0 and left {len(members)} "
+                                                  f"process(es) running (pid {pids}): a launcher that daemonized "
+                                                  "the server; watching those"))
+        for pid, name in self._left_group():
+            out.append(SourceNote(now, "process", f"pid {pid} ({name}) left the server's process group (setsid); "
+                                                  "it is still watched and will be stopped with the server"))
         infos: list[ProcInfo] = []
         cpu = rss = threads = 0.0
         read_now: dict[int, int] = {}
@@ -91,6 +108,20 @@ class ProcessTreeSampler(Sampler):
                                  read_bytes=total_read, threads=int(threads), procs=tuple(infos),
                                  root_state=root_state, died=died))
         return out
+
+    def _tree_members(self, root: psutil.Process | None) -> list[psutil.Process]:
+        """Live processes of the tree: the root (while it lives) and its descendants."""
+        members = [root] if root is not None and _alive(root) else []
+        try:
+            if self._descendants is not None:
+                below = self._descendants()
+            elif members:
+                below = members[0].children(recursive=True)
+            else:
+                below = []
+        except psutil.Error:
+            below = []
+        return members + [p for p in below if _alive(p)]
 
     def _root_process(self) -> psutil.Process | None:
         if self._root is None:

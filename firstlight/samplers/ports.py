@@ -1,0 +1,103 @@
+"""Who listens on a TCP port: so that an open port counts for the server firstlight launched only when the
+listening socket is that server's.
+
+Another server already answering on the port would otherwise make a launched server that died of "address
+already in use" look READY. ``tree_listens`` asks the launched processes themselves (always permitted for our
+own children); ``holders`` asks the whole system (``psutil.net_connections``), which may be refused without
+privileges (then it says so rather than guessing).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import psutil
+
+
+@dataclass(frozen=True)
+class Holder:
+    pid: int | None  # None: the socket's owner is not visible to us (another user's process)
+    name: str | None
+    address: str
+
+    def describe(self) -> str:
+        who = f"pid {self.pid} ({self.name})" if self.pid is not None else "a process firstlight cannot see"
+        return f"{who} on {self.address}"
+
+
+def _listening_on(conns: Iterable[object], port: int) -> list[object]:
+    out = []
+    for c in conns:
+        laddr = getattr(c, "laddr", None)
+        if getattr(c, "status", None) == psutil.CONN_LISTEN and laddr and getattr(laddr, "port", None) == port:
+            out.append(c)
+    return out
+
+
+def tree_listens(procs: Iterable[psutil.Process], port: int) -> bool:
+    """Whether one of these processes has a socket listening on ``port``."""
+    for p in procs:
+        try:
+            if _listening_on(p.net_connections(kind="tcp"), port):
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+def holders(port: int) -> tuple[list[Holder], str | None]:
+    """Processes listening on ``port`` system-wide, and why the answer may be incomplete (None if complete)."""
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except psutil.AccessDenied:
+        return [], "listing the system's sockets needs privileges here"
+    except (psutil.Error, OSError) as e:
+        return [], f"cannot list sockets: {e}"
+    out = []
+    for c in _listening_on(conns, port):
+        pid = getattr(c, "pid", None)
+        name = None
+        if pid is not None:
+            try:
+                name = psutil.Process(pid).name()
+            except psutil.Error:
+                name = "?"
+        laddr = getattr(c, "laddr", None)
+        address = f"{getattr(laddr, 'ip', '?')}:{port}"
+        out.append(Holder(pid, name, address))
+    return out, None
+
+
+def accepts(host: str, port: int, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections on ``host:port`` right now."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def foreign_listener(tree: Iterable[psutil.Process], port: int, launched_at: float) -> str | None:
+    """Evidence for ``port_in_use`` when ``port`` is held by a process outside the launched tree that is older
+    than the launch (a server that was there first); None when the tree listens, or when no such holder can
+    be seen (a container's port proxy starts after the launch and is not in the tree: it is not foreign)."""
+    procs = list(tree)
+    if tree_listens(procs, port):
+        return None
+    mine = {p.pid for p in procs}
+    found, _ = holders(port)
+    older = []
+    for h in found:
+        if h.pid is None or h.pid in mine:
+            continue
+        try:
+            if psutil.Process(h.pid).create_time() < launched_at:
+                older.append(h)
+        except psutil.Error:
+            continue
+    if not older:
+        return None
+    return f"port {port} is held by " + ", ".join(h.describe() for h in older) + \
+        " (there before the launch), not by the launched server"
