@@ -28,6 +28,7 @@ from firstlight.timeline import (
     Level,
     LogLine,
     Observation,
+    PortConflict,
     Probe,
     ProcessSample,
     SourceNote,
@@ -176,6 +177,7 @@ class Judge:
         self._gpu_util_points: deque[tuple[float, float]] = deque(maxlen=600)  # (t, mean utilisation)
         self.exited: ProcessSample | None = None
         self.interrupted: Interrupted | None = None
+        self.port_conflict: PortConflict | None = None  # another server answers on our port: never our READY
         self.warnings: list[Evidence] = []
         self.notes: list[SourceNote] = []
         # Only the process tree (its reads, memory, CPU) can tell a silent-but-loading server from a stuck one:
@@ -218,6 +220,11 @@ class Judge:
         if isinstance(obs, Interrupted):
             self.interrupted = self.interrupted or obs
             return []
+        if isinstance(obs, PortConflict):
+            if self.port_conflict is not None or self.ready_at is not None:
+                return []
+            self.port_conflict = obs
+            return [Event(obs.t, "warning", f"the port is not the server's: {obs.detail}")]
         if isinstance(obs, SourceNote):
             self.notes.append(obs)
             return [Event(obs.t, "note", f"{obs.source}: {obs.message}")]
@@ -493,6 +500,11 @@ class Judge:
         if self.interrupted is not None:
             return self._base(now, INTERRUPTED,
                               [Evidence("signal", f"{self.interrupted.signal} received", self.interrupted.t)])
+        if self.port_conflict is not None:
+            return self._base(now, FAILED, [Evidence("port", self.port_conflict.detail, self.port_conflict.t)],
+                              failure="port_in_use",
+                              hint="another server already answers on this port: stop it, or give this one "
+                                   "another port")
         if self.ready_at is not None:
             g = self.first_generation
             ev = []

@@ -156,6 +156,14 @@ class WeightsTotal(Observation):
 
 
 @dataclass(frozen=True)
+class PortConflict(Observation):
+    """The port answers, but another process listens on it (not the launched server's tree)."""
+
+    detail: str = ""  # who holds it, as a person would check it
+    kind: ClassVar[str] = "port_conflict"
+
+
+@dataclass(frozen=True)
 class Interrupted(Observation):
     signal: str = "SIGINT"
     kind: ClassVar[str] = "interrupted"
@@ -163,7 +171,8 @@ class Interrupted(Observation):
 
 _KINDS: dict[str, type[Observation]] = {
     cls.kind: cls
-    for cls in (Started, ProcessSample, LogLine, Probe, GpuSample, SourceNote, WeightsTotal, Interrupted)
+    for cls in (Started, ProcessSample, LogLine, Probe, GpuSample, SourceNote, WeightsTotal, Interrupted,
+                PortConflict)
 }
 
 

@@ -39,8 +39,8 @@ from firstlight.runner.guard import RecordFile, guard_reporter
 from firstlight.runner.pump import Pump, drain
 from firstlight.runner.sources import Sources
 from firstlight.runner.state import RunState
-from firstlight.timeline import Interrupted, Level, LogLine, Observation, Probe, SourceNote, Started
-from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, FAILED, READY
+from firstlight.timeline import Interrupted, Level, LogLine, Observation, PortConflict, Probe, SourceNote, Started
+from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, READY
 
 if TYPE_CHECKING:
     from firstlight.preflight import PreflightReport
@@ -119,7 +119,7 @@ class Session:
             finally:
                 self.sources.stop()
                 if self.record is not None:
-                    self.record.close()
+                    self.record.flush()  # the caller opened it and closes it
 
     def _watch(self, judge: Judge, started_at: float) -> RunResult | None:
         """Start the sources and pump observations into the judge until its verdict is final."""
@@ -137,14 +137,11 @@ class Session:
         if self.sources.pid is None and not self.cfg.command:
             self._feed(SourceNote(started_at, "process", "no --pid: without the process tree's reads and CPU a "
                                   "slow start cannot be told from a hung one; only --timeout ends the wait"))
+        if self.sources.port_conflict is not None:  # found before the launch: nothing was started
+            self._feed(PortConflict(started_at, self.sources.port_conflict))
         pump = Pump(self.q, self._feed, self._settle_logs, self._assess)
         a = pump.run()
         result = RunResult.from_judge(judge, a, self._facts(judge, started_at))
-        if self.sources.port_conflict is not None:  # another server answered on the port: never READY
-            result = dataclasses.replace(
-                result, verdict=FAILED, failure="port_in_use", ready_at=None, first_generation=None,
-                hint="another server already answers on this port: stop it, or give this one another port",
-                evidence=(Evidence("port", self.sources.port_conflict, self.clock()).to_dict(),))
         self.reporter.verdict(result)
         return result
 
@@ -251,7 +248,9 @@ class Session:
             return
         self._write_record(obs)
         if isinstance(obs, Probe) and obs.level == Level.PORT and obs.ok:
-            self.sources.check_port_owner()
+            conflict = self.sources.check_port_owner()
+            if conflict is not None and judge.port_conflict is None:  # judged before what that answer leads to
+                self._feed(PortConflict(obs.t, conflict))
         if isinstance(obs, LogLine) and obs.final:
             name = self.state.learn_from_line(obs.text)
             if name is not None:
@@ -290,8 +289,6 @@ class Session:
         assert self.judge is not None
         a = self.judge.assess(self.clock())
         self.reporter.status(a)
-        if self.sources.port_conflict is not None and not a.final:
-            return dataclasses.replace(a, verdict=FAILED, failure="port_in_use")  # ends the pump
         return a
 
     def _settle_logs(self) -> list[Observation]:
