@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from firstlight.commands import bench_command, history_command
+from firstlight.cli.bench import bench_command
+from firstlight.cli.history import history_command
 from firstlight.history import DeploymentKey, History
 from firstlight.sim.server import free_port
 from tests.test_bench import _sse_head, fake_server, running_sim
@@ -144,11 +145,11 @@ def test_history_command_lists_compares_pins(sim: str, tmp_path: Path):
 def test_history_command_corrupt_missing_and_unusable(tmp_path: Path):
     r = invoke(history_command, ["--history", str(tmp_path / "none.sqlite3")])
     assert r.exit_code == 0 and "no history yet" in r.stdout
-    bad = tmp_path / "bad.sqlite3"
+    bad = tmp_path / "bad.sqlite3"  # not a database at all: refused in one line, and never moved or touched
     bad.write_bytes(b"\x00garbage" * 1000)
     r = invoke(history_command, ["--history", str(bad)])
-    assert r.exit_code == 0 and "corrupt" in r.stderr and r.stderr.count("\n") == 1
-    assert list(tmp_path.glob("bad.sqlite3.corrupt-*"))
+    assert r.exit_code == 1 and "not a SQLite database" in r.stderr and r.stderr.count("\n") == 1
+    assert bad.read_bytes() == b"\x00garbage" * 1000 and not list(tmp_path.glob("bad.sqlite3.corrupt-*"))
     (tmp_path / "file").write_text("x")
     r = invoke(history_command, ["--history", str(tmp_path / "file" / "h.sqlite3"), "--pin", "1"])
     assert r.exit_code == 1 and "cannot open history database" in r.stderr

@@ -54,7 +54,7 @@ class RunArtifacts:
             return []
         written: list[Path] = []
         if self.report is not None or self.trace is not None:
-            from firstlight.commands.report import view_from_record, write_outputs
+            from firstlight.cli.report import view_from_record, write_outputs
 
             try:
                 view, _ = view_from_record(observations, summary, self.cfg.judge, self.cfg.history.path,

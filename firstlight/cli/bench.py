@@ -23,7 +23,7 @@ from firstlight.bench import (
 )
 from firstlight.bench.client import with_model
 from firstlight.bench.metrics import Stats
-from firstlight.commands import (
+from firstlight.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -32,7 +32,7 @@ from firstlight.commands import (
     Command,
     UsageFailure,
 )
-from firstlight.commands.params import TIMEOUT, FiniteRange, Seconds
+from firstlight.cli.params import TIMEOUT, FiniteRange, Seconds
 from firstlight.engines import PROFILES, get_profile
 from firstlight.history import DeploymentKey, History, HistoryError
 from firstlight.redact import Redactor

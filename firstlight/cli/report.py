@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from firstlight.bench.metrics import median
-from firstlight.commands import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.cli.common import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import JudgeConfig
 from firstlight.history import History, HistoryError, Run, default_path
 from firstlight.report.html import render_html

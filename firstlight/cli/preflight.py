@@ -17,7 +17,7 @@ from typing import IO
 
 import click
 
-from firstlight.commands import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.cli.common import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import Config
 from firstlight.engines import PROFILES
 from firstlight.preflight import FAIL, OK, PreflightOptions, PreflightReport, read_target, run_preflight

@@ -1,5 +1,6 @@
-"""The ``firstlight`` command line. It parses options into a Config, picks the engine profile and reporters,
-runs a Session, and maps the verdict to an exit code. Nothing here judges or samples.
+"""The group and the start commands (up, watch, probe, replay, demo). They parse options into a Config, pick the
+engine profile and reporters, run a Session, and map the verdict to an exit code. Nothing here judges or
+samples.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ import click
 import psutil
 
 from firstlight import __version__
-from firstlight.commands.bench import bench_command
-from firstlight.commands.history import history_command
-from firstlight.commands.params import TIMEOUT, Seconds
-from firstlight.commands.preflight import preflight_before_launch, preflight_command
-from firstlight.commands.report import report_command
+from firstlight.cli.bench import bench_command
+from firstlight.cli.history import history_command
+from firstlight.cli.params import TIMEOUT, Seconds
+from firstlight.cli.preflight import preflight_before_launch, preflight_command
+from firstlight.cli.report import report_command
+from firstlight.cli.unit import replay_unit, unit_options, watch_unit
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
@@ -45,7 +47,6 @@ from firstlight.runner.session import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE, Out
 from firstlight.samplers.weights import model_path_from_command
 from firstlight.sim.scenarios import SCENARIOS
 from firstlight.timeline import Level
-from firstlight.units.commands import replay_unit, unit_options, watch_unit
 from firstlight.wire import normalise_url, split_url
 from firstlight.wire.deadline import resolve
 

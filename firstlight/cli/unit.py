@@ -51,7 +51,7 @@ def unit_options(up: bool = False) -> Callable[[Callable[..., Any]], Callable[..
 
 
 def _usage(message: str) -> click.UsageError:
-    from firstlight.cli import _fail_usage
+    from firstlight.cli.app import _fail_usage
 
     return _fail_usage(message)
 
@@ -75,7 +75,7 @@ def _unit_state(systemctl: Systemctl, unit: str) -> UnitState:
 
 def watch_unit(url: str | None, kw: dict[str, Any], restart_first: bool = False, echo: bool = False) -> None:
     """``watch --unit`` and ``up --unit``: exits with the verdict's code."""
-    from firstlight import cli
+    from firstlight.cli import app as cli
 
     cli._check_expect(kw["expect"])
     unit = _unit(kw)
@@ -127,7 +127,7 @@ def watch_unit(url: str | None, kw: dict[str, Any], restart_first: bool = False,
 def replay_unit(kw: dict[str, Any], engine: str | None, as_json: bool) -> None:
     """``replay --unit UNIT --journal-file FILE [--invocation ID]``: the same report as a log replay, of one
     invocation's lines (the last one by default)."""
-    from firstlight.cli import _profile
+    from firstlight.cli.app import _profile
     from firstlight.engines.replay import format_replay_text, replay_timed
 
     unit = _unit(kw)
