@@ -101,7 +101,8 @@ def detect_from_command(argv: Sequence[str] | str, profiles: Sequence[EngineProf
     return best[2] if best else None
 
 
-def _flag_value(tokens: list[str], flags: Sequence[str]) -> str | None:
+def flag_value(tokens: Sequence[str], flags: Sequence[str]) -> str | None:
+    """The value of the last of ``flags`` in a command line (``--flag V`` or ``--flag=V``)."""
     value: str | None = None
     for i, tok in enumerate(tokens):
         for flag in flags:
@@ -143,7 +144,7 @@ def command_port(
     """The port the engine will listen on: the last port flag in ``argv``, else the profile's port
     environment variables (``env``), else the engine's default; ``None`` when unknown."""
     tokens = _flatten(argv)
-    port = _port(_flag_value(tokens, profile.port_flags))
+    port = _port(flag_value(tokens, profile.port_flags))
     if port is not None:
         return port
     if env:
@@ -160,7 +161,7 @@ def command_host(
 ) -> str | None:
     """The host/interface the engine binds: the last host flag, else env, else the engine default."""
     tokens = _flatten(argv)
-    host = _flag_value(tokens, profile.host_flags)
+    host = flag_value(tokens, profile.host_flags)
     if host:
         return host
     if env:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
+from firstlight.engines.detect import flag_value
 from firstlight.samplers.weights import model_path_from_command, resolve_model_dir
 
 TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size", "-tp")
@@ -62,18 +63,6 @@ def split_env_prefix(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[
         name, value = rest.pop(0).split("=", 1)
         out_env[name] = value
     return rest, out_env
-
-
-def flag_value(argv: Sequence[str], flags: Sequence[str]) -> str | None:
-    """The value of the last of ``flags`` (``--flag V`` or ``--flag=V``)."""
-    value = None
-    for i, tok in enumerate(argv):
-        for flag in flags:
-            if tok == flag and i + 1 < len(argv):
-                value = argv[i + 1]
-            elif flag.startswith("--") and tok.startswith(flag + "="):
-                value = tok[len(flag) + 1:]
-    return value
 
 
 def _positive_int(text: str | None, default: int) -> int:

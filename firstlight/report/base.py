@@ -21,6 +21,35 @@ class Reporter(Protocol):
     def close(self) -> None: ...
 
 
+class QuietReporter:
+    """A reporter that renders nothing; the ones that render only part of what they are told (systemd,
+    Prometheus, the readiness endpoints) override just that part."""
+
+    def started(self, info: dict[str, Any]) -> None:
+        pass
+
+    def event(self, ev: Event, a: Assessment) -> None:
+        pass
+
+    def status(self, a: Assessment) -> None:
+        pass
+
+    def server_line(self, stream: str, text: str) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+    def verdict(self, result: RunResult) -> None:
+        pass
+
+    def summary(self, result: RunResult) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class Reporters:
     """Fan-out to several reporters (human lines on stderr, JSON Lines on stdout)."""
 

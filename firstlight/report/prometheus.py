@@ -8,11 +8,11 @@ show `firstlight_ready` and the measured cold start next to the engine's own met
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Enum, Gauge, start_http_server
 
 from firstlight.judge import Assessment, Event
+from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
 from firstlight.vocab import FAILED, PHASES, VERDICTS
 
@@ -21,7 +21,7 @@ def _num(v: float | int | None) -> float:
     return math.nan if v is None else float(v)
 
 
-class PrometheusExporter:
+class PrometheusExporter(QuietReporter):
     def __init__(self, port: int, addr: str = "127.0.0.1") -> None:
         """Listens at once; raises OSError when the port is taken."""
         r = self.registry = CollectorRegistry()
@@ -52,9 +52,6 @@ class PrometheusExporter:
         self.phase.state("process_start")
         self._server, self._thread = start_http_server(port, addr=addr, registry=r)
 
-    def started(self, info: dict[str, Any]) -> None:
-        pass
-
     def event(self, ev: Event, a: Assessment) -> None:
         if ev.type == "phase" and ev.message in PHASES:
             self.phase.state(ev.message)
@@ -71,12 +68,6 @@ class PrometheusExporter:
         self.cpu.set(_num(p.cpu_cores))
         self.rss.set(p.rss_bytes)
         self.gpu.set(_num(p.gpu_memory_bytes))
-
-    def server_line(self, stream: str, text: str) -> None:
-        pass
-
-    def message(self, text: str) -> None:
-        pass
 
     def verdict(self, result: RunResult) -> None:
         self.summary(result)

@@ -32,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from firstlight.judge import Assessment, Event
+from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult, summary_dict
 from firstlight.vocab import FAILED, HUNG, SERVING_VERDICTS, STARTING
 
@@ -148,7 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
 
 
-class ReadinessServer:
+class ReadinessServer(QuietReporter):
     """A Reporter that serves /readyz, /livez and /startupz. Binds at once; raises OSError when it cannot."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -187,12 +188,6 @@ class ReadinessServer:
             st.progress = a.progress.to_dict()
             st.eta_s = a.progress.eta_total_s
             st.evidence = [e.to_dict() for e in a.evidence]
-
-    def server_line(self, stream: str, text: str) -> None:
-        pass
-
-    def message(self, text: str) -> None:
-        pass
 
     def verdict(self, result: RunResult) -> None:
         self.summary(result)

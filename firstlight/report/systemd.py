@@ -13,12 +13,13 @@ import socket
 import time
 from typing import Any
 
-from firstlight.judge import Assessment, Event
+from firstlight.judge import Assessment
+from firstlight.report.base import QuietReporter
 from firstlight.report.format import status_line
 from firstlight.result import RunResult
 
 
-class SystemdNotifier:
+class SystemdNotifier(QuietReporter):
     def __init__(self, address: str | None = None, extend_s: float = 60.0, interval: float = 5.0) -> None:
         self.address = address if address is not None else os.environ.get("NOTIFY_SOCKET", "")
         self.extend_s, self.interval = extend_s, interval
@@ -45,9 +46,6 @@ class SystemdNotifier:
     def started(self, info: dict[str, Any]) -> None:
         self.notify(f"MAINPID={os.getpid()}", "STATUS=starting the server")
 
-    def event(self, ev: Event, a: Assessment) -> None:
-        pass
-
     def status(self, a: Assessment) -> None:
         now = time.monotonic()
         if now - self._last < self.interval:
@@ -57,12 +55,6 @@ class SystemdNotifier:
         if a.verdict == "starting":
             fields.append(f"EXTEND_TIMEOUT_USEC={int(self.extend_s * 1e6)}")
         self.notify(*fields)
-
-    def server_line(self, stream: str, text: str) -> None:
-        pass
-
-    def message(self, text: str) -> None:
-        pass
 
     def verdict(self, result: RunResult) -> None:
         if result.serving:
