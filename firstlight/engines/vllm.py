@@ -124,7 +124,9 @@ FAILURES: tuple[FailureSignature, ...] = (
         True,
     ),
     S(
-        r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len",
+        # the ValueError only: with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 the same words come as a WARNING
+        r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len.*"
+        r"To allow overriding this maximum",
         "bad_argument",
         "--max-model-len exceeds the model's context length (config.json): lower it "
         "(VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides, at the risk of NaNs)",
