@@ -5,13 +5,14 @@ runs a Session, and maps the verdict to an exit code. Nothing here judges or sam
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
 import shutil
-import socket
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -22,20 +23,26 @@ import psutil
 from firstlight import __version__
 from firstlight.commands.bench import bench_command
 from firstlight.commands.history import history_command
+from firstlight.commands.params import TIMEOUT
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
-from firstlight.probes.ladder import Ladder, normalise_url, split_url
+from firstlight.probes.ladder import Ladder
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter, Reporters
 from firstlight.report.console import ConsoleReporter
 from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.report.prometheus import PrometheusExporter
+from firstlight.report.readiness import ReadinessServer, parse_bind
 from firstlight.report.systemd import SystemdNotifier
+from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
 from firstlight.runner.session import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE, Outcome, Session
 from firstlight.samplers.weights import model_path_from_command
 from firstlight.sim.scenarios import SCENARIOS
 from firstlight.timeline import Level
+from firstlight.units.commands import replay_unit, unit_options, watch_unit
+from firstlight.wire import normalise_url, split_url
+from firstlight.wire.deadline import resolve
 
 EXIT_HELP = """\b
 Exit codes:
@@ -73,10 +80,12 @@ def _probe_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--api-key", envvar="FIRSTLIGHT_API_KEY", default=None,
                      help="Bearer token for the server (or FIRSTLIGHT_API_KEY). Never printed."),
         click.option("--health-path", default=None, help="Override the engine's health endpoint."),
-        click.option("--connect-timeout", type=float, default=1.0, show_default=True),
-        click.option("--read-timeout", type=float, default=5.0, show_default=True,
-                     help="Read timeout of health and model-list requests."),
-        click.option("--generation-timeout", type=float, default=120.0, show_default=True,
+        click.option("--connect-timeout", type=TIMEOUT, default=1.0, show_default=True,
+                     help="Connect timeout of every probe, seconds."),
+        click.option("--read-timeout", type=TIMEOUT, default=5.0, show_default=True,
+                     help="Read timeout of health and model-list requests (each request must also end within "
+                          "connect + read timeout, however the server trickles)."),
+        click.option("--generation-timeout", type=TIMEOUT, default=120.0, show_default=True,
                      help="Read timeout of a generation probe (separate from the polling period)."),
         click.option("--json", "as_json", is_flag=True, help="JSON Lines events on stdout; the last is the summary."),
     ]
@@ -141,6 +150,9 @@ def _watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
                      help="Serve firstlight's view (phase, verdict, progress, ETA) as Prometheus metrics on "
                           "127.0.0.1:PORT/metrics while it runs."),
+        click.option("--serve-readiness", default=None, metavar="HOST:PORT",
+                     help="Serve /readyz, /livez and /startupz (Kubernetes probes) from firstlight's state; "
+                          "PORT alone binds 127.0.0.1. With watch: a sidecar that watches start after start."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -165,14 +177,16 @@ def _profile(engine: str | None, command: Sequence[str] = ()) -> EngineProfile:
         raise _fail_usage(str(e)) from None
 
 
-def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any]) -> ProbeConfig:
+def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any], resolve_within: float = 10.0) -> ProbeConfig:
     try:
         url = normalise_url(url)
         host, port = split_url(url)
     except ValueError as e:
         raise _fail_usage(str(e)) from None
     try:  # a typo in the host would otherwise look like a server that never opens its port, until --timeout
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        resolve(host, port, resolve_within)  # bounded: getaddrinfo itself has no timeout
+    except TimeoutError:
+        raise _fail_usage(f"cannot resolve host {host!r} of {url} (no answer from the resolver)") from None
     except OSError as e:
         raise _fail_usage(f"cannot resolve host {host!r} of {url} ({e.strerror or e})") from None
     ep = profile.endpoints
@@ -183,6 +197,7 @@ def _probe_config(url: str, profile: EngineProfile, kw: dict[str, Any]) -> Probe
         connect_timeout=kw["connect_timeout"], read_timeout=kw["read_timeout"],
         generation_timeout=kw["generation_timeout"],
         min_interval=kw.get("poll_min", 0.1), max_interval=kw.get("poll_max", 1.0),
+        explicit=frozenset({"health_path"} if kw["health_path"] else ()),
     )
 
 
@@ -207,20 +222,25 @@ def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
     if host in ("0.0.0.0", "::", "[::]", ""):
         host = "127.0.0.1"
     port = command_port(list(command), profile) or profile.default_port
+    if not port:  # port 0 would silently become port 80
+        raise _fail_usage("cannot tell the server's port from its command line; pass --url")
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     return f"http://{host}:{port}"
 
 
-def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None) -> Reporter:
+def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None, readiness: str | None = None) -> Reporter:
     chosen: list[Reporter] = [ConsoleReporter(echo_server=echo)]
     if as_json:
         chosen.append(JsonLinesReporter())
+    if readiness is not None:
+        chosen.append(_readiness_server(readiness, chosen[0]))
     if metrics_port is not None:
         try:
             chosen.append(PrometheusExporter(metrics_port))
         except OSError as e:
-            chosen[0].close()
+            for r in chosen:  # the console, and a readiness server already listening
+                r.close()
             raise _fail_usage(f"--metrics-port {metrics_port}: cannot listen ({e.strerror})") from None
     notifier = SystemdNotifier()
     if notifier.enabled:  # running as a Type=notify unit
@@ -228,15 +248,30 @@ def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None) -> Re
     return chosen[0] if len(chosen) == 1 else Reporters(*chosen)
 
 
-def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor) -> Outcome:
+def _readiness_server(spec: str, console: Reporter) -> Reporter:
+    try:
+        server = ReadinessServer(*parse_bind(spec))
+    except (ValueError, OSError) as e:
+        console.close()
+        why = str(e) if isinstance(e, ValueError) else f"--serve-readiness {spec}: cannot listen ({e.strerror or e})"
+        raise _fail_usage(why) from None
+    console.message(f"readiness endpoints: {server.url}/readyz /livez /startupz")
+    return server
+
+
+def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor | None = None,
+         runner: Callable[[Reporter, IO[str] | None], Outcome] | None = None) -> Outcome:
+    redactor = redactor or _redactor(cfg.watched_command, kw["api_key"])
     record: IO[str] | None = None
     if kw.get("record"):
         try:
             record = open(kw["record"], "w")  # noqa: SIM115 - closed below
         except OSError as e:
             raise _fail_usage(f"--record {kw['record']}: cannot write ({e.strerror})") from None
-    reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"))
+    reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"), kw.get("serve_readiness"))
     try:
+        if runner is not None:  # a unit's attempts (firstlight.units)
+            return runner(reporter, record)
         return Session(cfg, profile, reporter, redactor, record).run()
     finally:
         reporter.close()
@@ -253,7 +288,7 @@ def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
 
 
 @cli.command(epilog=EXIT_HELP)
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
 @click.option("--url", default=None, help="Server URL (default: from the command's --host/--port, else the "
               "engine's default port).")
 @_probe_options
@@ -266,6 +301,7 @@ def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
 @click.option("--grace", type=float, default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL when stopping the server.")
 @click.option("--quiet-server", is_flag=True, help="Do not echo the server's own output.")
+@unit_options(up=True)
 def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready: bool, keep_on_failure: bool,
        grace: float, quiet_server: bool, **kw: Any) -> None:
     """Launch a server and watch it until it really serves.
@@ -278,6 +314,12 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
     stays in the foreground supervising it (Ctrl-C stops it) unless --detach. A server that fails or hangs
     is stopped (SIGTERM, a second one at half --grace, SIGKILL after --grace) unless --keep-on-failure.
     """
+    if kw["unit"]:  # restart the unit, watch its new invocation; Ctrl-C stops the watch, not the unit
+        if command:
+            raise _fail_usage("give --unit UNIT or a command, not both")
+        watch_unit(url, kw, restart_first=True, echo=not quiet_server)
+    if not command:
+        raise _fail_usage("missing the server command (firstlight up -- CMD ...), or --unit UNIT")
     _check_expect(kw["expect"])
     if detach and stop_when_ready:
         raise _fail_usage("--detach and --stop-when-ready exclude each other")
@@ -294,38 +336,108 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
 
 
 @cli.command(epilog=EXIT_HELP)
-@click.argument("url")
+@click.argument("url", required=False)
+@click.option("--url", "url_option", default=None, help="Server URL (instead of the URL argument).")
 @click.option("--pid", type=int, default=None, help="The server's process id, to watch its process tree.")
+@click.option("--pid-from", default=None, metavar="REGEX",
+              help="Find the server's process by its command line (like pgrep -f): for a sidecar, where the PID "
+                   "is unknown in advance and changes with every restart.")
 @click.option("--log", "log_file", type=click.Path(path_type=Path), default=None,
               help="The server's log file, followed across rotation.")
 @_probe_options
 @_watch_options
 @_after_ready_options
-def watch(url: str, pid: int | None, log_file: Path | None, **kw: Any) -> None:
+@unit_options()
+def watch(url: str | None, url_option: str | None, pid: int | None, pid_from: str | None, log_file: Path | None,
+          **kw: Any) -> None:
     """Attach to a server that is already starting and exit with the verdict.
+
+    With --serve-readiness it does not exit: it serves the last verdict and watches the next start (a new
+    process matching the same command line, or the port closing and opening again) until SIGTERM/SIGINT.
 
     \b
     systemctl restart sglang && firstlight watch http://127.0.0.1:30000 --pid $(pgrep -f launch_server)
+    systemctl restart sglang && firstlight watch --unit sglang --max-attempts 3
+    firstlight watch http://127.0.0.1:8000 --pid-from 'vllm serve' --serve-readiness 0.0.0.0:8081
     """
+    url = url or url_option
+    if kw["unit"]:
+        watch_unit(url, {**kw, "pid": pid, "log_file": log_file})
+    if kw["journal_file"] is not None:
+        raise _fail_usage("--journal-file needs --unit UNIT")
+    if url is None:
+        raise _fail_usage("missing the server URL (argument or --url), or --unit UNIT")
     _check_expect(kw["expect"])
+    matcher = _matcher(pid, pid_from)
+    if pid is not None and not psutil.pid_exists(pid):
+        raise _fail_usage(f"no process with pid {pid}")
+    if kw["serve_readiness"] is not None:
+        sys.exit(_sidecar(url, pid, matcher, log_file, kw).exit_code)
+    if matcher is not None:
+        found = matcher.find()
+        if found is None:
+            raise _fail_usage(f"--pid-from {pid_from!r}: no process matches")
+        pid = found.pid
+    outcome = _run(*_watch_setup(url, pid, log_file, kw), kw)
+    sys.exit(outcome.exit_code)
+
+
+def _matcher(pid: int | None, pid_from: str | None) -> ProcessMatcher | None:
+    if pid is not None and pid_from is not None:
+        raise _fail_usage("--pid and --pid-from exclude each other")
+    try:
+        return ProcessMatcher(pid_from) if pid_from is not None else None
+    except re.error as e:
+        raise _fail_usage(f"--pid-from is not a valid regular expression: {e}") from None
+
+
+def _watch_setup(url: str, pid: int | None, log_file: Path | None, kw: dict[str, Any]
+                 ) -> tuple[Config, EngineProfile]:
     command: list[str] = []
     if pid is not None:
-        if not psutil.pid_exists(pid):
-            raise _fail_usage(f"no process with pid {pid}")
         with contextlib.suppress(psutil.Error):  # gone, or another user's: watch it without its command line
             command = psutil.Process(pid).cmdline()
     profile = _profile(kw["engine"], command)
     probe = _probe_config(url, profile, kw)
     after, history = _after_ready_config(kw)
+    model_path = kw["model_path"]
+    if model_path is None and command:
+        model = model_path_from_command(command)
+        model_path = Path(model) if model else None
     cfg = Config(command=[], pid=pid, log_file=log_file, watched_command=command, after=after, history=history,
                  engine=kw["engine"] or detect_from_command(command),
-                 model_path=kw["model_path"], probe=probe, judge=_judge_config(kw),
+                 model_path=model_path, probe=probe, judge=_judge_config(kw),
                  sample_interval=kw["sample_interval"])
-    if kw["model_path"] is None and command:
-        model = model_path_from_command(command)
-        cfg.model_path = Path(model) if model else None
-    outcome = _run(cfg, profile, kw, _redactor(command, kw["api_key"]))
-    sys.exit(outcome.exit_code)
+    return cfg, profile
+
+
+def _sidecar(url: str, pid: int | None, matcher: ProcessMatcher | None, log_file: Path | None,
+             kw: dict[str, Any]) -> Outcome:
+    """watch --serve-readiness: start after start (runner/rewatch.py), one reporter set for all of them."""
+    if kw.get("record"):
+        raise _fail_usage("--record writes one start's observations: use it without --serve-readiness")
+    probe = _probe_config(url, _profile(kw["engine"]), kw)  # a bad URL is a usage error now, not at each start
+    _judge_config(kw)
+    first = Target.of(pid) if pid is not None else None
+    if first is not None and first.command:
+        matcher = ProcessMatcher.exact(list(first.command))
+    reporter = _reporters(kw["as_json"], True, kw.get("metrics_port"), kw["serve_readiness"])
+    born = psutil.Process().create_time()
+
+    def run_start(target: Target) -> Outcome:
+        cfg, profile = _watch_setup(url, target.pid, log_file, kw)
+        if first is None and target.create_time is not None and target.create_time < born and cfg.history.enabled:
+            # --pid-from found an engine older than this sidecar: the sidecar restarted under a running engine,
+            # which is no cold start; keep it out of the budget (--pid names a start on purpose: recorded)
+            cfg = dataclasses.replace(cfg, history=dataclasses.replace(cfg.history, enabled=False))
+            reporter.message(f"pid {target.pid} started before this watch: not recorded in the history")
+        return Session(cfg, profile, reporter, _redactor(cfg.watched_command, kw["api_key"])).run()
+
+    try:
+        return Rewatch(run_start, reporter, probe.url, matcher=matcher, first=first, log_file=log_file,
+                       engine=kw["engine"] or "generic").run()
+    finally:
+        reporter.close()
 
 
 @cli.command(epilog="""\b
@@ -334,8 +446,8 @@ Exit codes: 0 the level holds; 1 it does not; 64 usage error.""")
 @click.option("--level", default="generation", show_default=True,
               type=click.Choice([lv.label for lv in Level if lv > Level.PROCESS]),
               help="The rung that must hold.")
-@click.option("--timeout", type=float, default=10.0, show_default=True,
-              help="Give up after this many seconds, whatever happens.")
+@click.option("--timeout", type=TIMEOUT, default=10.0, show_default=True,
+              help="Give up after this many seconds, whatever happens: it bounds the whole check.")
 @_probe_options
 def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
     """One-shot check for scripts and Kubernetes exec probes: does LEVEL hold right now?
@@ -344,17 +456,16 @@ def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
     firstlight probe http://127.0.0.1:8080 --level generation --timeout 30
     """
     _check_expect(kw["expect"])
+    deadline_at = time.monotonic() + timeout  # the whole call, however many requests it takes
     profile = _profile(kw["engine"])
-    if timeout <= 0:
-        raise _fail_usage("--timeout must be positive")
     kw["read_timeout"] = min(kw["read_timeout"], timeout)
     kw["generation_timeout"] = min(kw["generation_timeout"], timeout)
     kw["connect_timeout"] = min(kw["connect_timeout"], timeout)
-    cfg = _probe_config(url, profile, kw)
+    cfg = _probe_config(url, profile, kw, resolve_within=min(10.0, timeout))
     redactor = _redactor((), kw["api_key"])
     top = Level.parse(level)
-    with Ladder(cfg) as ladder:
-        results = ladder.climb(top)
+    with Ladder(cfg, endpoints=profile.endpoints) as ladder:
+        results = ladder.climb(top, deadline_at=deadline_at)
     held = max((p.level for p in results if p.ok), default=Level.NONE)
     ok = held >= top
     last = results[-1] if results else None
@@ -405,14 +516,28 @@ def demo(scenario: str, dialect: str, real: bool, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("logfile", type=click.Path(path_type=Path))
+@click.argument("logfile", type=click.Path(path_type=Path), required=False)
 @click.option("--engine", default=None, help="Engine profile (default: detect from the log).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def replay(logfile: Path, engine: str | None, as_json: bool) -> None:
+@click.option("--unit", default=None, help="Replay this systemd unit's lines from --journal-file.")
+@click.option("--journal-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="A journal file (as journalctl --file reads it) or journalctl -o json output.")
+@click.option("--invocation", default=None, help="Which start of the unit (default: the last one).")
+def replay(logfile: Path | None, engine: str | None, as_json: bool, **kw: Any) -> None:
     """Post-mortem of a startup log: which phases it went through, where it stopped, and why.
+
+    \b
+    firstlight replay /var/log/sglang.log
+    firstlight replay --unit sglang --journal-file sglang.journal [--invocation ID]
 
     Exit codes: 0 the log reached ready; 1 it failed; 3 incomplete; 64 usage error.
     """
+    if kw["unit"]:
+        if logfile is not None:
+            raise _fail_usage("give --unit with --journal-file, or a log file, not both")
+        replay_unit(kw, engine, as_json)
+    if logfile is None:
+        raise _fail_usage("missing the log file (or --unit UNIT --journal-file FILE)")
     from firstlight.engines.replay import format_replay_text, replay_lines, replay_log
     if engine is not None:
         _profile(engine)

@@ -1,6 +1,8 @@
 """One Config object for a watch: what to watch, how to probe it, and when to give up.
 
-The CLI builds it from options; tests and the library API build it directly.
+The CLI builds it from options; tests and the library API build it directly. It is frozen: read-only once a
+run starts. What a run learns while running (the engine, its endpoints, the ETA from history) is run-time state
+owned by the session (``firstlight.runner.state``), never written back here.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ DEFAULT_PROMPT = "The capital of France is"
 DEFAULT_CHAT_PROMPT = "What is the capital of France? Answer in one word."
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProbeConfig:
     """How the readiness ladder talks to the server."""
 
@@ -32,6 +34,8 @@ class ProbeConfig:
     generation_timeout: float = 120.0  # read timeout of a generation probe, separate from the polling period
     min_interval: float = 0.1  # polling period right after any change
     max_interval: float = 1.0  # polling period after a long quiet spell (backs off x1.5 per quiet round)
+    # Options the user set (e.g. {"health_path"}): an endpoint learnt at run time never replaces them.
+    explicit: frozenset[str] = frozenset()
 
     @property
     def effective_prompt(self) -> str:
@@ -40,7 +44,7 @@ class ProbeConfig:
         return DEFAULT_CHAT_PROMPT if self.api == "chat" else DEFAULT_PROMPT
 
 
-@dataclass
+@dataclass(frozen=True)
 class JudgeConfig:
     """The rules that turn observations into a verdict."""
 
@@ -55,9 +59,11 @@ class JudgeConfig:
     d_state_seconds: float = 30.0  # a process in D state for this long is reported
     worker_min_age_s: float = 3.0  # a child that lived this long and then died is reported (not a helper)
     expected_total_s: float | None = None  # a whole-start estimate from history, if any
+    # Replay has no probes: the engine's own ready line stands in for the generation that READY needs live.
+    ready_from_log: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class AfterReadyConfig:
     """Checks once the server serves: warm-up requests, a short benchmark (with speculative decoding)."""
 
@@ -70,7 +76,7 @@ class AfterReadyConfig:
     bench_output_len: int = 64
 
 
-@dataclass
+@dataclass(frozen=True)
 class HistoryConfig:
     """Every run is remembered per deployment: the ETA of the next start, and the baseline to compare with."""
 
@@ -80,7 +86,7 @@ class HistoryConfig:
     margin: float = 0.2  # worse than the baseline by more than this fraction is a regression
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
     command: list[str] = field(default_factory=list)  # `up`: the server command
     pid: int | None = None  # `watch`: a server process started by someone else

@@ -14,12 +14,14 @@ Progress, for telling slow from hung:
 
 from __future__ import annotations
 
-import re
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from firstlight.config import JudgeConfig
-from firstlight.engines.profile import CATEGORY_RANK, PHASES, EngineProfile, LineMatch
+from firstlight.engines.profile import EngineProfile
+from firstlight.interpret import FailureHit, LineInterpreter, Reading
+from firstlight.logtext import is_access_line
 from firstlight.timeline import (
     GpuSample,
     Interrupted,
@@ -32,21 +34,33 @@ from firstlight.timeline import (
     Started,
     WeightsTotal,
 )
-from firstlight.vocab import FAILED, FINAL_VERDICTS, HUNG, INTERRUPTED, READY, STARTING, TIMEOUT
+from firstlight.vocab import (
+    BAD_GENERATION,
+    CATEGORY_RANK,
+    FAILED,
+    FINAL_VERDICTS,
+    HUNG,
+    INTERRUPTED,
+    PHASE_INDEX,
+    READY,
+    STARTING,
+    TIMEOUT,
+)
 
-# Access-log lines answer somebody's request (ours, while we poll): they say the HTTP server lives, not that
-# the start progresses, so they must not keep a hung server looking busy.
-_ACCESS_LINE = re.compile(r"\b(?:GET|POST|HEAD|OPTIONS|PUT) /\S*.*?\b[1-5]\d\d\b")
-
-
-def is_access_line(text: str) -> bool:
-    """An HTTP access-log line (uvicorn's, llama.cpp's): a reply to a request, not startup progress."""
-    return _ACCESS_LINE.search(text) is not None
+__all__ = ["Assessment", "Event", "Evidence", "Judge", "PhaseSpan", "Progress", "is_access_line", "judge_timeline"]
 
 # A fatal line with a generic category waits this long for a more specific root cause (the exception header
 # comes before its traceback) unless the process exits first.
 _FAILURE_SETTLE_S = 1.5
+# A generation probe in flight this long gets what the server did meanwhile attached to it.
+_SLOW_PROBE_S = 5.0
 _RATE_WINDOW_S = 10.0
+# Compiler runs (torch.compile/Inductor, Triton, DeepGEMM and flashinfer JIT, nvcc) are evidence of a compile:
+# strong progress, and reported as one aggregate, not a note per process.
+COMPILERS = frozenset({"cc", "cc1", "cc1plus", "c++", "g++", "gcc", "clang", "clang++", "ld", "ld.lld", "ld.gold",
+                       "collect2", "as", "nvcc", "ptxas", "cicc", "fatbinary", "nvlink", "ninja", "make"})
+COMPILE_WINDOW_S = 60.0
+_COMPILE_NOTE_EVERY_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -65,9 +79,10 @@ class PhaseSpan:
     start: float
     end: float | None = None
     source: str = "log"  # log | probe | start
+    line: int | None = None  # the log line that began it
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "start": self.start, "end": self.end, "source": self.source}
+        return {"name": self.name, "start": self.start, "end": self.end, "source": self.source, "line": self.line}
 
 
 @dataclass(frozen=True)
@@ -149,8 +164,16 @@ class Judge:
         self.engine_ready: LogLine | None = None
         self.bad_answers: list[Probe] = []
         self.last_probe_failure: Probe | None = None
-        self.fatal: tuple[LogLine, LineMatch] | None = None
-        self.failure_lines: list[tuple[LogLine, LineMatch]] = []
+        # The one interpretation of the server's lines (shared with replay): phase, progress, root cause.
+        self.lines = LineInterpreter(profile)
+        self.fatal: FailureHit | None = None  # the first fatal line, with its arrival time
+        self.expected_total_s = rules.expected_total_s
+        self.log_ended: float | None = None  # replay: the log is over (the equivalent of the process exiting)
+        self._compiles: deque[tuple[float, str]] = deque(maxlen=4096)  # (t, name) of compiler runs seen
+        self._compile_noted = float("-inf")
+        self._recent_logs: deque[float] = deque(maxlen=4096)  # arrival times of progress lines
+        self._cpu_points: deque[tuple[float, float]] = deque(maxlen=600)  # (t, tree CPU seconds)
+        self._gpu_util_points: deque[tuple[float, float]] = deque(maxlen=600)  # (t, mean utilisation)
         self.exited: ProcessSample | None = None
         self.interrupted: Interrupted | None = None
         self.warnings: list[Evidence] = []
@@ -204,40 +227,65 @@ class Judge:
         if t >= self.last_strong.t:
             self.last_strong = _Mark(t, signal, value)
 
-    def _enter_phase(self, t: float, name: str, source: str) -> list[Event]:
+    def use_profile(self, profile: EngineProfile) -> None:
+        """The engine became known during the run (from its log lines or its endpoints)."""
+        self.profile = profile
+        self.lines.use_profile(profile)
+
+    def expect_total(self, seconds: float | None) -> None:
+        """The whole-start estimate (from this deployment's history), learnt once the engine is known."""
+        self.expected_total_s = seconds
+
+    def _enter_phase(self, t: float, name: str, source: str, line: int | None = None) -> list[Event]:
+        """Phases only move forward within one start (whatever moved them: a log line or a probe)."""
         current = self.phases[-1]
-        if current.name == name:
+        if PHASE_INDEX[name] <= PHASE_INDEX[current.name]:
             return []
         current.end = t
-        self.phases.append(PhaseSpan(name, t, source=source))
-        return [Event(t, "phase", name, {"source": source})]
+        self.phases.append(PhaseSpan(name, t, source=source, line=line))
+        return [Event(t, "phase", name, {"source": source, "line": line})]
 
     def _on_log(self, line: LogLine) -> list[Event]:
         self.log_lines += 1
         self.last_log = line
+        r = self.lines.feed(line.text, line.t, final=line.final, lineno=line.lineno or None)
+        if not line.final:
+            return self._on_progress(line, r)
         events: list[Event] = []
-        match = self.profile.classify(line.text)
-        noise = is_access_line(line.text) and match.progress is None and not match.ready
-        if not noise:
+        if r.progress_line:
             self._strong(line.t, "log", _clip(line.text))
-        if match.phase and self.ready_at is None:
-            events += self._enter_phase(line.t, match.phase, "log")
-        if match.progress is not None:
-            p = match.progress
+            self._recent_logs.append(line.t)
+        if r.phase is not None and self.ready_at is None and (r.phase != "ready" or self.rules.ready_from_log):
+            # live, the engine's ready line is a claim: READY is the generation's to say
+            events += self._enter_phase(line.t, r.phase, "log", r.line)
+        self._on_progress(line, r)
+        if r.failure is not None:
+            events.append(Event(line.t, "failure_line", _clip(line.text),
+                                {"category": r.failure.failure.category, "fatal": r.failure.failure.fatal,
+                                 "line": r.line, "serving": r.serving}))
+        if r.first_fatal and r.failure is not None and self.ready_at is None:
+            self.fatal = r.failure
+        if r.ready and self.engine_ready is None:
+            self.engine_ready = line
+            if self.rules.ready_from_log:
+                self.ready_at = line.t
+                return [*events, *self._enter_phase(line.t, "ready", "log", r.line)]
+            events.append(Event(line.t, "engine_ready", "engine reports ready; confirming with a generation"))
+        return events
+
+    def _on_progress(self, line: LogLine, r: Reading) -> list[Event]:
+        p = r.match.progress
+        if p is not None:
             self._progress_line = _clip(line.text, 120)
             if p.kind == "shards" and p.done is not None and p.total:
                 self._shard = (p.done, p.total, p.done / p.total, line.t)
-        if match.failure is not None:
-            self.failure_lines.append((line, match))
-            events.append(Event(line.t, "failure_line", _clip(line.text),
-                                {"category": match.failure.category, "fatal": match.failure.fatal,
-                                 "line": line.lineno}))
-            if match.failure.fatal and self.fatal is None and self.ready_at is None:
-                self.fatal = (line, match)
-        if match.ready and self.engine_ready is None:
-            self.engine_ready = line
-            events.append(Event(line.t, "engine_ready", "engine reports ready; confirming with a generation"))
-        return events
+            self._strong(line.t, "log", _clip(line.text))
+        return []
+
+    def end_of_log(self, t: float) -> None:
+        """Replay: the log is over. Like a process exit, it settles a pending root cause and makes a log that
+        stops inside an uncaught traceback a failure."""
+        self.log_ended = t
 
     def _on_probe(self, p: Probe) -> list[Event]:
         events: list[Event] = []
@@ -250,7 +298,8 @@ class Judge:
                         events.append(Event(p.t, "level", lv.label, {"detail": p.detail}))
                 self.level = p.level
             if p.level == Level.GENERATION and self.first_generation is None:
-                self.first_generation = {"latency_s": p.latency_s, "text": p.text}
+                self.first_generation = {"latency_s": p.latency_s, "text": p.text,
+                                         "meanwhile": self.activity_during(p)}
                 self.ready_at = p.t
                 events += self._enter_phase(p.t, "ready", "probe")
             elif p.level == Level.HEALTH and self.engine_ready is None and self._before("warmup"):
@@ -268,11 +317,35 @@ class Judge:
             self.bad_answers.append(p)
         elif p.level == Level.GENERATION:
             self.bad_answers.clear()
+            meanwhile = self.activity_during(p)
+            if meanwhile and (p.latency_s or 0) >= _SLOW_PROBE_S:
+                events.append(Event(p.t, "note", f"generation not answered after {p.latency_s or 0:.0f}s; "
+                                                 f"meanwhile the server: {meanwhile}"))
         return events
+
+    def activity_during(self, p: Probe) -> str | None:
+        """What the server did while a generation probe was in flight (JIT compiles, CPU, GPU, log lines), so a
+        slow first request can be told from a stuck one."""
+        t0 = p.t - (p.latency_s or 0.0)
+        if p.t - t0 < _SLOW_PROBE_S:
+            return None
+        parts = []
+        compiles = sum(1 for t, _ in self._compiles if t0 <= t <= p.t)
+        if compiles:
+            parts.append(f"{compiles} compiler runs")
+        cpu = [(t, c) for t, c in self._cpu_points if t0 <= t <= p.t]
+        if len(cpu) >= 2 and cpu[-1][0] > cpu[0][0]:
+            parts.append(f"CPU {(cpu[-1][1] - cpu[0][1]) / (cpu[-1][0] - cpu[0][0]) * 100:.0f}% of a core")
+        gpu = [u for t, u in self._gpu_util_points if t0 <= t <= p.t]
+        if gpu:
+            parts.append(f"GPU utilisation {sum(gpu) / len(gpu):.0f}%")
+        logs = sum(1 for t in self._recent_logs if t0 <= t <= p.t)
+        parts.append(f"{logs} log lines")
+        return ", ".join(parts)
 
     def _before(self, phase: str) -> bool:
         """Is the current phase earlier than ``phase``? (Probe-derived phases only move forward.)"""
-        return PHASES.index(self.phases[-1].name) < PHASES.index(phase)
+        return PHASE_INDEX[self.phases[-1].name] < PHASE_INDEX[phase]
 
     def _on_process(self, s: ProcessSample) -> list[Event]:
         self.has_stillness_signal = True
@@ -304,14 +377,13 @@ class Judge:
             if dt > 0 and (s.cpu_seconds - prev.cpu_seconds) / dt >= self.rules.cpu_busy_cores:
                 cores = (s.cpu_seconds - prev.cpu_seconds) / dt
                 self.last_weak = _Mark(s.t, "cpu", f"CPU busy at {cores * 100:.0f}% of a core")
-        new_pids = {p.pid for p in s.procs} - self._known_pids
-        if self._known_pids and new_pids:
-            names = ", ".join(f"{p.name}[{p.pid}]" for p in s.procs if p.pid in new_pids)
-            self._strong(s.t, "process", f"new process {names}")
-            events.append(Event(s.t, "note", f"new process in the tree: {names}"))
-        self._known_pids |= new_pids
+        self._cpu_points.append((s.t, s.cpu_seconds))
+        events += self._new_processes(s)
         for d in s.died:
-            if s.t - d.started < self.rules.worker_min_age_s:
+            if d.name in COMPILERS and d.pid not in self._known_pids:
+                self._compiled(s.t, d.name)  # a compiler run that began and ended between two samples
+                self._known_pids.add(d.pid)
+            if s.t - d.started < self.rules.worker_min_age_s or d.name in COMPILERS:
                 continue  # a short-lived helper (a compiler, nvidia-smi) finishing is normal
             ev = Evidence("process", f"child {d.name}[{d.pid}] died while the server process lives", s.t)
             self.warnings.append(ev)
@@ -339,6 +411,40 @@ class Judge:
             self._proc_window.pop(0)
         return events
 
+    def _new_processes(self, s: ProcessSample) -> list[Event]:
+        new = [p for p in s.procs if p.pid not in self._known_pids]
+        first = not self._known_pids
+        self._known_pids |= {p.pid for p in new}
+        if first or not new:
+            return []
+        for p in new:
+            if p.name in COMPILERS:
+                self._compiled(s.t, p.name)
+        others = [p for p in new if p.name not in COMPILERS]
+        events = self._compile_note(s.t)
+        if others:
+            names = ", ".join(f"{p.name}[{p.pid}]" for p in others)
+            self._strong(s.t, "process", f"new process {names}")
+            events.append(Event(s.t, "note", f"new process in the tree: {names}"))
+        return events
+
+    def _compiled(self, t: float, name: str) -> None:
+        self._compiles.append((t, name))
+        self._strong(t, "process", f"compiler run ({name}): {self.compile_runs(t)} in the last "
+                                   f"{COMPILE_WINDOW_S:.0f}s")
+
+    def compile_runs(self, now: float) -> int:
+        return sum(1 for t, _ in self._compiles if now - t <= COMPILE_WINDOW_S)
+
+    def _compile_note(self, t: float) -> list[Event]:
+        """One aggregate line about compiler children, at most every 30 s."""
+        if not self._compiles or t - self._compile_noted < _COMPILE_NOTE_EVERY_S:
+            return []
+        self._compile_noted = t
+        n = self.compile_runs(t)
+        return [Event(t, "note", f"compiling: {n} compiler runs in the last {COMPILE_WINDOW_S:.0f}s",
+                      {"compiler_runs": n})]
+
     def _on_gpu(self, g: GpuSample) -> list[Event]:
         events: list[Event] = []
         for d in g.devices:
@@ -350,6 +456,9 @@ class Judge:
                 self._gpu_prev[d.index] = d.memory_used
             if d.utilization:
                 self.last_weak = _Mark(g.t, "gpu", f"GPU {d.index} utilisation {d.utilization:.0f}%")
+        utils = [d.utilization for d in g.devices if d.utilization is not None]
+        if utils:
+            self._gpu_util_points.append((g.t, sum(utils) / len(utils)))
         tree = self._known_pids | ({self.pid} if self.pid else set())
         if tree:
             for gp in g.processes:
@@ -385,10 +494,12 @@ class Judge:
             return self._base(now, INTERRUPTED,
                               [Evidence("signal", f"{self.interrupted.signal} received", self.interrupted.t)])
         if self.ready_at is not None:
-            g = self.first_generation or {}
-            ev = [Evidence("probe:generation",
-                           f"generation returned {g.get('text')!r} in {g.get('latency_s') or 0:.2f}s",
-                           self.ready_at)]
+            g = self.first_generation
+            ev = []
+            if g is not None:
+                ev.append(Evidence("probe:generation",
+                                   f"generation returned {g.get('text')!r} in {g.get('latency_s') or 0:.2f}s",
+                                   self.ready_at))
             if self.engine_ready is not None:
                 ev.append(Evidence("log", f"line {self.engine_ready.lineno}: {_clip(self.engine_ready.text)}",
                                    self.engine_ready.t))
@@ -405,30 +516,26 @@ class Judge:
             return hung
         return self._base(now, STARTING, self._context_evidence(now))
 
-    def _best_failure(self) -> tuple[LogLine, LineMatch] | None:
-        """The most specific failure line seen (a named root cause beats a generic wrapper); ties: earliest."""
-        best: tuple[LogLine, LineMatch] | None = None
-        for line, m in self.failure_lines:
-            assert m.failure is not None
-            if best is None or m.failure.rank > best[1].failure.rank:  # type: ignore[union-attr]
-                best = (line, m)
-        return best
-
     def _failure(self, now: float) -> Assessment | None:
-        exited = self.exited is not None
+        ended = self.exited is not None or self.log_ended is not None
         if self.fatal is not None:
-            best = self._best_failure()
-            assert best is not None and best[1].failure is not None
-            settled = (best[1].failure.rank > CATEGORY_RANK["other"] or exited
-                       or now - self.fatal[0].t >= _FAILURE_SETTLE_S)
+            best = self.lines.root_cause(ended)
+            assert best is not None
+            fatal_t = self.fatal.t if self.fatal.t is not None else now
+            # A named cause settles as soon as its traceback is over (its frames say in which phase it died); a
+            # generic one waits for a more specific cause; the exit, the log's end or 1.5 s settle either.
+            specific = best.failure.rank > CATEGORY_RANK["other"] and not self.lines.root_traceback_open
+            settled = specific or ended or now - fatal_t >= _FAILURE_SETTLE_S
             if settled:
                 return self._failed_from_line(now, best)
-        if exited:
-            assert self.exited is not None
+        if self.log_ended is not None:
+            best = self.lines.root_cause(True)
+            return self._failed_from_line(now, best) if best is not None else None
+        if self.exited is not None:
             code = self.exited.exit_code
             ev = [Evidence("process", f"server process exited with code {'unknown' if code is None else code} "
                                       f"before serving", self.exited.t)]
-            best = self._best_failure()
+            best = self.lines.root_cause(True)
             if best is not None:
                 return self._failed_from_line(now, best, ev)
             if self.last_log is not None:
@@ -440,22 +547,19 @@ class Judge:
             last = self.bad_answers[-1]
             ev = [Evidence("probe:generation", f"{len(self.bad_answers)} bad answers in a row; last: {last.detail}",
                            self.bad_answers[0].t)]
-            return self._base(now, FAILED, ev, failure="bad_generation",
+            return self._base(now, FAILED, ev, failure=BAD_GENERATION,
                               hint="the server answers generations but not with valid text: check the model, "
                                    "its chat template and --expect")
         return None
 
-    def _failed_from_line(self, now: float, best: tuple[LogLine, LineMatch],
-                          extra: list[Evidence] | None = None) -> Assessment:
-        line, m = best
-        assert m.failure is not None
-        ev = [Evidence("log", f"line {line.lineno}: {_clip(line.text)}", line.t)] + (extra or [])
-        hint = m.failure.hint
-        if m.failure.category == "gpu_occupied":
+    def _failed_from_line(self, now: float, best: FailureHit, extra: list[Evidence] | None = None) -> Assessment:
+        ev = [Evidence("log", f"line {best.line}: {_clip(best.text)}", best.t)] + (extra or [])
+        hint = best.failure.hint
+        if best.failure.category == "gpu_occupied":
             foreign = [w.value for w in self.warnings if w.signal == "gpu"]
             if foreign:
                 hint = f"{hint} ({'; '.join(foreign)})"
-        return self._base(now, FAILED, ev + self.warnings, failure=m.failure.category, hint=hint)
+        return self._base(now, FAILED, ev + self.warnings, failure=best.failure.category, hint=hint)
 
     def _hang(self, now: float) -> Assessment | None:
         if not self.has_stillness_signal:
@@ -526,8 +630,8 @@ class Judge:
         if self.weights_total is not None and p.weights_fraction is not None and p.weights_fraction >= 1.0:
             p.eta_weights_s = 0.0
         p.progress_line = self._progress_line
-        if self.rules.expected_total_s is not None:
-            p.eta_total_s = max(0.0, self.rules.expected_total_s - (now - self.started_at))
+        if self.expected_total_s is not None:
+            p.eta_total_s = max(0.0, self.expected_total_s - (now - self.started_at))
         if self.last_log is not None:
             p.since_last_log_s = max(0.0, now - self.last_log.t)
         g = self._gpu_last

@@ -17,6 +17,21 @@ ANSI_RE = re.compile(
 )
 
 
+# Access-log lines answer somebody's request (ours, while we poll): they say the HTTP server lives, not that
+# the start progresses. Two linear searches over a bounded prefix (one regex with ``.*?`` between the method
+# and the status was quadratic in the line length).
+ACCESS_PREFIX = 2048
+_ACCESS_REQUEST = re.compile(r"\b(?:GET|POST|HEAD|OPTIONS|PUT) /")
+_ACCESS_STATUS = re.compile(r"\b[1-5]\d\d\b")
+
+
+def is_access_line(text: str) -> bool:
+    """An HTTP access-log line (uvicorn's, llama.cpp's): a reply to a request, not startup progress."""
+    head = text[:ACCESS_PREFIX]
+    m = _ACCESS_REQUEST.search(head)
+    return m is not None and _ACCESS_STATUS.search(head, m.end()) is not None
+
+
 def strip_ansi(text: str) -> str:
     if "\x1b" not in text:
         return text

@@ -1,11 +1,185 @@
-"""The run's result: one typed record, built in one place (the session), read by every reporter.
+"""The run's result: one typed, immutable record, built only by the constructors in this module.
 
-(In progress: the session still builds a summary dict; ``summary_dict`` lets reporters accept either.)
+The session makes it from the judge's final assessment (``from_judge``), then derives new versions as the run
+goes on (checks after READY, the history's comparison, serving that ended, the server stopped): each step
+returns a new ``RunResult`` instead of rewriting a shared dict, so every reporter (console, JSON Lines,
+systemd, Prometheus, readiness endpoints) reads the same facts. ``to_dict`` is the JSON summary the README
+documents.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from firstlight.vocab import FAILED, INTERRUPTED, READY, REGRESSION, SERVING_VERDICTS, exit_code
+
+if TYPE_CHECKING:
+    from firstlight.judge import Assessment, Evidence, Judge
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the session knows about the run besides the judge's view."""
+
+    started_at: float
+    engine: str
+    url: str
+    pid: int | None = None
+    command: list[str] | None = None  # secrets already masked
+    requests: dict[str, int] = field(default_factory=dict)
+    server_log: str | None = None
+    cold_start_s: float | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    verdict: str
+    phase: str
+    started_at: float
+    ended_at: float
+    engine: str
+    url: str
+    level: str = "none"
+    detail: str | None = None
+    failure: str | None = None
+    hint: str | None = None
+    evidence: tuple[dict[str, Any], ...] = ()
+    ready_at: float | None = None
+    cold_start_s: float | None = None
+    levels: dict[str, float] = field(default_factory=dict)
+    phases: tuple[dict[str, Any], ...] = ()
+    first_generation: dict[str, Any] | None = None
+    engine_ready_at: float | None = None
+    pid: int | None = None
+    command: list[str] | None = None
+    progress: dict[str, Any] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    server_log: str | None = None
+    # after READY
+    warmup: dict[str, Any] | None = None
+    bench: dict[str, Any] | None = None
+    spec_decoding: dict[str, Any] | None = None
+    post_ready_error: str | None = None
+    # the history's comparison
+    baseline: dict[str, Any] | None = None
+    regression: tuple[dict[str, Any], ...] | None = None
+    history_run: int | None = None
+    # before launch, and at the end
+    preflight: dict[str, Any] | None = None
+    server_stopped: str | None = None
+    unit: dict[str, Any] | None = None  # --unit: the unit, the invocation judged, every attempt
+
+    # -- reading -------------------------------------------------------------------------------------------
+    @property
+    def serving(self) -> bool:
+        """The server served (READY held), whatever was found about it afterwards (a regression)."""
+        return self.verdict in SERVING_VERDICTS
+
+    @property
+    def elapsed_s(self) -> float:
+        return round(self.ended_at - self.started_at, 3)
+
+    def exit_code(self, fail_on_regression: bool = False) -> int:
+        return exit_code(self.verdict, fail_on_regression)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            d[f.name] = list(v) if isinstance(v, tuple) else v
+        d["elapsed_s"] = self.elapsed_s
+        return d
+
+    # -- building ------------------------------------------------------------------------------------------
+    @classmethod
+    def from_judge(cls, judge: Judge, a: Assessment, facts: RunFacts) -> RunResult:
+        return cls(
+            verdict=a.verdict, phase=a.phase, detail=a.detail, failure=a.failure, hint=a.hint,
+            evidence=tuple(e.to_dict() for e in a.evidence),
+            started_at=facts.started_at, ended_at=facts.started_at + a.elapsed_s, ready_at=judge.ready_at,
+            cold_start_s=facts.cold_start_s, level=a.level.label,
+            levels={lv.label: t for lv, t in sorted(judge.level_since.items())},
+            phases=tuple(judge.phases_dicts()), first_generation=judge.first_generation,
+            engine=facts.engine, engine_ready_at=judge.engine_ready.t if judge.engine_ready else None,
+            url=facts.url, pid=facts.pid, command=facts.command, progress=a.progress.to_dict(),
+            requests=dict(facts.requests),
+            notes=tuple(n.message if n.source in n.message else f"{n.source}: {n.message}" for n in judge.notes),
+            server_log=facts.server_log,
+        )
+
+    @classmethod
+    def launch_failed(cls, judge: Judge, a: Assessment, facts: RunFacts, error: Evidence) -> RunResult:
+        """The command could not be started at all (no such executable, not executable)."""
+        return dataclasses.replace(cls.from_judge(judge, a, facts), verdict=FAILED, failure="other",
+                                   hint="check the command: the executable must exist",
+                                   evidence=(error.to_dict(),), ended_at=error.since or facts.started_at)
+
+    @classmethod
+    def preflight_failed(cls, facts: RunFacts, report: dict[str, Any], category: str, hint: str | None,
+                         evidence: list[dict[str, Any]], now: float) -> RunResult:
+        """A check before launch failed: no server process was started."""
+        return cls(verdict=FAILED, phase="process_start", failure=category, hint=hint, evidence=tuple(evidence),
+                   started_at=facts.started_at, ended_at=now, engine=facts.engine, url=facts.url,
+                   command=facts.command, preflight=report)
+
+    def with_checks(self, checks: dict[str, Any]) -> RunResult:
+        """Warm-up, benchmark and speculative decoding, measured against the serving server."""
+        return dataclasses.replace(self, warmup=checks.get("warmup"), bench=checks.get("bench"),
+                                   spec_decoding=checks.get("spec_decoding"),
+                                   post_ready_error=checks.get("post_ready_error"))
+
+    def with_history(self, baseline: dict[str, Any] | None, regression: list[dict[str, Any]] | None,
+                     history_run: int | None, note: str | None = None) -> RunResult:
+        """The comparison with this deployment's baseline. A regression is a finding about a server that serves:
+        it replaces ``ready``, never a failure, and never stops anything."""
+        verdict = REGRESSION if regression and self.verdict == READY else self.verdict
+        notes = (*self.notes, note) if note else self.notes
+        return dataclasses.replace(self, verdict=verdict, baseline=baseline,
+                                   regression=tuple(regression) if regression else None,
+                                   history_run=history_run, notes=notes)
+
+    def with_preflight(self, report: dict[str, Any] | None) -> RunResult:
+        return dataclasses.replace(self, preflight=report)
+
+    def with_unit(self, unit: dict[str, Any]) -> RunResult:
+        return dataclasses.replace(self, unit=unit)
+
+    def interrupted(self, signal: str, t: float, when: str) -> RunResult:
+        """SIGINT/SIGTERM (or SIGHUP/SIGQUIT) after READY: during the checks, or while serving."""
+        ev = {"signal": "signal", "value": f"{signal} received {when}", "since": t}
+        return dataclasses.replace(self, verdict=INTERRUPTED, evidence=(ev,), ended_at=t)
+
+    def died_serving(self, code: int | None, now: float) -> RunResult:
+        served = now - (self.ready_at or now)
+        ev = {"signal": "process", "value": f"server exited with code {code} after serving for {served:.0f}s",
+              "since": now}
+        return dataclasses.replace(self, verdict=FAILED, phase="serving", failure="other", ended_at=now,
+                                   hint="the server exited after it was serving; read its last log lines",
+                                   evidence=(ev,))
+
+    def ended_serving(self, signal: str, what: str, now: float) -> RunResult:
+        """A watched server (not launched by us) stopped serving: its process exited, or its port closed."""
+        served = now - (self.ready_at or now)
+        ev = {"signal": signal, "value": f"{what} after serving for {served:.0f}s", "since": now}
+        return dataclasses.replace(self, verdict=FAILED, phase="serving", failure="other", ended_at=now,
+                                   hint="the server stopped after it was serving; read its last log lines",
+                                   evidence=(ev,))
+
+    @classmethod
+    def never_started(cls, url: str, engine: str, started_at: float, signal: str, now: float) -> RunResult:
+        """Stopped by a signal while waiting for a server that never came (a sidecar's first wait)."""
+        ev = {"signal": "signal", "value": f"{signal} received while waiting for the server to start", "since": now}
+        return cls(verdict=INTERRUPTED, phase="process_start", started_at=started_at, ended_at=now, engine=engine,
+                   url=url, evidence=(ev,))
+
+    def stopped(self, how: str) -> RunResult:
+        return dataclasses.replace(self, server_stopped=how)
+
+
+__all__ = ["RunFacts", "RunResult", "summary_dict"]
 
 
 def summary_dict(result: Any) -> dict[str, Any]:

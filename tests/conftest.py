@@ -110,3 +110,23 @@ def reap() -> Iterator[list[int]]:
             os.killpg(g, signal.SIGKILL)
         except OSError:
             pass
+
+
+IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1")
+
+
+def require(present: bool, what: str) -> None:
+    """A real part the test needs (a binary, ../shared/logs, a package). Under CI (``CI`` is true or 1) its
+    absence fails the run; elsewhere the test is skipped with the reason."""
+    if present:
+        return
+    if IN_CI:
+        pytest.fail(f"CI: {what} is missing (the setup must provide it)", pytrace=False)
+    pytest.skip(f"{what} is missing")
+
+
+@pytest.fixture
+def shared_logs() -> Path:
+    """The real startup logs in ../shared/logs (required under CI)."""
+    require((SHARED / "logs" / "INDEX.tsv").is_file(), f"the real startup logs at {SHARED / 'logs'}")
+    return SHARED / "logs"

@@ -11,12 +11,26 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-MODES = ("ok", "silent", "5xx", "garbage", "not_json", "empty", "models_only", "trickle", "health_only")
+MODES = ("ok", "silent", "5xx", "garbage", "not_json", "empty", "models_only", "trickle", "health_only",
+         "header_trickle", "endless_headers", "sse_no_newline", "nested_json", "models_key", "slow", "escapes",
+         "identify_hangs", "sglang")
+# A JSON document nested deeper than Python's recursion limit: json.loads raises RecursionError on it.
+NESTED_JSON = b"[" * 200_000 + b"]" * 200_000
+ESC = "\x1b]0;owned\x07\x1b[2J\x1b[31m"  # set the terminal title, clear the screen, turn red
+
+
+IDENTIFY_PATHS = ("/server_info", "/get_server_info", "/props", "/info", "/api/version", "/version", "/metrics")
 
 
 class _Handler(BaseHTTPRequestHandler):
     mode = "ok"
     seen: list[dict[str, Any]]
+    counts: dict[str, int]
+    lock: threading.Lock
+    stop: threading.Event
+    trickle_first = 10**9
+    delay = 0.0
+    fail_first = 0  # generations answered 503 before the server "recovers"
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *a: Any) -> None:
@@ -32,18 +46,69 @@ class _Handler(BaseHTTPRequestHandler):
     def _record(self) -> None:
         self.seen.append({"method": self.command, "path": self.path, "auth": self.headers.get("Authorization")})
 
+    def _header_trickle(self) -> bool:
+        """Status line, then one header byte a second, for as long as the client listens (``header_trickle``:
+        the first ``trickle_first`` requests; then it answers normally, like a server that recovered)."""
+        with self.lock:
+            self.counts["trickled"] = self.counts.get("trickled", 0) + 1
+            if self.counts["trickled"] > self.trickle_first:
+                return False
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        self.wfile.flush()
+        while not self.stop.wait(1.0):
+            try:
+                self.wfile.write(b"X")
+                self.wfile.flush()
+            except OSError:
+                break
+        self.close_connection = True
+        return True
+
+    def _endless_headers(self) -> None:
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        for i in range(200_000):  # about 5 MB of headers, as fast as the client reads
+            try:
+                self.wfile.write(b"X-Filler-%06d: %s\r\n" % (i, b"y" * 8))
+            except OSError:
+                break
+        self.close_connection = True
+
+    def _pause(self) -> None:
+        if self.mode == "slow":
+            time.sleep(self.delay)
+
     def do_GET(self) -> None:
         self._record()
         m = self.mode
+        if m == "header_trickle" and self._header_trickle():
+            return None
+        if m == "endless_headers":
+            return self._endless_headers()
+        self._pause()
         if m == "5xx":
             return self._send(500, b'{"error":"internal"}')
         if m == "not_json":
             return self._send(200, b"<html>hello</html>", "text/html")
+        if m == "escapes" and self.path.startswith("/health"):
+            return self._send(503, f'{{"status": "{ESC}loading"}}'.encode())
+        if m in ("identify_hangs", "sglang") and self.path.split("?")[0] in IDENTIFY_PATHS:
+            if m == "sglang" and self.path.startswith("/server_info"):
+                return self._send(200, json.dumps({"tp_size": 1, "mem_fraction_static": 0.8}).encode())
+            if m == "identify_hangs":
+                self.stop.wait(600)  # never answers within any probe's deadline
+                return None
+            return self._send(404, b"{}")
         if self.path.startswith("/health"):
             return self._send(200, b'{"status":"ok"}')
         if self.path.startswith("/v1/models"):
             if m == "health_only":
                 return self._send(503, b'{"error":"loading"}')
+            if m == "nested_json":
+                return self._send(200, NESTED_JSON)
+            if m == "models_key":
+                return self._send(200, json.dumps({"models": [{"name": "m1", "model": "m1"}]}).encode())
+            if m == "escapes":
+                return self._send(200, json.dumps({"data": [{"id": f"m1{ESC}" + "z" * 300}]}).encode())
             return self._send(200, json.dumps({"data": [{"id": "m1"}]}).encode())
         self._send(404, b"{}")
 
@@ -51,13 +116,24 @@ class _Handler(BaseHTTPRequestHandler):
         self._record()
         n = int(self.headers.get("Content-Length") or 0)
         req = json.loads(self.rfile.read(n) or b"{}")
+        self.seen[-1]["model"] = req.get("model") if isinstance(req, dict) else None
         m = self.mode
+        if m == "header_trickle" and self._header_trickle():
+            return None
+        self._pause()
+        with self.lock:
+            self.counts["generations"] = self.counts.get("generations", 0) + 1
+            loading = self.counts["generations"] <= self.fail_first
         if m in ("5xx",):
             return self._send(500, b'{"error":"internal"}')
-        if m in ("models_only", "health_only"):
+        if m in ("models_only", "health_only") or loading:
             return self._send(503, b'{"error":{"message":"Loading model"}}')
         if m == "not_json":
             return self._send(200, b"<html>hello</html>", "text/html")
+        if m == "nested_json":
+            return self._send(200, NESTED_JSON)
+        if m == "sse_no_newline":
+            return self._sse_no_newline()
         if m == "trickle":
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -72,18 +148,63 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(0.2)
             return None
         text = "" if m == "empty" else " Paris"
+        if m == "escapes":
+            text = f" Paris{ESC}" + "!" * 5000
+        if req.get("stream"):
+            return self._sse(req, text)
         if "messages" in req:
             choice: dict[str, Any] = {"message": {"role": "assistant", "content": text}}
         else:
             choice = {"text": text}
         self._send(200, json.dumps({"choices": [choice], "model": req.get("model")}).encode())
 
+    def _sse_head(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def _sse(self, req: dict[str, Any], text: str) -> None:
+        """A streamed completion: a few text chunks, the last with finish_reason, usage, [DONE]."""
+        self._sse_head()
+        chat = "messages" in req
+        pieces = [text[:3], text[3:]] if text else [""]
+        for i, piece in enumerate(pieces):
+            choice: dict[str, Any] = {"index": 0, "finish_reason": "stop" if i == len(pieces) - 1 else None}
+            choice.update({"delta": {"content": piece}} if chat else {"text": piece})
+            self.wfile.write(b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n")
+        usage = {"prompt_tokens": 5, "completion_tokens": len(pieces), "total_tokens": 5 + len(pieces)}
+        self.wfile.write(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\ndata: [DONE]\n\n")
+
+    def _sse_no_newline(self) -> None:
+        """An event stream whose first line never ends: 64 KiB chunks as fast as the client reads, up to 512 MiB."""
+        self._sse_head()
+        chunk = b"data: " + b"x" * 65536
+        for _ in range(8192):
+            if self.stop.is_set():
+                return
+            try:
+                self.wfile.write(chunk)
+            except OSError:
+                return
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that gave up (a deadline passed) is what these servers are for
+
 
 class FaultServer:
-    def __init__(self, mode: str) -> None:
+    """``mode`` picks the misbehaviour; ``trickle_first`` (header_trickle: how many requests trickle before it
+    recovers), ``delay`` (slow: seconds before each answer) and ``fail_first`` (generations answered 503 first)
+    tune it."""
+
+    def __init__(self, mode: str, *, trickle_first: int = 10**9, delay: float = 0.0, fail_first: int = 0) -> None:
         assert mode in MODES, mode
         self.mode = mode
         self.seen: list[dict[str, Any]] = []
+        self.counts: dict[str, int] = {}
         self._sock: socket.socket | None = None
         self._http: ThreadingHTTPServer | None = None
         self._stop = threading.Event()
@@ -95,8 +216,11 @@ class FaultServer:
             self.port = self._sock.getsockname()[1]
             threading.Thread(target=self._raw, daemon=True).start()
         else:
-            handler = type("H", (_Handler,), {"mode": mode, "seen": self.seen})
-            self._http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            handler = type("H", (_Handler,), {"mode": mode, "seen": self.seen, "counts": self.counts,
+                                              "lock": threading.Lock(), "stop": self._stop,
+                                              "trickle_first": trickle_first, "delay": delay,
+                                              "fail_first": fail_first})
+            self._http = _QuietServer(("127.0.0.1", 0), handler)
             self._http.daemon_threads = True
             self.port = self._http.server_address[1]
             threading.Thread(target=self._http.serve_forever, daemon=True).start()
@@ -134,8 +258,8 @@ class FaultServer:
 
 
 @contextmanager
-def fault_server(mode: str) -> Iterator[FaultServer]:
-    s = FaultServer(mode)
+def fault_server(mode: str, **options: Any) -> Iterator[FaultServer]:
+    s = FaultServer(mode, **options)
     try:
         yield s
     finally:

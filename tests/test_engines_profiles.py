@@ -329,12 +329,12 @@ CLASSIFY_CASES: list[tuple[str, str, dict[str, Any]]] = [
         "llamacpp",
         '{"tid":"1","timestamp":1729847060,"level":"INFO","function":"main","line":2980,"msg":"HTTP server '
         'listening","hostname":"127.0.0.1","port":"8080"}',
-        {"phase": "http_listening", "listening": True},
+        {"phase": None, "listening": True},
     ),
     (
         "llamacpp",
         "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 11",
-        {"phase": "http_listening", "listening": True},
+        {"phase": None, "listening": True},  # llama-server listens before it loads: not a phase step
     ),
     ("llamacpp", "main: loading model", {"phase": "weights_loading"}),
     ("llamacpp", "srv    load_model: loading model 'model-CoT-Q4_K_M.gguf'", {"phase": "weights_loading"}),
@@ -476,7 +476,7 @@ CLASSIFY_CASES: list[tuple[str, str, dict[str, Any]]] = [
         "ollama",
         'time=2025-03-01T10:00:00.020Z level=INFO source=routes.go:1292 msg="Listening on [::]:11434 '
         '(version 0.6.0)"',
-        {"phase": "http_listening", "listening": True},
+        {"phase": None, "listening": True},  # the daemon listens before any model loads
     ),
     (
         "ollama",

@@ -83,8 +83,11 @@ def test_expect_regex_and_chat_api():
 
 def test_api_key_is_sent_as_bearer_and_model_from_the_list():
     with fault_server("ok") as s:
-        climb(s.url, api_key="sekrit-123")
+        results = climb(s.url, api_key="sekrit-123")
+        assert held(results) == Level.GENERATION
         assert {r["auth"] for r in s.seen} == {"Bearer sekrit-123"}
+        posts = [r for r in s.seen if r["method"] == "POST"]
+        assert posts and {r["model"] for r in posts} == {"m1"}  # the id /v1/models listed
 
 
 def test_health_not_found_is_skipped_not_trusted():
@@ -94,3 +97,17 @@ def test_health_not_found_is_skipped_not_trusted():
     health = next(p for p in results if p.level == Level.HEALTH)
     assert health.ok and "skipped" in health.detail
     assert held(results) == Level.GENERATION
+
+
+def test_an_explicit_health_path_survives_the_engine_learnt_at_run_time():
+    from firstlight.engines import get_profile
+
+    vllm = get_profile("vllm").endpoints
+    explicit = ProbeConfig(url="http://127.0.0.1:1", health_path="/mine", explicit=frozenset({"health_path"}))
+    default = ProbeConfig(url="http://127.0.0.1:1", health_path="/mine", models_path=None)
+    with Ladder(explicit) as a, Ladder(default) as b:
+        a.use_endpoints(vllm)
+        b.use_endpoints(vllm)
+        assert a.paths.health == "/mine" and a.paths.models == vllm.models  # the user's option wins
+        assert b.paths.health == vllm.health and b.paths.models == vllm.models
+    assert explicit.health_path == "/mine" and default.models_path is None  # configs untouched (frozen)

@@ -83,19 +83,37 @@ def test_a_gpu_held_by_a_foreign_process_names_it_in_the_failure(tmp_path: Path,
     assert f"PID {foreign.pid}" in s["hint"] and "GPU 0" in s["hint"]
 
 
-def test_eta_of_a_constant_rate_load_is_within_ten_percent_after_a_quarter(tmp_path: Path):
+def test_eta_is_reported_live_and_counts_down(tmp_path: Path):
+    """Live, the weights ETA is there and falls as the load goes on (its accuracy on a constant-rate load is the
+    pure test below: the simulator's rate bends when the machine is busy)."""
     model = tmp_path / "model"
     make_weights(model, 128 << 20, shards=8)
     port = free_port()
     r = run_firstlight("up", "--json", "--stop-when-ready", "--sample-interval", "0.25", "--", *sim_cmd(
         "slow_disk_silent", port, "--model-path", str(model), "--load-seconds", "10"))
     assert r.rc == 0, r.stderr[-3000:]
-    loaded_at = next(e["t"] for e in r.events if e["event"] == "phase" and e["message"] == "weights_loaded")
+    etas = [e["eta_weights_s"] for e in r.events
+            if e["event"] == "status" and e.get("eta_weights_s") and 0.25 <= (e["weights_fraction"] or 0) < 0.9]
+    assert len(etas) >= 3 and etas[-1] < etas[0], etas
+
+
+def test_eta_of_a_constant_rate_load_is_within_ten_percent_after_a_quarter():
+    from firstlight.config import JudgeConfig
+    from firstlight.engines import get_profile
+    from firstlight.judge import Judge
+    from firstlight.timeline import ProcessSample, Started, WeightsTotal
+
+    t0, total, rate = 1_700_000_000.0, 10 << 30, 200 << 20  # 10 GiB at 200 MiB/s: 51.2 s
+    j = Judge(JudgeConfig(), get_profile("generic"), t0)
+    j.feed(Started(t0, 1, "http://x", "generic", True))
+    j.feed(WeightsTotal(t0, total, 8, "/m"))
     checked = 0
-    for e in r.events:
-        if e["event"] != "status" or not e.get("eta_weights_s") or not (0.25 <= (e["weights_fraction"] or 0) < 0.9):
-            continue
-        actual = loaded_at - e["t"]
-        assert abs(e["eta_weights_s"] - actual) <= 0.10 * actual + 0.3, (e, actual)  # + one sampling period
-        checked += 1
-    assert checked >= 3
+    for i in range(0, 52):
+        t = t0 + i
+        j.feed(ProcessSample(t, True, cpu_seconds=i * 0.5, rss_bytes=1 << 30, read_bytes=min(total, i * rate)))
+        p = j.progress(t)
+        if p.weights_fraction is not None and 0.25 <= p.weights_fraction < 0.9:
+            actual = total / rate - i
+            assert p.eta_weights_s is not None and abs(p.eta_weights_s - actual) <= 0.10 * actual, (i, p)
+            checked += 1
+    assert checked >= 20

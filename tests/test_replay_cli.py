@@ -23,7 +23,7 @@ def test_ready_log_exits_0_with_phases_and_timestamps():
     assert human.rc == 0 and "ready" in human.stdout
 
 
-@pytest.mark.skipif(not LOGS.is_dir(), reason="shared logs absent")
+@pytest.mark.usefixtures("shared_logs")
 def test_failed_log_exits_1_with_category_line_and_hint():
     r = run_firstlight("replay", str(LOGS / "sglang-cuda-graph-no-kernel-image.log"), "--json")
     assert r.rc == 1

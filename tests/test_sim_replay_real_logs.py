@@ -11,7 +11,7 @@ from tests.conftest import SHARED, run_firstlight, sim_cmd
 
 LOGS = SHARED / "logs"
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
-needs_logs = pytest.mark.skipif(not LOGS.is_dir(), reason=f"shared logs not found at {LOGS}")
+needs_logs = pytest.mark.usefixtures("shared_logs")
 
 
 def up_replay(log: str, *opts: str, speed: str = "20") -> object:

@@ -165,7 +165,7 @@ def test_usage_errors_exit_64():
     assert r.rc == 64
     r = run_firstlight("up", "--engine", "nonsense", "--", "true")
     assert r.rc == 64
-    r = run_firstlight("up", "--record", "/nonexistent/dir/run.jsonl", "--", "true")
+    r = run_firstlight("up", "--url", "http://127.0.0.1:9", "--record", "/nonexistent/dir/run.jsonl", "--", "true")
     assert r.rc == 64 and "cannot write" in r.stderr and "Traceback" not in r.stderr
     r = run_firstlight("demo", "--scenario", "nonsense")
     assert r.rc == 64

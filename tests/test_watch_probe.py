@@ -77,14 +77,26 @@ def test_empty_completions_fail_as_bad_generation():
 def test_probe_levels_against_a_loading_then_loaded_server(tmp_path: Path, weights: Path):
     port = free_port()
     # llama.cpp-style: the port opens at once, /health says 503 "Loading model" while the weights load.
+    # The loading window is long (60 s) so that the probes land in it even on a busy machine; the loaded
+    # check runs against a second server that loads at once.
     server, _ = _start_sim(tmp_path, "normal", port, "--dialect", "llamacpp", "--model-path", str(weights),
-                           "--load-seconds", "3")
+                           "--load-seconds", "60")
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: _port_open(url), 20, "the port")
         loading_port = run_firstlight("probe", url, "--level", "port")
         loading_gen = run_firstlight("probe", url, "--level", "generation", "--json")
         loading_models = run_firstlight("probe", url, "--level", "models", "--engine", "llamacpp")
+        still_loading = _health(url) == 503
+    finally:
+        server.kill()
+        server.wait()
+    assert still_loading, "the loading window ended before the probes ran"
+    port = free_port()
+    server, _ = _start_sim(tmp_path, "normal", port, "--dialect", "llamacpp", "--model-path", str(weights),
+                           "--load-seconds", "0")
+    url = f"http://127.0.0.1:{port}"
+    try:
         wait_for(lambda: _health(url) == 200, 30, "health 200")
         loaded = run_firstlight("probe", url, "--level", "generation", "--json")
     finally:

@@ -12,18 +12,31 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
+import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import httpx
 
 from firstlight.bench.metrics import BenchResult, RequestResult, median, summarize
-from firstlight.engines import DETECTION_ENDPOINTS, detect_from_endpoint
-from firstlight.probes.ladder import describe_error, normalise_url, read_capped
+from firstlight.wire import (
+    AsyncWire,
+    LineTooLong,
+    NotJSON,
+    SSELines,
+    Wire,
+    WireError,
+    chunk_text,
+    clean_text,
+    identify_engine,
+    model_ids,
+    normalise_url,
+    parse_json,
+)
+from firstlight.wire.content import MAX_SSE_LINE, snippet
 
 APIS = ("completions", "chat")
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -76,8 +89,8 @@ class BenchConfig:
             raise ValueError("num_requests must be at least 1")
         for name in ("duration_s", "request_timeout", "connect_timeout"):
             v = getattr(self, name)
-            if v is not None and v <= 0:
-                raise ValueError(f"{name} must be positive")
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a positive, finite number of seconds")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -119,67 +132,49 @@ class WarmupResult:
 
 # --- discovery (sync, short) ----------------------------------------------------------------------------------
 
-
-def _headers(api_key: str | None) -> dict[str, str]:
-    h = {"User-Agent": "firstlight-bench"}
-    if api_key:
-        h["Authorization"] = f"Bearer {api_key}"
-    return h
+USER_AGENT = "firstlight-bench"
 
 
 def http_get(url: str, path: str, *, api_key: str | None = None, connect_timeout: float = 2.0,
              read_timeout: float = 5.0, transport: httpx.BaseTransport | None = None) -> tuple[int, bytes]:
-    """GET with connect/read timeouts, an overall deadline and a capped body. Raises ``httpx.HTTPError``
-    (``httpx.ReadTimeout`` also when the body trickles past the deadline)."""
-    deadline = time.monotonic() + connect_timeout + read_timeout
-    timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=connect_timeout, pool=connect_timeout)
-    with httpx.Client(base_url=normalise_url(url), headers=_headers(api_key), timeout=timeout, transport=transport,
-                      follow_redirects=False, trust_env=False) as client, client.stream("GET", path) as resp:
-        return resp.status_code, read_capped(resp, deadline, f"GET {path}")
+    """GET through the wire layer: connect/read timeouts, a deadline on every byte, a capped body. Raises
+    :class:`firstlight.wire.WireError`."""
+    with Wire(url, api_key=api_key, connect_timeout=connect_timeout, user_agent=USER_AGENT,
+              transport_=transport) as wire:
+        a = wire.get(path, read_timeout=read_timeout)
+        return a.status, a.body
 
 
 def list_models(url: str, *, api_key: str | None = None, connect_timeout: float = 5.0,
-                read_timeout: float = 10.0) -> list[str] | None:
-    """Model ids from ``/v1/models``; ``None`` if the server has no such endpoint (404/405).
-    Raises :class:`BenchError` when the server cannot be reached or answers garbage."""
+                read_timeout: float = 10.0, path: str = "/v1/models") -> list[str] | None:
+    """Model ids from the model list (the wire's parser, as the readiness probe reads it); ``None`` if the
+    server has no such endpoint (404/405). Raises :class:`BenchError` when the server cannot be reached or
+    answers garbage."""
+    shown_url = normalise_url(url)
     try:
-        status, body = http_get(url, "/v1/models", api_key=api_key, connect_timeout=connect_timeout,
+        status, body = http_get(url, path, api_key=api_key, connect_timeout=connect_timeout,
                                 read_timeout=read_timeout)
-    except httpx.HTTPError as e:
-        raise BenchError(f"GET {normalise_url(url)}/v1/models: {describe_error(e)}") from None
+    except WireError as e:
+        raise BenchError(f"GET {shown_url}{path}: {e}") from None
     if status in (404, 405):
         return None
-    snippet = body[:120].decode("utf-8", "replace").replace("\n", " ")
     if status != 200:
-        raise BenchError(f"GET /v1/models -> {status}: {snippet}")
+        raise BenchError(f"GET {path} -> {status}: {snippet(body, 120)}")
     try:
-        data = json.loads(body)
-        items = data.get("data") if isinstance(data, dict) else None
-        if not isinstance(items, list):
-            raise ValueError
-    except ValueError:
-        raise BenchError(f"GET /v1/models -> 200 but not a model list: {snippet!r}") from None
-    return [str(m["id"]) for m in items if isinstance(m, dict) and m.get("id")]
+        ids = model_ids(parse_json(body))
+    except NotJSON:
+        ids = None
+    if ids is None:
+        raise BenchError(f"GET {path} -> 200 but not a model list: {snippet(body, 120)!r}")
+    return ids
 
 
 def detect_engine(url: str, *, api_key: str | None = None, timeout: float = 2.0) -> str | None:
     """The engine behind ``url`` from its endpoints (/v1/models owned_by, /server_info, /props, /version,
-    /metrics ...); ``None`` when nothing says. Each request is short, and all of them stop after 4 x ``timeout``."""
-    paths = ["/v1/models", *dict.fromkeys(p for p, _ in DETECTION_ENDPOINTS if p != "/v1/models"), "/metrics"]
-    deadline = time.monotonic() + 4 * timeout  # a server that stalls every request costs 4 timeouts, not 8
-    for path in paths:
-        if time.monotonic() > deadline:
-            return None
-        try:
-            status, body = http_get(url, path, api_key=api_key, connect_timeout=timeout, read_timeout=timeout)
-        except httpx.ConnectError:
-            return None
-        except httpx.HTTPError:
-            continue
-        engine = detect_from_endpoint(path, status, body.decode("utf-8", "replace"))
-        if engine:
-            return engine
-    return None
+    /metrics ...), all asked at once; ``None`` when nothing says. ``timeout`` bounds it all."""
+    with Wire(url, api_key=api_key, connect_timeout=timeout, user_agent=USER_AGENT) as wire:
+        found = identify_engine(wire, budget_s=timeout)
+    return found[0] if found else None
 
 
 def with_model(cfg: BenchConfig) -> BenchConfig:
@@ -223,62 +218,66 @@ class _BadAnswer(Exception):
     pass
 
 
-def _chunk_text(obj: dict[str, Any], chat: bool) -> str:
-    choices = obj.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return ""
-    c = choices[0]
-    if chat:
-        delta = c.get("delta")
-        if not isinstance(delta, dict):
-            return ""
-        text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-    else:
-        text = c.get("text")
-    return text if isinstance(text, str) else ""
+async def _error_body(resp: httpx.Response) -> bytes:
+    raw = b""
+    async for chunk in resp.aiter_bytes():
+        raw += chunk
+        if len(raw) > 2000:
+            break
+    return raw
 
 
-async def _stream(client: httpx.AsyncClient, cfg: BenchConfig, res: RequestResult, t0: float) -> None:
-    chat = cfg.api == "chat"
-    body = request_body(cfg, res.index)
-    async with client.stream("POST", PATHS[cfg.api], json=body) as resp:
-        if resp.status_code != 200:
-            raw = b""
-            async for chunk in resp.aiter_bytes():
-                raw += chunk
-                if len(raw) > 2000:
-                    break
-            text = raw[:160].decode("utf-8", "replace").replace("\n", " ").strip()
-            raise _BadAnswer(f"HTTP {resp.status_code}: {text}")
-        last = t0
-        chunks = 0
-        size = 0
-        finished = False
-        usage: dict[str, Any] | None = None
-        async for line in resp.aiter_lines():
-            size += len(line) + 1
-            if size > _MAX_STREAM_BYTES:
-                raise _BadAnswer("answer larger than 16 MiB")
+async def _events(resp: httpx.Response) -> AsyncIterator[dict[str, Any] | None]:
+    """The JSON events of an SSE answer; None for ``[DONE]``, and then no more. Lines are split here with a
+    capped pending line and a cap on the whole answer, so a stream without newlines cannot eat memory."""
+    lines = SSELines(MAX_SSE_LINE)
+    size = 0
+    async for chunk in resp.aiter_bytes():
+        size += len(chunk)
+        if size > _MAX_STREAM_BYTES:
+            raise _BadAnswer(f"answer larger than {_MAX_STREAM_BYTES >> 20} MiB")
+        try:
+            got = lines.feed(chunk)
+        except LineTooLong as e:
+            raise _BadAnswer(str(e)) from None
+        for line in got:
             if not line or line.startswith(":") or line.startswith(("event:", "id:", "retry:")):
                 continue
             if not line.startswith("data:"):
-                raise _BadAnswer(f"not a server-sent event stream: {line[:80]!r}")
+                raise _BadAnswer(f"not a server-sent event stream: {clean_text(line, 80)!r}")
             data = line[5:].strip()
             if data == "[DONE]":
+                yield None
+                return
+            try:
+                obj = parse_json(data)
+            except NotJSON:
+                raise _BadAnswer(f"bad JSON in the stream: {clean_text(data, 80)!r}") from None
+            if not isinstance(obj, dict):
+                raise _BadAnswer(f"unexpected event in the stream: {clean_text(data, 80)!r}")
+            yield obj
+
+
+async def _stream(wire: AsyncWire, cfg: BenchConfig, res: RequestResult, t0: float, deadline_at: float) -> None:
+    chat = cfg.api == "chat"
+    body = request_body(cfg, res.index)
+    last = t0
+    chunks = 0
+    finished = False
+    usage: dict[str, Any] | None = None
+    async with wire.stream("POST", PATHS[cfg.api], json=body, deadline_at=deadline_at) as resp:
+        if resp.status_code != 200:
+            raise _BadAnswer(f"HTTP {resp.status_code}: {snippet(await _error_body(resp), 160)}")
+        async for obj in _events(resp):
+            if obj is None:  # [DONE]
                 finished = True
                 break
-            try:
-                obj = json.loads(data)
-            except ValueError:
-                raise _BadAnswer(f"bad JSON in the stream: {data[:80]!r}") from None
-            if not isinstance(obj, dict):
-                raise _BadAnswer(f"unexpected event in the stream: {data[:80]!r}")
             if obj.get("error"):
                 err = obj["error"]
                 msg = err.get("message") if isinstance(err, dict) else err
-                raise _BadAnswer(f"error in the stream: {str(msg)[:160]}")
+                raise _BadAnswer(f"error in the stream: {clean_text(str(msg), 160)}")
             now = time.perf_counter()
-            if _chunk_text(obj, chat):
+            if chunk_text(obj, chat):
                 if res.ttft_s is None:
                     res.ttft_s = now - t0
                 else:
@@ -309,30 +308,28 @@ async def _stream(client: httpx.AsyncClient, cfg: BenchConfig, res: RequestResul
     res.ok = True
 
 
-async def _one(client: httpx.AsyncClient, cfg: BenchConfig, index: int) -> RequestResult:
+async def _one(wire: AsyncWire, cfg: BenchConfig, index: int) -> RequestResult:
     res = RequestResult(index)
     t0 = time.perf_counter()
-    try:
-        await asyncio.wait_for(_stream(client, cfg, res, t0), cfg.request_timeout)
+    deadline_at = time.monotonic() + cfg.request_timeout
+    try:  # the wire ends every byte by the deadline; wait_for is the second net
+        await asyncio.wait_for(_stream(wire, cfg, res, t0, deadline_at), cfg.request_timeout + 1.0)
     except asyncio.TimeoutError:
         res.error, res.timed_out = f"no complete answer within {cfg.request_timeout:g}s", True
-    except httpx.TimeoutException as e:
-        res.error, res.timed_out = describe_error(e), True
-    except httpx.HTTPError as e:
-        res.error = describe_error(e)
+    except WireError as e:
+        res.error, res.timed_out = str(e), e.timed_out
     except _BadAnswer as e:
         res.error = str(e)
+    except Exception as e:  # whatever a server sends, a request ends as a counted error
+        res.error = f"{type(e).__name__}: {clean_text(str(e), 160)}"
     if not res.ok:
         res.latency_s = time.perf_counter() - t0
     return res
 
 
-def _client(cfg: BenchConfig) -> httpx.AsyncClient:
-    timeout = httpx.Timeout(connect=cfg.connect_timeout, read=cfg.request_timeout, write=cfg.connect_timeout,
-                            pool=cfg.connect_timeout + cfg.request_timeout)
-    limits = httpx.Limits(max_connections=cfg.concurrency, max_keepalive_connections=cfg.concurrency)
-    return httpx.AsyncClient(base_url=cfg.url, headers=_headers(cfg.api_key), timeout=timeout, limits=limits,
-                             follow_redirects=False, trust_env=False)
+def _client(cfg: BenchConfig) -> AsyncWire:
+    return AsyncWire(cfg.url, api_key=cfg.api_key, connect_timeout=cfg.connect_timeout,
+                     read_timeout=cfg.request_timeout, concurrency=cfg.concurrency, user_agent=USER_AGENT)
 
 
 def fail_fast_after(concurrency: int) -> int:
@@ -350,7 +347,7 @@ async def _closed_loop(cfg: BenchConfig, on_request: Callable[[RequestResult], N
     limit = fail_fast_after(cfg.concurrency)
     state: dict[str, Any] = {"ok": False, "failed_in_a_row": 0, "stopped": None}
 
-    async def worker(client: httpx.AsyncClient) -> None:
+    async def worker(client: AsyncWire) -> None:
         while (stop_at is None or time.perf_counter() < stop_at) and state["stopped"] is None:
             i = next(counter)
             if cfg.num_requests is not None and i >= cfg.num_requests:

@@ -30,7 +30,6 @@ step happened in the window, e.g. every request failed).
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import time
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from firstlight.bench.client import BenchConfig, http_get, run_bench, with_model
 from firstlight.bench.metrics import BenchResult
 from firstlight.engines.profile import EngineProfile
+from firstlight.wire import WireError, parse_json
 
 _EPS = 1e-6
 
@@ -164,8 +164,8 @@ def read_spec_decoding(url: str, profile: EngineProfile | None, *, api_key: str 
         try:
             return http_get(url, path, api_key=api_key, connect_timeout=connect_timeout, read_timeout=read_timeout,
                             transport=transport)
-        except httpx.HTTPError as e:
-            snap.notes.append(f"GET {path}: {type(e).__name__}")
+        except WireError as e:
+            snap.notes.append(f"GET {path}: {e}")
             return None
 
     def mark(configured: bool | None) -> None:
@@ -182,7 +182,7 @@ def read_spec_decoding(url: str, profile: EngineProfile | None, *, api_key: str 
             if r is None or r[0] != 200:
                 continue
             try:
-                data = json.loads(r[1])
+                data = parse_json(r[1])
             except ValueError:
                 continue
             if not isinstance(data, dict):
@@ -237,7 +237,7 @@ def read_spec_decoding(url: str, profile: EngineProfile | None, *, api_key: str 
         r = get("/perf_metrics")
         if r is not None and r[0] == 200:
             try:
-                data = json.loads(r[1])
+                data = parse_json(r[1])
             except ValueError:
                 data = None
             if isinstance(data, list):

@@ -32,9 +32,11 @@ from firstlight.commands import (
     Command,
     UsageFailure,
 )
+from firstlight.commands.params import TIMEOUT, FiniteRange, Seconds
 from firstlight.engines import PROFILES, get_profile
 from firstlight.history import DeploymentKey, History, HistoryError
 from firstlight.redact import Redactor
+from firstlight.wire import clean_text
 
 EXIT_HELP = """\b
 Exit codes:
@@ -103,7 +105,7 @@ def format_result(r: BenchResult, engine: str | None, warm: WarmupResult | None,
               help="Requests in flight at once.")
 @click.option("--requests", "num_requests", type=click.IntRange(min=1), default=None,
               help="Requests to send (default 32, or unbounded when only --duration is given).")
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--duration", type=Seconds(7 * 86_400), default=None,
               help="Stop sending after this many seconds (with --requests: whichever comes first).")
 @click.option("--prompt-len", type=click.IntRange(1, 1_000_000), default=128, show_default=True,
               help="Approximate prompt length in tokens (synthetic prompts).")
@@ -116,9 +118,10 @@ def format_result(r: BenchResult, engine: str | None, warm: WarmupResult | None,
 @click.option("--ignore-eos/--no-ignore-eos", default=None,
               help="Send ignore_eos so every request generates --output-len tokens (default: on for engines "
                    "that accept it).")
-@click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True,
-              help="Overall deadline of one request, seconds.")
-@click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), default=5.0, show_default=True)
+@click.option("--request-timeout", type=TIMEOUT, default=120.0, show_default=True,
+              help="Overall deadline of one request (connect, headers and every byte of the answer), seconds.")
+@click.option("--connect-timeout", type=TIMEOUT, default=5.0, show_default=True,
+              help="Connect timeout, seconds (also bounds engine detection).")
 @click.option("--api-key", envvar="FIRSTLIGHT_API_KEY", default=None,
               help="Bearer token for the server (or FIRSTLIGHT_API_KEY). Never printed or stored.")
 @click.option("--gpus", type=click.IntRange(min=0), default=None, help="GPU count, part of the deployment key.")
@@ -128,7 +131,7 @@ def format_result(r: BenchResult, engine: str | None, warm: WarmupResult | None,
 @click.option("--no-history", is_flag=True, help="Neither read nor write the history.")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit 4 when output throughput is below the baseline by more than --margin.")
-@click.option("--margin", type=click.FloatRange(0, 10), default=0.2, show_default=True,
+@click.option("--margin", type=FiniteRange(0, 10), default=0.2, show_default=True,
               help="Allowed slack against the baseline (0.2: 20%).")
 def bench_command(url: str, api: str, model: str | None, concurrency: int, num_requests: int | None,
                   duration: float | None, prompt_len: int, output_len: int, warmup: int, engine: str | None,
@@ -159,7 +162,7 @@ def bench_command(url: str, api: str, model: str | None, concurrency: int, num_r
     out: dict[str, Any] = {"event": "bench", "url": shown_url, "engine": engine, "model": model}
 
     def finish(code: int, verdict: str, error: str | None = None) -> NoReturn:
-        out.update(verdict=verdict, exit_code=code, error=redactor.text(error) if error else None)
+        out.update(verdict=verdict, exit_code=code, error=redactor.text(clean_text(error, 300)) if error else None)
         if as_json:  # server error bodies end up in here too: mask anything secret-looking
             click.echo(redactor.text(json.dumps(out, default=str)))
         if error:
@@ -170,7 +173,8 @@ def bench_command(url: str, api: str, model: str | None, concurrency: int, num_r
         engine = engine or detect_engine(cfg.url, api_key=api_key, timeout=min(connect_timeout, 2.0))
         cfg = with_model(cfg)
         cfg = replace(cfg, ignore_eos=ignore_eos if ignore_eos is not None else engine in IGNORE_EOS_ENGINES)
-        out.update(engine=engine, model=cfg.model, config=cfg.to_dict() | {"url": shown_url})
+        shown_model = clean_text(cfg.model, 200) if cfg.model else None  # a server-given name: made printable
+        out.update(engine=engine, model=shown_model, config=cfg.to_dict() | {"url": shown_url, "model": shown_model})
         warm = None
         if warmup:
             warm = run_warmup(cfg, warmup)
@@ -185,6 +189,7 @@ def bench_command(url: str, api: str, model: str | None, concurrency: int, num_r
     except KeyboardInterrupt:
         finish(EXIT_INTERRUPTED, "interrupted", "interrupted")
     result.url = shown_url
+    result.model = clean_text(result.model, 200) if result.model else None
     out.update(bench=result.to_dict(), spec_decoding=spec)
 
     if result.errors or (result.completed == 0 and not result.timeouts):

@@ -12,12 +12,15 @@ import click
 
 from firstlight.commands import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.history import DIRECTION, History, HistoryError, Run, default_path
+from firstlight.history.k8s import format_budget, probe_budget
 
 EXIT_HELP = """\b
 Exit codes:
   0    ok
-  1    the history database cannot be used (unwritable, locked, from a newer firstlight)
-  64   usage error (bad option, unknown run id)"""
+  1    the history database cannot be used (unwritable, locked, from a newer firstlight),
+       or --k8s-probe: the deployment has no good cold start to size a probe from
+  64   usage error (bad option, unknown run id or deployment)"""
+K8S_WINDOW = 50  # --k8s-probe: the most recent good starts (older ones may be from other hardware)
 
 
 def _num(v: float | None, fmt: str = ".1f") -> str:
@@ -63,8 +66,14 @@ def format_compare(c: dict[str, Any]) -> str:
               help="Use this run as the baseline of its deployment (instead of the median of recent good runs).")
 @click.option("--unpin", is_flag=True, help="Drop the pinned baseline of --deployment.")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=20, show_default=True)
+@click.option("--k8s-probe", default=None, metavar="DEPLOYMENT",
+              help="Print startupProbe periodSeconds/failureThreshold covering this deployment's p95 cold start "
+                   "x 1.5, and the Deployment's progressDeadlineSeconds (a hash or its prefix).")
+@click.option("--readiness-port", type=click.IntRange(1, 65535), default=8081, show_default=True,
+              help="--k8s-probe: the port firstlight's --serve-readiness listens on, for the printed probe.")
 def history_command(history_path: Path | None, as_json: bool, deployment: str | None,
-                    compare: tuple[int, int] | None, pin: int | None, unpin: bool, limit: int) -> None:
+                    compare: tuple[int, int] | None, pin: int | None, unpin: bool, limit: int,
+                    k8s_probe: str | None, readiness_port: int) -> None:
     """Past starts and benchmarks, per deployment (engine + model + command + GPU count).
 
     \b
@@ -72,12 +81,14 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
     firstlight history --compare 12 17
     firstlight history --pin 12
     """
-    if sum(x is not None and x is not False for x in (compare, pin, unpin or None)) > 1:
-        raise UsageFailure("use one of --compare, --pin, --unpin")
+    if sum(x is not None and x is not False for x in (compare, pin, unpin or None, k8s_probe)) > 1:
+        raise UsageFailure("use one of --compare, --pin, --unpin, --k8s-probe")
     if unpin and not deployment:
         raise UsageFailure("--unpin needs --deployment")
     path = history_path or default_path()
     out: dict[str, Any] = {"event": "history", "path": str(path)}
+    if not path.exists() and k8s_probe is not None:
+        raise UsageFailure(f"no history at {path}: no deployment {k8s_probe}")
     if not path.exists() and compare is None and pin is None:
         out["runs"] = []
         click.echo(json.dumps(out) if as_json else f"no history yet at {path}")
@@ -99,6 +110,10 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
                 out["pinned"] = run.to_dict()
                 click.echo(json.dumps(out, default=str) if as_json
                            else f"pinned run {run.id} as the baseline of deployment {run.deployment}")
+            elif k8s_probe is not None:
+                out["k8s_probe"] = _k8s_probe(h, k8s_probe, path, readiness_port, as_json)
+                if as_json:
+                    click.echo(json.dumps(out, default=str))
             elif unpin:
                 assert deployment is not None
                 found = h.runs(deployment, limit=1)
@@ -127,3 +142,24 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
         click.echo(f"firstlight history: {e}", err=True)
         sys.exit(EXIT_FAILED)
     sys.exit(EXIT_OK)
+
+
+def _k8s_probe(h: History, deployment: str, path: Path, readiness_port: int, as_json: bool) -> dict[str, Any]:
+    """The probe budget of one deployment from its recent good cold starts; exits 1 when it has none."""
+    runs = h.runs(deployment, limit=100_000)
+    found = sorted({r.deployment for r in runs})
+    if not found:
+        raise UsageFailure(f"no deployment {deployment} in {path}")
+    if len(found) > 1:
+        raise UsageFailure(f"{deployment!r} names {len(found)} deployments ({', '.join(found[:5])}): give more of "
+                           "the hash")
+    starts = [r.metrics["cold_start_s"] for r in runs if r.kind in ("up", "watch") and r.ok
+              and "cold_start_s" in r.metrics][:K8S_WINDOW]
+    if not starts:
+        click.echo(f"firstlight history: deployment {found[0]} has {len(runs)} runs but no good cold start to size "
+                   "a startupProbe from (a ready `up`, or `watch` with --pid or --pid-from, records one)", err=True)
+        sys.exit(EXIT_FAILED)
+    budget = probe_budget(found[0], starts)
+    if not as_json:
+        click.echo(format_budget(budget, readiness_port))
+    return budget.to_dict()

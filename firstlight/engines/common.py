@@ -245,6 +245,25 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     ),
 )
 
+BAD_ARGUMENT_HINT = (
+    "the server rejected its own command line: check the flag against this engine version's --help "
+    "(flags are renamed and removed between versions)"
+)
+# Argument parsers (argparse, llama.cpp's common/arg.cpp) exit before anything loads; their own line is the
+# evidence, not the "to show complete usage, run with -h" that follows it.
+ARGUMENT_FAILURES: tuple[FailureSignature, ...] = (
+    S(r": error: unrecognized arguments: ", "bad_argument", BAD_ARGUMENT_HINT, True),
+    S(r": error: argument \S+(?:/\S+)?: (?:invalid choice|invalid \w+ value|expected (?:one|at least one) "
+      r"argument|not allowed with)", "bad_argument", BAD_ARGUMENT_HINT, True),
+    S(r": error: the following arguments are required: ", "bad_argument", BAD_ARGUMENT_HINT, True),
+    S(r"\bargument \S+ (?:has been|was|is) (?:removed|deprecated and removed)\b", "bad_argument",
+      BAD_ARGUMENT_HINT, True),
+    S(r"^error: (?:invalid argument|unknown argument): ", "bad_argument", BAD_ARGUMENT_HINT, True),
+    S(r"^error while handling argument \"", "bad_argument", BAD_ARGUMENT_HINT, True),
+)
+
+TORCH_FAILURES = (*TORCH_FAILURES, *ARGUMENT_FAILURES)
+
 FRAME_MARKERS: tuple[PhaseMarker, ...] = (
     # Where a crash happened, read from traceback frames ("File ..., line N, in func").
     PhaseMarker(

@@ -3,11 +3,12 @@ port/host parsing."""
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from firstlight.wire.content import NotJSON, parse_json
 
 from .profile import EngineProfile, _compile_rules, _may_match, _Rule, clean_line, strip_ansi
 
@@ -198,8 +199,8 @@ _OWNED_BY = {
 
 def _json(body: str) -> Any:
     try:
-        return json.loads(body)
-    except (ValueError, TypeError):
+        return parse_json(body)
+    except NotJSON:  # deeply nested JSON included
         return None
 
 

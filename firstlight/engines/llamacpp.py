@@ -158,11 +158,8 @@ LLAMACPP = EngineProfile(
         *LLAMACPP_PHASES,
         # the request log proves the port is open; 503 on /health means "Loading model"
         P(r"request: GET /(?:v1/)?health \S+ 503$", "weights_loading", weak=True),
-        P(
-            r"^(?:main|srv\s+\w+): HTTP server is listening|\"msg\":\"HTTP server listening\"|"
-            r"llama server listening at",
-            "http_listening",
-        ),
+        # No http_listening phase: llama-server opens its port before it loads (listens_before_ready), so its
+        # "HTTP server is listening" line is a listening marker, not a step past the weights.
     ),
     progress_markers=(ProgressMarker(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU", "layers"),),
     failure_signatures=(*LLAMACPP_FAILURES, *TORCH_FAILURES),

@@ -32,7 +32,7 @@ OLLAMA = EngineProfile(
     ),
     phase_markers=(
         P(r"msg=\"?server config\"?", "process_start"),
-        P(r"msg=\"Listening on \S+ \(version \S+\)\"", "http_listening"),
+        # no http_listening phase: the daemon listens before any model loads (a listening marker, below)
         P(
             r"msg=\"?(?:starting llama server|starting runner|starting llama-server|loading model)\b",
             "weights_loading",

@@ -27,19 +27,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from firstlight.config import JudgeConfig
+from firstlight.interpret import LineInterpreter
+from firstlight.judge import Judge
 from firstlight.logtext import LineSplitter, split_redraws, strip_ansi
+from firstlight.timeline import LogLine
+from firstlight.vocab import FAILED, READY
 
-from . import get_profile, new_detector
-from .profile import NO_MATCH, PHASE_INDEX, EngineProfile, Failure, LineMatch, clean_line
+from . import detect_from_lines, get_profile, new_detector
+from .profile import EngineProfile
 
-EVIDENCE_TEXT_MAX = 300
 DETECT_LINES = 2000
 DETECT_MAX_LINES = 50_000
 MAX_PHASE_RECORDS = 500
-MAX_FAILURE_EVIDENCE = 12
-MAX_PHASE_EVIDENCE = 25
-ROOT_WINDOW_LINES = 2000  # non-fatal failures this close before the first fatal line can be its root cause
 READ_CHUNK = 1 << 20
+_TS_START = frozenset("[0123456789(IWEFt")
 
 STALL_HINTS: dict[str, str] = {
     "process_start": "no engine progress line yet: still importing, downloading or compiling kernels, or the "
@@ -200,127 +202,61 @@ class ReplayReport:
         return asdict(self)
 
 
-# --- the state machine ----------------------------------------------------------------------------------
-
-_EXC_LINE = re.compile(
-    r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|Exception)(?::|$)"
-)
-_TB_LINE = re.compile(
-    r"^(?:\s|Traceback \(most recent call last\)|During handling of the above exception|"
-    r"The above exception was the direct cause|File \"|\^+$|~+$)"
-)
-_TS_START = frozenset("[0123456789(IWEFt")
-
-
-UNCAUGHT = Failure(
-    "other",
-    "the log ends with an uncaught exception (the process most likely exited): see the last traceback",
-    True,
-    1,
-)
-
-
-@dataclass
-class _Hit:
-    line: int
-    text: str
-    failure: Failure
-
-
-def _trim(text: str) -> str:
-    text = text.strip()
-    return text if len(text) <= EVIDENCE_TEXT_MAX else text[: EVIDENCE_TEXT_MAX - 1] + "…"
-
-
-def _better(a: _Hit, b: _Hit | None) -> bool:
-    """a is a better root cause than b (higher rank; ties: earlier line)."""
-    if b is None:
-        return True
-    if a.failure.rank != b.failure.rank:
-        return a.failure.rank > b.failure.rank
-    return a.line < b.line
+# --- the driver -----------------------------------------------------------------------------------------
 
 
 class Replayer:
-    """Incremental replay of one start: ``feed`` lines in order, then ``report``."""
+    """Replay of one start: feeds its lines, with the log's own timestamps as the clock where it has them, into
+    the same judge (and so the same line interpretation) that ``firstlight up``/``watch`` use live.
+
+    The log ending is what a process exit is live: it settles a pending root cause, and a log that stops inside
+    an uncaught traceback is a failure. Without probes, the engine's own ready line stands in for the
+    generation that READY needs live.
+    """
 
     def __init__(self, profile: EngineProfile) -> None:
         self.profile = profile
-        self.lines = 0
-        self.phase = "process_start"
-        self.phases: list[dict[str, Any]] = []
         self._ts = TimestampParser()
         self._ts_candidates: deque[str] = deque(maxlen=16)  # recent lines that may carry a timestamp
-        self._phase_evidence: deque[dict[str, Any]] = deque(maxlen=MAX_PHASE_EVIDENCE)
-        self._failure_evidence: list[dict[str, Any]] = []
-        self._recent_nonfatal: deque[_Hit] = deque(maxlen=64)
-        self._first_fatal: _Hit | None = None
-        self._root: _Hit | None = None
-        self._in_root_tb = False
-        self._ready: dict[str, Any] | None = None
-        self._listening_line: int | None = None
-        self._serving: _Hit | None = None
-        self._serving_fatal = False
-        self._progress: dict[str, Any] | None = None
-        self._tail_start: int | None = None  # first line of the traceback the log currently ends in
-        self._tail_hits: list[_Hit] = []  # non-fatal signatures on exception lines of that traceback
-        self._tail_exc: _Hit | None = None  # its last exception line
+        self._t: float | None = None  # the log's clock: the latest timestamp seen
+        self._tick = 0.0  # tie-breaker, so lines keep their order at one timestamp
+        self.judge = Judge(JudgeConfig(timeout=float("inf"), ready_from_log=True), profile, 0.0)
+        self._started = False
+        self._stamps: dict[int, float | None] = {}  # line -> its own time, for the report's phases
+        self.lines = 0
 
-    # -- feeding --
+    @property
+    def interpreter(self) -> LineInterpreter:
+        return self.judge.lines
 
-    def feed(self, text: str, final: bool = True) -> LineMatch:
-        """Feed one decoded, ANSI-free line (``final`` False for a progress redraw)."""
+    def feed(self, text: str, final: bool = True, t: float | None = None) -> None:
+        """Feed one decoded, ANSI-free line (``final`` False for a progress redraw). ``t``: the line's time when
+        the source knows it (a journal entry's own timestamp); else it is read from the line."""
         if final:
             self.lines += 1
-            lineno = self.lines
             if text[:1] in _TS_START:
                 self._ts_candidates.append(text)
-        else:
-            lineno = self.lines + 1
-        cleaned = clean_line(text)
-        m = self.profile.classify_clean(cleaned)
+        ts = t if t is not None else (self._timestamp(text) if final else None)
+        if ts is not None:
+            self._t = ts
+        if not self._started:
+            self._started = True
+            self.judge = Judge(self.judge.rules, self.profile, self._clock())
         if final:
-            self._track_tail(cleaned, lineno, m)
-        if m is NO_MATCH:
-            return m
-        if m.progress is not None:
-            p = m.progress
-            self._progress = {
-                "kind": p.kind,
-                "done": p.done,
-                "total": p.total,
-                "fraction": p.fraction,
-                "line": lineno,
-            }
-        if self._ready is not None:
-            if m.failure is not None and final:
-                hit = _Hit(lineno, _trim(text), m.failure)
-                if _better(hit, self._serving):
-                    self._serving = hit
-                self._serving_fatal = self._serving_fatal or m.failure.fatal
-                self._add_failure_evidence(hit)
-            return m
-        if m.phase is not None and self._first_fatal is None:
-            if m.phase_weak:
-                if PHASE_INDEX[m.phase] > PHASE_INDEX[self.phase]:
-                    self._set_phase(m.phase, lineno, text)
-            elif m.phase != self.phase or not self.phases:
-                self._set_phase(m.phase, lineno, text)
-        if (
-            m.frame_phase is not None
-            and (self._first_fatal is None or self._in_root_tb)
-            and PHASE_INDEX[m.frame_phase] > PHASE_INDEX[self.phase]
-        ):
-            self._set_phase(m.frame_phase, lineno, text)
-        if m.failure is not None and final:
-            self._on_failure(_Hit(lineno, _trim(text), m.failure), cleaned)
-        if m.listening and self._listening_line is None:
-            self._listening_line = lineno
-        if m.ready and final:
-            self._ready = {"line": lineno, "text": _trim(text), "what": "ready"}
-            self._set_phase("ready", lineno, text, evidence=False)
-            self._listening_line = self._listening_line or lineno
-        return m
+            self._stamps[self.lines] = ts
+            if len(self._stamps) > 4 * MAX_PHASE_RECORDS:
+                self._stamps = {k: v for k, v in self._stamps.items() if k in self._phase_lines()}
+        t = self._clock()
+        events = self.judge.feed(LogLine(t, text, "file", self.lines if final else self.lines + 1, final))
+        if events or self.judge.fatal is not None:
+            self.judge.assess(t)
+
+    def _clock(self) -> float:
+        self._tick += 1e-6
+        return (self._t or 0.0) + self._tick
+
+    def _phase_lines(self) -> set[int]:
+        return {s.line for s in self.judge.phases if s.line is not None}
 
     def _timestamp(self, text: str) -> float | None:
         """The line's own timestamp, else the latest one printed shortly before it."""
@@ -334,116 +270,53 @@ class Replayer:
                     break
         return ts
 
-    def _set_phase(self, phase: str, lineno: int, text: str, evidence: bool = True) -> None:
-        self.phase = phase
-        rec = {"name": phase, "line": lineno, "timestamp": self._timestamp(text)}
-        if len(self.phases) >= MAX_PHASE_RECORDS:
-            self.phases[-1] = rec
-        else:
-            self.phases.append(rec)
-        if evidence:
-            self._phase_evidence.append({"line": lineno, "text": _trim(text), "what": "phase"})
-
-    def _add_failure_evidence(self, hit: _Hit) -> None:
-        if len(self._failure_evidence) < MAX_FAILURE_EVIDENCE:
-            self._failure_evidence.append({"line": hit.line, "text": hit.text, "what": "failure"})
-
-    def _on_failure(self, hit: _Hit, cleaned: str) -> None:
-        self._add_failure_evidence(hit)
-        if self._first_fatal is None:
-            if hit.failure.fatal:
-                self._first_fatal = hit
-                self._root = hit
-                for prior in self._recent_nonfatal:
-                    if prior.line >= hit.line - ROOT_WINDOW_LINES and _better(prior, self._root):
-                        self._root = prior
-                self._in_root_tb = _EXC_LINE.match(cleaned) is None
-            else:
-                self._recent_nonfatal.append(hit)
-        elif _better(hit, self._root):
-            self._root = hit
-
-    def _track_tail(self, cleaned: str, lineno: int, m: LineMatch) -> None:
-        """Follow the traceback the log is currently in (for the 'log ends in an uncaught exception' rule
-        and to close the root traceback after the first fatal line)."""
-        is_exc = _EXC_LINE.match(cleaned) is not None
-        if not cleaned or _TB_LINE.match(cleaned) or is_exc:
-            if self._tail_start is None:
-                self._tail_start = lineno
-            if is_exc:
-                if m.failure is not None and not m.failure.fatal:
-                    self._tail_hits.append(_Hit(lineno, _trim(cleaned), m.failure))
-                # a Ctrl+C is a stop, not a failed start
-                interrupted = cleaned.startswith("KeyboardInterrupt")
-                self._tail_exc = None if interrupted else _Hit(lineno, _trim(cleaned), UNCAUGHT)
-            if (
-                is_exc
-                and self._in_root_tb
-                and self._first_fatal is not None
-                and lineno > self._first_fatal.line
-            ):
-                self._in_root_tb = False
-        else:
-            self._tail_start = None
-            self._tail_hits = []
-            self._tail_exc = None
-
-    # -- result --
-
     def report(self) -> ReplayReport:
-        failure = "none"
-        hint: str | None = None
-        serving = None
-        phase = self.phase
-        evidence: list[dict[str, Any]] = list(self._phase_evidence)
-        if self._ready is not None:
-            outcome = "ready"
-            phase = "ready"
-            evidence.append(self._ready)
-            if self._serving is not None and self._serving_fatal:
-                s = self._serving
-                serving = {
-                    "category": s.failure.category,
-                    "hint": s.failure.hint,
-                    "line": s.line,
-                    "text": s.text,
-                    "fatal": s.failure.fatal,
-                }
-            # failures after ready, and any before it (e.g. a restart that then came up), stay visible
-            evidence.extend(self._failure_evidence)
+        t = self._clock()
+        self.judge.end_of_log(t)
+        a = self.judge.assess(t)
+        lines = self.interpreter
+        outcome = {READY: "ready", FAILED: "failed"}.get(a.verdict, "incomplete")
+        evidence: list[dict[str, Any]] = [{"line": n, "text": text, "what": "phase"}
+                                          for n, text in lines.phase_evidence]
+        evidence += [{"line": h.line, "text": h.text, "what": "failure"} for h in lines.failure_evidence]
+        failure, hint, serving = "none", a.hint, None
+        if outcome == "ready":
+            assert lines.ready_line is not None
+            evidence.append({"line": lines.ready_line.line, "text": lines.ready_line.text, "what": "ready"})
+            sf = lines.serving_failure
+            if sf is not None and lines.serving_fatal:
+                serving = {"category": sf.failure.category, "hint": sf.failure.hint, "line": sf.line,
+                           "text": sf.text, "fatal": sf.failure.fatal}
+        elif outcome == "failed":
+            failure = a.failure or "other"
+            root = lines.root_cause(True)
+            if root is not None and not any(e["line"] == root.line for e in evidence):
+                evidence.append({"line": root.line, "text": root.text, "what": "failure"})
         else:
-            root = self._root
-            if root is None and self._tail_exc is not None:
-                # the log ends in an uncaught exception: the process most likely died with it
-                root = self._tail_exc
-                for h in self._tail_hits:
-                    if _better(h, root):
-                        root = h
-            if root is not None:
-                outcome = "failed"
-                failure = root.failure.category
-                hint = root.failure.hint
-                evidence.extend(self._failure_evidence)
-                if not any(e["line"] == root.line for e in evidence):
-                    evidence.append({"line": root.line, "text": root.text, "what": "failure"})
-            else:
-                outcome = "incomplete"
-                hint = STALL_HINTS.get(phase)
-                evidence.extend(self._failure_evidence)  # non-fatal warnings, if any
+            hint = STALL_HINTS.get(a.phase)
         evidence.sort(key=lambda e: e["line"])
+        phases = [{"name": s.name, "line": s.line, "timestamp": self._stamps.get(s.line) if s.line else None}
+                  for s in self.judge.phases if s.line is not None]
+        if len(phases) > MAX_PHASE_RECORDS:
+            phases = phases[: MAX_PHASE_RECORDS - 1] + phases[-1:]
+        progress = None
+        if lines.progress is not None:
+            p = lines.progress
+            progress = {"kind": p.kind, "done": p.done, "total": p.total, "fraction": p.fraction,
+                        "line": lines.progress_at}
         return ReplayReport(
             engine=self.profile.name,
             outcome=outcome,
-            phase=phase,
+            phase=a.phase,
             failure=failure,
             hint=hint,
             evidence=evidence,
-            phases=list(self.phases),
+            phases=phases,
             serving_failure=serving,
             lines=self.lines,
-            progress=self._progress,
-            ready_line=self._ready["line"] if self._ready else None,
-            listening_line=self._listening_line,
+            progress=progress,
+            ready_line=lines.ready_line.line if lines.ready_line else None,
+            listening_line=lines.listening_line,
         )
 
 
@@ -501,6 +374,20 @@ def _detect_file(path: Path) -> str:
             if det.lines >= DETECT_LINES and (det.best() is not None or det.lines >= DETECT_MAX_LINES):
                 break
     return det.best() or "generic"
+
+
+def replay_timed(entries: Iterable[tuple[float | None, str]], engine: str | None = None) -> ReplayReport:
+    """Replay lines that come with their own times (a journal's entries): the time is the clock, as a log's
+    timestamps are. Streams (bounded memory); the engine is detected from the first lines when not given."""
+    it = iter(entries)
+    head = list(itertools.islice(it, DETECT_LINES)) if engine is None else []
+    if engine is None:
+        engine = detect_from_lines(text for _, text in head) or "generic"
+    replayer = Replayer(get_profile(engine))
+    for t, text in itertools.chain(head, it):
+        for part, final in _events_from_lines([text]):
+            replayer.feed(part, final, t if final else None)
+    return replayer.report()
 
 
 def replay_lines(lines: Iterable[str], engine: str | None = None) -> ReplayReport:

@@ -1,104 +1,75 @@
 """The readiness ladder: port -> HTTP -> health -> model listed -> a real generation.
 
 ``Ladder.climb`` checks the rungs in order and stops at the first that fails, so no generation is sent while
-a lower level fails. Every request has connect and read timeouts and an overall deadline (a server that
-trickles bytes cannot hold a probe), and bodies are capped. The ladder only observes: it returns ``Probe``
-records and leaves their meaning to the judge.
+a lower level fails; each ``Probe`` goes to the caller's sink the moment it is known. All HTTP goes through
+:mod:`firstlight.wire` (timeouts, a deadline on every byte, capped bodies, one model-list parser, clean text).
+Whatever a server sends, a rung ends as a Probe: an exception inside a check is a failed probe with a note,
+never an escaping error. The ladder only observes: it returns ``Probe`` records and leaves their meaning to the
+judge.
+
+Run-time state (the endpoints learnt once the engine is known, the model the list named) lives here, never in
+the ``ProbeConfig``, which stays as the user gave it: an explicit ``health_path`` always wins.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
-
-import httpx
 
 from firstlight.config import ProbeConfig
+from firstlight.engines.profile import Endpoints
 from firstlight.timeline import Level, Probe
+from firstlight.wire import (
+    Answer,
+    NotJSON,
+    Wire,
+    WireError,
+    clean_text,
+    generated_text,
+    identify_engine,
+    model_ids,
+    normalise_url,
+    says_unhealthy,
+    split_url,
+)
+from firstlight.wire.identify import IDENTIFY_BUDGET_S, identify_paths
 
-MAX_BODY = 4 << 20
-_UNHEALTHY = {"unhealthy", "loading", "initializing", "starting", "error", "unavailable", "not_ready"}
+__all__ = ["Ladder", "normalise_url", "split_url"]
 
-
-class TooSlow(httpx.ReadTimeout):
-    """The answer did not complete by its deadline (a server trickling bytes)."""
-
-
-def read_capped(resp: httpx.Response, deadline: float, what: str) -> bytes:
-    """The body of a streamed response, at most ``MAX_BODY`` bytes, read by ``deadline`` (monotonic) at the
-    latest: a read timeout alone bounds each read, not the whole answer."""
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in resp.iter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > MAX_BODY:
-            break
-        if time.monotonic() > deadline:
-            raise TooSlow(f"{what}: answer not complete by its deadline")
-    return b"".join(chunks)[:MAX_BODY]
-
-
-@dataclass
-class _Response:
-    status: int
-    body: bytes
-    latency_s: float
-
-    def text(self, n: int = 160) -> str:
-        s = self.body[:n].decode("utf-8", "replace").replace("\n", " ").strip()
-        return s + ("…" if len(self.body) > n else "")
-
-    def json(self) -> Any:
-        return json.loads(self.body.decode("utf-8"))
-
-
-def split_url(url: str) -> tuple[str, int]:
-    """Host and port of an http(s) URL; raises ValueError with a readable message."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    if parts.scheme not in ("http", "https"):
-        raise ValueError(f"not an http(s) URL: {url!r}")
-    if not parts.hostname:
-        raise ValueError(f"no host in URL: {url!r}")
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise ValueError(f"bad port in URL: {url!r}") from None
-    return parts.hostname, port
-
-
-def normalise_url(url: str) -> str:
-    url = url if "://" in url else f"http://{url}"
-    split_url(url)
-    return url.rstrip("/")
+ProbeSink = Callable[[Probe], None]
+_RUNGS: tuple[tuple[str, Level], ...] = (("port_open", Level.PORT), ("health", Level.HTTP),
+                                         ("models", Level.MODELS), ("generate", Level.GENERATION))
 
 
 class Ladder:
-    """Climbs the readiness ladder against one server."""
+    """Climbs the readiness ladder against one server.
+
+    The paths come from the ``ProbeConfig``; ``endpoints`` (at construction, or :meth:`use_endpoints` once the
+    engine is known at run time) replace those the user did not set (``cfg.explicit``): an explicit
+    ``--health-path`` always wins.
+    """
 
     def __init__(self, cfg: ProbeConfig, clock: Callable[[], float] = time.time,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 endpoints: Endpoints | None = None, wire: Wire | None = None) -> None:
         self.cfg = cfg
-        self.base = normalise_url(cfg.url)
-        self.host, self.port = split_url(self.base)
         self.clock = clock
-        headers = {"User-Agent": "firstlight"}
-        if cfg.api_key:
-            headers["Authorization"] = f"Bearer {cfg.api_key}"
-        self._client = httpx.Client(base_url=self.base, headers=headers, transport=transport,
-                                    follow_redirects=False, trust_env=False)
+        self.wire = wire or Wire(cfg.url, api_key=cfg.api_key, connect_timeout=cfg.connect_timeout)
+        self.base = self.wire.base
+        self.host, self.port = self.wire.host, self.wire.port
+        self._endpoints = Endpoints(health=cfg.health_path, models=cfg.models_path,
+                                    completions=cfg.completions_path, chat=cfg.chat_path)
+        if endpoints is not None:
+            self.use_endpoints(endpoints)
         self.model: str | None = cfg.model
-        self.requests: Counter[str] = Counter()  # requests sent, by level (for the benchmark)
+        self._requests: Counter[str] = Counter()
+        self._count_lock = threading.Lock()
 
     def close(self) -> None:
-        self._client.close()
+        self.wire.close()
 
     def __enter__(self) -> Ladder:
         return self
@@ -106,43 +77,88 @@ class Ladder:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- run-time state ----------------------------------------------------------------------------------
+    def use_endpoints(self, endpoints: Endpoints) -> None:
+        """Probe the engine's own endpoints from the next climb on, except where the user set a path. The
+        config is never written; the ladder keeps them in its own state (one reference, swapped whole)."""
+        cfg, explicit = self.cfg, self.cfg.explicit
+        self._endpoints = Endpoints(
+            health=cfg.health_path if "health_path" in explicit else endpoints.health,
+            models=cfg.models_path if "models_path" in explicit else endpoints.models,
+            completions=cfg.completions_path if "completions_path" in explicit else endpoints.completions,
+            chat=cfg.chat_path if "chat_path" in explicit else endpoints.chat,
+        )
+
+    @property
+    def paths(self) -> Endpoints:
+        """The paths the next climb probes."""
+        return self._endpoints
+
+    @property
+    def health_path(self) -> str:
+        return self._endpoints.health
+
+    @property
+    def requests(self) -> dict[str, int]:
+        """Requests sent so far, by level (for the summary): a copy, safe to read from another thread."""
+        with self._count_lock:
+            return dict(self._requests)
+
+    def _count(self, what: str, n: int = 1) -> None:
+        with self._count_lock:
+            self._requests[what] += n
+
     # -- the rungs -------------------------------------------------------------------------------------
-    def climb(self, top: Level = Level.GENERATION) -> list[Probe]:
-        """Check rungs from PORT up to ``top``; stop at the first failure."""
+    def climb(self, top: Level = Level.GENERATION, sink: ProbeSink | None = None,
+              deadline_at: float | None = None) -> list[Probe]:
+        """Check rungs from PORT up to ``top``; stop at the first failure. Each probe goes to ``sink`` as soon
+        as it is known; ``deadline_at`` (``time.monotonic``) bounds the whole climb."""
         results: list[Probe] = []
-        for rung in (self.port_open, self.health, self.models, self.generate):
-            for p in rung():
+        ep = self._endpoints  # one set of endpoints for the whole climb
+        for name, level in _RUNGS:
+            for p in self._check(name, level, ep, deadline_at):
                 if p.level > top:
                     return results
                 results.append(p)
+                if sink is not None:
+                    sink(p)
                 if not p.ok:
                     return results
         return results
 
-    def port_open(self) -> list[Probe]:
+    def _check(self, name: str, level: Level, ep: Endpoints, deadline_at: float | None) -> list[Probe]:
         t0 = self.clock()
-        self.requests["port"] += 1
         try:
-            with socket.create_connection((self.host, self.port), timeout=self.cfg.connect_timeout):
-                pass
-        except OSError as e:
-            return [Probe(t0, Level.PORT, False, f"connect {self.host}:{self.port}: {_oserror(e)}")]
-        return [Probe(self.clock(), Level.PORT, True, f"{self.host}:{self.port} accepts connections",
-                      latency_s=self.clock() - t0)]
+            rung: Callable[[Endpoints, float | None], list[Probe]] = getattr(self, "_" + name)
+            return rung(ep, deadline_at)
+        except Exception as e:  # whatever a server sends, a check ends as a failed probe
+            return [Probe(t0, level, False, f"{level.label} check failed inside firstlight: "
+                                            f"{type(e).__name__}: {clean_text(str(e), 160)}")]
 
-    def health(self) -> list[Probe]:
-        path = self.cfg.health_path
+    def _port_open(self, ep: Endpoints, deadline_at: float | None) -> list[Probe]:
         t0 = self.clock()
+        self._count("port")
         try:
-            r = self._get(path, "health")
-        except httpx.HTTPError as e:
-            return [Probe(t0, Level.HTTP, False, f"GET {path}: {describe_error(e)}")]
+            took = self.wire.port_open(deadline_at)
+        except WireError as e:
+            return [Probe(t0, Level.PORT, False, f"connect {self.host}:{self.port}: {e}")]
+        return [Probe(self.clock(), Level.PORT, True, f"{self.host}:{self.port} accepts connections",
+                      latency_s=took)]
+
+    def _health(self, ep: Endpoints, deadline_at: float | None) -> list[Probe]:
+        path = self.health_path
+        t0 = self.clock()
+        self._count("health")
+        try:
+            r = self.wire.get(path, read_timeout=self.cfg.read_timeout, deadline_at=deadline_at)
+        except WireError as e:
+            return [Probe(t0, Level.HTTP, False, f"GET {path}: {e}")]
         now = self.clock()
         out = [Probe(now, Level.HTTP, True, f"GET {path} -> {r.status}", status=r.status, latency_s=r.latency_s)]
         if r.status in (404, 405):
             out.append(Probe(now, Level.HEALTH, True, f"GET {path} -> {r.status}: no health endpoint, skipped",
                              status=r.status))
-        elif 200 <= r.status < 300 and not _says_unhealthy(r):
+        elif 200 <= r.status < 300 and not says_unhealthy(_json(r)[1]):
             out.append(Probe(now, Level.HEALTH, True, f"GET {path} -> {r.status} {r.text(80)}", status=r.status,
                              latency_s=r.latency_s))
         else:
@@ -150,22 +166,23 @@ class Ladder:
                              latency_s=r.latency_s))
         return out
 
-    def models(self) -> list[Probe]:
-        path = self.cfg.models_path
+    def _models(self, ep: Endpoints, deadline_at: float | None) -> list[Probe]:
+        path = ep.models
         t0 = self.clock()
         if not path:
             return [Probe(t0, Level.MODELS, True, "no models endpoint for this engine, skipped")]
+        self._count("models")
         try:
-            r = self._get(path, "models")
-        except httpx.HTTPError as e:
-            return [Probe(t0, Level.MODELS, False, f"GET {path}: {describe_error(e)}")]
+            r = self.wire.get(path, read_timeout=self.cfg.read_timeout, deadline_at=deadline_at)
+        except WireError as e:
+            return [Probe(t0, Level.MODELS, False, f"GET {path}: {e}")]
         now = self.clock()
         if r.status in (404, 405):
             return [Probe(now, Level.MODELS, True, f"GET {path} -> {r.status}: no models endpoint, skipped",
                           status=r.status)]
         if r.status != 200:
             return [Probe(now, Level.MODELS, False, f"GET {path} -> {r.status} {r.text(120)}", status=r.status)]
-        ids = _model_ids(r)
+        ids = model_ids(_json(r)[1])
         if ids is None:
             return [Probe(now, Level.MODELS, False, f"GET {path} -> 200 but not a model list: {r.text(80)}",
                           status=200, transient=False)]
@@ -173,13 +190,13 @@ class Ladder:
             return [Probe(now, Level.MODELS, False, f"GET {path} -> 200 with no model listed", status=200)]
         if self.model is None:
             self.model = ids[0]
-        return [Probe(now, Level.MODELS, True, f"GET {path} lists {', '.join(ids[:3])}", status=200,
-                      latency_s=r.latency_s)]
+        shown = clean_text(", ".join(clean_text(i, 80) for i in ids[:3]), 200)
+        return [Probe(now, Level.MODELS, True, f"GET {path} lists {shown}", status=200, latency_s=r.latency_s)]
 
-    def generate(self) -> list[Probe]:
+    def _generate(self, ep: Endpoints, deadline_at: float | None) -> list[Probe]:
         cfg = self.cfg
         chat = cfg.api == "chat"
-        path = cfg.chat_path if chat else cfg.completions_path
+        path = ep.chat if chat else ep.completions
         body: dict[str, Any] = {"max_tokens": cfg.max_tokens, "temperature": 0, "stream": False}
         if chat:
             body["messages"] = [{"role": "user", "content": cfg.effective_prompt}]
@@ -188,151 +205,46 @@ class Ladder:
         if self.model:
             body["model"] = self.model
         t0 = self.clock()
+        self._count("generation")
         try:
-            r = self._post(path, body, "generation")
-        except httpx.HTTPError as e:
-            return [Probe(t0, Level.GENERATION, False, f"POST {path}: {describe_error(e)}",
-                          latency_s=self.clock() - t0)]
+            r = self.wire.post_json(path, body, read_timeout=cfg.generation_timeout, deadline_at=deadline_at)
+        except WireError as e:
+            return [Probe(t0, Level.GENERATION, False, f"POST {path}: {e}", latency_s=self.clock() - t0)]
         now = self.clock()
         if r.status != 200:
             # 4xx other than 408/429 is a definitive "no" (a wrong model name, a bad route); 5xx may be loading.
             definitive = 400 <= r.status < 500 and r.status not in (408, 425, 429)
             return [Probe(now, Level.GENERATION, False, f"POST {path} -> {r.status} {r.text(160)}",
                           status=r.status, latency_s=r.latency_s, transient=not definitive)]
-        text, problem = _generated_text(r, chat)
-        if problem is None and cfg.expect is not None and not re.search(cfg.expect, text or ""):
-            problem = f"text {text!r} does not match --expect {cfg.expect!r}"
+        is_json, data = _json(r)
+        text: str | None
+        problem: str | None
+        if not is_json:
+            text, problem = None, f"not JSON: {r.text(60)!r}"
+        else:
+            text, problem = generated_text(data, chat)
+            if problem == "no choices in the answer":
+                problem = f"no choices in the answer: {r.text(100)!r}"
+        if problem is None and cfg.expect is not None and not re.search(cfg.expect, (text or "")[:65536]):
+            problem = f"text {clean_text(text or '', 80)!r} does not match --expect {cfg.expect!r}"
+        shown = clean_text(text, 200) if text is not None else None
         if problem is not None:
             return [Probe(now, Level.GENERATION, False, f"POST {path} -> 200 but {problem}", status=200,
-                          latency_s=r.latency_s, text=text, transient=False)]
-        return [Probe(now, Level.GENERATION, True, f"POST {path} -> 200 in {r.latency_s:.2f}s: {text!r}",
-                      status=200, latency_s=r.latency_s, text=text)]
+                          latency_s=r.latency_s, text=shown, transient=False)]
+        return [Probe(now, Level.GENERATION, True, f"POST {path} -> 200 in {r.latency_s:.2f}s: {shown!r}",
+                      status=200, latency_s=r.latency_s, text=shown)]
 
-    def identify(self) -> tuple[str, str] | None:
-        """Ask the engine-specific endpoints who is serving: (engine, "GET path -> status") or None."""
-        from firstlight.engines import DETECTION_ENDPOINTS, detect_from_endpoint
-
-        for path, _ in DETECTION_ENDPOINTS:
-            try:
-                r = self._get(path, "identify")
-            except httpx.HTTPError:
-                continue
-            name = detect_from_endpoint(path, r.status, r.body[:65536].decode("utf-8", "replace"))
-            if name is not None:
-                return name, f"GET {path} -> {r.status}"
-        return None
-
-    def use_endpoints(self, health: str, models: str | None, completions: str, chat: str) -> None:
-        self.cfg.health_path, self.cfg.models_path = health, models
-        self.cfg.completions_path, self.cfg.chat_path = completions, chat
-
-    # -- HTTP ------------------------------------------------------------------------------------------
-    def _timeout(self, read: float) -> httpx.Timeout:
-        return httpx.Timeout(connect=self.cfg.connect_timeout, read=read, write=self.cfg.connect_timeout,
-                             pool=self.cfg.connect_timeout)
-
-    def _get(self, path: str, what: str) -> _Response:
-        self.requests[what] += 1
-        return self._send("GET", path, None, self.cfg.read_timeout)
-
-    def _post(self, path: str, body: dict[str, Any], what: str) -> _Response:
-        self.requests[what] += 1
-        return self._send("POST", path, body, self.cfg.generation_timeout)
-
-    def _send(self, method: str, path: str, body: dict[str, Any] | None, read_timeout: float) -> _Response:
-        t0 = time.monotonic()
-        deadline = t0 + read_timeout + self.cfg.connect_timeout
-        with self._client.stream(method, path, json=body, timeout=self._timeout(read_timeout)) as resp:
-            body_bytes = read_capped(resp, deadline, f"{method} {path}")
-            return _Response(resp.status_code, body_bytes, time.monotonic() - t0)
+    # -- engine identification ---------------------------------------------------------------------------
+    def identify(self, budget_s: float = IDENTIFY_BUDGET_S) -> tuple[str, str] | None:
+        """Ask the engine-specific endpoints, all at once, who is serving: (engine, "GET path -> status") or
+        None; ``budget_s`` bounds it all."""
+        self._count("identify", len(identify_paths()))
+        return identify_engine(self.wire, budget_s)
 
 
-def _says_unhealthy(r: _Response) -> bool:
-    """A 200 whose JSON says otherwise (Dynamo's frontend, LMDeploy's monitor)."""
+def _json(r: Answer) -> tuple[bool, Any]:
+    """(True, the answer's JSON) or (False, None) when it is not JSON (hostile nesting included)."""
     try:
-        data = r.json()
-    except (ValueError, UnicodeDecodeError):
-        return False
-    if isinstance(data, dict):
-        status = data.get("status")
-        return isinstance(status, str) and status.lower() in _UNHEALTHY
-    return False
-
-
-def _model_ids(r: _Response) -> list[str] | None:
-    try:
-        data = r.json()
-    except (ValueError, UnicodeDecodeError):
-        return None
-    items = data.get("data", data.get("models")) if isinstance(data, dict) else None
-    if not isinstance(items, list):
-        return None
-    ids = []
-    for m in items:
-        if isinstance(m, dict):
-            name = m.get("id") or m.get("name") or m.get("model")
-            if isinstance(name, str):
-                ids.append(name)
-    return ids
-
-
-def _generated_text(r: _Response, chat: bool) -> tuple[str | None, str | None]:
-    """The generated text, or why the answer is not a valid completion."""
-    try:
-        data = r.json()
-    except (ValueError, UnicodeDecodeError):
-        return None, f"not JSON: {r.text(60)!r}"
-    if not isinstance(data, dict):
-        return None, "not a JSON object"
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None, f"no choices in the answer: {r.text(100)!r}"
-    c = choices[0]
-    if chat:
-        msg = c["message"] if isinstance(c.get("message"), dict) else {}
-        text = msg.get("content") or msg.get("reasoning_content") or msg.get("reasoning")
-    else:
-        text = c.get("text")
-    if not isinstance(text, str):
-        return None, "no text in the first choice"
-    if not text.strip():
-        return text, "an empty completion"
-    return text, None
-
-
-def _oserror(e: OSError) -> str:
-    if isinstance(e, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(e, socket.timeout | TimeoutError):
-        return "connect timed out"
-    if isinstance(e, socket.gaierror):
-        return f"cannot resolve host ({e.strerror})"
-    return e.strerror or type(e).__name__
-
-
-def describe_error(e: Exception) -> str:
-    """One line for an HTTP failure, without a traceback."""
-    if isinstance(e, httpx.ConnectError):
-        cause: BaseException | None = e
-        for _ in range(8):  # anyio wraps ConnectionRefusedError in "All connection attempts failed"
-            if cause is None:
-                break
-            if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower():
-                return "connection refused"
-            cause = cause.__cause__ or cause.__context__
-        return f"cannot connect ({e})"
-    if isinstance(e, httpx.ConnectTimeout):
-        return "connect timed out"
-    if isinstance(e, TooSlow):
-        return str(e)
-    if isinstance(e, httpx.TimeoutException):
-        return "no answer within the read timeout"
-    if isinstance(e, httpx.RemoteProtocolError):
-        return f"not a valid HTTP answer ({e})"
-    cause = e.__cause__ or e.__context__
-    while cause is not None and not str(cause) and (cause.__cause__ or cause.__context__):
-        cause = cause.__cause__ or cause.__context__
-    if isinstance(e, httpx.ReadError | httpx.WriteError) and isinstance(cause, ConnectionResetError):
-        return "connection reset by the server"
-    detail = str(e) or (f"{type(cause).__name__}: {cause}" if cause is not None else "")
-    return f"{type(e).__name__}: {detail}" if detail else type(e).__name__
+        return True, r.json()
+    except NotJSON:
+        return False, None

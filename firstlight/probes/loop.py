@@ -1,20 +1,26 @@
 """The probing loop: climbs the ladder again and again in its own thread until a generation holds.
 
 It probes at once after a change or a new log line (``wake``) and backs off to ``max_interval`` while nothing
-changes, so READY is reported promptly without hammering a loading server. One thread: never more than one
-generation in flight.
+changes, so READY is reported promptly without hammering a loading server. One thread climbs: never more than
+one generation in flight. Each Probe goes to the sink the moment its rung is checked, not when the climb ends
+(a generation may take up to --generation-timeout). When the engine is unknown, the loop climbs no higher
+than HTTP until the engine-specific endpoints were asked, all at once within a fixed budget
+(:mod:`firstlight.wire.identify`), so the engine is named before READY and endpoints that never answer delay
+it by that budget at most. Nothing a server does ends this thread: a failure inside a climb is a note, and the
+loop goes on.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from firstlight.engines.profile import Endpoints
 from firstlight.probes.ladder import Ladder
-from firstlight.timeline import Level, Observation
+from firstlight.timeline import Level, Observation, Probe, SourceNote
+from firstlight.wire import clean_text
 
 
 @dataclass(frozen=True)
@@ -36,29 +42,68 @@ class LadderLoop:
         self.min_interval, self.max_interval = min_interval, max_interval
         self.wake = threading.Event()
         self.stop = threading.Event()
+        self._endpoints: Endpoints | None = None  # learnt by the session, applied by this thread between climbs
+        self._lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="firstlight-ladder", daemon=True)
 
     def start(self) -> None:
         self.thread.start()
+
+    def use_endpoints(self, endpoints: Endpoints) -> None:
+        """From the session's thread: the ladder takes them before its next climb (never during one)."""
+        with self._lock:
+            self._endpoints = endpoints
+        self.wake.set()
+
+    def _emit(self, p: Probe) -> None:
+        if not self.stop.is_set():
+            self.sink(p)
+
+    def _climb(self, top: Level = Level.GENERATION) -> list[Probe]:
+        """One climb, its probes sunk as they come; whatever escapes the ladder is a note, never the end."""
+        try:
+            return self.ladder.climb(top, sink=self._emit)
+        except Exception as e:  # the ladder turns failures into probes; this is the last net
+            why = f"{type(e).__name__}: {clean_text(str(e), 160)}"
+            self.sink(SourceNote(self.ladder.clock(), "probe", f"probe failed inside firstlight: {why}"))
+            return []
+
+    def _identify_first(self) -> None:
+        """Engine unknown: climb no higher than HTTP until it answers, then ask the engine-specific endpoints who
+        it is (within the identification budget), before any generation."""
+        results = self._climb(Level.HTTP)
+        if not any(p.ok and p.level >= Level.HTTP for p in results):
+            self.wake.wait(self.min_interval)
+            return
+        self.identify = False
+        try:
+            found = self.ladder.identify()
+        except Exception:  # best effort: the generic profile keeps working
+            found = None
+        if found is not None and not self.stop.is_set():
+            self.sink(EngineIdentified(self.ladder.clock(), found[0], found[1]))
+
+    def _take_endpoints(self) -> None:
+        with self._lock:
+            endpoints, self._endpoints = self._endpoints, None
+        if endpoints is not None:
+            self.ladder.use_endpoints(endpoints)
 
     def _run(self) -> None:
         interval = self.min_interval
         last: tuple[int, bool] | None = None
         while not self.stop.is_set():
             self.wake.clear()
-            results = self.ladder.climb()
+            self._take_endpoints()
+            if self.identify:
+                self._identify_first()
+                continue
+            results = self._climb()
             if self.stop.is_set():
                 return
-            for p in results:
-                self.sink(p)
             top = max((p.level for p in results if p.ok), default=Level.NONE)
             if top == Level.GENERATION:
                 return
-            if self.identify and top >= Level.HTTP:
-                self.identify = False
-                found = self.ladder.identify()
-                if found is not None:
-                    self.sink(EngineIdentified(time.time(), found[0], found[1]))
             state = (int(top), bool(results and results[-1].ok))
             interval = self.min_interval if state != last else min(self.max_interval, interval * 1.5)
             last = state

@@ -1,10 +1,12 @@
-"""What a reporter is told. Reporters only render: they decide nothing."""
+"""What a reporter is told. Reporters only render: they decide nothing. The verdict and the final summary come as
+the typed ``RunResult`` (``to_dict()`` is the JSON summary)."""
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
 from firstlight.judge import Assessment, Event
+from firstlight.result import RunResult
 
 
 class Reporter(Protocol):
@@ -13,8 +15,8 @@ class Reporter(Protocol):
     def status(self, a: Assessment) -> None: ...
     def server_line(self, stream: str, text: str) -> None: ...
     def message(self, text: str) -> None: ...
-    def verdict(self, summary: dict[str, Any]) -> None: ...
-    def summary(self, summary: dict[str, Any]) -> None: ...
+    def verdict(self, result: RunResult) -> None: ...
+    def summary(self, result: RunResult) -> None: ...
     def close(self) -> None: ...
 
 
@@ -44,13 +46,13 @@ class Reporters:
         for r in self.reporters:
             r.message(text)
 
-    def verdict(self, summary: dict[str, Any]) -> None:
+    def verdict(self, result: RunResult) -> None:
         for r in self.reporters:
-            r.verdict(summary)
+            r.verdict(result)
 
-    def summary(self, summary: dict[str, Any]) -> None:
+    def summary(self, result: RunResult) -> None:
         for r in self.reporters:
-            r.summary(summary)
+            r.summary(result)
 
     def close(self) -> None:
         for r in self.reporters:

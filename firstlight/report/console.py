@@ -16,8 +16,10 @@ from rich.text import Text
 
 from firstlight.judge import Assessment, Event
 from firstlight.report.format import duration, status_line
+from firstlight.result import RunResult
 
-_STYLES = {"ready": "bold green", "failed": "bold red", "hung": "bold red", "timeout": "bold yellow",
+_STYLES = {"ready": "bold green", "regression": "bold yellow", "failed": "bold red", "hung": "bold red",
+           "timeout": "bold yellow",
            "interrupted": "yellow", "warning": "yellow", "failure_line": "red", "phase": "cyan",
            "level": "blue", "engine_ready": "green", "lost": "yellow"}
 
@@ -95,36 +97,36 @@ class ConsoleReporter:
     def message(self, text: str) -> None:
         self._line(None, "firstlight", text)
 
-    def verdict(self, s: dict[str, Any]) -> None:
-        self._shown = s["verdict"]
-        self._render(s)
+    def verdict(self, result: RunResult) -> None:
+        self._shown = result.verdict
+        self._render(result)
 
-    def summary(self, s: dict[str, Any]) -> None:
-        if self._shown != s["verdict"]:  # the verdict changed after it was shown (serving ended)
-            self._shown = s["verdict"]
-            self._render(s)
+    def summary(self, result: RunResult) -> None:
+        if self._shown != result.verdict:  # the verdict changed after it was shown (serving ended, regression)
+            self._shown = result.verdict
+            self._render(result)
 
-    def _render(self, s: dict[str, Any]) -> None:
-        verdict = s["verdict"]
-        end = s.get("ready_at") or s.get("ended_at")
-        head = verdict.upper()
-        if verdict == "ready":
-            g = s.get("first_generation") or {}
-            text = (f"serving after {duration(s['ready_at'] - s['started_at'])}: first generation "
+    def _render(self, r: RunResult) -> None:
+        end = r.ready_at or r.ended_at
+        if r.serving and r.ready_at is not None:
+            g = r.first_generation or {}
+            text = (f"serving after {duration(r.ready_at - r.started_at)}: first generation "
                     f"{g.get('text')!r} in {g.get('latency_s') or 0:.2f}s")
+            if r.regression:
+                text += "; " + "; ".join(x.get("message", "") for x in r.regression)
         else:
-            text = f"in phase {s['phase']}"
-            if s.get("detail"):
-                text += f" ({s['detail']})"
-            if s.get("failure"):
-                text += f": {s['failure']}"
-        self._line(end, head, text, _STYLES.get(verdict))
-        for ev in s.get("evidence", []):
+            text = f"in phase {r.phase}"
+            if r.detail:
+                text += f" ({r.detail})"
+            if r.failure:
+                text += f": {r.failure}"
+        self._line(end, r.verdict.upper(), text, _STYLES.get(r.verdict))
+        for ev in r.evidence:
             since = "" if ev.get("since") is None or self._t0 is None else f" (at {duration(ev['since'] - self._t0)})"
             self._line(None, "  because", f"{ev['signal']}: {ev['value']}{since}")
-        if s.get("hint"):
-            self._line(None, "  fix", s["hint"])
-        for note in s.get("notes", []):
+        if r.hint:
+            self._line(None, "  fix", r.hint)
+        for note in r.notes:
             self._line(None, "  note", note)
 
     def close(self) -> None:

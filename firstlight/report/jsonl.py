@@ -9,6 +9,7 @@ import time
 from typing import IO, Any
 
 from firstlight.judge import Assessment, Event
+from firstlight.result import RunResult
 
 
 class JsonLinesReporter:
@@ -47,12 +48,12 @@ class JsonLinesReporter:
     def message(self, text: str) -> None:
         self._write({"event": "message", "t": time.time(), "message": text})
 
-    def verdict(self, summary: dict[str, Any]) -> None:
-        self._write({"event": "verdict", "t": summary.get("ended_at"), "verdict": summary["verdict"],
-                     "phase": summary["phase"], "failure": summary.get("failure")})
+    def verdict(self, result: RunResult) -> None:
+        self._write({"event": "verdict", "t": result.ended_at, "verdict": result.verdict, "phase": result.phase,
+                     "failure": result.failure})
 
-    def summary(self, summary: dict[str, Any]) -> None:
-        self._write({"event": "summary", **summary})
+    def summary(self, result: RunResult) -> None:
+        self._write({"event": "summary", **result.to_dict()})
 
     def close(self) -> None:
         pass

@@ -12,10 +12,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Enum, Gauge, start_http_server
 
-from firstlight.engines.profile import PHASES
 from firstlight.judge import Assessment, Event
-
-VERDICTS = ("starting", "ready", "failed", "hung", "timeout", "interrupted", "regression")
+from firstlight.result import RunResult
+from firstlight.vocab import FAILED, PHASES, VERDICTS
 
 
 def _num(v: float | int | None) -> float:
@@ -79,17 +78,17 @@ class PrometheusExporter:
     def message(self, text: str) -> None:
         pass
 
-    def verdict(self, summary: dict[str, Any]) -> None:
-        self.summary(summary)
+    def verdict(self, result: RunResult) -> None:
+        self.summary(result)
 
-    def summary(self, s: dict[str, Any]) -> None:
-        verdict = s["verdict"] if s["verdict"] in VERDICTS else "failed"
-        self.verdict_.state(verdict)
-        self.ready.set(1 if verdict in ("ready", "regression") and s.get("phase") == "ready" else 0)
-        if s.get("phase") == "ready" and verdict in ("ready", "regression"):
+    def summary(self, result: RunResult) -> None:
+        self.verdict_.state(result.verdict if result.verdict in VERDICTS else FAILED)
+        serving = result.serving and result.phase == "ready"
+        self.ready.set(1 if serving else 0)
+        if serving:
             self.phase.state("serving")
-        self.cold_start.set(_num(s.get("cold_start_s")))
-        self.first_gen.set(_num((s.get("first_generation") or {}).get("latency_s")))
+        self.cold_start.set(_num(result.cold_start_s))
+        self.first_gen.set(_num((result.first_generation or {}).get("latency_s")))
 
     def close(self) -> None:
         self._server.shutdown()

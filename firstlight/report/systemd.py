@@ -15,6 +15,7 @@ from typing import Any
 
 from firstlight.judge import Assessment, Event
 from firstlight.report.format import status_line
+from firstlight.result import RunResult
 
 
 class SystemdNotifier:
@@ -63,16 +64,20 @@ class SystemdNotifier:
     def message(self, text: str) -> None:
         pass
 
-    def verdict(self, summary: dict[str, Any]) -> None:
-        if summary["verdict"] == "ready":
-            g = summary.get("first_generation") or {}
+    def verdict(self, result: RunResult) -> None:
+        if result.serving:
+            g = result.first_generation or {}
             self.notify("READY=1", f"STATUS=serving: first generation in {g.get('latency_s') or 0:.2f}s")
         else:
-            self.notify(f"STATUS={summary['verdict']} in phase {summary['phase']}: {summary.get('failure') or ''}")
+            self.notify(f"STATUS={result.verdict} in phase {result.phase}: {result.failure or ''}")
 
-    def summary(self, summary: dict[str, Any]) -> None:
-        if summary["verdict"] != "ready":
-            self.notify("STOPPING=1", f"STATUS={summary['verdict']}")
+    def summary(self, result: RunResult) -> None:
+        # A regression is a finding about a server that serves: systemd must not be told it stops.
+        if result.serving:
+            if result.regression:
+                self.notify(f"STATUS=serving; regression: {result.regression[0].get('message', '')}")
+            return
+        self.notify("STOPPING=1", f"STATUS={result.verdict}")
 
     def close(self) -> None:
         if self._sock is not None:

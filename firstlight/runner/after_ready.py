@@ -16,6 +16,7 @@ from firstlight.config import Config
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import DeploymentKey, History, HistoryError
 from firstlight.redact import Redactor
+from firstlight.result import RunResult
 from firstlight.samplers.weights import model_path_from_command
 
 
@@ -88,21 +89,22 @@ def post_ready_checks(cfg: Config, profile: EngineProfile, model: str | None,
     return out
 
 
-def compare_and_record(history: History, key: DeploymentKey, kind: str, summary: dict[str, Any],
-                       margin: float) -> None:
-    """Baseline and regressions into the summary, then the run into the history."""
-    bench = summary.get("bench")
-    cold = summary.get("cold_start_s")
+def compare_with_history(history: History, key: DeploymentKey, kind: str, result: RunResult,
+                         margin: float) -> RunResult:
+    """The result with this deployment's baseline and regressions, then the run recorded in the history."""
+    bench = result.bench
     throughput = bench.get("output_throughput") if isinstance(bench, dict) else None
     try:
-        regressions = history.check_regression(key, cold_start_s=cold, output_throughput=throughput, margin=margin)
-        summary["baseline"] = {
+        regressions = history.check_regression(key, cold_start_s=result.cold_start_s,
+                                               output_throughput=throughput, margin=margin)
+        baseline = {
             "deployment": key.hash,
             "cold_start_s": history.baseline(key, "cold_start_s"),
             "output_throughput": history.baseline(key, "output_throughput"),
             "margin": margin,
         }
-        summary["regression"] = [r.to_dict() for r in regressions] or None
-        summary["history_run"] = history.record_run(kind, summary, key, bench=bench)
+        result = result.with_history(baseline, [r.to_dict() for r in regressions] or None, None)
+        run_id = history.record_run(kind, result.to_dict(), key, bench=bench)
+        return result.with_history(baseline, list(result.regression) if result.regression else None, run_id)
     except HistoryError as e:
-        summary.setdefault("notes", []).append(f"history: {e}")
+        return result.with_history(None, None, None, note=f"history: {e}")

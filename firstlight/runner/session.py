@@ -1,91 +1,193 @@
-"""One watch from start to verdict: launch or attach, run the samplers and the ladder, feed the judge, report,
-and stop the server when it must stop.
+"""One watch from start to verdict, in named steps: open the history, start the sources, pump observations
+into the judge until its verdict is final, check the serving server (warm-up, benchmark), compare with the
+history, then apply the policy for the server (stop, detach, keep, supervise).
 
-Threads: each sampler, each log source and the ladder run on their own clocks and only put observations on
-one queue; this module's loop is the only reader, the only caller of the judge and the only one that decides
-what to do with the server.
+Threads: the sources run on their own clocks and only put observations on one queue; the pump (on this
+thread) is the only reader, the only caller of the judge; this module alone decides what to do with the
+server. Whatever ends the run (a verdict, a signal, an exception), a launched server is not left behind
+unless ``--detach`` asked for it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import queue
 import signal
-import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from types import FrameType
 from typing import IO, Any
 
 import psutil
 
 from firstlight.config import Config
-from firstlight.engines import get_profile, new_detector
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import History, HistoryError
-from firstlight.judge import READY, Assessment, Event, Evidence, Judge, is_access_line
-from firstlight.probes.ladder import Ladder
-from firstlight.probes.loop import EngineIdentified, LadderLoop
+from firstlight.judge import Assessment, Event, Evidence, Judge
+from firstlight.logtext import is_access_line
+from firstlight.probes.loop import EngineIdentified
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter
-from firstlight.runner.after_ready import compare_and_record, deployment_key, open_history, post_ready_checks
-from firstlight.runner.launcher import LaunchError, ServerProcess
-from firstlight.samplers.base import Sampler
-from firstlight.samplers.gpu import GpuSampler
-from firstlight.samplers.logs import FileFollower, PipeReader
-from firstlight.samplers.process import ProcessTreeSampler
-from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
-from firstlight.timeline import (
-    Interrupted,
-    LogLine,
-    Observation,
-    ProcessSample,
-    SourceNote,
-    Started,
-    WeightsTotal,
-)
-from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE  # noqa: F401 (re-exported)
+from firstlight.result import RunFacts, RunResult
+from firstlight.runner import policy
+from firstlight.runner.after_ready import compare_with_history, deployment_key, open_history, post_ready_checks
+from firstlight.runner.pump import Pump, drain
+from firstlight.runner.sources import Sources
+from firstlight.runner.state import RunState
+from firstlight.timeline import Interrupted, LogLine, Observation, SourceNote, Started
+from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, READY
+
+__all__ = ["EXIT_CODES", "EXIT_INTERNAL", "EXIT_REGRESSION", "EXIT_USAGE", "STOP_SIGNALS", "Outcome", "Session"]
+
+# Signals that end a watch like Ctrl-C: a dropped ssh session (SIGHUP) and SIGQUIT included, so the server is
+# stopped instead of being left holding its GPUs and port.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 @dataclass
 class Outcome:
-    verdict: str
+    result: RunResult
     exit_code: int
-    summary: dict[str, Any]
-    assessment: Assessment | None = None
-    server_pid: int | None = None
-    requests: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        return self.result.verdict
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return self.result.to_dict()
+
+    @property
+    def server_pid(self) -> int | None:
+        return self.result.pid
 
 
 class Session:
     def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor | None = None,
                  record: IO[str] | None = None, clock: Callable[[], float] = time.time) -> None:
-        self.cfg = cfg
-        self.profile = profile
+        self.cfg = cfg  # read-only from here on: what the run learns goes into self.state
         self.reporter = reporter
         self.redactor = redactor or Redactor()
         self.record = record
         self.clock = clock
         self.q: queue.Queue[Observation] = queue.Queue()
-        self.server: ServerProcess | None = None
-        self.server_log: Path | None = None
-        self.samplers: list[Sampler] = []
-        self.followers: list[FileFollower] = []
-        self.readers: list[PipeReader] = []
+        self.state = RunState.for_config(cfg, profile)
+        self.sources = Sources(cfg, self._sink, self._echo, identify=self.state.detector is not None, clock=clock)
         self.history: History | None = None
-        self.ladder_loop: LadderLoop | None = None
-        # Engine not named and not told by the command: learn it from the server's own lines.
-        self.detector = new_detector() if cfg.engine is None and profile.name == "generic" else None
+        self.judge: Judge | None = None
 
-    # -- plumbing ----------------------------------------------------------------------------------------
+    @property
+    def profile(self) -> EngineProfile:
+        return self.state.profile
+
+    # -- the run, step by step -----------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        started_at = self.clock()
+        self.history = open_history(self.cfg, self.redactor, self.reporter.message)
+        self._expect_from_history()
+        judge = self.judge = Judge(self.cfg.judge, self.profile, started_at)
+        judge.expect_total(self.state.expected_total_s)
+        with self._signals():
+            try:
+                result = self._watch(judge, started_at)
+                if result is None:  # the command could not even be started
+                    return self._launch_failed(judge, started_at)
+                if result.verdict == READY:
+                    result = self._check_after_ready(result)
+                result = self._remember(result)
+                result = self._after_verdict(result)
+                self.reporter.summary(result)  # always the last line
+                return Outcome(result, result.exit_code(self.cfg.history.fail_on_regression))
+            except BaseException:
+                self._stop_server_on_escape()
+                raise
+            finally:
+                self.sources.stop()
+
+    def _watch(self, judge: Judge, started_at: float) -> RunResult | None:
+        """Start the sources and pump observations into the judge until its verdict is final."""
+        error = self.sources.start()
+        shown = self.redactor.argv(self.cfg.command) if self.cfg.command else None
+        self.reporter.started({"started_at": started_at, "pid": self.sources.pid,
+                               "launched": self.sources.server is not None, "engine": self.profile.name,
+                               "url": self.redactor.text(self.cfg.probe.url),
+                               "command": " ".join(shown) if shown else None})
+        self._launch_error = error
+        if error is not None:
+            return None
+        self._feed(Started(started_at, self.sources.pid, self.cfg.probe.url, self.profile.name,
+                           launched=self.sources.server is not None))
+        if self.sources.pid is None and not self.cfg.command:
+            self._feed(SourceNote(started_at, "process", "no --pid: without the process tree's reads and CPU a "
+                                  "slow start cannot be told from a hung one; only --timeout ends the wait"))
+        pump = Pump(self.q, self._feed, self._settle_logs, self._assess)
+        a = pump.run()
+        result = RunResult.from_judge(judge, a, self._facts(judge, started_at))
+        self.reporter.verdict(result)
+        return result
+
+    def _launch_failed(self, judge: Judge, started_at: float) -> Outcome:
+        now = self.clock()
+        error = Evidence("process", self._launch_error or "cannot start the command", now)
+        result = RunResult.launch_failed(judge, judge.assess(now), self._facts(judge, started_at), error)
+        self.reporter.verdict(result)
+        self.reporter.summary(result)
+        return Outcome(result, result.exit_code())
+
+    def _check_after_ready(self, result: RunResult) -> RunResult:
+        """Warm-up and benchmark in a thread, so that a stop signal meanwhile is honoured at once (the server
+        is then stopped and the benchmark's requests end on their own)."""
+        if not (self.cfg.after.warmup or self.cfg.after.bench):
+            return result
+        checks: dict[str, Any] = {}
+        worker = threading.Thread(target=lambda: checks.update(post_ready_checks(
+            self.cfg, self.profile, self.sources.model, self.reporter.message)), daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.1)
+            for obs in drain(self.q):
+                if isinstance(obs, Interrupted):
+                    return result.interrupted(obs.signal, obs.t, "during the checks after READY")
+        return result.with_checks(checks)
+
+    def _remember(self, result: RunResult) -> RunResult:
+        """Compare with this deployment's baseline and record the run. A regression is reported, never a stop."""
+        if self.history is None:
+            return result
+        key = deployment_key(self.cfg, self.profile, self.cfg.command or self.cfg.watched_command, self.redactor)
+        kind = "up" if self.cfg.command else "watch"
+        result = compare_with_history(self.history, key, kind, result, self.cfg.history.margin)
+        for r in result.regression or ():
+            self.reporter.message(f"REGRESSION: {r['message']}")
+        return result
+
+    def _after_verdict(self, result: RunResult) -> RunResult:
+        server = self.sources.server
+        if server is None:
+            return result
+        ctx = policy.Context(server, self.cfg, self.reporter.message, self.q, self.clock,
+                             server_log=str(self.sources.server_log) if self.sources.server_log else None,
+                             on_serving=self.reporter.summary)
+        return policy.choose(self.cfg, result).apply(ctx, result)
+
+    def _stop_server_on_escape(self) -> None:
+        """An exception escaped (a bug, a closed output stream): never leave the launched server behind."""
+        server = self.sources.server
+        if server is None or server.poll() is not None:
+            return
+        if self.cfg.after_ready == "detach" and self.judge is not None and self.judge.ready_at is not None:
+            return
+        with contextlib.suppress(Exception):
+            server.stop(self.cfg.grace)
+
+    # -- plumbing ------------------------------------------------------------------------------------------
     def _sink(self, obs: Observation) -> None:
+        """Every source's observations come here (from their threads): secrets out, then the queue."""
         if isinstance(obs, LogLine):
-            obs = LogLine(obs.t, self.redactor.text(obs.text), obs.stream, obs.lineno)
+            obs = LogLine(obs.t, self.redactor.text(obs.text), obs.stream, obs.lineno, obs.final)
         self.q.put(obs)
 
     def _echo(self, stream: str, text: str) -> None:
@@ -94,351 +196,92 @@ class Session:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.q.put(Interrupted(self.clock(), signal.Signals(signum).name))
 
-    # -- the run -----------------------------------------------------------------------------------------
-    def run(self) -> Outcome:
-        started_at = self.clock()
-        self.history = history = open_history(self.cfg, self.redactor, self.reporter.message)
-        command = self.cfg.command or self.cfg.watched_command
-        if self.cfg.judge.expected_total_s is None:
-            self._expect_from_history()
-        judge = Judge(self.cfg.judge, self.profile, started_at)
-        old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    @contextlib.contextmanager
+    def _signals(self) -> Iterator[None]:
+        old = {}
+        for s in STOP_SIGNALS:
+            with contextlib.suppress(ValueError, OSError):  # not the main thread (library use), or unsupported
+                old[s] = signal.signal(s, self._on_signal)
         try:
-            launch_error = self._start_sources()
-            pid = self.server.pid if self.server else self.cfg.pid
-            shown = self.redactor.argv(self.cfg.command) if self.cfg.command else None
-            self.reporter.started({"started_at": started_at, "pid": pid, "launched": self.server is not None,
-                                   "engine": self.profile.name, "url": self.cfg.probe.url,
-                                   "command": " ".join(shown) if shown else None})
-            self._feed(judge, Started(started_at, pid, self.cfg.probe.url, self.profile.name,
-                                      launched=self.server is not None))
-            if pid is None and not self.cfg.command:
-                self._feed(judge, SourceNote(started_at, "process", "no --pid: without the process tree's reads and "
-                                             "CPU a slow start cannot be told from a hung one; only --timeout ends "
-                                             "the wait"))
-            if launch_error is not None:
-                outcome = self._finish_launch_error(judge, started_at, launch_error)
-                self.reporter.verdict(outcome.summary)
-                self.reporter.summary(outcome.summary)
-                return outcome
-            a = self._loop(judge)
-            summary = self._summary(judge, a, started_at)
-            outcome = Outcome(a.verdict, EXIT_CODES[a.verdict], summary, a, pid, dict(self._requests()))
-            self.reporter.verdict(summary)
-            if a.verdict == READY:
-                interrupted = self._post_ready(summary)
-                if interrupted is not None:
-                    summary.update(verdict="interrupted", evidence=[Evidence(
-                        "signal", f"{interrupted.signal} received during the checks after READY",
-                        interrupted.t).to_dict()])
-                    outcome = Outcome("interrupted", EXIT_CODES["interrupted"], summary, a, pid, outcome.requests)
-            if history is not None:
-                self._remember(history, command, summary, outcome)
-            outcome = self._after_verdict(judge, outcome)
-            self.reporter.summary(outcome.summary)  # always the last line
-            return outcome
+            yield
         finally:
-            self._stop_sources()
-            for s, h in old_handlers.items():
+            for s, h in old.items():
                 signal.signal(s, h)
 
-    def _start_sources(self) -> str | None:
-        cfg = self.cfg
-        if cfg.command:
-            output = None
-            if cfg.after_ready == "detach":
-                fd, name = tempfile.mkstemp(prefix="firstlight-server-", suffix=".log")
-                os.close(fd)
-                output = self.server_log = Path(name)
-            self.server = ServerProcess(cfg.command, output=output)
-            try:
-                self.server.start()
-            except LaunchError as e:
-                self.server = None
-                return str(e)
-            assert self.server.popen is not None
-            if output is None:
-                echo = self._echo if cfg.echo_server_output else None
-                for pipe, name in ((self.server.popen.stdout, "stdout"), (self.server.popen.stderr, "stderr")):
-                    assert pipe is not None
-                    reader = PipeReader(pipe, name, self._sink, echo, self.clock)
-                    reader.start()
-                    self.readers.append(reader)
-            else:
-                f = FileFollower(output, self._sink, clock=self.clock,
-                                 echo=self._echo if cfg.echo_server_output else None)
-                f.start()
-                self.followers.append(f)
-        if cfg.log_file is not None:
-            f = FileFollower(cfg.log_file, self._sink, clock=self.clock)
-            f.start()
-            self.followers.append(f)
-        pid = self.server.pid if self.server else cfg.pid
-        if pid is not None:
-            exit_code = self.server.poll if self.server else None
-            self.samplers.append(ProcessTreeSampler(pid, cfg.sample_interval, exit_code, self.clock))
-        self.samplers.append(GpuSampler(cfg.sample_interval, clock=self.clock))
-        for s in self.samplers:
-            s.start(self._sink)
-        threading.Thread(target=self._weights, name="firstlight-weights", daemon=True).start()
-        ladder = Ladder(cfg.probe, self.clock)
-        self.ladder_loop = LadderLoop(ladder, self._sink, cfg.probe.min_interval, cfg.probe.max_interval,
-                                      identify=self.detector is not None)
-        self.ladder_loop.start()
-        return None
-
-    def _weights(self) -> None:
-        model = str(self.cfg.model_path) if self.cfg.model_path else model_path_from_command(self.cfg.command)
-        if not model:
+    def _feed(self, obs: Observation) -> None:
+        """One observation, in arrival order: the record, the engine detection, the judge, the reporters."""
+        judge = self.judge
+        assert judge is not None
+        if isinstance(obs, EngineIdentified):  # for the session, not the judge's timeline
+            if self.state.detector is not None:
+                self._use_engine(obs.engine, f"engine identified by its endpoints ({obs.how}): {obs.engine}",
+                                 obs.t)
             return
-        path = resolve_model_dir(model)
-        if path is None:
-            self._sink(SourceNote(self.clock(), "weights", f"model {model!r} is not a local path; "
-                                                           "weights fraction unavailable"))
+        self._write_record(obs)
+        if isinstance(obs, LogLine) and obs.final:
+            name = self.state.learn_from_line(obs.text)
+            if name is not None:
+                self._use_engine(name, f"engine detected from its log lines: {name}", obs.t)
+        events = judge.feed(obs)
+        if events:
+            a = judge.assess(obs.t)
+            for ev in events:
+                self.reporter.event(ev, a)
+        if isinstance(obs, LogLine) and not is_access_line(obs.text):
+            self.sources.new_log_line()
+
+    def _write_record(self, obs: Observation) -> None:
+        if self.record is None:
             return
         try:
-            total, files = total_weight_bytes(path)
-        except OSError as e:
-            self._sink(SourceNote(self.clock(), "weights", f"cannot size {path}: {e.strerror}"))
-            return
-        if files:
-            self._sink(WeightsTotal(self.clock(), total, files, str(path)))
-
-    def _requests(self) -> dict[str, int]:
-        return dict(self.ladder_loop.ladder.requests) if self.ladder_loop else {}
-
-    def _feed(self, judge: Judge, obs: Observation) -> None:
-        if isinstance(obs, EngineIdentified):  # for the session, not the judge's timeline
-            if self.detector is not None:
-                self._use_engine(judge, obs.engine, f"engine identified by its endpoints ({obs.how}): "
-                                                    f"{obs.engine}", obs.t)
-            return
-        if self.record is not None:
             self.record.write(json.dumps(obs.to_dict(), default=str) + "\n")
-        if self.detector is not None and isinstance(obs, LogLine):
-            self._detect(judge, obs)
-        events = judge.feed(obs)
-        a = judge.assess(obs.t) if events else None
-        for ev in events:
-            assert a is not None
-            self.reporter.event(ev, a)
-        if isinstance(obs, LogLine) and self.ladder_loop and not is_access_line(obs.text):
-            self.ladder_loop.wake.set()
+        except (OSError, ValueError) as e:  # a full disk must not take the watch (and the server) down
+            self.record = None
+            self.reporter.message(f"--record: cannot write any more ({getattr(e, 'strerror', None) or e}); "
+                                  f"recording stopped, watching goes on")
 
-    def _detect(self, judge: Judge, line: LogLine) -> None:
-        assert self.detector is not None
-        self.detector.feed(line.text)
-        name = self.detector.best()
-        if name is None:
-            if self.detector.lines > 2000:
-                self.detector = None
-            return
-        self._use_engine(judge, name, f"engine detected from its log lines: {name}", line.t)
-
-    def _use_engine(self, judge: Judge, name: str, message: str, t: float) -> None:
-        self.detector = None
-        self.profile = judge.profile = get_profile(name)
+    def _use_engine(self, name: str, message: str, t: float) -> None:
+        assert self.judge is not None
+        profile = self.state.use_engine(name)
+        self.judge.use_profile(profile)
+        self.sources.use_endpoints(profile.endpoints)
         self._expect_from_history()  # the deployment key names the engine: look again now it is known
-        if self.ladder_loop is not None and self.cfg.probe.health_path == get_profile("generic").endpoints.health:
-            ep = self.profile.endpoints
-            self.ladder_loop.ladder.use_endpoints(ep.health, ep.models, ep.completions, ep.chat)
-        self.reporter.event(Event(t, "note", message), judge.assess(t))
+        self.judge.expect_total(self.state.expected_total_s)
+        self.reporter.event(Event(t, "note", message), self.judge.assess(t))
 
-    def _loop(self, judge: Judge) -> Assessment:
-        while True:
-            try:
-                obs: Observation | None = self.q.get(timeout=0.05)
-            except queue.Empty:
-                obs = None
-            while obs is not None:
-                if isinstance(obs, ProcessSample) and not obs.alive:
-                    obs = self._after_logs(judge, obs)
-                self._feed(judge, obs)
-                try:
-                    obs = self.q.get_nowait()
-                except queue.Empty:
-                    obs = None
-            a = judge.assess(self.clock())
-            self.reporter.status(a)
-            if a.final:
-                return a
+    def _assess(self) -> Assessment:
+        assert self.judge is not None
+        a = self.judge.assess(self.clock())
+        self.reporter.status(a)
+        return a
 
-    def _after_logs(self, judge: Judge, exit_sample: ProcessSample) -> ProcessSample:
-        """The process is gone, but its last lines (often the root cause) may still be in a pipe or a file:
-        read them all before the judge hears of the exit."""
-        for r in self.readers:
-            r.thread.join(timeout=2.0)
-        for f in self.followers:
-            f.sync(timeout=2.0)
-        for obs in self._drain():
-            if isinstance(obs, LogLine):
-                self._feed(judge, obs)
-            else:
-                self.q.put(obs)  # the rest waits for the loop, after the exit
-        return exit_sample
-
-    def _drain(self) -> list[Observation]:
-        """Everything queued right now."""
-        out: list[Observation] = []
-        while True:
-            try:
-                out.append(self.q.get_nowait())
-            except queue.Empty:
-                return out
-
-    def _stop_sources(self) -> None:
-        if self.ladder_loop is not None:
-            self.ladder_loop.stop.set()
-            self.ladder_loop.wake.set()
-        for s in self.samplers:
-            s.stop()
-        for f in self.followers:
-            f.stop()
-
-    # -- after the verdict -------------------------------------------------------------------------------
-    def _after_verdict(self, judge: Judge, outcome: Outcome) -> Outcome:
-        server = self.server
-        if server is None:
-            return outcome
-        if outcome.verdict == "interrupted":
-            self._stop_server(outcome)
-            return outcome
-        if outcome.verdict == READY:
-            if self.cfg.after_ready == "stop":
-                self._stop_server(outcome)
-                return outcome
-            if self.cfg.after_ready == "detach":
-                self.reporter.message(f"detached: server pid {server.pid} keeps running; its output goes to "
-                                      f"{self.server_log}; stop it with: kill -TERM -- -{server.pid}")
-                return outcome
-            return self._supervise(judge, outcome)
-        if self.cfg.keep_on_failure:
-            self.reporter.message(f"--keep-on-failure: server left running, pid {server.pid}, process group "
-                                  f"{server.pid}; stop it with: kill -TERM -- -{server.pid}")
-            return outcome
-        self._stop_server(outcome)
-        return outcome
-
-    def _post_ready(self, summary: dict[str, Any]) -> Interrupted | None:
-        """Warm-up and benchmark in a thread, so that a SIGINT/SIGTERM meanwhile is honoured at once (the
-        server is then stopped and the benchmark's requests end on their own)."""
-        if not (self.cfg.after.warmup or self.cfg.after.bench):
-            return None
-        model = self.ladder_loop.ladder.model if self.ladder_loop else None
-        results: dict[str, Any] = {}
-        worker = threading.Thread(target=lambda: results.update(
-            post_ready_checks(self.cfg, self.profile, model, self.reporter.message)), daemon=True)
-        worker.start()
-        while worker.is_alive():
-            worker.join(0.1)
-            for obs in self._drain():
-                if isinstance(obs, Interrupted):
-                    return obs
-        summary.update(results)
-        return None
+    def _settle_logs(self) -> list[Observation]:
+        self.sources.settle_logs()
+        return drain(self.q)
 
     def _expect_from_history(self) -> None:
         """The whole-start ETA: the median time to READY of this deployment's previous good starts."""
-        if self.history is None:
+        if self.history is None or self.cfg.judge.expected_total_s is not None:
             return
         key = deployment_key(self.cfg, self.profile, self.cfg.command or self.cfg.watched_command, self.redactor)
         with contextlib.suppress(HistoryError):
-            expected = self.history.expected_start_seconds(key)
-            if expected is not None:
-                self.cfg.judge.expected_total_s = expected
+            self.state.expected_total_s = self.history.expected_start_seconds(key)
 
-    def _remember(self, history: History, command: list[str], summary: dict[str, Any], outcome: Outcome) -> None:
-        """Compare with this deployment's baseline, record the run; a regression is a verdict of its own."""
-        key = deployment_key(self.cfg, self.profile, command, self.redactor)
-        compare_and_record(history, key, "up" if self.cfg.command else "watch", summary, self.cfg.history.margin)
-        if summary.get("regression"):
-            summary["verdict"] = "regression"
-            for r in summary["regression"]:
-                self.reporter.message(f"REGRESSION: {r['message']}")
-            if self.cfg.history.fail_on_regression:
-                outcome.exit_code = EXIT_REGRESSION
-
-    def _stop_server(self, outcome: Outcome) -> None:
-        assert self.server is not None
-        how = self.server.stop(self.cfg.grace)
-        self.reporter.message(f"server process group {self.server.pid}: {how}")
-        outcome.summary["server_stopped"] = how
-
-    def _supervise(self, judge: Judge, outcome: Outcome) -> Outcome:
-        """Stay in the foreground after READY: forward a stop to the server, report if it dies."""
-        assert self.server is not None
-        self.reporter.summary(outcome.summary)  # READY now, for scripts; a final summary follows when serving ends
-        self.reporter.message(f"supervising server pid {self.server.pid}; Ctrl-C or SIGTERM stops it")
-        ready_at = outcome.summary["ready_at"]
-        while True:
-            code = self.server.poll()
-            if code is not None:
-                now = self.clock()
-                s = dict(outcome.summary)
-                s.update(verdict="failed", phase="serving", failure="other", ended_at=now,
-                         hint="the server exited after it was serving; read its last log lines",
-                         evidence=[Evidence("process", f"server exited with code {code} after serving for "
-                                                       f"{now - ready_at:.0f}s", now).to_dict()])
-                return Outcome("failed", EXIT_CODES["failed"], s, outcome.assessment, self.server.pid,
-                               outcome.requests)
-            try:
-                obs = self.q.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if isinstance(obs, Interrupted):
-                s = dict(outcome.summary)
-                s.update(verdict="interrupted", ended_at=self.clock(),
-                         evidence=[Evidence("signal", f"{obs.signal} received while serving", obs.t).to_dict()])
-                out = Outcome("interrupted", EXIT_CODES["interrupted"], s, outcome.assessment, self.server.pid,
-                              outcome.requests)
-                self._stop_server(out)
-                return out
-
-    def _finish_launch_error(self, judge: Judge, started_at: float, error: str) -> Outcome:
-        now = self.clock()
-        a = judge.assess(now)
-        summary = self._summary(judge, a, started_at)
-        summary.update(verdict="failed", failure="other", hint="check the command: the executable must exist",
-                       evidence=[Evidence("process", error, now).to_dict()])
-        return Outcome("failed", EXIT_CODES["failed"], summary, a)
+    def _facts(self, judge: Judge, started_at: float) -> RunFacts:
+        return RunFacts(
+            started_at=started_at, engine=self.profile.name, url=self.redactor.text(self.cfg.probe.url),
+            pid=self.sources.pid, command=self.redactor.argv(self.cfg.command) if self.cfg.command else None,
+            requests=self.sources.requests(),
+            server_log=str(self.sources.server_log) if self.sources.server_log else None,
+            cold_start_s=self._cold_start(judge, started_at))
 
     def _cold_start(self, judge: Judge, started_at: float) -> float | None:
         """Seconds from the server's start to READY: from the launch, or from the watched process's birth."""
         if judge.ready_at is None:
             return None
-        if self.server is not None:
+        if self.sources.server is not None:
             return judge.ready_at - started_at
         if self.cfg.pid is not None:
             with contextlib.suppress(psutil.Error):
                 return judge.ready_at - psutil.Process(self.cfg.pid).create_time()
         return None
-
-    def _summary(self, judge: Judge, a: Assessment, started_at: float) -> dict[str, Any]:
-        phases = judge.phases_dicts()
-        return {
-            "cold_start_s": self._cold_start(judge, started_at),
-            "verdict": a.verdict,
-            "phase": a.phase,
-            "detail": a.detail,
-            "failure": a.failure,
-            "hint": a.hint,
-            "evidence": [e.to_dict() for e in a.evidence],
-            "started_at": started_at,
-            "ready_at": judge.ready_at,
-            "ended_at": started_at + a.elapsed_s,
-            "elapsed_s": round(a.elapsed_s, 3),
-            "level": a.level.label,
-            "levels": {lv.label: t for lv, t in sorted(judge.level_since.items())},
-            "phases": phases,
-            "first_generation": judge.first_generation,
-            "engine": self.profile.name,
-            "engine_ready_at": judge.engine_ready.t if judge.engine_ready else None,
-            "url": self.cfg.probe.url,
-            "pid": self.server.pid if self.server else self.cfg.pid,
-            "command": self.redactor.argv(self.cfg.command) if self.cfg.command else None,
-            "progress": a.progress.to_dict(),
-            "requests": self._requests(),
-            "notes": [n.message if n.source in n.message else f"{n.source}: {n.message}" for n in judge.notes],
-            "server_log": str(self.server_log) if self.server_log else None,
-        }
-

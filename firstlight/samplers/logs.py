@@ -46,7 +46,7 @@ class PipeReader:
 
     def _emit(self, events: list[tuple[str, bool, int]]) -> None:
         for text, final, lineno in events:
-            self.sink(LogLine(self.clock(), text, self.stream, lineno))
+            self.sink(LogLine(self.clock(), text, self.stream, lineno, final))
             if final and self.echo is not None:
                 self.echo(self.stream, text)
 
@@ -145,6 +145,6 @@ class FileFollower:
 
     def _emit(self, events: list[tuple[str, bool, int]]) -> None:
         for text, final, lineno in events:
-            self.sink(LogLine(self.clock(), text, "file", lineno))
+            self.sink(LogLine(self.clock(), text, "file", lineno, final))
             if final and self.echo is not None:
                 self.echo("file", text)

@@ -181,7 +181,8 @@ class Sim:
             if t is not None:
                 # Waits only for plausible forward gaps: year-less formats and clock jumps must not stall.
                 if last is not None and 0 < t - last <= 3600:
-                    time.sleep((t - last) / speed)
+                    gap = (t - last) / speed
+                    time.sleep(gap if self.args.max_gap is None else min(gap, self.args.max_gap))
                 last = t
             sys.stderr.write(line + "\n")
             sys.stderr.flush()
@@ -193,7 +194,8 @@ class Sim:
                 self.do(Ready())
             if m.failure is not None and m.failure.fatal and not ready:
                 failed = True
-        if failed:
+        end = self.args.end
+        if end == "exit" or (end == "auto" and failed and not ready):
             self.stop_workers()
             os._exit(1)
         threading.Event().wait()  # ready: serve; incomplete: stay as the log left it
@@ -488,6 +490,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "scenario; the port opens and /health flips where that engine's log says so")
     ap.add_argument("--speed", type=float, default=1.0, help="--replay-log: time compression factor")
     ap.add_argument("--engine", default=None, help="--replay-log: the engine (default: detect from the log)")
+    ap.add_argument("--max-gap", type=float, default=None,
+                    help="--replay-log: wait at most this long between two lines (long logs in seconds)")
+    ap.add_argument("--end", choices=["auto", "exit", "hang"], default="auto",
+                    help="--replay-log: after the last line, exit 1 (a failed start), stay silent (a stuck one), or "
+                         "auto: exit 1 after a fatal line, else stay (and serve, once the log said ready)")
     return ap.parse_args(argv)
 
 

@@ -1,0 +1,229 @@
+"""ONE interpretation of a server's log lines, for the live judge and for replay alike.
+
+A :class:`LineInterpreter` follows one start line by line: which phase a line moves it to (forward only: a
+line that only confirms an earlier phase, such as a TP rank's late "Load weight end", never moves it back),
+its progress (shards, graph batches), whether it is startup progress at all (an HTTP access line answers our
+own probes, it is not progress), failure signatures and which of them is the root cause (a named cause beats
+a generic wrapper such as "Scheduler hit an exception"; the phase freezes at the first fatal line, except that
+the frames of that traceback may still move it forward to where the crash happened), the engine's own
+listening and ready lines, and failures after ready (a crash while serving).
+
+It knows nothing of clocks, processes or probes: the judge (``firstlight.judge``) combines what it says with
+the other signals, and ``firstlight replay`` drives that same judge with a log's lines. So the live path and
+the post-mortem cannot disagree about what a line meant.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from firstlight.engines.profile import NO_MATCH, EngineProfile, Failure, LineMatch, Progress, clean_line
+from firstlight.logtext import is_access_line
+from firstlight.vocab import PHASE_INDEX
+
+EVIDENCE_TEXT_MAX = 300
+MAX_FAILURE_EVIDENCE = 12
+MAX_PHASE_EVIDENCE = 25
+ROOT_WINDOW_LINES = 2000  # non-fatal failures this close before the first fatal line can be its root cause
+
+# A Python exception header ("ValueError: ...", "torch.OutOfMemoryError: ...") and the lines of a traceback.
+_EXC_LINE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|Exception)(?::|$)")
+_TB_LINE = re.compile(
+    r"^(?:\s|Traceback \(most recent call last\)|During handling of the above exception|"
+    r"The above exception was the direct cause|File \"|\^+$|~+$)"
+)
+
+# The log ends inside an uncaught traceback: the process most likely died with it.
+UNCAUGHT = Failure(
+    "other",
+    "the log ends with an uncaught exception (the process most likely exited): see the last traceback",
+    True,
+    1,
+)
+
+
+def clip(text: str, n: int = EVIDENCE_TEXT_MAX) -> str:
+    text = text.strip()
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+@dataclass(frozen=True)
+class FailureHit:
+    """A failure signature on one line."""
+
+    line: int
+    text: str  # clipped
+    failure: Failure
+    t: float | None = None
+
+
+def better(a: FailureHit, b: FailureHit | None) -> bool:
+    """``a`` is a better root cause than ``b`` (higher rank; ties: the earlier line)."""
+    if b is None:
+        return True
+    if a.failure.rank != b.failure.rank:
+        return a.failure.rank > b.failure.rank
+    return a.line < b.line
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one line meant for the start."""
+
+    line: int
+    text: str  # clipped, for evidence
+    match: LineMatch
+    progress_line: bool  # startup progress (False for HTTP access lines, which our own probes cause)
+    phase: str | None = None  # the phase this line moved the start to (forward only), if it moved
+    failure: FailureHit | None = None
+    first_fatal: bool = False  # this line made the start dead
+    ready: bool = False  # the engine's own ready line, first time
+    listening: bool = False  # the engine says its port is open, first time
+    serving: bool = False  # seen after the engine's ready line
+
+
+@dataclass
+class LineInterpreter:
+    """Feed a start's lines in order; read its phase, progress and root cause at any moment."""
+
+    profile: EngineProfile
+    phase: str = "process_start"
+    lines: int = 0
+    progress: Progress | None = None
+    progress_at: int | None = None  # line of the last progress line
+    first_fatal: FailureHit | None = None
+    ready_line: FailureHit | None = None  # (reused record: line and text of the engine's ready line)
+    listening_line: int | None = None
+    serving_failure: FailureHit | None = None  # the worst failure after ready
+    serving_fatal: bool = False
+    failure_evidence: list[FailureHit] = field(default_factory=list)
+    phase_evidence: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=MAX_PHASE_EVIDENCE))
+    _root: FailureHit | None = None
+    _in_root_tb: bool = False  # the frames after the first fatal line still belong to its traceback
+    root_traceback_open: bool = False  # ... and no line has closed it yet (its exception line, or plain text)
+    _recent_nonfatal: deque[FailureHit] = field(default_factory=lambda: deque(maxlen=64))
+    _tail_start: int | None = None  # first line of the traceback the log currently ends in
+    _tail_hits: list[FailureHit] = field(default_factory=list)
+    _tail_exc: FailureHit | None = None
+
+    def use_profile(self, profile: EngineProfile) -> None:
+        """The engine became known after some lines (detected from its log or endpoints)."""
+        self.profile = profile
+
+    # -- feeding -----------------------------------------------------------------------------------------
+    def feed(self, text: str, t: float | None = None, final: bool = True, lineno: int | None = None) -> Reading:
+        """One decoded line (``final`` False for a progress-bar redraw that a later redraw replaces).
+        ``lineno``: the line's number in its own stream, when the caller counts (several streams interleave)."""
+        if final:
+            self.lines += 1
+        if lineno is None:
+            lineno = self.lines if final else self.lines + 1
+        cleaned = clean_line(text)
+        m = self.profile.classify_clean(cleaned) if cleaned else NO_MATCH
+        if final:
+            self._track_tail(cleaned, lineno, m, t)
+        progress_line = not (is_access_line(text) and m.progress is None and not m.ready)
+        if m is NO_MATCH:
+            return Reading(lineno, clip(text), m, progress_line)
+        if m.progress is not None:
+            self.progress, self.progress_at = m.progress, lineno
+        hit = FailureHit(lineno, clip(text), m.failure, t) if m.failure is not None and final else None
+        if self.ready_line is not None:
+            return self._after_ready(lineno, text, m, hit, progress_line)
+        phase = self._phase_move(m, lineno, text)
+        first_fatal = hit is not None and self._on_failure(hit, cleaned)
+        listening = m.listening and self.listening_line is None
+        if listening:
+            self.listening_line = lineno
+        ready = m.ready and final
+        if ready:
+            self.ready_line = FailureHit(lineno, clip(text), UNCAUGHT, t)
+            self.listening_line = self.listening_line or lineno
+            self.phase = phase = "ready"
+        return Reading(lineno, clip(text), m, progress_line, phase, hit, first_fatal, ready, listening)
+
+    def _after_ready(self, lineno: int, text: str, m: LineMatch, hit: FailureHit | None,
+                     progress_line: bool) -> Reading:
+        if hit is not None:
+            if better(hit, self.serving_failure):
+                self.serving_failure = hit
+            self.serving_fatal = self.serving_fatal or hit.failure.fatal
+            self._add_failure_evidence(hit)
+        return Reading(lineno, clip(text), m, progress_line, failure=hit, serving=True)
+
+    def _phase_move(self, m: LineMatch, lineno: int, text: str) -> str | None:
+        """Phases only move forward; the phase freezes at the first fatal line, except for the frames of that
+        traceback (where the crash happened)."""
+        target: str | None = None
+        if m.phase is not None and self.first_fatal is None and PHASE_INDEX[m.phase] > PHASE_INDEX[self.phase]:
+            target = m.phase
+        if (m.frame_phase is not None and (self.first_fatal is None or self._in_root_tb)
+                and PHASE_INDEX[m.frame_phase] > PHASE_INDEX[target or self.phase]):
+            target = m.frame_phase
+        if target is None:
+            return None
+        self.phase = target
+        self.phase_evidence.append((lineno, clip(text)))
+        return target
+
+    def _add_failure_evidence(self, hit: FailureHit) -> None:
+        if len(self.failure_evidence) < MAX_FAILURE_EVIDENCE:
+            self.failure_evidence.append(hit)
+
+    def _on_failure(self, hit: FailureHit, cleaned: str) -> bool:
+        """Track the root cause; True when this line is the first fatal one."""
+        self._add_failure_evidence(hit)
+        if self.first_fatal is not None:
+            if better(hit, self._root):
+                self._root = hit
+            return False
+        if not hit.failure.fatal:
+            self._recent_nonfatal.append(hit)
+            return False
+        self.first_fatal = self._root = hit
+        for prior in self._recent_nonfatal:
+            if prior.line >= hit.line - ROOT_WINDOW_LINES and better(prior, self._root):
+                self._root = prior
+        self._in_root_tb = self.root_traceback_open = _EXC_LINE.match(cleaned) is None
+        return True
+
+    def _track_tail(self, cleaned: str, lineno: int, m: LineMatch, t: float | None) -> None:
+        """Follow the traceback the log currently ends in (for "the log ends in an uncaught exception", and to
+        close the root traceback after the first fatal line)."""
+        is_exc = _EXC_LINE.match(cleaned) is not None
+        after_fatal = self.first_fatal is not None and lineno > self.first_fatal.line
+        if cleaned and not _TB_LINE.match(cleaned) and not is_exc:
+            self._tail_start, self._tail_hits, self._tail_exc = None, [], None
+            if after_fatal:
+                self.root_traceback_open = False
+            return
+        if is_exc and after_fatal:
+            self.root_traceback_open = False
+        if self._tail_start is None:
+            self._tail_start = lineno
+        if not is_exc:
+            return
+        if m.failure is not None and not m.failure.fatal:
+            self._tail_hits.append(FailureHit(lineno, clip(cleaned), m.failure, t))
+        # a Ctrl+C is a stop, not a failed start
+        interrupted = cleaned.startswith("KeyboardInterrupt")
+        self._tail_exc = None if interrupted else FailureHit(lineno, clip(cleaned), UNCAUGHT, t)
+        if self._in_root_tb and self.first_fatal is not None and lineno > self.first_fatal.line:
+            self._in_root_tb = False
+
+    # -- reading -----------------------------------------------------------------------------------------
+    def root_cause(self, ended: bool) -> FailureHit | None:
+        """The most specific failure behind a dead start. ``ended``: the process exited (or the log ended), so
+        a log that stops inside an uncaught traceback counts as the cause too."""
+        if self._root is not None or not ended or self._tail_exc is None:
+            return self._root
+        root = self._tail_exc
+        for h in self._tail_hits:
+            if better(h, root):
+                root = h
+        return root
+
+
+__all__ = ["UNCAUGHT", "FailureHit", "LineInterpreter", "Reading", "better", "clip"]

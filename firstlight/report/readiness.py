@@ -1,0 +1,219 @@
+"""Kubernetes-style health endpoints (``--serve-readiness HOST:PORT``): ``/readyz``, ``/livez``, ``/startupz``.
+
+A reporter like the others: it renders the state it is told (started, status, verdict, summary) and decides
+nothing. Every answer comes from that state, under a lock, in microseconds: a kubelet probing every second never
+causes a generation, a model-list request or even a TCP connect to the engine.
+
+- ``/readyz``   200 only while the verdict is ``ready`` (or ``regression``: it serves, only slower than its
+  baseline); a summary that ends serving (``failed``/``interrupted`` under supervision, or the watched engine
+  gone) turns it 503 again. Any other time 503.
+- ``/livez``    200 while the start progresses or the server serves; 503 once the verdict is ``hung`` or
+  ``failed``, so a kubelet restarts the engine container. A new start (``started``) makes it 200 again.
+- ``/startupz`` 200 once READY was reached in the current start (a restarted engine container is a new start:
+  the kubelet runs its startup probe again, and it must wait for the new start's READY); 503 before, and
+  after the start ends in ``hung``/``failed``.
+
+Each answer's body is the same JSON object: ``{phase, level, progress, eta_s, verdict, evidence}`` plus
+``ok``, ``start`` (1 for the first start watched) and ``pid``.
+
+The server is the standard library's ThreadingHTTPServer in a daemon thread, bounded: at most
+``MAX_CONCURRENT`` requests in flight (more get a 503 at once), a socket timeout on every connection (a
+client that connects and sends nothing, or trickles its request line, is dropped), GET/HEAD only, no request
+body read, HTTP/1.0 (one request per connection, so no idle keep-alive threads pile up).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from firstlight.judge import Assessment, Event
+from firstlight.result import RunResult, summary_dict
+from firstlight.vocab import FAILED, HUNG, SERVING_VERDICTS, STARTING
+
+ENDPOINTS = ("/readyz", "/livez", "/startupz")
+NOT_LIVE = (HUNG, FAILED)
+MAX_CONCURRENT = 16  # a kubelet sends one probe per period; this leaves room for people and scrapers
+REQUEST_TIMEOUT_S = 5.0  # per connection: read the request line and headers, write the answer
+
+
+def parse_bind(spec: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[V6]:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1) -> (host, port). ValueError if bad."""
+    host, sep, port_text = spec.strip().rpartition(":")
+    if not sep:
+        host, port_text = "", spec.strip()
+    host = host.strip("[]") or "127.0.0.1"
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"--serve-readiness {spec!r}: expected HOST:PORT with a port 0..65535 (e.g. 127.0.0.1:8081)")
+    return host, int(port_text)
+
+
+class ReadinessState:
+    """What the endpoints answer from. Updated only by the reporter methods, read by the HTTP threads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.verdict = STARTING
+        self.phase: str | None = None
+        self.level = "none"
+        self.progress: dict[str, Any] = {}
+        self.eta_s: float | None = None
+        self.evidence: list[dict[str, Any]] = []
+        self.start = 0  # how many starts have begun (0: waiting for the first)
+        self.pid: int | None = None
+        self.reached_ready = False  # in the current start
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {"verdict": self.verdict, "phase": self.phase, "level": self.level, "progress": self.progress,
+                    "eta_s": self.eta_s, "evidence": self.evidence, "start": self.start, "pid": self.pid,
+                    "reached_ready": self.reached_ready}
+
+
+def answer(path: str, s: dict[str, Any]) -> int:
+    """The HTTP status of endpoint ``path`` for state snapshot ``s`` (404 for anything else)."""
+    if path == "/readyz":
+        return 200 if s["verdict"] in SERVING_VERDICTS else 503
+    if path == "/livez":
+        return 503 if s["verdict"] in NOT_LIVE else 200
+    if path == "/startupz":
+        return 200 if s["reached_ready"] and s["verdict"] not in NOT_LIVE else 503
+    return 404
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 64
+
+    def __init__(self, addr: tuple[str, int], state: ReadinessState) -> None:
+        self.state = state
+        self.slots = threading.BoundedSemaphore(MAX_CONCURRENT)
+        self.address_family = socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
+        super().__init__(addr, _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.0"
+    timeout = REQUEST_TIMEOUT_S  # socketserver sets it on the connection: no request can hold a thread forever
+    server_version = "firstlight"
+    sys_version = ""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a probe every second would drown the watch's own output
+
+    def _send(self, status: int, body: dict[str, Any], head: bool = False) -> None:
+        data = (json.dumps(body, default=str) + "\n").encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        if not head:
+            self.wfile.write(data)
+
+    def _get(self, head: bool) -> None:
+        if not self.server.slots.acquire(blocking=False):
+            self._send(503, {"error": "too many concurrent requests"}, head)
+            return
+        try:
+            path = self.path.split("?", 1)[0]
+            s = self.server.state.snapshot()
+            status = answer(path, s)
+            if status == 404:
+                self._send(404, {"error": f"unknown path {path[:100]}", "endpoints": list(ENDPOINTS)}, head)
+                return
+            body = {"ok": status == 200, **{k: s[k] for k in ("phase", "level", "progress", "eta_s", "verdict",
+                                                              "evidence", "start", "pid")}}
+            self._send(status, body, head)
+        finally:
+            self.server.slots.release()
+
+    def do_GET(self) -> None:
+        self._get(head=False)
+
+    def do_HEAD(self) -> None:
+        self._get(head=True)
+
+    def _not_allowed(self) -> None:
+        self.send_response(405)
+        self.send_header("Allow", "GET, HEAD")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
+
+
+class ReadinessServer:
+    """A Reporter that serves /readyz, /livez and /startupz. Binds at once; raises OSError when it cannot."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.state = ReadinessState()
+        self._server = _Server((host, port), self.state)
+        self.host = host
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="firstlight-readiness", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    # -- the Reporter protocol -------------------------------------------------------------------------------
+    def started(self, info: dict[str, Any]) -> None:
+        with self.state.lock:
+            st = self.state
+            st.start += 1
+            st.verdict, st.phase, st.level = STARTING, "process_start", "none"
+            st.progress, st.eta_s, st.evidence = {}, None, []
+            st.pid = info.get("pid")
+            st.reached_ready = False
+
+    def event(self, ev: Event, a: Assessment) -> None:
+        self.status(a)
+
+    def status(self, a: Assessment) -> None:
+        with self.state.lock:
+            st = self.state
+            if st.verdict != STARTING:  # the verdict is out: only a new start changes the state again
+                return
+            st.phase, st.level = a.phase, a.level.label
+            st.progress = a.progress.to_dict()
+            st.eta_s = a.progress.eta_total_s
+            st.evidence = [e.to_dict() for e in a.evidence]
+
+    def server_line(self, stream: str, text: str) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+    def verdict(self, result: RunResult) -> None:
+        self.summary(result)
+
+    def summary(self, result: RunResult) -> None:
+        s = summary_dict(result)
+        with self.state.lock:
+            st = self.state
+            st.verdict = s.get("verdict") or FAILED
+            st.phase = s.get("phase") or st.phase
+            st.level = s.get("level") or st.level
+            if isinstance(s.get("progress"), dict):
+                st.progress = s["progress"]
+                st.eta_s = s["progress"].get("eta_total_s")
+            st.evidence = list(s.get("evidence") or [])
+            if st.verdict in SERVING_VERDICTS:
+                st.reached_ready = True
+            if s.get("pid") is not None:
+                st.pid = s["pid"]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._server.shutdown()
+            self._server.server_close()

@@ -1,0 +1,92 @@
+"""What happens to a launched server once the verdict is in: one small strategy per choice.
+
+- ``StopServer``: stop it (a failed or hung start, ``--stop-when-ready``, an interrupt);
+- ``Detach``: leave it serving and say how to stop it (``--detach``);
+- ``KeepOnFailure``: leave a failed or hung server running for inspection (``--keep-on-failure``);
+- ``Supervise``: stay in the foreground while it serves; forward a stop signal; report when it dies.
+
+A regression is a finding about a server that serves: it is supervised, detached or stopped exactly like a
+``ready`` one.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from firstlight.config import Config
+from firstlight.result import RunResult
+from firstlight.runner.launcher import ServerProcess
+from firstlight.timeline import Interrupted, Observation
+from firstlight.vocab import INTERRUPTED
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class Context:
+    server: ServerProcess
+    cfg: Config
+    say: Say
+    q: queue.Queue[Observation]
+    clock: Callable[[], float]
+    server_log: str | None = None
+    on_serving: Callable[[RunResult], None] | None = None  # told the READY result before supervision starts
+
+
+class Policy(Protocol):
+    def apply(self, ctx: Context, result: RunResult) -> RunResult: ...
+
+
+class StopServer:
+    def apply(self, ctx: Context, result: RunResult) -> RunResult:
+        how = ctx.server.stop(ctx.cfg.grace)
+        ctx.say(f"server process group {ctx.server.pid}: {how}")
+        return result.stopped(how)
+
+
+class Detach:
+    def apply(self, ctx: Context, result: RunResult) -> RunResult:
+        ctx.say(f"detached: server pid {ctx.server.pid} keeps running; its output goes to {ctx.server_log}; "
+                f"stop it with: kill -TERM -- -{ctx.server.pid}")
+        return result
+
+
+class KeepOnFailure:
+    def apply(self, ctx: Context, result: RunResult) -> RunResult:
+        ctx.say(f"--keep-on-failure: server left running, pid {ctx.server.pid}, process group {ctx.server.pid}; "
+                f"stop it with: kill -TERM -- -{ctx.server.pid}")
+        return result
+
+
+class Supervise:
+    """Stay in the foreground after READY: forward a stop to the server, report if it dies."""
+
+    poll_s = 0.2
+
+    def apply(self, ctx: Context, result: RunResult) -> RunResult:
+        if ctx.on_serving is not None:
+            ctx.on_serving(result)  # READY now, for scripts; a final summary follows when serving ends
+        ctx.say(f"supervising server pid {ctx.server.pid}; Ctrl-C or SIGTERM stops it")
+        while True:
+            code = ctx.server.poll()
+            if code is not None:
+                return result.died_serving(code, ctx.clock())
+            try:
+                obs = ctx.q.get(timeout=self.poll_s)
+            except queue.Empty:
+                continue
+            if isinstance(obs, Interrupted):
+                return StopServer().apply(ctx, result.interrupted(obs.signal, obs.t, "while serving"))
+
+
+def choose(cfg: Config, result: RunResult) -> Policy:
+    if result.verdict == INTERRUPTED:
+        return StopServer()
+    if result.serving:
+        if cfg.after_ready == "stop":
+            return StopServer()
+        return Detach() if cfg.after_ready == "detach" else Supervise()
+    return KeepOnFailure() if cfg.keep_on_failure else StopServer()

@@ -1,0 +1,238 @@
+"""The sidecar loop (``watch --serve-readiness``): watch one start after another until stopped by a signal.
+
+A Kubernetes sidecar must not exit after a verdict: it keeps serving the last state (``/livez`` 503 after
+``hung`` or ``failed``, so the kubelet restarts the engine container) and watches the next start when the
+engine comes back. What "comes back" means depends on what the sidecar can see:
+
+- the engine's processes (``--pid-from REGEX``, or ``--pid`` whose command line is then looked for again): with
+  ``shareProcessNamespace: true`` a sidecar sees the engine container's processes, but PIDs are not known when
+  the manifest is written and change on every restart, so the engine is found by its command line, like
+  ``pgrep -f``. A new start is a matching process other than the last one (PID and creation time);
+- only the URL: a new start is the port closing and opening again.
+
+Each start is one ``run_start(target)`` call (one Session: one verdict, one run in the history). Between
+starts this loop watches the served engine cheaply (is the process alive, does the port accept a connection:
+never a generation) and tells the reporters when serving ends; it decides nothing about any one start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+import psutil
+
+from firstlight.probes.ladder import split_url
+from firstlight.report.base import Reporter
+from firstlight.result import RunResult
+from firstlight.runner.session import STOP_SIGNALS, Outcome
+from firstlight.vocab import INTERRUPTED, SERVING_VERDICTS, TIMEOUT
+
+
+@dataclass(frozen=True)
+class Target:
+    """One start to watch: the engine's top process (None when only the URL is known)."""
+
+    pid: int | None = None
+    create_time: float | None = None
+    command: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, pid: int) -> Target | None:
+        try:
+            p = psutil.Process(pid)
+            return cls(pid, p.create_time(), tuple(p.cmdline()))
+        except psutil.Error:
+            return None
+
+    def alive(self) -> bool:
+        if self.pid is None:
+            return False
+        try:
+            p = psutil.Process(self.pid)
+            return p.create_time() == self.create_time and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+
+def _own_lineage() -> set[int]:
+    """This process and its ancestors: their command lines may contain the pattern (``sh -c 'firstlight watch
+    --pid-from "vllm serve"'``), and they are never the engine."""
+    out = {os.getpid()}
+    with contextlib.suppress(psutil.Error):
+        out |= {p.pid for p in psutil.Process().parents()}
+    return out
+
+
+class ProcessMatcher:
+    """The engine's top process, found by a regular expression over its command line (joined by spaces, as
+    ``pgrep -f`` sees it). Of the matching processes, those whose parent also matches are skipped (an engine's
+    workers often share its command line), and of the rest the oldest wins."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.regex = re.compile(pattern)
+
+    @classmethod
+    def exact(cls, command: list[str]) -> ProcessMatcher:
+        """The same command line again (``watch --pid N``: the next start of the process N was)."""
+        return cls("^" + re.escape(" ".join(command)) + "$")
+
+    def find(self) -> Target | None:
+        own = _own_lineage()
+        found: dict[int, tuple[float, int, tuple[str, ...]]] = {}
+        for p in psutil.process_iter(["pid", "ppid", "cmdline", "create_time", "status"]):
+            info = p.info
+            cmd = info.get("cmdline")
+            if not cmd or info["pid"] in own or info.get("status") == psutil.STATUS_ZOMBIE:
+                continue
+            if self.regex.search(" ".join(cmd)):
+                found[info["pid"]] = (info.get("create_time") or 0.0, info.get("ppid") or 0, tuple(cmd))
+        tops = [(ct, pid, cmd) for pid, (ct, ppid, cmd) in found.items() if ppid not in found]
+        if not tops:
+            return None
+        ct, pid, cmd = min(tops)
+        return Target(pid, ct, cmd)
+
+
+def port_open(url: str, timeout: float = 1.0) -> bool:
+    """Does the server's port accept a TCP connection right now (nothing is sent)?"""
+    host, port = split_url(url)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class Rewatch:
+    """Start after start: ``run_start`` for each, and between them, the served engine's end and the next start.
+
+    ``run()`` returns only when a signal (SIGINT/SIGTERM) stops it (or ``stop`` is set): an ``interrupted``
+    Outcome carrying the last start's summary.
+    """
+
+    def __init__(self, run_start: Callable[[Target], Outcome], reporter: Reporter, url: str, *,
+                 matcher: ProcessMatcher | None = None, first: Target | None = None, log_file: Path | None = None,
+                 engine: str = "generic", poll_s: float = 0.25, clock: Callable[[], float] = time.time) -> None:
+        self.run_start, self.reporter, self.url, self.engine = run_start, reporter, url, engine
+        self.matcher, self.first, self.log_file = matcher, first, log_file
+        self.poll_s, self.clock = poll_s, clock
+        self.stop = threading.Event()
+        self.starts = 0
+        self._signal: str | None = None
+        self._between = "between starts"  # what the loop was doing when a signal came
+        self.started_at = clock()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signal = signal.Signals(signum).name
+        self.stop.set()
+
+    def run(self) -> Outcome:
+        handlers = {}
+        for s in STOP_SIGNALS:
+            with contextlib.suppress(ValueError, OSError):  # not the main thread (library use), or unsupported
+                handlers[s] = signal.signal(s, self._on_signal)
+        last: Outcome | None = None
+        try:
+            previous: Target | None = None
+            target = self.first
+            while not self.stop.is_set():
+                if target is None:
+                    target = self._next_target(previous)
+                    if target is None:
+                        break
+                self.starts += 1
+                last = self.run_start(target)
+                if last.verdict == INTERRUPTED:
+                    return last
+                if last.verdict in SERVING_VERDICTS:
+                    last = self._while_serving(target, last)
+                elif last.verdict == TIMEOUT and (target.pid is None or target.alive()):
+                    continue  # no verdict yet within --timeout: the same start, watched again as a new run
+                previous, target = target, None
+        finally:
+            for s, h in handlers.items():
+                signal.signal(s, h)
+        return self._stopped(last)
+
+    # -- between starts -------------------------------------------------------------------------------------
+    def _next_target(self, previous: Target | None) -> Target | None:
+        """Wait for the next start: a new matching process, or (by URL) the port seen closed, then open."""
+        if self.matcher is not None:
+            self.reporter.message(f"waiting for the engine: a process matching {self.matcher.pattern!r}"
+                                  + (f" other than pid {previous.pid}" if previous and previous.pid else ""))
+            while not self.stop.is_set():
+                found = self.matcher.find()
+                if found is not None and (previous is None or (found.pid, found.create_time)
+                                          != (previous.pid, previous.create_time)):
+                    self._wait_log_fresh(found.create_time or self.clock())
+                    return found
+                self.stop.wait(self.poll_s)
+            return None
+        if previous is None:
+            return Target()
+        self.reporter.message(f"waiting for the next start: {self.url} to close and open again")
+        seen_closed = False
+        while not self.stop.is_set():
+            is_open = port_open(self.url, timeout=min(1.0, self.poll_s * 4))
+            seen_closed = seen_closed or not is_open
+            if seen_closed and is_open:
+                self._wait_log_fresh(self.clock() - 1.0)
+                return Target()
+            self.stop.wait(self.poll_s)
+        return None
+
+    def _wait_log_fresh(self, since: float, limit_s: float = 5.0) -> None:
+        """A log file shared by every start (a truncating ``tee``) may still hold the last start's lines, its
+        fatal error too: give the new start a moment (bounded) to truncate or write it first."""
+        if self.log_file is None:
+            return
+        deadline = time.monotonic() + limit_s
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            try:
+                if self.log_file.stat().st_mtime >= since:
+                    return
+            except OSError:
+                return  # not there yet: nothing old to re-read
+            self.stop.wait(min(self.poll_s, 0.1))
+
+    def _while_serving(self, target: Target, outcome: Outcome) -> Outcome:
+        """Serving: check that the engine is still there (cheaply, never a generation); when it goes, say so."""
+        closed_in_a_row = 0
+        self._between = "while serving"
+        try:
+            while not self.stop.is_set():
+                if target.pid is not None:
+                    gone, signal_name, what = not target.alive(), "process", f"server pid {target.pid} exited"
+                else:
+                    is_open = port_open(self.url, timeout=min(1.0, self.poll_s * 4))
+                    closed_in_a_row = 0 if is_open else closed_in_a_row + 1
+                    gone = closed_in_a_row >= 2  # one refused connect may be a blip; two in a row is a closed port
+                    signal_name, what = "probe:port", f"{self.url} stopped accepting connections"
+                if gone:
+                    ended = outcome.result.ended_serving(signal_name, what, self.clock())
+                    self.reporter.summary(ended)
+                    return Outcome(ended, ended.exit_code())
+                self.stop.wait(self.poll_s)
+            return outcome
+        finally:
+            self._between = "between starts"
+
+    def _stopped(self, last: Outcome | None) -> Outcome:
+        now, why = self.clock(), self._signal or "stop"
+        if last is None:
+            result = RunResult.never_started(self.url, self.engine, self.started_at, why, now)
+        else:
+            result = last.result.interrupted(why, now, self._between)
+        self.reporter.summary(result)
+        return Outcome(result, result.exit_code())

@@ -1,0 +1,153 @@
+"""The sources of one watch: the launched server (or the watched one), its output, its process tree, the GPUs,
+the weights on disk and the readiness ladder. Each runs on its own clock and only observes: it puts
+observations on the sink and decides nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from firstlight.config import Config
+from firstlight.engines.profile import Endpoints
+from firstlight.probes.ladder import Ladder
+from firstlight.probes.loop import LadderLoop
+from firstlight.runner.launcher import LaunchError, ServerProcess
+from firstlight.samplers.base import Sampler
+from firstlight.samplers.gpu import GpuSampler
+from firstlight.samplers.logs import FileFollower, PipeReader
+from firstlight.samplers.process import ProcessTreeSampler
+from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
+from firstlight.timeline import Observation, SourceNote, WeightsTotal
+
+Sink = Callable[[Observation], None]
+Echo = Callable[[str, str], None]
+
+
+class Sources:
+    def __init__(self, cfg: Config, sink: Sink, echo: Echo, identify: bool,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.cfg, self.sink, self.echo, self.clock = cfg, sink, echo, clock
+        self.identify = identify  # ask the server's endpoints which engine it is
+        self.server: ServerProcess | None = None
+        self.server_log: Path | None = None
+        self.samplers: list[Sampler] = []
+        self.followers: list[FileFollower] = []
+        self.readers: list[PipeReader] = []
+        self.ladder_loop: LadderLoop | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.server.pid if self.server else self.cfg.pid
+
+    def start(self) -> str | None:
+        """Start everything; the launch error, if the command could not be started."""
+        if self.cfg.command:
+            error = self._launch()
+            if error is not None:
+                return error
+        if self.cfg.log_file is not None:
+            self._follow(self.cfg.log_file, echo=False)
+        processes = self.process_sampler()
+        if processes is not None:
+            self.samplers.append(processes)
+        self.samplers.append(GpuSampler(self.cfg.sample_interval, clock=self.clock))
+        for s in self.samplers:
+            s.start(self.sink)
+        threading.Thread(target=self._weights, name="firstlight-weights", daemon=True).start()
+        self.ladder_loop = LadderLoop(Ladder(self.cfg.probe, self.clock), self.sink, self.cfg.probe.min_interval,
+                                      self.cfg.probe.max_interval, identify=self.identify)
+        self.ladder_loop.start()
+        return None
+
+    def process_sampler(self) -> Sampler | None:
+        """What samples the server's processes: its process tree (a unit's cgroup: firstlight.units)."""
+        if self.pid is None:
+            return None
+        exit_code = self.server.poll if self.server else None
+        return ProcessTreeSampler(self.pid, self.cfg.sample_interval, exit_code, self.clock)
+
+    def _launch(self) -> str | None:
+        output = None
+        if self.cfg.after_ready == "detach":  # the server outlives us: its output goes to a file, not our pipe
+            fd, name = tempfile.mkstemp(prefix="firstlight-server-", suffix=".log")
+            os.close(fd)
+            output = self.server_log = Path(name)
+        self.server = ServerProcess(self.cfg.command, output=output)
+        try:
+            self.server.start()
+        except LaunchError as e:
+            self.server = None
+            return str(e)
+        assert self.server.popen is not None
+        if output is not None:
+            self._follow(output, echo=self.cfg.echo_server_output)
+            return None
+        echo = self.echo if self.cfg.echo_server_output else None
+        for pipe, name in ((self.server.popen.stdout, "stdout"), (self.server.popen.stderr, "stderr")):
+            assert pipe is not None
+            reader = PipeReader(pipe, name, self.sink, echo, self.clock)
+            reader.start()
+            self.readers.append(reader)
+        return None
+
+    def _follow(self, path: Path, echo: bool) -> None:
+        f = FileFollower(path, self.sink, clock=self.clock, echo=self.echo if echo else None)
+        f.start()
+        self.followers.append(f)
+
+    def _weights(self) -> None:
+        model = str(self.cfg.model_path) if self.cfg.model_path else model_path_from_command(self.cfg.command)
+        if not model:
+            return
+        path = resolve_model_dir(model)
+        if path is None:
+            self.sink(SourceNote(self.clock(), "weights", f"model {model!r} is not a local path; "
+                                                          "weights fraction unavailable"))
+            return
+        try:
+            total, files = total_weight_bytes(path)
+        except OSError as e:
+            self.sink(SourceNote(self.clock(), "weights", f"cannot size {path}: {e.strerror}"))
+            return
+        if files:
+            self.sink(WeightsTotal(self.clock(), total, files, str(path)))
+
+    # -- while running ---------------------------------------------------------------------------------
+    def new_log_line(self) -> None:
+        """Something happened: probe again soon."""
+        if self.ladder_loop is not None:
+            self.ladder_loop.wake.set()
+
+    def use_endpoints(self, endpoints: Endpoints) -> None:
+        """The engine became known: its endpoints, for the options the user did not set."""
+        if self.ladder_loop is not None:
+            self.ladder_loop.use_endpoints(endpoints)
+
+    def settle_logs(self, timeout: float = 2.0) -> None:
+        """Wait (bounded) until the log sources have delivered what the exited process wrote."""
+        for r in self.readers:
+            r.thread.join(timeout=timeout)
+        for f in self.followers:
+            f.sync(timeout=timeout)
+
+    def requests(self) -> dict[str, int]:
+        return dict(self.ladder_loop.ladder.requests) if self.ladder_loop else {}
+
+    @property
+    def model(self) -> str | None:
+        return self.ladder_loop.ladder.model if self.ladder_loop else None
+
+    def stop(self) -> None:
+        """Stop observing (the server itself is the policy's business)."""
+        if self.ladder_loop is not None:
+            self.ladder_loop.stop.set()
+            self.ladder_loop.wake.set()
+        for s in self.samplers:
+            s.stop()
+        for f in self.followers:
+            f.stop()

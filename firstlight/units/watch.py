@@ -1,0 +1,382 @@
+"""Watching a systemd unit start: one session per attempt, where an attempt is one invocation of the unit.
+
+A unit restarted by ``Restart=on-failure`` gets a new ``InvocationID``: that is a new attempt, judged from
+its own lines and processes only. Each failed attempt is reported with its evidence (an ``attempt`` event),
+and the watch goes on while systemd restarts the unit, up to ``--max-attempts``; the last attempt's verdict
+is the watch's, and its summary carries every attempt (``unit.attempts``).
+
+Two ways to know the unit:
+
+* live: ``systemctl show`` gives the invocation, MainPID, cgroup, ExecStart (the URL and engine), restarts
+  and the start timeout; the journal is followed with ``journalctl -u``;
+* ``--journal-file``: a journal file (being written, or copied from another machine) is all there is: the
+  invocations come from it, and the processes from ``--cgroup DIR`` when given.
+
+(The journal file and systemctl are independent here: the tests give both, with a systemctl double.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+from firstlight.config import Config
+from firstlight.engines.profile import EngineProfile
+from firstlight.history.store import HistoryError
+from firstlight.judge import Assessment, Event
+from firstlight.redact import Redactor
+from firstlight.report.base import Reporter
+from firstlight.result import RunResult
+from firstlight.runner.after_ready import deployment_key, open_history
+from firstlight.runner.session import Outcome
+from firstlight.samplers.base import Sampler
+from firstlight.samplers.process import ProcessTreeSampler
+from firstlight.units.cgroup import CgroupSampler, cgroup_dir, read_pids
+from firstlight.units.journal import JournalFollower, JournalSource
+from firstlight.units.sources import UnitSession
+from firstlight.units.systemctl import Systemctl, SystemctlError, UnitState
+from firstlight.vocab import FAILED, HUNG, INTERRUPTED, TIMEOUT
+
+AGAIN = (FAILED, HUNG)  # verdicts after which systemd's next attempt is worth watching
+POLL_S = 0.25
+
+
+def engine_command(exec_start: Sequence[str]) -> tuple[list[str], str | None]:
+    """The engine's command line in a unit's ExecStart, and the URL firstlight was told there, if any: the
+    command itself, or what follows ``--`` when the unit runs ``firstlight up ... -- CMD`` (the notify
+    wrapper)."""
+    argv = list(exec_start)
+    if argv and Path(argv[0]).name == "firstlight" and "--" in argv:
+        opts = argv[1:argv.index("--")]
+        url = opts[opts.index("--url") + 1] if "--url" in opts[:-1] else None
+        return argv[argv.index("--") + 1:], url
+    return argv, None
+
+
+def start_timeout_warning(state: UnitState, expected_s: float | None) -> str | None:
+    """A ``TimeoutStartSec`` shorter than the start this deployment usually takes, where it bites: a
+    ``Type=notify`` (or forking/oneshot) unit whose main process is not firstlight (which extends it)."""
+    limit = state.timeout_start_s
+    if expected_s is None or limit is None or state.type not in ("notify", "notify-reload", "forking", "oneshot"):
+        return None
+    if state.exec_start and Path(state.exec_start[0]).name == "firstlight":
+        return None
+    if expected_s <= limit:
+        return None
+    return (f"{state.id}: TimeoutStartSec={limit:.0f}s is shorter than this deployment's usual start "
+            f"({expected_s:.0f}s, median of its ready starts): systemd will kill the start before it is ready; "
+            "raise TimeoutStartSec, or run the engine under firstlight (Type=notify, it sends "
+            "EXTEND_TIMEOUT_USEC= while the start progresses)")
+
+
+@dataclass
+class UnitOptions:
+    unit: str
+    journal_file: Path | None = None
+    cgroup: Path | None = None  # the unit's cgroup directory, instead of ControlGroup from systemctl
+    max_attempts: int = 1
+    restart_wait: float = 120.0  # after a failed attempt, how long to wait for systemd's next one
+    restart_first: bool = False  # `up --unit`: restart (or start) the unit, then watch the new invocation
+    stop_on_interrupt: bool = False
+
+
+@dataclass
+class Attempt:
+    number: int
+    invocation: str
+    verdict: str
+    phase: str
+    failure: str | None
+    hint: str | None
+    evidence: list[dict[str, Any]]
+    started_at: float
+    ended_at: float | None
+    unit_state: str | None = None  # systemd's view after it, live
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class _HeldReporter:
+    """Passes everything on but the verdict and the summary, which the watch releases once it knows whether
+    another attempt follows."""
+
+    def __init__(self, inner: Reporter) -> None:
+        self.inner = inner
+
+    def started(self, info: dict[str, Any]) -> None:
+        self.inner.started(info)
+
+    def event(self, ev: Event, a: Assessment) -> None:
+        self.inner.event(ev, a)
+
+    def status(self, a: Assessment) -> None:
+        self.inner.status(a)
+
+    def server_line(self, stream: str, text: str) -> None:
+        self.inner.server_line(stream, text)
+
+    def message(self, text: str) -> None:
+        self.inner.message(text)
+
+    def verdict(self, result: RunResult) -> None:
+        pass
+
+    def summary(self, result: RunResult) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class UnitWatch:
+    def __init__(self, opts: UnitOptions, cfg: Config, profile: EngineProfile, reporter: Reporter,
+                 redactor: Redactor, record: IO[str] | None = None, systemctl: Systemctl | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.opts, self.cfg, self.profile, self.reporter = opts, cfg, profile, reporter
+        self.redactor, self.record, self.clock = redactor, record, clock
+        self.systemctl = systemctl  # None: the journal is all there is (a journal file from elsewhere)
+        self.live = systemctl is not None
+        self.attempts: list[Attempt] = []
+        self.deadline = 0.0
+        self._last_assessment: Assessment | None = None
+
+    # -- the attempts ----------------------------------------------------------------------------------------
+    def run(self, first: UnitState | None = None) -> Outcome:
+        """``first``: the unit's state as the CLI saw it (live), so the first attempt is its invocation."""
+        started = self.clock()
+        self.deadline = started + self.cfg.judge.timeout
+        since = None  # the journal from where this start began (not the unit's whole history), where known
+        if self.opts.restart_first:
+            since = started - 5.0
+        elif first is not None and first.started_at is not None:
+            since = first.started_at - 5.0
+        follower = JournalFollower(self.opts.unit, self.opts.journal_file, since=since, clock=self.clock)
+        follower.start()
+        old_term = signal.signal(signal.SIGTERM, _interrupt)  # between attempts; a session takes its own
+        try:
+            return self._attempts(follower, first)
+        finally:
+            signal.signal(signal.SIGTERM, old_term)
+            follower.stop()
+
+    def _attempts(self, follower: JournalFollower, first: UnitState | None) -> Outcome:
+        outcome: Outcome | None = None
+        previous = first.invocation_id if first is not None and self.opts.restart_first else None
+        state = first
+        interrupted = False
+        try:
+            for number in range(1, self.opts.max_attempts + 1):
+                if number == 1 and not self.opts.restart_first:
+                    found = self._first_invocation(follower, state)
+                else:
+                    wait = self.opts.restart_wait if number > 1 else 60.0
+                    found = self._next_invocation(follower, previous, wait, fresh_start=number == 1)
+                if found is None:
+                    break
+                invocation, state = found
+                outcome = self._attempt(number, invocation, state, follower)
+                previous = invocation
+                if outcome.verdict not in AGAIN or number == self.opts.max_attempts:
+                    break
+                if not self._restart_possible(invocation):
+                    break
+                self._report_attempt(outcome)
+        except KeyboardInterrupt:  # between two attempts (during one, the session takes the signal)
+            interrupted = True
+        if outcome is None:
+            return self._nothing_to_watch(follower, interrupted)
+        if interrupted:
+            outcome = self._interrupted(outcome)
+        return self._finish(outcome)
+
+    def _first_invocation(self, follower: JournalFollower,
+                          state: UnitState | None) -> tuple[str, UnitState | None] | None:
+        if self.live:
+            assert state is not None
+            if state.restarting:  # between two attempts: watch the next one
+                return self._next_invocation(follower, state.invocation_id, self.opts.restart_wait)
+            return (state.invocation_id, state) if state.invocation_id else None
+        inv = follower.wait_invocation(None, max(0.0, self.deadline - self.clock()))
+        return (inv, None) if inv is not None else None
+
+    def _next_invocation(self, follower: JournalFollower, previous: str | None, wait: float,
+                         fresh_start: bool = False) -> tuple[str, UnitState | None] | None:
+        """The invocation after ``previous``, from systemctl (live) or the journal, within ``wait`` seconds.
+        ``fresh_start``: we just asked systemd to start the unit, so an inactive unit is not the end yet."""
+        until = min(self.deadline, self.clock() + wait)
+        if not self.live:
+            inv = follower.wait_invocation(previous, max(0.0, until - self.clock()))
+            return (inv, None) if inv is not None else None
+        assert self.systemctl is not None
+        while True:
+            with contextlib.suppress(SystemctlError):
+                state = self.systemctl.show(self.opts.unit)
+                if state.invocation_id and state.invocation_id != previous and not state.restarting:
+                    return state.invocation_id, state
+                if not fresh_start and not state.restarting and not state.starting_or_up:
+                    return None  # failed or stopped for good: no attempt is coming
+            if self.clock() >= until:
+                return None
+            time.sleep(POLL_S)
+
+    def _restart_possible(self, invocation: str, settle_s: float = 10.0) -> bool:
+        """Will systemd start another attempt? Live: a restart is scheduled, or has begun, or the process is
+        still there (a hung start that TimeoutStartSec may yet end); waits while the unit is deactivating."""
+        if not self.live:
+            return True  # only the journal can tell: wait for it (--restart-wait)
+        assert self.systemctl is not None
+        until = self.clock() + settle_s
+        while True:
+            try:
+                state = self.systemctl.show(self.opts.unit)
+            except SystemctlError:
+                return False
+            if state.restarting or (state.invocation_id and state.invocation_id != invocation):
+                return True
+            if state.active_state in ("failed", "inactive"):
+                return False
+            if state.active_state != "deactivating" or self.clock() >= until:
+                return state.starting_or_up
+            time.sleep(POLL_S)
+
+    def _attempt(self, number: int, invocation: str, state: UnitState | None,
+                 follower: JournalFollower) -> Outcome:
+        cfg = self._attempt_config(state)
+        notes = self._notes(number, invocation, state, cfg)
+        for n in notes:
+            self.reporter.message(n)
+        processes = self._process_sampler(state, cfg, lambda: self._exit_code(follower, invocation))
+        session = UnitSession(cfg, self.profile, _HeldReporter(self.reporter), self.redactor, self.record,
+                              JournalSource(follower, invocation), processes, notes, self.clock)
+        outcome = session.run()
+        self.profile = session.profile  # the engine may have been learnt from the lines
+        if session.judge is not None:
+            self._last_assessment = session.judge.assess(outcome.result.ended_at)
+        unit_state = None
+        if self.systemctl is not None:
+            with contextlib.suppress(SystemctlError):
+                unit_state = self.systemctl.show(self.opts.unit).describe()
+        r = outcome.result
+        self.attempts.append(Attempt(number, invocation, r.verdict, r.phase, r.failure, r.hint, list(r.evidence),
+                                     r.started_at, r.ended_at, unit_state))
+        return outcome
+
+    def _attempt_config(self, state: UnitState | None) -> Config:
+        judge = dataclasses.replace(self.cfg.judge, timeout=max(1.0, self.deadline - self.clock()))
+        pid = state.main_pid if state is not None else None
+        if pid is None and self.opts.cgroup is not None:  # no systemctl: the cgroup's first process
+            pid = next(iter(read_pids(self.opts.cgroup)), None)
+        return dataclasses.replace(self.cfg, judge=judge, pid=pid, log_file=None, command=[])
+
+    def _process_sampler(self, state: UnitState | None, cfg: Config,
+                         exit_code: Callable[[], int | None]) -> Sampler | None:
+        directory = self.opts.cgroup
+        if directory is None and state is not None:
+            directory = cgroup_dir(state.control_group)
+        if directory is not None:
+            main_pid = cfg.pid if self.live else None  # without systemd, any process of the cgroup may lead
+            return CgroupSampler(directory, main_pid, cfg.sample_interval, exit_code, self.clock)
+        if cfg.pid is not None:  # no cgroup directory to read (v1 without the systemd hierarchy): the tree
+            return ProcessTreeSampler(cfg.pid, cfg.sample_interval, exit_code, self.clock)
+        return None
+
+    def _exit_code(self, follower: JournalFollower, invocation: str) -> int | None:
+        """How the main process ended: systemd's word for it (systemctl, live), else its journal message."""
+        if self.systemctl is not None:
+            with contextlib.suppress(SystemctlError):
+                state = self.systemctl.show(self.opts.unit)
+                if state.exit_code is not None and state.invocation_id == invocation:
+                    return state.exit_code
+        follower.quiet_for(0.25, 2.0)  # systemd's message may be a moment behind the death
+        return follower.exit_code(invocation)
+
+    def _notes(self, number: int, invocation: str, state: UnitState | None, cfg: Config) -> list[str]:
+        where = f"attempt {number} of at most {self.opts.max_attempts}: " if self.opts.max_attempts > 1 else ""
+        notes = [f"{where}{self.opts.unit} invocation {invocation or '(none)'}"
+                 + (f"; {state.describe()}, MainPID {state.main_pid}" if state is not None else
+                    f" from {self.opts.journal_file}")]
+        if state is not None:
+            warning = start_timeout_warning(state, self._expected_start(cfg))
+            if warning:
+                notes.append(warning)
+        return notes
+
+    def _expected_start(self, cfg: Config) -> float | None:
+        history = open_history(cfg, self.redactor, lambda _: None)
+        if history is None:
+            return None
+        with contextlib.suppress(HistoryError):
+            key = deployment_key(cfg, self.profile, cfg.watched_command, self.redactor)
+            return history.expected_start_seconds(key)
+        return None
+
+    # -- reporting -------------------------------------------------------------------------------------------
+    def _report_attempt(self, outcome: Outcome) -> None:
+        a = self.attempts[-1]
+        first = a.evidence[0]["value"] if a.evidence else ""
+        message = (f"attempt {a.number} ({a.invocation}) {a.verdict} in phase {a.phase}"
+                   + (f" [{a.failure}]" if a.failure else "") + (f": {first}" if first else "")
+                   + f"; watching systemd's next attempt ({a.number + 1} of at most {self.opts.max_attempts})")
+        data = {"attempt": a.number, "invocation": a.invocation, "verdict": a.verdict, "failure": a.failure,
+                "hint": a.hint, "evidence": a.evidence}
+        if self._last_assessment is not None:
+            self.reporter.event(Event(a.ended_at or self.clock(), "attempt", message, data), self._last_assessment)
+        else:
+            self.reporter.message(message)
+
+    def _unit_facts(self) -> dict[str, Any]:
+        return {"name": self.opts.unit, "invocation": self.attempts[-1].invocation if self.attempts else None,
+                "journal_file": str(self.opts.journal_file) if self.opts.journal_file else None,
+                "attempt": len(self.attempts), "max_attempts": self.opts.max_attempts,
+                "attempts": [a.to_dict() for a in self.attempts]}
+
+    def _finish(self, outcome: Outcome) -> Outcome:
+        unit = self._unit_facts()
+        if outcome.verdict == INTERRUPTED and self.opts.stop_on_interrupt and self.systemctl is not None:
+            try:
+                after = self.systemctl.stop(self.opts.unit)
+                unit["stopped"] = after.describe()
+                self.reporter.message(f"--stop-on-interrupt: {after.describe()}")
+            except SystemctlError as e:
+                self.reporter.message(f"--stop-on-interrupt: could not stop {self.opts.unit}: {e}")
+        elif outcome.verdict == INTERRUPTED:
+            self.reporter.message(f"stopped watching; {self.opts.unit} keeps running "
+                                  "(--stop-on-interrupt stops it)")
+        result = outcome.result.with_unit(unit)
+        self.reporter.verdict(result)
+        self.reporter.summary(result)
+        return Outcome(result, result.exit_code(self.cfg.history.fail_on_regression))
+
+    def _interrupted(self, outcome: Outcome) -> Outcome:
+        result = outcome.result.interrupted("SIGINT", self.clock(), "while waiting for systemd's next attempt")
+        return Outcome(result, result.exit_code())
+
+    def _nothing_to_watch(self, follower: JournalFollower, interrupted: bool = False) -> Outcome:
+        """No invocation to watch: the unit never started (live), or the journal has none of it in time."""
+        now = self.clock()
+        why = follower.error or (f"no entries of {self.opts.unit} in {self.opts.journal_file}" if not self.live
+                                 else f"{self.opts.unit} has no current invocation (it is not running)")
+        verdict = FAILED if self.live or follower.error else TIMEOUT
+        if interrupted:
+            verdict, why = INTERRUPTED, "interrupted before an invocation of the unit appeared"
+        result = RunResult(
+            verdict=verdict, phase="process_start", started_at=now, ended_at=now, engine=self.profile.name,
+            url=self.redactor.text(self.cfg.probe.url), failure="other" if verdict == FAILED else None,
+            hint="start the unit (firstlight up --unit UNIT restarts it and watches the start)",
+            evidence=({"signal": "systemd" if self.live else "journal", "value": why, "since": now},),
+            unit=self._unit_facts())
+        self.reporter.verdict(result)
+        self.reporter.summary(result)
+        return Outcome(result, result.exit_code())
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt

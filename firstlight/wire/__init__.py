@@ -1,0 +1,53 @@
+"""The one HTTP layer between firstlight and a server: the readiness ladder and the benchmark both go through it.
+
+- ``client``: ``Wire`` (blocking) and ``AsyncWire`` (streaming): headers (User-Agent, the bearer token), connect
+  and read timeouts, a wall-clock deadline on every request covering connect, headers and body, capped bodies;
+- ``deadline``: how that deadline is enforced (an httpcore network backend; httpx's timeouts are per read);
+- ``content``: what a server said: JSON that cannot blow the stack, the model list (one parser), generated text
+  (completion or chat, whole or streamed), event-stream lines with a capped pending line, and server text made
+  safe to print;
+- ``errors``: ``WireError`` and the one describer of a failed request;
+- ``urls``: base URLs (no ``/v1/v1``, no port 0);
+- ``identify``: which engine serves a URL, from its endpoints, asked at once within a budget.
+"""
+
+from firstlight.wire.client import USER_AGENT, Answer, AsyncWire, Wire, headers
+from firstlight.wire.content import (
+    MAX_BODY,
+    LineTooLong,
+    NotJSON,
+    SSELines,
+    chunk_text,
+    clean_text,
+    generated_text,
+    model_ids,
+    parse_json,
+    says_unhealthy,
+)
+from firstlight.wire.errors import WireError, describe_error
+from firstlight.wire.identify import IDENTIFY_BUDGET_S, identify_engine
+from firstlight.wire.urls import normalise_url, split_url
+
+__all__ = [
+    "IDENTIFY_BUDGET_S",
+    "MAX_BODY",
+    "USER_AGENT",
+    "Answer",
+    "AsyncWire",
+    "LineTooLong",
+    "NotJSON",
+    "SSELines",
+    "Wire",
+    "WireError",
+    "chunk_text",
+    "clean_text",
+    "describe_error",
+    "generated_text",
+    "headers",
+    "identify_engine",
+    "model_ids",
+    "normalise_url",
+    "parse_json",
+    "says_unhealthy",
+    "split_url",
+]

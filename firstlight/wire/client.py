@@ -1,0 +1,165 @@
+"""Requests to one server: headers, timeouts, a deadline covering every byte, capped bodies, one error type.
+
+``Wire`` (blocking: the readiness ladder, discovery, spec-decoding reads) and ``AsyncWire`` (the streaming
+benchmark) share the headers, the deadline transport (:mod:`firstlight.wire.deadline`) and the error describer,
+so the probe and the benchmark see a server the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpcore
+import httpx
+
+from firstlight.wire.content import MAX_BODY, parse_json, snippet
+from firstlight.wire.deadline import DeadlineBackend, async_transport, deadline, transport
+from firstlight.wire.errors import WireError, describe_error, wire_error
+from firstlight.wire.urls import normalise_url, split_url
+
+USER_AGENT = "firstlight"
+
+
+def headers(api_key: str | None, user_agent: str = USER_AGENT) -> dict[str, str]:
+    """The headers of every request: who we are, and the bearer token when there is one."""
+    h = {"User-Agent": user_agent}
+    if api_key:
+        h["Authorization"] = f"Bearer {api_key}"
+    return h
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP answer read whole (at most ``MAX_BODY`` bytes) within its deadline."""
+
+    status: int
+    body: bytes
+    latency_s: float
+    truncated: bool = False
+
+    def text(self, limit: int = 160) -> str:
+        """The start of the body as one clean line (escape sequences stripped, clipped)."""
+        return snippet(self.body, limit)
+
+    def json(self) -> Any:
+        """The body as JSON; :class:`firstlight.wire.content.NotJSON` otherwise."""
+        return parse_json(self.body)
+
+
+def _timeout(connect: float, read: float) -> httpx.Timeout:
+    return httpx.Timeout(connect=connect, read=read, write=connect, pool=connect)
+
+
+class Wire:
+    """Blocking requests to the server at ``url``. Each request ends by its deadline: ``connect_timeout +
+    read_timeout`` after it starts, or the caller's ``deadline`` (``time.monotonic``) if that is sooner."""
+
+    def __init__(self, url: str, *, api_key: str | None = None, connect_timeout: float = 1.0,
+                 user_agent: str = USER_AGENT, max_connections: int = 10,
+                 transport_: httpx.BaseTransport | None = None) -> None:
+        self.base = normalise_url(url)
+        self.host, self.port = split_url(self.base)
+        self.connect_timeout = connect_timeout
+        self._client = httpx.Client(base_url=self.base, headers=headers(api_key, user_agent),
+                                    transport=transport_ or transport(max_connections), follow_redirects=False,
+                                    trust_env=False, timeout=_timeout(connect_timeout, connect_timeout))
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> Wire:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _until(self, read_timeout: float, at: float | None) -> tuple[float, float]:
+        start = time.monotonic()
+        until = start + self.connect_timeout + read_timeout
+        return start, until if at is None else min(until, at)
+
+    def request(self, method: str, path: str, *, read_timeout: float, json: Any = None,
+                deadline_at: float | None = None, max_body: int = MAX_BODY) -> Answer:
+        """One request, its body read up to ``max_body`` bytes; :class:`WireError` when no answer came."""
+        start, until = self._until(read_timeout, deadline_at)
+        if until <= start:
+            raise WireError("no time left for the request", timed_out=True)
+        try:
+            with deadline(until), self._client.stream(method, path, json=json,
+                                                      timeout=_timeout(self.connect_timeout, read_timeout)) as resp:
+                body, truncated = _read_capped(resp, max_body)
+                return Answer(resp.status_code, body, time.monotonic() - start, truncated)
+        except httpx.HTTPError as e:
+            raise wire_error(e, past_deadline=time.monotonic() >= until, budget_s=until - start) from None
+
+    def get(self, path: str, *, read_timeout: float, deadline_at: float | None = None) -> Answer:
+        return self.request("GET", path, read_timeout=read_timeout, deadline_at=deadline_at)
+
+    def post_json(self, path: str, body: Any, *, read_timeout: float, deadline_at: float | None = None) -> Answer:
+        return self.request("POST", path, json=body, read_timeout=read_timeout, deadline_at=deadline_at)
+
+    def port_open(self, deadline_at: float | None = None) -> float:
+        """Connect a TCP socket to the server and close it (name resolution bounded too); the seconds it took.
+        :class:`WireError` when nothing accepts."""
+        start, until = self._until(0.0, deadline_at)
+        try:
+            with deadline(until):
+                DeadlineBackend().connect_tcp(self.host, self.port, timeout=self.connect_timeout).close()
+        except httpcore.TimeoutException:
+            raise WireError("connect timed out", timed_out=True) from None
+        except (httpcore.NetworkError, OSError) as e:
+            cause = e.__cause__ or e.__context__ or e
+            msg = describe_error(cause) if isinstance(cause, OSError) else f"cannot connect ({e})"
+            raise WireError(msg, refused=isinstance(cause, ConnectionRefusedError)) from None
+        return time.monotonic() - start
+
+
+def _read_capped(resp: httpx.Response, max_body: int) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in resp.iter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_body:
+            return b"".join(chunks)[:max_body], True
+    return b"".join(chunks), False
+
+
+class AsyncWire:
+    """Streaming requests for the benchmark, with the same headers, deadline transport and errors as
+    :class:`Wire`. ``concurrency`` bounds the connections."""
+
+    def __init__(self, url: str, *, api_key: str | None = None, connect_timeout: float = 5.0,
+                 read_timeout: float = 120.0, concurrency: int = 1, user_agent: str = USER_AGENT) -> None:
+        self.base = normalise_url(url)
+        self.connect_timeout = connect_timeout
+        self._client = httpx.AsyncClient(base_url=self.base, headers=headers(api_key, user_agent),
+                                         transport=async_transport(concurrency), follow_redirects=False,
+                                         trust_env=False,
+                                         timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout,
+                                                               write=connect_timeout,
+                                                               pool=connect_timeout + read_timeout))
+
+    async def __aenter__(self) -> AsyncWire:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client.aclose()
+
+    @asynccontextmanager
+    async def stream(self, method: str, path: str, *, json: Any = None,
+                     deadline_at: float) -> AsyncIterator[httpx.Response]:
+        """The response, its body still to be read, all of it by ``deadline_at`` (``time.monotonic``); httpx
+        errors become :class:`WireError`."""
+        start = time.monotonic()
+        try:
+            with deadline(deadline_at):
+                async with self._client.stream(method, path, json=json) as resp:
+                    yield resp
+        except httpx.HTTPError as e:
+            raise wire_error(e, past_deadline=time.monotonic() >= deadline_at,
+                             budget_s=deadline_at - start) from None

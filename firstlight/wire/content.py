@@ -1,0 +1,148 @@
+"""What a server said, read once for everybody: JSON, the model list, generated text, event-stream lines, and
+server-controlled text made safe to print.
+
+Every parser here is total: hostile input (deeply nested JSON, huge numbers, lines that never end, escape
+sequences) gives "not JSON", "not a model list" or a clean, clipped string, never an exception that escapes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from firstlight.logtext import strip_ansi
+
+MAX_BODY = 4 << 20  # bytes of one answer that are read; the rest is left unread
+MAX_SSE_LINE = 1 << 20  # bytes of one unterminated event-stream line before the stream is refused
+MAX_MODEL_ID = 512  # characters: a longer "id" is not a model name
+_UNHEALTHY = {"unhealthy", "loading", "initializing", "starting", "error", "unavailable", "not_ready"}
+# C0 and C1 controls, DEL, and the Unicode bidirectional overrides (which reorder what a terminal shows).
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_SPACE_RE = re.compile(r"[\t\n]+")
+
+
+class NotJSON(ValueError):
+    """The body is not JSON (or is JSON nested too deeply to read safely)."""
+
+
+def parse_json(raw: bytes | str) -> Any:
+    """``json.loads`` that fails only with :class:`NotJSON` (RecursionError on deep nesting included)."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise NotJSON("JSON nested too deeply") from None
+    except (ValueError, TypeError) as e:  # UnicodeDecodeError is a ValueError
+        raise NotJSON(str(e)[:120]) from None
+
+
+def clean_text(text: str, limit: int = 200) -> str:
+    """Server-controlled text fit for a terminal or a JSON report: ANSI/OSC escapes and control characters
+    removed, newlines and tabs as spaces, at most ``limit`` characters (then "…")."""
+    bound = limit * 4 + 64  # bound the work on a 4 MiB body
+    head = _CONTROL_RE.sub("", _SPACE_RE.sub(" ", strip_ansi(text[:bound])))
+    clipped = len(head) > limit or len(text) > bound
+    return head[:limit] + ("…" if clipped else "")
+
+
+def snippet(body: bytes, limit: int = 160) -> str:
+    """The start of a body as one clean line."""
+    bound = limit * 4 + 64
+    text = clean_text(body[:bound].decode("utf-8", "replace"), limit).strip()
+    return text + "…" if len(body) > bound and not text.endswith("…") else text
+
+
+def model_ids(data: Any) -> list[str] | None:
+    """Model ids of a model list, or None if ``data`` is not one. The one parser for probe and bench: the list
+    is under ``data`` (OpenAI) or ``models`` (Ollama, llama.cpp's /models); an entry names its model by
+    ``id``, ``name`` or ``model``."""
+    if not isinstance(data, dict):
+        return None
+    items = data.get("data", data.get("models"))
+    if not isinstance(items, list):
+        return None
+    ids = []
+    for m in items:
+        if isinstance(m, dict):
+            name = m.get("id") or m.get("name") or m.get("model")
+            if isinstance(name, str) and name.strip() and len(name) <= MAX_MODEL_ID:
+                ids.append(name)
+    return ids
+
+
+def says_unhealthy(data: Any) -> bool:
+    """A 200 whose JSON says otherwise (Dynamo's frontend, LMDeploy's monitor)."""
+    if isinstance(data, dict):
+        status = data.get("status")
+        return isinstance(status, str) and status.lower() in _UNHEALTHY
+    return False
+
+
+def generated_text(data: Any, chat: bool) -> tuple[str | None, str | None]:
+    """The text of a non-streamed completion (``chat``: a chat completion), or why it is not one."""
+    if not isinstance(data, dict):
+        return None, "not a JSON object"
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None, "no choices in the answer"
+    c = choices[0]
+    if chat:
+        msg = c["message"] if isinstance(c.get("message"), dict) else {}
+        text = msg.get("content") or msg.get("reasoning_content") or msg.get("reasoning")
+    else:
+        text = c.get("text")
+    if not isinstance(text, str):
+        return None, "no text in the first choice"
+    if not text.strip():
+        return text, "an empty completion"
+    return text, None
+
+
+def chunk_text(obj: Any, chat: bool) -> str:
+    """The text of one streamed chunk ("" when it carries none)."""
+    if not isinstance(obj, dict):
+        return ""
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return ""
+    c = choices[0]
+    if chat:
+        delta = c.get("delta")
+        if not isinstance(delta, dict):
+            return ""
+        text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+    else:
+        text = c.get("text")
+    return text if isinstance(text, str) else ""
+
+
+class LineTooLong(ValueError):
+    pass
+
+
+class SSELines:
+    """Lines of a server-sent event stream from its bytes, split here rather than by httpx so that the one
+    line still pending is capped: a stream that never sends a newline costs ``max_line`` bytes, not memory
+    without end. Lines end with LF or CRLF; invalid UTF-8 is replaced."""
+
+    def __init__(self, max_line: int = MAX_SSE_LINE) -> None:
+        self._pending = bytearray()
+        self._max = max_line
+
+    def feed(self, chunk: bytes) -> list[str]:
+        self._pending += chunk
+        if b"\n" not in chunk:
+            self._check()
+            return []
+        *lines, rest = bytes(self._pending).split(b"\n")
+        self._pending = bytearray(rest)
+        self._check()
+        return [line.rstrip(b"\r").decode("utf-8", "replace") for line in lines]
+
+    def flush(self) -> list[str]:
+        rest, self._pending = bytes(self._pending), bytearray()
+        return [rest.rstrip(b"\r").decode("utf-8", "replace")] if rest else []
+
+    def _check(self) -> None:
+        if len(self._pending) > self._max:
+            raise LineTooLong(f"an event-stream line longer than {self._max} bytes")

@@ -1,0 +1,195 @@
+"""deploy/k8s: the manifests validate offline against the Kubernetes schemas, point the engine's probes at
+firstlight's endpoints, and carry the budget `firstlight history --k8s-probe` computes from a known history."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from firstlight.history import DeploymentKey, History
+from firstlight.history.k8s import nearest_rank, probe_budget
+from firstlight.sim.server import free_port
+from tests.conftest import REPO, require, run_firstlight
+
+MANIFESTS = sorted((REPO / "deploy" / "k8s").glob("*.yaml"))
+SIDECARS = [p for p in MANIFESTS if "sidecar" in p.name]
+# Native sidecars (an init container with restartPolicy: Always) are on by default from 1.29; 1.37 is the newest
+# schema kubernetes-validate 1.37.0 bundles.
+K8S_VERSIONS = ("1.29.0", "1.37.0")
+FIELD_NOTES_P95_S = 690.0  # the history the manifests' numbers were computed from (p95 good cold start)
+
+
+@pytest.fixture(scope="module")
+def validate() -> Any:
+    try:
+        from kubernetes_validate import utils
+    except ImportError:
+        require(False, "kubernetes-validate (the test extra: pip install -e '.[test]')")
+
+    def check(doc: dict[str, Any], version: str) -> None:
+        # SchemaNotFoundError (an unknown kind) and ValidationError both raise: nothing passes unchecked.
+        utils.validate(doc, version, strict=True)
+
+    return check
+
+
+def docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def deployment(path: Path) -> dict[str, Any]:
+    return next(d for d in docs(path) if d["kind"] == "Deployment")
+
+
+def test_the_manifests_are_there():
+    assert {p.name for p in MANIFESTS} >= {"vllm-sidecar.yaml", "sglang-sidecar.yaml", "vllm-exec-probe.yaml"}
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_manifests_validate_offline_and_strictly(validate: Any, path: Path, version: str):
+    for doc in docs(path):
+        validate(doc, version)
+
+
+def test_validation_can_fail(validate: Any):
+    from kubernetes_validate.utils import ValidationError
+
+    doc = copy.deepcopy(deployment(SIDECARS[0]))
+    engine = doc["spec"]["template"]["spec"]["containers"][0]
+    engine["startupProbe"]["perodSeconds"] = engine["startupProbe"].pop("periodSeconds")  # a typo
+    with pytest.raises(ValidationError):
+        validate(doc, K8S_VERSIONS[0])
+    doc = copy.deepcopy(deployment(SIDECARS[0]))
+    doc["spec"]["template"]["spec"]["initContainers"][0]["restartPolicy"] = 1
+    with pytest.raises(ValidationError):
+        validate(doc, K8S_VERSIONS[0])
+
+
+def _arg(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+@pytest.mark.parametrize("path", SIDECARS, ids=lambda p: p.name)
+def test_sidecar_manifests_wire_the_probes_to_firstlight(path: Path):
+    spec = deployment(path)["spec"]["template"]["spec"]
+    assert spec["shareProcessNamespace"] is True  # --pid-from needs the engine's processes
+    (sidecar,) = spec["initContainers"]
+    (engine,) = spec["containers"]
+    assert sidecar["restartPolicy"] == "Always"  # a native sidecar
+    args = sidecar["args"]
+    assert args[0] == "watch" and "--pid-from" in args
+    bind = _arg(args, "--serve-readiness")
+    assert bind.startswith("0.0.0.0:")  # the kubelet probes the Pod IP, not the Pod's localhost
+    port = int(bind.rsplit(":", 1)[1])
+    assert port in [p["containerPort"] for p in sidecar["ports"]]
+    assert args[1].startswith("http://127.0.0.1:") and int(args[1].rsplit(":", 1)[1]) in [
+        p["containerPort"] for p in engine["ports"]]
+    for probe, path_ in (("startupProbe", "/startupz"), ("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
+        assert engine[probe]["httpGet"] == {"path": path_, "port": port}, probe
+    assert sidecar["startupProbe"]["httpGet"]["path"] == "/livez"  # the engine starts once firstlight listens
+    wrapper, engine_cmd = _engine_cmdlines(engine)
+    assert re.search(_arg(args, "--pid-from"), engine_cmd), "the pattern matches the engine's command line"
+    assert not re.search(_arg(args, "--pid-from"), wrapper), "and not the wrapper's: one deployment per start"
+
+
+def _engine_cmdlines(engine: dict[str, Any]) -> tuple[str, str]:
+    """What the sidecar sees in /proc/PID/cmdline: the bash wrapper for a moment, then the engine it execs (an
+    entry-point script such as ``vllm`` shows as its interpreter plus the script's path)."""
+    script = " ".join(engine["args"])
+    wrapper = " ".join([*engine["command"], script])
+    execd = script.split("exec ")[-1].strip()
+    return wrapper, execd if execd.startswith("python3 ") else f"/usr/bin/python3 /usr/local/bin/{execd}"
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_startup_budget_and_progress_deadline_come_from_history(path: Path):
+    budget = probe_budget("x", [FIELD_NOTES_P95_S])
+    d = deployment(path)
+    assert d["spec"]["progressDeadlineSeconds"] == budget.progress_deadline_s > 600
+    engine = d["spec"]["template"]["spec"]["containers"][0]
+    startup = engine["startupProbe"]
+    assert (startup["periodSeconds"], startup["failureThreshold"]) == (budget.period_s, budget.failure_threshold)
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_every_number_has_a_comment(path: Path):
+    lines = path.read_text().splitlines()
+    number = re.compile(r"(:\s*|-\s*|\[\s*)\"?\d+(Gi|Mi|m)?\"?\s*(,|}|]|$|#)")
+    for i, line in enumerate(lines):
+        code = line.split("#", 1)[0]
+        if not number.search(code) or code.strip().startswith("apiVersion"):
+            continue
+        near = lines[max(0, i - 4): i + 1]
+        assert any("#" in n for n in near), f"{path.name}:{i + 1}: a number without a comment: {line.strip()}"
+
+
+def test_exec_probe_commands_are_valid_firstlight_commands():
+    engine = deployment(REPO / "deploy" / "k8s" / "vllm-exec-probe.yaml")["spec"]["template"]["spec"]["containers"][0]
+    closed = f"http://127.0.0.1:{free_port()}"
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        cmd = engine[probe]["exec"]["command"]
+        assert cmd[0] == "firstlight" and cmd[1] == "probe"
+        args = [closed if a.startswith("http://") else a for a in cmd[2:]]
+        r = run_firstlight("probe", *args)
+        assert r.rc == 1 and "FAIL" in r.stderr, (probe, r.stderr)  # parsed (not 64) and honestly not ready
+        assert engine[probe]["timeoutSeconds"] > float(_arg(cmd, "--timeout"))
+
+
+# -- history --k8s-probe -------------------------------------------------------------------------------------
+def _history(path: Path, cold_starts: list[float], failed: int = 0) -> str:
+    key = DeploymentKey.create("sglang", "/models/K2", ["python3", "-m", "sglang.launch_server", "--tp", "8"], 8)
+    with History(path) as h:
+        for s in cold_starts:
+            h.record_run("watch", {"verdict": "ready", "cold_start_s": s}, key)
+        for _ in range(failed):
+            h.record_run("watch", {"verdict": "hung"}, key)
+        h.record_run("bench", {"verdict": "ready"}, key, bench={"completed": 4, "output_throughput": 9.0})
+    return key.hash
+
+
+def test_k8s_probe_covers_p95_times_the_safety_factor(tmp_path: Path):
+    db = tmp_path / "h.sqlite3"
+    starts = [600.0 + 5 * i for i in range(20)]  # 600 .. 695 s: nearest-rank p95 is 690 s
+    h = _history(db, starts, failed=2)
+    r = run_firstlight("history", "--history", str(db), "--k8s-probe", h[:6])
+    assert r.rc == 0, r.stderr
+    assert "p95 690s" in r.stdout and "x safety factor 1.5 = 1035s" in r.stdout
+    assert "periodSeconds: 10" in r.stdout and "failureThreshold: 104" in r.stdout
+    assert "progressDeadlineSeconds: 1380" in r.stdout and "path: /startupz, port: 8081" in r.stdout
+    pasted = yaml.safe_load(r.stdout)  # the output is YAML to paste
+    assert pasted["startupProbe"]["failureThreshold"] * pasted["startupProbe"]["periodSeconds"] >= 1.5 * 690
+    r = run_firstlight("history", "--history", str(db), "--k8s-probe", h, "--json", "--readiness-port", "9000")
+    got = json.loads(r.stdout)["k8s_probe"]
+    assert got["starts"] == 20 and got["p95_s"] == 690 and got["covered_s"] == 1040  # failed runs not counted
+
+
+def test_k8s_probe_on_few_or_short_starts(tmp_path: Path):
+    db = tmp_path / "h.sqlite3"
+    h = _history(db, [20.0, 25.0, 30.0])
+    r = run_firstlight("history", "--history", str(db), "--k8s-probe", h)
+    assert r.rc == 0 and "only 3 good starts: the slowest one" in r.stdout
+    assert "periodSeconds: 1" in r.stdout and "failureThreshold: 45" in r.stdout
+    assert "progressDeadlineSeconds: 600" in r.stdout  # never below the default
+
+
+def test_k8s_probe_without_good_starts_or_deployment(tmp_path: Path):
+    db = tmp_path / "h.sqlite3"
+    h = _history(db, [], failed=3)
+    r = run_firstlight("history", "--history", str(db), "--k8s-probe", h)
+    assert r.rc == 1 and "no good cold start" in r.stderr and "Traceback" not in r.stderr and not r.stdout
+    r = run_firstlight("history", "--history", str(db), "--k8s-probe", "ffffffff")
+    assert r.rc == 64 and "no deployment ffffffff" in r.stderr
+    _history(db, [10.0])  # same key: now one good start
+    assert run_firstlight("history", "--history", str(db), "--k8s-probe", h).rc == 0
+
+
+def test_nearest_rank_never_interpolates():
+    assert nearest_rank([1, 2, 3, 4], 95) == 4 and nearest_rank([5], 95) == 5
+    assert nearest_rank(list(range(1, 101)), 95) == 95

@@ -1,0 +1,146 @@
+"""The systemctl interface: ``systemctl show`` outputs of units in each state a watch meets (fixtures written
+from systemd 252's documented format: tests/fixtures/systemctl/README.md), the verbs and their timeouts."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from firstlight.units.systemctl import (
+    SYSTEMCTL_ENV,
+    Systemctl,
+    SystemctlError,
+    UnitState,
+    parse_exec_start,
+    parse_timespan,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "systemctl"
+
+
+def state(name: str) -> UnitState:
+    return UnitState.parse((FIXTURES / name).read_text())
+
+
+def test_running_unit():
+    s = state("sglang-running.txt")
+    assert (s.id, s.load_state, s.active_state, s.sub_state, s.result) == (
+        "sglang.service", "loaded", "active", "running", "success")
+    assert s.main_pid == 81234 and s.n_restarts == 0
+    assert s.control_group == "/system.slice/sglang.service"
+    assert s.invocation_id == "5d8a2f4c3b1e4a6f9c0d7e8b2a1f3c4d"
+    assert s.exec_start == ["/opt/sglang/bin/python", "-m", "sglang.launch_server", "--model-path",
+                            "/models/Kimi-K2", "--tp", "8", "--host", "0.0.0.0", "--port", "30001"]
+    assert s.timeout_start_s == 90.0 and s.restart == "on-failure" and s.restart_s == 10.0
+    assert s.exists and s.starting_or_up and not s.restarting
+    assert s.main_started_mono == pytest.approx(1204518.833412)
+    assert s.activating_mono == pytest.approx(1204518.801187)
+    # CLOCK_MONOTONIC to wall time: the offset is this machine's, the difference is the unit's own
+    assert s.wall_time(s.main_started_mono) - s.started_at == pytest.approx(0.032225, abs=1e-3)
+
+
+def test_notify_wrapper_mid_start():
+    s = state("firstlight-notify-activating.txt")
+    assert s.type == "notify" and s.active_state == "activating" and s.sub_state == "start"
+    assert s.timeout_start_s == 300.0
+    assert s.status_text.startswith("[412.3s] weights_loading")
+    assert s.exec_start[:3] == ["/usr/local/bin/firstlight", "up", "--stall-timeout"]
+
+
+def test_restart_scheduled_after_a_failure():
+    s = state("sglang-auto-restart.txt")
+    assert s.restarting and s.starting_or_up
+    assert s.main_pid is None and s.exec_main_pid == 82950
+    assert s.result == "exit-code" and s.exit_code == 1 and s.n_restarts == 2
+    assert s.control_group == ""
+    assert "result exit-code" in s.describe() and "2 restarts" in s.describe()
+
+
+def test_failed_for_good():
+    s = state("llama-failed.txt")
+    assert (s.active_state, s.sub_state, s.result, s.exit_code) == ("failed", "failed", "exit-code", 1)
+    assert not s.restarting and not s.starting_or_up
+    assert s.restart_s == pytest.approx(0.1)
+
+
+def test_killed_by_a_signal_and_no_start_timeout():
+    s = state("vllm-killed.txt")
+    assert s.result == "signal" and s.exec_main_code == "killed" and s.exit_code == -9
+    assert s.timeout_start_s is None  # infinity
+    assert s.exec_start[-4:] == ["--host", "::", "--port", "8001"]
+
+
+def test_missing_unit():
+    s = state("missing.txt")
+    assert not s.exists and s.invocation_id == "" and s.exec_start == [] and s.main_pid is None
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("1min 30s", 90.0), ("5min", 300.0), ("90s", 90.0), ("100ms", 0.1), ("1h 2min 3.5s", 3723.5),
+    ("2d", 172800.0), ("infinity", None), ("90000000", 90.0), ("250us", 0.00025)])
+def test_time_spans(text: str, seconds: float | None):
+    value = parse_timespan(text, 1e-6 if text.isdigit() else 1.0)
+    assert value == (pytest.approx(seconds) if seconds is not None else None)
+
+
+@pytest.mark.parametrize("bad", ["soon", "5 parsecs", "1min and 3s"])
+def test_bad_time_spans_raise(bad: str):
+    with pytest.raises(ValueError):
+        parse_timespan(bad)
+
+
+def test_exec_start_forms():
+    assert parse_exec_start("") == []
+    assert parse_exec_start("{ path=/bin/x ; argv[]=/bin/x -a b ; flags= ; start_time=[n/a] ; stop_time=[n/a] ; "
+                            "pid=0 ; code=(null) ; status=0/0 }") == ["/bin/x", "-a", "b"]
+    assert parse_exec_start("{ path=/bin/y ; argv[]=n/a ; ignore_errors=no }") == ["/bin/y"]
+
+
+@pytest.fixture
+def fake_systemctl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A systemctl double: logs its arguments, prints a fixture for show, sleeps when told to."""
+    log = tmp_path / "calls.log"
+    script = tmp_path / "systemctl"
+    script.write_text(f"""#!{sys.executable}
+import sys, time, os
+open({str(log)!r}, "a").write(" ".join(sys.argv[1:]) + "\\n")
+if os.environ.get("FAKE_SLEEP"):
+    time.sleep(float(os.environ["FAKE_SLEEP"]))
+if "show" in sys.argv:
+    sys.stdout.write(open({str(FIXTURES / "llama-failed.txt")!r}).read())
+""")
+    script.chmod(0o755)
+    monkeypatch.setenv(SYSTEMCTL_ENV, str(script))
+    return log
+
+
+def test_verbs_do_not_block_on_the_start_job(fake_systemctl: Path):
+    ctl = Systemctl()
+    before = ctl.restart_or_start("llama.service")  # failed: start, not restart
+    assert before.active_state == "failed"
+    ctl.restart("llama.service")
+    assert ctl.stop("llama.service", timeout=5).active_state == "failed"
+    calls = fake_systemctl.read_text().splitlines()
+    assert calls[0].startswith("show llama.service -p Id,LoadState,ActiveState")
+    assert calls[1:3] == ["--no-block start llama.service", "--no-block restart llama.service"]
+    assert calls[3] == "--no-block stop llama.service"
+
+
+def test_a_systemctl_that_hangs_times_out(fake_systemctl: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("FAKE_SLEEP", "30")
+    with pytest.raises(SystemctlError, match="did not answer within 1s"):  # not the double's 30 s
+        Systemctl(timeout=1.0).show("llama.service")
+
+
+@pytest.mark.skipif(shutil.which("systemctl") is None, reason="no systemctl binary")
+def test_real_systemctl_without_systemd_is_one_clear_line(monkeypatch: pytest.MonkeyPatch):
+    """On these machines systemd is not PID 1: the real systemctl refuses, and we say so in one line."""
+    if Path("/run/systemd/system").is_dir():
+        pytest.skip("systemd runs here: scripts/check_systemd_unit.sh is the check for this machine")
+    monkeypatch.delenv(SYSTEMCTL_ENV, raising=False)
+    with pytest.raises(SystemctlError) as e:
+        Systemctl().show("nosuch.service")
+    assert "\n" not in str(e.value) and "systemd" in str(e.value)

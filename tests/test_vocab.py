@@ -1,0 +1,55 @@
+"""The vocabulary (verdicts, phases, failure categories, exit codes) lives in ``firstlight.vocab``; the help
+texts and the README's tables say the same words and numbers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from firstlight import vocab
+from firstlight.cli import EXIT_HELP
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+
+
+def _section(title: str) -> str:
+    start = README.index(title)
+    end = README.find("\n#", start + len(title))
+    return README[start:end if end != -1 else None]
+
+
+def test_exit_help_lists_every_exit_code_with_its_verdict():
+    codes = {**vocab.EXIT_CODES, vocab.REGRESSION: vocab.EXIT_REGRESSION}
+    for verdict, code in codes.items():
+        assert re.search(rf"^\s*{code}\s+{verdict}\b", EXIT_HELP, re.M), (verdict, code)
+    for code in (vocab.EXIT_USAGE, vocab.EXIT_INTERNAL):
+        assert re.search(rf"^\s*{code}\s+\S", EXIT_HELP, re.M), code
+
+
+def test_readme_exit_code_table_matches_the_vocabulary():
+    table = dict(re.findall(r"^\| (\d+) \| `(\w+)`", _section("### Exit codes"), re.M))
+    expected = {str(c): v for v, c in vocab.EXIT_CODES.items()}
+    expected[str(vocab.EXIT_REGRESSION)] = vocab.REGRESSION
+    assert table == expected
+    assert f"| {vocab.EXIT_USAGE} |" in README and f"| {vocab.EXIT_INTERNAL} |" in README
+
+
+def test_readme_names_every_failure_category_and_no_other():
+    text = _section("### JSON output")
+    para = text[text.index("`failure` is one of"):]
+    para = para[: para.index("(the server answers, but not with valid text)")]
+    named = set(re.findall(r"`(\w+)`", para)) - {"failure", "hint"}
+    assert named == set(vocab.ALL_FAILURES)
+
+
+def test_readme_names_every_phase_in_order():
+    text = _section("### JSON output")
+    para = text[text.index("`phase` is the engine-neutral phase") + len("`phase` is"):]
+    named = re.findall(r"`(\w+)`", para[: para.index(").")])
+    assert tuple(named) == vocab.PHASES
+
+
+def test_exit_code_of_a_regression_depends_on_the_flag():
+    assert vocab.exit_code(vocab.REGRESSION) == 0
+    assert vocab.exit_code(vocab.REGRESSION, fail_on_regression=True) == vocab.EXIT_REGRESSION
+    assert vocab.exit_code(vocab.HUNG) == 2
