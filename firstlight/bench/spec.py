@@ -89,7 +89,7 @@ def configured_from_command(engine: str | None, command: Sequence[str]) -> tuple
         if raw is None:
             return False, None  # vLLM 0.32 has no other way to turn it on
         try:
-            conf = json.loads(raw)
+            conf = parse_json(raw)
         except ValueError:
             return True, None
         method = conf.get("method") if isinstance(conf, dict) else None
@@ -203,7 +203,7 @@ def read_spec_decoding(url: str, profile: EngineProfile | None, *, api_key: str 
         r = get("/props")
         if r is not None and r[0] == 200:
             try:
-                data = json.loads(r[1])
+                data = parse_json(r[1])
             except ValueError:
                 data = None
             params = _json_path(data, "default_generation_settings.params")
