@@ -1,9 +1,10 @@
 """Speculative decoding on a real llama-server (b11434, SmolLM2-135M as its own draft model).
 
-Whether a server drafts at all is decided from what it says about itself (``/props``
-``default_generation_settings.params["speculative.types"]``) or its command line, never from the responses
-alone: b11434 puts ``draft_n`` in a response's timings only when something was drafted, so an n-gram drafter
-that finds no n-gram to reuse looks, from the responses, exactly like no drafter at all.
+Whether a server drafts at all is decided from what it says about itself (``/slots``: each slot's
+``speculative`` flag; ``/props``' ``speculative.types`` is always "none" in b11434) or its command line,
+never from the responses alone: b11434 puts ``draft_n`` in a response's timings only when something was
+drafted, so an n-gram drafter that finds no n-gram to reuse looks, from the responses, exactly like no
+drafter at all.
 
 The first tests check that logic against canned answers (no server); the rest run the real server through
 ``firstlight up --bench`` and ``firstlight bench URL``.
@@ -30,26 +31,24 @@ BENCH = ["--bench", "--bench-requests", "3", "--bench-concurrency", "1", "--benc
 NGRAM_NO_HITS = ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "1024"]
 
 
-def _props(types: str) -> httpx.MockTransport:
-    body = {"default_generation_settings": {"params": {"speculative.types": types, "n_predict": -1}, "n_ctx": 2048}}
-    return httpx.MockTransport(lambda req: httpx.Response(200, json=body) if req.url.path == "/props"
+def _slots(*flags: bool) -> httpx.MockTransport:
+    body = [{"id": i, "n_ctx": 2048, "speculative": f, "is_processing": False} for i, f in enumerate(flags)]
+    return httpx.MockTransport(lambda req: httpx.Response(200, json=body) if req.url.path == "/slots"
                                else httpx.Response(404))
 
 
-@pytest.mark.parametrize(("types", "configured", "method"),
-                         [("none", False, None), ("draft-simple", True, "draft-simple"),
-                          ("ngram-simple", True, "ngram-simple"), ("none,ngram-mod", True, "ngram-mod")])
-def test_props_say_whether_llama_server_drafts(types: str, configured: bool, method: str | None):
-    snap = read_spec_decoding("http://llama.test", get_profile("llamacpp"), transport=_props(types))
-    assert snap.exposed and snap.configured is configured and snap.method == method
+@pytest.mark.parametrize(("flags", "configured"), [((False,), False), ((True,), True), ((False, True), True)])
+def test_slots_say_whether_llama_server_drafts(flags: tuple[bool, ...], configured: bool):
+    snap = read_spec_decoding("http://llama.test", get_profile("llamacpp"), transport=_slots(*flags))
+    assert snap.exposed and snap.configured is configured
 
 
 def test_configured_without_draft_counts_is_no_data_not_off():
-    after = SpecSnapshot("llamacpp", ("response_timings", "props"), configured=True, exposed=True,
+    after = SpecSnapshot("llamacpp", ("response_timings", "slots"), configured=True, exposed=True,
                          method="ngram-simple")
     r = spec_report(None, after, {"predicted_n": 200.0, "prompt_n": 500.0})
     assert r["status"] == "no_data" and "ngram-simple" in r["message"] and "configured" in r["message"]
-    off = SpecSnapshot("llamacpp", ("response_timings", "props"), configured=False, exposed=True)
+    off = SpecSnapshot("llamacpp", ("response_timings", "slots"), configured=False, exposed=True)
     assert spec_report(None, off, {"predicted_n": 200.0})["status"] == "not_configured"
 
 
@@ -70,10 +69,10 @@ def test_configured_from_the_command_line(engine: str, command: list[str], expec
 
 
 def test_what_the_server_says_wins_over_the_command_line():
-    snap = SpecSnapshot("llamacpp", ("props",), configured=False, exposed=True)
+    snap = SpecSnapshot("llamacpp", ("slots",), configured=False, exposed=True)
     apply_command(snap, ["llama-server", "--spec-type", "ngram-simple"])
     assert snap.configured is False
-    unknown = apply_command(SpecSnapshot("llamacpp", ("props",)), ["llama-server", "--spec-type", "ngram-simple"])
+    unknown = apply_command(SpecSnapshot("llamacpp", ("slots",)), ["llama-server", "--spec-type", "ngram-simple"])
     assert unknown.configured is True and unknown.method == "ngram-simple"
 
 
@@ -106,14 +105,14 @@ def test_ngram_drafter_with_no_hits_is_no_data_not_off(llama: dict[str, str]):  
 
 @pytest.mark.llama
 def test_draft_model_without_spec_type_is_not_configured(llama: dict[str, str]):  # noqa: F811
-    # b11434's default --spec-type is none: a draft model alone drafts nothing, and /props says so.
+    # b11434's default --spec-type is none: a draft model alone drafts nothing, and /slots says so.
     spec = _up_bench(llama, "-md", llama["model"])
     assert spec["status"] == "not_configured", spec
 
 
 @pytest.mark.llama
 def test_bench_url_reads_the_servers_own_configuration(llama: dict[str, str]):  # noqa: F811
-    # `bench URL` has no command line: "configured" comes from /props alone.
+    # `bench URL` has no command line: "configured" comes from /slots alone.
     port = free_port()
     server = subprocess.Popen(server_cmd(llama, port, "-c", "2048", *NGRAM_NO_HITS), stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)

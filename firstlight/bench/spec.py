@@ -13,9 +13,10 @@ when speculative decoding is configured but accepts nothing. Where to look comes
 * llama.cpp: per-response ``timings.draft_n`` / ``draft_n_accepted`` summed over the benchmark's responses;
   every verify step yields exactly one non-drafted token, so mean acceptance length = tokens / (tokens - accepted).
   A response carries ``draft_n`` only when something was drafted (b11434), so whether speculative decoding is
-  configured comes from the server's own ``/props`` (``default_generation_settings.params["speculative.types"]``,
-  ``none`` when off) or from the command line (``--spec-type``), never from the responses alone: an n-gram
-  drafter that finds no n-gram drafts nothing, and that is ``no_data``, not "off".
+  configured comes from the server's own ``/slots`` (each slot's ``speculative``: it has a drafter) or from
+  the command line (``--spec-type``), never from the responses alone: an n-gram drafter that finds no n-gram
+  drafts nothing, and that is ``no_data``, not "off". (``/props`` is no help: its ``speculative.types`` is
+  the default request parameters', "none" whatever the server runs.)
 * TensorRT-LLM: ``/perf_metrics`` entries' ``speculative_decoding`` totals (the endpoint hands out recent
   requests; read it before the window to drain older ones).
 
@@ -59,7 +60,7 @@ class SpecSnapshot:
     exposed: bool = False  # a place the profile points to could be read
     taken_at: float = 0.0
     notes: list[str] = field(default_factory=list)
-    method: str | None = None  # the drafting method the server names (llama.cpp /props speculative.types)
+    method: str | None = None  # the drafting method, from the command line
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "sources": list(self.sources), "values": self.values,
@@ -97,7 +98,7 @@ def configured_from_command(engine: str | None, command: Sequence[str]) -> tuple
     if engine == "llamacpp":
         types = _flag_value(command, "--spec-type")
         if types is None:
-            return None, None  # b11434 may infer a type from the draft GGUF's metadata: ask /props
+            return None, None  # b11434 may infer a type from the draft GGUF's metadata: ask /slots
         names = [t for t in types.split(",") if t and t != "none"]
         return bool(names), ",".join(names) or None
     return None, None
@@ -153,7 +154,7 @@ def read_spec_decoding(url: str, profile: EngineProfile | None, *, api_key: str 
                        transport: httpx.BaseTransport | None = None) -> SpecSnapshot:
     """Read the acceptance figures the engine exposes outside responses (never raises on HTTP trouble: what
     cannot be read is noted and left out). ``response_timings`` sources are filled from the benchmark;
-    ``props`` (llama.cpp) says whether the server drafts at all."""
+    ``slots`` (llama.cpp) says whether the server drafts at all."""
     metrics = profile.spec_decoding if profile else ()
     snap = SpecSnapshot(profile.name if profile else None, tuple(dict.fromkeys(m.source for m in metrics)),
                         taken_at=time.time())
@@ -199,21 +200,19 @@ def read_spec_decoding(url: str, profile: EngineProfile | None, *, api_key: str 
                 mark(False)
             break
 
-    if "props" in by_source:
-        r = get("/props")
+    if "slots" in by_source:
+        r = get("/slots")
         if r is not None and r[0] == 200:
             try:
                 data = parse_json(r[1])
             except ValueError:
                 data = None
-            params = _json_path(data, "default_generation_settings.params")
-            for name in by_source["props"]:
-                types = params[0].get(name) if params and isinstance(params[0], dict) else None
-                if isinstance(types, str):
-                    snap.exposed = True
-                    names = [t for t in types.split(",") if t.strip() and t.strip() != "none"]
-                    snap.method = ",".join(names) or None
-                    mark(bool(names))
+            flags = [slot.get("speculative") for slot in data if isinstance(slot, dict)] \
+                if isinstance(data, list) else []
+            flags = [f for f in flags if isinstance(f, bool)]
+            if flags:
+                snap.exposed = True
+                mark(any(flags))
 
     if "prometheus" in by_source and profile.endpoints.metrics:
         r = get(profile.endpoints.metrics)
