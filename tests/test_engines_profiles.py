@@ -660,6 +660,7 @@ def test_profile_data_is_valid(engine: str) -> None:
             "response_meta",
             "perf_metrics",
             "log",
+            "slots",
         )
     if engine != "generic":
         assert p.ready_markers, "every real engine has a ready marker"

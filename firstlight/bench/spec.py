@@ -12,8 +12,16 @@ when speculative decoding is configured but accepts nothing. Where to look comes
   the bonus token, so 1.0 means nothing accepted).
 * llama.cpp: per-response ``timings.draft_n`` / ``draft_n_accepted`` summed over the benchmark's responses;
   every verify step yields exactly one non-drafted token, so mean acceptance length = tokens / (tokens - accepted).
+  A response carries ``draft_n`` only when something was drafted (b11434), so whether speculative decoding is
+  configured comes from the server's own ``/slots`` (each slot's ``speculative``: it has a drafter) or from
+  the command line (``--spec-type``), never from the responses alone: an n-gram drafter that finds no n-gram
+  drafts nothing, and that is ``no_data``, not "off". (``/props`` is no help: its ``speculative.types`` is
+  the default request parameters', "none" whatever the server runs.)
 * TensorRT-LLM: ``/perf_metrics`` entries' ``speculative_decoding`` totals (the endpoint hands out recent
   requests; read it before the window to drain older ones).
+
+"Configured" can also come from the server's command line (:func:`configured_from_command`): vLLM's
+``--speculative-config``, llama.cpp's ``--spec-type``; what the server says wins over what the command implies.
 
 Statuses: ``ok``; ``zero_acceptance`` (configured, nothing accepted); ``not_configured`` (the engine says it is
 off); ``not_exposed`` (the engine, or this server's flags, do not tell); ``no_data`` (configured, but no draft
@@ -25,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,11 +60,48 @@ class SpecSnapshot:
     exposed: bool = False  # a place the profile points to could be read
     taken_at: float = 0.0
     notes: list[str] = field(default_factory=list)
+    method: str | None = None  # the drafting method, from the command line
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "sources": list(self.sources), "values": self.values,
                 "configured": self.configured, "exposed": self.exposed, "taken_at": self.taken_at,
-                "notes": self.notes}
+                "notes": self.notes, "method": self.method}
+
+
+def _flag_value(command: Sequence[str], *flags: str) -> str | None:
+    """The value of the last ``--flag VALUE`` / ``--flag=VALUE`` in a command line; '' for a bare flag."""
+    found: str | None = None
+    for i, arg in enumerate(command):
+        for flag in flags:
+            if arg == flag:
+                found = command[i + 1] if i + 1 < len(command) else ""
+            elif arg.startswith(flag + "="):
+                found = arg[len(flag) + 1:]
+    return found
+
+
+def configured_from_command(engine: str | None, command: Sequence[str]) -> tuple[bool | None, str | None]:
+    """Whether the server's own command line turns speculative decoding on, and the method it names.
+    ``(None, None)`` when the command does not tell (no command, another engine, or only a draft model)."""
+    if not command:
+        return None, None
+    if engine == "vllm":
+        raw = _flag_value(command, "--speculative-config", "--speculative_config", "-sc")
+        if raw is None:
+            return False, None  # vLLM 0.32 has no other way to turn it on
+        try:
+            conf = parse_json(raw)
+        except ValueError:
+            return True, None
+        method = conf.get("method") if isinstance(conf, dict) else None
+        return True, str(method) if method else None
+    if engine == "llamacpp":
+        types = _flag_value(command, "--spec-type")
+        if types is None:
+            return None, None  # b11434 may infer a type from the draft GGUF's metadata: ask /slots
+        names = [t for t in types.split(",") if t and t != "none"]
+        return bool(names), ",".join(names) or None
+    return None, None
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
@@ -107,7 +153,8 @@ def read_spec_decoding(url: str, profile: EngineProfile | None, *, api_key: str 
                        connect_timeout: float = 2.0, read_timeout: float = 5.0,
                        transport: httpx.BaseTransport | None = None) -> SpecSnapshot:
     """Read the acceptance figures the engine exposes outside responses (never raises on HTTP trouble: what
-    cannot be read is noted and left out). ``response_timings`` sources are filled from the benchmark."""
+    cannot be read is noted and left out). ``response_timings`` sources are filled from the benchmark;
+    ``slots`` (llama.cpp) says whether the server drafts at all."""
     metrics = profile.spec_decoding if profile else ()
     snap = SpecSnapshot(profile.name if profile else None, tuple(dict.fromkeys(m.source for m in metrics)),
                         taken_at=time.time())
@@ -152,6 +199,20 @@ def read_spec_decoding(url: str, profile: EngineProfile | None, *, api_key: str 
             else:
                 mark(False)
             break
+
+    if "slots" in by_source:
+        r = get("/slots")
+        if r is not None and r[0] == 200:
+            try:
+                data = parse_json(r[1])
+            except ValueError:
+                data = None
+            flags = [slot.get("speculative") for slot in data if isinstance(slot, dict)] \
+                if isinstance(data, list) else []
+            flags = [f for f in flags if isinstance(f, bool)]
+            if flags:
+                snap.exposed = True
+                mark(any(flags))
 
     if "prometheus" in by_source and profile.endpoints.metrics:
         r = get(profile.endpoints.metrics)
@@ -268,6 +329,15 @@ def spec_report(before: SpecSnapshot | None, after: SpecSnapshot, response_timin
             if acc <= 0:
                 return _zero(eng, src, 1.0, window)
             return _ok(eng, src, length, acc / drafted, window)
+        if t and after.configured is True:
+            method = f" ({after.method})" if after.method else ""
+            return _result("no_data", f"speculative decoding is configured{method} but drafted nothing in the "
+                           "window: no response carries draft counts (an n-gram drafter finds no n-gram to reuse "
+                           "in these prompts)", eng, source="responses' timings and the server's configuration",
+                           window={"draft_tokens": 0.0, "output_tokens": float(t.get("predicted_n") or 0)})
+        if t and after.configured is False:
+            return _result("not_configured", "the server reports no speculative decoding (speculative.types none) "
+                           "and responses carry no draft counts", eng, source="the server's configuration")
         if t:
             return _result("not_configured", "responses carry timings without draft counts: speculative decoding "
                            "is off", eng, source="responses' timings")
@@ -304,10 +374,24 @@ def spec_report(before: SpecSnapshot | None, after: SpecSnapshot, response_timin
                    f"{'; ' + '; '.join(after.notes[:2]) if after.notes else ''})", eng)
 
 
-def bench_with_spec(cfg: BenchConfig, profile: EngineProfile | None) -> tuple[BenchResult, dict[str, Any]]:
-    """``run_bench`` bracketed by two spec-decoding snapshots: the result and :func:`spec_report`'s verdict."""
+def apply_command(snap: SpecSnapshot, command: Sequence[str] | None) -> SpecSnapshot:
+    """Fill in "configured" from the server's command line where the server itself did not say."""
+    configured, method = configured_from_command(snap.engine, command or ())
+    if snap.configured is None and configured is not None:
+        snap.configured = configured
+        snap.notes.append("configuration read from the command line")
+    if snap.method is None and method:
+        snap.method = method
+    return snap
+
+
+def bench_with_spec(cfg: BenchConfig, profile: EngineProfile | None, command: Sequence[str] | None = None
+                    ) -> tuple[BenchResult, dict[str, Any]]:
+    """``run_bench`` bracketed by two spec-decoding snapshots: the result and :func:`spec_report`'s verdict.
+    ``command``: the server's command line (``up``, ``watch --pid``), for whether it drafts at all."""
     cfg = with_model(cfg)
     before = read_spec_decoding(cfg.url, profile, api_key=cfg.api_key, connect_timeout=cfg.connect_timeout)
     result = run_bench(cfg)
-    after = read_spec_decoding(cfg.url, profile, api_key=cfg.api_key, connect_timeout=cfg.connect_timeout)
+    after = apply_command(read_spec_decoding(cfg.url, profile, api_key=cfg.api_key,
+                                             connect_timeout=cfg.connect_timeout), command)
     return result, spec_report(before, after, result.response_timings, result.total_output_tokens)

@@ -217,13 +217,15 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         True,
         25,
     ),
+    # argparse's own rejection ("prog: error: unrecognized arguments: --x", "argument --dtype: invalid choice:
+    # ...", "... the argument has been removed"): the server never started, and the line says which flag.
     S(
         r"^[\w.\- ]+: error: (?:unrecognized arguments|argument |the following arguments are required|"
-        r"invalid choice)",
-        "other",
-        "the command line was rejected (unknown or invalid flag for this engine version): check --help",
+        r"invalid choice)|\bargument \S+: invalid choice: |\bthe argument has been removed\b",
+        "bad_argument",
+        "the command line was rejected (an unknown, removed or invalid flag for this engine version): "
+        "check --help",
         True,
-        15,
     ),
     S(
         r"an illegal memory access was encountered|device-side assert triggered|"

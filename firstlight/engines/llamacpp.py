@@ -183,6 +183,7 @@ LLAMACPP = EngineProfile(
         M("response_timings", "timings.draft_n", "per response: draft tokens proposed"),
         M("response_timings", "timings.draft_n_accepted", "per response: draft tokens accepted"),
         M("log", r"draft acceptance rate = (?P<value>[\d.]+)", "log: draft acceptance rate"),
+        M("slots", "speculative", "/slots: each slot's speculative flag (it has a drafter)"),
     ),
     port_flags=("--port",),
     host_flags=("--host",),

