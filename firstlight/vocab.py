@@ -36,8 +36,8 @@ PHASES: tuple[str, ...] = (
     "distributed_init",
     "weights_loading",
     "weights_loaded",
+    "compile",  # torch.compile / JIT: vLLM compiles before it sizes the KV cache (its profile run)
     "kv_cache",
-    "compile",
     "cuda_graph",
     "http_listening",
     "warmup",
