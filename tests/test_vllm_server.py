@@ -385,10 +385,25 @@ def test_failures_name_the_category_with_vllms_own_line(vllm_setup: dict[str, st
         extra, max_model_len = ("-O0",), 65536
         env = {**env, "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
         category, needle = "oom", "KV cache is needed, which is larger than the available KV cache memory"
+    def up(*opts: str) -> Any:
+        return run_firstlight("up", "--json", "--no-history", *opts, *FAST, "--",
+                              *vllm_cmd(vllm_setup, port, *extra, model=model, max_model_len=max_model_len),
+                              timeout=START_TIMEOUT, env=env)
+
     try:
-        r = run_firstlight("up", "--json", "--no-history", *FAST, "--",
-                           *vllm_cmd(vllm_setup, port, *extra, model=model, max_model_len=max_model_len),
-                           timeout=START_TIMEOUT, env=env)
+        if case == "port_in_use":
+            # firstlight finds the port taken before the launch: vLLM is never started (its own "Address already
+            # in use" line is checked in the replay of its real log, tests/fixtures/engines/vllm-0.32-*.log)
+            r = up()
+            assert r.rc == 1 and r.summary["failure"] == "port_in_use" and r.summary["pid"] is None, r.stderr[-2000:]
+            assert str(os.getpid()) in r.summary["evidence"][0]["value"]  # who holds it: this test
+            return
+        if case == "truncated":  # preflight sees it first, from the safetensors header: no vLLM process at all
+            r = up()
+            assert r.rc == 1 and r.summary["failure"] == category and r.summary["pid"] is None, r.stderr[-2000:]
+            assert "model.safetensors" in r.summary["evidence"][0]["value"]
+            assert r.summary["preflight"]["verdict"] == "fail"
+        r = up("--no-preflight")  # vLLM's own failure, with its own line as evidence
     finally:
         if blocker is not None:
             blocker.close()
