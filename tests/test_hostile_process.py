@@ -114,7 +114,7 @@ def test_closed_stderr_does_not_stop_the_run_nor_orphan_the_server(reap: list[in
         if fl.poll() is None:
             fl.kill()
     events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    pid = events[0]["pid"]
+    pid = next(e for e in events if e["event"] == "started")["pid"]  # (preflight's event comes first)
     reap.append(pid)
     assert events[-1]["event"] == "summary" and events[-1]["verdict"] == "timeout", events[-1]
     assert fl.returncode == 3

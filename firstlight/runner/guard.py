@@ -72,6 +72,11 @@ class GuardedReporter:
     def summary(self, summary: Any) -> None:
         self._call("summary", summary)
 
+    def observe(self, obs: Any) -> None:
+        """Raw observations, for a reporter that draws them (the dashboard); ignored by the others."""
+        if hasattr(self.inner, "observe"):
+            self._call("observe", obs)
+
     def close(self) -> None:
         self._call("close")
 
