@@ -309,7 +309,9 @@ class Judge:
                                          "meanwhile": self.activity_during(p)}
                 self.ready_at = p.t
                 events += self._enter_phase(p.t, "ready", "probe")
-            elif p.level == Level.HEALTH and self.engine_ready is None and self._before("warmup"):
+            elif (p.level == Level.HEALTH and self.engine_ready is None and self._before("warmup")
+                  and self.profile.endpoints.health not in self.profile.endpoints.lying_while_loading):
+                # the engine's health says it is up (Ollama's "/" says so before any model loads: not a phase)
                 events += self._enter_phase(p.t, "warmup", "probe")
             elif (p.level in (Level.PORT, Level.HTTP) and not self.profile.endpoints.listens_before_ready
                   and self._before("http_listening")):
