@@ -22,6 +22,7 @@ from firstlight.config import Config
 from firstlight.engines import PROFILES
 from firstlight.preflight import FAIL, OK, PreflightOptions, PreflightReport, read_target, run_preflight
 from firstlight.redact import Redactor
+from firstlight.runner.guard import silence
 
 EXIT_HELP = """\b
 Exit codes:
@@ -90,7 +91,14 @@ def preflight_before_launch(cfg: Config, as_json: bool, disk_sample: bool, redac
     with _sigterm_interrupts():
         report = preflight(cfg.command, cfg.engine, str(cfg.model_path) if cfg.model_path else None, disk_sample,
                            redactor)
-    show(report, as_json)
+    try:
+        show(report, as_json)
+    except (ValueError, OSError):  # a reader that went away: the run goes on, that stream silenced
+        for stream in (sys.stderr, sys.stdout):
+            try:
+                stream.flush()
+            except (ValueError, OSError):
+                silence(stream)
     return report
 
 
