@@ -187,6 +187,8 @@ def main() -> None:
         "firstlight_cpu_pct_median": statistics.median(r["firstlight_cpu_pct"] for r in runs),
         "firstlight_peak_rss_mb_max": max(r["firstlight_peak_rss_mb"] for r in runs),
         "procs_median": statistics.median(r["procs"] or 0 for r in runs),
+        "first_generation_median_s": statistics.median(r["first_generation_s"] for r in runs),
+        "per_run": runs,
     }
     early = [r["health_only_early_s"] for r in runs if r["health_only_early_s"] is not None]
     if early:

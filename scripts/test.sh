@@ -35,6 +35,10 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "test.sh: chromium is missing and cannot be installed here; the report tests will skip (fail under CI)" >&2
   fi
 fi
+echo "test.sh: set-up done after ${SECONDS} s" >&2
 .venv/bin/ruff check firstlight tests scripts bench
 .venv/bin/mypy
-.venv/bin/python -m pytest -q -rs "$@"
+# In parallel (pytest-xdist): most tests wait on real servers and subprocesses, not on the CPU. The real-vLLM
+# tests are one group on one worker (they share their servers) and start first: they are the longest.
+.venv/bin/python -m pytest -q -rs -n "${FIRSTLIGHT_TEST_WORKERS:-3}" --dist loadgroup "$@"
+echo "test.sh: done after ${SECONDS} s" >&2

@@ -23,6 +23,13 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The real-vLLM tests first (a stable sort: the rest keep their order). They are one xdist group, on one
+    worker, and take the longest (each vLLM start is minutes of torch.compile); started first, they run while
+    the other workers share the rest of the suite instead of being its tail."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("vllm") else 1)
+
+
 def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> Any:
     """Poll ``cond`` until it returns something truthy; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

