@@ -24,10 +24,29 @@ SHARED = REPO.parent / "shared"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The real-vLLM tests first (a stable sort: the rest keep their order). They are one xdist group, on one
-    worker, and take the longest (each vLLM start is minutes of torch.compile); started first, they run while
-    the other workers share the rest of the suite instead of being its tail."""
+    """The real-vLLM tests first (a stable sort: the rest keep their order): they take the longest (each vLLM
+    start is minutes of torch.compile)."""
     items.sort(key=lambda item: 0 if item.get_closest_marker("vllm") else 1)
+
+
+VLLM_MODULE = "tests/test_vllm_server.py"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under pytest-xdist (scripts/test.sh runs 3 workers): every test is its own unit of work, except the
+    real-vLLM module, which is one unit on one worker (its tests share module-scoped servers and must never run
+    two vLLMs at once). Being the largest unit, it is handed out first, so it runs beside the rest of the suite
+    instead of being its tail. (xdist's own ``loadgroup`` cannot do this under pytest 9: it renames node ids
+    through an attribute that pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "load":  # an explicit --dist mode is the user's
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class VllmTogether(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return VLLM_MODULE if nodeid.startswith(VLLM_MODULE + "::") else nodeid
+
+    return VllmTogether(config, log)
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> Any:

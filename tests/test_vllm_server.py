@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -39,8 +40,9 @@ from firstlight.sim.server import free_port
 from firstlight.timeline import Level
 from tests.conftest import REPO, firstlight_cmd, require, run_firstlight, wait_for
 
-# One xdist group: the module's servers are shared by its tests (module fixtures), one vLLM at a time.
-pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200), pytest.mark.xdist_group("vllm")]
+# Under pytest-xdist the whole module is one unit of work on one worker (tests/conftest.py): its servers are
+# shared by its tests (module fixtures), one vLLM at a time.
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200)]
 FAST = ["--poll-min", "0.1", "--sample-interval", "0.5"]
 START_TIMEOUT = 900.0  # seconds for one vLLM start on a busy 2-core machine (about 2 minutes when idle)
 SPEC_CONFIG = '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3,"prompt_lookup_min":1}'
@@ -162,6 +164,38 @@ def test_phases_follow_vllms_own_order(served: dict[str, Any]):
              "http_listening", "warmup", "ready"]
     assert names == [n for n in order if n in names], names
     assert {"weights_loading", "compile", "ready"} <= set(names), names
+
+
+# The line of vLLM 0.32 (this configuration) that begins each phase firstlight reads from the log.
+PHASE_LINES = {"weights_loading": "Starting to load model ", "weights_loaded": "Loading weights took ",
+               "compile": "Warming up model for the compilation", "kv_cache": "GiB for KV cache",
+               "http_listening": "Starting vLLM server on "}
+VLLM_STAMP = re.compile(r"\b(?:INFO|WARNING|ERROR|DEBUG) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) ")
+
+
+def _vllm_time(line: str, year: int) -> float | None:
+    """vLLM's own timestamp (local time, whole seconds) as epoch seconds."""
+    m = VLLM_STAMP.search(line)
+    if m is None:
+        return None
+    month, day, hour, minute, second = (int(g) for g in m.groups())
+    return time.mktime((year, month, day, hour, minute, second, 0, 0, -1))
+
+
+def test_phase_times_are_within_a_second_of_vllms_own_timestamps(served: dict[str, Any]):
+    s = served["summary"]
+    lines = Path(s["server_log"]).read_text(errors="replace").splitlines()
+    year = time.localtime(s["started_at"]).tm_year
+    checked = []
+    for phase in s["phases"]:
+        needle = PHASE_LINES.get(phase["name"])
+        if needle is None or phase["source"] != "log":
+            continue
+        stamp = next(t for line in lines if needle in line and (t := _vllm_time(line, year)) is not None)
+        # vLLM's stamp is the whole second the line was written in: firstlight's time is within a second of it
+        assert stamp - 1.0 < phase["start"] < stamp + 1.0 + 1.0, (phase, stamp)
+        checked.append(phase["name"])
+    assert {"weights_loading", "compile", "http_listening"} <= set(checked), checked
 
 
 def test_bench_after_ready_and_ngram_speculative_decoding_is_ok(served: dict[str, Any]):
