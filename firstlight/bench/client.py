@@ -265,7 +265,8 @@ async def _stream(wire: AsyncWire, cfg: BenchConfig, res: RequestResult, t0: flo
     chunks = 0
     finished = False
     usage: dict[str, Any] | None = None
-    async with wire.stream("POST", PATHS[cfg.api], json=body, deadline_at=deadline_at) as resp:
+    async with wire.stream("POST", PATHS[cfg.api], json=body, deadline_at=deadline_at,
+                           budget_s=cfg.request_timeout) as resp:
         if resp.status_code != 200:
             raise _BadAnswer(f"HTTP {resp.status_code}: {snippet(await _error_body(resp), 160)}")
         async for obj in _events(resp):

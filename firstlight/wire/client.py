@@ -151,10 +151,11 @@ class AsyncWire:
         await self._client.aclose()
 
     @asynccontextmanager
-    async def stream(self, method: str, path: str, *, json: Any = None,
-                     deadline_at: float) -> AsyncIterator[httpx.Response]:
+    async def stream(self, method: str, path: str, *, json: Any = None, deadline_at: float,
+                     budget_s: float | None = None) -> AsyncIterator[httpx.Response]:
         """The response, its body still to be read, all of it by ``deadline_at`` (``time.monotonic``); httpx
-        errors become :class:`WireError`."""
+        errors become :class:`WireError`. ``budget_s``: the caller's whole budget, which a timeout names (by
+        default what was left at this call, which a busy machine makes a little less than the budget asked)."""
         start = time.monotonic()
         try:
             with deadline(deadline_at):
@@ -162,4 +163,4 @@ class AsyncWire:
                     yield resp
         except httpx.HTTPError as e:
             raise wire_error(e, past_deadline=time.monotonic() >= deadline_at,
-                             budget_s=deadline_at - start) from None
+                             budget_s=deadline_at - start if budget_s is None else budget_s) from None
