@@ -130,6 +130,8 @@ def one_run(engine: str, workdir: Path, extra: list[str], warm: bool = False) ->
     if ref is not None:
         ref.join(30)
         os.killpg(summary["pid"], signal.SIGKILL)
+        if summary.get("server_log"):  # --detach: the server's output file outlives firstlight; not ours to keep
+            Path(summary["server_log"]).unlink(missing_ok=True)
         could_serve = ref.generation_ok
         health_ok = ref.health_ok
     else:

@@ -32,6 +32,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 VLLM_MODULE = "tests/test_vllm_server.py"
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest without xdist (-p no:xdist) must not reject it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under pytest-xdist (scripts/test.sh runs 3 workers): every test is its own unit of work, except the
     real-vLLM module, which is one unit on one worker (its tests share module-scoped servers and must never run

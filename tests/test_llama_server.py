@@ -274,9 +274,10 @@ def test_sigterm_during_a_long_completion_escalates(llama: dict[str, str]):
     assert "stopped by a second SIGTERM" in err or "SIGKILL" in err, err[-2000:]
 
 
-def test_detach_leaves_the_server_serving(llama: dict[str, str]):
+def test_detach_leaves_the_server_serving(llama: dict[str, str], tmp_path: Path):
     port = free_port()
-    r = run_firstlight("up", "--json", "--detach", *FAST, "--", *server_cmd(llama, port))
+    r = run_firstlight("up", "--json", "--detach", *FAST, "--", *server_cmd(llama, port),
+                       env={"TMPDIR": str(tmp_path)})  # the server's output file: in the test's directory
     assert r.rc == 0, r.stderr[-3000:]
     pid = r.summary["pid"]
     try:

@@ -150,16 +150,19 @@ def test_a_server_ignoring_sigterm_is_killed_after_the_grace_period(weights: Pat
     assert not pids_in_group(pid)
 
 
-def test_detach_exits_at_ready_and_leaves_the_server_serving(weights: Path, reap: list[int]):
+def test_detach_exits_at_ready_and_leaves_the_server_serving(weights: Path, reap: list[int], tmp_path: Path):
     port = free_port()
-    r = run_firstlight("up", "--json", "--detach", *FAST, "--", *sim_cmd("normal", port, "--model-path", str(weights)))
+    # TMPDIR: the server's output file (which outlives firstlight) lands in the test's own directory
+    r = run_firstlight("up", "--json", "--detach", *FAST, "--", *sim_cmd("normal", port, "--model-path", str(weights)),
+                       env={"TMPDIR": str(tmp_path)})
     assert r.rc == 0, r.stderr[-3000:]
     pid = r.summary["pid"]
     reap.append(pid)
     resp = httpx.post(f"http://127.0.0.1:{port}/v1/completions", json={"prompt": "x", "max_tokens": 4}, timeout=10)
     assert resp.status_code == 200 and resp.json()["choices"][0]["text"]
     assert psutil.pid_exists(pid)
-    assert Path(r.summary["server_log"]).read_text()  # the server keeps a log since nobody reads a pipe
+    log = Path(r.summary["server_log"])
+    assert log.parent == tmp_path and log.read_text()  # the server keeps a log since nobody reads a pipe
 
 
 def test_usage_errors_exit_64():

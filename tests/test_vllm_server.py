@@ -142,6 +142,8 @@ def served(vllm_setup: dict[str, str], compile_cache: Path) -> Iterator[dict[str
             pass
         _, left = psutil.wait_procs(alive(procs), timeout=30)
         kill_tree(left)
+        if s.get("server_log"):  # --detach: the output file outlives firstlight by design; the test's to remove
+            Path(s["server_log"]).unlink(missing_ok=True)
 
 
 def test_ready_only_after_a_real_generation_with_the_process_tree(served: dict[str, Any]):
