@@ -39,8 +39,9 @@ def test_bench_json_and_exit_0(sim: str, tmp_path: Path):
     assert out["verdict"] == "ok" and out["exit_code"] == 0 and out["engine"] == "vllm"
     b = out["bench"]
     assert (b["completed"], b["errors"], b["timeouts"], b["sent"]) == (4, 0, 0, 4)
-    # the rate itself is checked in test_bench.py; here only that the figures are there and plausible (200 tok/s)
-    assert b["output_throughput"] > 0 and 4.0 < b["tpot_ms"]["median"] < 10.0
+    # the rate itself is checked in test_bench.py; here only that the figures are there and plausible: the
+    # simulator paces tokens 5 ms apart, a floor (a busy machine only adds to it, so no ceiling is asserted)
+    assert b["output_throughput"] > 0 and b["tpot_ms"]["median"] > 4.0
     assert out["config"]["ignore_eos"] is True and "api_key" not in out["config"]
     assert out["warmup"]["n"] == 1
     assert out["spec_decoding"]["status"] == "ok"
@@ -129,7 +130,9 @@ def test_history_command_lists_compares_pins(sim: str, tmp_path: Path):
     assert json.loads(r.stdout)["baselines"]["output_throughput"] > 0
     r = invoke(history_command, ["--history", db, "--compare", "1", "2", "--json"])
     assert r.exit_code == 0
-    assert json.loads(r.stdout)["compare"]["metrics"]["output_throughput"]["ratio"] == pytest.approx(1.0, rel=0.3)
+    row = json.loads(r.stdout)["compare"]["metrics"]["output_throughput"]
+    # run 2 against run 1 (no timing asserted: two runs on a busy machine differ by whatever they differ by)
+    assert row["a"] > 0 and row["b"] > 0 and row["ratio"] == pytest.approx(row["b"] / row["a"])
     r = invoke(history_command, ["--history", db, "--compare", "1", "2"])
     assert "output_throughput" in r.stdout
     r = invoke(history_command, ["--history", db, "--pin", "1"])
