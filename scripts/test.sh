@@ -49,5 +49,5 @@ echo "test.sh: set-up done after ${SECONDS} s" >&2
 # In parallel (pytest-xdist): most tests wait on real servers and subprocesses, not on the CPU. The real-vLLM
 # tests are one unit on one worker (they share their servers) and start first: they are the longest
 # (tests/conftest.py pytest_xdist_make_scheduler).
-.venv/bin/python -m pytest -q -rs -n "${FIRSTLIGHT_TEST_WORKERS:-3}" "$@"
+.venv/bin/python -m pytest -q -rs -n "${FIRSTLIGHT_TEST_WORKERS:-2}" "$@"
 echo "test.sh: done after ${SECONDS} s" >&2

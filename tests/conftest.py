@@ -34,7 +34,7 @@ VLLM_MODULE = "tests/test_vllm_server.py"
 
 @pytest.hookimpl(optionalhook=True)  # pytest without xdist (-p no:xdist) must not reject it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under pytest-xdist (scripts/test.sh runs 3 workers): every test is its own unit of work, except the
+    """Under pytest-xdist (scripts/test.sh runs 2 workers): every test is its own unit of work, except the
     real-vLLM module, which is one unit on one worker (its tests share module-scoped servers and must never run
     two vLLMs at once). Being the largest unit, it is handed out first, so it runs beside the rest of the suite
     instead of being its tail. (xdist's own ``loadgroup`` cannot do this under pytest 9: it renames node ids
