@@ -143,7 +143,8 @@ def test_warmup_reports_the_slow_first_request():
     assert w.errors == 0 and w.first_s is not None and w.steady_s is not None
     assert w.first_s > 2.5  # the sim's first generation takes 3 s
     assert w.steady_s < 0.6 and w.slowdown is not None and w.slowdown > 4
-    assert w.steady_index == 1
+    # the slow first request is never the steady state; where it settles after that depends on the machine's load
+    assert w.steady_index is not None and w.steady_index >= 1
     assert w.to_dict()["latencies_s"][0] == w.first_s
 
 
