@@ -332,8 +332,8 @@ class CacheLock:
 
 # --- layout ----------------------------------------------------------------
 class Layout:
-    def __init__(self, cache: Path, isa: str):
-        self.isa = isa
+    def __init__(self, cache: Path, isa: str | None = None):
+        self.isa = isa or default_isa()  # setup_vllm.py only needs the model's paths
         self.cache = cache.expanduser().resolve()
         self.llama_root = self.cache / "llama.cpp"
         self.build_dir = self.llama_root / f"b{LLAMA_BUILD_NUMBER}-{isa}-{build_key(isa)}"
