@@ -336,7 +336,7 @@ class Layout:
         self.isa = isa or default_isa()  # setup_vllm.py only needs the model's paths
         self.cache = cache.expanduser().resolve()
         self.llama_root = self.cache / "llama.cpp"
-        self.build_dir = self.llama_root / f"b{LLAMA_BUILD_NUMBER}-{isa}-{build_key(isa)}"
+        self.build_dir = self.llama_root / f"b{LLAMA_BUILD_NUMBER}-{self.isa}-{build_key(self.isa)}"
         self.server = self.build_dir / "bin" / "llama-server"
         self.stamp = self.build_dir / "stamp.json"
         self.models = self.cache / "models"
