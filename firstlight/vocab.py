@@ -62,6 +62,8 @@ CATEGORY_RANK: dict[str, int] = {
     "import_error": 70,
     "nccl": 60,
     "warmup_failed": 40,
+    # a native crash (a signal the server did not ask for): any cause its log names wins over it
+    "crashed": 30,
     "other": 20,
 }
 WRAPPER_RANK = 0
@@ -80,6 +82,7 @@ FAILURE_CATEGORIES: tuple[str, ...] = (
     "warmup_failed",
     "model_not_found",
     "bad_argument",
+    "crashed",
     "other",
 )
 ALL_FAILURES: tuple[str, ...] = (*FAILURE_CATEGORIES, BAD_GENERATION)
