@@ -569,8 +569,9 @@ class Judge:
             assert best is not None
             return self._failed_from_line(now, best)
         phase = self.phases[-1].name
-        how = Evidence("process", f"server process {describe_exit(s.exit_code)} before serving, in phase {phase}",
-                       s.t)
+        sep = ";" if s.exit_code is None else ""  # "ended; not our child, status unknown; before serving"
+        how = Evidence("process", f"server process {describe_exit(s.exit_code)}{sep} before serving, in phase "
+                                  f"{phase}", s.t)
         own = self._death_cause(s)
         if own is not None and (best is None or CATEGORY_RANK[own[0]] > best.failure.rank):
             category, hint, extra = own

@@ -163,7 +163,7 @@ def test_watch_pid_of_a_process_reaped_by_its_own_parent_says_its_status_is_unkn
         parent.wait(timeout=30)
     assert (summary["verdict"], summary["failure"]) == ("failed", "other"), summary
     ev = values(summary)
-    assert "server process ended; not our child, status unknown before serving, in phase warmup" in ev, ev
+    assert "server process ended; not our child, status unknown; before serving, in phase warmup" in ev, ev
     assert not any("code unknown" in v for v in ev), ev
 
 
