@@ -21,6 +21,7 @@ from firstlight.history import History
 from firstlight.redact import Redactor
 from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.sim.server import free_port
+from firstlight.units.systemctl import UnitState
 from firstlight.units.watch import UnitOptions, UnitWatch
 from tests.conftest import firstlight_cmd, run_firstlight, wait_for
 from tests.journal_export import MSG_FAILURE_RESULT, MSG_PROCESS_EXIT, UnitRun, journal_remote, write_journal
@@ -267,3 +268,39 @@ def test_a_unit_killed_by_signal_9_is_never_exit_code_9_and_oom_when_systemd_say
     texts = [e["text"] for e in report["evidence"]]
     assert any("killed by the OOM killer" in t for t in texts) and any("Result=oom-kill" in t for t in texts)
     assert "host" in report["hint"] and "VRAM" not in report["hint"]
+
+
+class OomKilledUnit:
+    """systemctl for a unit whose main process the kernel's OOM killer ended (systemd 252's words)."""
+
+    def __init__(self, invocation: str) -> None:
+        self.invocation = invocation
+
+    def show(self, unit: str) -> UnitState:
+        return UnitState.parse(f"Id={unit}\nLoadState=loaded\nActiveState=failed\nSubState=failed\n"
+                               f"Result=oom-kill\nType=simple\nRestart=no\nMainPID=0\nExecMainCode=2\n"
+                               f"ExecMainStatus=9\nNRestarts=0\nInvocationID={self.invocation}\nControlGroup=\n")
+
+
+def test_a_live_unit_that_systemd_says_was_oom_killed_is_oom(tmp_path: Path):
+    journal_remote()
+    run = UnitRun(UNIT, 1_790_000_000.0, pid=4242)
+    run.started()
+    run.lines(LLAMA_LINES)  # the exit comes from systemctl only: ExecMainCode=2 (killed), status 9, Result=oom-kill
+    path = tmp_path / "u.journal"
+    write_journal(path, bytes(run.out))
+    cgroup = tmp_path / "cgroup"
+    cgroup.mkdir()
+    (cgroup / "cgroup.procs").write_text("")
+    seen = io.StringIO()
+    cfg = Config(probe=ProbeConfig(url=f"http://127.0.0.1:{free_port()}", connect_timeout=0.2),
+                 judge=JudgeConfig(timeout=60, stall_timeout=30), history=HistoryConfig(enabled=False),
+                 echo_server_output=False, sample_interval=0.2)
+    systemd = OomKilledUnit(run.invocation)
+    outcome = UnitWatch(UnitOptions(UNIT, path, cgroup=cgroup), cfg, get_profile("llamacpp"), JsonLinesReporter(seen),
+                        Redactor(), systemctl=systemd).run(systemd.show(UNIT))  # type: ignore[arg-type]
+    summary = [json.loads(x) for x in seen.getvalue().splitlines()][-1]
+    assert (outcome.verdict, summary["failure"]) == ("failed", "oom"), summary
+    ev = values(summary)
+    assert any(v.startswith("server process died of SIGKILL (signal 9) before serving") for v in ev), ev
+    assert "OOM kill: systemd: Result=oom-kill" in ev and "host" in summary["hint"]
