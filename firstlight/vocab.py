@@ -62,9 +62,10 @@ CATEGORY_RANK: dict[str, int] = {
     "import_error": 70,
     "nccl": 60,
     "warmup_failed": 40,
-    # a native crash (a signal the server did not ask for): any cause its log names wins over it
-    "crashed": 30,
     "other": 20,
+    # a native crash (a signal the server did not ask for) is a symptom: any cause its log names wins over it,
+    # even one filed under "other" (a CUDA illegal memory access before the abort); it beats generic wrappers
+    "crashed": 15,
 }
 WRAPPER_RANK = 0
 # From the server's answers, not its log: it serves, but not valid text.

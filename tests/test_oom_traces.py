@@ -165,3 +165,18 @@ def test_a_clean_exit_reads_no_oom_trace(tmp_path: Path):
     (d / "memory.events").write_text(V2_EVENTS.format(max=0, oom=1, kill=1))
     (dead,) = sampler.sample()
     assert isinstance(dead, ProcessSample) and (dead.exit_code, dead.oom) == (3, ())
+
+
+def test_a_crash_said_in_words_is_crashed_below_a_named_cause():
+    """Where the signal itself cannot be read (a launcher shell's child, a worker): the words for it."""
+    j = _judge()
+    j.feed(LogLine(1.0, "./serve.sh: line 3:  4243 Segmentation fault      (core dumped) llama-server", "stderr", 1))
+    j.feed(ProcessSample(1.1, alive=False, exit_code=139))  # the shell's exit: 128 + 11
+    a = j.assess(1.2)
+    assert (a.verdict, a.failure) == ("failed", "crashed") and "coredumpctl" in (a.hint or "")
+
+    j = _judge()
+    j.feed(LogLine(1.0, "RuntimeError: CUDA error: an illegal memory access was encountered", "stderr", 1))
+    j.feed(LogLine(1.1, "terminate called after throwing an instance of 'c10::Error'", "stderr", 2))
+    j.feed(ProcessSample(1.2, alive=False, exit_code=-6))
+    assert j.assess(1.3).failure == "other"  # the CUDA error, printed before the abort, stays the root cause
