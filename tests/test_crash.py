@@ -250,6 +250,8 @@ def test_a_unit_that_dumped_core_is_crashed_live_and_in_replay(tmp_path: Path, s
     texts = [e["text"] for e in report["evidence"]]
     assert "server process died of SIGSEGV (signal 11) before serving, in phase warmup" in texts, texts
     assert "coredumpctl gdb" in report["hint"]
+    text = run_firstlight("replay", "--unit", UNIT, "--journal-file", str(path))
+    assert "Failure: crashed\n  process: server process died of SIGSEGV (signal 11)" in text.stdout, text.stdout
 
 
 def test_a_unit_killed_by_signal_9_is_never_exit_code_9_and_oom_when_systemd_says_so(tmp_path: Path):

@@ -469,9 +469,12 @@ def format_replay_text(report: ReplayReport) -> str:
     if report.outcome == "failed":
         lines = [e for e in report.evidence if e["what"] == "failure"]
         where = ", ".join(str(e["line"]) for e in lines[:8])
-        out.append(f"Failure: {report.failure} (evidence lines {where})")
+        out.append(f"Failure: {report.failure}" + (f" (evidence lines {where})" if lines else ""))
         for e in lines[:8]:
             out.append(f"  {e['line']:>7}: {e['text']}")
+        for e in report.evidence:  # how the process ended, where the source said (a journal's exit message)
+            if e["line"] is None:
+                out.append(f"  {e['what']:>7}: {e['text']}")
     if report.hint:
         out.append(("Hint: " if report.outcome == "failed" else "Note: ") + report.hint)
     if report.serving_failure:
