@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firstlight.config import JudgeConfig
+from firstlight.deaths import CRASH_SIGNALS, KILLED_HINT, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
 from firstlight.engines.profile import EngineProfile
 from firstlight.interpret import FailureHit, LineInterpreter, Reading
 from firstlight.logtext import is_access_line
@@ -55,6 +56,7 @@ __all__ = ["Assessment", "Event", "Evidence", "Judge", "PhaseSpan", "Progress", 
 _FAILURE_SETTLE_S = 1.5
 # A generation probe in flight this long gets what the server did meanwhile attached to it.
 _SLOW_PROBE_S = 5.0
+_TAIL_LINES = 3  # last log lines quoted when a process dies without a log line naming why
 _RATE_WINDOW_S = 10.0
 # Compiler runs (torch.compile/Inductor, Triton, DeepGEMM and flashinfer JIT, nvcc) are evidence of a compile:
 # strong progress, and reported as one aggregate, not a note per process.
@@ -159,6 +161,7 @@ class Judge:
         self.last_strong = _Mark(started_at, "watch", "firstlight started watching")
         self.last_weak: _Mark | None = None
         self.last_log: LogLine | None = None
+        self._tail: deque[LogLine] = deque(maxlen=_TAIL_LINES)  # the last lines, for a crash's evidence
         self.log_lines = 0
         self.first_generation: dict[str, Any] | None = None
         self.ready_at: float | None = None
@@ -258,6 +261,8 @@ class Judge:
         r = self.lines.feed(line.text, line.t, final=line.final, lineno=line.lineno or None)
         if not line.final:
             return self._on_progress(line, r)
+        if r.progress_line:
+            self._tail.append(line)
         events: list[Event] = []
         if r.progress_line:
             self._strong(line.t, "log", _clip(line.text))
@@ -363,9 +368,8 @@ class Judge:
         if not s.alive:
             if self.exited is None:
                 self.exited = s
-                code = "unknown" if s.exit_code is None else str(s.exit_code)
-                events.append(Event(s.t, "warning", f"server process exited (code {code})",
-                                    {"exit_code": s.exit_code}))
+                events.append(Event(s.t, "warning", f"server process {describe_exit(s.exit_code)}",
+                                    {"exit_code": s.exit_code, "signal": exit_signal(s.exit_code)}))
             self._proc_prev = s
             return events
         if self.level < Level.PROCESS:
@@ -541,22 +545,12 @@ class Judge:
             specific = best.failure.rank > CATEGORY_RANK["other"] and not self.lines.root_traceback_open
             settled = specific or ended or now - fatal_t >= _FAILURE_SETTLE_S
             if settled:
-                return self._failed_from_line(now, best)
-        if self.log_ended is not None:
+                return self._exit_or_line(now, best, quote_exit=False)
+        if self.log_ended is not None and self.exited is None:
             best = self.lines.root_cause(True)
             return self._failed_from_line(now, best) if best is not None else None
         if self.exited is not None:
-            code = self.exited.exit_code
-            ev = [Evidence("process", f"server process exited with code {'unknown' if code is None else code} "
-                                      f"before serving", self.exited.t)]
-            best = self.lines.root_cause(True)
-            if best is not None:
-                return self._failed_from_line(now, best, ev)
-            if self.last_log is not None:
-                ev.append(Evidence("log", f"last line {self.last_log.lineno}: {_clip(self.last_log.text)}",
-                                   self.last_log.t))
-            return self._base(now, FAILED, ev + self.warnings, failure="other",
-                              hint="the server exited without a recognised error; read its last log lines")
+            return self._exit_or_line(now, self.lines.root_cause(True))
         if len(self.bad_answers) >= self.rules.generation_attempts:
             last = self.bad_answers[-1]
             ev = [Evidence("probe:generation", f"{len(self.bad_answers)} bad answers in a row; last: {last.detail}",
@@ -565,6 +559,46 @@ class Judge:
                               hint="the server answers generations but not with valid text: check the model, "
                                    "its chat template and --expect")
         return None
+
+    def _exit_or_line(self, now: float, best: FailureHit | None, quote_exit: bool = True) -> Assessment:
+        """The process is gone (or a fatal line settled first): the log's root cause, or how the process died
+        when that is the more specific of the two (a crash signal beats only a generic line; a log line that
+        names a cause, a CUDA OOM before the SIGABRT, wins by rank)."""
+        s = self.exited
+        if s is None:
+            assert best is not None
+            return self._failed_from_line(now, best)
+        phase = self.phases[-1].name
+        sep = ";" if s.exit_code is None else ""  # "ended; not our child, status unknown; before serving"
+        how = Evidence("process", f"server process {describe_exit(s.exit_code)}{sep} before serving, in phase "
+                                  f"{phase}", s.t)
+        own = self._death_cause(s)
+        if own is not None and (best is None or CATEGORY_RANK[own[0]] > best.failure.rank):
+            category, hint, extra = own
+            ev = [how, *extra, *self._tail_evidence()]
+            if best is not None:
+                ev.append(Evidence("log", f"line {best.line}: {_clip(best.text)}", best.t))
+            return self._base(now, FAILED, ev + self.warnings, failure=category, hint=hint)
+        if best is not None:
+            return self._failed_from_line(now, best, [how] if quote_exit else None)
+        return self._base(now, FAILED, [how, *self._tail_evidence(), *self.warnings], failure="other",
+                          hint="the server exited without a recognised error; read its last log lines")
+
+    def _death_cause(self, s: ProcessSample) -> tuple[str, str, list[Evidence]] | None:
+        """(category, hint, evidence) when how the process died names a cause: a crash signal, or a kill with
+        the kernel's OOM-kill traces; a SIGKILL without them is said to come from outside."""
+        name = exit_signal(s.exit_code)
+        if name in CRASH_SIGNALS:
+            return "crashed", crash_hint(name), []
+        if s.oom and (name is not None or s.exit_code is None):
+            return "oom", OOM_HOST_HINT, [Evidence("memory", f"OOM kill: {e}", s.t) for e in s.oom]
+        if name == "SIGKILL":
+            return "other", KILLED_HINT, [Evidence("process", "killed by SIGKILL from outside (firstlight did "
+                                                              "not send it; no OOM-kill trace found)", s.t)]
+        return None
+
+    def _tail_evidence(self) -> list[Evidence]:
+        return [Evidence("log", f"last line {ln.lineno}: {_clip(ln.text)}", ln.t) for ln in self._tail]
 
     def _failed_from_line(self, now: float, best: FailureHit, extra: list[Evidence] | None = None) -> Assessment:
         ev = [Evidence("log", f"line {best.line}: {_clip(best.text)}", best.t)] + (extra or [])

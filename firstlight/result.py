@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from firstlight.deaths import CRASH_SIGNALS, crash_hint, describe_exit, exit_signal
 from firstlight.vocab import FAILED, INTERRUPTED, READY, REGRESSION, SERVING_VERDICTS, exit_code
 
 if TYPE_CHECKING:
@@ -154,8 +155,12 @@ class RunResult:
 
     def died_serving(self, code: int | None, now: float) -> RunResult:
         served = now - (self.ready_at or now)
-        ev = {"signal": "process", "value": f"server exited with code {code} after serving for {served:.0f}s",
+        ev = {"signal": "process", "value": f"server {describe_exit(code)} after serving for {served:.0f}s",
               "since": now}
+        name = exit_signal(code)
+        if name in CRASH_SIGNALS:  # a native crash while serving is named like one at startup
+            return dataclasses.replace(self, verdict=FAILED, phase="serving", failure="crashed", ended_at=now,
+                                       hint=crash_hint(name), evidence=(ev,))
         return dataclasses.replace(self, verdict=FAILED, phase="serving", failure="other", ended_at=now,
                                    hint="the server exited after it was serving; read its last log lines",
                                    evidence=(ev,))

@@ -88,6 +88,9 @@ class ProcessSample(Observation):
     procs: tuple[ProcInfo, ...] = ()
     root_state: str | None = None
     died: tuple[ProcInfo, ...] = ()  # descendants gone since the previous sample, while the root lives
+    # read when the process is found gone: the kernel's OOM-kill traces (cgroup counters, the unit's Result,
+    # the kernel log), each as a person would check it
+    oom: tuple[str, ...] = ()
     kind: ClassVar[str] = "process"
 
 
@@ -185,6 +188,7 @@ def from_dict(d: dict[str, Any]) -> Observation:
     if cls is ProcessSample:
         d["procs"] = tuple(ProcInfo(**p) for p in d.get("procs", ()))
         d["died"] = tuple(ProcInfo(**p) for p in d.get("died", ()))
+        d["oom"] = tuple(d.get("oom", ()))
     if cls is GpuSample:
         d["devices"] = tuple(GpuDevice(**x) for x in d.get("devices", ()))
         d["processes"] = tuple(GpuProcess(**x) for x in d.get("processes", ()))

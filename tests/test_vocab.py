@@ -53,3 +53,15 @@ def test_exit_code_of_a_regression_depends_on_the_flag():
     assert vocab.exit_code(vocab.REGRESSION) == 0
     assert vocab.exit_code(vocab.REGRESSION, fail_on_regression=True) == vocab.EXIT_REGRESSION
     assert vocab.exit_code(vocab.HUNG) == 2
+
+
+def test_help_lists_every_failure_category():
+    from click.testing import CliRunner
+
+    from firstlight.cli import cli
+
+    for command in ("up", "watch"):
+        out = CliRunner().invoke(cli, [command, "--help"]).output
+        listed = out[out.index("Failure categories"):]
+        named = set(re.findall(r"\b[a-z_]+\b", listed.split(":", 1)[1]))
+        assert set(vocab.ALL_FAILURES) <= named, (command, set(vocab.ALL_FAILURES) - named)

@@ -13,6 +13,7 @@ import re
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -47,6 +48,7 @@ from firstlight.runner.session import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE, Out
 from firstlight.samplers.weights import model_path_from_command
 from firstlight.sim.scenarios import SCENARIOS
 from firstlight.timeline import Level
+from firstlight.vocab import ALL_FAILURES
 from firstlight.wire import normalise_url, split_url
 from firstlight.wire.deadline import resolve
 
@@ -56,13 +58,18 @@ GRACE = Seconds(maximum=3600.0)
 EXIT_HELP = """\b
 Exit codes:
   0    ready: a real generation returned and checked out
-  1    failed: the server exited, printed a fatal error, or answered with invalid generations
+  1    failed: the server exited, died of a signal (failure crashed), printed a fatal error, or answered
+       with invalid generations
   2    hung: no progress for --stall-timeout (or only CPU/GPU busy for --spin-timeout)
   3    timeout: no verdict within --timeout
   4    regression (with --fail-on-regression): serving, but slower than this deployment's baseline
   130  interrupted (SIGINT/SIGTERM)
   64   usage error (bad option, bad URL)
-  70   internal error of firstlight itself"""
+  70   internal error of firstlight itself
+
+\b
+Failure categories (the summary's "failure"):
+""" + "\n".join(textwrap.wrap(", ".join(ALL_FAILURES), 100, initial_indent="  ", subsequent_indent="  "))
 
 
 class UsageFailure(click.UsageError):

@@ -144,7 +144,7 @@ def replay_unit(kw: dict[str, Any], engine: str | None, as_json: bool) -> None:
         click.echo(f"firstlight replay: {unit} {chosen.describe()} ({n} of {len(invocations)}"
                    + ("; --invocation ID for another)" if len(invocations) > 1 else ")"), err=True)
         # the lines with their journal times; the text is what a log replay reads
-        report = replay_timed(pairs, engine)
+        report = replay_timed(pairs, engine, chosen.ending)
     except JournalError as e:  # no such unit or invocation in it, or not a journal: the input is wrong
         raise _usage(str(e)) from None
     except OSError as e:

@@ -7,6 +7,8 @@ file not fully covered" in new ones), uvicorn's bind error. Engine modules add t
 
 from __future__ import annotations
 
+from firstlight.deaths import CRASH_HINT
+
 from .profile import FailureSignature, PhaseMarker, ProgressMarker
 
 S = FailureSignature
@@ -235,11 +237,14 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         "CUDA_LAUNCH_BLOCKING=1 output",
         True,
     ),
+    # A native crash said in words (faulthandler, a launcher shell's report on its child, UCX's handler, a C++
+    # abort): crashed, ranked below every named cause and the generic "other" lines, as before, so that a CUDA
+    # error printed before the abort stays the root cause.
     S(
         r"^Fatal Python error: |\bSegmentation fault\b|\bcore dumped\b|^terminate called after throwing|"
-        r"\bSIGSEGV\b",
-        "other",
-        "the process crashed in native code (segfault/abort): check driver/library versions",
+        r"\bSIGSEGV\b|\bIllegal instruction\b",
+        "crashed",
+        CRASH_HINT,
         True,
         10,
     ),

@@ -18,11 +18,12 @@ frames of that traceback may still move it forward to where the crash happened.
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import itertools
 import re
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from firstlight.logtext import (
     split_redraws,
     strip_ansi,
 )
-from firstlight.timeline import LogLine
+from firstlight.timeline import LogLine, ProcessSample
 from firstlight.vocab import FAILED, READY
 
 from . import detect_from_lines, get_profile, new_detector
@@ -258,6 +259,12 @@ class Replayer:
         if events or self.judge.fatal is not None:
             self.judge.assess(t)
 
+    def process_ended(self, sample: ProcessSample) -> None:
+        """How the process ended, where the source knows it (a journal's exit message): judged like live."""
+        t = max(sample.t, self._clock())
+        self.judge.feed(dataclasses.replace(sample, t=t))
+        self.judge.assess(t)
+
     def _clock(self) -> float:
         self._tick += 1e-6
         return (self._t or 0.0) + self._tick
@@ -302,6 +309,9 @@ class Replayer:
         else:
             hint = STALL_HINTS.get(a.phase)
         evidence.sort(key=lambda e: e["line"])
+        if outcome == "failed" and self.judge.exited is not None:  # how the process ended (a journal says)
+            evidence += [{"line": None, "text": e.value, "what": e.signal} for e in a.evidence
+                         if e.signal in ("process", "memory")]
         phases = [{"name": s.name, "line": s.line, "timestamp": self._stamps.get(s.line) if s.line else None}
                   for s in self.judge.phases if s.line is not None]
         if len(phases) > MAX_PHASE_RECORDS:
@@ -376,9 +386,11 @@ def _detect_file(path: Path) -> str:
     return det.best() or "generic"
 
 
-def replay_timed(entries: Iterable[tuple[float | None, str]], engine: str | None = None) -> ReplayReport:
+def replay_timed(entries: Iterable[tuple[float | None, str]], engine: str | None = None,
+                 ending: Callable[[], ProcessSample | None] | None = None) -> ReplayReport:
     """Replay lines that come with their own times (a journal's entries): the time is the clock, as a log's
-    timestamps are. Streams (bounded memory); the engine is detected from the first lines when not given."""
+    timestamps are. Streams (bounded memory); the engine is detected from the first lines when not given.
+    ``ending``: asked once the lines are read, how the process ended (systemd's exit message), if known."""
     it = iter(entries)
     head = list(itertools.islice(it, DETECT_LINES)) if engine is None else []
     if engine is None:
@@ -387,6 +399,9 @@ def replay_timed(entries: Iterable[tuple[float | None, str]], engine: str | None
     for t, text in itertools.chain(head, it):
         for part, final in _events_from_lines([text]):
             replayer.feed(part, final, t if final else None)
+    ended = ending() if ending is not None else None
+    if ended is not None:
+        replayer.process_ended(ended)
     return replayer.report()
 
 
@@ -454,9 +469,12 @@ def format_replay_text(report: ReplayReport) -> str:
     if report.outcome == "failed":
         lines = [e for e in report.evidence if e["what"] == "failure"]
         where = ", ".join(str(e["line"]) for e in lines[:8])
-        out.append(f"Failure: {report.failure} (evidence lines {where})")
+        out.append(f"Failure: {report.failure}" + (f" (evidence lines {where})" if lines else ""))
         for e in lines[:8]:
             out.append(f"  {e['line']:>7}: {e['text']}")
+        for e in report.evidence:  # how the process ended, where the source said (a journal's exit message)
+            if e["line"] is None:
+                out.append(f"  {e['what']:>7}: {e['text']}")
     if report.hint:
         out.append(("Hint: " if report.outcome == "failed" else "Note: ") + report.hint)
     if report.serving_failure:

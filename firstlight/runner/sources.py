@@ -22,6 +22,7 @@ from firstlight.runner.launcher import LaunchError, ServerProcess
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.gpu import GpuSampler
 from firstlight.samplers.logs import FileFollower, PipeReader
+from firstlight.samplers.oom import OomTraces
 from firstlight.samplers.ports import accepts, foreign_listener
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
@@ -79,8 +80,9 @@ class Sources:
             return None
         if self.server is not None:  # the tree includes what firstlight adopted as the subreaper
             return ProcessTreeSampler(self.server.pid, self.cfg.sample_interval, self.server.poll, self.clock,
-                                      self.server.descendants, self.server.note_left_group)
-        return ProcessTreeSampler(self.pid, self.cfg.sample_interval, None, self.clock)
+                                      self.server.descendants, self.server.note_left_group,
+                                      OomTraces(self.server.pid))
+        return ProcessTreeSampler(self.pid, self.cfg.sample_interval, None, self.clock, oom=OomTraces(self.pid))
 
     def _launch(self) -> str | None:
         output = None

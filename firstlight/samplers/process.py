@@ -13,7 +13,9 @@ from collections.abc import Callable
 
 import psutil
 
+from firstlight.deaths import wait_status_code
 from firstlight.samplers.base import Sampler
+from firstlight.samplers.oom import OomTraces
 from firstlight.timeline import Observation, ProcessSample, ProcInfo, SourceNote
 
 
@@ -30,10 +32,13 @@ class ProcessTreeSampler(Sampler):
                  exit_code: Callable[[], int | None] | None = None,
                  clock: Callable[[], float] = time.time,
                  descendants: Callable[[], list[psutil.Process]] | None = None,
-                 left_group: Callable[[], list[tuple[int, str]]] | None = None) -> None:
+                 left_group: Callable[[], list[tuple[int, str]]] | None = None,
+                 oom: OomTraces | None = None) -> None:
         """``descendants``: the tree below the root (default: the root's children, recursively);
-        ``left_group``: processes that left the server's process group since the last call."""
+        ``left_group``: processes that left the server's process group since the last call;
+        ``oom``: the kernel's OOM-kill traces, read when the process is found gone."""
         super().__init__(interval)
+        self._oom = oom
         self._descendants = descendants
         self._left_group = left_group or (lambda: [])
         self._daemon_noted = False
@@ -58,7 +63,13 @@ class ProcessTreeSampler(Sampler):
         members = self._tree_members(root)
         if not members or (root is not None and not _alive(root) and self._exit_code() not in (0, None)):
             self._dead = True
-            return [ProcessSample(now, alive=False, exit_code=self._exit_code())]
+            code = self._exit_code()
+            if code is None:
+                code = zombie_exit_code(self.pid)
+            traces: tuple[str, ...] = ()
+            if self._oom is not None and (code is None or code < 0):
+                traces = self._oom.evidence(self._last)
+            return [ProcessSample(now, alive=False, exit_code=code, oom=traces)]
         if (root is None or not _alive(root)) and not self._daemon_noted:
             self._daemon_noted = True
             pids = ", ".join(f"{p.pid}" for p in members[:8])
@@ -147,3 +158,16 @@ def _alive(p: psutil.Process) -> bool:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def zombie_exit_code(pid: int) -> int | None:
+    """How a process that is not our child ended, while its parent has not reaped it yet (a zombie): the
+    wait status in ``/proc/PID/stat`` (field 52, Linux 3.5+), as a Popen-style code; None once reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if len(fields) < 50 or fields[0] != b"Z" or not fields[49].isdigit():
+        return None
+    return wait_status_code(int(fields[49]))

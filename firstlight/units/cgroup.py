@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 
+from firstlight.samplers.oom import OomTraces
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.timeline import Observation, ProcessSample, SourceNote
 
@@ -118,8 +119,8 @@ class CgroupSampler(ProcessTreeSampler):
 
     def __init__(self, directory: Path, main_pid: int | None = None, interval: float = 1.0,
                  exit_code: Callable[[], int | None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
-        super().__init__(main_pid or 0, interval, exit_code, clock)
+                 clock: Callable[[], float] = time.time, oom: OomTraces | None = None) -> None:
+        super().__init__(main_pid or 0, interval, exit_code, clock, oom=oom)
         self.directory = directory
         self.main_pid = main_pid
         self._pids: list[int] = []

@@ -18,6 +18,7 @@ an earlier attempt's lines never count for this one.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from firstlight.deaths import describe_exit
 from firstlight.logtext import split_redraws, strip_ansi
 from firstlight.samplers.base import Sink
 from firstlight.timeline import LogLine, Observation, ProcessSample, SourceNote
@@ -47,6 +49,7 @@ NO_INVOCATION = ""  # entries of a systemd too old to stamp _SYSTEMD_INVOCATION_
 # systemd's catalog ids (sd-messages.h) of the manager's messages about a unit that we interpret
 MSG_PROCESS_EXIT = "98e322203f7a4ed290d09fe03c09fe15"
 MSG_UNIT_FAILURE_RESULT = "d9b373ed55a64feb8242e02dbe79a49c"
+MSG_UNIT_OUT_OF_MEMORY = "fe6faa94e7774663a0da52717891d8ef"  # "... killed by the OOM killer."
 _EXIT_TEXT = re.compile(r"Main process exited, code=(?P<code>\w+), status=(?P<status>\d+)")
 _SIGNALS = {s.name: int(s) for s in signal.Signals}
 KEPT_FIELDS = ("MESSAGE_ID", "EXIT_CODE", "EXIT_STATUS", "UNIT_RESULT", "N_RESTARTS", "_PID", "PRIORITY")
@@ -167,10 +170,25 @@ def exit_code_of(entry: JournalEntry) -> tuple[bool, int | None]:
         if m is None:
             return False, None
         how, status = m["code"], m["status"]
-    if status is None or not status.lstrip("-").isdigit():
+    status = (status or "").strip().partition("/")[0]  # "11", "11/SEGV", or a name: "SEGV" (an exec env's)
+    if status.isdigit():
+        code = int(status)
+    elif how != "exited" and _SIGNALS.get(f"SIG{status.upper().removeprefix('SIG')}") is not None:
+        code = _SIGNALS[f"SIG{status.upper().removeprefix('SIG')}"]
+    else:
         return True, None
-    code = int(status)
+    # killed/dumped: a signal, never a positive exit code (killed by 9 is not "exit code 9")
     return True, (code if how == "exited" else -code)
+
+
+def oom_trace_of(entry: JournalEntry) -> str | None:
+    """systemd's word that the kernel's OOM killer hit the unit, as evidence (not judged here)."""
+    text = (entry.message or "").strip()
+    if entry.fields.get("UNIT_RESULT") == "oom-kill":
+        return f"systemd: {text or 'Failed with result'} (Result=oom-kill)"
+    if entry.fields.get("MESSAGE_ID") == MSG_UNIT_OUT_OF_MEMORY or "killed by the OOM killer" in text:
+        return f"systemd: {text or 'a process of this unit has been killed by the OOM killer'}"
+    return None
 
 
 def manager_observations(entry: JournalEntry) -> list[Observation]:
@@ -296,10 +314,18 @@ class Invocation:
     lines: int = 0  # engine entries
     exit_code: int | None = None  # from systemd's "Main process exited" message, if any
     exited: bool = False
+    exit_t: float | None = None  # when (read with the lines, for replay)
+    oom: list[str] = field(default_factory=list)  # systemd's OOM-kill messages about it
+
+    def ending(self) -> ProcessSample | None:
+        """The main process's end as an observation, once the lines were read (replay)."""
+        if not self.exited or self.exit_t is None:
+            return None
+        return ProcessSample(self.exit_t, alive=False, exit_code=self.exit_code, oom=tuple(self.oom))
 
     def describe(self) -> str:
         shown = self.id or "(no invocation id)"
-        how = "" if not self.exited else f", main process exited with code {self.exit_code}"
+        how = "" if not self.exited else f", main process {describe_exit(self.exit_code)}"
         began = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(self.first_t))
         return f"invocation {shown}: {self.lines} lines from {began} UTC{how}"
 
@@ -360,10 +386,18 @@ def journal_lines(journal_file: Path, unit: str, invocation: str | None = None,
     chosen = pick_invocation(invocations, invocation, unit)
 
     def pairs() -> Iterator[tuple[float, str]]:
+        """The lines; systemd's messages about the invocation (its exit, an OOM kill) go to ``chosen``."""
         for e in read_entries(journal_file, unit, since=chosen.first_t, journalctl=journalctl):
             if e.is_engine(unit) and (e.invocation or NO_INVOCATION) == chosen.id:
                 for line in e.lines():
                     yield e.t, line
+            elif e.is_manager(unit) and e.about_invocation == chosen.id:
+                is_exit, code = exit_code_of(e)
+                if is_exit and chosen.exit_t is None:
+                    chosen.exited, chosen.exit_code, chosen.exit_t = True, code, e.t
+                trace = oom_trace_of(e)
+                if trace is not None and trace not in chosen.oom:
+                    chosen.oom.append(trace)
 
     return chosen, invocations, pairs()
 
@@ -600,6 +634,7 @@ class JournalSource:
         self._sink: Sink | None = None
         self._lineno = 0
         self._exited = False
+        self._oom: list[str] = []  # systemd's OOM-kill messages, sent with the exit
         self._noted_omitted = False
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
@@ -630,11 +665,15 @@ class JournalSource:
             for line in e.lines():
                 self._line(e.t, line)
             return
+        trace = oom_trace_of(e)
+        if trace is not None and trace not in self._oom:
+            self._oom.append(trace)
         for obs in manager_observations(e):
             if isinstance(obs, ProcessSample):
                 if self._exited:
                     continue
                 self._exited = True
+                obs = dataclasses.replace(obs, oom=tuple(self._oom))
             self._put(obs)
 
     def _line(self, t: float, text: str) -> None:

@@ -37,6 +37,7 @@ from firstlight.result import RunResult
 from firstlight.runner.after_ready import deployment_key, open_history
 from firstlight.runner.session import Outcome
 from firstlight.samplers.base import Sampler
+from firstlight.samplers.oom import OomTraces, memory_dirs
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.units.cgroup import CgroupSampler, cgroup_dir, read_pids
 from firstlight.units.journal import JournalFollower, JournalSource
@@ -253,7 +254,8 @@ class UnitWatch:
         notes = self._notes(number, invocation, state, cfg)
         for n in notes:
             self.reporter.message(n)
-        processes = self._process_sampler(state, cfg, lambda: self._exit_code(follower, invocation))
+        processes = self._process_sampler(state, cfg, lambda: self._exit_code(follower, invocation),
+                                          lambda: self._unit_result(invocation))
         session = UnitSession(cfg, self.profile, _HeldReporter(self.reporter), self.redactor, self.record,
                               JournalSource(follower, invocation), processes, notes, self.clock)
         outcome = session.run()
@@ -276,16 +278,30 @@ class UnitWatch:
             pid = next(iter(read_pids(self.opts.cgroup)), None)
         return dataclasses.replace(self.cfg, judge=judge, pid=pid, log_file=None, command=[])
 
-    def _process_sampler(self, state: UnitState | None, cfg: Config,
-                         exit_code: Callable[[], int | None]) -> Sampler | None:
+    def _process_sampler(self, state: UnitState | None, cfg: Config, exit_code: Callable[[], int | None],
+                         unit_result: Callable[[], str | None]) -> Sampler | None:
         directory = self.opts.cgroup
         if directory is None and state is not None:
             directory = cgroup_dir(state.control_group)
         if directory is not None:
             main_pid = cfg.pid if self.live else None  # without systemd, any process of the cgroup may lead
-            return CgroupSampler(directory, main_pid, cfg.sample_interval, exit_code, self.clock)
+            # a v1 hierarchy keeps the memory counters under the memory controller's own mount
+            memory = [directory, *memory_dirs(main_pid)] if main_pid is not None else [directory]
+            oom = OomTraces(main_pid, directories=list(dict.fromkeys(memory)), unit_result=unit_result)
+            return CgroupSampler(directory, main_pid, cfg.sample_interval, exit_code, self.clock, oom)
         if cfg.pid is not None:  # no cgroup directory to read (v1 without the systemd hierarchy): the tree
-            return ProcessTreeSampler(cfg.pid, cfg.sample_interval, exit_code, self.clock)
+            return ProcessTreeSampler(cfg.pid, cfg.sample_interval, exit_code, self.clock,
+                                      oom=OomTraces(cfg.pid, unit_result=unit_result))
+        return None
+
+    def _unit_result(self, invocation: str) -> str | None:
+        """systemd's Result for the invocation (``oom-kill`` is an OOM-kill trace), live only."""
+        if self.systemctl is None:
+            return None
+        with contextlib.suppress(SystemctlError):
+            state = self.systemctl.show(self.opts.unit)
+            if state.invocation_id == invocation:
+                return state.result
         return None
 
     def _exit_code(self, follower: JournalFollower, invocation: str) -> int | None:
