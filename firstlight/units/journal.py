@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from firstlight.files import open_regular
 from firstlight.logtext import split_redraws, strip_ansi
 from firstlight.samplers.base import Sink
 from firstlight.timeline import LogLine, Observation, ProcessSample, SourceNote
@@ -189,19 +190,19 @@ def manager_observations(entry: JournalEntry) -> list[Observation]:
 
 def is_journal_file(path: Path) -> bool:
     """A binary journal file (else: a saved ``journalctl -o json`` dump)."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:  # a FIFO or a device is refused, never waited on in open()
         return f.read(len(JOURNAL_MAGIC)) == JOURNAL_MAGIC
 
 
 def journalctl_argv(unit: str, journal_file: Path | None = None, *, follow: bool = False,
                     since: float | None = None, after_cursor: str | None = None,
                     output_fields: Iterable[str] = (), journalctl: str = "journalctl") -> list[str]:
-    """``journalctl [--file F] -u UNIT -o json --all ...``. ``--file`` gets an absolute path: journalctl 252
+    """``journalctl [--file F] --unit=UNIT -o json --all ...``. ``--file`` gets an absolute path: journalctl 252
     cannot follow (``-f``) a bare file name ("Failed to get journal fd: Destination address required")."""
     argv = [journalctl]
     if journal_file is not None:
         argv += ["--file", str(Path(journal_file).resolve())]
-    argv += ["-u", unit, "-o", "json", "--all", "--no-pager", "-q"]
+    argv += [f"--unit={unit}", "-o", "json", "--all", "--no-pager", "-q"]  # one word: never read as an option
     if follow:
         argv += ["-f", "--no-tail"]
     if after_cursor:
@@ -260,7 +261,7 @@ def read_entries(journal_file: Path | None, unit: str, *, since: float | None = 
     """The unit's entries now in the journal (or in a file: a journal file, or a ``journalctl -o json``
     dump), in journal order, streamed."""
     if journal_file is not None and not is_journal_file(journal_file):
-        with open(journal_file, "rb") as f:
+        with open_regular(journal_file) as f:
             for raw in _bounded_lines(f):
                 e = parse_line(raw)
                 if e is not None and e.invocation_for(unit) is not None and (since is None or e.t >= since):
