@@ -508,7 +508,7 @@ def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
     held = max((p.level for p in results if p.ok), default=Level.NONE)
     ok = held >= top
     last = results[-1] if results else None
-    obj = {"url": cfg.url, "level": top.label, "ok": ok, "held": held.label,
+    obj = {"url": redactor.url(cfg.url), "level": top.label, "ok": ok, "held": held.label,
            "checks": [{"level": p.level.label, "ok": p.ok, "detail": redactor.text(p.detail), "t": p.t,
                        "latency_s": p.latency_s} for p in results]}
     if kw["as_json"]:
