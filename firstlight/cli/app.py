@@ -42,6 +42,7 @@ from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.report.prometheus import PrometheusExporter
 from firstlight.report.readiness import ReadinessServer, parse_bind
 from firstlight.report.systemd import SystemdNotifier
+from firstlight.runner.output import nonblocking_stderr
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
 from firstlight.runner.session import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE, Outcome, Session
 from firstlight.samplers.weights import model_path_from_command
@@ -604,7 +605,13 @@ cli.add_command(report_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point: click's own usage errors exit 64 (EX_USAGE), not 2, which means 'hung' here."""
+    """Entry point: click's own usage errors exit 64 (EX_USAGE), not 2, which means 'hung' here. stderr never
+    blocks a command (a paused pager, a stalled pipe): it is written through a bounded buffer."""
+    with nonblocking_stderr():
+        _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> None:
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="firstlight", standalone_mode=False)
     except click.exceptions.Abort:
