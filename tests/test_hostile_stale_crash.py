@@ -6,14 +6,18 @@ Real files, a real server process writing its log in append mode."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
+import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from firstlight.samplers.logs import FileFollower
 from firstlight.sim.server import free_port
 from firstlight.timeline import LogLine, Observation
-from tests.conftest import run_firstlight, sim_cmd, wait_for
+from tests.conftest import REPO, require, run_firstlight, sim_cmd, wait_for
 
 OLD_OOM = (b"ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: "
            b"out of memory\nllama_model_load: error loading model: unable to allocate CUDA0 buffer\n")
@@ -73,3 +77,33 @@ def test_watch_of_a_healthy_llama_style_server_with_an_old_undated_crash_is_read
         server.kill()
         server.wait()
     assert r.rc == 0 and r.summary["verdict"] == "ready", (r.summary, r.stderr[-2000:])
+
+
+@pytest.fixture(scope="module")
+def llama() -> dict[str, str]:
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "setup_llama_server.py"), "--print-paths"],
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        require(False, f"llama-server and its model ({p.stderr.strip()[-200:]}); run scripts/setup_llama_server.py")
+    return dict(json.loads(p.stdout))
+
+
+@pytest.mark.llama
+def test_the_real_llama_server_appending_to_a_log_with_an_old_oom_is_ready(llama: dict[str, str], tmp_path: Path):
+    """As seen in the field: llama-server's output appended (``>>``) to a log whose last lines are the previous
+    run's OOM; llama.cpp's lines carry no dates. Before: FAILED oom while the server answered 200."""
+    log = tmp_path / "llama.log"
+    log.write_bytes(b"llama_model_loader: loaded meta data with 33 key-value pairs\n" + OLD_OOM)
+    port = free_port()
+    server = [llama["llama_server"], "-m", llama["model"], "--host", "127.0.0.1", "--port", str(port), "-np", "1",
+              "-c", "2048"]
+    p = subprocess.Popen(["sh", "-c", f'exec "$@" >> {log} 2>&1', "sh", *server], stdin=subprocess.DEVNULL,
+                         start_new_session=True)
+    try:
+        r = run_firstlight("watch", f"http://127.0.0.1:{port}", "--pid", str(p.pid), "--log", str(log), "--json",
+                           "--timeout", "120", "--poll-min", "0.05", "--engine", "llamacpp", timeout=180)
+    finally:
+        p.kill()
+        p.wait()
+    assert r.rc == 0 and r.summary["verdict"] == "ready", (r.summary.get("failure"), r.stderr[-2000:])
+    assert "out of memory" not in json.dumps(r.summary["evidence"])

@@ -21,7 +21,7 @@ from firstlight.probes.loop import LadderLoop
 from firstlight.runner.launcher import LaunchError, ServerProcess
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.gpu import GpuSampler
-from firstlight.samplers.logs import FileFollower, PipeReader, regular_file_size
+from firstlight.samplers.logs import FileFollower, PipeReader
 from firstlight.samplers.ports import accepts, foreign_listener
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
@@ -54,15 +54,13 @@ class Sources:
 
     def start(self) -> str | None:
         """Start everything; the launch error, if the command could not be started."""
-        # Where this run's lines begin in an append-mode log without dates: its size before the launch.
-        log_size = regular_file_size(self.cfg.log_file) if self.cfg.log_file is not None else None
         if self.cfg.command and not self._port_taken():
             error = self._launch()
             if error is not None:
                 return error
         if self.cfg.log_file is not None:
             self._follow(self.cfg.log_file, echo=False, from_start=self.cfg.log_from_start,
-                         since=self._watched_start(), start_size=log_size)
+                         since=self._watched_start())
         processes = self.process_sampler()
         if processes is not None:
             self.samplers.append(processes)
@@ -110,10 +108,9 @@ class Sources:
             self.readers.append(reader)
         return None
 
-    def _follow(self, path: Path, echo: bool, from_start: bool = False, since: float | None = None,
-                start_size: int | None = None) -> None:
+    def _follow(self, path: Path, echo: bool, from_start: bool = False, since: float | None = None) -> None:
         f = FileFollower(path, self.sink, clock=self.clock, echo=self.echo if echo else None, from_start=from_start,
-                         since=since, backlog=self.backlog, start_size=start_size)
+                         since=since, backlog=self.backlog)
         f.start()
         self.followers.append(f)
 
