@@ -215,8 +215,8 @@ def _is_stream(mode: int) -> bool:
 class FileFollower:
     """Follows a log file like ``tail -F``: across rotation (a new inode) and truncation.
 
-    A file that already exists is read from where it ended when the watch began (``start_size``, measured by
-    the caller before it launched anything; else its end at the first look): an append-mode log holds earlier
+    A file that already exists is read from where it ended when the watch began (``start_size``; by default
+    its size when this follower is made, before its thread looks): an append-mode log holds earlier
     runs, whose "CUDA out of memory" must not fail this start; ``from_start`` reads it whole. With ``since``
     (the watched process's start time) it is read from the first line the log's own timestamps place at or
     after that moment, so the lines this run printed before firstlight attached count too; a log without
