@@ -50,6 +50,7 @@ MSG_PROCESS_EXIT = "98e322203f7a4ed290d09fe03c09fe15"
 MSG_UNIT_FAILURE_RESULT = "d9b373ed55a64feb8242e02dbe79a49c"
 _EXIT_TEXT = re.compile(r"Main process exited, code=(?P<code>\w+), status=(?P<status>\d+)")
 _SIGNALS = {s.name: int(s) for s in signal.Signals}
+_MAX_DIGITS = 20  # __REALTIME_TIMESTAMP and EXIT_STATUS are 64-bit at most
 KEPT_FIELDS = ("MESSAGE_ID", "EXIT_CODE", "EXIT_STATUS", "UNIT_RESULT", "N_RESTARTS", "_PID", "PRIORITY")
 
 
@@ -132,10 +133,10 @@ def parse_entry(obj: Any) -> JournalEntry | None:
     """One ``journalctl -o json`` object; None when it is not an entry (no usable timestamp)."""
     if not isinstance(obj, dict):
         return None
-    try:
-        t = int(field_text(obj.get("__REALTIME_TIMESTAMP")) or "") / 1e6
-    except ValueError:
+    raw = field_text(obj.get("__REALTIME_TIMESTAMP")) or ""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > _MAX_DIGITS:  # 400 digits: no time, no float
         return None
+    t = int(raw) / 1e6
 
     def get(*names: str) -> str | None:
         for name in names:
@@ -144,8 +145,12 @@ def parse_entry(obj: Any) -> JournalEntry | None:
         return None
 
     kept = {k: v for k in KEPT_FIELDS if k in obj and (v := field_text(obj[k])) is not None}
-    return JournalEntry(t, message_text(obj.get("MESSAGE")), get("_SYSTEMD_UNIT"), get("_SYSTEMD_INVOCATION_ID"),
-                        get("UNIT", "USER_UNIT", "COREDUMP_UNIT"), get("INVOCATION_ID", "USER_INVOCATION_ID"),
+    def shown(*names: str) -> str | None:  # ids that are printed: bidi controls and NUL neutralised
+        value = get(*names)
+        return strip_ansi(value) if value is not None else None
+
+    return JournalEntry(t, message_text(obj.get("MESSAGE")), get("_SYSTEMD_UNIT"), shown("_SYSTEMD_INVOCATION_ID"),
+                        get("UNIT", "USER_UNIT", "COREDUMP_UNIT"), shown("INVOCATION_ID", "USER_INVOCATION_ID"),
                         get("__CURSOR"), kept)
 
 
@@ -168,8 +173,8 @@ def exit_code_of(entry: JournalEntry) -> tuple[bool, int | None]:
         if m is None:
             return False, None
         how, status = m["code"], m["status"]
-    if status is None or not status.lstrip("-").isdigit():
-        return True, None
+    if status is None or not status.lstrip("-").isdigit() or len(status) > _MAX_DIGITS:
+        return True, None  # an exit, its status unreadable (5,000 digits is no status)
     code = int(status)
     return True, (code if how == "exited" else -code)
 
@@ -299,7 +304,7 @@ class Invocation:
     exited: bool = False
 
     def describe(self) -> str:
-        shown = self.id or "(no invocation id)"
+        shown = strip_ansi(self.id) if self.id else "(no invocation id)"  # server-written: made safe to show
         how = "" if not self.exited else f", main process exited with code {self.exit_code}"
         began = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(self.first_t))
         return f"invocation {shown}: {self.lines} lines from {began} UTC{how}"
