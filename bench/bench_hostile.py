@@ -7,16 +7,22 @@
    pattern firstlight used before (``METHOD /\\S*.*?STATUS``) on 8, 16 and 32 KiB lines (it is quadratic).
 2. A log flood: a real process writes 100 MB of 100-byte lines as fast as it can into a PipeReader whose
    consumer takes every line; the writer's time (firstlight must not slow it) and the lines dropped.
+3. A stuck preflight check: ``firstlight up`` whose checkpoint reader is stuck in a read that never returns
+   (a real FIFO with a writer that never writes, as on a hung NFS mount); the time from SIGTERM to its exit.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import queue
 import re
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -100,12 +106,58 @@ def flood(runs: int) -> None:
           f"(medians of {runs}; ratio {r / a:.2f})")
 
 
+STUCK = """
+import sys
+import firstlight.preflight.checkpoint as c
+fifo = sys.argv.pop(1)
+c.open_regular = lambda path: open(fifo, "rb")
+from firstlight.cli.app import main
+main(sys.argv[1:])
+"""
+
+
+def stuck_preflight(runs: int) -> None:
+    from firstlight.sim.server import free_port, make_weights
+
+    took = []
+    with tempfile.TemporaryDirectory() as tmp:
+        model = Path(tmp) / "m"
+        make_weights(model, 1 << 20, shards=2)
+        for i in range(runs):
+            fifo = Path(tmp) / f"hung-{i}"
+            os.mkfifo(fifo)
+            held: list[object] = []
+            threading.Thread(target=lambda f=fifo, h=held: h.append(open(f, "wb")), daemon=True).start()  # noqa: SIM115
+            port = free_port()
+            p = subprocess.Popen([sys.executable, "-c", STUCK, str(fifo), "up", "--timeout", "600", "--",
+                                  sys.executable, "-m", "firstlight.sim", "--port", str(port), "--model-path",
+                                  str(model)],
+                                 cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 stdin=subprocess.DEVNULL)
+            deadline = time.monotonic() + 60
+            while not held and p.poll() is None and time.monotonic() < deadline:  # then stuck in its read
+                time.sleep(0.01)
+            if not held:
+                raise SystemExit(f"the stuck check was not reached (exit {p.poll()})")
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGTERM)
+            rc = p.wait(timeout=60)
+            took.append(time.monotonic() - t0)
+            for f in held:
+                f.close()  # type: ignore[attr-defined]
+            print(f"  run: exit {rc} {took[-1]:.3f} s after SIGTERM")
+    print(f"SIGTERM during a stuck preflight check: up exits in {statistics.median(took):.3f} s "
+          f"(median of {runs})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--only", choices=["lines", "flood", "preflight"], default=None)
     args = ap.parse_args()
-    long_lines(args.runs)
-    flood(args.runs)
+    for name, fn in (("lines", long_lines), ("flood", flood), ("preflight", stuck_preflight)):
+        if args.only in (None, name):
+            fn(args.runs)
 
 
 if __name__ == "__main__":

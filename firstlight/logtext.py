@@ -41,10 +41,17 @@ def is_access_line(text: str) -> bool:
     return m is not None and _ACCESS_STATUS.search(head, m.end()) is not None
 
 
+# What must not reach a terminal or a page raw: NUL and the other C0/C1 controls (tab, newline and carriage
+# return excepted: redraws are split on it) and the bidi controls that reorder text (U+202E shows "exe.txt" for
+# "txt.exe"). Replaced by U+FFFD, so that the evidence still shows something was there.
+UNSAFE_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def strip_ansi(text: str) -> str:
-    if "\x1b" not in text:
-        return text
-    return ANSI_RE.sub("", text)
+    """Server text made safe to show: ANSI/OSC escapes removed, other controls and bidi controls neutralised."""
+    if "\x1b" in text:
+        text = ANSI_RE.sub("", text)
+    return UNSAFE_RE.sub("\ufffd", text)
 
 
 def _decode(raw: bytes | bytearray) -> str:

@@ -21,7 +21,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 MASK = "***"
 # A key is secret when its last word is one of these: api_key, --hf-token, HF_TOKEN, OPENAI_API_KEY, password,
@@ -38,6 +38,9 @@ _FLAG_VALUE = re.compile(r"""(?<![\w-])(?P<k>--?[\w-]*?(?:key|token|secret|passw
                          r"""(?P<v>(?!-)(?!\*\*\*)[^\s"',)\]]+)""", re.I)
 # Credentials in a URL's user information: scheme://user:PASSWORD@host
 _URL_USERINFO = re.compile(r"(?P<k>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s/@:]*:)(?P<v>[^\s/@]+)(?=@)")
+# A URL in text, up to the first space or quote: masked whole by Redactor.url, before the key=value pass (which
+# would read ``host:1/v1?api_key`` as one key and value and miss the key).
+_URL = re.compile(r"""\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]*[^\s"'<>.,;:)\]]""")
 _TOKENS = [
     re.compile(r"(?P<k>\bBearer\s+)(?P<v>[A-Za-z0-9._~+/=-]+)"),
     re.compile(r"(?P<k>)(?P<v>\bhf_[A-Za-z0-9]{20,}|\bsk-[A-Za-z0-9_-]{16,})"),
@@ -123,11 +126,31 @@ class Redactor:
             self._sorted = sorted(self.secrets, key=len, reverse=True)
         return self._sorted
 
-    def text(self, s: str) -> str:
+    def _known(self, s: str) -> str:
         for secret in self._longest_first():
             if secret in s:
                 s = s.replace(secret, MASK)
+        return s
+
+    def url(self, url: str) -> str:
+        """A URL as every command shows it: the password of ``user:password@`` masked, the values of
+        secret-looking query parameters (``api_key``, ``token``: :func:`is_secret_name`) masked, the rest intact."""
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return _URL_USERINFO.sub(lambda m: f"{m['k']}{MASK}", self._known(url))
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, host = netloc.rpartition("@")
+            user, colon, _ = userinfo.partition(":")
+            netloc = f"{user}:{MASK}@{host}" if colon else f"{MASK}@{host}"  # a lone userinfo is a token
+        query = "&".join(_masked_pair(p) for p in parts.query.split("&")) if parts.query else ""
+        return self._known(urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)))
+
+    def text(self, s: str) -> str:
+        s = self._known(s)
         if "://" in s:
+            s = _URL.sub(lambda m: self.url(m[0]), s)
             s = _URL_USERINFO.sub(lambda m: f"{m['k']}{MASK}", s)
         s = _KEY_VALUE.sub(self._key_value, s)
         if "-" in s:
@@ -190,6 +213,12 @@ class Redactor:
                 if red != v:
                     changes[f.name] = red
         return dataclasses.replace(obs, **changes) if changes else obs
+
+
+def _masked_pair(pair: str) -> str:
+    """One ``key=value`` of a query string, its value masked when the key names a secret."""
+    key, eq, value = pair.partition("=")
+    return f"{key}={MASK}" if eq and value and is_secret_name(unquote_plus(key)) else pair
 
 
 def _split(command: str) -> list[str]:

@@ -124,9 +124,9 @@ def test_verbs_do_not_block_on_the_start_job(fake_systemctl: Path):
     ctl.restart("llama.service")
     assert ctl.stop("llama.service", timeout=5).active_state == "failed"
     calls = fake_systemctl.read_text().splitlines()
-    assert calls[0].startswith("show llama.service -p Id,LoadState,ActiveState")
-    assert calls[1:3] == ["--no-block start llama.service", "--no-block restart llama.service"]
-    assert calls[3] == "--no-block stop llama.service"
+    assert calls[0].startswith("show -p Id,LoadState,ActiveState") and calls[0].endswith(" -- llama.service")
+    assert calls[1:3] == ["--no-block start -- llama.service", "--no-block restart -- llama.service"]
+    assert calls[3] == "--no-block stop -- llama.service"
 
 
 def test_a_systemctl_that_hangs_times_out(fake_systemctl: Path, monkeypatch: pytest.MonkeyPatch):

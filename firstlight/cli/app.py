@@ -43,6 +43,7 @@ from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.report.prometheus import PrometheusExporter
 from firstlight.report.readiness import ReadinessServer, parse_bind
 from firstlight.report.systemd import SystemdNotifier
+from firstlight.runner.output import nonblocking_stderr
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
 from firstlight.runner.session import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE, Outcome, Session
 from firstlight.samplers.weights import model_path_from_command
@@ -515,7 +516,7 @@ def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
     held = max((p.level for p in results if p.ok), default=Level.NONE)
     ok = held >= top
     last = results[-1] if results else None
-    obj = {"url": cfg.url, "level": top.label, "ok": ok, "held": held.label,
+    obj = {"url": redactor.url(cfg.url), "level": top.label, "ok": ok, "held": held.label,
            "checks": [{"level": p.level.label, "ok": p.ok, "detail": redactor.text(p.detail), "t": p.t,
                        "latency_s": p.latency_s} for p in results]}
     if kw["as_json"]:
@@ -611,7 +612,13 @@ cli.add_command(report_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point: click's own usage errors exit 64 (EX_USAGE), not 2, which means 'hung' here."""
+    """Entry point: click's own usage errors exit 64 (EX_USAGE), not 2, which means 'hung' here. stderr never
+    blocks a command (a paused pager, a stalled pipe): it is written through a bounded buffer."""
+    with nonblocking_stderr():
+        _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> None:
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="firstlight", standalone_mode=False)
     except click.exceptions.Abort:

@@ -7,7 +7,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import urlsplit, urlunsplit
 
 import click
 
@@ -50,12 +49,8 @@ Exit codes:
 
 
 def public_url(url: str, redactor: Redactor) -> str:
-    """The URL without credentials (user:password@) and with secret-looking query values masked."""
-    parts = urlsplit(url)
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc += f":{parts.port}"
-    return redactor.text(urlunsplit((parts.scheme, netloc, parts.path, parts.query, "")))
+    """The URL as every command shows it (the one masker: Redactor.url)."""
+    return redactor.url(url)
 
 
 def _ms(v: float | None) -> str:

@@ -20,7 +20,7 @@ import click
 from firstlight.cli.common import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import Config
 from firstlight.engines import PROFILES
-from firstlight.preflight import FAIL, OK, PreflightOptions, PreflightReport, read_target, run_preflight
+from firstlight.preflight import DEADLINE_S, FAIL, OK, PreflightOptions, PreflightReport, read_target, run_preflight
 from firstlight.redact import Redactor
 from firstlight.runner.guard import silence
 
@@ -55,10 +55,12 @@ def _redactor(command: Sequence[str]) -> Redactor:
 
 
 def preflight(command: Sequence[str], engine: str | None = None, model: str | None = None,
-              disk_sample: bool = True, redactor: Redactor | None = None) -> PreflightReport:
+              disk_sample: bool = True, redactor: Redactor | None = None,
+              deadline_s: float = DEADLINE_S) -> PreflightReport:
     """Run every check against ``command``; secrets masked in the evidence."""
     r = redactor or _redactor(command)
-    report = run_preflight(read_target(command, engine=engine, model=model), PreflightOptions(disk_sample), r)
+    report = run_preflight(read_target(command, engine=engine, model=model),
+                           PreflightOptions(disk_sample, deadline_s=deadline_s), r)
     # Belt and braces: the evidence quotes command lines and paths.
     report.checks = [replace(c, evidence=r.text(c.evidence), hint=r.text(c.hint) if c.hint else None)
                      for c in report.checks]
@@ -90,7 +92,7 @@ def preflight_before_launch(cfg: Config, as_json: bool, disk_sample: bool, redac
     which keeps them with the run and, when one failed, ends the run before launch."""
     with _sigterm_interrupts():
         report = preflight(cfg.command, cfg.engine, str(cfg.model_path) if cfg.model_path else None, disk_sample,
-                           redactor)
+                           redactor, min(DEADLINE_S, cfg.judge.timeout))  # --timeout bounds them too
     try:
         show(report, as_json)
     except (ValueError, OSError):  # a reader that went away: the run goes on, that stream silenced
@@ -121,6 +123,7 @@ def preflight_command(command: tuple[str, ...], engine: str | None, model: str |
     """
     if not command or not command[0]:
         raise UsageFailure("no command to check (firstlight preflight -- COMMAND...)")
-    report = preflight(command, engine, model, not no_disk_sample)
+    with _sigterm_interrupts():
+        report = preflight(command, engine, model, not no_disk_sample)
     show(report, as_json)
     sys.exit(EXIT_FAILED if report.verdict == FAIL else EXIT_OK)

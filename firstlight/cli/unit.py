@@ -90,7 +90,7 @@ def watch_unit(url: str | None, kw: dict[str, Any], restart_first: bool = False,
                 raise _usage(f"--journal-file {journal_file}: not a journal file (replay also reads journalctl "
                              "-o json output; watch follows journal files)")
         except OSError as e:
-            raise _usage(f"--journal-file {journal_file}: {e.strerror}") from None
+            raise _usage(f"--journal-file {journal_file}: {e.strerror or e}") from None
     systemctl = Systemctl() if journal_file is None else None
     state = _unit_state(systemctl, unit) if systemctl is not None else None
     command, wrapper_url = engine_command(state.exec_start) if state is not None else ([], None)

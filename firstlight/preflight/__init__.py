@@ -12,14 +12,16 @@ ones, subprocesses and file headers, at once in threads) and returns a :class:`P
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from firstlight.preflight.base import FAIL, OK, STATUSES, WARN, Check, PreflightReport
-from firstlight.preflight.checkpoint import Scan, check_checkpoint, scan_checkpoint
+from firstlight.preflight.checkpoint import Scan, check_checkpoint, scan_into
 from firstlight.preflight.environment import check_pip
 from firstlight.preflight.gpus import check_gpus, read_gpus
 from firstlight.preflight.interpreter import InterpreterInfo, probe_interpreter
@@ -29,14 +31,17 @@ from firstlight.preflight.resources import check_resources
 from firstlight.preflight.stale import check_stale
 from firstlight.preflight.target import Target, read_target
 from firstlight.redact import Redactor
+from firstlight.timeline import GpuSample
 
 T = TypeVar("T")
+DEADLINE_S = 30.0  # the whole preflight; a check unfinished by then is a warning naming what it was reading
 
 
 @dataclass(frozen=True)
 class PreflightOptions:
     disk_sample: bool = True  # the bounded read-rate sample (off: --no-disk-sample)
     nvml: Any | None = None  # an NVML module or snapshot; None: the GPU sampler's own choice
+    deadline_s: float = DEADLINE_S
 
 
 def _guarded(name: str, category: str, fn: Callable[[], Check]) -> Check:
@@ -47,6 +52,22 @@ def _guarded(name: str, category: str, fn: Callable[[], Check]) -> Check:
     except Exception as e:  # the check itself failed: report it, never raise it
         return Check(name, WARN, category, f"could not check: {type(e).__name__}: {e}", "run it again; if it "
                      "persists, check with --no-preflight and report it")
+
+
+def _background(fn: Callable[[], T]) -> Future[T]:
+    """``fn`` on a daemon thread: one stuck in ``open()`` on a hung mount is never joined, so neither the
+    deadline, nor SIGTERM or Ctrl-C, nor the interpreter's exit waits for it (a ThreadPoolExecutor joins its
+    workers at exit)."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as e:  # handed to whoever waits
+            future.set_exception(e)
+
+    threading.Thread(target=run, name="preflight", daemon=True).start()
+    return future
 
 
 def _result(future: Future[T] | None) -> T | None:
@@ -61,32 +82,49 @@ def _result(future: Future[T] | None) -> T | None:
 
 def run_preflight(target: Target, options: PreflightOptions | None = None,
                   redactor: Redactor | None = None) -> PreflightReport:
-    """Every check, in a stable order: checkpoint, quantization, pip, gpus, port, stale_server, memory_disk."""
+    """Every check, in a stable order: checkpoint, quantization, pip, gpus, port, stale_server, memory_disk.
+    All run at once on daemon threads; what is unfinished at the deadline is ``warn: timed out``."""
     opts = options or PreflightOptions()
     t0 = time.monotonic()
-    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="preflight") as pool:
-        later = pool.submit
-        info: Future[InterpreterInfo] | None = None
-        if target.interpreter is not None:  # one subprocess: library versions and pip, from metadata only
-            info = later(probe_interpreter, target.interpreter, target.env)
-        gpus = later(read_gpus, opts.nvml)
-        scan: Future[Scan] | None = later(scan_checkpoint, target.model_path) if target.model_path else None
-        stale = later(check_stale, target, redactor)
-        reading = _result(gpus) or "NVML could not be read"
-        interp = _result(info)
-        checks = [
-            _guarded("checkpoint", "corrupt_weights",
-                     lambda: check_checkpoint(target, scan.result() if scan else None)),
-            _guarded("quantization", "quantization", lambda: check_quantization(target, interp)),
-            _guarded("pip", "import_error", lambda: check_pip(target, interp)),
-            _guarded("gpus", "gpu_occupied", lambda: check_gpus(target, reading, redactor)),
-            _guarded("port", "port_in_use", lambda: check_port(target, redactor)),
-            _guarded("stale_server", "other", stale.result),
-            _guarded("memory_disk", "oom", lambda: check_resources(target, _result(scan), reading,
-                                                                   opts.disk_sample)),
-        ]
+    info: Future[InterpreterInfo] | None = None
+    if target.interpreter is not None:  # one subprocess: library versions and pip, from metadata only
+        interpreter = target.interpreter
+        info = _background(lambda: probe_interpreter(interpreter, target.env))
+    gpus = _background(lambda: read_gpus(opts.nvml))
+    progress = Scan(target.model_path) if target.model_path else None
+    scan: Future[Scan] | None = _background(lambda: scan_into(progress)) if progress else None
+
+    def reading() -> GpuSample | str:
+        return _result(gpus) or "NVML could not be read"
+
+    def reads_scan() -> str:
+        now = progress.current if progress else None
+        return f"reading {now}" if now else "reading the checkpoint"
+
+    reads_interp = f"running {target.interpreter}" if target.interpreter else "waiting"
+    plan: list[tuple[str, str, Callable[[], Check], Callable[[], str]]] = [
+        ("checkpoint", "corrupt_weights", lambda: check_checkpoint(target, scan.result() if scan else None),
+         reads_scan),
+        ("quantization", "quantization", lambda: check_quantization(target, _result(info)), lambda: reads_interp),
+        ("pip", "import_error", lambda: check_pip(target, _result(info)), lambda: reads_interp),
+        ("gpus", "gpu_occupied", lambda: check_gpus(target, reading(), redactor), lambda: "reading NVML"),
+        ("port", "port_in_use", lambda: check_port(target, redactor), lambda: f"probing port {target.port}"),
+        ("stale_server", "other", lambda: check_stale(target, redactor), lambda: "reading the processes"),
+        ("memory_disk", "oom", lambda: check_resources(target, _result(scan), reading(), opts.disk_sample),
+         reads_scan),
+    ]
+    running = [(name, category, _background(partial(_guarded, name, category, fn)), what)
+               for name, category, fn, what in plan]
+    deadline = t0 + opts.deadline_s
+    checks = []
+    for name, category, future, what in running:
+        try:
+            checks.append(future.result(timeout=max(deadline - time.monotonic(), 0)))
+        except TimeoutError:
+            checks.append(Check(name, WARN, category, f"timed out after {opts.deadline_s:g}s {what()} (not "
+                                "checked)", "a hung mount or device? check the path named; the start goes on"))
     return PreflightReport(checks, time.monotonic() - t0)
 
 
-__all__ = ["FAIL", "OK", "STATUSES", "WARN", "Check", "PreflightOptions", "PreflightReport", "Target",
+__all__ = ["DEADLINE_S", "FAIL", "OK", "STATUSES", "WARN", "Check", "PreflightOptions", "PreflightReport", "Target",
            "read_target", "run_preflight"]

@@ -18,11 +18,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from firstlight.files import NotRegularFile, kind, open_regular
 from firstlight.preflight.base import FAIL, OK, WARN, Check, human_bytes
 from firstlight.preflight.gguf import GgufError, read_layout
 from firstlight.preflight.target import Target
@@ -31,6 +33,8 @@ NAME = "checkpoint"
 CATEGORY = "corrupt_weights"
 LFS_PREFIX = b"version https://git-lfs.github.com/spec/v1"
 MAX_SAFETENSORS_HEADER = 100 << 20  # the safetensors crate's own limit (N_LEN + 100 MB)
+MAX_INDEX_BYTES = 64 << 20  # a real index of 100,000 tensors is ~10 MB
+MAX_NAME = 255  # NAME_MAX: no file in the directory can have a longer name
 INDEX_NAME = "model.safetensors.index.json"
 WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
 _SPLIT_GGUF = re.compile(r"^(?P<stem>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
@@ -46,6 +50,7 @@ class Scan:
     total_bytes: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    current: Path | None = None  # the file being read now: named when the preflight deadline passes
 
 
 def lfs_pointer(path: Path, head: bytes) -> str | None:
@@ -84,7 +89,7 @@ def _parse_header(path: Path, raw: bytes) -> tuple[int, int, str | None]:
 
 def tensor_names(path: Path) -> set[str]:
     """Every tensor name in a safetensors header (a full parse: for the evidence of a failure)."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
     return {k for k in header if k != "__metadata__"}
@@ -92,7 +97,7 @@ def tensor_names(path: Path) -> set[str]:
 
 def safetensors_header(path: Path, size: int) -> tuple[int, str | None]:
     """(tensor count, problem) from a safetensors header, checking the file size against it."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         head = f.read(8)
         if len(head) < 8:
             lfs = lfs_pointer(path, head)
@@ -134,7 +139,7 @@ def _check_gguf(path: Path, size: int, scan: Scan) -> None:
     try:
         layout = read_layout(path)
     except GgufError as e:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             lfs = lfs_pointer(path, f.read(512))
         scan.problems.append(lfs or f"{path.name}: {size} bytes: {e}")
         return
@@ -164,40 +169,93 @@ def _weight_files(directory: Path, index: dict[str, str] | None) -> list[Path]:
     return safetensors or ggufs or files  # a repository often ships .bin twins the loader skips
 
 
+def _bad_entry(directory: Path, name: object) -> str | None:
+    """Why an index value cannot name a shard in ``directory`` (the loader joins it to the directory), or None."""
+    if not isinstance(name, str):
+        return f"a value is {type(name).__name__}, not a file name"
+    shown = repr(name[:60] + ("..." if len(name) > 60 else ""))
+    if not name:
+        return "a value is empty"
+    if "\0" in name:
+        return f"the value {shown} holds NUL"
+    if len(name) > MAX_NAME:
+        return f"a value of {len(name)} characters (longer than any file name)"
+    inside = os.path.normpath(os.path.join(directory, name))
+    if os.path.isabs(name) or not inside.startswith(os.path.normpath(directory) + os.sep):
+        return f"the value {shown} points outside the model directory"
+    return None
+
+
 def _read_index(directory: Path, scan: Scan) -> dict[str, str] | None:
     path = directory / INDEX_NAME
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
+    scan.current = path
+    raw = b""
     try:
-        weight_map = json.loads(path.read_text())["weight_map"]
+        with open_regular(path) as f:
+            raw = f.read(MAX_INDEX_BYTES + 1)
+        if len(raw) > MAX_INDEX_BYTES:
+            raise ValueError(f"larger than {human_bytes(MAX_INDEX_BYTES)}")
+        weight_map = json.loads(raw)["weight_map"]
         if not isinstance(weight_map, dict):
             raise TypeError("weight_map is not an object")
-        if not all(isinstance(v, str) for v in set(weight_map.values())):
-            raise TypeError("weight_map's values are not all file names")
-        return weight_map
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        head = path.read_bytes()[:512] if path.is_file() else b""
-        scan.problems.append(lfs_pointer(path, head) or f"{INDEX_NAME}: unreadable ({e})")
+    except NotRegularFile as e:
+        scan.problems.append(f"{INDEX_NAME}: {e}")
         return None
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
+        scan.problems.append(lfs_pointer(path, raw[:512]) or f"{INDEX_NAME}: unreadable ({type(e).__name__}: {e})")
+        return None
+    why: dict[str, str | None] = {}  # each distinct value once: 100,000 tensors map to a few shards
+    for v in weight_map.values():
+        key = v if isinstance(v, str) else repr(v)
+        if key not in why:
+            why[key] = _bad_entry(directory, v)
+    bad = sorted({w for w in why.values() if w})
+    if bad:
+        scan.problems.append(f"{INDEX_NAME}: " + "; ".join(bad[:_SHOWN]))
+    return {t: v for t, v in weight_map.items() if isinstance(v, str) and why[v] is None}
 
 
 def scan_checkpoint(root: Path) -> Scan:
     """Every completeness problem under ``root`` (a weights file or a model directory)."""
-    scan = Scan(root)
-    if root.is_file():
+    return scan_into(Scan(root))
+
+
+def scan_into(scan: Scan) -> Scan:
+    """:func:`scan_checkpoint` filling a Scan the caller holds (it reads ``current`` when the scan is stuck)."""
+    root = scan.root
+    scan.current = root
+    try:
+        mode = os.stat(root).st_mode
+    except OSError as e:
+        scan.problems.append(f"{root.name}: cannot stat ({e.strerror})")
+        return scan
+    if stat.S_ISREG(mode):
         files, index = [root], None
-    else:
+    elif stat.S_ISDIR(mode):
         scan.problems.extend(_broken_links(root))
         index = _read_index(root, scan)
         files = _weight_files(root, index)
+    else:
+        scan.problems.append(f"{root.name} is {kind(mode)}, not a weights file or a model directory")
+        return scan
     mapped = Counter(index.values()) if index is not None else Counter()
     for path in files:
+        scan.current = path
         try:
-            size = path.stat().st_size
+            st = os.stat(path)
         except FileNotFoundError:
             if not path.is_symlink():  # broken links are already named
                 scan.problems.append(f"{path.name}: listed in {INDEX_NAME} but missing")
             continue
+        except OSError as e:  # a symlink loop (ELOOP), a name too long, a permission
+            scan.problems.append(f"{path.name}: cannot stat ({e.strerror})")
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            scan.problems.append(f"{path.name} is {kind(st.st_mode)}, not a regular file")
+            continue
+        size = st.st_size
         scan.files.append(path)
         scan.total_bytes += size
         if path.suffix == ".safetensors":
@@ -212,10 +270,11 @@ def scan_checkpoint(root: Path) -> Scan:
         elif path.suffix == ".gguf":
             _check_gguf(path, size, scan)
         elif size < 1024:
-            with open(path, "rb") as f:
+            with open_regular(path) as f:
                 lfs = lfs_pointer(path, f.read(1024))
             if lfs:
                 scan.problems.append(lfs)
+    scan.current = None
     return scan
 
 

@@ -18,6 +18,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from firstlight.files import open_regular
+
 MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
 # ggml type -> (elements per block, bytes per block): gguf-py's GGML_QUANT_SIZES (tests compare the two).
@@ -99,7 +101,7 @@ def _nbytes(ggml_type: int, dims: list[int]) -> int | None:
 
 def read_layout(path: Path) -> GgufLayout:
     """The layout of a GGUF file's header; GgufError when the header cannot be read."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         size = f.seek(0, 2)
         if size < 24:
             raise GgufError(f"{size} bytes: too short for a GGUF header (24 bytes at least)")

@@ -98,7 +98,7 @@ def _mincore(fd: int, size: int) -> int | None:
 def cached_bytes(path: Path) -> int | None:
     """Bytes of ``path`` in the page cache; None when it cannot be known."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO swapped in: no block
     except OSError:
         return None
     try:
@@ -153,7 +153,7 @@ def sample_read_rate(files: list[Path]) -> ReadSample | None:
     buf = bytearray(_CHUNK)
     for path in files:
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO swapped in: no block
         except OSError:
             continue
         try:

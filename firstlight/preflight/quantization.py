@@ -16,6 +16,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from firstlight.files import open_regular
 from firstlight.preflight.base import FAIL, OK, WARN, Check
 from firstlight.preflight.interpreter import InterpreterInfo
 from firstlight.preflight.target import Target
@@ -53,6 +54,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 f"compressed-tensors 0.13.0 wheel, {_CT_ARGS} (absent in 0.12.2)"),
 )
 # quant_method -> the distribution that must be installed for it
+MAX_CONFIG_BYTES = 16 << 20  # a config.json is kilobytes
 METHOD_LIBRARY = {"compressed-tensors": "compressed-tensors", "bitsandbytes": "bitsandbytes"}
 
 
@@ -62,7 +64,8 @@ def read_quantization(model_path: Path | None) -> tuple[dict[str, Any] | None, s
         return None, "no model directory"
     config = model_path / "config.json"
     try:
-        data = json.loads(config.read_text())
+        with open_regular(config) as f:
+            data = json.loads(f.read(MAX_CONFIG_BYTES))
     except FileNotFoundError:
         return None, f"no {config}"
     except (OSError, ValueError) as e:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.detect import flag_value
+from firstlight.files import open_regular
 from firstlight.samplers.weights import model_path_from_command, resolve_model_dir
 
 TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size", "-tp")
@@ -84,7 +85,7 @@ def shebang_interpreter(script: Path) -> str | None:
     """The Python a console script runs under: its ``#!`` line, or pip's ``/bin/sh`` trampoline for long
     paths (``'''exec' "/path/python" "$0" "$@"``); None when it is not a Python script."""
     try:
-        with open(script, "rb") as f:
+        with open_regular(script) as f:
             head = f.read(512)
     except OSError:
         return None

@@ -10,12 +10,12 @@ line is text, never markup. Pure: data in, a string out.
 from __future__ import annotations
 
 import html
-import re
 import time
 from collections.abc import Iterable
 from typing import Any
 
 from firstlight import __version__
+from firstlight.logtext import UNSAFE_RE
 from firstlight.report.series import Chart, RunView, Span, Window
 from firstlight.vocab import PHASES
 
@@ -31,7 +31,7 @@ PHASE_COLOURS = ["#6b7280", "#8b5cf6", "#2563eb", "#0891b2", "#0d9488", "#ca8a04
 SERIES_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#ca8a04", "#9333ea", "#0891b2", "#ea580c", "#db2777"]
 VERDICT_COLOURS = {"ready": "#15803d", "regression": "#b45309", "failed": "#b91c1c", "hung": "#b91c1c",
                    "timeout": "#b45309", "interrupted": "#6b7280", "starting": "#2563eb"}
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CONTROL = UNSAFE_RE  # the controls and the bidi controls (U+202E would reorder the page's text)
 
 CSS = """
 :root { color-scheme: light; }

@@ -87,6 +87,7 @@ class Session:
         self.history: History | None = None
         self.judge: Judge | None = None
         self.preflight = preflight  # the checks `up` ran before launch; kept with the run in the history
+        self.stop_signal: Interrupted | None = None  # the first stop signal: honoured whatever the verdict's state
 
     @property
     def profile(self) -> EngineProfile:
@@ -107,6 +108,7 @@ class Session:
                 if result is None:  # the command could not even be started
                     return self._launch_failed(judge, started_at)
                 result = result.with_preflight(self.preflight.to_dict() if self.preflight else None)
+                result = self._honour_stop_signal(result)
                 if result.verdict == READY:
                     result = self._check_after_ready(result)
                 result = self._remember(result)
@@ -223,7 +225,18 @@ class Session:
         self.reporter.server_line(stream, self.redactor.text(text))
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.q.put(Interrupted(self.clock(), signal.Signals(signum).name))
+        obs = Interrupted(self.clock(), signal.Signals(signum).name)
+        if self.stop_signal is None:
+            self.stop_signal = obs
+        self.q.put(obs)
+
+    def _honour_stop_signal(self, result: RunResult) -> RunResult:
+        """A stop signal fed to the judge after READY was final (it arrived with the probe that made READY, or
+        while the console was blocked) is ignored by the judge: never supervise on as if it had not come."""
+        sig = self.stop_signal
+        if sig is None or not result.serving:
+            return result
+        return result.interrupted(sig.signal, sig.t, "as READY was reached")
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:

@@ -215,20 +215,24 @@ def _is_stream(mode: int) -> bool:
 class FileFollower:
     """Follows a log file like ``tail -F``: across rotation (a new inode) and truncation.
 
-    A file that already exists is read from its END (an append-mode log holds earlier runs: their "CUDA out of
-    memory" must not fail this start) unless ``from_start``. With ``since`` (the watched process's start time)
-    it is read from the first line the log's own timestamps place after that moment, so the lines this run
-    printed before firstlight attached count too. A file that appears later, or replaces a rotated one, is
-    read from its start. A FIFO is read as its lines arrive.
+    A file that already exists is read from where it ended when the watch began (``start_size``; by default
+    its size when this follower is made, before its thread looks): an append-mode log holds earlier
+    runs, whose "CUDA out of memory" must not fail this start; ``from_start`` reads it whole. With ``since``
+    (the watched process's start time) it is read from the first line the log's own timestamps place at or
+    after that moment, so the lines this run printed before firstlight attached count too; a log without
+    dates (llama.cpp) cannot say, and is read from where it ended. A file that appears later, or replaces a
+    rotated one, is read from its start. A FIFO is read as its lines arrive.
     """
 
     name = "log"
 
     def __init__(self, path: Path, sink: Sink, interval: float = 0.2, clock: Callable[[], float] = time.time,
                  echo: Echo | None = None, from_start: bool = False, backlog: Callable[[], int] | None = None,
-                 max_pending: int = MAX_PENDING_BYTES, since: float | None = None) -> None:
+                 max_pending: int = MAX_PENDING_BYTES, since: float | None = None,
+                 start_size: int | None = None) -> None:
         self.path, self.sink, self.interval, self.clock = path, sink, interval, clock
         self.from_start, self.since = from_start, since
+        self.start_size = start_size if start_size is not None else regular_file_size(path)
         self.max_pending = max_pending
         self.delivery = _Delivery("file", sink, echo, clock, backlog)
         self._stop = threading.Event()
@@ -345,16 +349,19 @@ class FileFollower:
         """Where this run's lines begin in a file that existed before firstlight attached."""
         if self.since is not None and st.st_mtime >= self.since - 1:
             found = run_start_offset(f, st.st_size, self.since, self.clock())
-            if found is None:
-                self._note(f"{self.path}: no timestamps to tell this run's lines from earlier ones; reading it "
-                           "from its start")
-                found = 0
-            elif found < st.st_size:
-                self._note(f"{self.path}: this run's lines start at byte {found} (by the log's own timestamps)")
-            if found < st.st_size:
-                f.seek(found)
-                return found
-        return self._skip_to_end(f, st.st_size)
+            if found is None:  # byte 0 would replay an earlier run's crash as this run's
+                self._note(f"{self.path}: no dates in its lines to tell this run's from earlier ones; reading "
+                           "from where it ended when the watch began")
+            else:
+                if found < st.st_size:
+                    self._note(f"{self.path}: this run's lines start at byte {found} (by the log's own "
+                               "timestamps)")
+                    f.seek(found)
+                    return found
+        if self.start_size is not None and self.start_size > st.st_size:  # truncated since: all of it is new
+            self._note(f"{self.path} was truncated after the watch began: reading it from its start")
+            return 0
+        return self._skip_to_end(f, st.st_size if self.start_size is None else self.start_size)
 
     def _skip_to_end(self, f: BinaryIO, size: int) -> int:
         """Start after the last complete line already in the file (a half-written one is read whole)."""
@@ -407,12 +414,24 @@ class FileFollower:
 
 
 SCAN_BYTES = 8 << 20  # how much of an existing log's end is searched for this run's first line
+CLOCK_TICK = 0.01  # a process start time is known to 1/CLK_TCK: a line stamped in that tick is this run's
+
+
+def regular_file_size(path: Path) -> int | None:
+    """The size of a regular file now (where a watch beginning now starts reading it); None otherwise."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
 def run_start_offset(f: BinaryIO, size: int, since: float, now: float, slack: float = 2.0) -> int | None:
-    """Offset of the first line whose own timestamp lies in [since - slack, now + slack], read either as UTC or
-    as local time (engines print both); ``size`` when lines have timestamps but none is that recent; None
-    when no line of the scanned end has a timestamp with a date."""
+    """Offset of the first line whose own timestamp lies in [since, now + slack], read either as UTC or as
+    local time (engines print both); ``size`` when lines have timestamps but none is that recent; None when
+    no line of the scanned end has a timestamp with a date. No slack before ``since``: a crash 100 ms before
+    a restart (systemd's default RestartSec) is the previous run's, and a second-resolution stamp of this
+    run's first second is given up rather than let it in."""
     from firstlight.engines.replay import TimestampParser  # the replay's parser: the same formats
 
     parser = TimestampParser()
@@ -428,7 +447,7 @@ def run_start_offset(f: BinaryIO, size: int, since: float, now: float, slack: fl
         if ts is not None and ts > 10 * 86400:  # a date, not llama.cpp's elapsed time
             dated = True
             local = ts + time.altzone if time.localtime(ts).tm_isdst > 0 else ts + time.timezone
-            if any(since - slack <= t <= now + slack for t in (ts, local)):
+            if any(since - CLOCK_TICK <= t <= now + slack for t in (ts, local)):
                 return offset
         offset += len(raw)
     return size if dated else None

@@ -14,8 +14,10 @@ def unit_name(name: str) -> str:
     name = name.strip()
     if not name:
         raise ValueError("empty unit name")
-    if "/" in name or any(c.isspace() for c in name):
+    if "/" in name or any(c.isspace() or not c.isprintable() for c in name):
         raise ValueError(f"not a unit name: {name!r}")
+    if name.startswith("-"):  # systemctl and journalctl would read it as an option (-H: ssh to a host)
+        raise ValueError(f"not a unit name: {name!r} (a unit name never starts with '-')")
     known = (".service", ".scope", ".socket", ".target", ".mount", ".timer", ".slice", ".path", ".swap",
              ".device", ".automount")
     return name if name.endswith(known) else f"{name}.service"

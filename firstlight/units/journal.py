@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from firstlight.deaths import describe_exit
+from firstlight.files import open_regular
 from firstlight.logtext import split_redraws, strip_ansi
 from firstlight.samplers.base import Sink
 from firstlight.timeline import LogLine, Observation, ProcessSample, SourceNote
@@ -52,6 +53,7 @@ MSG_UNIT_FAILURE_RESULT = "d9b373ed55a64feb8242e02dbe79a49c"
 MSG_UNIT_OUT_OF_MEMORY = "fe6faa94e7774663a0da52717891d8ef"  # "... killed by the OOM killer."
 _EXIT_TEXT = re.compile(r"Main process exited, code=(?P<code>\w+), status=(?P<status>\d+)")
 _SIGNALS = {s.name: int(s) for s in signal.Signals}
+_MAX_DIGITS = 20  # __REALTIME_TIMESTAMP and EXIT_STATUS are 64-bit at most
 KEPT_FIELDS = ("MESSAGE_ID", "EXIT_CODE", "EXIT_STATUS", "UNIT_RESULT", "N_RESTARTS", "_PID", "PRIORITY")
 
 
@@ -134,10 +136,10 @@ def parse_entry(obj: Any) -> JournalEntry | None:
     """One ``journalctl -o json`` object; None when it is not an entry (no usable timestamp)."""
     if not isinstance(obj, dict):
         return None
-    try:
-        t = int(field_text(obj.get("__REALTIME_TIMESTAMP")) or "") / 1e6
-    except ValueError:
+    raw = field_text(obj.get("__REALTIME_TIMESTAMP")) or ""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > _MAX_DIGITS:  # 400 digits: no time, no float
         return None
+    t = int(raw) / 1e6
 
     def get(*names: str) -> str | None:
         for name in names:
@@ -146,8 +148,12 @@ def parse_entry(obj: Any) -> JournalEntry | None:
         return None
 
     kept = {k: v for k in KEPT_FIELDS if k in obj and (v := field_text(obj[k])) is not None}
-    return JournalEntry(t, message_text(obj.get("MESSAGE")), get("_SYSTEMD_UNIT"), get("_SYSTEMD_INVOCATION_ID"),
-                        get("UNIT", "USER_UNIT", "COREDUMP_UNIT"), get("INVOCATION_ID", "USER_INVOCATION_ID"),
+    def shown(*names: str) -> str | None:  # ids that are printed: bidi controls and NUL neutralised
+        value = get(*names)
+        return strip_ansi(value) if value is not None else None
+
+    return JournalEntry(t, message_text(obj.get("MESSAGE")), get("_SYSTEMD_UNIT"), shown("_SYSTEMD_INVOCATION_ID"),
+                        get("UNIT", "USER_UNIT", "COREDUMP_UNIT"), shown("INVOCATION_ID", "USER_INVOCATION_ID"),
                         get("__CURSOR"), kept)
 
 
@@ -171,6 +177,8 @@ def exit_code_of(entry: JournalEntry) -> tuple[bool, int | None]:
             return False, None
         how, status = m["code"], m["status"]
     status = (status or "").strip().partition("/")[0]  # "11", "11/SEGV", or a name: "SEGV" (an exec env's)
+    if len(status) > _MAX_DIGITS:
+        return True, None  # an exit, its status unreadable (5,000 digits is no status)
     if status.isdigit():
         code = int(status)
     elif how != "exited" and _SIGNALS.get(f"SIG{status.upper().removeprefix('SIG')}") is not None:
@@ -207,19 +215,19 @@ def manager_observations(entry: JournalEntry) -> list[Observation]:
 
 def is_journal_file(path: Path) -> bool:
     """A binary journal file (else: a saved ``journalctl -o json`` dump)."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:  # a FIFO or a device is refused, never waited on in open()
         return f.read(len(JOURNAL_MAGIC)) == JOURNAL_MAGIC
 
 
 def journalctl_argv(unit: str, journal_file: Path | None = None, *, follow: bool = False,
                     since: float | None = None, after_cursor: str | None = None,
                     output_fields: Iterable[str] = (), journalctl: str = "journalctl") -> list[str]:
-    """``journalctl [--file F] -u UNIT -o json --all ...``. ``--file`` gets an absolute path: journalctl 252
+    """``journalctl [--file F] --unit=UNIT -o json --all ...``. ``--file`` gets an absolute path: journalctl 252
     cannot follow (``-f``) a bare file name ("Failed to get journal fd: Destination address required")."""
     argv = [journalctl]
     if journal_file is not None:
         argv += ["--file", str(Path(journal_file).resolve())]
-    argv += ["-u", unit, "-o", "json", "--all", "--no-pager", "-q"]
+    argv += [f"--unit={unit}", "-o", "json", "--all", "--no-pager", "-q"]  # one word: never read as an option
     if follow:
         argv += ["-f", "--no-tail"]
     if after_cursor:
@@ -278,7 +286,7 @@ def read_entries(journal_file: Path | None, unit: str, *, since: float | None = 
     """The unit's entries now in the journal (or in a file: a journal file, or a ``journalctl -o json``
     dump), in journal order, streamed."""
     if journal_file is not None and not is_journal_file(journal_file):
-        with open(journal_file, "rb") as f:
+        with open_regular(journal_file) as f:
             for raw in _bounded_lines(f):
                 e = parse_line(raw)
                 if e is not None and e.invocation_for(unit) is not None and (since is None or e.t >= since):
@@ -324,7 +332,7 @@ class Invocation:
         return ProcessSample(self.exit_t, alive=False, exit_code=self.exit_code, oom=tuple(self.oom))
 
     def describe(self) -> str:
-        shown = self.id or "(no invocation id)"
+        shown = strip_ansi(self.id) if self.id else "(no invocation id)"  # server-written: made safe to show
         how = "" if not self.exited else f", main process {describe_exit(self.exit_code)}"
         began = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(self.first_t))
         return f"invocation {shown}: {self.lines} lines from {began} UTC{how}"

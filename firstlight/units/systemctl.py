@@ -212,6 +212,7 @@ class Systemctl:
         self.timeout = timeout
 
     def _run(self, *args: str, timeout: float | None = None) -> str:
+        """``systemctl [--user] ARGS``; unit names come after ``--``, so none is ever read as an option."""
         exe = shutil.which(self.binary)
         if exe is None:
             raise SystemctlError(f"{self.binary} not found: is this a systemd machine?")
@@ -231,17 +232,17 @@ class Systemctl:
         return p.stdout
 
     def show(self, unit: str) -> UnitState:
-        return UnitState.parse(self._run("show", unit, "-p", ",".join(SHOW_PROPERTIES)), unit)
+        return UnitState.parse(self._run("show", "-p", ",".join(SHOW_PROPERTIES), "--", unit), unit)
 
     def start(self, unit: str) -> None:
-        self._run("--no-block", "start", unit)
+        self._run("--no-block", "start", "--", unit)
 
     def restart(self, unit: str) -> None:
-        self._run("--no-block", "restart", unit)
+        self._run("--no-block", "restart", "--", unit)
 
     def stop(self, unit: str, timeout: float = 120.0) -> UnitState:
         """Ask systemd to stop the unit and wait until it is inactive or failed, at most ``timeout``."""
-        self._run("--no-block", "stop", unit)
+        self._run("--no-block", "stop", "--", unit)
         deadline = time.monotonic() + timeout
         while True:
             state = self.show(unit)

@@ -11,14 +11,14 @@ import json
 import re
 from typing import Any
 
-from firstlight.logtext import strip_ansi
+from firstlight.logtext import ANSI_RE
 
 MAX_BODY = 4 << 20  # bytes of one answer that are read; the rest is left unread
 MAX_SSE_LINE = 1 << 20  # bytes of one unterminated event-stream line before the stream is refused
 MAX_MODEL_ID = 512  # characters: a longer "id" is not a model name
 _UNHEALTHY = {"unhealthy", "loading", "initializing", "starting", "error", "unavailable", "not_ready"}
 # C0 and C1 controls, DEL, and the Unicode bidirectional overrides (which reorder what a terminal shows).
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _SPACE_RE = re.compile(r"[\t\n]+")
 
 
@@ -40,7 +40,7 @@ def clean_text(text: str, limit: int = 200) -> str:
     """Server-controlled text fit for a terminal or a JSON report: ANSI/OSC escapes and control characters
     removed, newlines and tabs as spaces, at most ``limit`` characters (then "…")."""
     bound = limit * 4 + 64  # bound the work on a 4 MiB body
-    head = _CONTROL_RE.sub("", _SPACE_RE.sub(" ", strip_ansi(text[:bound])))
+    head = _CONTROL_RE.sub("", _SPACE_RE.sub(" ", ANSI_RE.sub("", text[:bound])))
     clipped = len(head) > limit or len(text) > bound
     return head[:limit] + ("…" if clipped else "")
 
