@@ -308,3 +308,22 @@ def test_gpu_utilisation_alone_is_weak_progress_hung_only_after_the_spin_timeout
     a = run(obs, 39, rules=rules)
     assert a.verdict == "hung" and a.detail == "busy-wait suspected", a
     assert any("utilisation" in e.value for e in a.evidence)
+
+
+# -- tests' free ports cannot race ----------------------------------------------------------------------------
+def test_free_ports_lie_below_the_ephemeral_range_and_are_never_handed_out_twice():
+    import random
+
+    from firstlight.sim.server import _ephemeral_low, free_port
+
+    random.seed(25)  # both processes draw the same candidates: only the reservation keeps them apart
+    mine = [free_port() for _ in range(20)]
+    code = ("import random; random.seed(25); from firstlight.sim.server import free_port; "
+            "print(*(free_port() for _ in range(20)))")
+    theirs = [int(p) for p in subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                             timeout=60, check=True).stdout.split()]
+    assert len(set(mine)) == 20 and not set(mine) & set(theirs)  # the other process held none of ours
+    assert all(p < _ephemeral_low() for p in mine + theirs)
+    for p in mine:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))  # free: nobody listens on it
