@@ -49,5 +49,7 @@ echo "test.sh: set-up done after ${SECONDS} s" >&2
 # In parallel (pytest-xdist): most tests wait on real servers and subprocesses, not on the CPU. The real-vLLM
 # tests are one unit on one worker (they share their servers) and start first: they are the longest
 # (tests/conftest.py pytest_xdist_make_scheduler).
-.venv/bin/python -m pytest -q -rs -n "${FIRSTLIGHT_TEST_WORKERS:-2}" "$@"
+# Coverage of the package, one line per file that is not fully covered, and the total (pytest-cov).
+.venv/bin/python -m pytest -q -rs -n "${FIRSTLIGHT_TEST_WORKERS:-2}" --cov=firstlight \
+  --cov-report=term:skip-covered "$@"
 echo "test.sh: done after ${SECONDS} s" >&2

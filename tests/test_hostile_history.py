@@ -56,18 +56,32 @@ def test_a_listing_never_moves_a_damaged_database(tmp_path: Path):
     assert path.read_bytes() == damaged and list(tmp_path.iterdir()) == [path]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+# Inside a private mount namespace: the directory bind-mounted read-only over itself, the directory shown to be
+# unwritable (touch fails: exit 99 otherwise), then the CLI. Root ignores permission bits, not a read-only mount.
+_READ_ONLY_MOUNT = ('mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && '
+                    '! touch "$0/probe" 2>/dev/null || exit 99; exec "$@"')
+
+
 def test_a_read_only_history_can_be_listed(tmp_path: Path):
     path = tmp_path / "h.sqlite3"
     _two_runs(path)
-    path.chmod(stat.S_IRUSR)
-    tmp_path.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    try:
-        r = run_firstlight("history", "--history", str(path), "--json")
-    finally:
-        tmp_path.chmod(stat.S_IRWXU)
-    assert r.rc == 0, r.stderr
-    assert len(json.loads(r.stdout)["runs"]) == 2
+    cli = firstlight_cmd("history", "--history", str(path), "--json")
+    if os.geteuid() == 0:  # CI runs as root: a read-only bind mount
+        p = subprocess.run(["unshare", "--mount", "sh", "-c", _READ_ONLY_MOUNT, str(tmp_path), *cli],
+                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert p.returncode != 99, "the bind mount did not make the directory read-only"
+        rc, stdout, stderr = p.returncode, p.stdout, p.stderr
+    else:  # a user: permission bits
+        path.chmod(stat.S_IRUSR)
+        tmp_path.chmod(stat.S_IRUSR | stat.S_IXUSR)
+        try:
+            r = run_firstlight("history", "--history", str(path), "--json")
+        finally:
+            tmp_path.chmod(stat.S_IRWXU)
+        rc, stdout, stderr = r.rc, r.stdout, r.stderr
+    assert rc == 0, stderr
+    assert len(json.loads(stdout)["runs"]) == 2
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["h.sqlite3"]  # nothing written beside it
 
 
 def test_a_read_only_history_can_be_listed_when_opened_read_only(tmp_path: Path):

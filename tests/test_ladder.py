@@ -52,8 +52,9 @@ def test_a_server_that_never_finishes_answering_cannot_hold_a_probe(mode: str):
         results = climb(s.url)
         took = time.monotonic() - t0
     assert held(results) < Level.GENERATION
-    # Bounded by the configured timeouts (0.5 s read + 1 s generation + connect), not by the server.
-    assert took < 5.0
+    # Bounded by the configured timeouts (0.5 s read + 1 s generation + connect), not by the server (which holds a
+    # request for ever, or trickles for 2000 s): a bound far above the timeouts, so a busy machine passes.
+    assert took < 30.0
 
 
 @pytest.mark.parametrize("mode, level", [("5xx", Level.HTTP), ("garbage", Level.PORT), ("not_json", Level.HEALTH)])

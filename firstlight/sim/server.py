@@ -47,11 +47,45 @@ WORDS = ("Paris", ".", " The", " capital", " of", " France", " is", " Paris", ",
          " Seine", ".")
 
 
+_PORT_LOCKS: list[int] = []  # descriptors of the port reservations this process holds (until it exits)
+_PORT_LOCK_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "firstlight-ports"
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (for the demo, tests and benchmarks)."""
+    """A TCP port nobody listens on right now (for the demo, tests and benchmarks), that cannot race: it lies
+    below the kernel's ephemeral range (where every outgoing connection takes its source port, so a port from
+    there can be taken between this call and the server's bind), and it is reserved for this process by a lock
+    file, so parallel test workers never get the same one."""
+    import fcntl
+    import random
     import socket
 
-    with socket.socket() as s:
+    low, top = 20000, _ephemeral_low()
+    if top - low >= 1000:
+        _PORT_LOCK_DIR.mkdir(exist_ok=True)
+        for port in random.sample(range(low, top), 200):
+            fd = os.open(_PORT_LOCK_DIR / f"{port}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            try:
+                with socket.socket() as s:
+                    s.bind((host, port))
+            except OSError:
+                os.close(fd)
+                continue
+            _PORT_LOCKS.append(fd)
+            return port
+    with socket.socket() as s:  # no room below the ephemeral range: the kernel's choice
         s.bind((host, 0))
         return int(s.getsockname()[1])
 

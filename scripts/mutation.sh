@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Mutation testing of the rule modules: mutmut changes one small thing at a time (a comparison, a constant, a
+# boolean) in a module and runs the fast tests that cover it; a change no test notices (a surviving mutant) is a
+# rule without a test. Run it before changing a rule, and record the score and the survivors in
+# docs/development.md.
+#
+#   scripts/mutation.sh                       every rule module (hours on 2 cores)
+#   scripts/mutation.sh interpret wire/content   just these
+#   MUTATION_TIME_S=600 scripts/mutation.sh ...  each module's time bound (default 1200 s)
+#
+# Each module runs in its own copy of the working tree under .mutation/<module> (mutmut mutates a copy,
+# never your files), against the test files listed below: fast, no real engines. A module cut off by its time
+# bound is resumed by the next run (mutmut keeps its results). Its summary goes to .mutation/<module>.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+py="$repo/.venv/bin/python"
+mutmut_version=3.8.1
+"$py" -c "import mutmut" 2>/dev/null || "$py" -m pip install -q "mutmut==$mutmut_version"
+time_s=${MUTATION_TIME_S:-1200}
+
+# module (a file, or a folder of them) -> the fast test files that cover it
+declare -A TESTS=(
+  [judge]="tests/test_judge.py tests/test_judge_rules.py tests/test_rule_boundaries.py"
+  [interpret]="tests/test_judge.py tests/test_judge_rules.py tests/test_replay_fixtures.py tests/test_rule_boundaries.py"
+  [wire/content]="tests/test_wire_content.py tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
+  [wire/deadline]="tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
+  [wire]="tests/test_wire_content.py tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
+  [preflight/checkpoint]="tests/test_preflight.py tests/test_rule_boundaries.py"
+  [preflight]="tests/test_preflight.py tests/test_rule_boundaries.py"
+  [probes]="tests/test_ladder.py tests/test_ladder_rules.py tests/test_wire.py tests/test_rule_boundaries.py"
+  [units/journal]="tests/test_units_journal.py"
+  [samplers]="tests/test_samplers.py tests/test_rule_boundaries.py"
+)
+ORDER=(interpret wire/content wire/deadline preflight/checkpoint judge probes wire preflight units/journal samplers)
+modules=("$@")
+[ ${#modules[@]} -gt 0 ] || modules=("${ORDER[@]}")
+
+for m in "${modules[@]}"; do
+  tests=${TESTS[$m]:-}
+  if [ -z "$tests" ]; then
+    echo "mutation.sh: unknown module $m (one of: ${ORDER[*]})" >&2
+    exit 64
+  fi
+  if [ -d "firstlight/$m" ]; then pattern="firstlight/$m/*"; else pattern="firstlight/$m.py"; fi
+  work="$repo/.mutation/${m//\//_}"
+  mkdir -p "$work"
+  # the tracked tree and new files as they are now (mutmut's own results under mutants/ are kept)
+  git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$work"
+  ln -sfn "$repo/../shared" "$work/shared"  # tests run from mutants/, and look for ../shared
+  {
+    echo
+    echo "[tool.mutmut]"
+    echo "source_paths = [\"firstlight\"]"
+    echo "only_mutate = [\"$pattern\"]"
+    printf 'pytest_add_cli_args_test_selection = ['
+    for t in $tests; do printf '"%s", ' "$t"; done
+    echo ']'
+    echo 'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q"]'
+    echo "also_copy = [\"firstlight\", \"tests\"]"
+  } >>"$work/pyproject.toml"
+  echo "mutation.sh: $m against $tests (at most ${time_s} s)" >&2
+  rc=0
+  (cd "$work" && timeout "$time_s" nice -n 10 "$repo/.venv/bin/mutmut" run --max-children 2) >"$work.log" 2>&1 || rc=$?
+  [ "$rc" = 124 ] && echo "mutation.sh: $m stopped by its time bound; run again to resume" >&2
+  (cd "$work" && "$repo/.venv/bin/mutmut" results --all true) >"$work.results" 2>&1 || true
+  "$py" - "$work.results" "$m" <<'EOF' | tee "$work.txt"
+import collections, sys
+counts = collections.Counter()
+survivors = []
+for line in open(sys.argv[1]):
+    name, _, status = line.strip().rpartition(": ")
+    if not name:
+        continue
+    counts[status] += 1
+    if status == "survived":
+        survivors.append(name)
+decided = counts["killed"] + counts["survived"] + counts["timeout"] + counts["segfault"]
+score = 100 * (decided - counts["survived"]) / decided if decided else 0.0
+print(f"{sys.argv[2]}: {score:.1f}% killed of {decided} decided; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+for s in survivors:
+    print(f"  survived: {s}")
+EOF
+done
