@@ -7,12 +7,14 @@ engine comes back. What "comes back" means depends on what the sidecar can see:
 - the engine's processes (``--pid-from REGEX``, or ``--pid`` whose command line is then looked for again): with
   ``shareProcessNamespace: true`` a sidecar sees the engine container's processes, but PIDs are not known when
   the manifest is written and change on every restart, so the engine is found by its command line, like
-  ``pgrep -f``. A new start is a matching process other than the last one (PID and creation time);
+  ``pgrep -f -n``: the newest match, and a new start is a match created after the previous start's process
+  (an older process whose command line happens to match, a decoy, is never taken);
 - only the URL: a new start is the port closing and opening again.
 
-Each start is one ``run_start(target)`` call (one Session: one verdict, one run in the history). Between
-starts this loop watches the served engine cheaply (is the process alive, does the port accept a connection:
-never a generation) and tells the reporters when serving ends; it decides nothing about any one start.
+Each start is one ``run_start(target)`` call (one Session: one verdict, one run in the history). While it
+serves, this loop runs the serving checks (``serving(outcome, target)``: :mod:`firstlight.runner.serving`) and
+watches that the engine is still there (the process alive, or the port accepting a connection), and tells the
+reporters when serving ends; it decides nothing about any one start.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import psutil
 from firstlight.probes.ladder import split_url
 from firstlight.report.base import Reporter
 from firstlight.result import RunResult
+from firstlight.runner.serving import ServingWatch
 from firstlight.runner.session import STOP_SIGNALS, Outcome
 from firstlight.vocab import INTERRUPTED, SERVING_VERDICTS, TIMEOUT
 
@@ -76,7 +79,8 @@ def _own_lineage() -> set[int]:
 class ProcessMatcher:
     """The engine's top process, found by a regular expression over its command line (joined by spaces, as
     ``pgrep -f`` sees it). Of the matching processes, those whose parent also matches are skipped (an engine's
-    workers often share its command line), and of the rest the oldest wins."""
+    workers often share its command line), and of the rest the newest wins (``pgrep -n``): an older process
+    that matches by chance is not the start being watched."""
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
@@ -100,7 +104,7 @@ class ProcessMatcher:
         tops = [(ct, pid, cmd) for pid, (ct, ppid, cmd) in found.items() if ppid not in found]
         if not tops:
             return None
-        ct, pid, cmd = min(tops)
+        ct, pid, cmd = max(tops)
         return Target(pid, ct, cmd)
 
 
@@ -123,10 +127,12 @@ class Rewatch:
 
     def __init__(self, run_start: Callable[[Target], Outcome], reporter: Reporter, url: str, *,
                  matcher: ProcessMatcher | None = None, first: Target | None = None, log_file: Path | None = None,
-                 engine: str = "generic", poll_s: float = 0.25, clock: Callable[[], float] = time.time) -> None:
+                 engine: str = "generic", poll_s: float = 0.25, clock: Callable[[], float] = time.time,
+                 serving: Callable[[Outcome, Target], ServingWatch | None] | None = None) -> None:
         self.run_start, self.reporter, self.url, self.engine = run_start, reporter, url, engine
         self.matcher, self.first, self.log_file = matcher, first, log_file
         self.poll_s, self.clock = poll_s, clock
+        self.serving = serving
         self.stop = threading.Event()
         self.starts = 0
         self._signal: str | None = None
@@ -173,8 +179,8 @@ class Rewatch:
                                   + (f" other than pid {previous.pid}" if previous and previous.pid else ""))
             while not self.stop.is_set():
                 found = self.matcher.find()
-                if found is not None and (previous is None or (found.pid, found.create_time)
-                                          != (previous.pid, previous.create_time)):
+                if found is not None and (previous is None or (found.create_time or 0.0)
+                                          > (previous.create_time or 0.0)):
                     self._wait_log_fresh(found.create_time or self.clock())
                     return found
                 self.stop.wait(self.poll_s)
@@ -210,8 +216,13 @@ class Rewatch:
         """Serving: check that the engine is still there (cheaply, never a generation); when it goes, say so."""
         closed_in_a_row = 0
         self._between = "while serving"
+        watch = self.serving(outcome, target) if self.serving is not None else None
+        if watch is not None:
+            watch.start()
         try:
             while not self.stop.is_set():
+                if watch is not None:
+                    watch.step()
                 if target.pid is not None:
                     gone, signal_name, what = not target.alive(), "process", f"server pid {target.pid} exited"
                 else:
@@ -226,6 +237,8 @@ class Rewatch:
                 self.stop.wait(self.poll_s)
             return outcome
         finally:
+            if watch is not None:
+                watch.stop()
             self._between = "between starts"
 
     def _stopped(self, last: Outcome | None) -> Outcome:
