@@ -5,7 +5,6 @@ firstlight's `hung` verdict, a slow but progressing one never. The periods run 5
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
