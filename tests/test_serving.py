@@ -49,6 +49,11 @@ def test_an_idle_server_gets_one_check_per_interval_and_never_two_in_flight():
     assert not tr.want_check(19.9) and tr.want_check(20.3)
 
 
+def test_interval_0_sends_no_check_ever():
+    tr = ServingTracker(ServingConfig(interval=0.0), ready_at=0.0, first_latency_s=0.1)
+    assert not tr.cfg.enabled and not tr.want_check(1e6)
+
+
 def test_counters_that_do_not_rise_are_no_evidence_of_serving():
     tr = tracker()
     tr.counters_seen(1.0, {"vllm:request_success_total": 4.0}, busy=0.0)

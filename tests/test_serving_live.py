@@ -74,3 +74,58 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_serving_changes_reach_json_console_and_history_and_0_turns_the_checks_off(tmp_path: Path):
+    port, rport = free_port(), free_port()
+    history = tmp_path / "h.sqlite3"
+    fl = subprocess.Popen(firstlight_cmd("up", "--json", "--no-preflight", "--history", str(history), "--poll-min",
+                                         "0.05", "--serving-interval", "0.5", "--generation-timeout", "1",
+                                         "--stall-timeout", "30", "--serve-readiness", f"127.0.0.1:{rport}", "--",
+                                         *sim_cmd("normal", port)),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    pid = None
+    try:
+        pid = wait_for(lambda: answers(rport, "/readyz", 200), 60, "READY")["pid"]
+        os.killpg(pid, signal.SIGSTOP)
+        wait_for(lambda: answers(rport, "/readyz", 503), 30, "/readyz 503 once a check failed")
+        os.killpg(pid, signal.SIGCONT)
+        wait_for(lambda: answers(rport, "/readyz", 200), 30, "/readyz 200 again")
+        fl.send_signal(signal.SIGTERM)
+        out, err = fl.communicate(timeout=60)
+    finally:
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGCONT)
+            except OSError:
+                pass
+        if fl.poll() is None:
+            fl.kill()
+            fl.communicate()
+    events = [e for e in map(json.loads, filter(lambda x: x.startswith("{"), out.splitlines()))
+              if e["event"] == "serving"]
+    assert [e["state"] for e in events][:2] == ["serving", "degraded"] and events[-1]["state"] == "serving"
+    assert events[1]["ready"] is False and events[1]["evidence"][0]["signal"] == "probe:serving"
+    assert "degraded" in err and "one serving check failed" in err  # the human line
+    from firstlight.history.store import History
+
+    with History(history) as h:
+        run = h.runs(limit=1)[0]
+        states = [s for _, s, _ in h.serving_changes(run.id)]
+    assert states[:1] == ["degraded"] and states[-1] == "serving", states
+
+    # --serving-interval 0: no checks and no serving events while supervising (only the process is watched).
+    port, rport = free_port(), free_port()
+    fl = subprocess.Popen(firstlight_cmd("up", "--json", "--no-preflight", "--no-history", "--poll-min", "0.05",
+                                         "--serving-interval", "0", "--serve-readiness", f"127.0.0.1:{rport}", "--",
+                                         *sim_cmd("normal", port)),
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: answers(rport, "/readyz", 200), 60, "READY")
+        fl.send_signal(signal.SIGTERM)
+        out, _ = fl.communicate(timeout=60)
+    finally:
+        if fl.poll() is None:
+            fl.kill()
+            fl.communicate()
+    assert '"event": "summary"' in out and '"event": "serving"' not in out

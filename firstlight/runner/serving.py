@@ -48,10 +48,10 @@ class ServingWatch:
         return self.tracker.status
 
     def start(self) -> None:
-        if self.cfg.enabled:
+        if self.cfg.enabled:  # --serving-interval 0: no checks, no serving state (the process is watched)
             self.probe.start()
             self.started = True
-        self._tell(self.tracker.status, True)
+            self._tell(self.tracker.status, True)
 
     def stop(self) -> None:
         if self.started:
