@@ -187,6 +187,22 @@ def test_watchdog_is_fed_while_serving_and_starved_when_not_serving_or_hung(noti
         n.close()
 
 
+def test_watchdog_is_fed_while_the_start_progresses_and_not_once_it_is_hung(notify_socket):
+    from tests.test_readiness import _assessment
+
+    path, sock = notify_socket
+    n = SystemdNotifier(path, watchdog_usec="200000", watchdog_pid="")
+    try:
+        n.status(_assessment("starting"))
+        assert "WATCHDOG=1" in "\n".join(_datagrams(sock))
+        end = time.monotonic() + 0.5  # longer than the 0.1 s feeding period
+        while time.monotonic() < end:
+            n.status(_assessment("hung"))
+        assert "WATCHDOG=1" not in "\n".join(_datagrams(sock))
+    finally:
+        n.close()
+
+
 def test_watchdog_interval_is_ours_only():
     assert watchdog_interval("30000000", None) == 30.0
     assert watchdog_interval("30000000", str(os.getpid())) == 30.0

@@ -54,8 +54,7 @@ class ServingWatch:
             self._tell(self.tracker.status, True)
 
     def stop(self) -> None:
-        if self.started:
-            self.probe.stop()
+        self.probe.stop()  # joins only the threads that run; closes its HTTP clients in any case
 
     def step(self) -> ServingStatus:
         """Everything observed since the last step, into the tracker; a check when one is due."""
