@@ -9,7 +9,9 @@ Per run: `firstlight up --serving-interval I -- llama-server ... --metrics`, REA
 ``--seconds`` with a client sending requests back to back. The checks are counted on the server: llama-server
 logs one "stop processing: n_tokens = N" line per finished request; firstlight's check (its 5-token prompt, 1
 token) has N < 15, the client's requests (a 20-token prompt, 4 tokens) N >= 15. firstlight's CPU is its own
-process's (user + system, not its children's) over each phase. Prints one JSON object per run and the medians.
+process's (user + system, not its children's) over each phase.
+The busy window opens at the client's first finished request (a check sent while idle may end just after).
+Prints one JSON object per run and the medians.
 """
 
 from __future__ import annotations
@@ -101,9 +103,13 @@ def one_run(paths: dict[str, str], seconds: float, interval: float) -> dict[str,
     def checks(a: float, b: float) -> int:
         return len([n for at, n in finished if a < at <= b and n < 15])
 
+    # A check sent while idle may finish just after the client started: the busy window opens at the client's
+    # first finished request (from then on the engine's counters rise).
+    t1b = min((at for at, n in finished if at > t1 and n >= 15), default=t1)
+
     return {"interval_s": interval, "seconds": seconds,
             "checks_per_min_idle": round(checks(t0, t1) * 60 / (t1 - t0), 2),
-            "checks_per_min_busy": round(checks(t1, t2) * 60 / (t2 - t1), 2),
+            "checks_per_min_busy": round(checks(t1b, t2) * 60 / max(t2 - t1b, 1e-9), 2),
             "client_requests": sent, "client_requests_seen": len([n for at, n in finished if t1 < at <= t2
                                                                   and n >= 15]),
             "cpu_pct_idle": round(100 * (c1 - c0) / (t1 - t0), 2),
