@@ -10,7 +10,8 @@ Per run: `firstlight up --serving-interval I -- llama-server ... --metrics`, REA
 logs one "stop processing: n_tokens = N" line per finished request; firstlight's check (its 5-token prompt, 1
 token) has N < 15, the client's requests (a 20-token prompt, 4 tokens) N >= 15. firstlight's CPU is its own
 process's (user + system, not its children's) over each phase.
-The busy window opens at the client's first finished request (a check sent while idle may end just after).
+The busy window opens when the client's second request is done (a check sent while idle may be queued behind
+the first).
 Prints one JSON object per run and the medians.
 """
 
@@ -103,9 +104,10 @@ def one_run(paths: dict[str, str], seconds: float, interval: float) -> dict[str,
     def checks(a: float, b: float) -> int:
         return len([n for at, n in finished if a < at <= b and n < 15])
 
-    # A check sent while idle may finish just after the client started: the busy window opens at the client's
-    # first finished request (from then on the engine's counters rise).
-    t1b = min((at for at, n in finished if at > t1 and n >= 15), default=t1)
+    # A check sent while idle, just before the client began, may be queued behind the client's first request
+    # (one slot serves them in turn): the busy window opens when the client's second request is done.
+    client_done = sorted(at for at, n in finished if at > t1 and n >= 15)
+    t1b = client_done[1] if len(client_done) > 1 else t1
 
     return {"interval_s": interval, "seconds": seconds,
             "checks_per_min_idle": round(checks(t0, t1) * 60 / (t1 - t0), 2),

@@ -219,9 +219,9 @@ def _sleeper(tag: str) -> subprocess.Popen[bytes]:
 class _Counting(ProcessMatcher):
     looks = 0
 
-    def find(self) -> Target | None:
+    def find(self, port: int | None = None) -> Target | None:
         self.looks += 1
-        return super().find()
+        return super().find(port)
 
 
 def test_pid_from_takes_the_newest_match_and_never_an_older_decoy():
@@ -252,6 +252,27 @@ def test_pid_from_takes_the_newest_match_and_never_an_older_decoy():
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_pid_from_prefers_the_match_that_listens_on_the_engine_port_over_a_newer_one():
+    tag, port = f"engine-{uuid.uuid4().hex[:8]}", free_port()
+    listen = (f"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); "
+              "print('up', flush=True); time.sleep(120)")
+    engine = subprocess.Popen([sys.executable, "-c", listen, tag], stdout=subprocess.PIPE, text=True,
+                              stdin=subprocess.DEVNULL, start_new_session=True)
+    procs = [engine]
+    try:
+        assert engine.stdout is not None and engine.stdout.readline() == "up\n"
+        first = wait_for(lambda: ProcessMatcher(tag).find(), 10, "the engine to be visible")
+        wait_for(lambda: time.time() - (first.create_time or 0) > 0.05, 5, "a later creation tick")
+        procs.append(_sleeper(tag))  # newer, matching (a `tail -f` of the engine's log with the pattern in it)
+        wait_for(lambda: (f := ProcessMatcher(tag).find()) and f.pid == procs[1].pid, 10, "the newer match")
+        found = ProcessMatcher(tag).find(port)
+        assert found is not None and found.pid == engine.pid
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
 
 
 class _Quiet:

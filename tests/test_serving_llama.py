@@ -171,6 +171,8 @@ def test_a_busy_llama_server_gets_no_active_check_an_idle_one_does(llama: dict[s
     # Counted on the server: the client's requests are there (the count works) ...
     busy = [(at, n) for at, n in lines if start < at <= busy_end]
     assert len([n for _, n in busy if n >= 15]) >= sent - 1 and sent >= 5, (sent, busy)
-    # ... and no active check among them after the client's first request completed.
-    first = min(at for at, n in busy if n >= 15)
-    assert [n for at, n in busy if at > first and n < 15] == [], busy
+    # ... and no active check among them once the client's requests flow. One slot serves them in turn, so a
+    # check sent while idle, just before the client began, may be queued behind its first request: it is done
+    # before the second one is.
+    second = sorted(at for at, n in busy if n >= 15)[1]
+    assert [n for at, n in busy if at > second and n < 15] == [], busy

@@ -416,12 +416,20 @@ def watch(url: str | None, url_option: str | None, pid: int | None, pid_from: st
     if kw["serve_readiness"] is not None:
         sys.exit(_sidecar(url, pid, matcher, log_file, kw).exit_code)
     if matcher is not None:
-        found = matcher.find()
+        found = matcher.find(_port(url))
         if found is None:
             raise _fail_usage(f"--pid-from {pid_from!r}: no process matches")
         pid = found.pid
     outcome = _run(*_watch_setup(url, pid, log_file, kw), kw)
     sys.exit(outcome.exit_code)
+
+
+def _port(url: str) -> int | None:
+    """The URL's port, to prefer the --pid-from match that listens on it (None: a URL that is no URL)."""
+    try:
+        return split_url(url)[1]
+    except ValueError:
+        return None
 
 
 def _matcher(pid: int | None, pid_from: str | None) -> ProcessMatcher | None:

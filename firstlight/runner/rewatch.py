@@ -79,8 +79,9 @@ def _own_lineage() -> set[int]:
 class ProcessMatcher:
     """The engine's top process, found by a regular expression over its command line (joined by spaces, as
     ``pgrep -f`` sees it). Of the matching processes, those whose parent also matches are skipped (an engine's
-    workers often share its command line), and of the rest the newest wins (``pgrep -n``): an older process
-    that matches by chance is not the start being watched."""
+    workers often share its command line), and of the rest the one whose process tree listens on the engine's
+    port wins, else the newest (``pgrep -n``): an older process that matches by chance is not the start being
+    watched, and once the engine listens, neither is a newer one (a ``tail -f`` whose arguments match)."""
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
@@ -91,7 +92,7 @@ class ProcessMatcher:
         """The same command line again (``watch --pid N``: the next start of the process N was)."""
         return cls("^" + re.escape(" ".join(command)) + "$")
 
-    def find(self) -> Target | None:
+    def find(self, port: int | None = None) -> Target | None:
         own = _own_lineage()
         found: dict[int, tuple[float, int, tuple[str, ...]]] = {}
         for p in psutil.process_iter(["pid", "ppid", "cmdline", "create_time", "status"]):
@@ -104,8 +105,29 @@ class ProcessMatcher:
         tops = [(ct, pid, cmd) for pid, (ct, ppid, cmd) in found.items() if ppid not in found]
         if not tops:
             return None
+        if port is not None:
+            for ct, pid, cmd in sorted(tops, reverse=True):
+                if _listens(pid, port):
+                    return Target(pid, ct, cmd)
         ct, pid, cmd = max(tops)
         return Target(pid, ct, cmd)
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Does the process, or one below it, listen on ``port`` (TCP)?"""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return False
+    for p in procs:
+        try:
+            conns = p.net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
+            return True
+    return False
 
 
 def port_open(url: str, timeout: float = 1.0) -> bool:
@@ -178,7 +200,7 @@ class Rewatch:
             self.reporter.message(f"waiting for the engine: a process matching {self.matcher.pattern!r}"
                                   + (f" other than pid {previous.pid}" if previous and previous.pid else ""))
             while not self.stop.is_set():
-                found = self.matcher.find()
+                found = self.matcher.find(split_url(self.url)[1])
                 if found is not None and (previous is None or (found.create_time or 0.0)
                                           > (previous.create_time or 0.0)):
                     self._wait_log_fresh(found.create_time or self.clock())
