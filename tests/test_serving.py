@@ -278,3 +278,21 @@ def test_pid_from_prefers_the_match_that_listens_on_the_engine_port_over_a_newer
 class _Quiet:
     def message(self, text: str) -> None:
         pass
+
+
+def test_with_checks_off_the_supervising_loop_still_feeds_the_watchdog_and_shows_no_state(notify_socket):
+    from firstlight.config import Config
+    from firstlight.result import RunResult
+    from firstlight.runner.serving import ServingWatch
+
+    path, sock = notify_socket
+    n = SystemdNotifier(path, watchdog_usec="200000", watchdog_pid="")
+    result = RunResult("ready", "ready", 0.0, 1.0, "generic", "http://127.0.0.1:1", ready_at=1.0)
+    watch = ServingWatch(Config(serving_interval=0), result, n)
+    try:
+        watch.start()
+        watch.step()
+        assert _datagrams(sock) == ["WATCHDOG=1"]  # fed; and no STATUS= change: no serving state without checks
+    finally:
+        watch.stop()
+        n.close()

@@ -58,7 +58,8 @@ class ServingWatch:
 
     def step(self) -> ServingStatus:
         """Everything observed since the last step, into the tracker; a check when one is due."""
-        if not self.started:
+        if not self.started:  # checks off: the supervising loop's liveness still feeds systemd's watchdog
+            self._tell(self.tracker.status, False)
             return self.tracker.status
         changes: list[ServingStatus | None] = []
         while True:
