@@ -22,6 +22,15 @@ VERDICTS: tuple[str, ...] = (STARTING, READY, FAILED, HUNG, TIMEOUT, INTERRUPTED
 FINAL_VERDICTS: tuple[str, ...] = (READY, FAILED, HUNG, TIMEOUT, INTERRUPTED)
 SERVING_VERDICTS: tuple[str, ...] = (READY, REGRESSION)
 
+# -- serving states (after READY) --------------------------------------------------------------------------
+# What the serving checks say of a server that reached READY. ``hung`` is the verdict word: not serving, and its
+# process shows no progress either. SERVING_GAUGE is Prometheus ``firstlight_serving``.
+SERVING = "serving"
+DEGRADED = "degraded"
+NOT_SERVING = "not_serving"
+SERVING_STATES: tuple[str, ...] = (SERVING, DEGRADED, NOT_SERVING, HUNG)
+SERVING_GAUGE: dict[str, float] = {SERVING: 1.0, DEGRADED: 0.5, NOT_SERVING: 0.0, HUNG: 0.0}
+
 # -- exit codes ----------------------------------------------------------------------------------------
 EXIT_CODES: dict[str, int] = {READY: 0, FAILED: 1, HUNG: 2, TIMEOUT: 3, INTERRUPTED: 130}
 EXIT_REGRESSION = 4  # only with --fail-on-regression; otherwise a regression exits 0 like ready

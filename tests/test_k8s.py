@@ -63,7 +63,7 @@ def test_validation_can_fail(validate: Any):
 
     doc = copy.deepcopy(deployment(SIDECARS[0]))
     engine = doc["spec"]["template"]["spec"]["containers"][0]
-    engine["startupProbe"]["perodSeconds"] = engine["startupProbe"].pop("periodSeconds")  # a typo
+    engine["livenessProbe"]["perodSeconds"] = engine["livenessProbe"].pop("periodSeconds")  # a typo
     with pytest.raises(ValidationError):
         validate(doc, K8S_VERSIONS[0])
     doc = copy.deepcopy(deployment(SIDECARS[0]))
@@ -91,8 +91,13 @@ def test_sidecar_manifests_wire_the_probes_to_firstlight(path: Path):
     assert port in [p["containerPort"] for p in sidecar["ports"]]
     assert args[1].startswith("http://127.0.0.1:") and int(args[1].rsplit(":", 1)[1]) in [
         p["containerPort"] for p in engine["ports"]]
-    for probe, path_ in (("startupProbe", "/startupz"), ("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
+    for probe, path_ in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
         assert engine[probe]["httpGet"] == {"path": path_, "port": port}, probe
+    # Liveness from the start, on firstlight's judgement: no startup probe holding it back for a fixed budget,
+    # and a hung verdict restarts the engine within seconds.
+    assert "startupProbe" not in engine
+    live = engine["livenessProbe"]
+    assert live["periodSeconds"] * live["failureThreshold"] <= 15 and live["failureThreshold"] >= 2
     assert sidecar["startupProbe"]["httpGet"]["path"] == "/livez"  # the engine starts once firstlight listens
     wrapper, engine_cmd = _engine_cmdlines(engine)
     assert re.search(_arg(args, "--pid-from"), engine_cmd), "the pattern matches the engine's command line"
@@ -114,6 +119,8 @@ def test_startup_budget_and_progress_deadline_come_from_history(path: Path):
     d = deployment(path)
     assert d["spec"]["progressDeadlineSeconds"] == budget.progress_deadline_s > 600
     engine = d["spec"]["template"]["spec"]["containers"][0]
+    if path in SIDECARS:  # liveness from the start (firstlight's /livez): the budget bounds only the rollout
+        return
     startup = engine["startupProbe"]
     assert (startup["periodSeconds"], startup["failureThreshold"]) == (budget.period_s, budget.failure_threshold)
 

@@ -461,3 +461,49 @@ def test_setup_check_only_gets_one_completion_from_the_installed_vllm(vllm_setup
     smoke_argv = "--max-model-len 512 -O0"  # the smoke check's own start (the module's use other lengths)
     assert not [q for q in psutil.process_iter(["cmdline"]) if smoke_argv in " ".join(q.info["cmdline"] or [])], \
         "the smoke check's vLLM was left running"
+
+
+# --- after READY: the serving checks against the shared vLLM (issue 21) --------------------------------------
+def test_a_frozen_vllm_engine_behind_a_live_api_server_is_not_ready_then_hung_and_recovers(served: dict[str, Any]):
+    """SIGSTOP vLLM's engine core only: its API server still answers /health and /metrics (whose counters stop
+    rising) and accepts the 1-token check, which never completes. /readyz 503 within --serving-interval +
+    --generation-timeout, /livez 503 after --stall-timeout; SIGCONT: 200 again."""
+    from tests.test_readiness import answers, get
+
+    interval, gen_timeout, stall, slack = 2.0, 5.0, 15.0, 6.0
+    rport = free_port()
+    api = served["summary"]["pid"]
+    fl = subprocess.Popen(firstlight_cmd("watch", served["url"], "--pid", str(api), "--no-history", *FAST,
+                                         "--serving-interval", str(interval), "--generation-timeout", str(gen_timeout),
+                                         "--stall-timeout", str(stall), "--serve-readiness", f"127.0.0.1:{rport}"),
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
+    core = [p for p in alive(served["procs"]) if p.pid != api]
+    assert core, "vLLM's engine core and worker"
+    try:
+        wait_for(lambda: answers(rport, "/readyz", 200), 120, "the sidecar's READY on the serving vLLM")
+        wait_for(lambda: (get(rport, "/readyz")[1].get("serving") or {}).get("state") == "serving", 60, "serving")
+        for p in core:
+            p.suspend()
+        assert status_of(served["url"] + "/health") == 200  # the API server still says healthy
+        wait_for(lambda: answers(rport, "/readyz", 503), interval + gen_timeout + slack, "/readyz 503 in the bound")
+        wait_for(lambda: answers(rport, "/livez", 503), stall + interval + gen_timeout + slack, "/livez 503")
+        assert get(rport, "/livez")[1]["serving"]["state"] == "hung"
+        for p in core:
+            p.resume()
+        wait_for(lambda: answers(rport, "/readyz", 200), interval + 2 * gen_timeout + slack, "/readyz 200 again")
+        assert get(rport, "/livez")[0] == 200
+        fl.send_signal(signal.SIGTERM)
+        out, _ = fl.communicate(timeout=60)
+    finally:
+        for p in core:
+            try:
+                p.resume()
+            except psutil.Error:
+                pass
+        if fl.poll() is None:
+            fl.kill()
+            fl.communicate()
+    states = [e["state"] for e in map(json.loads, filter(lambda x: x.startswith("{"), out.splitlines()))
+              if e["event"] == "serving"]
+    assert "degraded" in states and "hung" in states and states[-1] == "serving", states
+    assert fl.returncode == 130

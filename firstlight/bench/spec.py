@@ -30,7 +30,6 @@ step happened in the window, e.g. every request failed).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Sequence
@@ -38,12 +37,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from firstlight.bench.client import BenchConfig, http_get, run_bench, with_model
 from firstlight.bench.metrics import BenchResult
 from firstlight.engines.profile import EngineProfile
 from firstlight.wire import WireError, parse_json
+from firstlight.wire.content import parse_prometheus
 
 _EPS = 1e-6
 
@@ -102,29 +101,6 @@ def configured_from_command(engine: str | None, command: Sequence[str]) -> tuple
         names = [t for t in types.split(",") if t and t != "none"]
         return bool(names), ",".join(names) or None
     return None, None
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text format -> {sample name: value}: counters (``_total`` or TYPE counter) summed over label
-    sets, other metrics averaged. Parsed by prometheus-client; a line it rejects is skipped, not fatal."""
-    try:
-        families = list(text_string_to_metric_families(text))
-    except ValueError:  # one bad line fails the whole text: parse line by line and keep what parses
-        families = []
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                with contextlib.suppress(ValueError):
-                    families.extend(text_string_to_metric_families(line + "\n"))
-    seen: dict[str, list[float]] = {}
-    counters: set[str] = set()
-    for family in families:
-        for sample in family.samples:
-            if math.isnan(sample.value):
-                continue
-            seen.setdefault(sample.name, []).append(sample.value)
-            if family.type == "counter" or sample.name.endswith("_total"):
-                counters.add(sample.name)
-    return {name: sum(vs) if name in counters else sum(vs) / len(vs) for name, vs in seen.items()}
 
 
 def _json_path(data: Any, path: str) -> list[Any]:

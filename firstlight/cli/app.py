@@ -25,7 +25,7 @@ import psutil
 from firstlight import __version__
 from firstlight.cli.bench import bench_command
 from firstlight.cli.history import history_command
-from firstlight.cli.params import TIMEOUT, Seconds
+from firstlight.cli.params import TIMEOUT, FiniteRange, Seconds
 from firstlight.cli.preflight import preflight_before_launch, preflight_command
 from firstlight.cli.report import report_command
 from firstlight.cli.unit import replay_unit, unit_options, watch_unit
@@ -45,6 +45,7 @@ from firstlight.report.readiness import ReadinessServer, parse_bind
 from firstlight.report.systemd import SystemdNotifier
 from firstlight.runner.output import nonblocking_stderr
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
+from firstlight.runner.serving import ServingWatch
 from firstlight.runner.session import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE, Outcome, Session
 from firstlight.samplers.weights import model_path_from_command
 from firstlight.sim.scenarios import SCENARIOS
@@ -154,6 +155,9 @@ def _watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="No progress of any kind for this long: hung."),
         click.option("--spin-timeout", type=TIMEOUT, default=900.0, show_default=True,
                      help="Only CPU/GPU busy, nothing else moving, for this long: hung (busy-wait)."),
+        click.option("--serving-interval", type=FiniteRange(0, 3600), default=10.0, show_default=True,
+                     help="After READY, while supervising or as a sidecar: one 1-token generation when the "
+                          "engine's counters showed nothing completed for this long (0: no serving checks)."),
         click.option("--model", "model_path", type=click.Path(path_type=Path), default=None,
                      help="Model weights on disk, for the fraction read (default: from the command line)."),
         click.option("--poll-min", type=PERIOD, default=0.1, show_default=True,
@@ -368,7 +372,8 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
                  engine=kw["engine"] or detect_from_command(command), model_path=kw["model_path"], probe=probe,
                  judge=_judge_config(kw), sample_interval=kw["sample_interval"], grace=grace,
                  keep_on_failure=keep_on_failure, echo_server_output=not quiet_server,
-                 after_ready="detach" if detach else "stop" if stop_when_ready else "supervise")
+                 after_ready="detach" if detach else "stop" if stop_when_ready else "supervise",
+                 serving_interval=kw["serving_interval"])
     redactor = _redactor(command, kw["api_key"])
     # A failed check ends the run before launch (verdict failed, the check's category, no server process).
     report = None if no_preflight else preflight_before_launch(cfg, kw["as_json"], not no_disk_sample, redactor)
@@ -419,12 +424,20 @@ def watch(url: str | None, url_option: str | None, pid: int | None, pid_from: st
     if kw["serve_readiness"] is not None:
         sys.exit(_sidecar(url, pid, matcher, log_file, kw).exit_code)
     if matcher is not None:
-        found = matcher.find()
+        found = matcher.find(_port(url))
         if found is None:
             raise _fail_usage(f"--pid-from {pid_from!r}: no process matches")
         pid = found.pid
     outcome = _run(*_watch_setup(url, pid, log_file, kw), kw)
     sys.exit(outcome.exit_code)
+
+
+def _port(url: str) -> int | None:
+    """The URL's port, to prefer the --pid-from match that listens on it (None: a URL that is no URL)."""
+    try:
+        return split_url(url)[1]
+    except ValueError:
+        return None
 
 
 def _matcher(pid: int | None, pid_from: str | None) -> ProcessMatcher | None:
@@ -454,7 +467,7 @@ def _watch_setup(url: str, pid: int | None, log_file: Path | None, kw: dict[str,
                  after=after, history=history,
                  engine=kw["engine"] or detect_from_command(command),
                  model_path=model_path, probe=probe, judge=_judge_config(kw),
-                 sample_interval=kw["sample_interval"])
+                 sample_interval=kw["sample_interval"], serving_interval=kw["serving_interval"])
     return cfg, profile
 
 
@@ -470,6 +483,7 @@ def _sidecar(url: str, pid: int | None, matcher: ProcessMatcher | None, log_file
         matcher = ProcessMatcher.exact(list(first.command))
     reporter = _reporters(kw["as_json"], True, kw.get("metrics_port"), kw["serve_readiness"])
     born = psutil.Process().create_time()
+    sessions: list[Session] = []  # the last start's session: its serving checks and history
 
     def run_start(target: Target) -> Outcome:
         cfg, profile = _watch_setup(url, target.pid, log_file, kw)
@@ -478,11 +492,16 @@ def _sidecar(url: str, pid: int | None, matcher: ProcessMatcher | None, log_file
             # which is no cold start; keep it out of the budget (--pid names a start on purpose: recorded)
             cfg = dataclasses.replace(cfg, history=dataclasses.replace(cfg.history, enabled=False))
             reporter.message(f"pid {target.pid} started before this watch: not recorded in the history")
-        return Session(cfg, profile, reporter, _redactor(cfg.watched_command, kw["api_key"])).run()
+        session = Session(cfg, profile, reporter, _redactor(cfg.watched_command, kw["api_key"]))
+        sessions[:] = [session]
+        return session.run()
+
+    def serving(outcome: Outcome, target: Target) -> ServingWatch | None:
+        return sessions[-1].serving_watch(outcome.result, target.pid) if sessions else None
 
     try:
         return Rewatch(run_start, reporter, probe.url, matcher=matcher, first=first, log_file=log_file,
-                       engine=kw["engine"] or "generic").run()
+                       engine=kw["engine"] or "generic", serving=serving).run()
     finally:
         reporter.close()
 

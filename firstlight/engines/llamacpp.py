@@ -11,7 +11,15 @@ from the JSON-log era (2024: ``{"msg":"HTTP server listening"}``, ``"msg":"model
 from __future__ import annotations
 
 from .common import TORCH_FAILURES
-from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker, ProgressMarker
+from .profile import (
+    WRAPPER_RANK,
+    Endpoints,
+    EngineProfile,
+    FailureSignature,
+    PhaseMarker,
+    ProgressMarker,
+    ServingCounters,
+)
 from .profile import SpecMetric as M
 
 S = FailureSignature
@@ -179,6 +187,10 @@ LLAMACPP = EngineProfile(
         r"\bllama_server: listening on \S+",  # b11434
         r"log_server_r: request: ",
     ),
+    # tools/server/server-task.cpp to_metrics(): n_decode_total moves with every decode step, tokens_predicted_total
+    # at each request's end; requests_processing = busy slots, requests_deferred = waiting for one (needs --metrics)
+    serving=ServingCounters(done=("llamacpp:tokens_predicted_total", "llamacpp:n_decode_total"),
+                            busy=("llamacpp:requests_processing", "llamacpp:requests_deferred")),
     spec_decoding=(
         M("response_timings", "timings.draft_n", "per response: draft tokens proposed"),
         M("response_timings", "timings.draft_n_accepted", "per response: draft tokens accepted"),

@@ -106,6 +106,16 @@ class SpecMetric(NamedTuple):
     meaning: str
 
 
+class ServingCounters(NamedTuple):
+    """The engine's own Prometheus series that tell, after READY, whether it still serves (at no cost to it)."""
+
+    done: tuple[str, ...] = ()  # counters: any rise means requests (or decode steps) completed
+    busy: tuple[str, ...] = ()  # gauges: above 0 means requests in flight or waiting
+
+
+NO_SERVING_COUNTERS = ServingCounters()  # an engine without metrics: only active checks tell
+
+
 @dataclass(frozen=True)
 class Endpoints:
     health: str  # e.g. "/health"
@@ -131,6 +141,7 @@ class EngineProfile:
     ready_markers: tuple[str, ...] = ()
     listening_markers: tuple[str, ...] = ()
     spec_decoding: tuple[SpecMetric, ...] = ()
+    serving: ServingCounters = NO_SERVING_COUNTERS
     port_flags: tuple[str, ...] = ("--port",)
     host_flags: tuple[str, ...] = ("--host",)
     port_env: tuple[str, ...] = ()  # environment variables holding the port (or host:port)
@@ -582,6 +593,7 @@ __all__ = [
     "PhaseMarker",
     "Progress",
     "ProgressMarker",
+    "ServingCounters",
     "SpecMetric",
     "clean_line",
     "required_literal",

@@ -18,6 +18,7 @@ from .profile import (
     FailureSignature,
     PhaseMarker,
     ProgressMarker,
+    ServingCounters,
     SpecMetric,
 )
 
@@ -217,6 +218,9 @@ SGLANG = EngineProfile(
     failure_signatures=FAILURES,
     ready_markers=(r"The server is fired up and ready to roll!",),
     listening_markers=(r"Uvicorn running on \S+",),
+    # srt/observability/metrics_collector.py (needs --enable-metrics); num_requests_total counts finished requests
+    serving=ServingCounters(done=("sglang:num_requests_total", "sglang:generation_tokens_total"),
+                            busy=("sglang:num_running_reqs", "sglang:num_queue_reqs")),
     spec_decoding=(
         SpecMetric(
             "server_info",

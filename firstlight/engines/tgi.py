@@ -10,7 +10,15 @@ until then.
 from __future__ import annotations
 
 from .common import FRAME_MARKERS, TORCH_FAILURES
-from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker, ProgressMarker
+from .profile import (
+    WRAPPER_RANK,
+    Endpoints,
+    EngineProfile,
+    FailureSignature,
+    PhaseMarker,
+    ProgressMarker,
+    ServingCounters,
+)
 from .profile import SpecMetric as M
 
 S = FailureSignature
@@ -133,6 +141,9 @@ TGI = EngineProfile(
         r"(?:^|[:\s])Connected$|\"message\":\"Connected\"",
         r"Invalid hostname, defaulting to 0\.0\.0\.0",
     ),
+    # router/src/server.rs, backends/v3: counters exposed without _total
+    serving=ServingCounters(done=("tgi_request_success", "tgi_batch_inference_success"),
+                            busy=("tgi_queue_size", "tgi_batch_current_size")),
     spec_decoding=(
         M("prometheus", "tgi_request_skipped_tokens", "histogram: speculated tokens accepted per request"),
     ),

@@ -27,6 +27,7 @@ from .profile import (
     FailureSignature,
     PhaseMarker,
     ProgressMarker,
+    ServingCounters,
     SpecMetric,
 )
 
@@ -232,6 +233,9 @@ VLLM = EngineProfile(
     failure_signatures=FAILURES,
     ready_markers=(r"^Application startup complete\.",),
     listening_markers=(r"^Application startup complete\.", r"Uvicorn running on \S+"),
+    # vllm/v1/metrics/loggers.py PrometheusStatLogger (not updated under --disable-log-stats)
+    serving=ServingCounters(done=("vllm:request_success_total", "vllm:generation_tokens_total"),
+                            busy=("vllm:num_requests_running", "vllm:num_requests_waiting")),
     spec_decoding=(
         SpecMetric("prometheus", "vllm:spec_decode_num_drafts_total", "counter: draft proposals"),
         SpecMetric("prometheus", "vllm:spec_decode_num_draft_tokens_total", "counter: proposed draft tokens"),

@@ -78,6 +78,14 @@ _TIMELINES = """CREATE TABLE IF NOT EXISTS timelines (
   data BLOB NOT NULL
 )"""
 
+# After READY, each change of the serving checks' state (serving, degraded, not_serving, hung); additive too.
+_SERVING = """CREATE TABLE IF NOT EXISTS serving (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  t REAL NOT NULL,
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL
+)"""
+
 
 def default_path() -> Path:
     """$FIRSTLIGHT_HISTORY, else ``history.sqlite3`` in the per-user data directory."""
@@ -475,6 +483,22 @@ class History:
         with self._write() as con:
             con.execute(_TIMELINES)
             con.execute("INSERT OR REPLACE INTO timelines (run_id, data) VALUES (?, ?)", (run_id, data))
+
+    def record_serving(self, run_id: int, t: float, state: str, reason: str) -> None:
+        """One change of a run's serving state after READY."""
+        with self._write() as con:
+            con.execute(_SERVING)
+            con.execute("INSERT INTO serving (run_id, t, state, reason) VALUES (?, ?, ?, ?)",
+                        (run_id, t, state, self.redactor.text(reason)))
+
+    def serving_changes(self, run_id: int) -> list[tuple[float, str, str]]:
+        """A run's serving-state changes, oldest first: (t, state, reason)."""
+        try:
+            rows = self._con.execute("SELECT t, state, reason FROM serving WHERE run_id = ? ORDER BY t",
+                                     (run_id,)).fetchall()
+        except sqlite3.Error:  # no such table: nothing recorded
+            return []
+        return [(float(t), str(s), str(r)) for t, s, r in rows]
 
     def timeline(self, run_id: int) -> bytes | None:
         """A run's stored timeline; None when it has none (older runs, ``bench`` runs)."""

@@ -126,6 +126,10 @@ class Ladder:
                     return results
         return results
 
+    def generate(self, deadline_at: float | None = None) -> Probe:
+        """The top rung alone: one generation (the serving checks after READY, with their own max_tokens)."""
+        return self._check("generate", Level.GENERATION, self._endpoints, deadline_at)[-1]
+
     def _check(self, name: str, level: Level, ep: Endpoints, deadline_at: float | None) -> list[Probe]:
         t0 = self.clock()
         try:

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from firstlight.judge import Assessment, Event
 from firstlight.result import RunResult
+from firstlight.serving import ServingStatus
 from firstlight.timeline import Observation
 
 
@@ -46,6 +47,9 @@ class QuietReporter:
     def summary(self, result: RunResult) -> None:
         pass
 
+    def serving(self, status: ServingStatus, changed: bool) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -83,6 +87,13 @@ class Reporters:
     def summary(self, result: RunResult) -> None:
         for r in self.reporters:
             r.summary(result)
+
+    def serving(self, status: ServingStatus, changed: bool) -> None:
+        """After READY, at every step of the serving checks (``changed``: the state just changed)."""
+        for r in self.reporters:
+            serving = getattr(r, "serving", None)
+            if serving is not None:
+                serving(status, changed)
 
     def observe(self, obs: Observation) -> None:
         """Raw observations, for the reporters that draw them (the dashboard)."""

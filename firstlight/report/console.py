@@ -17,6 +17,7 @@ from rich.text import Text
 from firstlight.judge import Assessment, Event
 from firstlight.report.format import duration, status_line
 from firstlight.result import RunResult
+from firstlight.serving import ServingStatus
 
 _STYLES = {"ready": "bold green", "regression": "bold yellow", "failed": "bold red", "hung": "bold red",
            "timeout": "bold yellow",
@@ -105,6 +106,12 @@ class ConsoleReporter:
         if self._shown != result.verdict:  # the verdict changed after it was shown (serving ended, regression)
             self._shown = result.verdict
             self._render(result)
+
+    def serving(self, status: ServingStatus, changed: bool) -> None:
+        if changed:
+            ev = status.evidence[0]["value"] if status.evidence else ""
+            self._line(status.since, status.state, f"{status.reason}" + (f" ({ev})" if ev else ""),
+                       "bold green" if status.state == "serving" else "bold red" if not status.ready else "yellow")
 
     def _render(self, r: RunResult) -> None:
         end = r.ready_at or r.ended_at

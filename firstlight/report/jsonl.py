@@ -10,6 +10,7 @@ from typing import IO, Any
 
 from firstlight.judge import Assessment, Event
 from firstlight.result import RunResult
+from firstlight.serving import ServingStatus
 
 
 class JsonLinesReporter:
@@ -54,6 +55,10 @@ class JsonLinesReporter:
 
     def summary(self, result: RunResult) -> None:
         self._write({"event": "summary", **result.to_dict()})
+
+    def serving(self, status: ServingStatus, changed: bool) -> None:
+        if changed:
+            self._write({"event": "serving", "t": status.since, **status.to_dict()})
 
     def close(self) -> None:
         pass

@@ -14,7 +14,8 @@ from prometheus_client import CollectorRegistry, Enum, Gauge, start_http_server
 from firstlight.judge import Assessment, Event
 from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
-from firstlight.vocab import FAILED, PHASES, VERDICTS
+from firstlight.serving import ServingStatus
+from firstlight.vocab import FAILED, PHASES, SERVING_GAUGE, VERDICTS
 
 
 def _num(v: float | int | None) -> float:
@@ -48,6 +49,9 @@ class PrometheusExporter(QuietReporter):
                                 registry=r)
         self.first_gen = Gauge("firstlight_first_generation_seconds", "Latency of the generation that made "
                                "READY", registry=r)
+        self.serving_ = Gauge("firstlight_serving", "After READY, the serving checks: 1 serving, 0.5 degraded, "
+                              "0 not serving or hung (NaN before READY)", registry=r)
+        self.serving_.set(math.nan)
         self.verdict_.state("starting")
         self.phase.state("process_start")
         self._server, self._thread = start_http_server(port, addr=addr, registry=r)
@@ -80,6 +84,9 @@ class PrometheusExporter(QuietReporter):
             self.phase.state("serving")
         self.cold_start.set(_num(result.cold_start_s))
         self.first_gen.set(_num((result.first_generation or {}).get("latency_s")))
+
+    def serving(self, status: ServingStatus, changed: bool) -> None:
+        self.serving_.set(SERVING_GAUGE.get(status.state, 0.0))
 
     def close(self) -> None:
         self._server.shutdown()

@@ -6,15 +6,17 @@ causes a generation, a model-list request or even a TCP connect to the engine.
 
 - ``/readyz``   200 only while the verdict is ``ready`` (or ``regression``: it serves, only slower than its
   baseline); a summary that ends serving (``failed``/``interrupted`` under supervision, or the watched engine
-  gone) turns it 503 again. Any other time 503.
+  gone) turns it 503 again, and so does the serving checks' status (``ready`` false: a failed check, not
+  serving, hung; ``firstlight.serving``), 200 again when they pass. Any other time 503.
 - ``/livez``    200 while the start progresses or the server serves; 503 once the verdict is ``hung`` or
-  ``failed``, so a kubelet restarts the engine container. A new start (``started``) makes it 200 again.
+  ``failed``, or the serving checks say ``hung``, so a kubelet restarts the engine container. A new start
+  (``started``) makes it 200 again.
 - ``/startupz`` 200 once READY was reached in the current start (a restarted engine container is a new start:
   the kubelet runs its startup probe again, and it must wait for the new start's READY); 503 before, and
   after the start ends in ``hung``/``failed``.
 
 Each answer's body is the same JSON object: ``{phase, level, progress, eta_s, verdict, evidence}`` plus
-``ok``, ``start`` (1 for the first start watched) and ``pid``.
+``ok``, ``start`` (1 for the first start watched), ``pid`` and ``serving`` (the serving checks' last status).
 
 The server is the standard library's ThreadingHTTPServer in a daemon thread, bounded: at most
 ``MAX_CONCURRENT`` requests in flight (more get a 503 at once), a socket timeout on every connection (a
@@ -34,6 +36,7 @@ from typing import Any
 from firstlight.judge import Assessment, Event
 from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult, summary_dict
+from firstlight.serving import ServingStatus
 from firstlight.vocab import FAILED, HUNG, SERVING_VERDICTS, STARTING
 
 ENDPOINTS = ("/readyz", "/livez", "/startupz")
@@ -67,20 +70,22 @@ class ReadinessState:
         self.start = 0  # how many starts have begun (0: waiting for the first)
         self.pid: int | None = None
         self.reached_ready = False  # in the current start
+        self.serving: dict[str, Any] | None = None  # the serving checks' status after READY (None: none yet)
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
             return {"verdict": self.verdict, "phase": self.phase, "level": self.level, "progress": self.progress,
                     "eta_s": self.eta_s, "evidence": self.evidence, "start": self.start, "pid": self.pid,
-                    "reached_ready": self.reached_ready}
+                    "reached_ready": self.reached_ready, "serving": self.serving}
 
 
 def answer(path: str, s: dict[str, Any]) -> int:
     """The HTTP status of endpoint ``path`` for state snapshot ``s`` (404 for anything else)."""
+    serving = s.get("serving") or {}
     if path == "/readyz":
-        return 200 if s["verdict"] in SERVING_VERDICTS else 503
+        return 200 if s["verdict"] in SERVING_VERDICTS and serving.get("ready", True) else 503
     if path == "/livez":
-        return 503 if s["verdict"] in NOT_LIVE else 200
+        return 503 if s["verdict"] in NOT_LIVE or not serving.get("live", True) else 200
     if path == "/startupz":
         return 200 if s["reached_ready"] and s["verdict"] not in NOT_LIVE else 503
     return 404
@@ -129,7 +134,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(404, {"error": f"unknown path {path[:100]}", "endpoints": list(ENDPOINTS)}, head)
                 return
             body = {"ok": status == 200, **{k: s[k] for k in ("phase", "level", "progress", "eta_s", "verdict",
-                                                              "evidence", "start", "pid")}}
+                                                              "evidence", "start", "pid", "serving")}}
             self._send(status, body, head)
         finally:
             self.server.slots.release()
@@ -175,6 +180,12 @@ class ReadinessServer(QuietReporter):
             st.progress, st.eta_s, st.evidence = {}, None, []
             st.pid = info.get("pid")
             st.reached_ready = False
+            st.serving = None
+
+    def serving(self, status: ServingStatus, changed: bool) -> None:
+        if changed:
+            with self.state.lock:
+                self.state.serving = status.to_dict()
 
     def event(self, ev: Event, a: Assessment) -> None:
         self.status(a)

@@ -72,6 +72,11 @@ class GuardedReporter:
     def summary(self, summary: Any) -> None:
         self._call("summary", summary)
 
+    def serving(self, status: Any, changed: bool) -> None:
+        """The serving checks' state after READY, for the reporters that render it."""
+        if hasattr(self.inner, "serving"):
+            self._call("serving", status, changed)
+
     def observe(self, obs: Any) -> None:
         """Raw observations, for a reporter that draws them (the dashboard); ignored by the others."""
         if hasattr(self.inner, "observe"):

@@ -19,6 +19,7 @@ from typing import Protocol
 from firstlight.config import Config
 from firstlight.result import RunResult
 from firstlight.runner.launcher import ServerProcess
+from firstlight.runner.serving import ServingWatch
 from firstlight.timeline import Interrupted, Observation
 from firstlight.vocab import INTERRUPTED
 
@@ -34,6 +35,7 @@ class Context:
     clock: Callable[[], float]
     server_log: str | None = None
     on_serving: Callable[[RunResult], None] | None = None  # told the READY result before supervision starts
+    serving: Callable[[RunResult], ServingWatch] | None = None  # the serving checks while supervising
 
 
 class Policy(Protocol):
@@ -64,7 +66,9 @@ class KeepOnFailure:
 
 
 class Supervise:
-    """Stay in the foreground after READY: forward a stop to the server, report if it dies."""
+    """Stay in the foreground after READY: run the serving checks, forward a stop to the server, report if it
+    dies. A launcher that exits 0 and leaves the real server running as a daemon (it left the process group) is
+    supervised through that daemon: serving ends when the daemon does."""
 
     poll_s = 0.2
 
@@ -72,16 +76,39 @@ class Supervise:
         if ctx.on_serving is not None:
             ctx.on_serving(result)  # READY now, for scripts; a final summary follows when serving ends
         ctx.say(f"supervising server pid {ctx.server.pid}; Ctrl-C or SIGTERM stops it")
+        watch = ctx.serving(result) if ctx.serving is not None else None
+        if watch is not None:
+            watch.start()
+        try:
+            return self._supervise(ctx, result, watch)
+        finally:
+            if watch is not None:
+                watch.stop()
+
+    def _supervise(self, ctx: Context, result: RunResult, watch: ServingWatch | None) -> RunResult:
+        daemon: list[int] = []
         while True:
             code = ctx.server.poll()
-            if code is not None:
+            if code is not None and not self._daemon_lives(ctx, code, daemon):
                 return result.died_serving(code, ctx.clock())
+            if watch is not None:
+                watch.step()
             try:
                 obs = ctx.q.get(timeout=self.poll_s)
             except queue.Empty:
                 continue
             if isinstance(obs, Interrupted):
                 return StopServer().apply(ctx, result.interrupted(obs.signal, obs.t, "while serving"))
+
+    @staticmethod
+    def _daemon_lives(ctx: Context, code: int, daemon: list[int]) -> bool:
+        """The launcher exited 0 after READY and left the server running (it daemonized): say so once."""
+        alive = ctx.server.daemon_serving() if code == 0 else []
+        if alive and not daemon:
+            daemon.extend(p.pid for p in alive)
+            ctx.say(f"the launcher (pid {ctx.server.pid}) exited 0 and left the server running as pid "
+                    f"{', '.join(map(str, daemon))}: supervising that; it is stopped with firstlight")
+        return bool(alive)
 
 
 def choose(cfg: Config, result: RunResult) -> Policy:

@@ -7,12 +7,14 @@ engine comes back. What "comes back" means depends on what the sidecar can see:
 - the engine's processes (``--pid-from REGEX``, or ``--pid`` whose command line is then looked for again): with
   ``shareProcessNamespace: true`` a sidecar sees the engine container's processes, but PIDs are not known when
   the manifest is written and change on every restart, so the engine is found by its command line, like
-  ``pgrep -f``. A new start is a matching process other than the last one (PID and creation time);
+  ``pgrep -f -n``: the newest match, and a new start is a match created after the previous start's process
+  (an older process whose command line happens to match, a decoy, is never taken);
 - only the URL: a new start is the port closing and opening again.
 
-Each start is one ``run_start(target)`` call (one Session: one verdict, one run in the history). Between
-starts this loop watches the served engine cheaply (is the process alive, does the port accept a connection:
-never a generation) and tells the reporters when serving ends; it decides nothing about any one start.
+Each start is one ``run_start(target)`` call (one Session: one verdict, one run in the history). While it
+serves, this loop runs the serving checks (``serving(outcome, target)``: :mod:`firstlight.runner.serving`) and
+watches that the engine is still there (the process alive, or the port accepting a connection), and tells the
+reporters when serving ends; it decides nothing about any one start.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import psutil
 from firstlight.probes.ladder import split_url
 from firstlight.report.base import Reporter
 from firstlight.result import RunResult
+from firstlight.runner.serving import ServingWatch
 from firstlight.runner.session import STOP_SIGNALS, Outcome
 from firstlight.vocab import INTERRUPTED, SERVING_VERDICTS, TIMEOUT
 
@@ -76,7 +79,9 @@ def _own_lineage() -> set[int]:
 class ProcessMatcher:
     """The engine's top process, found by a regular expression over its command line (joined by spaces, as
     ``pgrep -f`` sees it). Of the matching processes, those whose parent also matches are skipped (an engine's
-    workers often share its command line), and of the rest the oldest wins."""
+    workers often share its command line), and of the rest the one whose process tree listens on the engine's
+    port wins, else the newest (``pgrep -n``): an older process that matches by chance is not the start being
+    watched, and once the engine listens, neither is a newer one (a ``tail -f`` whose arguments match)."""
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
@@ -87,7 +92,7 @@ class ProcessMatcher:
         """The same command line again (``watch --pid N``: the next start of the process N was)."""
         return cls("^" + re.escape(" ".join(command)) + "$")
 
-    def find(self) -> Target | None:
+    def find(self, port: int | None = None) -> Target | None:
         own = _own_lineage()
         found: dict[int, tuple[float, int, tuple[str, ...]]] = {}
         for p in psutil.process_iter(["pid", "ppid", "cmdline", "create_time", "status"]):
@@ -100,8 +105,29 @@ class ProcessMatcher:
         tops = [(ct, pid, cmd) for pid, (ct, ppid, cmd) in found.items() if ppid not in found]
         if not tops:
             return None
-        ct, pid, cmd = min(tops)
+        if port is not None:
+            for ct, pid, cmd in sorted(tops, reverse=True):
+                if _listens(pid, port):
+                    return Target(pid, ct, cmd)
+        ct, pid, cmd = max(tops)
         return Target(pid, ct, cmd)
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Does the process, or one below it, listen on ``port`` (TCP)?"""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return False
+    for p in procs:
+        try:
+            conns = p.net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
+            return True
+    return False
 
 
 def port_open(url: str, timeout: float = 1.0) -> bool:
@@ -123,10 +149,12 @@ class Rewatch:
 
     def __init__(self, run_start: Callable[[Target], Outcome], reporter: Reporter, url: str, *,
                  matcher: ProcessMatcher | None = None, first: Target | None = None, log_file: Path | None = None,
-                 engine: str = "generic", poll_s: float = 0.25, clock: Callable[[], float] = time.time) -> None:
+                 engine: str = "generic", poll_s: float = 0.25, clock: Callable[[], float] = time.time,
+                 serving: Callable[[Outcome, Target], ServingWatch | None] | None = None) -> None:
         self.run_start, self.reporter, self.url, self.engine = run_start, reporter, url, engine
         self.matcher, self.first, self.log_file = matcher, first, log_file
         self.poll_s, self.clock = poll_s, clock
+        self.serving = serving
         self.stop = threading.Event()
         self.starts = 0
         self._signal: str | None = None
@@ -172,9 +200,9 @@ class Rewatch:
             self.reporter.message(f"waiting for the engine: a process matching {self.matcher.pattern!r}"
                                   + (f" other than pid {previous.pid}" if previous and previous.pid else ""))
             while not self.stop.is_set():
-                found = self.matcher.find()
-                if found is not None and (previous is None or (found.pid, found.create_time)
-                                          != (previous.pid, previous.create_time)):
+                found = self.matcher.find(split_url(self.url)[1])
+                if found is not None and (previous is None or (found.create_time or 0.0)
+                                          > (previous.create_time or 0.0)):
                     self._wait_log_fresh(found.create_time or self.clock())
                     return found
                 self.stop.wait(self.poll_s)
@@ -210,8 +238,13 @@ class Rewatch:
         """Serving: check that the engine is still there (cheaply, never a generation); when it goes, say so."""
         closed_in_a_row = 0
         self._between = "while serving"
+        watch = self.serving(outcome, target) if self.serving is not None else None
+        if watch is not None:
+            watch.start()
         try:
             while not self.stop.is_set():
+                if watch is not None:
+                    watch.step()
                 if target.pid is not None:
                     gone, signal_name, what = not target.alive(), "process", f"server pid {target.pid} exited"
                 else:
@@ -226,6 +259,8 @@ class Rewatch:
                 self.stop.wait(self.poll_s)
             return outcome
         finally:
+            if watch is not None:
+                watch.stop()
             self._between = "between starts"
 
     def _stopped(self, last: Outcome | None) -> Outcome:

@@ -37,8 +37,10 @@ from firstlight.runner import policy
 from firstlight.runner.after_ready import compare_with_history, deployment_key, open_history, post_ready_checks
 from firstlight.runner.guard import RecordFile, guard_reporter
 from firstlight.runner.pump import Pump, drain
+from firstlight.runner.serving import ServingWatch
 from firstlight.runner.sources import Sources
 from firstlight.runner.state import RunState
+from firstlight.serving import ServingStatus
 from firstlight.timeline import Interrupted, Level, LogLine, Observation, PortConflict, Probe, SourceNote, Started
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, READY
 
@@ -202,8 +204,24 @@ class Session:
             return result
         ctx = policy.Context(server, self.cfg, self.reporter.message, self.q, self.clock,
                              server_log=str(self.sources.server_log) if self.sources.server_log else None,
-                             on_serving=self.reporter.summary)
+                             on_serving=self.reporter.summary, serving=self.serving_watch)
         return policy.choose(self.cfg, result).apply(ctx, result)
+
+    def serving_watch(self, result: RunResult, pid: int | None = None) -> ServingWatch:
+        """The serving checks after READY (``--serving-interval``), their changes recorded in the history."""
+        pid = pid or self.sources.pid
+        return ServingWatch(self.cfg, result, self.reporter, profile=self.profile, pid=pid, model=self.sources.model,
+                            record=self._record_serving(result), clock=self.clock)
+
+    def _record_serving(self, result: RunResult) -> Callable[[ServingStatus], None] | None:
+        history, run_id = self.history, result.history_run
+        if history is None or run_id is None:
+            return None
+
+        def record(status: ServingStatus) -> None:
+            with contextlib.suppress(HistoryError):  # a locked or full history never stops the checks
+                history.record_serving(run_id, status.since, status.state, status.reason)
+        return record
 
     def _stop_server_on_escape(self) -> None:
         """An exception escaped (a bug, a closed output stream): never leave the launched server behind."""

@@ -7,9 +7,13 @@ sequences) gives "not JSON", "not a model list" or a clean, clipped string, neve
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import re
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from firstlight.logtext import ANSI_RE
 
@@ -146,3 +150,26 @@ class SSELines:
     def _check(self) -> None:
         if len(self._pending) > self._max:
             raise LineTooLong(f"an event-stream line longer than {self._max} bytes")
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text format -> {sample name: value}: counters (``_total`` or TYPE counter) summed over label
+    sets, other metrics averaged. Parsed by prometheus-client; a line it rejects is skipped, not fatal."""
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError:  # one bad line fails the whole text: parse line by line and keep what parses
+        families = []
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                with contextlib.suppress(ValueError):
+                    families.extend(text_string_to_metric_families(line + "\n"))
+    seen: dict[str, list[float]] = {}
+    counters: set[str] = set()
+    for family in families:
+        for sample in family.samples:
+            if math.isnan(sample.value):
+                continue
+            seen.setdefault(sample.name, []).append(sample.value)
+            if family.type == "counter" or sample.name.endswith("_total"):
+                counters.add(sample.name)
+    return {name: sum(vs) if name in counters else sum(vs) / len(vs) for name, vs in seen.items()}

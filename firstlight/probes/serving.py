@@ -1,0 +1,132 @@
+"""The serving checks' observers, after READY: they only observe and put what they saw on the caller's sink.
+
+- passive, every ``scrape_s``: the engine's own counters (``EngineProfile.serving``) from its metrics endpoint,
+  through the one HTTP layer with its read timeout (a wedged llama.cpp loop blocks its /metrics: the timeout
+  ends it), and the CPU of the server's process tree;
+- active, only when asked (``request_check``): one 1-token generation with the generation timeout, by one
+  thread, so never more than one in flight.
+
+Whether a check is due and what the answers mean is :mod:`firstlight.serving`'s to say.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from firstlight.config import ProbeConfig
+from firstlight.engines.profile import Endpoints, ServingCounters
+from firstlight.probes.ladder import Ladder
+from firstlight.samplers.process import ProcessTreeSampler
+from firstlight.timeline import Level, Observation, ProcessSample
+from firstlight.wire import Wire, WireError, clean_text
+from firstlight.wire.content import parse_prometheus
+
+
+@dataclass(frozen=True)
+class CountersSample(Observation):
+    """One scrape: the engine's ``done`` counters and the sum of its ``busy`` gauges (None: not scraped)."""
+
+    done: dict[str, float] | None = None
+    busy: float = 0.0
+    error: str | None = None
+    cpu_seconds: float | None = None  # the server's process tree, when known
+    kind: ClassVar[str] = "serving_counters"
+
+
+@dataclass(frozen=True)
+class CheckAnswer(Observation):
+    """The answer to one active check (a 1-token generation)."""
+
+    ok: bool = False
+    latency_s: float | None = None
+    detail: str = ""
+    kind: ClassVar[str] = "serving_check"
+
+
+Sink = Callable[[Observation], None]
+
+
+class ServingProbe:
+    def __init__(self, probe: ProbeConfig, endpoints: Endpoints, counters: ServingCounters, sink: Sink, *,
+                 pid: int | None = None, model: str | None = None, scrape_s: float = 1.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.sink, self.clock, self.scrape_s = sink, clock, scrape_s
+        self.counters = counters
+        self.metrics_path = endpoints.metrics if counters.done or counters.busy else None
+        one_token = dataclasses.replace(probe, max_tokens=1, model=probe.model or model)
+        self.ladder = Ladder(one_token, clock, endpoints)
+        self.wire = Wire(probe.url, api_key=probe.api_key, connect_timeout=probe.connect_timeout)
+        self.read_timeout = probe.read_timeout
+        self.sampler = ProcessTreeSampler(pid, interval=scrape_s, clock=clock) if pid is not None else None
+        self.stop_event = threading.Event()
+        self._due = threading.Event()
+        self._threads = [threading.Thread(target=self._scrape_loop, name="firstlight-serving-scrape", daemon=True),
+                         threading.Thread(target=self._check_loop, name="firstlight-serving-check", daemon=True)]
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self._due.set()
+        for t in self._threads:
+            if t.is_alive() and t is not threading.current_thread():
+                t.join(timeout=0.5)  # a request in flight ends by its own deadline; daemon threads
+        self.ladder.close()
+        self.wire.close()
+
+    def request_check(self) -> None:
+        """Ask for one active check; the checker thread sends it when the previous one has ended."""
+        self._due.set()
+
+    # -- threads ------------------------------------------------------------------------------------------
+    def _emit(self, obs: Observation) -> None:
+        if not self.stop_event.is_set():
+            self.sink(obs)
+
+    def _scrape_loop(self) -> None:
+        while not self.stop_event.is_set():
+            self._emit(self.scrape())
+            self.stop_event.wait(self.scrape_s)
+
+    def scrape(self) -> CountersSample:
+        cpu = None
+        if self.sampler is not None:
+            samples = [s for s in self.sampler.sample() if isinstance(s, ProcessSample) and s.alive]
+            cpu = samples[0].cpu_seconds if samples else None
+        t = self.clock()
+        if self.metrics_path is None:
+            return CountersSample(t, None, 0.0, None, cpu)
+        try:
+            r = self.wire.get(self.metrics_path, read_timeout=self.read_timeout)
+        except WireError as e:
+            return CountersSample(self.clock(), None, 0.0, f"GET {self.metrics_path}: {e}", cpu)
+        if r.status in (404, 405, 501):  # no metrics (llama-server without --metrics): only active checks
+            self.metrics_path = None
+            return CountersSample(self.clock(), None, 0.0, f"GET {r.status}: no metrics; active checks only", cpu)
+        if r.status != 200:
+            return CountersSample(self.clock(), None, 0.0, f"GET {self.metrics_path} -> {r.status}", cpu)
+        values = parse_prometheus(r.body.decode("utf-8", "replace"))
+        done = {k: values[k] for k in self.counters.done if k in values}
+        busy = sum(values.get(k, 0.0) for k in self.counters.busy)
+        return CountersSample(self.clock(), done, busy, None, cpu)
+
+    def _check_loop(self) -> None:
+        while not self.stop_event.is_set():
+            self._due.wait()
+            self._due.clear()
+            if self.stop_event.is_set():
+                return
+            self._emit(self.check())
+
+    def check(self) -> CheckAnswer:
+        if self.ladder.model is None and self.ladder.paths.models:  # the model name, once, for the request body
+            self.ladder.climb(Level.MODELS)
+        p = self.ladder.generate()
+        return CheckAnswer(self.clock(), p.ok, p.latency_s, clean_text(p.detail, 200))

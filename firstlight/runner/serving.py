@@ -1,0 +1,94 @@
+"""After READY, under ``up`` (supervising) and the sidecar ``watch``: the serving checks, owned by the loop that
+watches the serving server.
+
+The observers (:mod:`firstlight.probes.serving`) run in their own threads and only put what they saw on this
+object's queue; ``step()``, called by the supervising loop on its own thread, feeds it to the tracker
+(:mod:`firstlight.serving`, the one that decides), sends an active check when the tracker says one is due, and
+tells the reporters: ``serving(status, changed)`` on every step (systemd's watchdog is fed from it), a change
+also as a ``serving`` message line for people.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Callable
+from typing import Any
+
+from firstlight.config import Config
+from firstlight.engines import get_profile
+from firstlight.engines.profile import EngineProfile
+from firstlight.probes.serving import CheckAnswer, CountersSample, ServingProbe
+from firstlight.result import RunResult
+from firstlight.serving import ServingConfig, ServingStatus, ServingTracker
+from firstlight.timeline import Observation
+
+
+def serving_config(cfg: Config) -> ServingConfig:
+    return ServingConfig(interval=cfg.serving_interval, generation_timeout=cfg.probe.generation_timeout,
+                         stall_timeout=cfg.judge.stall_timeout, cpu_busy_cores=cfg.judge.cpu_busy_cores)
+
+
+class ServingWatch:
+    def __init__(self, cfg: Config, result: RunResult, reporter: Any, *, profile: EngineProfile | None = None,
+                 pid: int | None = None, model: str | None = None,
+                 record: Callable[[ServingStatus], None] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.cfg, self.reporter, self.clock, self.record = serving_config(cfg), reporter, clock, record
+        profile = profile or get_profile(result.engine)
+        first = (result.first_generation or {}).get("latency_s")
+        self.tracker = ServingTracker(self.cfg, result.ready_at or clock(), first)
+        self.q: queue.Queue[Observation] = queue.Queue()
+        self.probe = ServingProbe(cfg.probe, profile.endpoints, profile.serving, self.q.put, pid=pid, model=model,
+                                  scrape_s=min(1.0, max(0.2, self.cfg.interval / 4)), clock=clock)
+        self.started = False
+
+    @property
+    def status(self) -> ServingStatus:
+        return self.tracker.status
+
+    def start(self) -> None:
+        if self.cfg.enabled:  # --serving-interval 0: no checks, no serving state (the process is watched)
+            self.probe.start()
+            self.started = True
+            self._tell(self.tracker.status, True)
+
+    def stop(self) -> None:
+        self.probe.stop()  # joins only the threads that run; closes its HTTP clients in any case
+
+    def step(self) -> ServingStatus:
+        """Everything observed since the last step, into the tracker; a check when one is due."""
+        if not self.started:  # checks off: the supervising loop's liveness still feeds systemd's watchdog
+            self._tell(self.tracker.status, False)
+            return self.tracker.status
+        changes: list[ServingStatus | None] = []
+        while True:
+            try:
+                obs = self.q.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(obs, CountersSample):
+                if obs.cpu_seconds is not None:
+                    self.tracker.cpu_seen(obs.t, obs.cpu_seconds)
+                if obs.done is not None:
+                    changes.append(self.tracker.counters_seen(obs.t, obs.done, obs.busy))
+            elif isinstance(obs, CheckAnswer):
+                changes.append(self.tracker.check_answered(obs.t, obs.ok, obs.latency_s, obs.detail))
+        now = self.clock()
+        changes.append(self.tracker.tick(now))
+        if self.tracker.want_check(now):
+            self.tracker.check_sent(now)
+            self.probe.request_check()
+        real = [c for c in changes if c is not None]
+        for c in real:
+            self._tell(c, True)
+            if self.record is not None:
+                self.record(c)
+        if not real:
+            self._tell(self.tracker.status, False)
+        return self.tracker.status
+
+    def _tell(self, status: ServingStatus, changed: bool) -> None:
+        serving = getattr(self.reporter, "serving", None)
+        if serving is not None:
+            serving(status, changed)

@@ -1,0 +1,131 @@
+"""The serving checks through the live path (`firstlight up`), with real processes and signals, against the
+simulator (the real-engine proofs are in tests/test_serving_llama.py): a launcher that daemonizes the server and
+exits 0 after READY is supervised through the daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from firstlight.sim.server import free_port
+from tests.conftest import firstlight_cmd, sim_cmd, wait_for
+from tests.test_readiness import answers, get
+
+LAUNCHER = """
+import subprocess, sys, time, urllib.request
+cmd, pidfile = sys.argv[1:-1], sys.argv[-1]
+p = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+open(pidfile, "w").write(str(p.pid))
+url = "http://127.0.0.1:%s/health" % cmd[cmd.index("--port") + 1]
+end = time.monotonic() + 60
+while time.monotonic() < end:
+    try:
+        if urllib.request.urlopen(url, timeout=1).status == 200:
+            break
+    except OSError:
+        pass
+    time.sleep(0.05)
+time.sleep(3)  # the daemon serves; the launcher's job is done
+sys.exit(0)
+"""
+
+
+def test_a_daemonizing_launcher_that_exits_0_is_supervised_through_its_daemon(tmp_path: Path):
+    port, rport = free_port(), free_port()
+    pidfile = tmp_path / "daemon.pid"
+    fl = subprocess.Popen(firstlight_cmd("up", "--json", "--no-preflight", "--no-history", "--poll-min", "0.05",
+                                         "--serving-interval", "1", "--serve-readiness", f"127.0.0.1:{rport}", "--",
+                                         sys.executable, "-c", LAUNCHER, *sim_cmd("normal", port), str(pidfile)),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    daemon = None
+    try:
+        wait_for(lambda: answers(rport, "/readyz", 200), 60, "READY")
+        daemon = int(pidfile.read_text())
+        launcher = get(rport, "/readyz")[1]["pid"]
+        wait_for(lambda: not os.path.exists(f"/proc/{launcher}") or _zombie(launcher), 30, "the launcher to exit")
+        # The launcher is gone, exit code 0: the daemon still serves, and firstlight still supervises it.
+        wait_for(lambda: answers(rport, "/readyz", 200) and (get(rport, "/readyz")[1].get("serving") or {}).get(
+            "state") == "serving" and fl.poll() is None, 30, "serving checks passing after the launcher's exit")
+        os.kill(daemon, signal.SIGKILL)  # the real server dies: now serving has ended
+        out, err = fl.communicate(timeout=60)
+    finally:
+        if fl.poll() is None:
+            fl.kill()
+            fl.communicate()
+        if daemon is not None:
+            try:
+                os.kill(daemon, signal.SIGKILL)
+            except OSError:
+                pass
+    summaries = [e for e in map(json.loads, filter(lambda x: x.startswith("{"), out.splitlines()))
+                 if e["event"] == "summary"]
+    assert summaries[0]["verdict"] == "ready"
+    assert "exited 0 and left the server running as pid" in err, err[-2000:]
+    assert summaries[-1]["verdict"] == "failed" and fl.returncode == 1
+    assert "serving" in summaries[-1]["evidence"][0]["value"]
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_serving_changes_reach_json_console_and_history_and_0_turns_the_checks_off(tmp_path: Path):
+    port, rport = free_port(), free_port()
+    history = tmp_path / "h.sqlite3"
+    fl = subprocess.Popen(firstlight_cmd("up", "--json", "--no-preflight", "--history", str(history), "--poll-min",
+                                         "0.05", "--serving-interval", "0.5", "--generation-timeout", "1",
+                                         "--stall-timeout", "30", "--serve-readiness", f"127.0.0.1:{rport}", "--",
+                                         *sim_cmd("normal", port)),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    pid = None
+    try:
+        pid = wait_for(lambda: answers(rport, "/readyz", 200), 60, "READY")["pid"]
+        os.killpg(pid, signal.SIGSTOP)
+        wait_for(lambda: answers(rport, "/readyz", 503), 30, "/readyz 503 once a check failed")
+        os.killpg(pid, signal.SIGCONT)
+        wait_for(lambda: answers(rport, "/readyz", 200), 30, "/readyz 200 again")
+        fl.send_signal(signal.SIGTERM)
+        out, err = fl.communicate(timeout=60)
+    finally:
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGCONT)
+            except OSError:
+                pass
+        if fl.poll() is None:
+            fl.kill()
+            fl.communicate()
+    events = [e for e in map(json.loads, filter(lambda x: x.startswith("{"), out.splitlines()))
+              if e["event"] == "serving"]
+    assert [e["state"] for e in events][:2] == ["serving", "degraded"] and events[-1]["state"] == "serving"
+    assert events[1]["ready"] is False and events[1]["evidence"][0]["signal"] == "probe:serving"
+    assert "degraded" in err and "one serving check failed" in err  # the human line
+    from firstlight.history.store import History
+
+    with History(history) as h:
+        run = h.runs(limit=1)[0]
+        states = [s for _, s, _ in h.serving_changes(run.id)]
+    assert states[:1] == ["degraded"] and states[-1] == "serving", states
+
+    # --serving-interval 0: no checks and no serving events while supervising (only the process is watched).
+    port, rport = free_port(), free_port()
+    fl = subprocess.Popen(firstlight_cmd("up", "--json", "--no-preflight", "--no-history", "--poll-min", "0.05",
+                                         "--serving-interval", "0", "--serve-readiness", f"127.0.0.1:{rport}", "--",
+                                         *sim_cmd("normal", port)),
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: answers(rport, "/readyz", 200), 60, "READY")
+        fl.send_signal(signal.SIGTERM)
+        out, _ = fl.communicate(timeout=60)
+    finally:
+        if fl.poll() is None:
+            fl.kill()
+            fl.communicate()
+    assert '"event": "summary"' in out and '"event": "serving"' not in out
