@@ -9,7 +9,8 @@ Run by hand (not in the test suite):
 N `firstlight watch --pid-from TOKEN --log FILE --serve-readiness ... --metrics-port ...` sidecars, each watching
 its own simulated server (tests/fleet.py starts Prometheus, Alertmanager and the webhook receiver, with the
 shipped rules evaluated every second): N - H servers start normally, H hang after loading their weights
-(judged hung after --stall-timeout 3). Every server is started at once, the worst case of a fleet rollout.
+(their sidecars judge them hung after --hung-stall seconds). Every server is started at once, the worst case
+of a fleet rollout.
 
 - per sidecar, CPU (user + system, in % of one core) and RSS, while starting (from the servers' launch until every
   sidecar has its verdict) and while serving (a window of --serve-seconds after that; the sidecars of the hung
@@ -95,6 +96,9 @@ def main() -> None:
     ap.add_argument("--serve-seconds", type=float, default=30.0, help="the serving window measured")
     ap.add_argument("--load-seconds", type=float, default=3.0, help="each server's weight load")
     ap.add_argument("--scrape-interval", type=float, default=1.0, help="Prometheus' scrape interval, seconds")
+    ap.add_argument("--hung-stall", type=float, default=10.0,
+                    help="--stall-timeout of the hung ones' sidecars (the others keep firstlight's 120 s: every "
+                         "server starting at once on a small machine starves them for seconds)")
     ap.add_argument("--timeout", type=float, default=600.0, help="bound on every wait")
     args = ap.parse_args()
     if not binaries_present():
@@ -105,24 +109,32 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     weights = work / "model"
     make_weights(weights, 16 << 20, shards=2)
+    # Every port this run will bind, distinct: free_port() alone, called 150 times before the engines bind theirs,
+    # once gave an engine the port a sidecar's endpoint had taken meanwhile
+    ports: list[int] = []
+    while len(ports) < 3 * args.n + 2:
+        if (p := free_port()) not in ports:
+            ports.append(p)
     cars: list[dict[str, Any]] = []
     engines: list[subprocess.Popen[bytes]] = []
     stack: Stack | None = None
     try:
         for i in range(args.n):
-            c = {"i": i, "port": free_port(), "mport": free_port(), "token": f"tok-{uuid.uuid4().hex[:8]}",
+            c = {"i": i, "port": ports.pop(), "mport": ports.pop(), "token": f"tok-{uuid.uuid4().hex[:8]}",
                  "out": work / f"car{i}.jsonl", "log": work / f"car{i}.engine.log", "hung": i < args.hung}
             with c["out"].open("wb") as out:
                 c["proc"] = subprocess.Popen(
                     [sys.executable, "-m", "firstlight", "watch", f"http://127.0.0.1:{c['port']}", "--pid-from",
-                     c["token"], "--log", str(c["log"]), "--json", "--no-history", "--stall-timeout", "3",
-                     "--deployment", "bench", "--serve-readiness", f"127.0.0.1:{free_port()}",
+                     c["token"], "--log", str(c["log"]), "--json", "--no-history", "--stall-timeout",
+                     str(args.hung_stall if c["hung"] else 120),
+                     "--deployment", "bench", "--serve-readiness", f"127.0.0.1:{ports.pop()}",
                      "--metrics-port", str(c["mport"])],
                     stdout=out, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
             c["ps"] = psutil.Process(c["proc"].pid)
             cars.append(c)
         (work / "stack").mkdir()
-        stack = Stack(work / "stack", [f"127.0.0.1:{c['mport']}" for c in cars], scrape_s=args.scrape_interval)
+        stack = Stack(work / "stack", [f"127.0.0.1:{c['mport']}" for c in cars], scrape_s=args.scrape_interval,
+                      ports=(ports.pop(), ports.pop()))
         stack.wait_ready(args.timeout)
 
         def all_up() -> bool:
@@ -180,6 +192,7 @@ def main() -> None:
             "load_average_before": load_before,
             "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
             "starting_window_s": round(t1 - t0, 1), "serving_window_s": round(t2 - t1, 1),
+            "sidecar_cpu_s_starting": _stats([b - a for a, b in zip(cpu0, cpu1, strict=True)]),
             "sidecar_cpu_pct_starting": _stats([(b - a) / (t1 - t0) for a, b in zip(cpu0, cpu1, strict=True)],
                                               100),
             # a sidecar whose start hung waits for the next start: --pid-from scans the process table each 0.25 s

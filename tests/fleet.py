@@ -95,10 +95,11 @@ def rules_for_tests(dest: Path) -> Path:
 class Stack:
     """Alertmanager, then Prometheus scraping ``targets`` (host:port of firstlight's /metrics)."""
 
-    def __init__(self, workdir: Path, targets: list[str], scrape_s: float = 1.0) -> None:
+    def __init__(self, workdir: Path, targets: list[str], scrape_s: float = 1.0,
+                 ports: tuple[int, int] | None = None) -> None:
         self.dir = workdir
         self.webhook = Webhook()
-        self.am_port, self.prom_port = free_port(), free_port()
+        self.am_port, self.prom_port = ports or (free_port(), free_port())
         self.procs: list[subprocess.Popen[bytes]] = []
         am_cfg = {
             "route": {"receiver": "test", "group_by": ["alertname", "instance"], "group_wait": "0s",

@@ -245,3 +245,24 @@ def test_the_sidecar_keeps_its_counters_across_starts_and_shows_no_secret(weight
         finally:
             if fl.poll() is None:
                 fl.kill()
+
+
+def test_metrics_and_readiness_are_two_listeners_and_one_port_for_both_is_a_usage_error():
+    port = free_port()
+    r = run_firstlight("watch", "http://127.0.0.1:1", "--serve-readiness", f"127.0.0.1:{port}", "--metrics-port",
+                       str(port), "--timeout", "1")
+    assert r.rc == 64 and f"--metrics-port {port}: cannot listen" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_without_deployment_the_info_takes_the_histories_deployment_hash():
+    port = free_port()
+    ex = PrometheusExporter(port)
+    try:
+        ex.started({"started_at": 1000.0, "engine": "vllm", "model": "org/Model-7B"})
+        assert 'deployment=""' in httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        ex.verdict(_result("ready"))
+        ex.summary(_result("ready", baseline={"deployment": "0123456789abcdef0123", "cold_start_s": None}))
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        assert 'firstlight_info{deployment="0123456789ab",engine="vllm",model="Model-7B"' in text
+    finally:
+        ex.close()
