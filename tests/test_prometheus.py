@@ -111,7 +111,8 @@ def exporter() -> Iterator[tuple[PrometheusExporter, int]]:
 def test_each_start_is_counted_once_by_verdict_and_category_across_starts(exporter):
     ex, port = exporter
     before = _samples(port)
-    assert before['firstlight_starts_total{"failure": "oom", "verdict": "failed"}'] == 0  # there before any failure
+    for category in ALL_FAILURES:  # there before any failure: increase() sees the first one
+        assert before[f'firstlight_starts_total{{"failure": "{category}", "verdict": "failed"}}'] == 0
     _one_start(ex, _result("failed", failure="oom"))
     _one_start(ex, _result("failed", failure="oom"))
     _one_start(ex, _result("hung"))
