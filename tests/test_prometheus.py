@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import shutil
@@ -19,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from firstlight import __version__
 from firstlight.judge import Assessment, Event, Progress
-from firstlight.report.prometheus import PrometheusExporter
+from firstlight.report.prometheus import COLD_START_BUCKETS, PrometheusExporter
 from firstlight.result import RunResult
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level
@@ -267,3 +268,9 @@ def test_without_deployment_the_info_takes_the_histories_deployment_hash():
         assert 'firstlight_info{deployment="0123456789ab",engine="vllm",model="Model-7B"' in text
     finally:
         ex.close()
+
+
+def test_the_cold_start_buckets_span_seconds_to_an_hour_at_most_1_5x_apart_above_10_s():
+    b = COLD_START_BUCKETS
+    assert b[0] == 1 and b[-1] == 3600 and list(b) == sorted(set(b))
+    assert all(hi / lo <= 1.5 for lo, hi in itertools.pairwise(b) if lo >= 10)

@@ -26,8 +26,8 @@ from firstlight.result import RunResult
 from firstlight.vocab import ALL_FAILURES, FAILED, FINAL_VERDICTS, PHASES, REGRESSION, STARTING, VERDICTS
 
 # Seconds to an hour: a llama.cpp start on a small model takes seconds, a large vLLM start with a cold
-# torch.compile cache tens of minutes; the steps are about 1.5x apart so that a median read from the buckets
-# is within one step of the truth.
+# torch.compile cache tens of minutes. Above 10 s the steps are at most 1.5x apart, so that a quantile read from
+# the buckets is within 1.5x of the truth (the slow-start alert's factor); below, seconds hardly matter.
 COLD_START_BUCKETS = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200, 1800, 2700,
                       3600)
 # The serving state after READY. Until the serving checks (issue 21) say more, a serving verdict is "serving"
