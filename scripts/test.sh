@@ -43,6 +43,19 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "test.sh: chromium is missing and cannot be installed here; the report tests will skip (fail under CI)" >&2
   fi
 fi
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1 \
+   || ! command -v prometheus-alertmanager >/dev/null 2>&1; then
+  # The fleet tests run the real Prometheus (and promtool) and Alertmanager: Debian's packages. Only the
+  # binaries are used; no service is started (the tests start their own, on loopback, in a temp dir).
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus \
+      prometheus-alertmanager >/dev/null
+  else
+    echo "test.sh: prometheus/promtool/prometheus-alertmanager are missing and cannot be installed here; the" \
+         "fleet tests will skip (fail under CI)" >&2
+  fi
+fi
 echo "test.sh: set-up done after ${SECONDS} s" >&2
 .venv/bin/ruff check firstlight tests scripts bench
 .venv/bin/mypy

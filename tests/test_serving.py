@@ -136,7 +136,7 @@ def test_the_prometheus_gauge_says_1_serving_half_degraded_0_otherwise():
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
                 return next(line for line in r.read().decode().splitlines()
                             if line.startswith("firstlight_serving "))
-        assert scrape() == "firstlight_serving NaN"  # before READY
+        assert scrape() == "firstlight_serving 0.0"  # before READY: not serving (a fleet's sum stays a number)
         for state, value in SERVING_GAUGE.items():
             exp.serving(ServingStatus(state, "", 0, state == SERVING, state != HUNG), True)
             assert float(scrape().split()[1]) == value, state

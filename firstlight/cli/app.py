@@ -173,9 +173,12 @@ def _watch_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--trace", "trace_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
                      help="When the run ends, write it as Chrome trace-event JSON here (ui.perfetto.dev)."),
         click.option("--plain", is_flag=True, help="Plain lines on a terminal too (no live dashboard)."),
-        click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
-                     help="Serve firstlight's view (phase, verdict, progress, ETA) as Prometheus metrics on "
-                          "127.0.0.1:PORT/metrics while it runs."),
+        click.option("--metrics-port", default=None, metavar="[HOST:]PORT",
+                     help="Serve firstlight's view (phase, verdict, progress, ETA, starts) as Prometheus metrics "
+                          "on HOST:PORT/metrics while it runs; PORT alone binds 127.0.0.1."),
+        click.option("--deployment", default=None, envvar="FIRSTLIGHT_DEPLOYMENT", metavar="NAME",
+                     help="The deployment label of firstlight_info in the metrics (default: the history's "
+                          "deployment hash once known)."),
         click.option("--serve-readiness", default=None, metavar="HOST:PORT",
                      help="Serve /readyz, /livez and /startupz (Kubernetes probes) from firstlight's state; "
                           "PORT alone binds 127.0.0.1. With watch: a sidecar that watches start after start."),
@@ -257,8 +260,8 @@ def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
     return f"http://{host}:{port}"
 
 
-def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None, readiness: str | None = None,
-               plain: bool = False) -> Reporter:
+def _reporters(as_json: bool, echo: bool, metrics_port: str | None = None, readiness: str | None = None,
+               plain: bool = False, deployment: str | None = None) -> Reporter:
     live = sys.stderr.isatty() and not (plain or as_json)  # the dashboard; plain lines otherwise
     chosen: list[Reporter] = [DashboardReporter(echo_server=echo) if live else
                               ConsoleReporter(echo_server=echo, live=False if plain or as_json else None)]
@@ -268,11 +271,16 @@ def _reporters(as_json: bool, echo: bool, metrics_port: int | None = None, readi
         chosen.append(_readiness_server(readiness, chosen[0]))
     if metrics_port is not None:
         try:
-            chosen.append(PrometheusExporter(metrics_port))
-        except OSError as e:
+            host, port = parse_bind(metrics_port, "--metrics-port")
+            if port == 0:
+                raise ValueError(f"--metrics-port {metrics_port!r}: a scrape needs a fixed port (1..65535)")
+            chosen.append(PrometheusExporter(port, host, deployment=deployment))
+        except (ValueError, OSError) as e:
             for r in chosen:  # the console, and a readiness server already listening
                 r.close()
-            raise _fail_usage(f"--metrics-port {metrics_port}: cannot listen ({e.strerror})") from None
+            why = str(e) if isinstance(e, ValueError) else f"--metrics-port {metrics_port}: cannot listen " \
+                                                            f"({e.strerror})"
+            raise _fail_usage(why) from None
     notifier = SystemdNotifier()
     if notifier.enabled:  # running as a Type=notify unit
         chosen.append(notifier)
@@ -302,7 +310,7 @@ def _run(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Reda
     except OSError as e:
         raise _fail_usage(f"--record {kw['record']}: cannot write ({e.strerror})") from None
     reporter = _reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"), kw.get("serve_readiness"),
-                          kw.get("plain", False))
+                          kw.get("plain", False), kw.get("deployment"))
     # After the summary, which stays the last JSON line: what was written goes to stderr only.
     artifacts.warn = lambda m: click.echo(f"firstlight: {m}", err=True)
     outcome: Outcome | None = None
@@ -481,7 +489,8 @@ def _sidecar(url: str, pid: int | None, matcher: ProcessMatcher | None, log_file
     first = Target.of(pid) if pid is not None else None
     if first is not None and first.command:
         matcher = ProcessMatcher.exact(list(first.command))
-    reporter = _reporters(kw["as_json"], True, kw.get("metrics_port"), kw["serve_readiness"])
+    reporter = _reporters(kw["as_json"], True, kw.get("metrics_port"), kw["serve_readiness"],
+                          deployment=kw.get("deployment"))
     born = psutil.Process().create_time()
     sessions: list[Session] = []  # the last start's session: its serving checks and history
 

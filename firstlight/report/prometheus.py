@@ -1,31 +1,70 @@
 """Prometheus exposition of what firstlight sees (``--metrics-port``): scrape a cold start like any target.
 
-Gauges follow the live status line; the verdict and phase are prometheus-client ``Enum`` metrics (one series
-per state, 1 for the current one). Under supervision after READY the endpoint stays up, so a dashboard can
-show `firstlight_ready` and the measured cold start next to the engine's own metrics.
+Two kinds of series. The state of the current (or last) start: gauges that follow the live status line, the
+verdict and phase as prometheus-client ``Enum`` metrics (one series per state, 1 for the current one), the
+time spent in each phase, the serving state. And what a fleet counts across starts: ``firstlight_starts_total``
+and the time-to-READY histogram, kept by this one exporter for as long as the process lives, so the sidecar's
+re-watch loop (one exporter, many sessions) counts every start it watched.
+
+Who the target is comes from ``firstlight_info{engine, model, deployment, version}`` (Prometheus' info-metric
+pattern: join it ``on(instance, job)``), never from labels repeated on every series. The model label is the
+last component of the (masked) model path or id: a home directory or a secret never becomes a label.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import PurePosixPath
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Enum, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info, start_http_server
 
+from firstlight import __version__
 from firstlight.judge import Assessment, Event
 from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
-from firstlight.vocab import FAILED, PHASES, SERVING_GAUGE, VERDICTS
+from firstlight.vocab import (
+    ALL_FAILURES,
+    FAILED,
+    FINAL_VERDICTS,
+    NOT_SERVING,
+    PHASES,
+    REGRESSION,
+    SERVING,
+    SERVING_GAUGE,
+    STARTING,
+    VERDICTS,
+)
+
+# Seconds to an hour: a llama.cpp start on a small model takes seconds, a large vLLM start with a cold
+# torch.compile cache tens of minutes. Above 10 s the steps are at most 1.5x apart, so that a quantile read from
+# the buckets is within 1.5x of the truth (the slow-start alert's factor); below, seconds hardly matter.
+COLD_START_BUCKETS = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200, 1800, 2700,
+                      3600)
+PREFLIGHT_STATUSES = ("ok", "warn", "fail")
 
 
 def _num(v: float | int | None) -> float:
     return math.nan if v is None else float(v)
 
 
+def model_label(model: str | None) -> str:
+    """A short, secret-free model label: the last path component of the (already masked) model path or id."""
+    if not model:
+        return ""
+    return PurePosixPath(model.rstrip("/")).name or model
+
+
 class PrometheusExporter(QuietReporter):
-    def __init__(self, port: int, addr: str = "127.0.0.1") -> None:
+    def __init__(self, port: int, addr: str = "127.0.0.1", deployment: str | None = None) -> None:
         """Listens at once; raises OSError when the port is taken."""
         r = self.registry = CollectorRegistry()
+        self._deployment = deployment
+        self._info = {"engine": "", "model": "", "deployment": deployment or "", "version": __version__}
+        self.info = Info("firstlight", "Who is watched: engine, model (last path component), deployment, "
+                         "firstlight's version", registry=r)
+        self.info.info(self._info)
         self.verdict_ = Enum("firstlight_verdict", "The verdict so far", states=list(VERDICTS), registry=r)
         self.phase = Enum("firstlight_phase", "The startup phase", states=[*PHASES, "serving"], registry=r)
         self.level = Gauge("firstlight_readiness_level", "Highest readiness level that holds: 0 none, 1 process, "
@@ -49,16 +88,70 @@ class PrometheusExporter(QuietReporter):
                                 registry=r)
         self.first_gen = Gauge("firstlight_first_generation_seconds", "Latency of the generation that made "
                                "READY", registry=r)
-        self.serving_ = Gauge("firstlight_serving", "After READY, the serving checks: 1 serving, 0.5 degraded, "
-                              "0 not serving or hung (NaN before READY)", registry=r)
-        self.serving_.set(math.nan)
+        # -- for a fleet ----------------------------------------------------------------------------------------
+        self.start_time = Gauge("firstlight_start_time_seconds", "When the current start began (Unix time)",
+                                registry=r)
+        self.ready_time = Gauge("firstlight_ready_time_seconds", "When the current start reached READY (Unix "
+                                "time); NaN before", registry=r)
+        self.phase_seconds = Gauge("firstlight_phase_seconds", "Seconds the current or last start spent in each "
+                                   "phase so far", ["phase"], registry=r)
+        self.starts = Counter("firstlight_starts", "Starts watched to a verdict, by verdict and failure category",
+                              ["verdict", "failure"], registry=r)
+        self.time_to_ready = Histogram("firstlight_time_to_ready_seconds", "Cold-start time of the starts that "
+                                       "reached READY", buckets=COLD_START_BUCKETS, registry=r)
+        self.baseline = Gauge("firstlight_cold_start_baseline_seconds", "This deployment's baseline cold start, "
+                              "from firstlight's history; NaN when none", registry=r)
+        # 0 before READY too: a fleet sums it (NaN would poison the sum); the alert pairs it with the READY time
+        self.serving_gauge = Gauge("firstlight_serving", "Serving state: 1 serving, 0.5 degraded, 0 not serving "
+                                   "(hung, or not READY yet)", registry=r)
+        self.spec_rate = Gauge("firstlight_spec_decoding_acceptance_rate", "Speculative decoding: accepted / "
+                               "drafted tokens in the after-READY benchmark; NaN when not measured", registry=r)
+        self.spec_length = Gauge("firstlight_spec_decoding_mean_acceptance_length", "Speculative decoding: mean "
+                                 "tokens per verify step in the after-READY benchmark; NaN when not measured",
+                                 registry=r)
+        self.bench_tps = Gauge("firstlight_bench_output_tokens_per_second", "Output tokens per second of the "
+                               "after-READY benchmark; NaN when none ran", registry=r)
+        self.preflight = Gauge("firstlight_preflight_checks", "Preflight checks of the last start, by status",
+                               ["status"], registry=r)
+        # Every known (verdict, failure) pair exists from the first scrape at 0: a counter series that first
+        # appears at 1 is invisible to increase() and rate(), so the first failure would never alert.
+        for v in (*FINAL_VERDICTS, REGRESSION):
+            if v != FAILED:
+                self.starts.labels(v, "")
+        for category in ALL_FAILURES:
+            self.starts.labels(FAILED, category)
+        for status in PREFLIGHT_STATUSES:
+            self.preflight.labels(status).set(0)
+        self._phases: list[tuple[str, float]] = []  # (name, start) of the current start
+        self._t0: float | None = None
+        self._pending = False  # a verdict was given and its start is not counted yet
+        self._reset_start()
         self.verdict_.state("starting")
         self.phase.state("process_start")
         self._server, self._thread = start_http_server(port, addr=addr, registry=r)
 
+    def _reset_start(self) -> None:
+        for g in (self.ready_time, self.cold_start, self.first_gen, self.baseline, self.spec_rate, self.spec_length,
+                  self.bench_tps):
+            g.set(math.nan)
+        self.ready.set(0)
+        self.serving_state(NOT_SERVING)
+        self.phase_seconds.clear()
+
+    # -- the Reporter protocol -------------------------------------------------------------------------------
+    def started(self, info: dict[str, Any]) -> None:
+        self._t0 = info.get("started_at")
+        self._phases = [("process_start", self._t0)] if self._t0 is not None else []
+        self.start_time.set(_num(self._t0))
+        self._reset_start()
+        self.verdict_.state("starting")
+        self.phase.state("process_start")
+        self._set_info(engine=info.get("engine"), model=model_label(info.get("model")))
+
     def event(self, ev: Event, a: Assessment) -> None:
         if ev.type == "phase" and ev.message in PHASES:
             self.phase.state(ev.message)
+            self._phases.append((ev.message, ev.t))
 
     def status(self, a: Assessment) -> None:
         p = a.progress
@@ -72,22 +165,72 @@ class PrometheusExporter(QuietReporter):
         self.cpu.set(_num(p.cpu_cores))
         self.rss.set(p.rss_bytes)
         self.gpu.set(_num(p.gpu_memory_bytes))
+        if self._t0 is not None:
+            self._render_phases([(n, s, None) for n, s in self._phases], self._t0 + a.elapsed_s)
 
     def verdict(self, result: RunResult) -> None:
-        self.summary(result)
+        self._render(result)
+        self._pending = True  # counted at its summary, which carries the history's comparison (regression)
 
     def summary(self, result: RunResult) -> None:
+        self._render(result)
+        if self._pending and result.verdict != STARTING:
+            self._pending = False
+            self.starts.labels(result.verdict, result.failure or "").inc()
+            if result.serving and result.cold_start_s is not None:
+                self.time_to_ready.observe(result.cold_start_s)
+
+    def _render(self, result: RunResult) -> None:
+        self._set_info(engine=result.engine)  # identified while it started (log lines, endpoints)
         self.verdict_.state(result.verdict if result.verdict in VERDICTS else FAILED)
         serving = result.serving and result.phase == "ready"
         self.ready.set(1 if serving else 0)
+        self.ready_time.set(_num(result.ready_at))
+        self.serving_state(SERVING if serving else NOT_SERVING)
         if serving:
             self.phase.state("serving")
         self.cold_start.set(_num(result.cold_start_s))
         self.first_gen.set(_num((result.first_generation or {}).get("latency_s")))
+        if result.phases:
+            self._render_phases([(p["name"], p["start"], p.get("end")) for p in result.phases], result.ended_at)
+        self._render_after_ready(result)
+        if result.baseline and result.baseline.get("deployment") and not self._deployment:
+            self._set_info(deployment=str(result.baseline["deployment"])[:12])  # the history's deployment hash
+
+    def serving_state(self, state: str) -> None:
+        """The serving state: ``serving``, ``degraded``, ``not_serving`` or ``hung`` (vocab.SERVING_GAUGE)."""
+        self.serving_gauge.set(SERVING_GAUGE.get(state, 0.0))
 
     def serving(self, status: ServingStatus, changed: bool) -> None:
-        self.serving_.set(SERVING_GAUGE.get(status.state, 0.0))
+        self.serving_state(status.state)
 
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    # -- rendering -------------------------------------------------------------------------------------------
+    def _set_info(self, **labels: str | None) -> None:
+        changed = {k: v for k, v in labels.items() if v and v != self._info.get(k)}
+        if changed:
+            self._info.update(changed)
+            self.info.info(self._info)
+
+    def _render_phases(self, spans: list[tuple[str, float, float | None]], now: float) -> None:
+        """Seconds per phase: each span until the next one began (or its own end), the last one until now."""
+        totals: dict[str, float] = {}
+        for i, (name, start, end) in enumerate(spans):
+            stop = end if end is not None else (spans[i + 1][1] if i + 1 < len(spans) else now)
+            totals[name] = totals.get(name, 0.0) + max(0.0, stop - start)
+        for name, seconds in totals.items():
+            if name in PHASES:
+                self.phase_seconds.labels(name).set(round(seconds, 3))
+
+    def _render_after_ready(self, result: RunResult) -> None:
+        spec = result.spec_decoding or {}
+        self.spec_rate.set(_num(spec.get("acceptance_rate")))
+        self.spec_length.set(_num(spec.get("mean_acceptance_length")))
+        self.bench_tps.set(_num((result.bench or {}).get("output_throughput")))
+        self.baseline.set(_num((result.baseline or {}).get("cold_start_s")))
+        checks = (result.preflight or {}).get("checks") or []
+        for status in PREFLIGHT_STATUSES:
+            self.preflight.labels(status).set(sum(1 for c in checks if c.get("status") == status))

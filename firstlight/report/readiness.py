@@ -45,14 +45,14 @@ MAX_CONCURRENT = 16  # a kubelet sends one probe per period; this leaves room fo
 REQUEST_TIMEOUT_S = 5.0  # per connection: read the request line and headers, write the answer
 
 
-def parse_bind(spec: str) -> tuple[str, int]:
+def parse_bind(spec: str, option: str = "--serve-readiness") -> tuple[str, int]:
     """``HOST:PORT``, ``[V6]:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1) -> (host, port). ValueError if bad."""
     host, sep, port_text = spec.strip().rpartition(":")
     if not sep:
         host, port_text = "", spec.strip()
     host = host.strip("[]") or "127.0.0.1"
     if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ValueError(f"--serve-readiness {spec!r}: expected HOST:PORT with a port 0..65535 (e.g. 127.0.0.1:8081)")
+        raise ValueError(f"{option} {spec!r}: expected HOST:PORT with a port 0..65535 (e.g. 127.0.0.1:8081)")
     return host, int(port_text)
 
 

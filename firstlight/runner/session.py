@@ -40,6 +40,7 @@ from firstlight.runner.pump import Pump, drain
 from firstlight.runner.serving import ServingWatch
 from firstlight.runner.sources import Sources
 from firstlight.runner.state import RunState
+from firstlight.samplers.weights import model_path_from_command
 from firstlight.serving import ServingStatus
 from firstlight.timeline import Interrupted, Level, LogLine, Observation, PortConflict, Probe, SourceNote, Started
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, READY
@@ -132,7 +133,7 @@ class Session:
         self.reporter.started({"started_at": started_at, "pid": self.sources.pid,
                                "launched": self.sources.server is not None, "engine": self.profile.name,
                                "url": self.redactor.text(self.cfg.probe.url),
-                               "command": " ".join(shown) if shown else None})
+                               "command": " ".join(shown) if shown else None, "model": self._model_named()})
         self._launch_error = error
         if error is not None:
             return None
@@ -148,6 +149,12 @@ class Session:
         result = RunResult.from_judge(judge, a, self._facts(judge, started_at))
         self.reporter.verdict(result)
         return result
+
+    def _model_named(self) -> str | None:
+        """The model path or id the command names (``--model``), masked: for the reporters' labels."""
+        cfg = self.cfg
+        model = str(cfg.model_path) if cfg.model_path else model_path_from_command(cfg.command or cfg.watched_command)
+        return self.redactor.text(model) if model else None
 
     def _launch_failed(self, judge: Judge, started_at: float) -> Outcome:
         now = self.clock()
