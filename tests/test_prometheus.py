@@ -274,3 +274,27 @@ def test_the_cold_start_buckets_span_seconds_to_an_hour_at_most_1_5x_apart_above
     b = COLD_START_BUCKETS
     assert b[0] == 1 and b[-1] == 3600 and list(b) == sorted(set(b))
     assert all(hi / lo <= 1.5 for lo, hi in itertools.pairwise(b) if lo >= 10)
+
+
+def test_the_after_ready_benchmark_and_spec_decoding_reach_the_scrape(weights: Path):
+    port, mport = free_port(), free_port()
+    fl = subprocess.Popen(firstlight_cmd("up", "--poll-min", "0.05", "--sample-interval", "0.2", "--no-history",
+                                         "--bench", "--bench-requests", "4", "--bench-concurrency", "2",
+                                         "--bench-output-len", "16", "--metrics-port", str(mport), "--",
+                                         *sim_cmd("normal", port, "--model-path", str(weights), "--spec-accept", "2.5",
+                                                  "--token-rate", "400")),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        m = wait_for(lambda: (m := scrape(mport)).get("firstlight_bench_output_tokens_per_second", math.nan) > 0
+                     and m, 120, "the benchmark's tokens/s in the scrape")
+        # the simulator speaks SGLang here, which reports the mean acceptance length only (the alert reads that)
+        assert m["firstlight_spec_decoding_mean_acceptance_length"] == 2.5
+        assert math.isnan(m["firstlight_spec_decoding_acceptance_rate"])
+        assert m["firstlight_serving"] == 1 and m["firstlight_starts_total{}{ready}"] == 1
+    finally:
+        fl.send_signal(signal.SIGINT)
+        try:
+            fl.wait(timeout=30)
+        finally:
+            if fl.poll() is None:
+                fl.kill()
