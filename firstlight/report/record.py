@@ -12,8 +12,12 @@ GPU samples are thinned evenly until the whole fits.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
+import math
+import types
+import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +39,45 @@ class Recorded:
     skipped: int  # lines that were not observations (bad JSON, unknown kind, truncated)
 
 
+MAX_NUMBER = 1e15  # beyond any time (epoch seconds), count or byte size a run records; 1e308 is hostile input
+
+
+def _typed(value: Any, hint: Any) -> bool:
+    """``value`` is of the annotated type (the scalar fields, tuples of records, optionals), every number
+    finite and within MAX_NUMBER: a record's lines come from anywhere (numbers as strings, NaN, lists for
+    objects) and must not reach the drawing."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_typed(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is Level:
+        return isinstance(value, Level)
+    if hint in (int, float):
+        ok = isinstance(value, int if hint is int else (int, float)) and not isinstance(value, bool)
+        return ok and math.isfinite(value) and abs(value) <= MAX_NUMBER
+    if hint is str:
+        return isinstance(value, str)
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_typed(v, args[0]) for v in value)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return isinstance(value, hint) and _fields_typed(value)
+    return True  # an annotation this check does not know: as before
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _fields_typed(obj: Any) -> bool:
+    cls = type(obj)
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return all(_typed(getattr(obj, f.name), hints[f.name]) for f in dataclasses.fields(obj))
+
+
 def parse_lines(lines: Iterable[str]) -> Recorded:
     out: list[Observation] = []
     skipped = 0
@@ -43,9 +86,13 @@ def parse_lines(lines: Iterable[str]) -> Recorded:
         if not line:
             continue
         try:
-            d = json.loads(line)
-            out.append(from_dict(d))
-        except (ValueError, KeyError, TypeError, AttributeError):
+            obs = from_dict(json.loads(line))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            skipped += 1
+            continue
+        if _fields_typed(obs):
+            out.append(obs)
+        else:
             skipped += 1
     out.sort(key=lambda o: o.t)  # stable: the order they were fed in, within a timestamp
     return Recorded(out, skipped)

@@ -1,0 +1,87 @@
+"""``report`` never exits 70 on a hostile record or summary (issue 20): fields of the wrong type are counted and
+skipped (a record line) or left out (the summary), as the record's docstring promises; a log tail of huge lines
+is clipped on the page. The record and summary come from a real ``up`` of the simulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firstlight.sim.server import free_port
+from tests.conftest import run_firstlight, sim_cmd
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    d = tmp_path_factory.mktemp("run")
+    record = d / "run.jsonl"
+    r = run_firstlight("up", "--json", "--no-preflight", "--stop-when-ready", "--poll-min", "0.05", "--record",
+                       str(record), "--", *sim_cmd("normal", free_port(), "--load-seconds", "0.5"))
+    assert r.rc == 0, r.stderr[-2000:]
+    return record, r.summary
+
+
+def _report(tmp_path: Path, record: Path, summary: dict[str, Any] | None = None) -> Any:
+    args = [str(record), "-o", str(tmp_path / "out.html"), "--no-baseline"]
+    if summary is not None:
+        (tmp_path / "summary.json").write_text(json.dumps(summary))
+        args += ["--summary", str(tmp_path / "summary.json")]
+    return run_firstlight("report", *args, timeout=120)
+
+
+SUMMARY_VARIANTS: list[tuple[str, Any]] = [
+    ("started_at", "1790000000"), ("started_at", float("nan")), ("started_at", 1e308), ("ready_at", "5"),
+    ("ready_at", 1e308), ("cold_start_s", "fast"), ("levels", ["health"]), ("levels", {"health": "soon"}),
+    ("evidence", {"signal": "x"}), ("evidence", ["text"]), ("phases", {"ready": 1}), ("phases", [1, 2]),
+    ("first_generation", ["hi"]), ("notes", 5), ("command", {"argv": 1}),
+]
+
+
+@pytest.mark.parametrize("key, value", SUMMARY_VARIANTS)
+def test_a_summary_field_of_the_wrong_type_never_exits_70(recorded: tuple[Path, dict[str, Any]], tmp_path: Path,
+                                                          key: str, value: Any):
+    record, summary = recorded
+    r = _report(tmp_path, record, {**summary, key: value})
+    assert r.rc == 0 and "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr[-2000:]
+    assert (tmp_path / "out.html").stat().st_size > 1000
+
+
+RECORD_VARIANTS = [
+    {"kind": "log", "t": 1.0, "text": 123}, {"kind": "log", "t": 1.0, "text": None},
+    {"kind": "log", "t": 1.0, "text": ["a"]}, {"kind": "log", "t": 1.0, "text": {"a": 1}},
+    {"kind": "log", "t": "1", "text": "x"}, {"kind": "log", "t": float("nan"), "text": "x"},
+    {"kind": "log", "t": 1e308, "text": "x"}, {"kind": "log", "t": 1.0, "text": "x", "lineno": "3"},
+    {"kind": "probe", "t": 1.0, "level": "health", "ok": "yes"}, {"kind": "process", "t": 1.0, "alive": True,
+                                                                   "procs": "x"},
+]
+
+
+def test_record_lines_of_the_wrong_type_are_counted_and_skipped(recorded: tuple[Path, dict[str, Any]],
+                                                                tmp_path: Path):
+    record, _ = recorded
+    hostile = tmp_path / "hostile.jsonl"
+    good = record.read_text()
+    t = json.loads(good.splitlines()[1])["t"]
+    hostile.write_text(good + "".join(json.dumps({**v, "t": v["t"] if v["t"] != 1.0 else t}) + "\n"
+                                      for v in RECORD_VARIANTS))
+    r = _report(tmp_path, hostile)
+    assert r.rc == 0 and "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr[-2000:]
+    assert f"{len(RECORD_VARIANTS)} line(s) of" in (tmp_path / "out.html").read_text()
+
+
+def test_a_log_tail_of_huge_lines_is_clipped_on_the_page(recorded: tuple[Path, dict[str, Any]], tmp_path: Path):
+    record, _ = recorded
+    lines = [json.loads(x) for x in record.read_text().splitlines()]
+    t = max(o["t"] for o in lines if o["kind"] == "log")
+    huge = tmp_path / "huge.jsonl"
+    with open(huge, "w") as f:
+        f.write(record.read_text())
+        for i in range(50):
+            f.write(json.dumps({"kind": "log", "t": t - 0.001, "text": f"{i} " + "z" * (1 << 20), "stream": "stdout",
+                                "lineno": 10_000 + i}) + "\n")
+    r = _report(tmp_path, huge)
+    assert r.rc == 0, r.stderr[-2000:]
+    assert (tmp_path / "out.html").stat().st_size < 2 << 20  # 50 MiB of lines, a page of at most 2 MiB
