@@ -5,13 +5,15 @@ is clipped on the page. The record and summary come from a real ``up`` of the si
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from firstlight.sim.server import free_port
-from tests.conftest import run_firstlight, sim_cmd
+from tests.conftest import firstlight_cmd, run_firstlight, sim_cmd
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +87,29 @@ def test_a_log_tail_of_huge_lines_is_clipped_on_the_page(recorded: tuple[Path, d
     r = _report(tmp_path, huge)
     assert r.rc == 0, r.stderr[-2000:]
     assert (tmp_path / "out.html").stat().st_size < 2 << 20  # 50 MiB of lines, a page of at most 2 MiB
+
+
+def test_a_stored_timeline_that_inflates_to_hundreds_of_mb_is_refused_not_read_whole(tmp_path: Path):
+    import sqlite3
+    import zlib
+
+    history = tmp_path / "history.sqlite3"
+    r = run_firstlight("up", "--json", "--no-preflight", "--stop-when-ready", "--poll-min", "0.05", "--history",
+                       str(history), "--", *sim_cmd("normal", free_port(), "--load-seconds", "0.2"))
+    assert r.rc == 0, r.stderr[-2000:]
+    run_id = r.summary["history_run"]
+    deflate = zlib.compressobj(1, wbits=31)  # gzip framing, built by streaming: this process stays small
+    chunk = b"\n" * (4 << 20)
+    bomb = b"".join(deflate.compress(chunk) for _ in range(100)) + deflate.flush()  # 400 MB of empty lines
+    with sqlite3.connect(history) as con:
+        con.execute("UPDATE timelines SET data = ? WHERE run_id = ?", (bomb, run_id))
+    err = tmp_path / "err.txt"
+    with open(err, "w") as f:
+        p = subprocess.Popen(firstlight_cmd("report", "--run", str(run_id), "--history", str(history), "-o",
+                                            str(tmp_path / "o.html")), stdout=subprocess.DEVNULL, stderr=f,
+                             stdin=subprocess.DEVNULL)
+        _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    text = err.read_text()
+    assert p.returncode == 1 and "inflates beyond" in text and "Traceback" not in text, text[-2000:]
+    assert usage.ru_maxrss < 200 << 10, usage.ru_maxrss  # KiB: far below the 400 MB it would inflate to

@@ -18,6 +18,7 @@ import json
 import math
 import types
 import typing
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from firstlight.judge import is_access_line
 from firstlight.timeline import GpuSample, Level, LogLine, Observation, Probe, ProcessSample, from_dict
 
 TIMELINE_CAP_BYTES = 1 << 20  # uncompressed JSON Lines per run in the history (gzip makes it ~10x smaller)
+INFLATED_CAP_BYTES = 16 * TIMELINE_CAP_BYTES  # what a stored timeline may inflate to when read back
 
 
 class RecordError(Exception):
@@ -224,9 +226,16 @@ def pack_timeline(observations: Sequence[Observation], cap_bytes: int = TIMELINE
     return gzip.compress("".join(_line(o) for o in downsample(observations, cap_bytes)).encode(), mtime=0)
 
 
-def unpack_timeline(data: bytes) -> list[Observation]:
+def unpack_timeline(data: bytes, limit: int = INFLATED_CAP_BYTES) -> list[Observation]:
+    """The stored timeline; a RecordError when it is damaged or inflates beyond ``limit`` (what firstlight
+    stores is about TIMELINE_CAP_BYTES: a row that inflates to 400 MB was not written by it)."""
+    inflater = zlib.decompressobj(wbits=31)  # gzip framing
     try:
-        text = gzip.decompress(data).decode("utf-8", "replace")
-    except (OSError, EOFError) as e:
+        raw = inflater.decompress(data, limit + 1)
+    except zlib.error as e:
         raise RecordError(f"the stored timeline is damaged ({e})") from None
-    return parse_lines(text.splitlines()).observations
+    if len(raw) > limit:
+        raise RecordError(f"the stored timeline inflates beyond {limit >> 20} MiB: not one firstlight wrote")
+    if not inflater.eof:
+        raise RecordError("the stored timeline is damaged (truncated)")
+    return parse_lines(raw.decode("utf-8", "replace").splitlines()).observations
