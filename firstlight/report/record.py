@@ -19,16 +19,19 @@ import math
 import types
 import typing
 import zlib
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from firstlight.judge import is_access_line
-from firstlight.timeline import GpuSample, Level, LogLine, Observation, Probe, ProcessSample, from_dict
+from firstlight.timeline import GpuSample, Level, LogLine, Observation, Probe, ProcessSample, SourceNote, from_dict
 
 TIMELINE_CAP_BYTES = 1 << 20  # uncompressed JSON Lines per run in the history (gzip makes it ~10x smaller)
 INFLATED_CAP_BYTES = 16 * TIMELINE_CAP_BYTES  # what a stored timeline may inflate to when read back
+KEPT_CAP_BYTES = 8 << 20  # the private copy of a run's observations, beyond which log lines are only tailed
+KEPT_TAIL_LINES = 2000  # the last log lines kept beyond that (what it said before the verdict)
 
 
 class RecordError(Exception):
@@ -139,19 +142,50 @@ def read_summary(path: Path) -> dict[str, Any]:
 class RecordTee:
     """A ``--record`` stream that writes the user's record and a private copy (kept for the report and the
     history). The private copy failing (a full /tmp) only drops that copy; the user's record failing is the
-    session's to report, as without the copy."""
+    session's to report, as without the copy.
 
-    def __init__(self, user: IO[str] | None, private: IO[str]) -> None:
+    The private copy is bounded as it is written: past ``cap`` bytes, log lines (what a flood is made of) are
+    no longer written but kept in a ring of the last ``tail`` ones, added at the end (:meth:`finish`); every
+    other observation is still written. A 25 s log flood made a 72 MB copy that took 11-20 s to read back."""
+
+    def __init__(self, user: IO[str] | None, private: IO[str], cap: int = KEPT_CAP_BYTES,
+                 tail: int = KEPT_TAIL_LINES) -> None:
         self.user = user
         self.private: IO[str] | None = private
+        self.cap = cap
+        self.kept_bytes = 0
+        self.tail: deque[str] = deque(maxlen=tail)
+        self.left_out = 0  # log lines neither in the copy nor in the tail
 
     def write(self, text: str) -> int:
         if self.private is not None:
-            try:
-                self.private.write(text)
-            except (OSError, ValueError):
-                self.private = None
+            if self.kept_bytes > self.cap and text.startswith('{"kind": "log"'):
+                if len(self.tail) == self.tail.maxlen:
+                    self.left_out += 1
+                self.tail.append(text)
+            else:
+                self._keep(text)
         return self.user.write(text) if self.user is not None else len(text)
+
+    def _keep(self, text: str) -> None:
+        if self.private is None:
+            return
+        try:
+            self.private.write(text)
+            self.kept_bytes += len(text)
+        except (OSError, ValueError):
+            self.private = None
+
+    def finish(self) -> None:
+        """The last log lines, and a note of how many were left out, into the private copy."""
+        if self.left_out and self.tail:
+            first_t = json.loads(self.tail[0]).get("t", 0.0)
+            note = SourceNote(first_t, "log", f"{self.left_out} log lines of a flood were left out of this run's "
+                              "report and history (its --record file has them all)")
+            self._keep(json.dumps(note.to_dict()) + "\n")
+        while self.tail:
+            self._keep(self.tail.popleft())
+        self.left_out = 0
 
     def flush(self) -> None:
         if self.user is not None:
