@@ -44,7 +44,7 @@ def build(d: Path, tensors: int) -> None:
     weight_map = {}
     for s in range(SHARDS):
         name = f"model-{s + 1:05d}-of-{SHARDS:05d}.safetensors"
-        per = shard_size // (tensors + 1)  # the header takes a little; round the tensor sizes down
+        per = shard_size // (tensors + 1) // 4 * 4  # the header takes a little; whole I32 elements
         header: dict[str, object] = {"__metadata__": {"format": "pt"}}
         for t in range(tensors):
             key = f"model.layers.{s}.mlp.experts.{t // 3}.{('gate', 'up', 'down')[t % 3]}_proj.weight_packed"

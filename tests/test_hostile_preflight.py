@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -155,3 +156,60 @@ def test_run_preflight_returns_at_its_deadline_and_leaves_the_stuck_worker(tmp_p
     assert took < CHECK_S  # returned, the worker left behind (a daemon thread)
     with open(fifo, "wb"):  # releases the worker: it reads EOF and ends
         pass
+
+
+# -- headers the safetensors loader refuses are a fail, never "ok" or "could not check" ----------------------
+def _raw_safetensors(path: Path, header: bytes, data: int) -> None:
+    header += b" " * (-len(header) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header)
+        f.truncate(8 + len(header) + data)
+
+
+def _one_shard(tmp_path: Path, header: bytes, data: int) -> Path:
+    d = tmp_path / "m"
+    d.mkdir()
+    _raw_safetensors(d / "model.safetensors", header, data)
+    (d / "config.json").write_text("{}")
+    return d
+
+
+@pytest.mark.parametrize("header, data, why", [
+    (b'{"a":{"dtype":"U8","shape":[8],"data_offsets":[-8,0]}}', 8, "no valid data_offsets"),
+    (b'{"a":{"dtype":"U8","shape":[8],"data_offsets":["0","8"]}}', 8, "no valid data_offsets"),
+    (b'{"a":{"dtype":"U8","shape":[8],"data_offsets":[0,1e400]}}', 8, "no valid data_offsets"),
+    (b'{"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[8],"data_offsets":[4,12]}}',
+     12, "overlap"),
+    (b'{"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[4],"data_offsets":[12,16]}}',
+     16, "a gap"),
+    (b'{"a":{"dtype":"F32","shape":[4,4],"data_offsets":[0,16]}}', 16, "is 64 bytes, its data_offsets span 16"),
+    (b'{"a":{"shape":[4],"dtype":"F32","data_offsets":[0,8]}}', 8, "is 16 bytes, its data_offsets span 8"),
+    (b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}", 0, "nested too deeply"),
+])
+def test_a_safetensors_header_the_loader_refuses_is_a_fail(tmp_path: Path, header: bytes, data: int, why: str):
+    c = _preflight(_one_shard(tmp_path, header, data))
+    assert c["status"] == FAIL and why in c["evidence"], c
+
+
+def test_a_symlink_loop_as_a_shard_is_a_fail(tmp_path: Path):
+    d = make_checkpoint(tmp_path / "m")
+    shard = d / "model-00002-of-00003.safetensors"
+    shard.unlink()
+    os.symlink(shard.name, shard)  # points at itself
+    c = _preflight(d)
+    assert c["status"] == FAIL and shard.name in c["evidence"], c
+    assert "could not check" not in c["evidence"]
+
+
+def test_a_gguf_with_arrays_nested_3000_deep_is_a_fail(tmp_path: Path):
+    d = tmp_path / "m"
+    d.mkdir()
+    body = struct.pack("<4sIQQ", b"GGUF", 3, 0, 1) + struct.pack("<Q", 3) + b"key" + struct.pack("<I", 9)
+    for _ in range(3000):
+        body += struct.pack("<IQ", 9, 1)  # an array of one array of ...
+    body += struct.pack("<IQ", 4, 0)
+    (d / "model.gguf").write_bytes(body)
+    r = run_firstlight("preflight", "--json", "--no-disk-sample", "--", "llama-server", "-m", str(d / "model.gguf"),
+                       timeout=CHECK_S)
+    c = next(c for c in r.events[-1]["checks"] if c["name"] == "checkpoint")
+    assert c["status"] == FAIL and "nested" in c["evidence"], c

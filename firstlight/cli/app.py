@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import ipaddress
 import json
 import os
 import re
@@ -287,6 +288,16 @@ def _reporters(as_json: bool, echo: bool, metrics_port: str | None = None, readi
     return chosen[0] if len(chosen) == 1 else Reporters(*chosen)
 
 
+def _is_loopback(host: str) -> bool:
+    """Only this machine can reach ``host`` (no name lookup: a name other than localhost counts as not)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _readiness_server(spec: str, console: Reporter) -> Reporter:
     try:
         server = ReadinessServer(*parse_bind(spec))
@@ -295,6 +306,9 @@ def _readiness_server(spec: str, console: Reporter) -> Reporter:
         why = str(e) if isinstance(e, ValueError) else f"--serve-readiness {spec}: cannot listen ({e.strerror or e})"
         raise _fail_usage(why) from None
     console.message(f"readiness endpoints: {server.url}/readyz /livez /startupz")
+    if not _is_loopback(server.host):
+        console.message(f"warning: --serve-readiness {spec} answers on every address it binds (not only this "
+                        "machine): the pid, phase and evidence are visible to anyone who can reach the port")
     return server
 
 
@@ -373,6 +387,9 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
     _check_expect(kw["expect"])
     if detach and stop_when_ready:
         raise _fail_usage("--detach and --stop-when-ready exclude each other")
+    if detach and kw.get("serve_readiness") is not None:  # the endpoints would die at the exit, at READY
+        raise _fail_usage("--detach exits at READY, and the readiness endpoints with it: run a sidecar "
+                          "(firstlight watch --serve-readiness) instead")
     profile = _profile(kw["engine"], command)
     probe = _probe_config(url or _url_from_command(command, profile), profile, kw)
     after, history = _after_ready_config(kw)
@@ -415,7 +432,7 @@ def watch(url: str | None, url_option: str | None, pid: int | None, pid_from: st
     \b
     systemctl restart sglang && firstlight watch http://127.0.0.1:30000 --pid $(pgrep -f launch_server)
     systemctl restart sglang && firstlight watch --unit sglang --max-attempts 3
-    firstlight watch http://127.0.0.1:8000 --pid-from 'vllm serve' --serve-readiness 0.0.0.0:8081
+    firstlight watch http://127.0.0.1:8000 --pid-from 'vllm serve' --serve-readiness 127.0.0.1:8081
     """
     url = url or url_option
     kw["log_from_start"] = log_from_start

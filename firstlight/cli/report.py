@@ -33,6 +33,9 @@ Exit codes:
   64   usage error (bad option, unknown run id)"""
 
 STARTS = ("up", "watch")
+# What a summary with fields of the wrong type (numbers as strings, NaN, 1e308, lists for objects) raises when
+# drawn: the summary is then left out, never the report.
+BAD_FIELDS = (TypeError, ValueError, KeyError, AttributeError, OverflowError, IndexError)
 
 
 def baseline_run(history: History, deployment: str, before: int | None) -> Run | None:
@@ -153,13 +156,24 @@ def report_command(record: Path | None, html_path: Path | None, trace_path: Path
         if record is not None:
             rec = read_record(record)
             summary = read_summary(summary_path) if summary_path else None
-            view, _ = view_from_record(rec.observations, summary, rules, history_path, not no_baseline,
-                                       source=f"record {record}")
-            if rec.skipped:
-                view.notes.append(f"{rec.skipped} line(s) of {record} were not observations and were skipped")
+            try:
+                view, _ = view_from_record(rec.observations, summary, rules, history_path, not no_baseline,
+                                           source=f"record {record}")
+                if rec.skipped:
+                    view.notes.append(f"{rec.skipped} line(s) of {record} were not observations and were skipped")
+                written = write_outputs(view, html_path, trace_path)
+            except BAD_FIELDS as e:  # nothing written yet: both outputs are rendered before either is written
+                if summary is None:
+                    raise
+                view, _ = view_from_record(rec.observations, None, rules, history_path, False,
+                                           source=f"record {record}")
+                view.notes.append(f"the summary {summary_path} has fields of the wrong type ({type(e).__name__}): "
+                                  "drawn from the record alone")
+                click.echo(f"firstlight report: note: {view.notes[-1]}", err=True)
+                written = write_outputs(view, html_path, trace_path)
         else:
             view = _view_from_history(history_path, run_id, deployment, rules, not no_baseline)
-        written = write_outputs(view, html_path, trace_path)
+            written = write_outputs(view, html_path, trace_path)
     except RecordError as e:
         click.echo(f"firstlight report: {e}", err=True)
         sys.exit(EXIT_FAILED)

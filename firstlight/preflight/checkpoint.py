@@ -16,6 +16,7 @@ the start. Before launch we can tell from the headers:
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -62,29 +63,81 @@ def lfs_pointer(path: Path, head: bytes) -> str | None:
     return f"{path.name} is a Git LFS pointer ({len(head)} bytes){real}, not the weights"
 
 
-# The fast path: the data_offsets pairs read straight from the header bytes (a JSON parse of 64 headers of
-# thousands of tensors each costs most of the one-second budget); json.loads only when they do not add up.
-_DATA_OFFSETS = re.compile(rb'"data_offsets"\s*:\s*\[\s*\d+\s*,\s*(\d+)\s*\]')
+# The fast path: each tensor's dtype, shape and data_offsets read straight from the header bytes in the order
+# the safetensors writer puts them (a JSON parse of 64 headers of thousands of tensors each costs most of the
+# one-second budget); json.loads when any entry is written otherwise.
+_TENSOR = re.compile(rb'"dtype"\s*:\s*"(\w+)"\s*,\s*"shape"\s*:\s*\[([\d\s,]*)\]\s*,\s*'
+                     rb'"data_offsets"\s*:\s*\[\s*(\d+)\s*,\s*(\d+)\s*\]')
+# Bytes per element (the safetensors crate's Dtype::bitsize / 8); a dtype not here is not size-checked.
+DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
+               "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+_Tensor = tuple[int, int, str, str, str]  # begin, end, name, dtype, shape (as written)
 
 
-def _parse_header(path: Path, raw: bytes) -> tuple[int, int, str | None]:
-    """(tensor count, largest data_offsets end, problem) by a full JSON parse."""
+def _is_count(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _parse_header(path: Path, raw: bytes) -> tuple[list[_Tensor], str | None]:
+    """The tensors by a full JSON parse, each entry's types checked as the loader checks them."""
     try:
         header = json.loads(raw)
+    except RecursionError:
+        return [], f"{path.name}: the safetensors header is nested too deeply to be a header"
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        return 0, 0, f"{path.name}: the {len(raw)}-byte safetensors header is not JSON ({e})"
+        return [], f"{path.name}: the {len(raw)}-byte safetensors header is not JSON ({e})"
     if not isinstance(header, dict):
-        return 0, 0, f"{path.name}: the safetensors header is not a JSON object"
-    end, count = 0, 0
+        return [], f"{path.name}: the safetensors header is not a JSON object"
+    tensors: list[_Tensor] = []
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        count += 1
-        try:
-            end = max(end, int(info["data_offsets"][1]))
-        except (TypeError, KeyError, IndexError, ValueError):
-            return count, end, f"{path.name}: tensor {name!r} has no valid data_offsets"
-    return count, end, None
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        shape = info.get("shape") if isinstance(info, dict) else None
+        dtype = info.get("dtype") if isinstance(info, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_count, offsets))):
+            return tensors, f"{path.name}: tensor {name!r} has no valid data_offsets ({str(offsets)[:60]})"
+        if not (isinstance(shape, list) and all(map(_is_count, shape))) or not isinstance(dtype, str):
+            return tensors, f"{path.name}: tensor {name!r} has no valid dtype and shape"
+        tensors.append((offsets[0], offsets[1], repr(name), dtype, ",".join(map(str, shape))))
+    return tensors, None
+
+
+def _fast_tensors(raw: bytes) -> list[_Tensor] | None:
+    """The tensors from the header bytes, or None when an entry is not in the writer's layout."""
+    found = _TENSOR.findall(raw)
+    body = raw.rstrip()
+    if not found or len(found) != raw.count(b'"data_offsets"') or body[:1] != b"{" or body[-1:] != b"}":
+        return None
+    return [(int(b), int(e), "", dtype.decode(), shape.decode()) for dtype, shape, b, e in found]
+
+
+def _nbytes(dtype: str, shape: str) -> int | None:
+    size = DTYPE_BYTES.get(dtype)
+    if size is None:
+        return None
+    return math.prod(int(d) for d in shape.split(",") if d.strip()) * size
+
+
+def _layout_problem(path: Path, tensors: list[_Tensor]) -> str | None:
+    """What the safetensors loader refuses in a header whose entries are well typed: offsets that do not tile
+    the data from 0 without gap or overlap, and a shape whose bytes are not its offsets' span."""
+    expected = 0
+    sizes: dict[tuple[str, str], int | None] = {}  # a model has a few dozen distinct shapes
+    for begin, end, name, dtype, shape in sorted(tensors):
+        if begin != expected or end < begin:
+            how = "overlap" if begin < expected else ("a gap" if begin > expected else "end before begin")
+            return f"{path.name}: data_offsets [{begin}, {end}] ({how} after byte {expected})"
+        key = (dtype, shape)
+        if key not in sizes:
+            sizes[key] = _nbytes(dtype, shape)
+        nbytes = sizes[key]
+        if nbytes is not None and nbytes != end - begin:
+            who = f"tensor {name}" if name else f"the tensor at [{begin}, {end}]"
+            return (f"{path.name}: {who}: shape [{shape}] of {dtype} is {nbytes} bytes, its data_offsets span "
+                    f"{end - begin}")
+        expected = end
+    return None
 
 
 def tensor_names(path: Path) -> set[str]:
@@ -112,14 +165,13 @@ def safetensors_header(path: Path, size: int) -> tuple[int, str | None]:
                 return 0, f"{path.name}: {size} bytes, its header alone needs {8 + n} (truncated)"
             return 0, f"{path.name}: not a safetensors file (header length {n})"
         raw = f.read(n)
-    ends = _DATA_OFFSETS.findall(raw)
-    body = raw.rstrip()
-    if ends and len(ends) == raw.count(b'"data_offsets"') and body[:1] == b"{" and body[-1:] == b"}":
-        count, end, problem = len(ends), max(map(int, ends)), None
-    else:
-        count, end, problem = _parse_header(path, raw)
+    fast = _fast_tensors(raw)
+    tensors, problem = (fast, None) if fast is not None else _parse_header(path, raw)
+    count = len(tensors)
+    problem = problem or _layout_problem(path, tensors)
     if problem:
         return count, problem
+    end = max((t[1] for t in tensors), default=0)
     want = 8 + n + end
     if size != want:
         how = "truncated" if size < want else "longer than its header says"

@@ -33,6 +33,7 @@ GGML_BLOCK: dict[int, tuple[int, int]] = {
 # metadata value type -> fixed size in bytes (8 = string and 9 = array are variable)
 _SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 _STRING, _ARRAY, _UINT32 = 8, 9, 4
+MAX_NESTING = 16
 
 
 class GgufError(ValueError):
@@ -72,7 +73,9 @@ class _Reader:
         self.skip(n)
         return bytes(self.buf[start:self.pos])
 
-    def skip_value(self, vtype: int) -> None:
+    def skip_value(self, vtype: int, depth: int = 0) -> None:
+        if depth > MAX_NESTING:  # llama.cpp reads no nested arrays at all; Python's stack must not be the limit
+            raise GgufError(f"metadata arrays nested over {MAX_NESTING} deep at byte {self.pos}")
         if vtype in _SCALAR:
             self.skip(_SCALAR[vtype])
         elif vtype == _STRING:
@@ -83,7 +86,7 @@ class _Reader:
                 self.skip(_SCALAR[item] * count)
             else:
                 for _ in range(count):
-                    self.skip_value(item)
+                    self.skip_value(item, depth + 1)
         else:
             raise GgufError(f"unknown metadata value type {vtype} at byte {self.pos}")
 

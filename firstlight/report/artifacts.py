@@ -30,6 +30,7 @@ class RunArtifacts:
         self._user: IO[str] | None = None
         self._kept: IO[str] | None = None
         self._kept_path: Path | None = None
+        self._tee: RecordTee | None = None
         if record is not None:
             self._user = open(record, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         if report is not None or trace is not None or cfg.history.enabled:
@@ -40,13 +41,16 @@ class RunArtifacts:
     def stream(self) -> IO[str] | None:
         """The session's ``record``: None when nothing is kept."""
         if self._kept is not None:
-            return RecordTee(self._user, self._kept)  # type: ignore[return-value]
+            self._tee = RecordTee(self._user, self._kept)
+            return self._tee  # type: ignore[return-value]
         return self._user
 
     def finish(self, summary: dict[str, Any] | None) -> list[Path]:
         """Draw the report and trace, store the timeline in the history; never raises (one warning instead)."""
         if self._kept is None:
             return []
+        if self._tee is not None:
+            self._tee.finish()
         self._kept.flush()
         self._kept.seek(0)
         observations = parse_lines(self._kept).observations

@@ -427,10 +427,17 @@ def _warnings(v: RunView) -> str:
             + "".join(f"<li>{esc(secs(m.t))}: {esc(m.label)}</li>" for m in items) + "</ul>")
 
 
+LINE_CHARS = 2000  # of one log line on the page: 50 lines of 1 MiB made a 42 MB page
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= LINE_CHARS else f"{text[:LINE_CHARS]}… ({len(text) - LINE_CHARS} more characters)"
+
+
 def _log_tail(v: RunView) -> str:
     if not v.log_tail:
         return ""
-    lines = "\n".join(f"[{t:8.2f}s] {text}" for t, text in v.log_tail)
+    lines = "\n".join(f"[{t:8.2f}s] {_clip(text)}" for t, text in v.log_tail)
     return f'<h2>Last log lines before the verdict</h2><pre class="log" id="log-tail">{esc(lines)}</pre>'
 
 

@@ -43,6 +43,7 @@ ENDPOINTS = ("/readyz", "/livez", "/startupz")
 NOT_LIVE = (HUNG, FAILED)
 MAX_CONCURRENT = 16  # a kubelet sends one probe per period; this leaves room for people and scrapers
 REQUEST_TIMEOUT_S = 5.0  # per connection: read the request line and headers, write the answer
+MAX_CONNECTIONS = 64  # connection threads at once (a trickling client holds one until REQUEST_TIMEOUT_S)
 
 
 def parse_bind(spec: str, option: str = "--serve-readiness") -> tuple[str, int]:
@@ -98,8 +99,37 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, addr: tuple[str, int], state: ReadinessState) -> None:
         self.state = state
         self.slots = threading.BoundedSemaphore(MAX_CONCURRENT)
+        self.connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.address_family = socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
         super().__init__(addr, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """One thread per connection, at most MAX_CONNECTIONS: beyond, the connection is closed at once."""
+        if not self.connections.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.connections.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        # The whole request (line, headers, answer) within REQUEST_TIMEOUT_S: the per-read socket timeout alone
+        # lets a client trickle one byte every few seconds and hold its thread forever.
+        deadline = threading.Timer(REQUEST_TIMEOUT_S, _cut, (request,))
+        deadline.daemon = True
+        deadline.start()
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            deadline.cancel()
+            self.connections.release()
+
+
+def _cut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 class _Handler(BaseHTTPRequestHandler):

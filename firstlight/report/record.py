@@ -12,17 +12,27 @@ GPU samples are thinned evenly until the whole fits.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import gzip
 import json
-from collections.abc import Iterable, Sequence
+import math
+import types
+import typing
+import zlib
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from firstlight.judge import is_access_line
-from firstlight.timeline import GpuSample, Level, LogLine, Observation, Probe, ProcessSample, from_dict
+from firstlight.timeline import GpuSample, Level, LogLine, Observation, Probe, ProcessSample, SourceNote, from_dict
 
 TIMELINE_CAP_BYTES = 1 << 20  # uncompressed JSON Lines per run in the history (gzip makes it ~10x smaller)
+INFLATED_CAP_BYTES = 16 * TIMELINE_CAP_BYTES  # what a stored timeline may inflate to when read back
+KEPT_CAP_BYTES = 8 << 20  # the private copy of a run's observations, beyond which log lines are only tailed
+KEPT_TAIL_LINES = 2000  # the last log lines kept beyond that (what it said before the verdict)
 
 
 class RecordError(Exception):
@@ -35,6 +45,45 @@ class Recorded:
     skipped: int  # lines that were not observations (bad JSON, unknown kind, truncated)
 
 
+MAX_NUMBER = 1e15  # beyond any time (epoch seconds), count or byte size a run records; 1e308 is hostile input
+
+
+def _typed(value: Any, hint: Any) -> bool:
+    """``value`` is of the annotated type (the scalar fields, tuples of records, optionals), every number
+    finite and within MAX_NUMBER: a record's lines come from anywhere (numbers as strings, NaN, lists for
+    objects) and must not reach the drawing."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_typed(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is Level:
+        return isinstance(value, Level)
+    if hint in (int, float):
+        ok = isinstance(value, int if hint is int else (int, float)) and not isinstance(value, bool)
+        return ok and math.isfinite(value) and abs(value) <= MAX_NUMBER
+    if hint is str:
+        return isinstance(value, str)
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_typed(v, args[0]) for v in value)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return isinstance(value, hint) and _fields_typed(value)
+    return True  # an annotation this check does not know: as before
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _fields_typed(obj: Any) -> bool:
+    cls = type(obj)
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return all(_typed(getattr(obj, f.name), hints[f.name]) for f in dataclasses.fields(obj))
+
+
 def parse_lines(lines: Iterable[str]) -> Recorded:
     out: list[Observation] = []
     skipped = 0
@@ -43,18 +92,45 @@ def parse_lines(lines: Iterable[str]) -> Recorded:
         if not line:
             continue
         try:
-            d = json.loads(line)
-            out.append(from_dict(d))
-        except (ValueError, KeyError, TypeError, AttributeError):
+            obs = from_dict(json.loads(line))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            skipped += 1
+            continue
+        if _fields_typed(obs):
+            out.append(obs)
+        else:
             skipped += 1
     out.sort(key=lambda o: o.t)  # stable: the order they were fed in, within a timestamp
     return Recorded(out, skipped)
 
 
+def bounded(lines: Iterable[str], cap: int = KEPT_CAP_BYTES, tail: int = KEPT_TAIL_LINES) -> Iterator[str]:
+    """The lines of a record, streamed, bounded as :class:`RecordTee` bounds a run's copy: past ``cap`` bytes
+    its log lines are only tailed (the last ``tail``), with a note of those left out (a record of 1,000,000
+    lines took 533 MB to draw)."""
+    seen = 0
+    ring: deque[str] = deque(maxlen=tail)
+    left_out = 0
+    for line in lines:
+        if seen > cap and line.startswith('{"kind": "log"'):
+            if len(ring) == ring.maxlen:
+                left_out += 1
+            ring.append(line)
+            continue
+        seen += len(line)
+        yield line
+    if left_out and ring:
+        with contextlib.suppress(ValueError, AttributeError):
+            t = float(json.loads(ring[0]).get("t", 0.0))
+            yield json.dumps(SourceNote(t, "log", f"{left_out} log lines of the record were left out of the "
+                                                  "drawing (the last ones are drawn)").to_dict())
+    yield from ring
+
+
 def read_record(path: Path) -> Recorded:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            rec = parse_lines(f)
+            rec = parse_lines(bounded(f))
     except OSError as e:
         raise RecordError(f"cannot read {path}: {e.strerror}") from None
     if not rec.observations:
@@ -90,19 +166,50 @@ def read_summary(path: Path) -> dict[str, Any]:
 class RecordTee:
     """A ``--record`` stream that writes the user's record and a private copy (kept for the report and the
     history). The private copy failing (a full /tmp) only drops that copy; the user's record failing is the
-    session's to report, as without the copy."""
+    session's to report, as without the copy.
 
-    def __init__(self, user: IO[str] | None, private: IO[str]) -> None:
+    The private copy is bounded as it is written: past ``cap`` bytes, log lines (what a flood is made of) are
+    no longer written but kept in a ring of the last ``tail`` ones, added at the end (:meth:`finish`); every
+    other observation is still written. A 25 s log flood made a 72 MB copy that took 11-20 s to read back."""
+
+    def __init__(self, user: IO[str] | None, private: IO[str], cap: int = KEPT_CAP_BYTES,
+                 tail: int = KEPT_TAIL_LINES) -> None:
         self.user = user
         self.private: IO[str] | None = private
+        self.cap = cap
+        self.kept_bytes = 0
+        self.tail: deque[str] = deque(maxlen=tail)
+        self.left_out = 0  # log lines neither in the copy nor in the tail
 
     def write(self, text: str) -> int:
         if self.private is not None:
-            try:
-                self.private.write(text)
-            except (OSError, ValueError):
-                self.private = None
+            if self.kept_bytes > self.cap and text.startswith('{"kind": "log"'):
+                if len(self.tail) == self.tail.maxlen:
+                    self.left_out += 1
+                self.tail.append(text)
+            else:
+                self._keep(text)
         return self.user.write(text) if self.user is not None else len(text)
+
+    def _keep(self, text: str) -> None:
+        if self.private is None:
+            return
+        try:
+            self.private.write(text)
+            self.kept_bytes += len(text)
+        except (OSError, ValueError):
+            self.private = None
+
+    def finish(self) -> None:
+        """The last log lines, and a note of how many were left out, into the private copy."""
+        if self.left_out and self.tail:
+            first_t = json.loads(self.tail[0]).get("t", 0.0)
+            note = SourceNote(first_t, "log", f"{self.left_out} log lines of a flood were left out of this run's "
+                              "report and history (its --record file has them all)")
+            self._keep(json.dumps(note.to_dict()) + "\n")
+        while self.tail:
+            self._keep(self.tail.popleft())
+        self.left_out = 0
 
     def flush(self) -> None:
         if self.user is not None:
@@ -177,9 +284,16 @@ def pack_timeline(observations: Sequence[Observation], cap_bytes: int = TIMELINE
     return gzip.compress("".join(_line(o) for o in downsample(observations, cap_bytes)).encode(), mtime=0)
 
 
-def unpack_timeline(data: bytes) -> list[Observation]:
+def unpack_timeline(data: bytes, limit: int = INFLATED_CAP_BYTES) -> list[Observation]:
+    """The stored timeline; a RecordError when it is damaged or inflates beyond ``limit`` (what firstlight
+    stores is about TIMELINE_CAP_BYTES: a row that inflates to 400 MB was not written by it)."""
+    inflater = zlib.decompressobj(wbits=31)  # gzip framing
     try:
-        text = gzip.decompress(data).decode("utf-8", "replace")
-    except (OSError, EOFError) as e:
+        raw = inflater.decompress(data, limit + 1)
+    except zlib.error as e:
         raise RecordError(f"the stored timeline is damaged ({e})") from None
-    return parse_lines(text.splitlines()).observations
+    if len(raw) > limit:
+        raise RecordError(f"the stored timeline inflates beyond {limit >> 20} MiB: not one firstlight wrote")
+    if not inflater.eof:
+        raise RecordError("the stored timeline is damaged (truncated)")
+    return parse_lines(raw.decode("utf-8", "replace").splitlines()).observations
