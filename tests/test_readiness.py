@@ -156,7 +156,7 @@ def test_rewatch_reports_the_end_of_serving_and_watches_the_next_process():
     watched: list[int | None] = []
 
     class Matcher(ProcessMatcher):
-        def find(self) -> Target | None:  # the first process until it is gone, then the second
+        def find(self, port: int | None = None) -> Target | None:  # the first until it is gone, then the second
             return Target.of(second.pid if first.poll() is not None else first.pid)
 
     def run_start(target: Target) -> Outcome:

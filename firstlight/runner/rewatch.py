@@ -201,8 +201,7 @@ class Rewatch:
                                   + (f" other than pid {previous.pid}" if previous and previous.pid else ""))
             while not self.stop.is_set():
                 found = self.matcher.find(split_url(self.url)[1])
-                if found is not None and (previous is None or (found.create_time or 0.0)
-                                          > (previous.create_time or 0.0)):
+                if found is not None and (previous is None or self._later(found, previous)):
                     self._wait_log_fresh(found.create_time or self.clock())
                     return found
                 self.stop.wait(self.poll_s)
@@ -219,6 +218,11 @@ class Rewatch:
                 return Target()
             self.stop.wait(self.poll_s)
         return None
+
+    @staticmethod
+    def _later(found: Target, previous: Target) -> bool:
+        """Another process, created no earlier than the previous start's (creation times have 10 ms ticks)."""
+        return found.pid != previous.pid and (found.create_time or 0.0) >= (previous.create_time or 0.0)
 
     def _wait_log_fresh(self, since: float, limit_s: float = 5.0) -> None:
         """A log file shared by every start (a truncating ``tee``) may still hold the last start's lines, its
