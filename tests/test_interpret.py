@@ -107,17 +107,17 @@ def test_after_the_first_fatal_line_a_more_specific_one_becomes_the_root_cause()
     it = LineInterpreter(SGLANG)
     r = it.feed(WRAPPER)
     assert r.first_fatal and it.first_fatal is not None
-    r = it.feed(NCCL_FATAL)
-    assert not r.first_fatal  # only the first fatal line is
     r = it.feed(OOM)
+    assert not r.first_fatal  # only the first fatal line is
+    r = it.feed(NCCL_FATAL)  # later and less specific: the root cause stays
     assert not r.first_fatal
     cause = it.root_cause(ended=False)
-    assert cause is not None and cause.failure.category == "oom" and cause.line == 3
+    assert cause is not None and cause.failure.category == "oom" and cause.line == 2
 
 
 def test_of_several_non_fatal_lines_before_the_fatal_one_the_best_is_the_root_cause():
     it = LineInterpreter(SGLANG)
-    it.feed(NCCL_WARN_OOM)  # oom, rank 80
+    assert not it.feed(NCCL_WARN_OOM).first_fatal  # oom, rank 80
     it.feed(SIZE_MISMATCH)  # corrupt_weights, rank 75: later, but less specific
     it.feed(NCCL_FATAL)
     cause = it.root_cause(ended=True)
@@ -129,13 +129,35 @@ def test_the_root_traceback_closes_at_its_exception_line_or_plain_text():
     it.feed(WRAPPER)
     assert it.root_traceback_open
     it.feed('  File "/x/scheduler.py", line 1, in run')
-    assert it.root_traceback_open
+    assert it.root_traceback_open is True
     it.feed("RuntimeError: boom")
-    assert not it.root_traceback_open
+    assert it.root_traceback_open is False
     it = LineInterpreter(SGLANG)
     it.feed(WRAPPER)
     it.feed("some later plain log line")
-    assert not it.root_traceback_open
+    assert it.root_traceback_open is False
+
+
+def test_frames_after_the_root_tracebacks_exception_line_never_move_the_phase():
+    it = LineInterpreter(SGLANG)
+    it.feed(WRAPPER)
+    assert it.feed('  File "/sgl/model_runner.py", line 9, in init_memory_pool').phase == "kv_cache"
+    it.feed("RuntimeError: boom")  # the root traceback ends here
+    it.feed("Traceback (most recent call last):")  # another one (a second rank, a shutdown error)
+    assert it.feed('  File "/sgl/model_runner.py", line 20, in init_cuda_graphs').phase is None
+    assert it.phase == "kv_cache"
+
+
+def test_of_the_exceptions_a_log_ends_in_the_most_specific_is_the_cause():
+    it = LineInterpreter(SGLANG)
+    it.feed("Traceback (most recent call last):")
+    it.feed("KeyError: 'model.layers.0.mlp.weight'", t=2.0)  # corrupt_weights, rank 75
+    it.feed("During handling of the above exception, another exception occurred:")
+    it.feed("Traceback (most recent call last):")
+    it.feed("ModuleNotFoundError: No module named 'flash_attn'", t=3.0)  # import_error, rank 70: later, less
+    cause = it.root_cause(ended=True)
+    assert cause is not None and cause.failure.category == "corrupt_weights" and cause.line == 2
+    assert cause.t == 2.0
 
 
 def test_a_log_ending_in_an_uncaught_traceback_names_its_best_line_once_ended():
