@@ -327,3 +327,24 @@ def test_free_ports_lie_below_the_ephemeral_range_and_are_never_handed_out_twice
     for p in mine:
         with socket.socket() as s:
             s.bind(("127.0.0.1", p))  # free: nobody listens on it
+
+
+# -- units/journal.py: the invocation replayed by default is the last one that printed a line -----------------
+def test_an_invocation_without_lines_is_not_picked_over_the_last_one_that_has_some(tmp_path: Path):
+    from firstlight.units.journal import journal_lines, list_invocations, read_entries
+    from tests.journal_export import UnitRun, write_journal
+
+    unit, t0 = "llm.service", 1_790_000_000.0
+    spoke = UnitRun(unit, t0, pid=100)
+    spoke.started()
+    spoke.lines(["loading", "error: failed to load model"])
+    spoke.main_exited(1, restart=1)
+    silent = UnitRun(unit, t0 + 10, pid=200)  # the restart: systemd started it, it printed nothing yet
+    silent.started()
+    path = tmp_path / "restart.journal"
+    write_journal(path, bytes(spoke.out + silent.out))
+    invs = list_invocations(read_entries(path, unit), unit)
+    assert [(i.id, i.lines) for i in invs] == [(spoke.invocation, 2), (silent.invocation, 0)]
+    chosen, _, pairs = journal_lines(path, unit)
+    assert chosen.id == spoke.invocation
+    assert [text for _, text in pairs] == ["loading", "error: failed to load model"]
