@@ -348,3 +348,20 @@ def test_an_invocation_without_lines_is_not_picked_over_the_last_one_that_has_so
     chosen, _, pairs = journal_lines(path, unit)
     assert chosen.id == spoke.invocation
     assert [text for _, text in pairs] == ["loading", "error: failed to load model"]
+
+
+# -- the README's development tools are wired ----------------------------------------------------------------
+def test_test_sh_reports_coverage_and_mutation_sh_covers_every_rule_module_with_existing_tests():
+    import re as _re
+
+    from tests.conftest import REPO
+
+    assert "--cov=firstlight" in (REPO / "scripts" / "test.sh").read_text()
+    script = (REPO / "scripts" / "mutation.sh").read_text()
+    table = dict(_re.findall(r'^  \[([\w/]+)\]="([^"]+)"$', script, _re.M))
+    for module in ("judge", "interpret", "wire", "preflight", "probes", "units/journal", "samplers"):
+        assert module in table, module
+    for module, tests in table.items():
+        assert (REPO / "firstlight" / module).is_dir() or (REPO / "firstlight" / f"{module}.py").is_file(), module
+        for t in tests.split():
+            assert (REPO / t).is_file(), (module, t)
