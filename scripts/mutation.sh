@@ -57,7 +57,7 @@ for m in "${modules[@]}"; do
     for t in $tests; do printf '"%s", ' "$t"; done
     echo ']'
     echo 'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q"]'
-    echo "also_copy = [\"firstlight\", \"tests\"]"
+    echo "also_copy = [\"firstlight\", \"tests\", \"scripts\"]"
     echo "use_setproctitle = false"  # tests read their own process name (preflight procinfo)
   } >>"$work/pyproject.toml"
   echo "mutation.sh: $m against $tests (at most ${time_s} s)" >&2
