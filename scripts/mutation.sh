@@ -77,7 +77,10 @@ for line in open(sys.argv[1]):
     if status == "survived":
         survivors.append(name)
 decided = counts["killed"] + counts["survived"] + counts["timeout"] + counts["segfault"]
-score = 100 * (decided - counts["survived"]) / decided if decided else 0.0
+if not decided:
+    print(f"{sys.argv[2]}: no result: the clean run of its tests failed or was cut short (see its .log)")
+    sys.exit(0)
+score = 100 * (decided - counts["survived"]) / decided
 print(f"{sys.argv[2]}: {score:.1f}% killed of {decided} decided; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 for s in survivors:
     print(f"  survived: {s}")
