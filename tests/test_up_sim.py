@@ -31,7 +31,7 @@ def test_normal_start_is_ready_only_after_a_generation(weights: Path):
     for phase in ("process_start", "weights_loading", "kv_cache", "cuda_graph", "ready"):
         assert phase in names, names
     assert s["engine"] == "sglang", s["engine"]  # the simulator speaks SGLang: detected from its log
-    assert "server_stopped" in s
+    assert s["server_stopped"] == "stopped with SIGTERM", s["server_stopped"]  # --stop-when-ready stops it
 
 
 def test_slow_first_request_is_ready_after_the_slow_generation(weights: Path):
