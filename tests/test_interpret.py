@@ -59,7 +59,7 @@ def test_listening_and_ready_are_said_once_with_their_line():
     it = LineInterpreter(SGLANG)
     it.feed("line one")
     r = it.feed(LISTENING)
-    assert r.listening and it.listening_line == 2
+    assert r.listening and it.listening_line == 2 and r.line == 2 and r.text == clip(LISTENING)
     r = it.feed(LISTENING)
     assert not r.listening and it.listening_line == 2
     r = it.feed(READY, t=12.5)
