@@ -88,3 +88,43 @@ def test_the_async_backend_ends_a_silent_read_by_the_deadline():
     with _silent_mid_read() as url:
         took = asyncio.run(fetch(url))
     assert took < 6.0, f"held {took:.1f}s: the 8 s read timeout, not the 1 s deadline, ended the read"
+
+
+def test_once_the_deadline_has_passed_every_read_and_write_fails_at_once():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(2)
+        port = server.getsockname()[1]
+        stream = DeadlineBackend().connect_tcp("127.0.0.1", port, timeout=5.0)  # no deadline yet
+        assert isinstance(stream.get_extra_info("socket"), socket.socket)
+        with deadline(time.monotonic() - 1):
+            with pytest.raises(httpcore.ReadTimeout):
+                stream.read(10, timeout=5.0)
+            with pytest.raises(httpcore.WriteTimeout):
+                stream.write(b"x", timeout=5.0)
+        stream.close()
+
+        async def on_asyncio() -> None:
+            s = await AsyncDeadlineBackend().connect_tcp("127.0.0.1", port, timeout=5.0)
+            assert s.get_extra_info("socket") is not None
+            with deadline(time.monotonic() - 1):
+                with pytest.raises(httpcore.ReadTimeout):
+                    await s.read(10, timeout=5.0)
+                with pytest.raises(httpcore.WriteTimeout):
+                    await s.write(b"x", timeout=5.0)
+            await s.aclose()
+
+        asyncio.run(on_asyncio())
+
+
+def test_the_async_read_timeout_still_bounds_a_read_before_a_far_deadline():
+    async def fetch(url: str) -> float:
+        async with httpx.AsyncClient(transport=async_transport()) as client:
+            t0 = time.monotonic()
+            with deadline(t0 + 60.0), pytest.raises(httpx.TimeoutException):
+                await client.get(url, timeout=httpx.Timeout(5.0, read=0.5))
+            return time.monotonic() - t0
+
+    with _silent_mid_read() as url:
+        took = asyncio.run(fetch(url))
+    assert took < 30.0, f"held {took:.1f}s: the 0.5 s read timeout was lost under the 60 s deadline"
