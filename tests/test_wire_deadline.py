@@ -16,6 +16,7 @@ from firstlight.wire.deadline import (
     _DEADLINE,
     AsyncDeadlineBackend,
     DeadlineBackend,
+    _ssl_context,
     async_transport,
     deadline,
     resolve,
@@ -72,9 +73,26 @@ def test_a_refused_connection_is_a_connect_error():
             DeadlineBackend().connect_tcp("127.0.0.1", port, timeout=2.0)
 
 
-def test_the_transports_use_the_deadline_backends():
-    assert isinstance(transport()._pool._network_backend, DeadlineBackend)  # type: ignore[attr-defined]
-    assert isinstance(async_transport()._pool._network_backend, AsyncDeadlineBackend)  # type: ignore[attr-defined]
+def test_the_transports_use_the_deadline_backends_with_the_pool_asked_for():
+    for t, backend in ((transport(3), DeadlineBackend), (async_transport(3), AsyncDeadlineBackend)):
+        pool = t._pool  # type: ignore[attr-defined]
+        assert isinstance(pool._network_backend, backend)
+        assert (pool._max_connections, pool._max_keepalive_connections, pool._keepalive_expiry) == (3, 3, 5.0)
+        assert pool._ssl_context is _ssl_context()  # one context, built without the environment's settings
+
+
+def test_an_async_connect_after_the_deadline_fails_at_once():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+
+        async def connect() -> None:
+            with deadline(time.monotonic() - 1), pytest.raises(httpcore.ConnectTimeout):
+                await AsyncDeadlineBackend().connect_tcp("127.0.0.1", port, timeout=5.0)
+            await (await AsyncDeadlineBackend().connect_tcp("127.0.0.1", port, timeout=5.0)).aclose()
+
+        asyncio.run(connect())
 
 
 def test_the_async_backend_ends_a_silent_read_by_the_deadline():
