@@ -22,12 +22,12 @@ time_s=${MUTATION_TIME_S:-1200}
 # module (a file, or a folder of them) -> the fast test files that cover it
 declare -A TESTS=(
   [judge]="tests/test_judge.py tests/test_judge_rules.py tests/test_rule_boundaries.py"
-  [interpret]="tests/test_judge.py tests/test_judge_rules.py tests/test_replay_fixtures.py tests/test_rule_boundaries.py"
+  [interpret]="tests/test_interpret.py tests/test_judge.py tests/test_judge_rules.py tests/test_replay_fixtures.py tests/test_rule_boundaries.py"
   [wire/content]="tests/test_wire_content.py tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
-  [wire/deadline]="tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
-  [wire]="tests/test_wire_content.py tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
-  [preflight/checkpoint]="tests/test_preflight.py tests/test_rule_boundaries.py"
-  [preflight]="tests/test_preflight.py tests/test_rule_boundaries.py"
+  [wire/deadline]="tests/test_wire_deadline.py tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
+  [wire]="tests/test_wire_deadline.py tests/test_wire_content.py tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
+  [preflight/checkpoint]="tests/test_checkpoint.py tests/test_preflight.py tests/test_rule_boundaries.py"
+  [preflight]="tests/test_checkpoint.py tests/test_preflight.py tests/test_rule_boundaries.py"
   [probes]="tests/test_ladder.py tests/test_ladder_rules.py tests/test_wire.py tests/test_rule_boundaries.py"
   [units/journal]="tests/test_units_journal.py"
   [samplers]="tests/test_samplers.py tests/test_rule_boundaries.py"
@@ -57,7 +57,8 @@ for m in "${modules[@]}"; do
     for t in $tests; do printf '"%s", ' "$t"; done
     echo ']'
     echo 'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q"]'
-    echo "also_copy = [\"firstlight\", \"tests\"]"
+    echo "also_copy = [\"firstlight\", \"tests\", \"scripts\"]"
+    echo "use_setproctitle = false"  # tests read their own process name (preflight procinfo)
   } >>"$work/pyproject.toml"
   echo "mutation.sh: $m against $tests (at most ${time_s} s)" >&2
   rc=0
@@ -76,7 +77,10 @@ for line in open(sys.argv[1]):
     if status == "survived":
         survivors.append(name)
 decided = counts["killed"] + counts["survived"] + counts["timeout"] + counts["segfault"]
-score = 100 * (decided - counts["survived"]) / decided if decided else 0.0
+if not decided:
+    print(f"{sys.argv[2]}: no result: the clean run of its tests failed or was cut short (see its .log)")
+    sys.exit(0)
+score = 100 * (decided - counts["survived"]) / decided
 print(f"{sys.argv[2]}: {score:.1f}% killed of {decided} decided; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 for s in survivors:
     print(f"  survived: {s}")

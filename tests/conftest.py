@@ -97,6 +97,14 @@ def run_firstlight(*args: str, timeout: float = 120, env: dict[str, str] | None 
     return Run(p.returncode, p.stdout, p.stderr)
 
 
+def children(pid: int) -> list[psutil.Process]:
+    """The children of ``pid``; none once it is gone (a condition polled by wait_for must not raise)."""
+    try:
+        return psutil.Process(pid).children()
+    except psutil.Error:
+        return []
+
+
 def pids_in_group(pgid: int) -> list[int]:
     out = []
     for p in psutil.process_iter(["status"]):

@@ -30,7 +30,7 @@ from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level
-from tests.conftest import REPO, firstlight_cmd, require, run_firstlight, wait_for
+from tests.conftest import REPO, children, firstlight_cmd, require, run_firstlight, wait_for
 
 pytestmark = pytest.mark.llama
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
@@ -194,7 +194,7 @@ def _start_up(llama: dict[str, str], port: int, *extra: str, grace: str = "3") -
 
 
 def _server_of(fl: subprocess.Popen[str]) -> psutil.Process:
-    return psutil.Process(wait_for(lambda: next(iter(psutil.Process(fl.pid).children()), None), 30,
+    return psutil.Process(wait_for(lambda: next(iter(children(fl.pid)), None), 30,
                                    "llama-server").pid)
 
 

@@ -13,7 +13,7 @@ import httpx
 import psutil
 
 from firstlight.sim.server import free_port
-from tests.conftest import firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
+from tests.conftest import children, firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
 
@@ -31,7 +31,7 @@ def test_normal_start_is_ready_only_after_a_generation(weights: Path):
     for phase in ("process_start", "weights_loading", "kv_cache", "cuda_graph", "ready"):
         assert phase in names, names
     assert s["engine"] == "sglang", s["engine"]  # the simulator speaks SGLang: detected from its log
-    assert "server_stopped" in s
+    assert s["server_stopped"] == "stopped with SIGTERM", s["server_stopped"]  # --stop-when-ready stops it
 
 
 def test_slow_first_request_is_ready_after_the_slow_generation(weights: Path):
@@ -90,20 +90,12 @@ def _start_up(*args: str) -> subprocess.Popen[str]:
 
 def _server_pid(fl: subprocess.Popen[str]) -> int:
     def child() -> int | None:
-        for kid in _children(fl.pid):
+        for kid in children(fl.pid):
             with contextlib.suppress(psutil.Error):
                 if "firstlight.sim" in kid.cmdline():  # not preflight's short probe of the server's Python
                     return int(kid.pid)
         return None
     return int(wait_for(child, 30, "the server process"))
-
-
-def _children(pid: int) -> list[psutil.Process]:
-    """The children of ``pid``; none once it is gone (a condition polled by wait_for must not raise)."""
-    try:
-        return psutil.Process(pid).children()
-    except psutil.Error:
-        return []
 
 
 def test_sigterm_during_loading_leaves_no_process_of_the_group(weights: Path):
@@ -112,7 +104,7 @@ def test_sigterm_during_loading_leaves_no_process_of_the_group(weights: Path):
                                   "--workers", "3"))
     try:
         pid = _server_pid(fl)
-        wait_for(lambda: len(_children(pid)) >= 3, 30, "the workers")
+        wait_for(lambda: len(children(pid)) >= 3, 30, "the workers")
         fl.send_signal(signal.SIGTERM)
         out, err = fl.communicate(timeout=30)
     finally:

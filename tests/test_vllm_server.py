@@ -39,7 +39,7 @@ from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level
-from tests.conftest import REPO, firstlight_cmd, require, run_firstlight, wait_for
+from tests.conftest import REPO, children, firstlight_cmd, require, run_firstlight, wait_for
 
 # Under pytest-xdist the whole module is one unit of work on one worker (tests/conftest.py): its servers are
 # shared by its tests (module fixtures), one vLLM at a time.
@@ -331,7 +331,7 @@ def test_signal_during_the_compile_leaves_no_vllm_process(vllm_setup: dict[str, 
     fl = _start_up(vllm_setup, free_port(), compile_cache, extra=("--max-num-seqs", "8"))
     try:
         _next_event(fl, _is_compile, "the compile phase")
-        server = psutil.Process(wait_for(lambda: next(iter(psutil.Process(fl.pid).children()), None), 30,
+        server = psutil.Process(wait_for(lambda: next(iter(children(fl.pid)), None), 30,
                                          "the vLLM process").pid)
         procs = wait_for(lambda: len(t := tree(server.pid)) >= 3 and t, 60, "engine core and worker")
         _stop_and_check(fl, procs, sig)

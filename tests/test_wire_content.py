@@ -37,8 +37,8 @@ def test_parse_json_reads_json_and_says_why_not():
         parse_json(None)  # type: ignore[arg-type]
     assert "NoneType" in str(e.value)
     with pytest.raises(NotJSON) as e:
-        parse_json(b"[" + b"x" * 500)
-    assert len(str(e.value)) <= 120
+        parse_json(type("T" * 300, (), {})())  # a reason longer than a line: clipped to 120
+    assert len(str(e.value)) == 120 and str(e.value).endswith("TTT")
 
 
 def test_deeply_nested_json_is_not_json_with_its_reason():
@@ -56,8 +56,8 @@ def test_clean_text_strips_escapes_and_controls_and_turns_newlines_into_spaces()
 @pytest.mark.parametrize("text, limit, out", [
     ("abcde", 5, "abcde"),  # exactly the limit: not clipped
     ("abcdef", 5, "abcde…"),  # one over
-    ("ab" + "\x00" * 200, 5, "ab…"),  # short once cleaned, but longer than the bound that was read
-    ("ab" + "\x00" * 80, 5, "ab"),  # within the bound (5 * 4 + 64): cleaned whole, not clipped
+    ("ab" + "\x00" * 83, 5, "ab…"),  # short once cleaned, but longer than the 5 * 4 + 64 characters read
+    ("ab" + "\x00" * 82, 5, "ab"),  # exactly the characters read: cleaned whole, not clipped
 ])
 def test_clean_text_clips_at_its_limit(text: str, limit: int, out: str):
     assert clean_text(text, limit) == out
@@ -72,8 +72,9 @@ def test_clean_text_defaults_to_200_characters():
     (b"  hello \n", "hello"),
     (b"a" * 160, "a" * 160),  # the default limit, exactly
     (b"a" * 161, "a" * 160 + "…"),
-    (b"ok" + b"\x00" * 800, "ok…"),  # longer than the bytes read (160 * 4 + 64): said so
-    (b"ok" + b"\x00" * 600, "ok"),  # within them: the whole body, cleaned
+    (b"ok" + b"\x00" * 703, "ok…"),  # longer than the 160 * 4 + 64 bytes read: said so
+    (b"ok" + b"\x00" * 702, "ok"),  # exactly the bytes read: the whole body, cleaned
+    (b"a" * 1000, "a" * 160 + "…"),  # clipped and longer than read: one "…", not two
     (b"caf\xc3\xa9 \xff", "café \ufffd"),  # invalid UTF-8 is replaced, never an error
 ])
 def test_snippet_is_the_start_of_a_body_as_one_clean_line(body: bytes, out: str):
@@ -162,9 +163,12 @@ def test_sse_lines_split_on_lf_and_crlf_across_chunks():
     assert s.feed(b"data: a") == []
     assert s.feed(b"bc\r\ndata: d\n\nda") == ["data: abc", "data: d", ""]
     assert s.feed(b"ta: \xffe\n") == ["data: \ufffde"]  # invalid UTF-8 replaced
+    assert s.feed(b"data: XX  \r\n") == ["data: XX  "]  # only the CR goes, never spaces or text
     assert s.flush() == []
-    assert s.feed(b"tail\r") == []
-    assert s.flush() == ["tail"]
+    assert s.feed(b"tail \r") == []
+    assert s.flush() == ["tail "]  # only the CR goes
+    assert s.feed(b"\xffX\r") == []
+    assert s.flush() == ["\ufffdX"]
     assert s.flush() == []
 
 

@@ -1,0 +1,191 @@
+"""The checkpoint check (``firstlight.preflight.checkpoint``) at its edges, on real files: every way a header, an
+index or a directory can be wrong, and what the check then says. Written to kill the mutants scripts/mutation.sh
+found surviving (test_preflight.py covers the main cases and the CLI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+from firstlight.preflight.base import FAIL, OK, WARN
+from firstlight.preflight.checkpoint import (
+    INDEX_NAME,
+    MAX_SAFETENSORS_HEADER,
+    check_checkpoint,
+    lfs_pointer,
+    safetensors_header,
+    scan_checkpoint,
+    tensor_names,
+)
+from firstlight.preflight.target import read_target
+from tests.test_preflight import make_checkpoint, write_safetensors
+
+LFS = ("version https://git-lfs.github.com/spec/v1\n"
+       "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 4955472224\n")
+
+
+def _raw_safetensors(path: Path, header: Any, data: int, pad: bytes = b"") -> int:
+    raw = (json.dumps(header).encode() if not isinstance(header, bytes) else header) + pad
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        f.truncate(8 + len(raw) + data)
+    return 8 + len(raw) + data
+
+
+def _check(path: Path) -> Any:
+    return check_checkpoint(read_target(["vllm", "serve", str(path)]), scan_checkpoint(path))
+
+
+def test_lfs_pointer_names_the_real_size_when_it_says_it():
+    assert lfs_pointer(Path("a.safetensors"), b"not a pointer") is None
+    said = lfs_pointer(Path("a.safetensors"), LFS.encode())
+    assert said == f"a.safetensors is a Git LFS pointer ({len(LFS)} bytes) of a 5.0 GB file, not the weights"
+    bare = lfs_pointer(Path("a.bin"), b"version https://git-lfs.github.com/spec/v1\n")
+    assert bare == "a.bin is a Git LFS pointer (43 bytes), not the weights"
+
+
+def test_a_header_that_needs_the_full_parse_still_gives_the_largest_end(tmp_path: Path):
+    # Offsets written as floats: the fast byte scan cannot read them, json can.
+    header = b'{"b": {"dtype": "U8", "shape": [8], "data_offsets": [8.0, 16.0]}, ' \
+             b'"a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}, "__metadata__": {"format": "pt"}}'
+    size = _raw_safetensors(tmp_path / "m.safetensors", header, 16)
+    assert safetensors_header(tmp_path / "m.safetensors", size) == (2, None)
+    assert safetensors_header(tmp_path / "m.safetensors", size + 1)[1] is not None
+
+
+def test_headers_that_are_not_what_safetensors_writes_fail_with_the_reason(tmp_path: Path):
+    p = tmp_path / "m.safetensors"
+    size = _raw_safetensors(p, b"{not json}", 0)
+    count, problem = safetensors_header(p, size)
+    assert count == 0 and problem is not None and problem.startswith("m.safetensors: the 10-byte safetensors header "
+                                                                     "is not JSON")
+    size = _raw_safetensors(p, [1, 2], 0)
+    assert safetensors_header(p, size) == (0, "m.safetensors: the safetensors header is not a JSON object")
+    size = _raw_safetensors(p, {"w": {"dtype": "U8", "shape": [1]}}, 0)
+    assert safetensors_header(p, size) == (1, "m.safetensors: tensor 'w' has no valid data_offsets")
+
+
+def test_a_file_too_short_for_a_header_or_whose_header_is_cut(tmp_path: Path):
+    p = tmp_path / "m.safetensors"
+    p.write_bytes(b"\x01\x02\x03")
+    assert safetensors_header(p, 3) == (0, "m.safetensors: 3 bytes, too short for a safetensors header")
+    p.write_bytes(b"version")  # 7 bytes of an LFS pointer's start: still too short to say more
+    assert safetensors_header(p, 7)[1] == "m.safetensors: 7 bytes, too short for a safetensors header"
+    p.write_bytes(struct.pack("<Q", 100) + b"{" * 50)
+    assert safetensors_header(p, 58) == (0, "m.safetensors: 58 bytes, its header alone needs 108 (truncated)")
+    p.write_bytes(struct.pack("<Q", MAX_SAFETENSORS_HEADER + 1) + b"{}")
+    assert safetensors_header(p, 10)[1] == f"m.safetensors: not a safetensors file (header length " \
+                                          f"{MAX_SAFETENSORS_HEADER + 1})"
+
+
+def test_a_header_that_fills_the_file_exactly_is_not_cut(tmp_path: Path):
+    p = tmp_path / "m.safetensors"
+    size = _raw_safetensors(p, {}, 0)  # no tensors: 8 + N bytes, nothing after
+    assert safetensors_header(p, size) == (0, None)
+
+
+def test_an_lfs_pointer_read_as_a_safetensors_header_is_named_as_such(tmp_path: Path):
+    p = tmp_path / "m.safetensors"
+    p.write_text(LFS)
+    count, problem = safetensors_header(p, len(LFS))
+    assert count == 0 and problem is not None and "Git LFS pointer" in problem and "5.0 GB" in problem
+
+
+def test_tensor_names_leave_out_the_metadata(tmp_path: Path):
+    p = tmp_path / "m.safetensors"
+    write_safetensors(p, {"a.weight": 8, "b.weight": 8})
+    assert tensor_names(p) == {"a.weight", "b.weight"}
+
+
+def test_more_than_five_problems_are_counted_and_an_lfs_pointer_asks_for_git_lfs_pull(tmp_path: Path):
+    d = make_checkpoint(tmp_path / "m", shards=7)
+    shards = sorted(d.glob("*.safetensors"))
+    for s in shards:
+        s.write_text(LFS)
+    c = _check(d)
+    assert c.status == FAIL and c.category == "corrupt_weights"
+    assert c.evidence.startswith(f"in {d}: ") and c.evidence.endswith("; and 2 more")
+    assert c.evidence.count("Git LFS pointer") == 5
+    assert c.hint == "fetch the weights: `git lfs pull` in the model directory (or download with huggingface-cli)"
+
+
+def test_exactly_five_problems_are_all_named_without_a_count(tmp_path: Path):
+    d = make_checkpoint(tmp_path / "m", shards=5)
+    for s in sorted(d.glob("*.safetensors")):
+        with open(s, "r+b") as f:
+            f.truncate(s.stat().st_size - 1)
+    c = _check(d)
+    assert c.status == FAIL and "more" not in c.evidence and c.evidence.count("truncated") == 5
+    assert c.hint == "re-download the files named (the copy on disk is incomplete or damaged)"
+
+
+def test_a_single_file_is_named_with_its_directory(tmp_path: Path):
+    p = tmp_path / "model.safetensors"
+    write_safetensors(p, {"w": 64})
+    c = _check(p)
+    assert c.status == OK and c.evidence.startswith(f"{p}: 1 weight file, ") and "sizes match" in c.evidence
+    with open(p, "r+b") as f:
+        f.truncate(p.stat().st_size - 1)
+    c = _check(p)
+    assert c.status == FAIL and c.evidence.startswith(f"in {tmp_path}: model.safetensors:")
+
+
+def test_a_directory_without_weights_is_a_warning(tmp_path: Path):
+    (tmp_path / "config.json").write_text("{}")
+    c = _check(tmp_path)
+    assert c.status == WARN and c.category == "model_not_found" and "no weight files" in c.evidence
+
+
+def test_safetensors_win_over_bin_twins_and_ggufs(tmp_path: Path):
+    write_safetensors(tmp_path / "model.safetensors", {"w": 64})
+    (tmp_path / "pytorch_model.bin").write_text(LFS)  # never read by the loader: not a problem
+    (tmp_path / "model.gguf").write_bytes(b"GGUF")
+    scan = scan_checkpoint(tmp_path)
+    assert [f.name for f in scan.files] == ["model.safetensors"] and not scan.problems
+
+
+def test_a_small_bin_that_is_an_lfs_pointer_fails(tmp_path: Path):
+    (tmp_path / "pytorch_model.bin").write_text(LFS)
+    (tmp_path / "big.bin").write_bytes(b"\x80" * 2048)  # over 1 KiB: not checked for a pointer
+    scan = scan_checkpoint(tmp_path)
+    assert len(scan.problems) == 1 and "pytorch_model.bin is a Git LFS pointer" in scan.problems[0]
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\x80\x02" + b"x" * 1000)  # a small real pickle: fine
+    assert not scan_checkpoint(tmp_path).problems
+
+
+def test_an_index_that_is_not_an_index_fails_naming_it(tmp_path: Path):
+    d = make_checkpoint(tmp_path / "m")
+    index = d / INDEX_NAME
+    for content, why in [("[]", "unreadable"), ('{"weight_map": []}', "weight_map is not an object"),
+                         ('{"weight_map": {"w": 5}}', "not all file names"), ('{"metadata": {}}', "unreadable")]:
+        index.write_text(content)
+        scan = scan_checkpoint(d)
+        assert any(p.startswith(f"{INDEX_NAME}: unreadable") and why in p for p in scan.problems), (content,
+                                                                                                  scan.problems)
+    index.write_text(LFS)
+    assert any("Git LFS pointer" in p for p in scan_checkpoint(d).problems)
+
+
+def test_a_broken_link_is_named_once(tmp_path: Path):
+    d = make_checkpoint(tmp_path / "m", shards=1)
+    shard = next(d.glob("*.safetensors"))
+    target = tmp_path / "blob"
+    shard.rename(target)
+    os.symlink(target, shard)
+    target.unlink()
+    scan = scan_checkpoint(d)
+    assert scan.problems == [f"{shard.name} -> {target} (the link's target is missing)"]
+
+
+def test_a_model_id_is_not_a_path_unless_it_looks_like_one(tmp_path: Path):
+    for model in ("acme/tiny", "acme/tiny-v2"):
+        c = check_checkpoint(read_target(["vllm", "serve", model]), None)
+        assert c.status == OK and "will download it" in c.evidence
+    for model in (str(tmp_path / "absent"), "./m", "~/m", "m.gguf", "a/b/c", "solo"):
+        c = check_checkpoint(read_target(["vllm", "serve", model]), None)
+        assert c.status == FAIL and c.category == "model_not_found" and c.evidence == f"{model} does not exist"
+    c = check_checkpoint(read_target(["python", "-c", "pass"]), None)
+    assert c.status == OK and c.evidence.startswith("skipped")

@@ -1,0 +1,148 @@
+"""The deadline under every byte (``firstlight.wire.deadline``) against real sockets: nesting, a deadline already
+passed, name resolution bounded, every resolved address tried, and the asyncio backend (the benchmark's) ending a
+silent read by the deadline too. Written to kill the mutants scripts/mutation.sh found surviving."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+import httpcore
+import httpx
+import pytest
+
+from firstlight.wire.deadline import (
+    _DEADLINE,
+    AsyncDeadlineBackend,
+    DeadlineBackend,
+    _ssl_context,
+    async_transport,
+    deadline,
+    resolve,
+    transport,
+)
+from tests.test_rule_boundaries import _silent_mid_read
+
+
+def test_a_nested_deadline_never_extends_the_outer_one_and_each_is_undone_on_exit():
+    assert _DEADLINE.get() is None
+    with deadline(100.0):
+        with deadline(200.0):
+            assert _DEADLINE.get() == 100.0
+        with deadline(50.0):
+            assert _DEADLINE.get() == 50.0
+        assert _DEADLINE.get() == 100.0
+    assert _DEADLINE.get() is None
+
+
+def test_a_passed_deadline_fails_connect_at_once():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        with deadline(time.monotonic() - 1), pytest.raises(httpcore.ConnectTimeout):
+            DeadlineBackend().connect_tcp("127.0.0.1", port, timeout=5.0)
+        DeadlineBackend().connect_tcp("127.0.0.1", port, timeout=5.0).close()  # no deadline: connects
+
+
+def test_names_are_resolved_and_every_address_tried():
+    assert resolve("127.0.0.1", 80, 1.0)[0][4] == ("127.0.0.1", 80)  # a literal: no resolver thread
+    addresses = resolve("localhost", 8080, 5.0)
+    assert addresses and all(a[4][1] == 8080 for a in addresses)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        DeadlineBackend().connect_tcp("localhost", port, timeout=5.0).close()
+
+
+def test_a_name_that_does_not_resolve_is_a_connect_error_not_a_hang():
+    t0 = time.monotonic()
+    with pytest.raises((httpcore.ConnectError, httpcore.ConnectTimeout)) as e:
+        DeadlineBackend().connect_tcp("no-such-host.invalid", 80, timeout=2.0)
+    assert time.monotonic() - t0 < 30
+    assert "resolve" in str(e.value)
+
+
+def test_a_refused_connection_is_a_connect_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: refused
+        with pytest.raises(httpcore.ConnectError):
+            DeadlineBackend().connect_tcp("127.0.0.1", port, timeout=2.0)
+
+
+def test_the_transports_use_the_deadline_backends_with_the_pool_asked_for():
+    for t, backend in ((transport(3), DeadlineBackend), (async_transport(3), AsyncDeadlineBackend)):
+        pool = t._pool  # type: ignore[attr-defined]
+        assert isinstance(pool._network_backend, backend)
+        assert (pool._max_connections, pool._max_keepalive_connections, pool._keepalive_expiry) == (3, 3, 5.0)
+        assert pool._ssl_context is _ssl_context()  # one context, built without the environment's settings
+
+
+def test_an_async_connect_after_the_deadline_fails_at_once():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+
+        async def connect() -> None:
+            with deadline(time.monotonic() - 1), pytest.raises(httpcore.ConnectTimeout):
+                await AsyncDeadlineBackend().connect_tcp("127.0.0.1", port, timeout=5.0)
+            await (await AsyncDeadlineBackend().connect_tcp("127.0.0.1", port, timeout=5.0)).aclose()
+
+        asyncio.run(connect())
+
+
+def test_the_async_backend_ends_a_silent_read_by_the_deadline():
+    async def fetch(url: str) -> float:
+        async with httpx.AsyncClient(transport=async_transport()) as client:
+            t0 = time.monotonic()
+            with deadline(t0 + 1.0), pytest.raises(httpx.TimeoutException):
+                await client.get(url, timeout=8.0)
+            return time.monotonic() - t0
+
+    with _silent_mid_read() as url:
+        took = asyncio.run(fetch(url))
+    assert took < 6.0, f"held {took:.1f}s: the 8 s read timeout, not the 1 s deadline, ended the read"
+
+
+def test_once_the_deadline_has_passed_every_read_and_write_fails_at_once():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(2)
+        port = server.getsockname()[1]
+        stream = DeadlineBackend().connect_tcp("127.0.0.1", port, timeout=5.0)  # no deadline yet
+        assert isinstance(stream.get_extra_info("socket"), socket.socket)
+        with deadline(time.monotonic() - 1):
+            with pytest.raises(httpcore.ReadTimeout):
+                stream.read(10, timeout=5.0)
+            with pytest.raises(httpcore.WriteTimeout):
+                stream.write(b"x", timeout=5.0)
+        stream.close()
+
+        async def on_asyncio() -> None:
+            s = await AsyncDeadlineBackend().connect_tcp("127.0.0.1", port, timeout=5.0)
+            assert s.get_extra_info("socket") is not None
+            with deadline(time.monotonic() - 1):
+                with pytest.raises(httpcore.ReadTimeout):
+                    await s.read(10, timeout=5.0)
+                with pytest.raises(httpcore.WriteTimeout):
+                    await s.write(b"x", timeout=5.0)
+            await s.aclose()
+
+        asyncio.run(on_asyncio())
+
+
+def test_the_async_read_timeout_still_bounds_a_read_before_a_far_deadline():
+    async def fetch(url: str) -> float:
+        async with httpx.AsyncClient(transport=async_transport()) as client:
+            t0 = time.monotonic()
+            with deadline(t0 + 60.0), pytest.raises(httpx.TimeoutException):
+                await client.get(url, timeout=httpx.Timeout(5.0, read=0.5))
+            return time.monotonic() - t0
+
+    with _silent_mid_read() as url:
+        took = asyncio.run(fetch(url))
+    assert took < 30.0, f"held {took:.1f}s: the 0.5 s read timeout was lost under the 60 s deadline"
