@@ -185,7 +185,9 @@ def extract_metrics(summary: dict[str, Any], bench: dict[str, Any] | None) -> di
     """The numbers a run is compared on: time to ready (ready runs only) and benchmark figures."""
     out: dict[str, float] = {}
     cold = summary.get("cold_start_s")
-    if cold is None and summary.get("verdict") == "ready":
+    # Older summaries have no cold_start_s: from READY. One that says None saw no start it could time (a watch
+    # attached to a server already up): never a 0 s start, which would size a k8s probe to one period.
+    if "cold_start_s" not in summary and summary.get("verdict") == "ready":
         ready_at, started_at = summary.get("ready_at"), summary.get("started_at")
         if isinstance(ready_at, int | float) and isinstance(started_at, int | float):
             cold = ready_at - started_at
