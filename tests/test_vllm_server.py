@@ -473,7 +473,7 @@ def test_a_frozen_vllm_engine_behind_a_live_api_server_is_not_ready_then_hung_an
     interval, gen_timeout, stall, slack = 2.0, 5.0, 15.0, 6.0
     rport = free_port()
     api = served["summary"]["pid"]
-    fl = subprocess.Popen(firstlight_cmd("watch", served["url"], "--pid", str(api), "--no-history", *FAST,
+    fl = subprocess.Popen(firstlight_cmd("watch", served["url"], "--json", "--pid", str(api), "--no-history", *FAST,
                                          "--serving-interval", str(interval), "--generation-timeout", str(gen_timeout),
                                          "--stall-timeout", str(stall), "--serve-readiness", f"127.0.0.1:{rport}"),
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
