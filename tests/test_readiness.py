@@ -397,3 +397,30 @@ def test_the_endpoints_never_show_a_secret(weights: Path, reap: list[int]):
         fl.send_signal(signal.SIGTERM)
         fl.wait(timeout=30)
     assert len(bodies) > 1 and not [b for b in bodies if secret in b]
+
+
+def test_a_sidecar_whose_start_outlives_timeout_records_that_start_once(weights: Path, reap: list[int],
+                                                                        tmp_path: Path):
+    """--timeout in the sidecar ends one watch of a start, not the start: the same start is watched again, and
+    its repeated timeouts are not runs of their own in the history (one start is one run)."""
+    port, rport, token = free_port(), free_port(), f"tok-{uuid.uuid4().hex[:8]}"
+    history = tmp_path / "history.sqlite3"
+    fl = subprocess.Popen(firstlight_cmd("watch", f"http://127.0.0.1:{port}", "--pid-from", token, *FAST,
+                                         "--timeout", "2", "--stall-timeout", "600", "--history", str(history),
+                                         "--serve-readiness", f"127.0.0.1:{rport}"),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: answers(rport, "/livez", 200, start=0), 60, "the sidecar, waiting for an engine")
+        sim = _start_sim("hang_after_load", port, token, weights, reap)
+        # the third watch of the same start: two timeouts are behind it
+        wait_for(lambda: answers(rport, "/readyz", 503, start=3, pid=sim.pid), 90, "the start watched a third time")
+        fl.send_signal(signal.SIGTERM)
+        fl.wait(timeout=30)
+    finally:
+        if fl.poll() is None:
+            fl.kill()
+            fl.wait()
+        _kill(sim)
+    with History(history) as h:
+        verdicts = [r.summary["verdict"] for r in h.runs()]
+    assert "timeout" not in verdicts and len(verdicts) == 1, verdicts

@@ -518,7 +518,7 @@ def _sidecar(url: str, pid: int | None, matcher: ProcessMatcher | None, log_file
             # which is no cold start; keep it out of the budget (--pid names a start on purpose: recorded)
             cfg = dataclasses.replace(cfg, history=dataclasses.replace(cfg.history, enabled=False))
             reporter.message(f"pid {target.pid} started before this watch: not recorded in the history")
-        session = Session(cfg, profile, reporter, _redactor(cfg.watched_command, kw["api_key"]))
+        session = Session(cfg, profile, reporter, _redactor(cfg.watched_command, kw["api_key"]), record_timeout=False)
         sessions[:] = [session]
         return session.run()
 

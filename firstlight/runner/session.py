@@ -43,7 +43,7 @@ from firstlight.runner.state import RunState
 from firstlight.samplers.weights import model_path_from_command
 from firstlight.serving import ServingStatus
 from firstlight.timeline import Interrupted, Level, LogLine, Observation, PortConflict, Probe, SourceNote, Started
-from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, READY
+from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, READY, TIMEOUT
 
 if TYPE_CHECKING:
     from firstlight.preflight import PreflightReport
@@ -76,8 +76,11 @@ class Outcome:
 class Session:
     def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor | None = None,
                  record: IO[str] | None = None, clock: Callable[[], float] = time.time,
-                 preflight: PreflightReport | None = None) -> None:
+                 preflight: PreflightReport | None = None, record_timeout: bool = True) -> None:
         self.cfg = cfg  # read-only from here on: what the run learns goes into self.state
+        # The sidecar watches a start that outlived --timeout again, as the same start: its timeouts are not runs
+        # of their own (one start is one run in the history, recorded at its real verdict).
+        self.record_timeout = record_timeout
         self.reporter = guard_reporter(reporter)  # a closed output silences its reporter, never the run
         self.redactor = redactor or Redactor()
         self.redactor.add_from_url(cfg.probe.url)  # http://user:PASSWORD@host, ?api_key=...
@@ -195,7 +198,7 @@ class Session:
 
     def _remember(self, result: RunResult) -> RunResult:
         """Compare with this deployment's baseline and record the run. A regression is reported, never a stop."""
-        if self.history is None:
+        if self.history is None or (result.verdict == TIMEOUT and not self.record_timeout):
             return result
         key = deployment_key(self.cfg, self.profile, self.cfg.command or self.cfg.watched_command, self.redactor)
         kind = "up" if self.cfg.command else "watch"
