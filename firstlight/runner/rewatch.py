@@ -149,11 +149,12 @@ class Rewatch:
 
     def __init__(self, run_start: Callable[[Target], Outcome], reporter: Reporter, url: str, *,
                  matcher: ProcessMatcher | None = None, first: Target | None = None, log_file: Path | None = None,
-                 engine: str = "generic", poll_s: float = 0.25, clock: Callable[[], float] = time.time,
+                 engine: str = "generic", poll_s: float = 0.25, scan_s: float = 1.0,
+                 clock: Callable[[], float] = time.time,
                  serving: Callable[[Outcome, Target], ServingWatch | None] | None = None) -> None:
         self.run_start, self.reporter, self.url, self.engine = run_start, reporter, url, engine
         self.matcher, self.first, self.log_file = matcher, first, log_file
-        self.poll_s, self.clock = poll_s, clock
+        self.poll_s, self.scan_s, self.clock = poll_s, scan_s, clock
         self.serving = serving
         self.stop = threading.Event()
         self.starts = 0
@@ -204,7 +205,9 @@ class Rewatch:
                 if found is not None and (previous is None or self._later(found, previous)):
                     self._wait_log_fresh(found.create_time or self.clock())
                     return found
-                self.stop.wait(self.poll_s)
+                # a scan reads every process's command line (~2 % of a core per 100 processes at 1 Hz); a start
+                # takes minutes, so one scan a second finds it soon enough
+                self.stop.wait(max(self.poll_s, self.scan_s))
             return None
         if previous is None:
             return Target()
