@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from firstlight.sim.server import free_port
@@ -129,3 +130,58 @@ def test_serving_changes_reach_json_console_and_history_and_0_turns_the_checks_o
             fl.kill()
             fl.communicate()
     assert '"event": "summary"' in out and '"event": "serving"' not in out
+
+
+# A launcher that leaves its server running and exits 0 when told to (the file named last appears).
+LAUNCHER_UNTIL = """
+import os, subprocess, sys, time
+cmd, pidfile, release = sys.argv[1:-2], sys.argv[-2], sys.argv[-1]
+p = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+open(pidfile, "w").write(str(p.pid))
+end = time.monotonic() + 120
+while not os.path.exists(release) and time.monotonic() < end:
+    time.sleep(0.05)
+sys.exit(0)
+"""
+
+
+def test_the_sidecar_follows_a_daemon_its_launcher_left_serving_the_port(tmp_path: Path):
+    """watch --pid LAUNCHER --serve-readiness: the launcher exits once its daemon serves; the port is still
+    served by the daemon, so the sidecar watches the daemon (still ready), and its death ends serving."""
+    port, rport = free_port(), free_port()
+    pidfile, release = tmp_path / "daemon.pid", tmp_path / "release"
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER_UNTIL, *sim_cmd("normal", port), str(pidfile),
+                                 str(release)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for(pidfile.exists, 60, "the launcher, running its server")  # attach to a running launcher
+    fl = subprocess.Popen(firstlight_cmd("watch", f"http://127.0.0.1:{port}", "--pid", str(launcher.pid),
+                                         "--no-history", "--poll-min", "0.05", "--serving-interval", "1",
+                                         "--serve-readiness", f"127.0.0.1:{rport}"),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(fl.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    daemon = None
+    try:
+        wait_for(lambda: answers(rport, "/readyz", 200, pid=launcher.pid), 60, "READY, watching the launcher")
+        daemon = int(pidfile.read_text())
+        release.touch()
+        assert launcher.wait(timeout=60) == 0
+        followed = f"pid {launcher.pid} ended; pid {daemon} still serves"
+        wait_for(lambda: any(followed in line for line in lines), 30, "the sidecar following the daemon")
+        assert answers(rport, "/readyz", 200) and fl.poll() is None  # still ready: the daemon serves
+        os.kill(daemon, signal.SIGKILL)  # the real server dies: now serving has ended
+        body = wait_for(lambda: answers(rport, "/readyz", 503, verdict="failed"), 30, "/readyz 503 after its death")
+        assert f"pid {daemon} exited" in body["evidence"][0]["value"]
+        fl.send_signal(signal.SIGTERM)
+        fl.wait(timeout=60)
+    finally:
+        if fl.poll() is None:
+            fl.kill()
+            fl.wait()
+        for pid in (daemon, launcher.pid):
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass

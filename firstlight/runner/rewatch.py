@@ -254,6 +254,17 @@ class Rewatch:
                     watch.step()
                 if target.pid is not None:
                     gone, signal_name, what = not target.alive(), "process", f"server pid {target.pid} exited"
+                    daemon = self._daemon_serving(target) if gone else None
+                    if daemon is not None:  # a launcher that left the real server running: follow the server
+                        self.reporter.message(f"pid {target.pid} ended; pid {daemon.pid} still serves "
+                                              f"{self.url} (a process it left behind): watching that one")
+                        target = daemon
+                        if watch is not None:
+                            watch.stop()
+                            watch = self.serving(outcome, target) if self.serving is not None else None
+                            if watch is not None:
+                                watch.start()
+                        continue
                 else:
                     is_open = port_open(self.url, timeout=min(1.0, self.poll_s * 4))
                     closed_in_a_row = 0 if is_open else closed_in_a_row + 1
@@ -269,6 +280,21 @@ class Rewatch:
             if watch is not None:
                 watch.stop()
             self._between = "between starts"
+
+    def _daemon_serving(self, ended: Target) -> Target | None:
+        """The process that now listens on the engine's port, if another than the one that ended: the server a
+        launcher daemonized (``sh -c 'server &'``, a double fork) before it exited."""
+        port = split_url(self.url)[1]
+        try:
+            conns = psutil.net_connections(kind="tcp")
+        except (psutil.Error, OSError):
+            return None  # not allowed to see other users' sockets: the end stands
+        for c in conns:
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid and c.pid != ended.pid:
+                found = Target.of(c.pid)
+                if found is not None and found.alive():
+                    return found
+        return None
 
     def _stopped(self, last: Outcome | None) -> Outcome:
         now, why = self.clock(), self._signal or "stop"
