@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from firstlight.samplers.weights import weight_files
+
 SYS_CACHESTAT = 451  # the same number on every architecture (added in Linux 6.5)
 PAGE = mmap.PAGESIZE
 MINCORE_WINDOW = 1 << 30  # bytes mapped at once by the mincore fallback
@@ -172,3 +174,16 @@ def sample_read_rate(files: list[Path]) -> ReadSample | None:
         finally:
             os.close(fd)
     return None
+
+
+def resident_bytes(path: Path) -> int | None:
+    """Bytes of the weight files under ``path`` in the page cache (a file, or a checkpoint directory); None when
+    any file's residency cannot be known."""
+    files = [path] if path.is_file() else weight_files(path)
+    total = 0
+    for f in files:
+        got = cached_bytes(f)
+        if got is None:
+            return None
+        total += got
+    return total

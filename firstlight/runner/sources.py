@@ -16,6 +16,8 @@ import psutil
 
 from firstlight.config import Config
 from firstlight.engines.profile import Endpoints
+from firstlight.preflight.disk import mount_of
+from firstlight.preflight.pagecache import resident_bytes
 from firstlight.probes.ladder import Ladder, split_url
 from firstlight.probes.loop import LadderLoop
 from firstlight.runner.launcher import LaunchError, ServerProcess
@@ -55,6 +57,8 @@ class Sources:
 
     def start(self) -> str | None:
         """Start everything; the launch error, if the command could not be started."""
+        # sized (and their page-cache residency read) as the server starts: its imports take longer than this
+        threading.Thread(target=self._weights, name="firstlight-weights", daemon=True).start()
         if self.cfg.command and not self._port_taken():
             error = self._launch()
             if error is not None:
@@ -68,7 +72,6 @@ class Sources:
         self.samplers.append(GpuSampler(self.cfg.sample_interval, clock=self.clock))
         for s in self.samplers:
             s.start(self.sink)
-        threading.Thread(target=self._weights, name="firstlight-weights", daemon=True).start()
         self.ladder_loop = LadderLoop(Ladder(self.cfg.probe, self.clock), self.sink, self.cfg.probe.min_interval,
                                       self.cfg.probe.max_interval, identify=self.identify)
         self.ladder_loop.start()
@@ -169,7 +172,7 @@ class Sources:
             self.sink(SourceNote(self.clock(), "weights", f"cannot size {path}: {e.strerror}"))
             return
         if files:
-            self.sink(WeightsTotal(self.clock(), total, files, str(path)))
+            self.sink(WeightsTotal(self.clock(), total, files, str(path), resident_bytes(path), mount_of(path)[1]))
 
     # -- while running ---------------------------------------------------------------------------------
     def new_log_line(self) -> None:

@@ -1,0 +1,188 @@
+"""The anatomy of a start (firstlight.anatomy): each phase's time and bound, with its numbers.
+
+Pure cases feed a Judge the observations a start would produce (the same path as live and replay); the live cases
+run `firstlight up` against the simulated server with injected phase durations and a reader throttled to a known
+rate (a fixture: the real engines' cases are in test_anatomy_llama.py and test_vllm_server.py).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firstlight.anatomy import anatomy, compare, human_lines
+from firstlight.config import JudgeConfig
+from firstlight.engines import get_profile
+from firstlight.judge import Judge
+from firstlight.result import RunFacts, RunResult
+from firstlight.sim.server import free_port, make_weights
+from firstlight.timeline import LogLine, ProcessSample, Started, WeightsTotal
+from tests.conftest import run_firstlight, sim_cmd
+
+T0 = 1_000_000.0
+GB = 1_000_000_000
+VLLM = "INFO 12-01 10:00:00 [x.py:1] "
+
+
+def _start(resident: int | None = 0, fstype: str = "ext4", weights: int = 4 * GB) -> tuple[Judge, float]:
+    j = Judge(JudgeConfig(), get_profile("vllm"), T0)
+    j.feed(Started(T0, pid=1, launched=True))
+    j.feed(WeightsTotal(T0 + 0.1, weights, 2, "/models/m", resident, fstype))
+    j.feed(LogLine(T0 + 0.2, VLLM + "vLLM API server version 0.11.0"))
+    return j, T0 + 0.2
+
+
+def _samples(j: Judge, t0: float, t1: float, read0: int, cpu0: float, read_rate: float, cores: float,
+             thread: tuple[float, str] = (0.0, "S"), step: float = 0.5) -> tuple[int, float]:
+    t, read, cpu = t0, read0, cpu0
+    while t < t1 - 1e-9:
+        t = min(t + step, t1)
+        read, cpu = read0 + int(read_rate * (t - t0)), cpu0 + cores * (t - t0)
+        j.feed(ProcessSample(t, alive=True, cpu_seconds=cpu, read_bytes=read, thread_top=thread[0],
+                             thread_top_name="python/loader", thread_top_state=thread[1]))
+    return read, cpu
+
+
+def _weights_start(read_rate: float, thread: tuple[float, str], resident: int | None = 0,
+                   fstype: str = "ext4", disk: dict[str, Any] | None = None) -> dict[str, Any]:
+    """3 s silent, 20 s of weights at ``read_rate``, 5 s of compile (a miss), ready."""
+    j, t = _start(resident, fstype)
+    j.feed(ProcessSample(t, alive=True, cpu_seconds=0.0, read_bytes=0, thread_top=0.0))
+    read, cpu = _samples(j, t, t + 3.0, 0, 0.0, 0.0, 0.0)
+    t += 3.0
+    j.feed(LogLine(t, VLLM + "Starting to load model /models/m..."))
+    read, cpu = _samples(j, t, t + 20.0, read, cpu, read_rate, 1.0, thread)
+    t += 20.0
+    j.feed(LogLine(t, VLLM + "Loading weights took 20.00 seconds"))
+    j.feed(LogLine(t + 0.1, VLLM + "Compiling a graph for dynamic shape takes 4.20 s"))
+    _samples(j, t, t + 5.0, read, cpu, 0.0, 1.0, (1.0, "R"))
+    j.feed(LogLine(t + 5.0, VLLM + "torch.compile takes 4.90 s in total"))
+    j.feed(LogLine(t + 5.1, VLLM + "Available KV cache memory: 1.00 GiB"))
+    a = j.assess(t + 6.0)
+    facts = RunFacts(started_at=T0, engine="vllm", url="http://x", disk=disk)
+    result = RunResult.from_judge(j, a, facts)
+    assert result.anatomy is not None
+    return result.anatomy
+
+
+def _phase(anat: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in anat["phases"] if p["name"] == name)
+
+
+def test_weights_read_near_the_device_rate_are_disk_bound_with_the_numbers():
+    anat = _weights_start(180e6, (0.3, "D"), disk={"rate": 200e6, "cache_rate": 4e9})
+    w = _phase(anat, "weights_loading")
+    assert w["bound"] == "disk" and w["seconds"] == pytest.approx(20.0)
+    assert "180 MB/s" in w["evidence"][0]["value"] and "90% of the device's measured 200 MB/s" in \
+        w["evidence"][0]["value"]
+    cut = next(c for c in anat["cuts"] if c["cut"] == "warm_page_cache")
+    # 3.6 GB at 180 MB/s = 20 s from disk, 0.9 s from the page cache at 4 GB/s
+    assert cut["saving_s"] == pytest.approx(20.0 - 3.6e9 / 4e9, abs=0.2)
+
+
+def test_reads_below_the_device_rate_with_a_cpu_bound_thread_are_loader_cpu():
+    anat = _weights_start(40e6, (0.2, "R"), disk={"rate": 2e9})
+    w = _phase(anat, "weights_loading")
+    assert w["bound"] == "loader_cpu", w
+    assert "python/loader CPU-bound" in w["evidence"][0]["value"]
+    assert any(c["cut"] == "device_rate" and c["saving_s"] > 15 for c in anat["cuts"])
+
+
+def test_the_same_slow_reads_without_a_busy_thread_are_not_loader_cpu():
+    anat = _weights_start(40e6, (0.2, "S"), disk={"rate": 2e9})
+    assert _phase(anat, "weights_loading")["bound"] == "disk"
+
+
+def test_weights_resident_at_start_are_page_cache_and_network_mounts_are_named():
+    warm = _weights_start(2e9, (0.0, "S"), resident=4 * GB)
+    assert _phase(warm, "weights_loading")["bound"] == "page_cache"
+    assert warm["cache"]["page_cache_resident"] == 1.0
+    assert not any(c["cut"] == "warm_page_cache" for c in warm["cuts"])
+    nfs = _weights_start(100e6, (0.0, "S"), fstype="nfs4")
+    assert _phase(nfs, "weights_loading")["bound"] == "network_fs"
+
+
+def test_a_stretch_where_nothing_moved_is_idle_and_compile_misses_are_the_engines_word():
+    anat = _weights_start(180e6, (0.0, "S"))
+    d = _phase(anat, "process_start")
+    assert d["bound"] == "idle" and anat["idle_s"] >= 2.4  # from the first sample after its line
+    c = _phase(anat, "compile")
+    assert c["bound"] == "compile" and c["compile"]["cache"] == "miss" and c["compile"]["engine_seconds"] == 4.9
+    assert anat["cache"]["compile_cache"] == "miss"
+    assert any(x["cut"] == "compile_cache" for x in anat["cuts"])
+
+
+def test_a_compile_cache_hit_is_a_hit():
+    j, t = _start()
+    j.feed(LogLine(t + 1, VLLM + "Directly load the compiled graph(s) for dynamic shape from the cache, took 0.4 s"))
+    j.feed(LogLine(t + 2, VLLM + "Available KV cache memory: 1.00 GiB"))
+    anat = anatomy(j.phases_dicts(), j.signals, t + 3)
+    assert _phase(anat, "compile")["compile"]["cache"] == "hit"
+
+
+def test_a_replayed_log_without_process_samples_never_says_idle():
+    j, t = _start(resident=None)
+    j.feed(LogLine(t + 30, VLLM + "Starting to load model /models/m..."))
+    j.feed(LogLine(t + 60, VLLM + "Loading weights took 30.00 seconds"))
+    anat = anatomy(j.phases_dicts(), j.signals, t + 61)
+    assert "idle" not in {p["bound"] for p in anat["phases"]} and anat["idle_s"] == 0
+    assert _phase(anat, "weights_loading")["bound"] == "unmeasured"
+
+
+def test_against_the_baseline_the_largest_phase_difference_comes_first_with_its_cache_states():
+    cold = _weights_start(180e6, (0.0, "D"))
+    warm = _weights_start(2e9, (0.0, "S"), resident=4 * GB)
+    warm["phases"] = [{**p, "seconds": 2.0} if p["name"] == "weights_loading" else p for p in warm["phases"]]
+    warm["total_s"] -= 18.0
+    vs = compare(cold, warm, 7)
+    assert vs is not None and vs["run"] == 7 and vs["delta_s"] == pytest.approx(18.0)
+    assert vs["phases"][0]["phase"] == "weights_loading" and vs["phases"][0]["delta_s"] == pytest.approx(18.0)
+    assert "0% of the weights resident at start vs 100%" in vs["message"]
+    assert vs["message"].startswith("slower by 18.0s: weights_loading +18.0s")
+    assert any("vs baseline run 7" in line for line in human_lines({**cold, "vs_baseline": vs}))
+
+
+# -- live: `firstlight up` against the simulated server -----------------------------------------------------
+LOAD_S = 4.0
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("anatomy") / "w"
+    make_weights(d, 200_000_000)
+    return d
+
+
+def _evict(directory: Path) -> None:
+    for f in directory.iterdir():
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def _live(scenario: str, weights: Path) -> dict[str, Any]:
+    _evict(weights)  # cold: the throttled reader, not the page cache, sets the pace
+    r = run_firstlight("up", "--json", "--stop-when-ready", "--no-history", "--poll-min", "0.05",
+                       "--sample-interval", "0.2", "--", *sim_cmd(scenario, free_port(), "--dialect", "vllm",
+                                                                   "--model-path", str(weights), "--load-seconds",
+                                                                   str(LOAD_S)), timeout=180)
+    assert r.rc == 0, r.stderr[-3000:]
+    assert "anatomy" in r.stderr and "weights_loading" in r.stderr  # the human block at READY
+    anat: dict[str, Any] = r.summary["anatomy"]
+    return anat
+
+
+@pytest.mark.parametrize(("scenario", "weights_bound"), [("anatomy_disk", "disk"), ("anatomy_cpu", "loader_cpu")])
+def test_live_phases_are_attributed_within_5_percent_and_bound_right(scenario: str, weights_bound: str,
+                                                                     weights: Path):
+    anat = _live(scenario, weights)
+    idle, w, kv = (_phase(anat, n) for n in ("distributed_init", "weights_loading", "kv_cache"))
+    assert idle["seconds"] == pytest.approx(3.0, rel=0.05) and idle["bound"] == "idle", idle
+    assert w["seconds"] == pytest.approx(LOAD_S, rel=0.05) and w["bound"] == weights_bound, w
+    assert w["read_rate"] == pytest.approx(200e6 / LOAD_S, rel=0.15)
+    assert kv["seconds"] == pytest.approx(2.0, rel=0.05) and kv["bound"] == "cpu", kv
