@@ -32,6 +32,7 @@ DISK_SHARE = 0.5  # reads at >= half the device's measured rate: the disk is the
 RESIDENT_WARM = 0.9  # >= 90 % of the weights in the page cache at start: read from memory
 IDLE_MIN_S = 2.0  # shorter silent stretches are sampling gaps, not idle
 IDLE_CPU = 0.05  # cores: below this the tree did nothing
+_NO_CLOCK = 1e3  # epoch seconds below this: a line without a timestamp of its own
 _COMPILE_PHASES = ("compile",)
 _WEIGHT_PHASES = ("weights_loading",)
 
@@ -208,10 +209,12 @@ def anatomy(phases: list[dict[str, Any]], sig: Signals, end: float, *, first_gen
     compile_cache: str | None = None
     weights_rate: float | None = None
     weights_s: float | None = None
+    # a replayed log's lines before its first timestamp sit at the epoch: they start where the clock does
+    origin = min((float(p["start"]) for p in phases if float(p["start"]) > _NO_CLOCK), default=0.0)
     for i, p in enumerate(phases):
-        t0 = float(p["start"])
-        t1 = float(p["end"] if p.get("end") is not None else
-                   (phases[i + 1]["start"] if i + 1 < len(phases) else end))
+        t0 = max(float(p["start"]), origin)
+        t1 = max(float(p["end"] if p.get("end") is not None else
+                       (phases[i + 1]["start"] if i + 1 < len(phases) else end)), t0)
         if p["name"] == "ready":
             continue
         win = _window(sig, t0, t1)
@@ -234,7 +237,7 @@ def anatomy(phases: list[dict[str, Any]], sig: Signals, end: float, *, first_gen
                       "thread_runnable": _r(win.runnable, 2), "evidence": ev})
         out_phases.append(entry)
         idle_all += [{"phase": p["name"], "start": a, "seconds": round(b - a, 3)} for a, b in win.idle]
-    total = (end - float(phases[0]["start"])) if phases else 0.0
+    total = (end - max(float(phases[0]["start"]), origin)) if phases else 0.0
     measured = bool(sig.points)
     anat: dict[str, Any] = {
         "total_s": round(total, 3),

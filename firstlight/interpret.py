@@ -126,7 +126,9 @@ class LineInterpreter:
         if final:
             self._track_tail(cleaned, lineno, m, t)
         progress_line = not (is_access_line(text) and m.progress is None and not m.ready)
-        cache = self.profile.compile_cache_state(cleaned) if final and "ompil" in cleaned else None
+        # compile-cache lines are compile or phase lines: the rest of the log costs no regex
+        cache = (self.profile.compile_cache_state(cleaned)
+                 if final and ("ompil" in cleaned or m.phase is not None) else None)
         if m is NO_MATCH:
             return Reading(lineno, clip(text), m, progress_line, compile_cache=cache)
         if m.progress is not None:

@@ -7,6 +7,7 @@ rate (a fixture: the real engines' cases are in test_anatomy_llama.py and test_v
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ import pytest
 from firstlight.anatomy import anatomy, compare, human_lines
 from firstlight.config import JudgeConfig
 from firstlight.engines import get_profile
+from firstlight.history import History
 from firstlight.judge import Judge
+from firstlight.preflight.pagecache import cached_bytes
 from firstlight.result import RunFacts, RunResult
 from firstlight.sim.server import free_port, make_weights
 from firstlight.timeline import LogLine, ProcessSample, Started, WeightsTotal
@@ -186,3 +189,56 @@ def test_live_phases_are_attributed_within_5_percent_and_bound_right(scenario: s
     assert w["seconds"] == pytest.approx(LOAD_S, rel=0.05) and w["bound"] == weights_bound, w
     assert w["read_rate"] == pytest.approx(200e6 / LOAD_S, rel=0.15)
     assert kv["seconds"] == pytest.approx(2.0, rel=0.05) and kv["bound"] == "cpu", kv
+
+
+def test_real_vllm_logs_say_miss_on_the_cold_and_on_the_failed_warm_load():
+    """vLLM 0.32's own AOT lines (tests/fixtures/engines: real logs): the cold start saved a compiled function, the
+    'warm' one failed to load it and compiled again; both are misses, with vLLM's own figure."""
+    fixtures = Path(__file__).parent / "fixtures" / "engines"
+    for name, seconds in (("vllm-0.32-ready-cold.log", 79.21), ("vllm-0.32-ready-warm.log", 184.91)):
+        r = run_firstlight("explain", "--json", str(fixtures / name))
+        assert r.rc == 0, r.stderr
+        anat = json.loads(r.stdout)
+        c = _phase(anat, "compile")
+        assert c["compile"]["cache"] == "miss" and c["compile"]["engine_seconds"] == seconds, c
+        assert "idle" not in {p["bound"] for p in anat["phases"]}  # a log alone never says idle
+        assert "compile cache miss" in r.stderr
+
+
+def test_preflight_disk_with_too_little_uncached_data_is_one_line_and_exit_1(tmp_path: Path):
+    (tmp_path / "m.gguf").write_bytes(b"x" * 4096)
+    r = run_firstlight("preflight", "--disk", "--model", str(tmp_path / "m.gguf"), "--history",
+                       str(tmp_path / "h.db"))
+    assert r.rc == 1 and "too little uncached data" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    u = run_firstlight("preflight", "--disk", "--history", str(tmp_path / "h.db"))
+    assert u.rc == 64 and "--disk needs the weights' local path" in u.stderr
+
+
+def test_preflight_disk_measures_reads_and_evicts_what_it_read(tmp_path: Path):
+    f = tmp_path / "big.bin"
+    with open(f, "wb") as fh:
+        for _ in range(8):
+            fh.write(os.urandom(8 << 20))
+        fh.flush()
+        os.fsync(fh.fileno())
+        os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    assert cached_bytes(f) == 0
+    r = run_firstlight("preflight", "--disk", "--json", "--model", str(f), "--history", str(tmp_path / "h.db"))
+    assert r.rc == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["event"] == "disk" and got["bytes"] == 64 << 20 and got["rate"] > 0 and got["fstype"]
+    assert cached_bytes(f) == 0  # evicted: the measurement leaves the page cache as it found it
+    with History(tmp_path / "h.db") as h:
+        assert h.disk(got["device"])["rate"] == got["rate"]  # type: ignore[index]
+
+
+def test_a_failed_start_says_how_far_each_phase_got(weights: Path):
+    r = run_firstlight("up", "--json", "--no-history", "--poll-min", "0.05", "--sample-interval", "0.2", "--",
+                       *sim_cmd("crash_oom", free_port(), "--model-path", str(weights), "--load-seconds", "1"),
+                       timeout=180)
+    assert r.rc == 1, r.stderr[-3000:]
+    anat = r.summary["anatomy"]
+    assert anat["reached"] == r.summary["phase"] and anat["phases"][-1]["name"] == r.summary["phase"]
+    assert f"anatomy (reached {anat['reached']}; how far each phase got)" in r.stderr
+    assert _phase(anat, "weights_loading")["read_bytes"] > 0

@@ -507,3 +507,17 @@ def test_a_frozen_vllm_engine_behind_a_live_api_server_is_not_ready_then_hung_an
               if e["event"] == "serving"]
     assert "degraded" in states and "hung" in states and states[-1] == "serving", states
     assert fl.returncode == 130
+
+
+def test_anatomy_of_the_cold_vllm_start_names_the_compile_miss_and_the_weights_cache_state(served: dict[str, Any]):
+    """The shared server's start (empty compile cache): vLLM's own AOT line says the compile missed the cache, and
+    the weights phase carries its page-cache state at start and its read figures."""
+    a = served["summary"]["anatomy"]
+    c = next(p for p in a["phases"] if p["name"] == "compile")
+    assert c["bound"] == "compile" and c["compile"]["cache"] == "miss", c
+    assert c["compile"]["engine_seconds"] and c["compile"]["engine_seconds"] > 0, c  # "... warmup run took X s"
+    w = next(p for p in a["phases"] if p["name"] == "weights_loading")
+    assert a["cache"]["page_cache_resident"] is not None and a["cache"]["weights_bytes"] > 0, a["cache"]
+    assert w["bound"] in ("disk", "page_cache", "loader_cpu", "cpu", "reads", "log"), w
+    assert a["cache"]["compile_cache"] == "miss" and any(x["cut"] == "compile_cache" for x in a["cuts"])
+    assert "anatomy" in served["stderr"]

@@ -130,7 +130,7 @@ def preflight_before_launch(cfg: Config, as_json: bool, disk_sample: bool, redac
 
 
 @click.command("preflight", cls=Command, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
 @click.option("--engine", type=click.Choice(sorted(PROFILES)), default=None,
               help="Engine profile (default: detect from the command).")
 @click.option("--model", default=None, help="Model path or id (default: from the command line).")

@@ -31,6 +31,7 @@ from firstlight.samplers.weights import model_path_from_command, resolve_model_d
 from firstlight.timeline import Observation, SourceNote, WeightsTotal
 
 Sink = Callable[[Observation], None]
+WEIGHTS_WAIT_S = 1.0
 Echo = Callable[[str, str], None]
 
 
@@ -57,8 +58,12 @@ class Sources:
 
     def start(self) -> str | None:
         """Start everything; the launch error, if the command could not be started."""
-        # sized (and their page-cache residency read) as the server starts: its imports take longer than this
-        threading.Thread(target=self._weights, name="firstlight-weights", daemon=True).start()
+        # the weights sized, and their page-cache residency read, before the launch: a C++ server maps them at
+        # once; a hung mount holds the launch up by WEIGHTS_WAIT_S at most (the thread goes on by itself)
+        sized = threading.Event()
+        threading.Thread(target=self._weights, args=(sized,), name="firstlight-weights", daemon=True).start()
+        if self.cfg.command:
+            sized.wait(WEIGHTS_WAIT_S)
         if self.cfg.command and not self._port_taken():
             error = self._launch()
             if error is not None:
@@ -157,7 +162,13 @@ class Sources:
         self.port_conflict = held
         return held
 
-    def _weights(self) -> None:
+    def _weights(self, sized: threading.Event) -> None:
+        try:
+            self._size_weights()
+        finally:
+            sized.set()
+
+    def _size_weights(self) -> None:
         model = str(self.cfg.model_path) if self.cfg.model_path else model_path_from_command(self.cfg.command)
         if not model:
             return
