@@ -20,6 +20,8 @@ from firstlight.engines import get_profile
 from firstlight.history import History
 from firstlight.judge import Judge
 from firstlight.preflight.pagecache import cached_bytes
+from firstlight.report.html import render_html
+from firstlight.report.series import build_view
 from firstlight.result import RunFacts, RunResult
 from firstlight.sim.server import free_port, make_weights
 from firstlight.timeline import LogLine, ProcessSample, Started, WeightsTotal
@@ -242,3 +244,27 @@ def test_a_failed_start_says_how_far_each_phase_got(weights: Path):
     assert anat["reached"] == r.summary["phase"] and anat["phases"][-1]["name"] == r.summary["phase"]
     assert f"anatomy (reached {anat['reached']}; how far each phase got)" in r.stderr
     assert _phase(anat, "weights_loading")["read_bytes"] > 0
+
+
+def test_the_html_report_draws_this_start_beside_the_baselines_as_stacked_bars():
+    obs: list[Any] = [Started(T0, pid=1, launched=True), WeightsTotal(T0 + 0.1, 4 * GB, 2, "/m", 0, "ext4"),
+                      LogLine(T0 + 0.2, VLLM + "vLLM API server version 0.11.0")]
+    for i in range(1, 41):
+        t = T0 + 0.2 + i * 0.5
+        if i == 6:
+            obs.append(LogLine(t - 0.01, VLLM + "Starting to load model /models/m..."))
+        obs.append(ProcessSample(t, alive=True, cpu_seconds=0.1 * i, read_bytes=0 if i <= 6 else (i - 6) * 10**8,
+                                 thread_top=0.0))
+    obs.append(LogLine(T0 + 20.3, VLLM + "Loading weights took 17.00 seconds"))
+    base = {"name": "weights_loading", "start": 0.0, "seconds": 1.0, "bound": "page_cache", "evidence": []}
+    baseline = {"started_at": T0, "ready_at": T0 + 10, "phases": [], "anatomy": {"total_s": 10.0, "phases": [
+        {**base, "name": "process_start", "seconds": 9.0, "bound": "idle"}, base]}}
+    view = build_view(obs, None, JudgeConfig(), baseline, 3)
+    page = render_html(view)
+    assert 'id="anatomy"' in page and page.count('class="anatomy-row"') == 2
+    w = next(p for p in view.anatomy["phases"] if p["name"] == "weights_loading")  # type: ignore[index]
+    assert w["bound"] == "disk"
+    scale = view.anatomy["total_s"]  # type: ignore[index]
+    assert 'data-phase="weights_loading" title="weights_loading: ' in page
+    assert f"width:{100 * w['seconds'] / scale:.3f}%" in page  # this start's bar, to scale
+    assert f"width:{100 * 1.0 / scale:.3f}%" in page  # the baseline's weights, on the same scale
