@@ -53,6 +53,7 @@ time.sleep(3600)
 def attribution(model: Path, runs: int) -> dict[str, Any]:
     errors: dict[str, list[float]] = {k: [] for k in INJECTED}
     right = total = 0
+    wrong: list[str] = []
     for _ in range(runs):
         for scenario, weights_bound in (("anatomy_disk", "disk"), ("anatomy_cpu", "loader_cpu")):
             for f in model.iterdir():  # cold: the throttled reader sets the pace, not the page cache
@@ -69,9 +70,13 @@ def attribution(model: Path, runs: int) -> dict[str, Any]:
                 got = phases[name]
                 errors[name].append(abs(got["seconds"] - seconds) / seconds)
                 total += 1
-                right += got["bound"] == (bound or weights_bound)
+                ok = got["bound"] == (bound or weights_bound)
+                right += ok
+                if not ok:
+                    wrong.append(f"{scenario} {name}: {got['bound']} ({got['evidence'][0]['value']})")
     return {"median_error": {k: round(statistics.median(v), 4) for k, v in errors.items()},
-            "max_error": {k: round(max(v), 4) for k, v in errors.items()}, "bounds_right": f"{right}/{total}"}
+            "max_error": {k: round(max(v), 4) for k, v in errors.items()}, "bounds_right": f"{right}/{total}",
+            "wrong": wrong}
 
 
 IDLE_TREE = """
