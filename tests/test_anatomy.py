@@ -170,12 +170,12 @@ def _evict(directory: Path) -> None:
             os.close(fd)
 
 
-def _live(scenario: str, weights: Path) -> dict[str, Any]:
+def _live(scenario: str, weights: Path, record: Path) -> dict[str, Any]:
     _evict(weights)  # cold: the throttled reader, not the page cache, sets the pace
-    r = run_firstlight("up", "--json", "--stop-when-ready", "--no-history", "--poll-min", "0.05",
-                       "--sample-interval", "0.2", "--", *sim_cmd(scenario, free_port(), "--dialect", "vllm",
-                                                                   "--model-path", str(weights), "--load-seconds",
-                                                                   str(LOAD_S)), timeout=180)
+    r = run_firstlight("up", "--json", "--stop-when-ready", "--no-history", "--record", str(record),
+                       "--poll-min", "0.05", "--sample-interval", "0.2", "--",
+                       *sim_cmd(scenario, free_port(), "--dialect", "vllm", "--model-path", str(weights),
+                                "--load-seconds", str(LOAD_S)), timeout=180)
     assert r.rc == 0, r.stderr[-3000:]
     assert "anatomy" in r.stderr and "weights_loading" in r.stderr  # the human block at READY
     anat: dict[str, Any] = r.summary["anatomy"]
@@ -184,13 +184,19 @@ def _live(scenario: str, weights: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("scenario", "weights_bound"), [("anatomy_disk", "disk"), ("anatomy_cpu", "loader_cpu")])
 def test_live_phases_are_attributed_within_5_percent_and_bound_right(scenario: str, weights_bound: str,
-                                                                     weights: Path):
-    anat = _live(scenario, weights)
+                                                                     weights: Path, tmp_path: Path):
+    anat = _live(scenario, weights, tmp_path / "run.jsonl")
     idle, w, kv = (_phase(anat, n) for n in ("distributed_init", "weights_loading", "kv_cache"))
     assert idle["seconds"] == pytest.approx(3.0, rel=0.05) and idle["bound"] == "idle", idle
     assert w["seconds"] == pytest.approx(LOAD_S, rel=0.05) and w["bound"] == weights_bound, w
     assert w["read_rate"] == pytest.approx(200e6 / LOAD_S, rel=0.15)
     assert kv["seconds"] == pytest.approx(2.0, rel=0.05) and kv["bound"] == "cpu", kv
+    # the recorded timeline explains the same start the same way (one function over the same observations)
+    e = run_firstlight("explain", "--json", str(tmp_path / "run.jsonl"))
+    assert e.rc == 0, e.stderr
+    again = {p["name"]: p for p in json.loads(e.stdout)["phases"]}
+    assert again["weights_loading"]["bound"] == weights_bound
+    assert again["weights_loading"]["seconds"] == pytest.approx(w["seconds"], abs=0.01)
 
 
 def test_real_vllm_logs_say_miss_on_the_cold_and_on_the_failed_warm_load():

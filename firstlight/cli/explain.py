@@ -16,12 +16,10 @@ import click
 from firstlight.anatomy import anatomy, human_lines
 from firstlight.cli.common import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import JudgeConfig
-from firstlight.engines import get_profile
 from firstlight.engines.replay import replay_log
 from firstlight.history import History, HistoryError
-from firstlight.judge import Judge
 from firstlight.report.record import RecordError, read_record, read_summary
-from firstlight.timeline import Started
+from firstlight.report.series import profile_for, replay
 
 EXIT_HELP = """\b
 Exit codes:
@@ -40,16 +38,12 @@ def _from_file(path: Path, engine: str | None) -> tuple[dict[str, Any] | None, s
         rec = read_record(path)
     except RecordError:
         rec = None
-    if rec is not None:
-        started = next((o for o in rec.observations if isinstance(o, Started)), None)
-        judge = Judge(JudgeConfig(), get_profile(engine or (started.engine if started else "generic")),
-                      rec.observations[0].t)
-        for obs in rec.observations:
-            judge.feed(obs)
-        end = rec.observations[-1].t
-        a = judge.assess(end)
-        first = (judge.first_generation or {}).get("latency_s")
-        return anatomy(judge.phases_dicts(), judge.signals, end, first_generation_s=first, reached=a.phase), a.verdict
+    if rec is not None:  # judged again as the session judged it (a generic start learns its engine from its lines)
+        r = replay(rec.observations, JudgeConfig(), profile_for(rec.observations, engine))
+        end = r.observations[-1].t
+        first = (r.judge.first_generation or {}).get("latency_s")
+        return (anatomy(r.judge.phases_dicts(), r.judge.signals, end, first_generation_s=first,
+                        reached=r.assessment.phase), r.assessment.verdict)
     report = replay_log(path, engine)
     return report.anatomy, report.outcome
 
