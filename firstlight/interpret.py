@@ -82,6 +82,7 @@ class Reading:
     ready: bool = False  # the engine's own ready line, first time
     listening: bool = False  # the engine says its port is open, first time
     serving: bool = False  # seen after the engine's ready line
+    compile_cache: tuple[str, float | None] | None = None  # the engine's compile-cache word: hit | miss | total
 
 
 @dataclass
@@ -125,8 +126,11 @@ class LineInterpreter:
         if final:
             self._track_tail(cleaned, lineno, m, t)
         progress_line = not (is_access_line(text) and m.progress is None and not m.ready)
+        # compile-cache lines are compile or phase lines: the rest of the log costs no regex
+        cache = (self.profile.compile_cache_state(cleaned)
+                 if final and ("ompil" in cleaned or m.phase is not None) else None)
         if m is NO_MATCH:
-            return Reading(lineno, clip(text), m, progress_line)
+            return Reading(lineno, clip(text), m, progress_line, compile_cache=cache)
         if m.progress is not None:
             self.progress, self.progress_at = m.progress, lineno
         hit = FailureHit(lineno, clip(text), m.failure, t) if m.failure is not None and final else None
@@ -142,7 +146,8 @@ class LineInterpreter:
             self.ready_line = FailureHit(lineno, clip(text), UNCAUGHT, t)
             self.listening_line = self.listening_line or lineno
             self.phase = phase = "ready"
-        return Reading(lineno, clip(text), m, progress_line, phase, hit, first_fatal, ready, listening)
+        return Reading(lineno, clip(text), m, progress_line, phase, hit, first_fatal, ready, listening,
+                       compile_cache=cache)
 
     def _after_ready(self, lineno: int, text: str, m: LineMatch, hit: FailureHit | None,
                      progress_line: bool) -> Reading:

@@ -18,6 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from firstlight.anatomy import Signals
 from firstlight.config import JudgeConfig
 from firstlight.deaths import CRASH_SIGNALS, KILLED_HINT, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
 from firstlight.engines.profile import EngineProfile
@@ -201,9 +202,11 @@ class Judge:
         self._shard: tuple[int, int, float, float] | None = None  # done, total, fraction, t
         self._progress_line: str | None = None
         self._final: Assessment | None = None
+        self.signals = Signals()  # what the anatomy reads (firstlight.anatomy), from these same observations
 
     # -- feeding ---------------------------------------------------------------------------------------
     def feed(self, obs: Observation) -> list[Event]:
+        self.signals.feed(obs)
         if isinstance(obs, LogLine):
             return self._on_log(obs)
         if isinstance(obs, Probe):
@@ -267,6 +270,8 @@ class Judge:
         if r.progress_line:
             self._strong(line.t, "log", _clip(line.text))
             self._recent_logs.append(line.t)
+        if r.compile_cache is not None:
+            self.signals.compile_line(line.t, *r.compile_cache, r.text)
         if r.phase is not None and self.ready_at is None and (r.phase != "ready" or self.rules.ready_from_log):
             # live, the engine's ready line is a claim: READY is the generation's to say
             events += self._enter_phase(line.t, r.phase, "log", r.line)
@@ -289,6 +294,8 @@ class Judge:
         p = r.match.progress
         if p is not None:
             self._progress_line = _clip(line.text, 120)
+            if p.kind == "download":
+                self.signals.downloads.append(line.t)
             if p.kind == "shards" and p.done is not None and p.total:
                 self._shard = (p.done, p.total, p.done / p.total, line.t)
             self._strong(line.t, "log", _clip(line.text))
@@ -393,6 +400,8 @@ class Judge:
         self._cpu_points.append((s.t, s.cpu_seconds))
         events += self._new_processes(s)
         for d in s.died:
+            if d.name in COMPILERS:
+                self.signals.compiler_ran(d.cpu_seconds)
             if d.name in COMPILERS and d.pid not in self._known_pids:
                 self._compiled(s.t, d.name)  # a compiler run that began and ended between two samples
                 self._known_pids.add(d.pid)

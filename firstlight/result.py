@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from firstlight.anatomy import anatomy
 from firstlight.deaths import CRASH_SIGNALS, crash_hint, describe_exit, exit_signal
 from firstlight.vocab import FAILED, INTERRUPTED, READY, REGRESSION, SERVING_VERDICTS, exit_code
 
@@ -32,6 +33,7 @@ class RunFacts:
     requests: dict[str, int] = field(default_factory=dict)
     server_log: str | None = None
     cold_start_s: float | None = None
+    disk: dict[str, Any] | None = None  # the device's measured read rates (preflight --disk, from the history)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class RunResult:
     preflight: dict[str, Any] | None = None
     server_stopped: str | None = None
     unit: dict[str, Any] | None = None  # --unit: the unit, the invocation judged, every attempt
+    anatomy: dict[str, Any] | None = None  # where the time went and what bound it (firstlight.anatomy)
 
     # -- reading -------------------------------------------------------------------------------------------
     @property
@@ -109,6 +112,10 @@ class RunResult:
             requests=dict(facts.requests),
             notes=tuple(n.message if n.source in n.message else f"{n.source}: {n.message}" for n in judge.notes),
             server_log=facts.server_log,
+            anatomy=anatomy(judge.phases_dicts(), judge.signals, facts.started_at + a.elapsed_s,
+                            first_generation_s=(judge.first_generation or {}).get("latency_s"),
+                            device_rate=(facts.disk or {}).get("rate"), cache_rate=(facts.disk or {}).get("cache_rate"),
+                            reached=a.phase),
         )
 
     @classmethod
@@ -141,6 +148,12 @@ class RunResult:
         return dataclasses.replace(self, verdict=verdict, baseline=baseline,
                                    regression=tuple(regression) if regression else None,
                                    history_run=history_run, notes=notes)
+
+    def with_anatomy_baseline(self, vs: dict[str, Any] | None) -> RunResult:
+        """The anatomy against the deployment's baseline run's (firstlight.anatomy.compare)."""
+        if self.anatomy is None or vs is None:
+            return self
+        return dataclasses.replace(self, anatomy={**self.anatomy, "vs_baseline": vs})
 
     def with_preflight(self, report: dict[str, Any] | None) -> RunResult:
         return dataclasses.replace(self, preflight=report)

@@ -91,6 +91,11 @@ class ProcessSample(Observation):
     # read when the process is found gone: the kernel's OOM-kill traces (cgroup counters, the unit's Result,
     # the kernel log), each as a person would check it
     oom: tuple[str, ...] = ()
+    # the busiest thread since the previous sample: its CPU in cores, name and state now (R: running or waiting for
+    # a CPU, so CPU-bound even on a loaded machine); read only for processes that used CPU since the last sample
+    thread_top: float | None = None
+    thread_top_name: str = ""
+    thread_top_state: str = ""
     kind: ClassVar[str] = "process"
 
 
@@ -155,6 +160,8 @@ class WeightsTotal(Observation):
     bytes: int
     files: int
     path: str = ""
+    resident: int | None = None  # bytes in the page cache as the server started; None: unknown
+    fstype: str = ""  # the mount type the weights are on (nfs, ext4, ...)
     kind: ClassVar[str] = "weights"
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,6 +37,7 @@ import psutil
 import pytest
 
 from firstlight.config import ProbeConfig
+from firstlight.preflight.pagecache import cached_bytes
 from firstlight.probes.ladder import Ladder
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level
@@ -507,3 +509,42 @@ def test_a_frozen_vllm_engine_behind_a_live_api_server_is_not_ready_then_hung_an
               if e["event"] == "serving"]
     assert "degraded" in states and "hung" in states and states[-1] == "serving", states
     assert fl.returncode == 130
+
+
+def test_anatomy_of_the_cold_vllm_start_names_the_compile_miss_and_the_weights_cache_state(served: dict[str, Any]):
+    """The shared server's start (empty compile cache): vLLM's own AOT line says the compile missed the cache, and
+    the weights phase carries its page-cache state at start and its read figures."""
+    a = served["summary"]["anatomy"]
+    c = next(p for p in a["phases"] if p["name"] == "compile")
+    assert c["bound"] == "compile" and c["compile"]["cache"] == "miss", c
+    assert c["compile"]["engine_seconds"] and c["compile"]["engine_seconds"] > 0, c  # "... warmup run took X s"
+    w = next(p for p in a["phases"] if p["name"] == "weights_loading")
+    assert a["cache"]["page_cache_resident"] is not None and a["cache"]["weights_bytes"] > 0, a["cache"]
+    assert w["bound"] in ("disk", "page_cache", "loader_cpu", "cpu", "reads", "log"), w
+    assert a["cache"]["compile_cache"] == "miss" and any(x["cut"] == "compile_cache" for x in a["cuts"])
+    assert "anatomy" in served["stderr"]
+
+
+def test_anatomy_of_an_O0_start_from_a_cold_page_cache(vllm_setup: dict[str, str], compile_cache: Path,
+                                                       one_vllm: None, tmp_path: Path):
+    """-O0 (no torch.compile) with the weights evicted from the page cache (residency checked before): the anatomy
+    names the cold page cache and the read, and has no compile to attribute."""
+    model = tmp_path / "model"
+    shutil.copytree(vllm_setup["model"], model)  # a private copy: the shared server holds the cached one mapped
+    for f in model.iterdir():
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    assert all(cached_bytes(f) == 0 for f in model.iterdir())
+    r = run_firstlight("up", "--json", "--stop-when-ready", "--no-history", *FAST, "--",
+                       *vllm_cmd(vllm_setup, free_port(), "-O0", model=str(model)),
+                       timeout=START_TIMEOUT, env=vllm_env(compile_cache))
+    assert r.rc == 0, r.stderr[-4000:]
+    a = r.summary["anatomy"]
+    assert a["cache"]["page_cache_resident"] <= 0.1, a["cache"]  # at most the preflight's header reads
+    w = next(p for p in a["phases"] if p["name"] == "weights_loading")
+    assert w["bound"] not in ("page_cache", "idle", "unmeasured") and w["read_bytes"] > 0, w
+    assert "compile" not in {p["name"] for p in a["phases"]} and a["cache"]["compile_cache"] is None

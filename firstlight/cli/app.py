@@ -25,6 +25,7 @@ import psutil
 
 from firstlight import __version__
 from firstlight.cli.bench import bench_command
+from firstlight.cli.explain import explain_command
 from firstlight.cli.history import history_command
 from firstlight.cli.params import TIMEOUT, FiniteRange, Seconds
 from firstlight.cli.preflight import preflight_before_launch, preflight_command
@@ -654,6 +655,7 @@ cli.add_command(bench_command)
 cli.add_command(history_command)
 cli.add_command(preflight_command)
 cli.add_command(report_command)
+cli.add_command(explain_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -29,15 +29,29 @@ def _num(v: float | None, fmt: str = ".1f") -> str:
 
 def format_runs(runs: list[Run]) -> str:
     head = f"{'id':>5}  {'when':16}  {'kind':5}  {'deployment':12}  {'engine':8}  {'model':24}  {'ok':3}  " \
-           f"{'start s':>8}  {'out tok/s':>9}  pin"
+           f"{'start s':>8}  {'out tok/s':>9}  {'weights':16}  {'compile':7}  pin"
     lines = [head]
     for r in runs:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
         lines.append(f"{r.id:>5}  {when:16}  {r.kind:5}  {r.deployment:12}  {(r.engine or '?')[:8]:8}  "
                      f"{(r.model or '?')[-24:]:24}  {'yes' if r.ok else 'no':3}  "
                      f"{_num(r.metrics.get('cold_start_s')):>8}  {_num(r.metrics.get('output_throughput')):>9}  "
-                     f"{'*' if r.pinned else ''}".rstrip())
+                     f"{_weights(r.summary):16}  {_compile(r.summary):7}  {'*' if r.pinned else ''}".rstrip())
     return "\n".join(lines)
+
+
+def _weights(summary: dict[str, Any]) -> str:
+    """The anatomy's weights bound and the page-cache share at start: ``disk 0%``, ``page_cache 100%``."""
+    a = summary.get("anatomy") or {}
+    w = next((p for p in a.get("phases", []) if p.get("name") == "weights_loading"), None)
+    resident = (a.get("cache") or {}).get("page_cache_resident")
+    if w is None:
+        return "-"
+    return f"{w.get('bound')} {resident:.0%}" if isinstance(resident, int | float) else str(w.get("bound"))
+
+
+def _compile(summary: dict[str, Any]) -> str:
+    return str(((summary.get("anatomy") or {}).get("cache") or {}).get("compile_cache") or "-")
 
 
 def format_compare(c: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 from types import FrameType
 from typing import IO
 
@@ -20,7 +21,9 @@ import click
 from firstlight.cli.common import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import Config
 from firstlight.engines import PROFILES
+from firstlight.history import History, HistoryError
 from firstlight.preflight import DEADLINE_S, FAIL, OK, PreflightOptions, PreflightReport, read_target, run_preflight
+from firstlight.preflight.disk import measure as measure_disk
 from firstlight.redact import Redactor
 from firstlight.runner.guard import silence
 
@@ -74,6 +77,28 @@ def show(report: PreflightReport, as_json: bool, err: IO[str] | None = None, out
         print(json.dumps(report.to_dict()), file=out or sys.stdout, flush=True)
 
 
+def _measure_disk(command: tuple[str, ...], engine: str | None, model: str | None, as_json: bool,
+                  history_path: Path | None) -> None:
+    path = model or (read_target(list(command), engine=engine).model_path if command and command[0] else None)
+    if not path or not Path(path).exists():
+        raise UsageFailure("--disk needs the weights' local path (--model PATH or a launch command naming it)")
+    try:
+        got = measure_disk(path)
+    except (ValueError, OSError) as e:
+        print(f"firstlight: disk: {e}", file=sys.stderr)
+        sys.exit(EXIT_FAILED)
+    try:
+        with History(history_path) as h:
+            h.record_disk(got)
+    except HistoryError as e:
+        print(f"firstlight: warning: history: {e}", file=sys.stderr)
+    cache = f", page cache {got['cache_rate'] / 1e6:.0f} MB/s" if got.get("cache_rate") else ""
+    print(f"disk: {got['mount']} ({got['fstype']}, device {got['device']}): {got['rate'] / 1e6:.0f} MB/s sequential "
+          f"({got['bytes'] / 1e6:.0f} MB in {got['seconds']:.2f}s, evicted){cache}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"event": "disk", **got}))
+
+
 @contextlib.contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
     """SIGTERM during the checks stops like Ctrl-C does (exit 130, "Aborted."), never half-way silently."""
@@ -105,14 +130,19 @@ def preflight_before_launch(cfg: Config, as_json: bool, disk_sample: bool, redac
 
 
 @click.command("preflight", cls=Command, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
 @click.option("--engine", type=click.Choice(sorted(PROFILES)), default=None,
               help="Engine profile (default: detect from the command).")
 @click.option("--model", default=None, help="Model path or id (default: from the command line).")
 @click.option("--no-disk-sample", is_flag=True, help="Skip the bounded read-rate sample of the weights.")
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines on stdout; the last is the preflight event.")
+@click.option("--disk", is_flag=True, help="Measure the sequential read rate of the filesystem holding the weights "
+              "(at most 2 GiB and 5 s of uncached files, evicted afterwards) and keep it in the history for the "
+              "anatomy.")
+@click.option("--history", "history_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="--disk: the history database (default: the user's).")
 def preflight_command(command: tuple[str, ...], engine: str | None, model: str | None, no_disk_sample: bool,
-                      as_json: bool) -> None:
+                      as_json: bool, disk: bool = False, history_path: Path | None = None) -> None:
     """Check what a launch command will use, without starting it: the GPUs (foreign processes, SGLang's and
     vLLM's memory rules), the checkpoint's quantization against the server's own Python, its pip, the
     checkpoint's completeness (headers only), the port, a stale server, memory and disk.
@@ -121,6 +151,9 @@ def preflight_command(command: tuple[str, ...], engine: str | None, model: str |
     firstlight preflight -- python -m sglang.launch_server --model-path /models/K2 --tp 8 --port 30000
     firstlight preflight --json -- llama-server -m model.gguf --port 8080
     """
+    if disk:
+        _measure_disk(command, engine, model, as_json, history_path)
+        return
     if not command or not command[0]:
         raise UsageFailure("no command to check (firstlight preflight -- COMMAND...)")
     with _sigterm_interrupts():

@@ -106,6 +106,14 @@ class SpecMetric(NamedTuple):
     meaning: str
 
 
+class CompileCacheMarker(NamedTuple):
+    """The engine's own word on its compile cache: ``hit``, ``miss``, or ``total`` (the compile's own seconds, in a
+    ``seconds`` group). Read by the one line interpreter, only on lines that are compile-phase lines."""
+
+    pattern: str
+    state: str  # hit | miss | total
+
+
 class ServingCounters(NamedTuple):
     """The engine's own Prometheus series that tell, after READY, whether it still serves (at no cost to it)."""
 
@@ -154,6 +162,7 @@ class EngineProfile:
     embeds: tuple[str, ...] = ()
     # traceback frames that tell in which phase a crash happened: (regex, phase), applied forward-only
     frame_markers: tuple[PhaseMarker, ...] = ()
+    compile_cache: tuple[CompileCacheMarker, ...] = ()
     notes: str = ""
 
     def __post_init__(self) -> None:
@@ -169,6 +178,20 @@ class EngineProfile:
         norm("failure_signatures", FailureSignature)
         norm("frame_markers", PhaseMarker)
         norm("spec_decoding", SpecMetric)
+        norm("compile_cache", CompileCacheMarker)
+
+    def compile_cache_state(self, text: str) -> tuple[str, float | None] | None:
+        """(hit | miss | total, seconds) for one of the engine's compile-cache lines (cleaned), else None."""
+        for rx, state in self._compile_cache_rx:
+            m = rx.search(text)
+            if m:
+                secs = next((v for k, v in m.groupdict().items() if k.startswith("seconds") and v), None)
+                return state, float(secs) if secs else None
+        return None
+
+    @cached_property
+    def _compile_cache_rx(self) -> tuple[tuple[re.Pattern[str], str], ...]:
+        return tuple((re.compile(m.pattern), m.state) for m in self.compile_cache)
 
     def classify(self, line: str) -> LineMatch:
         """Classify one log line (pure; strips ANSI colours and TP/worker/time prefixes)."""

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from firstlight.anatomy import anatomy
 from firstlight.config import JudgeConfig
 from firstlight.interpret import LineInterpreter
 from firstlight.judge import Judge
@@ -205,6 +206,7 @@ class ReplayReport:
     progress: dict[str, Any] | None = None  # last progress line seen (kind, done, total, fraction, line)
     ready_line: int | None = None
     listening_line: int | None = None
+    anatomy: dict[str, Any] | None = None  # firstlight.anatomy over the same judge (log lines only: no idle)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -330,6 +332,7 @@ class Replayer:
             evidence=evidence,
             phases=phases,
             serving_failure=serving,
+            anatomy=anatomy(self.judge.phases_dicts(), self.judge.signals, t, reached=a.phase),
             lines=self.lines,
             progress=progress,
             ready_line=lines.ready_line.line if lines.ready_line else None,

@@ -22,6 +22,7 @@ from __future__ import annotations
 from .common import FRAME_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
 from .profile import (
     WRAPPER_RANK,
+    CompileCacheMarker,
     Endpoints,
     EngineProfile,
     FailureSignature,
@@ -284,5 +285,14 @@ VLLM = EngineProfile(
         (r"gpu_model_runner\.py|gpu_worker\.py|\[core\.py:\d+\]", 2),
     ),
     frame_markers=FRAME_MARKERS,
+    # torch.compile's cache (compilation/backends.py, decorators.py, monitor.py; shared/serving-anatomy-fleet-facts.md)
+    compile_cache=tuple(CompileCacheMarker(*m) for m in (
+        (r"^Directly load the compiled graph\(s\) for .* from the cache|^Directly load AOT compilation from ", "hit"),
+        (r"^Compiling a graph for .* takes [\d.]+ s|saved AOT compiled function to |"
+         r"Compiling model again due to a load failure", "miss"),
+        (r"torch\.compile (?:takes|took) (?P<seconds>[\d.]+) s in total|"
+         r"torch\.compile and initial profiling/warmup run together took (?P<seconds2>[\d.]+) s|"
+         r"Initial profiling/warmup run took (?P<seconds3>[\d.]+) s", "total"),
+    )),
     notes="Binds the port before loading but listens only when ready: connection refused while loading.",
 )

@@ -87,6 +87,18 @@ _SERVING = """CREATE TABLE IF NOT EXISTS serving (
 )"""
 
 
+# The device's sequential read rate, measured once per filesystem (`firstlight preflight --disk`); additive too.
+_DISKS = """CREATE TABLE IF NOT EXISTS disks (
+  device TEXT PRIMARY KEY,
+  mount TEXT NOT NULL,
+  fstype TEXT NOT NULL,
+  rate REAL NOT NULL,
+  cache_rate REAL,
+  bytes INTEGER NOT NULL,
+  measured_at REAL NOT NULL
+)"""
+
+
 def default_path() -> Path:
     """$FIRSTLIGHT_HISTORY, else ``history.sqlite3`` in the per-user data directory."""
     env = os.environ.get("FIRSTLIGHT_HISTORY")
@@ -492,6 +504,25 @@ class History:
             con.execute(_SERVING)
             con.execute("INSERT INTO serving (run_id, t, state, reason) VALUES (?, ?, ?, ?)",
                         (run_id, t, state, self.redactor.text(reason)))
+
+    def record_disk(self, disk: dict[str, Any]) -> None:
+        """A filesystem's measured read rates (``firstlight.preflight.disk.measure``); the newest replaces."""
+        with self._write() as con:
+            con.execute(_DISKS)
+            con.execute("INSERT OR REPLACE INTO disks (device, mount, fstype, rate, cache_rate, bytes, measured_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)", (disk["device"], disk["mount"], disk["fstype"], disk["rate"],
+                                                         disk.get("cache_rate"), disk["bytes"], disk["measured_at"]))
+
+    def disk(self, device: str) -> dict[str, Any] | None:
+        """The measured read rates of the filesystem on ``device`` (``st_dev`` as major:minor); None: never."""
+        try:
+            row = self._con.execute("SELECT device, mount, fstype, rate, cache_rate, bytes, measured_at FROM disks "
+                                    "WHERE device = ?", (device,)).fetchone()
+        except sqlite3.Error:  # no such table: never measured
+            return None
+        if row is None:
+            return None
+        return dict(zip(("device", "mount", "fstype", "rate", "cache_rate", "bytes", "measured_at"), row, strict=True))
 
     def serving_changes(self, run_id: int) -> list[tuple[float, str, str]]:
         """A run's serving-state changes, oldest first: (t, state, reason)."""

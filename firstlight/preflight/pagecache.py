@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from firstlight.samplers.weights import weight_files
+
 SYS_CACHESTAT = 451  # the same number on every architecture (added in Linux 6.5)
 PAGE = mmap.PAGESIZE
 MINCORE_WINDOW = 1 << 30  # bytes mapped at once by the mincore fallback
@@ -27,6 +29,7 @@ MINCORE_MAX_PAGES = 1 << 22  # pages examined per file by the fallback (16 GiB);
 SAMPLE_BYTES = 64 << 20
 SAMPLE_S = 1.0
 _CHUNK = 4 << 20
+_READ_AHEAD = 16 << 20  # more than the kernel reads ahead of a sequential reader
 
 
 class _Range(ctypes.Structure):
@@ -168,7 +171,24 @@ def sample_read_rate(files: list[Path]) -> ReadSample | None:
                 if n <= 0:
                     break
                 done += n
-            return ReadSample(path, off, done, time.monotonic() - t0)
+            took = time.monotonic() - t0
+            # the window was uncached: evicting it (and the kernel's read-ahead past it) leaves the cache as the
+            # start will find it, so the anatomy's residency at start is not this sample's
+            os.posix_fadvise(fd, off, done + _READ_AHEAD, os.POSIX_FADV_DONTNEED)
+            return ReadSample(path, off, done, took)
         finally:
             os.close(fd)
     return None
+
+
+def resident_bytes(path: Path) -> int | None:
+    """Bytes of the weight files under ``path`` in the page cache (a file, or a checkpoint directory); None when
+    any file's residency cannot be known."""
+    files = [path] if path.is_file() else weight_files(path)
+    total = 0
+    for f in files:
+        got = cached_bytes(f)
+        if got is None:
+            return None
+        total += got
+    return total

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from firstlight.anatomy import human_lines
 from firstlight.judge import Assessment, Event
 from firstlight.report.format import duration, status_line
 from firstlight.result import RunResult
@@ -39,6 +40,7 @@ class ConsoleReporter:
         self._live: Live | None = None
         self._t0: float | None = None
         self._shown: str | None = None  # the verdict already rendered
+        self._vs_shown = False  # the anatomy's comparison with the baseline, shown once
         if self.tty:
             self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
             self._live.start()
@@ -103,6 +105,10 @@ class ConsoleReporter:
         self._render(result)
 
     def summary(self, result: RunResult) -> None:
+        vs = (result.anatomy or {}).get("vs_baseline")
+        if vs and not self._vs_shown:  # the history's comparison comes after the verdict
+            self._vs_shown = True
+            self._line(None, "  anatomy", f"vs baseline: {vs['message']}")
         if self._shown != result.verdict:  # the verdict changed after it was shown (serving ended, regression)
             self._shown = result.verdict
             self._render(result)
@@ -135,6 +141,9 @@ class ConsoleReporter:
             self._line(None, "  fix", r.hint)
         for note in r.notes:
             self._line(None, "  note", note)
+        if r.anatomy and r.verdict != "interrupted":
+            for line in human_lines(r.anatomy, r.verdict):
+                self._line(None, "  anatomy", line.strip())
 
     def close(self) -> None:
         if self._live is not None:

@@ -34,6 +34,8 @@ VERDICT_COLOURS = {"ready": "#15803d", "regression": "#b45309", "failed": "#b91c
 _CONTROL = UNSAFE_RE  # the controls and the bidi controls (U+202E would reorder the page's text)
 
 CSS = """
+.anatomy-row{display:flex;align-items:center;gap:8px;margin:4px 0}.anatomy-label{width:14em;font-size:13px}
+.anatomy-bar{flex:1;display:flex;height:18px;background:#f3f4f6}.anatomy-bar .seg{height:100%}
 :root { color-scheme: light; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
@@ -131,6 +133,7 @@ def render_html(view: RunView) -> str:
     ]
     if view.baseline is not None:
         parts.append(_baseline_table(view))
+    parts.append(_anatomy(view))
     if view.charts:
         parts.append('<h2>Resources</h2>')
         parts += [_chart(c, axis, view.windows) for c in view.charts]
@@ -385,6 +388,42 @@ def _baseline_table(v: RunView) -> str:
     return (f'<h2>Against the baseline ({esc(v.baseline.label)})</h2>{cold}<div class="scroll">'
             f'<table id="baseline"><tr><th>phase</th><th>this run</th><th>baseline</th><th>difference</th></tr>'
             f'{"".join(rows)}</table></div>')
+
+
+def _anatomy_bar(label: str, anat: dict[str, Any], scale: float) -> str:
+    """One start as a stacked bar: a segment per phase, its width its seconds, titled with its bound."""
+    segs = []
+    for p in anat.get("phases", []):
+        width = 100.0 * p["seconds"] / scale if scale > 0 else 0.0
+        if width <= 0:
+            continue
+        title = f"{p['name']}: {secs(p['seconds'])}, bound {p['bound']}"
+        segs.append(f'<div class="seg" data-phase="{esc(p["name"])}" title="{esc(title)}" style="width:{width:.3f}%;'
+                    f'background:{_phase_colour(p["name"])}"></div>')
+    return (f'<div class="anatomy-row"><span class="anatomy-label">{esc(label)} {esc(secs(anat.get("total_s")))}'
+            f'</span><div class="anatomy-bar">{"".join(segs)}</div></div>')
+
+
+def _anatomy(v: RunView) -> str:
+    anat = v.anatomy
+    if not anat or not anat.get("phases"):
+        return ""
+    base = v.baseline.anatomy if v.baseline is not None else None
+    scale = max(anat.get("total_s") or 0.0, (base or {}).get("total_s") or 0.0)
+    bars = _anatomy_bar("this start", anat, scale)
+    if base and base.get("phases"):
+        bars += _anatomy_bar(f"baseline ({v.baseline.label})" if v.baseline else "baseline", base, scale)
+    rows = "".join(f"<tr><td>{esc(p['name'])}</td><td>{esc(secs(p['seconds']))}</td><td>{esc(p['bound'])}</td>"
+                   f"<td>{esc(p['evidence'][0]['value'] if p.get('evidence') else '')}</td></tr>"
+                   for p in anat["phases"])
+    cuts = "".join(f"<li>{esc(c['cut'])}: "
+                   f"{esc('saving unknown' if c['saving_s'] is None else 'would save ~' + secs(c['saving_s']))}: "
+                   f"{esc(c['how'])}</li>" for c in anat.get("cuts", []))
+    vs = (anat.get("vs_baseline") or {}).get("message")
+    return ('<h2>Anatomy: where the time went</h2><div id="anatomy">' + bars + "</div>"
+            + (f"<p>{esc(vs)}</p>" if vs else "")
+            + '<div class="scroll"><table id="anatomy-phases"><tr><th>phase</th><th>time</th><th>bound</th>'
+            f'<th>evidence</th></tr>{rows}</table></div>' + (f'<ul id="anatomy-cuts">{cuts}</ul>' if cuts else ""))
 
 
 def _after_ready(v: RunView) -> str:

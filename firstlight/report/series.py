@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from firstlight.anatomy import anatomy
 from firstlight.config import JudgeConfig
 from firstlight.engines import get_profile, new_detector
 from firstlight.engines.profile import EngineProfile
@@ -79,6 +80,7 @@ class Baseline:
     label: str
     phases: list[Span]
     cold_start_s: float | None = None
+    anatomy: dict[str, Any] | None = None
 
 
 @dataclass
@@ -109,6 +111,7 @@ class RunView:
     spec_decoding: dict[str, Any] | None = None
     regression: list[dict[str, Any]] | None = None
     source: str = ""  # where the data came from: "record run.jsonl", "history run 12"
+    anatomy: dict[str, Any] | None = None  # firstlight.anatomy: the live run's, else from the replayed judge
 
     def level_markers(self) -> list[Marker]:
         return [m for m in self.markers if m.kind == "level"]
@@ -224,11 +227,14 @@ def build_view(observations: Sequence[Observation], summary: dict[str, Any] | No
     view.windows = _windows(s, t0, end_abs)
     view.charts = charts(r.observations, r.progress, t0)
     view.log_tail = [(o.t - t0, o.text) for o in r.observations if isinstance(o, LogLine)][-LOG_TAIL:]
+    view.anatomy = s.get("anatomy") or anatomy(r.judge.phases_dicts(), r.judge.signals, end_abs,
+                                               reached=r.assessment.phase)
     if baseline:
         bt0 = float(baseline.get("started_at") or 0.0)
         bend = float(baseline.get("ready_at") or baseline.get("ended_at") or bt0)
         view.baseline = Baseline(baseline_run, f"run {baseline_run}" if baseline_run else "baseline",
-                                 _spans(baseline.get("phases") or [], bt0, bend), baseline.get("cold_start_s"))
+                                 _spans(baseline.get("phases") or [], bt0, bend), baseline.get("cold_start_s"),
+                                 baseline.get("anatomy"))
         view.end = max(view.end, bend - bt0)
     return view
 

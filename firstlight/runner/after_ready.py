@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from firstlight.anatomy import compare
 from firstlight.bench.client import BenchConfig, BenchError, run_warmup
 from firstlight.bench.spec import bench_with_spec
 from firstlight.config import Config
@@ -89,6 +90,18 @@ def post_ready_checks(cfg: Config, profile: EngineProfile, model: str | None,
     return out
 
 
+def anatomy_baseline(history: History, key: DeploymentKey, result: RunResult) -> dict[str, Any] | None:
+    """This start's anatomy against the baseline run's: the pinned run, else the newest good one."""
+    if not result.anatomy:
+        return None
+    runs = [r for r in history.runs(key, limit=50) if r.ok and r.kind in ("up", "watch")]
+    for run in sorted(runs, key=lambda r: not r.pinned):
+        base = history.get(run.id)
+        if base is not None and base.summary.get("anatomy"):
+            return compare(result.anatomy, base.summary["anatomy"], run.id)
+    return None
+
+
 def compare_with_history(history: History, key: DeploymentKey, kind: str, result: RunResult,
                          margin: float) -> RunResult:
     """The result with this deployment's baseline and regressions, then the run recorded in the history."""
@@ -104,6 +117,7 @@ def compare_with_history(history: History, key: DeploymentKey, kind: str, result
             "margin": margin,
         }
         result = result.with_history(baseline, [r.to_dict() for r in regressions] or None, None)
+        result = result.with_anatomy_baseline(anatomy_baseline(history, key, result))
         run_id = history.record_run(kind, result.to_dict(), key, bench=bench)
         return result.with_history(baseline, list(result.regression) if result.regression else None, run_id)
     except HistoryError as e:

@@ -29,6 +29,7 @@ from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import History, HistoryError
 from firstlight.judge import Assessment, Event, Evidence, Judge
 from firstlight.logtext import is_access_line
+from firstlight.preflight.disk import device_id
 from firstlight.probes.loop import EngineIdentified
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter
@@ -350,7 +351,16 @@ class Session:
             pid=self.sources.pid, command=self.redactor.argv(self.cfg.command) if self.cfg.command else None,
             requests=self.sources.requests(),
             server_log=str(self.sources.server_log) if self.sources.server_log else None,
-            cold_start_s=self._cold_start(judge, started_at))
+            cold_start_s=self._cold_start(judge, started_at), disk=self._disk(judge))
+
+    def _disk(self, judge: Judge) -> dict[str, Any] | None:
+        """The measured read rates of the filesystem holding the weights (``preflight --disk``), for the anatomy."""
+        w = judge.signals.weights
+        if self.history is None or w is None:
+            return None
+        with contextlib.suppress(HistoryError, OSError):
+            return self.history.disk(device_id(w.path))
+        return None
 
     def _cold_start(self, judge: Judge, started_at: float) -> float | None:
         """Seconds from the server's start to READY: from the launch, or from the watched process's birth."""

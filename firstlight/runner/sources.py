@@ -16,6 +16,8 @@ import psutil
 
 from firstlight.config import Config
 from firstlight.engines.profile import Endpoints
+from firstlight.preflight.disk import mount_of
+from firstlight.preflight.pagecache import resident_bytes
 from firstlight.probes.ladder import Ladder, split_url
 from firstlight.probes.loop import LadderLoop
 from firstlight.runner.launcher import LaunchError, ServerProcess
@@ -29,6 +31,7 @@ from firstlight.samplers.weights import model_path_from_command, resolve_model_d
 from firstlight.timeline import Observation, SourceNote, WeightsTotal
 
 Sink = Callable[[Observation], None]
+WEIGHTS_WAIT_S = 1.0
 Echo = Callable[[str, str], None]
 
 
@@ -55,6 +58,12 @@ class Sources:
 
     def start(self) -> str | None:
         """Start everything; the launch error, if the command could not be started."""
+        # the weights sized, and their page-cache residency read, before the launch: a C++ server maps them at
+        # once; a hung mount holds the launch up by WEIGHTS_WAIT_S at most (the thread goes on by itself)
+        sized = threading.Event()
+        threading.Thread(target=self._weights, args=(sized,), name="firstlight-weights", daemon=True).start()
+        if self.cfg.command:
+            sized.wait(WEIGHTS_WAIT_S)
         if self.cfg.command and not self._port_taken():
             error = self._launch()
             if error is not None:
@@ -68,7 +77,6 @@ class Sources:
         self.samplers.append(GpuSampler(self.cfg.sample_interval, clock=self.clock))
         for s in self.samplers:
             s.start(self.sink)
-        threading.Thread(target=self._weights, name="firstlight-weights", daemon=True).start()
         self.ladder_loop = LadderLoop(Ladder(self.cfg.probe, self.clock), self.sink, self.cfg.probe.min_interval,
                                       self.cfg.probe.max_interval, identify=self.identify)
         self.ladder_loop.start()
@@ -154,7 +162,13 @@ class Sources:
         self.port_conflict = held
         return held
 
-    def _weights(self) -> None:
+    def _weights(self, sized: threading.Event) -> None:
+        try:
+            self._size_weights()
+        finally:
+            sized.set()
+
+    def _size_weights(self) -> None:
         model = str(self.cfg.model_path) if self.cfg.model_path else model_path_from_command(self.cfg.command)
         if not model:
             return
@@ -169,7 +183,7 @@ class Sources:
             self.sink(SourceNote(self.clock(), "weights", f"cannot size {path}: {e.strerror}"))
             return
         if files:
-            self.sink(WeightsTotal(self.clock(), total, files, str(path)))
+            self.sink(WeightsTotal(self.clock(), total, files, str(path), resident_bytes(path), mount_of(path)[1]))
 
     # -- while running ---------------------------------------------------------------------------------
     def new_log_line(self) -> None:

@@ -8,6 +8,7 @@ reported once each.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -53,6 +54,7 @@ class ProcessTreeSampler(Sampler):
         self._last_read: dict[int, int] = {}
         self._io_denied_noted = False
         self._dead = False
+        self._threads = ThreadCpu()
 
     def sample(self) -> list[Observation]:
         now = self.clock()
@@ -115,9 +117,11 @@ class ProcessTreeSampler(Sampler):
             out.append(SourceNote(now, "process", "cannot read I/O counters of some processes (permission); "
                                                   "bytes read are undercounted"))
         total_read = self._gone_read + sum(max(0, v) for v in read_now.values())
+        top, top_name, top_state = self._threads.busiest(now, infos)
         out.append(ProcessSample(now, alive=True, cpu_seconds=cpu + self._gone_cpu, rss_bytes=int(rss),
                                  read_bytes=total_read, threads=int(threads), procs=tuple(infos),
-                                 root_state=root_state, died=died))
+                                 root_state=root_state, died=died, thread_top=top, thread_top_name=top_name,
+                                 thread_top_state=top_state))
         return out
 
     def _tree_members(self, root: psutil.Process | None) -> list[psutil.Process]:
@@ -151,6 +155,64 @@ class ProcessTreeSampler(Sampler):
         except (psutil.AccessDenied, AttributeError, NotImplementedError):
             return -1
         return max(io.read_bytes, getattr(io, "read_chars", 0))
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# cores: only a process that used this much CPU since the last sample has its threads read (a CPU-bound thread gets
+# at least this on a machine with 10 runnable threads a core; an idle or I/O-bound tree costs nothing more)
+HOT_PROCESS = 0.1
+
+
+class ThreadCpu:
+    """The busiest thread of the tree since the previous sample (``/proc/PID/task/*/stat``): its CPU in cores and
+    its state now. On a loaded machine a CPU-bound thread gets a fraction of a core but is always ``R``."""
+
+    def __init__(self) -> None:
+        self._proc_cpu: dict[int, tuple[float, float]] = {}  # pid -> (t, cpu s)
+        self._thread_cpu: dict[int, tuple[float, float]] = {}  # tid -> (t, cpu s)
+
+    def busiest(self, now: float, infos: list[ProcInfo]) -> tuple[float, str, str]:
+        top = 0.0  # nothing busy
+        name = state = ""
+        seen: dict[int, tuple[float, float]] = {}
+        threads: dict[int, tuple[float, float]] = {}
+        for info in infos:
+            prev = self._proc_cpu.get(info.pid)
+            seen[info.pid] = (now, info.cpu_seconds)
+            if prev is None or now <= prev[0] or (info.cpu_seconds - prev[1]) / (now - prev[0]) < HOT_PROCESS:
+                continue
+            for tid, comm, st, cpu_s in _task_cpu(info.pid):
+                threads[tid] = (now, cpu_s)
+                last = self._thread_cpu.get(tid)
+                if last is not None and now > last[0]:
+                    rate = (cpu_s - last[1]) / (now - last[0])
+                    if rate > top:
+                        top, name, state = rate, f"{info.name}/{comm}", st
+        self._proc_cpu = seen
+        self._thread_cpu = threads
+        return round(top, 3), name, state
+
+
+def _task_cpu(pid: int) -> list[tuple[int, str, str, float]]:
+    """(tid, thread name, state, CPU seconds) of each thread of ``pid``."""
+    out: list[tuple[int, str, str, float]] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        head, _, rest = raw.rpartition(b")")
+        fields = rest.split()
+        if len(fields) < 13:
+            continue
+        comm = head.partition(b"(")[2].decode(errors="replace")
+        out.append((int(tid), comm, fields[0].decode(), (int(fields[11]) + int(fields[12])) / _CLK_TCK))
+    return out
 
 
 def _alive(p: psutil.Process) -> bool:

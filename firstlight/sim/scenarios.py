@@ -25,6 +25,7 @@ class Listen:
 class ReadWeights:
     seconds: float  # how long reading all weight files takes (throttled)
     progress: bool = True  # print shard-progress lines (False: silent, like a long quiet load)
+    spin: bool = False  # pace the reads by busy-waiting on one thread (a CPU-bound loader), not by sleeping
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,12 @@ def scenario(name: str, load_s: float = 1.0, workers: int = 0) -> list[Step]:
         "worker_dies": [*_prelude(max(workers, 2)), Log("weights_begin"), ReadWeights(load_s / 2), KillWorker(),
                         Hang()],
     }
+    # The anatomy's fixtures: 3 s with nothing moving (distributed init), the weights read at a known rate
+    # (sleep-paced: the disk's pace; spin-paced: a CPU-bound loader), 2 s of CPU in the KV-cache phase.
+    anatomy: list[Step] = [Log("args"), Log("dist_init"), Sleep(3.0), Log("dist_end"), Log("weights_begin")]
+    tail: list[Step] = [Log("weights_end"), Log("kv_cache"), Burn(2.0), Log("kv_end"), *_http(), Ready(), Log("ready")]
+    match["anatomy_disk"] = [*anatomy, ReadWeights(load_s, progress=False), *tail]
+    match["anatomy_cpu"] = [*anatomy, ReadWeights(load_s, progress=False, spin=True), *tail]
     if name == "demo":
         # A large-model start compressed to about 30 s: 8 TP workers, a long quiet weight read, graphs, warmup.
         return [*_prelude(8), Log("weights_begin"), ReadWeights(12.0), *_loaded(6.0), *_http(),
@@ -128,4 +135,4 @@ def scenario(name: str, load_s: float = 1.0, workers: int = 0) -> list[Step]:
 
 
 SCENARIOS = ("normal", "slow_first_request", "crash_oom", "gpu_occupied", "hang", "hang_after_load", "busy_wait",
-             "slow_disk_silent", "worker_dies", "demo")
+             "slow_disk_silent", "worker_dies", "demo", "anatomy_disk", "anatomy_cpu")

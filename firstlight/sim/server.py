@@ -266,7 +266,10 @@ class Sim:
                 while chunk := fh.read(1 << 20):
                     done_bytes += len(chunk)
                     lag = done_bytes / rate - (time.monotonic() - t0)
-                    if lag > 0:
+                    if lag > 0 and step.spin:
+                        while done_bytes / rate > time.monotonic() - t0:
+                            pass
+                    elif lag > 0:
                         time.sleep(lag)
             if step.progress:
                 pct = (i + 1) * 100 // len(files)

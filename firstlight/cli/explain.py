@@ -1,0 +1,94 @@
+"""``firstlight explain [RECORD | LOG | SUMMARY | --run N | --last]``: where a start's minutes went, what bound each
+phase, and what would cut it (the anatomy, ``firstlight.anatomy``), from whatever is at hand: a ``--record`` file (the
+judge replays it), a server log (``replay``'s judge: log lines only, so no ``idle``), the ``--json`` output of a run,
+or a run of the history.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from firstlight.anatomy import anatomy, human_lines
+from firstlight.cli.common import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.config import JudgeConfig
+from firstlight.engines.replay import replay_log
+from firstlight.history import History, HistoryError
+from firstlight.report.record import RecordError, read_record, read_summary
+from firstlight.report.series import profile_for, replay
+
+EXIT_HELP = """\b
+Exit codes:
+  0    the anatomy was shown
+  1    the source holds none (a run recorded before anatomies, a file with no start in it)
+  64   usage error (no source, or more than one)"""
+
+
+def _from_file(path: Path, engine: str | None) -> tuple[dict[str, Any] | None, str]:
+    try:
+        summary = read_summary(path)
+        return summary.get("anatomy"), str(summary.get("verdict", "ready"))
+    except RecordError:
+        pass
+    try:
+        rec = read_record(path)
+    except RecordError:
+        rec = None
+    if rec is not None:  # judged again as the session judged it (a generic start learns its engine from its lines)
+        r = replay(rec.observations, JudgeConfig(), profile_for(rec.observations, engine))
+        end = r.observations[-1].t
+        first = (r.judge.first_generation or {}).get("latency_s")
+        return (anatomy(r.judge.phases_dicts(), r.judge.signals, end, first_generation_s=first,
+                        reached=r.assessment.phase), r.assessment.verdict)
+    report = replay_log(path, engine)
+    return report.anatomy, report.outcome
+
+
+def _from_history(path: Path | None, run_id: int | None) -> tuple[dict[str, Any] | None, str]:
+    try:
+        with History(path, readonly=True) as h:
+            run = h.get(run_id) if run_id is not None else next(iter(h.runs(limit=1)), None)
+    except HistoryError as e:
+        raise UsageFailure(f"history: {e}") from None
+    if run is None:
+        raise UsageFailure(f"no run {run_id} in the history" if run_id is not None else "the history has no run")
+    return run.summary.get("anatomy"), str(run.summary.get("verdict", "ready"))
+
+
+@click.command("explain", cls=Command, epilog=EXIT_HELP)
+@click.argument("source", type=click.Path(path_type=Path, dir_okay=False), required=False)
+@click.option("--run", "run_id", type=int, default=None, help="A run of the history (see `firstlight history`).")
+@click.option("--last", is_flag=True, help="The newest run of the history.")
+@click.option("--engine", default=None, help="Engine profile for a log or record (default: detect).")
+@click.option("--history", "history_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The history database (default: the user's).")
+@click.option("--json", "as_json", is_flag=True, help="Print the anatomy object on stdout.")
+def explain_command(source: Path | None, run_id: int | None, last: bool, engine: str | None,
+                    history_path: Path | None, as_json: bool) -> None:
+    """Where a start's minutes went, what bound each phase, and what would cut it.
+
+    \b
+    firstlight explain --last
+    firstlight explain start.jsonl          # a --record file, a --json output, or a server log
+    """
+    if sum((source is not None, run_id is not None, last)) != 1:
+        raise UsageFailure("give exactly one of: a file, --run N, --last")
+    if source is not None:
+        if not source.exists():
+            raise UsageFailure(f"no such file: {source}")
+        anat, verdict = _from_file(source, engine)
+    else:
+        anat, verdict = _from_history(history_path, run_id)
+    if not anat or not anat.get("phases"):
+        print("firstlight: explain: no anatomy in it (no phase was seen, or a run recorded before anatomies)",
+              file=sys.stderr)
+        sys.exit(EXIT_FAILED)
+    for line in human_lines(anat, verdict):
+        print(line, file=sys.stderr)
+    if as_json:
+        print(json.dumps(anat))
+    sys.exit(EXIT_OK)

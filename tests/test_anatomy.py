@@ -1,0 +1,276 @@
+"""The anatomy of a start (firstlight.anatomy): each phase's time and bound, with its numbers.
+
+Pure cases feed a Judge the observations a start would produce (the same path as live and replay); the live cases
+run `firstlight up` against the simulated server with injected phase durations and a reader throttled to a known
+rate (a fixture: the real engines' cases are in test_anatomy_llama.py and test_vllm_server.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firstlight.anatomy import anatomy, compare, human_lines
+from firstlight.config import JudgeConfig
+from firstlight.engines import get_profile
+from firstlight.history import History
+from firstlight.judge import Judge
+from firstlight.preflight.pagecache import cached_bytes
+from firstlight.report.html import render_html
+from firstlight.report.series import build_view
+from firstlight.result import RunFacts, RunResult
+from firstlight.sim.server import free_port, make_weights
+from firstlight.timeline import LogLine, ProcessSample, Started, WeightsTotal
+from tests.conftest import run_firstlight, sim_cmd
+
+T0 = 1_000_000.0
+GB = 1_000_000_000
+VLLM = "INFO 12-01 10:00:00 [x.py:1] "
+
+
+def _start(resident: int | None = 0, fstype: str = "ext4", weights: int = 4 * GB) -> tuple[Judge, float]:
+    j = Judge(JudgeConfig(), get_profile("vllm"), T0)
+    j.feed(Started(T0, pid=1, launched=True))
+    j.feed(WeightsTotal(T0 + 0.1, weights, 2, "/models/m", resident, fstype))
+    j.feed(LogLine(T0 + 0.2, VLLM + "vLLM API server version 0.11.0"))
+    return j, T0 + 0.2
+
+
+def _samples(j: Judge, t0: float, t1: float, read0: int, cpu0: float, read_rate: float, cores: float,
+             thread: tuple[float, str] = (0.0, "S"), step: float = 0.5) -> tuple[int, float]:
+    t, read, cpu = t0, read0, cpu0
+    while t < t1 - 1e-9:
+        t = min(t + step, t1)
+        read, cpu = read0 + int(read_rate * (t - t0)), cpu0 + cores * (t - t0)
+        j.feed(ProcessSample(t, alive=True, cpu_seconds=cpu, read_bytes=read, thread_top=thread[0],
+                             thread_top_name="python/loader", thread_top_state=thread[1]))
+    return read, cpu
+
+
+def _weights_start(read_rate: float, thread: tuple[float, str], resident: int | None = 0,
+                   fstype: str = "ext4", disk: dict[str, Any] | None = None) -> dict[str, Any]:
+    """3 s silent, 20 s of weights at ``read_rate``, 5 s of compile (a miss), ready."""
+    j, t = _start(resident, fstype)
+    j.feed(ProcessSample(t, alive=True, cpu_seconds=0.0, read_bytes=0, thread_top=0.0))
+    read, cpu = _samples(j, t, t + 3.0, 0, 0.0, 0.0, 0.0)
+    t += 3.0
+    j.feed(LogLine(t, VLLM + "Starting to load model /models/m..."))
+    read, cpu = _samples(j, t, t + 20.0, read, cpu, read_rate, 1.0, thread)
+    t += 20.0
+    j.feed(LogLine(t, VLLM + "Loading weights took 20.00 seconds"))
+    j.feed(LogLine(t + 0.1, VLLM + "Compiling a graph for dynamic shape takes 4.20 s"))
+    _samples(j, t, t + 5.0, read, cpu, 0.0, 1.0, (1.0, "R"))
+    j.feed(LogLine(t + 5.0, VLLM + "torch.compile takes 4.90 s in total"))
+    j.feed(LogLine(t + 5.1, VLLM + "Available KV cache memory: 1.00 GiB"))
+    a = j.assess(t + 6.0)
+    facts = RunFacts(started_at=T0, engine="vllm", url="http://x", disk=disk)
+    result = RunResult.from_judge(j, a, facts)
+    assert result.anatomy is not None
+    return result.anatomy
+
+
+def _phase(anat: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in anat["phases"] if p["name"] == name)
+
+
+def test_weights_read_near_the_device_rate_are_disk_bound_with_the_numbers():
+    anat = _weights_start(180e6, (0.3, "D"), disk={"rate": 200e6, "cache_rate": 4e9})
+    w = _phase(anat, "weights_loading")
+    assert w["bound"] == "disk" and w["seconds"] == pytest.approx(20.0)
+    assert "180 MB/s" in w["evidence"][0]["value"] and "90% of the device's measured 200 MB/s" in \
+        w["evidence"][0]["value"]
+    cut = next(c for c in anat["cuts"] if c["cut"] == "warm_page_cache")
+    # 3.6 GB at 180 MB/s = 20 s from disk, 0.9 s from the page cache at 4 GB/s
+    assert cut["saving_s"] == pytest.approx(20.0 - 3.6e9 / 4e9, abs=0.2)
+
+
+def test_reads_below_the_device_rate_with_a_cpu_bound_thread_are_loader_cpu():
+    anat = _weights_start(40e6, (0.2, "R"), disk={"rate": 2e9})
+    w = _phase(anat, "weights_loading")
+    assert w["bound"] == "loader_cpu", w
+    assert "python/loader CPU-bound" in w["evidence"][0]["value"]
+    assert any(c["cut"] == "device_rate" and c["saving_s"] > 15 for c in anat["cuts"])
+
+
+def test_the_same_slow_reads_without_a_busy_thread_are_not_loader_cpu():
+    anat = _weights_start(40e6, (0.2, "S"), disk={"rate": 2e9})
+    assert _phase(anat, "weights_loading")["bound"] == "disk"
+
+
+def test_weights_resident_at_start_are_page_cache_and_network_mounts_are_named():
+    warm = _weights_start(2e9, (0.0, "S"), resident=4 * GB)
+    assert _phase(warm, "weights_loading")["bound"] == "page_cache"
+    assert warm["cache"]["page_cache_resident"] == 1.0
+    assert not any(c["cut"] == "warm_page_cache" for c in warm["cuts"])
+    nfs = _weights_start(100e6, (0.0, "S"), fstype="nfs4")
+    assert _phase(nfs, "weights_loading")["bound"] == "network_fs"
+
+
+def test_a_stretch_where_nothing_moved_is_idle_and_compile_misses_are_the_engines_word():
+    anat = _weights_start(180e6, (0.0, "S"))
+    d = _phase(anat, "process_start")
+    assert d["bound"] == "idle" and anat["idle_s"] >= 2.4  # from the first sample after its line
+    c = _phase(anat, "compile")
+    assert c["bound"] == "compile" and c["compile"]["cache"] == "miss" and c["compile"]["engine_seconds"] == 4.9
+    assert anat["cache"]["compile_cache"] == "miss"
+    assert any(x["cut"] == "compile_cache" for x in anat["cuts"])
+
+
+def test_a_compile_cache_hit_is_a_hit():
+    j, t = _start()
+    j.feed(LogLine(t + 1, VLLM + "Directly load the compiled graph(s) for dynamic shape from the cache, took 0.4 s"))
+    j.feed(LogLine(t + 2, VLLM + "Available KV cache memory: 1.00 GiB"))
+    anat = anatomy(j.phases_dicts(), j.signals, t + 3)
+    assert _phase(anat, "compile")["compile"]["cache"] == "hit"
+
+
+def test_a_replayed_log_without_process_samples_never_says_idle():
+    j, t = _start(resident=None)
+    j.feed(LogLine(t + 30, VLLM + "Starting to load model /models/m..."))
+    j.feed(LogLine(t + 60, VLLM + "Loading weights took 30.00 seconds"))
+    anat = anatomy(j.phases_dicts(), j.signals, t + 61)
+    assert "idle" not in {p["bound"] for p in anat["phases"]} and anat["idle_s"] == 0
+    assert _phase(anat, "weights_loading")["bound"] == "unmeasured"
+
+
+def test_against_the_baseline_the_largest_phase_difference_comes_first_with_its_cache_states():
+    cold = _weights_start(180e6, (0.0, "D"))
+    warm = _weights_start(2e9, (0.0, "S"), resident=4 * GB)
+    warm["phases"] = [{**p, "seconds": 2.0} if p["name"] == "weights_loading" else p for p in warm["phases"]]
+    warm["total_s"] -= 18.0
+    vs = compare(cold, warm, 7)
+    assert vs is not None and vs["run"] == 7 and vs["delta_s"] == pytest.approx(18.0)
+    assert vs["phases"][0]["phase"] == "weights_loading" and vs["phases"][0]["delta_s"] == pytest.approx(18.0)
+    assert "0% of the weights resident at start vs 100%" in vs["message"]
+    assert vs["message"].startswith("slower by 18.0s: weights_loading +18.0s")
+    assert any("vs baseline run 7" in line for line in human_lines({**cold, "vs_baseline": vs}))
+
+
+# -- live: `firstlight up` against the simulated server -----------------------------------------------------
+LOAD_S = 4.0
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("anatomy") / "w"
+    make_weights(d, 200_000_000)
+    return d
+
+
+def _evict(directory: Path) -> None:
+    for f in directory.iterdir():
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def _live(scenario: str, weights: Path, record: Path) -> dict[str, Any]:
+    _evict(weights)  # cold: the throttled reader, not the page cache, sets the pace
+    r = run_firstlight("up", "--json", "--stop-when-ready", "--no-history", "--record", str(record),
+                       "--poll-min", "0.05", "--sample-interval", "0.2", "--",
+                       *sim_cmd(scenario, free_port(), "--dialect", "vllm", "--model-path", str(weights),
+                                "--load-seconds", str(LOAD_S)), timeout=180)
+    assert r.rc == 0, r.stderr[-3000:]
+    assert "anatomy" in r.stderr and "weights_loading" in r.stderr  # the human block at READY
+    anat: dict[str, Any] = r.summary["anatomy"]
+    return anat
+
+
+@pytest.mark.parametrize(("scenario", "weights_bound"), [("anatomy_disk", "disk"), ("anatomy_cpu", "loader_cpu")])
+def test_live_phases_are_attributed_within_5_percent_and_bound_right(scenario: str, weights_bound: str,
+                                                                     weights: Path, tmp_path: Path):
+    anat = _live(scenario, weights, tmp_path / "run.jsonl")
+    idle, w, kv = (_phase(anat, n) for n in ("distributed_init", "weights_loading", "kv_cache"))
+    assert idle["seconds"] == pytest.approx(3.0, rel=0.05) and idle["bound"] == "idle", idle
+    assert w["seconds"] == pytest.approx(LOAD_S, rel=0.05) and w["bound"] == weights_bound, w
+    assert w["read_rate"] == pytest.approx(200e6 / LOAD_S, rel=0.15)
+    assert kv["seconds"] == pytest.approx(2.0, rel=0.05) and kv["bound"] == "cpu", kv
+    # the recorded timeline explains the same start the same way (one function over the same observations)
+    e = run_firstlight("explain", "--json", str(tmp_path / "run.jsonl"))
+    assert e.rc == 0, e.stderr
+    again = {p["name"]: p for p in json.loads(e.stdout)["phases"]}
+    assert again["weights_loading"]["bound"] == weights_bound
+    assert again["weights_loading"]["seconds"] == pytest.approx(w["seconds"], abs=0.01)
+
+
+def test_real_vllm_logs_say_miss_on_the_cold_and_on_the_failed_warm_load():
+    """vLLM 0.32's own AOT lines (tests/fixtures/engines: real logs): the cold start saved a compiled function, the
+    'warm' one failed to load it and compiled again; both are misses, with vLLM's own figure."""
+    fixtures = Path(__file__).parent / "fixtures" / "engines"
+    for name, seconds in (("vllm-0.32-ready-cold.log", 79.21), ("vllm-0.32-ready-warm.log", 184.91)):
+        r = run_firstlight("explain", "--json", str(fixtures / name))
+        assert r.rc == 0, r.stderr
+        anat = json.loads(r.stdout)
+        c = _phase(anat, "compile")
+        assert c["compile"]["cache"] == "miss" and c["compile"]["engine_seconds"] == seconds, c
+        assert "idle" not in {p["bound"] for p in anat["phases"]}  # a log alone never says idle
+        assert "compile cache miss" in r.stderr
+
+
+def test_preflight_disk_with_too_little_uncached_data_is_one_line_and_exit_1(tmp_path: Path):
+    (tmp_path / "m.gguf").write_bytes(b"x" * 4096)
+    r = run_firstlight("preflight", "--disk", "--model", str(tmp_path / "m.gguf"), "--history",
+                       str(tmp_path / "h.db"))
+    assert r.rc == 1 and "too little uncached data" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    u = run_firstlight("preflight", "--disk", "--history", str(tmp_path / "h.db"))
+    assert u.rc == 64 and "--disk needs the weights' local path" in u.stderr
+
+
+def test_preflight_disk_measures_reads_and_evicts_what_it_read(tmp_path: Path):
+    f = tmp_path / "big.bin"
+    with open(f, "wb") as fh:
+        for _ in range(8):
+            fh.write(os.urandom(8 << 20))
+        fh.flush()
+        os.fsync(fh.fileno())
+        os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    assert cached_bytes(f) == 0
+    r = run_firstlight("preflight", "--disk", "--json", "--model", str(f), "--history", str(tmp_path / "h.db"))
+    assert r.rc == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["event"] == "disk" and got["bytes"] == 64 << 20 and got["rate"] > 0 and got["fstype"]
+    assert cached_bytes(f) == 0  # evicted: the measurement leaves the page cache as it found it
+    with History(tmp_path / "h.db") as h:
+        assert h.disk(got["device"])["rate"] == got["rate"]  # type: ignore[index]
+
+
+def test_a_failed_start_says_how_far_each_phase_got(weights: Path):
+    r = run_firstlight("up", "--json", "--no-history", "--poll-min", "0.05", "--sample-interval", "0.2", "--",
+                       *sim_cmd("crash_oom", free_port(), "--model-path", str(weights), "--load-seconds", "1"),
+                       timeout=180)
+    assert r.rc == 1, r.stderr[-3000:]
+    anat = r.summary["anatomy"]
+    assert anat["reached"] == r.summary["phase"] and anat["phases"][-1]["name"] == r.summary["phase"]
+    assert f"anatomy (reached {anat['reached']}; how far each phase got)" in r.stderr
+    assert _phase(anat, "weights_loading")["read_bytes"] > 0
+
+
+def test_the_html_report_draws_this_start_beside_the_baselines_as_stacked_bars():
+    obs: list[Any] = [Started(T0, pid=1, launched=True), WeightsTotal(T0 + 0.1, 4 * GB, 2, "/m", 0, "ext4"),
+                      LogLine(T0 + 0.2, VLLM + "vLLM API server version 0.11.0")]
+    for i in range(1, 41):
+        t = T0 + 0.2 + i * 0.5
+        if i == 6:
+            obs.append(LogLine(t - 0.01, VLLM + "Starting to load model /models/m..."))
+        obs.append(ProcessSample(t, alive=True, cpu_seconds=0.1 * i, read_bytes=0 if i <= 6 else (i - 6) * 10**8,
+                                 thread_top=0.0))
+    obs.append(LogLine(T0 + 20.3, VLLM + "Loading weights took 17.00 seconds"))
+    base = {"name": "weights_loading", "start": 0.0, "seconds": 1.0, "bound": "page_cache", "evidence": []}
+    baseline = {"started_at": T0, "ready_at": T0 + 10, "phases": [], "anatomy": {"total_s": 10.0, "phases": [
+        {**base, "name": "process_start", "seconds": 9.0, "bound": "idle"}, base]}}
+    view = build_view(obs, None, JudgeConfig(), baseline, 3)
+    page = render_html(view)
+    assert 'id="anatomy"' in page and page.count('class="anatomy-row"') == 2
+    w = next(p for p in view.anatomy["phases"] if p["name"] == "weights_loading")  # type: ignore[index]
+    assert w["bound"] == "disk"
+    scale = view.anatomy["total_s"]  # type: ignore[index]
+    assert 'data-phase="weights_loading" title="weights_loading: ' in page
+    assert f"width:{100 * w['seconds'] / scale:.3f}%" in page  # this start's bar, to scale
+    assert f"width:{100 * 1.0 / scale:.3f}%" in page  # the baseline's weights, on the same scale
