@@ -81,7 +81,7 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     # cudaErrorIllegalAddress's text through C10_CUDA_CHECK
     ("sglang", "other", "RuntimeError: CUDA error: an illegal memory access was encountered"),
     # CPython Python/pylifecycle.c (fatal_error) via faulthandler
-    ("vllm", "other", "Fatal Python error: Segmentation fault"),
+    ("vllm", "crashed", "Fatal Python error: Segmentation fault"),
     # CPython Lib/argparse.py: _check_value ("invalid choice") and parse_known_args ("required")
     ("vllm", "bad_argument", "api_server.py: error: argument --dtype: invalid choice: 'fp7' (choose from 'auto', "
                              "'half', 'float16', 'bfloat16', 'float', 'float32')"),
