@@ -146,3 +146,34 @@ def test_the_async_read_timeout_still_bounds_a_read_before_a_far_deadline():
     with _silent_mid_read() as url:
         took = asyncio.run(fetch(url))
     assert took < 30.0, f"held {took:.1f}s: the 0.5 s read timeout was lost under the 60 s deadline"
+
+
+def test_the_write_timeout_still_bounds_a_write_before_a_far_deadline():
+    """A server that accepts and never reads: the send buffer fills, the write blocks; its 0.5 s write timeout ends
+    it, not the 60 s deadline (blocking and asyncio)."""
+    body = b"x" * (64 << 20)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/"
+        timeout = httpx.Timeout(5.0, write=0.5)
+
+        t0 = time.monotonic()
+        with httpx.Client(transport=transport()) as client, deadline(t0 + 60.0), \
+                pytest.raises(httpx.TimeoutException):
+            client.post(url, content=body, timeout=timeout)
+        assert time.monotonic() - t0 < 30.0
+
+        async def post() -> float:
+            async with httpx.AsyncClient(transport=async_transport()) as client:
+                t1 = time.monotonic()
+                with deadline(t1 + 60.0), pytest.raises(httpx.TimeoutException):
+                    await client.post(url, content=body, timeout=timeout)
+                return time.monotonic() - t1
+
+        assert asyncio.run(post()) < 30.0
+
+
+def test_a_transport_holds_ten_connections_unless_told_otherwise():
+    assert transport()._pool._max_connections == 10  # type: ignore[attr-defined]
+    assert async_transport()._pool._max_connections == 10  # type: ignore[attr-defined]
