@@ -47,9 +47,10 @@ def test_a_passed_deadline_fails_connect_at_once():
 
 
 def test_names_are_resolved_and_every_address_tried():
-    assert resolve("127.0.0.1", 80, 1.0)[0][4] == ("127.0.0.1", 80)  # a literal: no resolver thread
+    literal = resolve("127.0.0.1", 80, 1.0)  # no resolver thread for a literal
+    assert literal[0][4] == ("127.0.0.1", 80) and all(a[1] == socket.SOCK_STREAM for a in literal)
     addresses = resolve("localhost", 8080, 5.0)
-    assert addresses and all(a[4][1] == 8080 for a in addresses)
+    assert addresses and all(a[4][1] == 8080 and a[1] == socket.SOCK_STREAM for a in addresses)  # TCP only
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen(1)
@@ -177,3 +178,12 @@ def test_the_write_timeout_still_bounds_a_write_before_a_far_deadline():
 def test_a_transport_holds_ten_connections_unless_told_otherwise():
     assert transport()._pool._max_connections == 10  # type: ignore[attr-defined]
     assert async_transport()._pool._max_connections == 10  # type: ignore[attr-defined]
+
+
+def test_the_read_timeout_still_bounds_a_read_before_a_far_deadline():
+    with _silent_mid_read() as url, httpx.Client(transport=transport()) as client:
+        t0 = time.monotonic()
+        with deadline(t0 + 60.0), pytest.raises(httpx.TimeoutException):
+            client.get(url, timeout=httpx.Timeout(5.0, read=0.5))
+        took = time.monotonic() - t0
+    assert took < 30.0, f"held {took:.1f}s: the 0.5 s read timeout was lost under the 60 s deadline"
