@@ -187,3 +187,27 @@ def test_the_read_timeout_still_bounds_a_read_before_a_far_deadline():
             client.get(url, timeout=httpx.Timeout(5.0, read=0.5))
         took = time.monotonic() - t0
     assert took < 30.0, f"held {took:.1f}s: the 0.5 s read timeout was lost under the 60 s deadline"
+
+
+def test_a_stuck_resolver_is_bounded_and_leaves_only_a_daemon_thread(monkeypatch: pytest.MonkeyPatch):
+    """getaddrinfo has no timeout. A resolver that never answers cannot be made real here (no network), so this
+    one test stands in a getaddrinfo that blocks until released."""
+    import threading
+
+    release = threading.Event()
+    seen: list[threading.Thread] = []
+
+    def stuck(*args: object, **kw: object) -> list[object]:
+        seen.append(threading.current_thread())
+        release.wait(60)
+        return []
+
+    monkeypatch.setattr(socket, "getaddrinfo", stuck)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError, match=r"^cannot resolve slow\.example in time$"):
+            resolve("slow.example", 80, 0.3)
+        assert time.monotonic() - t0 < 30
+        assert len(seen) == 1 and seen[0].daemon and seen[0].name == "firstlight-resolve"
+    finally:
+        release.set()
