@@ -54,6 +54,9 @@ def test_a_header_that_needs_the_full_parse_still_gives_the_largest_end(tmp_path
     size = _raw_safetensors(tmp_path / "m.safetensors", header, 16)
     assert safetensors_header(tmp_path / "m.safetensors", size) == (2, None)
     assert safetensors_header(tmp_path / "m.safetensors", size + 1)[1] is not None
+    meta_first = b'{"__metadata__": {"format": "pt"}, "a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8.0]}}'
+    size = _raw_safetensors(tmp_path / "m.safetensors", meta_first, 8)
+    assert safetensors_header(tmp_path / "m.safetensors", size) == (1, None)  # the metadata is skipped, not the end
 
 
 def test_headers_that_are_not_what_safetensors_writes_fail_with_the_reason(tmp_path: Path):
@@ -184,7 +187,7 @@ def test_a_model_id_is_not_a_path_unless_it_looks_like_one(tmp_path: Path):
     for model in ("acme/tiny", "acme/tiny-v2"):
         c = check_checkpoint(read_target(["vllm", "serve", model]), None)
         assert c.status == OK and "will download it" in c.evidence
-    for model in (str(tmp_path / "absent"), "./m", "~/m", "m.gguf", "a/b/c", "solo"):
+    for model in (str(tmp_path / "absent"), "/m", "./m", "~/m", "m.gguf", "a/b/c", "solo"):
         c = check_checkpoint(read_target(["vllm", "serve", model]), None)
         assert c.status == FAIL and c.category == "model_not_found" and c.evidence == f"{model} does not exist"
     c = check_checkpoint(read_target(["python", "-c", "pass"]), None)
