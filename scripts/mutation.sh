@@ -62,9 +62,10 @@ for m in "${modules[@]}"; do
   } >>"$work/pyproject.toml"
   echo "mutation.sh: $m against $tests (at most ${time_s} s)" >&2
   rc=0
-  (cd "$work" && timeout "$time_s" nice -n 10 "$repo/.venv/bin/mutmut" run --max-children 2) >"$work.log" 2>&1 || rc=$?
+  # python -m, not the mutmut script: tests read their own process name, which must stay "python"
+  (cd "$work" && timeout "$time_s" nice -n 10 "$py" -m mutmut run --max-children 2) >"$work.log" 2>&1 || rc=$?
   [ "$rc" = 124 ] && echo "mutation.sh: $m stopped by its time bound; run again to resume" >&2
-  (cd "$work" && "$repo/.venv/bin/mutmut" results --all true) >"$work.results" 2>&1 || true
+  (cd "$work" && "$py" -m mutmut results --all true) >"$work.results" 2>&1 || true
   "$py" - "$work.results" "$m" <<'EOF' | tee "$work.txt"
 import collections, sys
 counts = collections.Counter()

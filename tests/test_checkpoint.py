@@ -54,6 +54,9 @@ def test_a_header_that_needs_the_full_parse_still_gives_the_largest_end(tmp_path
     size = _raw_safetensors(tmp_path / "m.safetensors", header, 16)
     assert safetensors_header(tmp_path / "m.safetensors", size) == (2, None)
     assert safetensors_header(tmp_path / "m.safetensors", size + 1)[1] is not None
+    meta_first = b'{"__metadata__": {"format": "pt"}, "a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8.0]}}'
+    size = _raw_safetensors(tmp_path / "m.safetensors", meta_first, 8)
+    assert safetensors_header(tmp_path / "m.safetensors", size) == (1, None)  # the metadata is skipped, not the end
 
 
 def test_headers_that_are_not_what_safetensors_writes_fail_with_the_reason(tmp_path: Path):
@@ -184,8 +187,54 @@ def test_a_model_id_is_not_a_path_unless_it_looks_like_one(tmp_path: Path):
     for model in ("acme/tiny", "acme/tiny-v2"):
         c = check_checkpoint(read_target(["vllm", "serve", model]), None)
         assert c.status == OK and "will download it" in c.evidence
-    for model in (str(tmp_path / "absent"), "./m", "~/m", "m.gguf", "a/b/c", "solo"):
+    for model in (str(tmp_path / "absent"), "/m", "./m", "~/m", "m.gguf", "a/b/c", "solo"):
         c = check_checkpoint(read_target(["vllm", "serve", model]), None)
         assert c.status == FAIL and c.category == "model_not_found" and c.evidence == f"{model} does not exist"
     c = check_checkpoint(read_target(["python", "-c", "pass"]), None)
     assert c.status == OK and c.evidence.startswith("skipped")
+
+
+def _gguf(path: Path) -> int:
+    """A small real GGUF written by gguf-py (llama.cpp's own writer); returns its size."""
+    import gguf
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_tensor("a", np.ones((64, 64), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path.stat().st_size
+
+
+def test_a_split_gguf_names_every_missing_part(tmp_path: Path):
+    first = tmp_path / "m-00001-of-00004.gguf"
+    _gguf(first)
+    _gguf(tmp_path / "m-00003-of-00004.gguf")
+    problems = scan_checkpoint(first).problems
+    assert problems == ["split GGUF m-00001-of-00004.gguf: parts missing: m-00002-of-00004.gguf, m-00004-of-00004.gguf"]
+    _gguf(tmp_path / "m-00002-of-00004.gguf")
+    _gguf(tmp_path / "m-00004-of-00004.gguf")
+    assert scan_checkpoint(first).problems == []
+    assert scan_checkpoint(tmp_path / "m-00003-of-00004.gguf").problems == []  # only the first part lists the rest
+
+
+def test_a_truncated_gguf_says_how_much_is_missing(tmp_path: Path):
+    p = tmp_path / "m.gguf"
+    size = _gguf(p)
+    with open(p, "r+b") as f:
+        f.truncate(size - 4096)
+    (problem,) = scan_checkpoint(p).problems
+    assert problem.startswith(f"m.gguf: {size - 4096} bytes on disk, its 1 tensors end at byte ")
+    assert problem.endswith("(truncated: 4.1 kB missing)"), problem
+
+
+def test_a_gguf_that_is_an_lfs_pointer_or_not_a_gguf_says_which(tmp_path: Path):
+    p = tmp_path / "m.gguf"
+    p.write_text(LFS)
+    (problem,) = scan_checkpoint(p).problems
+    assert "m.gguf is a Git LFS pointer" in problem and "5.0 GB" in problem
+    p.write_bytes(b"NOTGGUF" + b"\0" * 600)
+    (problem,) = scan_checkpoint(p).problems
+    assert problem.startswith("m.gguf: 607 bytes: ") and "Git LFS" not in problem

@@ -114,7 +114,9 @@ def test_probe_is_bounded_by_its_timeout():
         r = run_firstlight("probe", s.url, "--timeout", "1")
         took = time.monotonic() - t0
     assert r.rc == 1
-    assert took < 8  # interpreter start-up included; the probe itself is capped at 1 s per request
+    # the probe is capped at 1 s per request against a server that never answers; the bound leaves room for the
+    # interpreter start-up on a busy machine, far below "for ever"
+    assert took < 30
 
 
 def test_probe_bad_url_is_a_usage_error():

@@ -164,6 +164,7 @@ def test_sse_lines_split_on_lf_and_crlf_across_chunks():
     assert s.feed(b"bc\r\ndata: d\n\nda") == ["data: abc", "data: d", ""]
     assert s.feed(b"ta: \xffe\n") == ["data: \ufffde"]  # invalid UTF-8 replaced
     assert s.feed(b"data: XX  \r\n") == ["data: XX  "]  # only the CR goes, never spaces or text
+    assert s.feed(b"data: XX\r\n") == ["data: XX"]
     assert s.flush() == []
     assert s.feed(b"tail \r") == []
     assert s.flush() == ["tail "]  # only the CR goes

@@ -47,9 +47,10 @@ def test_a_passed_deadline_fails_connect_at_once():
 
 
 def test_names_are_resolved_and_every_address_tried():
-    assert resolve("127.0.0.1", 80, 1.0)[0][4] == ("127.0.0.1", 80)  # a literal: no resolver thread
+    literal = resolve("127.0.0.1", 80, 1.0)  # no resolver thread for a literal
+    assert literal[0][4] == ("127.0.0.1", 80) and all(a[1] == socket.SOCK_STREAM for a in literal)
     addresses = resolve("localhost", 8080, 5.0)
-    assert addresses and all(a[4][1] == 8080 for a in addresses)
+    assert addresses and all(a[4][1] == 8080 and a[1] == socket.SOCK_STREAM for a in addresses)  # TCP only
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen(1)
@@ -146,3 +147,67 @@ def test_the_async_read_timeout_still_bounds_a_read_before_a_far_deadline():
     with _silent_mid_read() as url:
         took = asyncio.run(fetch(url))
     assert took < 30.0, f"held {took:.1f}s: the 0.5 s read timeout was lost under the 60 s deadline"
+
+
+def test_the_write_timeout_still_bounds_a_write_before_a_far_deadline():
+    """A server that accepts and never reads: the send buffer fills, the write blocks; its 0.5 s write timeout ends
+    it, not the 60 s deadline (blocking and asyncio)."""
+    body = b"x" * (64 << 20)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/"
+        timeout = httpx.Timeout(5.0, write=0.5)
+
+        t0 = time.monotonic()
+        with httpx.Client(transport=transport()) as client, deadline(t0 + 60.0), \
+                pytest.raises(httpx.TimeoutException):
+            client.post(url, content=body, timeout=timeout)
+        assert time.monotonic() - t0 < 30.0
+
+        async def post() -> float:
+            async with httpx.AsyncClient(transport=async_transport()) as client:
+                t1 = time.monotonic()
+                with deadline(t1 + 60.0), pytest.raises(httpx.TimeoutException):
+                    await client.post(url, content=body, timeout=timeout)
+                return time.monotonic() - t1
+
+        assert asyncio.run(post()) < 30.0
+
+
+def test_a_transport_holds_ten_connections_unless_told_otherwise():
+    assert transport()._pool._max_connections == 10  # type: ignore[attr-defined]
+    assert async_transport()._pool._max_connections == 10  # type: ignore[attr-defined]
+
+
+def test_the_read_timeout_still_bounds_a_read_before_a_far_deadline():
+    with _silent_mid_read() as url, httpx.Client(transport=transport()) as client:
+        t0 = time.monotonic()
+        with deadline(t0 + 60.0), pytest.raises(httpx.TimeoutException):
+            client.get(url, timeout=httpx.Timeout(5.0, read=0.5))
+        took = time.monotonic() - t0
+    assert took < 30.0, f"held {took:.1f}s: the 0.5 s read timeout was lost under the 60 s deadline"
+
+
+def test_a_stuck_resolver_is_bounded_and_leaves_only_a_daemon_thread(monkeypatch: pytest.MonkeyPatch):
+    """getaddrinfo has no timeout. A resolver that never answers cannot be made real here (no network), so this
+    one test stands in a getaddrinfo that blocks until released."""
+    import threading
+
+    release = threading.Event()
+    seen: list[threading.Thread] = []
+
+    def stuck(*args: object, **kw: object) -> list[object]:
+        seen.append(threading.current_thread())
+        release.wait(60)
+        return []
+
+    monkeypatch.setattr(socket, "getaddrinfo", stuck)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError, match=r"^cannot resolve slow\.example in time$"):
+            resolve("slow.example", 80, 0.3)
+        assert time.monotonic() - t0 < 30
+        assert len(seen) == 1 and seen[0].daemon and seen[0].name == "firstlight-resolve"
+    finally:
+        release.set()
