@@ -47,14 +47,14 @@ def test_lfs_pointer_names_the_real_size_when_it_says_it():
     assert bare == "a.bin is a Git LFS pointer (43 bytes), not the weights"
 
 
-def test_a_header_that_needs_the_full_parse_still_gives_the_largest_end(tmp_path: Path):
-    # Offsets written as floats: the fast byte scan cannot read them, json can.
+def test_offsets_that_are_not_integers_fail_as_the_loader_refuses_them(tmp_path: Path):
+    # safetensors reads data_offsets as (usize, usize): 8.0 is refused by the loader, so it is a fail here
     header = b'{"b": {"dtype": "U8", "shape": [8], "data_offsets": [8.0, 16.0]}, ' \
              b'"a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}, "__metadata__": {"format": "pt"}}'
     size = _raw_safetensors(tmp_path / "m.safetensors", header, 16)
-    assert safetensors_header(tmp_path / "m.safetensors", size) == (2, None)
-    assert safetensors_header(tmp_path / "m.safetensors", size + 1)[1] is not None
-    meta_first = b'{"__metadata__": {"format": "pt"}, "a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8.0]}}'
+    assert safetensors_header(tmp_path / "m.safetensors", size)[1] == \
+        "m.safetensors: tensor 'b' has no valid data_offsets ([8.0, 16.0])"
+    meta_first = b'{"__metadata__": {"format": "pt"}, "a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}}'
     size = _raw_safetensors(tmp_path / "m.safetensors", meta_first, 8)
     assert safetensors_header(tmp_path / "m.safetensors", size) == (1, None)  # the metadata is skipped, not the end
 
@@ -68,7 +68,7 @@ def test_headers_that_are_not_what_safetensors_writes_fail_with_the_reason(tmp_p
     size = _raw_safetensors(p, [1, 2], 0)
     assert safetensors_header(p, size) == (0, "m.safetensors: the safetensors header is not a JSON object")
     size = _raw_safetensors(p, {"w": {"dtype": "U8", "shape": [1]}}, 0)
-    assert safetensors_header(p, size) == (1, "m.safetensors: tensor 'w' has no valid data_offsets")
+    assert safetensors_header(p, size) == (0, "m.safetensors: tensor 'w' has no valid data_offsets (None)")
 
 
 def test_a_file_too_short_for_a_header_or_whose_header_is_cut(tmp_path: Path):
@@ -163,11 +163,13 @@ def test_an_index_that_is_not_an_index_fails_naming_it(tmp_path: Path):
     d = make_checkpoint(tmp_path / "m")
     index = d / INDEX_NAME
     for content, why in [("[]", "unreadable"), ('{"weight_map": []}', "weight_map is not an object"),
-                         ('{"weight_map": {"w": 5}}', "not all file names"), ('{"metadata": {}}', "unreadable")]:
+                         ('{"metadata": {}}', "unreadable")]:
         index.write_text(content)
         scan = scan_checkpoint(d)
         assert any(p.startswith(f"{INDEX_NAME}: unreadable") and why in p for p in scan.problems), (content,
                                                                                                   scan.problems)
+    index.write_text('{"weight_map": {"w": 5}}')
+    assert f"{INDEX_NAME}: a value is int, not a file name" in scan_checkpoint(d).problems
     index.write_text(LFS)
     assert any("Git LFS pointer" in p for p in scan_checkpoint(d).problems)
 
