@@ -35,6 +35,14 @@ sys.exit(0)
 """
 
 
+def _kill_daemon(pidfile: Path) -> None:
+    """The daemon a launcher left (whenever the test stopped): it is nobody's child, so nothing else stops it."""
+    try:
+        os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+
+
 def test_a_daemonizing_launcher_that_exits_0_is_supervised_through_its_daemon(tmp_path: Path):
     port, rport = free_port(), free_port()
     pidfile = tmp_path / "daemon.pid"
@@ -57,11 +65,7 @@ def test_a_daemonizing_launcher_that_exits_0_is_supervised_through_its_daemon(tm
         if fl.poll() is None:
             fl.kill()
             fl.communicate()
-        if daemon is not None:
-            try:
-                os.kill(daemon, signal.SIGKILL)
-            except OSError:
-                pass
+        _kill_daemon(pidfile)
     summaries = [e for e in map(json.loads, filter(lambda x: x.startswith("{"), out.splitlines()))
                  if e["event"] == "summary"]
     assert summaries[0]["verdict"] == "ready"
@@ -179,9 +183,6 @@ def test_the_sidecar_follows_a_daemon_its_launcher_left_serving_the_port(tmp_pat
         if fl.poll() is None:
             fl.kill()
             fl.wait()
-        for pid in (daemon, launcher.pid):
-            if pid is not None:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        _kill_daemon(pidfile)
+        launcher.kill()
+        launcher.wait()
