@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from firstlight.preflight.base import FAIL, OK, WARN
 from firstlight.preflight.checkpoint import (
     INDEX_NAME,
+    MAX_FULL_PARSE,
     MAX_SAFETENSORS_HEADER,
     check_checkpoint,
     lfs_pointer,
@@ -240,3 +243,31 @@ def test_a_gguf_that_is_an_lfs_pointer_or_not_a_gguf_says_which(tmp_path: Path):
     p.write_bytes(b"NOTGGUF" + b"\0" * 600)
     (problem,) = scan_checkpoint(p).problems
     assert problem.startswith("m.gguf: 607 bytes: ") and "Git LFS" not in problem
+
+
+PARSE_IN_A_CHILD = """
+import resource, sys
+from pathlib import Path
+from firstlight.preflight.checkpoint import safetensors_header
+p = Path(sys.argv[1])
+print(safetensors_header(p, p.stat().st_size)[1])
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB
+"""
+
+
+def test_a_huge_header_that_needs_the_full_parse_is_refused_unparsed(tmp_path: Path):
+    """A 40 MB header of a million small entries with float offsets (not the writer's layout): json would take
+    ~0.5 GB to parse it; it is a fail naming why, read by the byte scan only."""
+    entry = b'"t%07d": {"dtype": "U8", "shape": [1], "data_offsets": [%d.0, %d.0]}'
+    header = b"{" + b", ".join(entry % (i, i, i + 1) for i in range(600_000)) + b"}"
+    assert len(header) > MAX_FULL_PARSE
+    p = tmp_path / "m.safetensors"
+    _raw_safetensors(p, header, 600_000)
+    out = subprocess.run([sys.executable, "-c", PARSE_IN_A_CHILD, str(p)], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.splitlines()
+    assert out[0].startswith("m.safetensors: a ") and "header not in the layout the safetensors writer uses" in out[0]
+    assert int(out[1]) < 300 * 1024, f"peak RSS {int(out[1]) // 1024} MiB"  # the header (~45 MB) read once
+
+
+def test_the_header_length_limit_is_the_safetensors_crates(tmp_path: Path):
+    assert MAX_SAFETENSORS_HEADER == 100_000_000  # safetensors' MAX_HEADER_SIZE: HeaderTooLarge above it

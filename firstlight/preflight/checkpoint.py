@@ -33,7 +33,10 @@ from firstlight.preflight.target import Target
 NAME = "checkpoint"
 CATEGORY = "corrupt_weights"
 LFS_PREFIX = b"version https://git-lfs.github.com/spec/v1"
-MAX_SAFETENSORS_HEADER = 100 << 20  # the safetensors crate's own limit (N_LEN + 100 MB)
+MAX_SAFETENSORS_HEADER = 100_000_000  # the safetensors crate's own limit (MAX_HEADER_SIZE, HeaderTooLarge)
+# A header in the writer's layout is read by a byte scan at any size; one that needs json's full parse is parsed
+# only up to this size: a 100 MB header of small objects takes ~1 GB in Python (a real shard's is ~1 MB).
+MAX_FULL_PARSE = 16 << 20
 MAX_INDEX_BYTES = 64 << 20  # a real index of 100,000 tensors is ~10 MB
 MAX_NAME = 255  # NAME_MAX: no file in the directory can have a longer name
 INDEX_NAME = "model.safetensors.index.json"
@@ -166,6 +169,9 @@ def safetensors_header(path: Path, size: int) -> tuple[int, str | None]:
             return 0, f"{path.name}: not a safetensors file (header length {n})"
         raw = f.read(n)
     fast = _fast_tensors(raw)
+    if fast is None and n > MAX_FULL_PARSE:
+        return 0, (f"{path.name}: a {human_bytes(n)} safetensors header not in the layout the safetensors writer "
+                   f"uses (not parsed: over {human_bytes(MAX_FULL_PARSE)})")
     tensors, problem = (fast, None) if fast is not None else _parse_header(path, raw)
     count = len(tensors)
     problem = problem or _layout_problem(path, tensors)
