@@ -16,21 +16,15 @@ from firstlight.sim.server import free_port
 from tests.conftest import firstlight_cmd, sim_cmd, wait_for
 from tests.test_readiness import answers, get
 
-LAUNCHER = """
-import subprocess, sys, time, urllib.request
-cmd, pidfile = sys.argv[1:-1], sys.argv[-1]
+# A launcher that leaves its server running and exits 0 when told to (the file named last appears).
+LAUNCHER_UNTIL = """
+import os, subprocess, sys, time
+cmd, pidfile, release = sys.argv[1:-2], sys.argv[-2], sys.argv[-1]
 p = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 open(pidfile, "w").write(str(p.pid))
-url = "http://127.0.0.1:%s/health" % cmd[cmd.index("--port") + 1]
-end = time.monotonic() + 60
-while time.monotonic() < end:
-    try:
-        if urllib.request.urlopen(url, timeout=1).status == 200:
-            break
-    except OSError:
-        pass
+end = time.monotonic() + 120
+while not os.path.exists(release) and time.monotonic() < end:
     time.sleep(0.05)
-time.sleep(3)  # the daemon serves; the launcher's job is done
 sys.exit(0)
 """
 
@@ -45,16 +39,19 @@ def _kill_daemon(pidfile: Path) -> None:
 
 def test_a_daemonizing_launcher_that_exits_0_is_supervised_through_its_daemon(tmp_path: Path):
     port, rport = free_port(), free_port()
-    pidfile = tmp_path / "daemon.pid"
+    pidfile, release = tmp_path / "daemon.pid", tmp_path / "release"
+    # the launcher exits when told, after READY (a launcher that exits before READY is another story)
     fl = subprocess.Popen(firstlight_cmd("up", "--json", "--no-preflight", "--no-history", "--poll-min", "0.05",
                                          "--serving-interval", "1", "--serve-readiness", f"127.0.0.1:{rport}", "--",
-                                         sys.executable, "-c", LAUNCHER, *sim_cmd("normal", port), str(pidfile)),
+                                         sys.executable, "-c", LAUNCHER_UNTIL, *sim_cmd("normal", port),
+                                         str(pidfile), str(release)),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     daemon = None
     try:
         wait_for(lambda: answers(rport, "/readyz", 200), 60, "READY")
         daemon = int(pidfile.read_text())
         launcher = get(rport, "/readyz")[1]["pid"]
+        release.touch()
         wait_for(lambda: not os.path.exists(f"/proc/{launcher}") or _zombie(launcher), 30, "the launcher to exit")
         # The launcher is gone, exit code 0: the daemon still serves, and firstlight still supervises it.
         wait_for(lambda: answers(rport, "/readyz", 200) and (get(rport, "/readyz")[1].get("serving") or {}).get(
@@ -134,19 +131,6 @@ def test_serving_changes_reach_json_console_and_history_and_0_turns_the_checks_o
             fl.kill()
             fl.communicate()
     assert '"event": "summary"' in out and '"event": "serving"' not in out
-
-
-# A launcher that leaves its server running and exits 0 when told to (the file named last appears).
-LAUNCHER_UNTIL = """
-import os, subprocess, sys, time
-cmd, pidfile, release = sys.argv[1:-2], sys.argv[-2], sys.argv[-1]
-p = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-open(pidfile, "w").write(str(p.pid))
-end = time.monotonic() + 120
-while not os.path.exists(release) and time.monotonic() < end:
-    time.sleep(0.05)
-sys.exit(0)
-"""
 
 
 def test_the_sidecar_follows_a_daemon_its_launcher_left_serving_the_port(tmp_path: Path):
