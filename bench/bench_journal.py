@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from firstlight.engines.replay import replay_lines, replay_log  # noqa: E402
+from firstlight.logreplay import replay_lines, replay_log  # noqa: E402
 from firstlight.units.journal import JournalFollower, journal_lines  # noqa: E402
 from tests.journal_export import UnitRun, write_journal  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 The CLI builds it from options; tests and the library API build it directly. It is frozen: read-only once a
 run starts. What a run learns while running (the engine, its endpoints, the ETA from history) is run-time state
-owned by the session (``firstlight.runner.state``), never written back here.
+owned by the session and its driver (``firstlight.drive``), never written back here.
 """
 
 from __future__ import annotations

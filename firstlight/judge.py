@@ -50,7 +50,7 @@ from firstlight.vocab import (
     TIMEOUT,
 )
 
-__all__ = ["Assessment", "Event", "Evidence", "Judge", "PhaseSpan", "Progress", "is_access_line", "judge_timeline"]
+__all__ = ["STALL_HINTS", "Assessment", "Event", "Evidence", "Judge", "PhaseSpan", "Progress", "is_access_line"]
 
 # A fatal line with a generic category waits this long for a more specific root cause (the exception header
 # comes before its traceback) unless the process exits first.
@@ -65,6 +65,22 @@ COMPILERS = frozenset({"cc", "cc1", "cc1plus", "c++", "g++", "gcc", "clang", "cl
                        "collect2", "as", "nvcc", "ptxas", "cicc", "fatbinary", "nvlink", "ninja", "make"})
 COMPILE_WINDOW_S = 60.0
 _COMPILE_NOTE_EVERY_S = 30.0
+# What a start that stopped moving in a phase is usually doing there: the hint of a hung verdict, and of a log
+# that ends with no verdict (replay's "incomplete").
+STALL_HINTS: dict[str, str] = {
+    "process_start": "no engine progress line yet: still importing, downloading or compiling kernels, or the "
+    "log level hides the markers",
+    "distributed_init": "in distributed init: a hang here is usually NCCL (NCCL_DEBUG=INFO, P2P/IB "
+    "settings, shm size)",
+    "weights_loading": "loading weights: compare disk/network read throughput with the checkpoint size",
+    "weights_loaded": "weights loaded; profiling memory and allocating the KV cache come next",
+    "kv_cache": "profiling memory / allocating the KV cache",
+    "compile": "torch.compile / JIT compilation: minutes on a cold cache (persist the compile cache)",
+    "cuda_graph": "capturing CUDA graphs: can take minutes; no progress for long may be a hang",
+    "http_listening": "the HTTP port is up but the engine's ready line has not appeared yet (warmup "
+    "pending); do not trust /v1/models here",
+    "warmup": "warming up: the first generation may be slow (JIT kernels)",
+}
 
 
 @dataclass(frozen=True)
@@ -496,6 +512,11 @@ class Judge:
         return events
 
     # -- judging ---------------------------------------------------------------------------------------
+    @property
+    def settled(self) -> bool:
+        """The verdict is final: later observations no longer change it."""
+        return self._final is not None
+
     def assess(self, now: float) -> Assessment:
         if self._final is not None:
             return self._final
@@ -541,7 +562,11 @@ class Judge:
         hung = self._hang(now)
         if hung is not None:
             return hung
-        return self._base(now, STARTING, self._context_evidence(now))
+        hint = self._stall_hint() if self.log_ended is not None else None  # a log that ends mid-start
+        return self._base(now, STARTING, self._context_evidence(now), hint=hint)
+
+    def _stall_hint(self) -> str | None:
+        return STALL_HINTS.get(self.phases[-1].name)
 
     def _failure(self, now: float) -> Assessment | None:
         ended = self.exited is not None or self.log_ended is not None
@@ -632,14 +657,14 @@ class Judge:
                 ev.append(Evidence(self.last_weak.signal, f"last activity: {self.last_weak.value}",
                                    self.last_weak.t))
             ev += self._context_evidence(now, last_progress=False) + self.warnings
-            return self._base(now, HUNG, ev, detail="no progress")
+            return self._base(now, HUNG, ev, detail="no progress", hint=self._stall_hint())
         if strong_idle >= r.spin_timeout and self.last_weak is not None:
             ev = [Evidence(self.last_weak.signal, f"{self.last_weak.value}, yet nothing else moved for "
                                                   f"{strong_idle:.0f}s", self.last_strong.t),
                   Evidence(self.last_strong.signal, f"last real progress: {self.last_strong.value}",
                            self.last_strong.t)]
             ev += self._context_evidence(now, last_progress=False) + self.warnings
-            return self._base(now, HUNG, ev, detail="busy-wait suspected")
+            return self._base(now, HUNG, ev, detail="busy-wait suspected", hint=self._stall_hint())
         return None
 
     def _context_evidence(self, now: float, last_progress: bool = True) -> list[Evidence]:
@@ -706,21 +731,6 @@ class Judge:
 
     def phases_dicts(self) -> list[dict[str, Any]]:
         return [s.to_dict() for s in self.phases]
-
-
-def judge_timeline(observations: list[Observation], rules: JudgeConfig, profile: EngineProfile,
-                   now: float) -> Assessment:
-    """Replay a whole recorded timeline and assess it at ``now``: the verdict of the last step that was final,
-    or the live assessment at ``now``."""
-    if not observations:
-        raise ValueError("empty timeline")
-    judge = Judge(rules, profile, observations[0].t)
-    for obs in observations:
-        judge.feed(obs)
-        a = judge.assess(obs.t)
-        if a.final:
-            return a
-    return judge.assess(now)
 
 
 def _clip(text: str, n: int = 240) -> str:

@@ -1,6 +1,6 @@
 """Text of logs: ANSI escapes, carriage-return redraws, and bytes split into lines in bounded memory.
 
-Shared by the live log sources (``samplers.logs``) and the post-mortem replay (``engines.replay``), so both
+Shared by the live log sources (``samplers.logs``) and the post-mortem replay (``firstlight.logreplay``), so both
 see exactly the same lines.
 
 One log line must never freeze firstlight: every per-line pattern is linear and is applied to a bounded

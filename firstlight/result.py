@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from firstlight.anatomy import anatomy
 from firstlight.deaths import CRASH_SIGNALS, crash_hint, describe_exit, exit_signal
-from firstlight.vocab import FAILED, INTERRUPTED, READY, REGRESSION, SERVING_VERDICTS, exit_code
+from firstlight.vocab import FAILED, INTERRUPTED, READY, REGRESSION, SERVING_VERDICTS, TIMEOUT, exit_code
 
 if TYPE_CHECKING:
     from firstlight.judge import Assessment, Evidence, Judge
@@ -126,12 +126,13 @@ class RunResult:
                                    evidence=(error.to_dict(),), ended_at=error.since or facts.started_at)
 
     @classmethod
-    def preflight_failed(cls, facts: RunFacts, report: dict[str, Any], category: str, hint: str | None,
+    def preflight_failed(cls, facts: RunFacts, report: dict[str, Any], check: str, category: str, hint: str | None,
                          evidence: list[dict[str, Any]], now: float) -> RunResult:
-        """A check before launch failed: no server process was started."""
+        """The preflight ``check`` failed before launch: no server process was started."""
         return cls(verdict=FAILED, phase="process_start", failure=category, hint=hint, evidence=tuple(evidence),
                    started_at=facts.started_at, ended_at=now, engine=facts.engine, url=facts.url,
-                   command=facts.command, preflight=report)
+                   command=facts.command, preflight=report,
+                   detail=f"preflight {check} failed: no server was started")
 
     def with_checks(self, checks: dict[str, Any]) -> RunResult:
         """Warm-up, benchmark and speculative decoding, measured against the serving server."""
@@ -192,6 +193,22 @@ class RunResult:
         ev = {"signal": "signal", "value": f"{signal} received while waiting for the server to start", "since": now}
         return cls(verdict=INTERRUPTED, phase="process_start", started_at=started_at, ended_at=now, engine=engine,
                    url=url, evidence=(ev,))
+
+    @classmethod
+    def no_invocation(cls, url: str, engine: str, now: float, why: str, *, live: bool, error: bool,
+                      interrupted: bool, unit: dict[str, Any]) -> RunResult:
+        """A unit watch found no invocation to judge. Stopped by a signal first: interrupted. The unit is not
+        running (``live``, systemd says so) or its journal cannot be read (``error``): failed. A journal file
+        with no entries of the unit in time: a timeout."""
+        if interrupted:
+            verdict, why = INTERRUPTED, "interrupted before an invocation of the unit appeared"
+        else:
+            verdict = FAILED if live or error else TIMEOUT
+        ev = {"signal": "systemd" if live else "journal", "value": why, "since": now}
+        return cls(verdict=verdict, phase="process_start", started_at=now, ended_at=now, engine=engine, url=url,
+                   failure="other" if verdict == FAILED else None,
+                   hint="start the unit (firstlight up --unit UNIT restarts it and watches the start)",
+                   evidence=(ev,), unit=unit)
 
     def stopped(self, how: str) -> RunResult:
         return dataclasses.replace(self, server_stopped=how)

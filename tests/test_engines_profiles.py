@@ -26,7 +26,7 @@ from firstlight.engines import (
     get_profile,
 )
 from firstlight.engines.profile import CATEGORY_RANK, required_literal
-from firstlight.engines.replay import replay_log
+from firstlight.logreplay import replay_log
 from firstlight.logtext import LineSplitter, split_redraws
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
@@ -676,7 +676,7 @@ def test_every_failure_category_has_a_signature() -> None:
 def test_new_engine_is_a_data_change() -> None:
     """A profile written with plain tuples works end to end (detection, classify, replay)."""
     from firstlight.engines import Endpoints, register_profile
-    from firstlight.engines.replay import replay_lines
+    from firstlight.logreplay import replay_lines
 
     toy = EngineProfile(
         name="toy",

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from firstlight import interpret, logtext
+from firstlight import timestamps as replay_mod
 from firstlight.engines import PROFILES, get_profile, new_detector
 from firstlight.engines import profile as profile_mod
-from firstlight.engines import replay as replay_mod
 from firstlight.judge import is_access_line as judge_is_access_line
 from firstlight.logtext import CLASSIFY_CHARS, is_access_line
 from tests.conftest import REPO, firstlight_cmd

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from firstlight.config import JudgeConfig
+from firstlight.drive import judge_timeline
 from firstlight.engines import get_profile
-from firstlight.judge import Judge, judge_timeline
+from firstlight.judge import Judge
 from firstlight.timeline import (
     GpuDevice,
     GpuProcess,

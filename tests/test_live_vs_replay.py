@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from firstlight.engines.replay import replay_log
+from firstlight.logreplay import replay_log
 from firstlight.sim.server import free_port
 from tests.conftest import SHARED, require, run_firstlight, sim_cmd
 

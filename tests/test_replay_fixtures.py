@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from firstlight.engines import FAILURE_CATEGORIES, PHASES
-from firstlight.engines.replay import ReplayReport, format_replay_text, replay_lines, replay_log
+from firstlight.logreplay import ReplayReport, replay_lines, replay_log
+from firstlight.report.replay_text import format_replay_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 

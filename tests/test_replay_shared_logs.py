@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from firstlight.engines.replay import ReplayReport, replay_log
+from firstlight.logreplay import ReplayReport, replay_log
 
 LOGS = Path(__file__).resolve().parents[1].parent / "shared" / "logs"
 INDEX = LOGS / "INDEX.tsv"

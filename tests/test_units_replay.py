@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from firstlight.cli import main as cli_main
-from firstlight.engines.replay import replay_log
+from firstlight.logreplay import replay_log
 from tests.conftest import SHARED
 from tests.journal_export import UnitRun, journal_remote, write_journal
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from firstlight.engines import get_profile
-from firstlight.engines.replay import replay_log
+from firstlight.logreplay import replay_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 ORDER = ["process_start", "distributed_init", "weights_loading", "weights_loaded", "compile", "kv_cache",

@@ -631,7 +631,8 @@ def replay(logfile: Path | None, engine: str | None, as_json: bool, **kw: Any) -
         replay_unit(kw, engine, as_json)
     if logfile is None:
         raise _fail_usage("missing the log file (or --unit UNIT --journal-file FILE)")
-    from firstlight.engines.replay import format_replay_text, replay_lines, replay_log
+    from firstlight.logreplay import replay_lines, replay_log
+    from firstlight.report.replay_text import format_replay_text
     if engine is not None:
         _profile(engine)
     stdin = str(logfile) == "-"

@@ -16,8 +16,8 @@ import click
 from firstlight.anatomy import anatomy, human_lines
 from firstlight.cli.common import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import JudgeConfig
-from firstlight.engines.replay import replay_log
 from firstlight.history import History, HistoryError
+from firstlight.logreplay import replay_log
 from firstlight.report.record import RecordError, read_record, read_summary
 from firstlight.report.series import profile_for, replay
 

@@ -128,7 +128,8 @@ def replay_unit(kw: dict[str, Any], engine: str | None, as_json: bool) -> None:
     """``replay --unit UNIT --journal-file FILE [--invocation ID]``: the same report as a log replay, of one
     invocation's lines (the last one by default)."""
     from firstlight.cli.app import _profile
-    from firstlight.engines.replay import format_replay_text, replay_timed
+    from firstlight.logreplay import replay_timed
+    from firstlight.report.replay_text import format_replay_text
 
     unit = _unit(kw)
     journal_file: Path | None = kw.get("journal_file")

@@ -1,4 +1,4 @@
-"""Engine profiles (as data), detection, and log replay.
+"""Engine profiles (as data) and detection.
 
 >>> from firstlight.engines import get_profile
 >>> get_profile("sglang").classify("[2025-08-11 02:16:56] The server is fired up and ready to roll!").ready
@@ -6,8 +6,8 @@ True
 
 Layout: ``profile`` (dataclasses, PHASES, FAILURE_CATEGORIES, the classifier), ``common`` (PyTorch/CUDA/NCCL/
 HF signatures shared by engines), one data module per engine (``sglang``, ``vllm``, ``llamacpp``, ``tgi``,
-``trtllm``, ``lmdeploy``, ``ollama``, ``generic``), ``detect`` (command/log/endpoint detection, port and
-host flags) and ``replay`` (LineSplitter, Replayer, replay_log, format_replay_text).
+``trtllm``, ``lmdeploy``, ``ollama``, ``generic``) and ``detect`` (command/log/endpoint detection, port and
+host flags). Pure data and matching: nothing here drives the judge (``firstlight.drive`` does).
 
 Adding an engine is a data change: write an :class:`EngineProfile` (markers, signatures, endpoints, flags,
 ``detect_patterns``) in a new module and add it to ``PROFILES`` below (or call :func:`register_profile`).

@@ -16,10 +16,11 @@ from typing import Any
 
 from firstlight.anatomy import anatomy
 from firstlight.config import JudgeConfig
-from firstlight.engines import get_profile, new_detector
+from firstlight.drive import Driver
+from firstlight.engines import get_profile
 from firstlight.engines.profile import EngineProfile
 from firstlight.judge import Assessment, Event, Judge
-from firstlight.runner.state import RunState
+from firstlight.result import RunFacts, RunResult
 from firstlight.timeline import GpuSample, LogLine, Observation, ProcessSample, Started
 from firstlight.vocab import HUNG
 
@@ -150,45 +151,37 @@ def profile_for(observations: Sequence[Observation], engine: str | None) -> Engi
 
 
 def replay(observations: Sequence[Observation], rules: JudgeConfig, profile: EngineProfile) -> Replay:
-    """Feed the observations to a fresh judge in order, as the session did (a generic start learns its engine
-    from the server's lines, by the session's own rule), and stop at the first final verdict."""
+    """Feed the observations to the driver of the judge in order, as the session did (a generic start learns its
+    engine from the server's lines, by the session's own rule), and stop at the first final verdict."""
     if not observations:
         raise ValueError("empty timeline")
-    judge = Judge(rules, profile, observations[0].t)
-    state = RunState(profile, new_detector() if profile.name == "generic" else None)
+    driver = Driver(rules, profile, observations[0].t, detect=profile.name == "generic")
     events: list[Event] = []
     progress: list[tuple[float, float | None]] = []
     fed: list[Observation] = []
-    a = judge.assess(observations[0].t)
+    a = driver.assess(observations[0].t)
     for obs in observations:
         fed.append(obs)
-        if isinstance(obs, LogLine) and obs.final:
-            name = state.learn_from_line(obs.text)
-            if name is not None:
-                judge.use_profile(state.use_engine(name))
-        events += judge.feed(obs)
+        step = driver.feed(obs)
+        events += step.events
         if isinstance(obs, ProcessSample | LogLine):
-            progress.append((obs.t, judge.progress(obs.t).weights_fraction))
-        a = judge.assess(obs.t)
+            progress.append((obs.t, driver.judge.progress(obs.t).weights_fraction))
+        a = step.assessment
         if a.final:
             break
     else:
-        a = judge.assess(observations[-1].t)
-    return Replay(judge, a, events, fed, progress)
+        a = driver.assess(observations[-1].t)
+    return Replay(driver.judge, a, events, fed, progress)
 
 
-def summary_of(r: Replay) -> dict[str, Any]:
-    """The summary fields the report reads, from a replay (the keys of the live run's JSON summary)."""
-    j, a = r.judge, r.assessment
-    return {
-        "verdict": a.verdict, "phase": a.phase, "detail": a.detail, "failure": a.failure, "hint": a.hint,
-        "evidence": [e.to_dict() for e in a.evidence], "started_at": j.started_at, "ready_at": j.ready_at,
-        "ended_at": j.started_at + a.elapsed_s, "levels": {lv.label: t for lv, t in sorted(j.level_since.items())},
-        "phases": j.phases_dicts(), "first_generation": j.first_generation, "engine": j.profile.name,
-        "engine_ready_at": j.engine_ready.t if j.engine_ready else None,
-        "cold_start_s": (j.ready_at - j.started_at) if j.ready_at is not None else None,
-        "notes": [f"{n.source}: {n.message}" for n in j.notes],
-    }
+def result_of(r: Replay) -> RunResult:
+    """The run's result as the session would have built it from the same judge (what a record holds of it)."""
+    j = r.judge
+    started = next((o for o in r.observations if isinstance(o, Started)), None)
+    facts = RunFacts(started_at=j.started_at, engine=j.profile.name, url=(started.url or "") if started else "",
+                     pid=started.pid if started else None,
+                     cold_start_s=(j.ready_at - j.started_at) if j.ready_at is not None else None)
+    return RunResult.from_judge(j, r.assessment, facts)
 
 
 def build_view(observations: Sequence[Observation], summary: dict[str, Any] | None = None,
@@ -202,7 +195,7 @@ def build_view(observations: Sequence[Observation], summary: dict[str, Any] | No
     if engine and r.judge.profile.name != engine:  # learnt from its endpoints live, which a record does not hold
         r = replay(observations, rules, profile_for(observations, engine))
     profile = r.judge.profile
-    s = summary_of(r)
+    s = result_of(r).to_dict()
     if summary:
         s.update({k: v for k, v in summary.items() if v is not None or k in ("failure", "hint", "detail")})
     t0 = float(s.get("started_at") or observations[0].t)
@@ -210,7 +203,7 @@ def build_view(observations: Sequence[Observation], summary: dict[str, Any] | No
     end_abs = max(float(s.get("ready_at") or s.get("ended_at") or 0.0), r.observations[-1].t)
     view = RunView(started_at=t0, end=max(end_abs - t0, 1e-3), verdict=s["verdict"], phase=s.get("phase") or "",
                    failure=s.get("failure"), hint=s.get("hint"), detail=s.get("detail"),
-                   engine=s.get("engine") or profile.name, url=s.get("url"), command=_command(s.get("command")),
+                   engine=s.get("engine") or profile.name, url=s.get("url") or None, command=_command(s.get("command")),
                    cold_start_s=s.get("cold_start_s"), first_generation=s.get("first_generation"),
                    notes=list(s.get("notes") or []), warmup=s.get("warmup"), bench=s.get("bench"),
                    spec_decoding=s.get("spec_decoding"), regression=s.get("regression"), source=source)

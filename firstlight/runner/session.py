@@ -11,7 +11,6 @@ unless ``--detach`` asked for it.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import queue
 import signal
@@ -25,9 +24,10 @@ from typing import IO, TYPE_CHECKING, Any
 import psutil
 
 from firstlight.config import Config
+from firstlight.drive import Driver, Step
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import History, HistoryError
-from firstlight.judge import Assessment, Event, Evidence, Judge
+from firstlight.judge import Assessment, Evidence, Judge
 from firstlight.logtext import is_access_line
 from firstlight.preflight.disk import device_id
 from firstlight.probes.loop import EngineIdentified
@@ -40,7 +40,6 @@ from firstlight.runner.guard import RecordFile, guard_reporter
 from firstlight.runner.pump import Pump, drain
 from firstlight.runner.serving import ServingWatch
 from firstlight.runner.sources import Sources
-from firstlight.runner.state import RunState
 from firstlight.samplers.weights import model_path_from_command
 from firstlight.serving import ServingStatus
 from firstlight.timeline import Interrupted, Level, LogLine, Observation, PortConflict, Probe, SourceNote, Started
@@ -78,7 +77,7 @@ class Session:
     def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor | None = None,
                  record: IO[str] | None = None, clock: Callable[[], float] = time.time,
                  preflight: PreflightReport | None = None, record_timeout: bool = True) -> None:
-        self.cfg = cfg  # read-only from here on: what the run learns goes into self.state
+        self.cfg = cfg  # read-only from here on: what the run learns lives in the session and its driver
         # The sidecar watches a start that outlived --timeout again, as the same start: its timeouts are not runs
         # of their own (one start is one run in the history, recorded at its real verdict).
         self.record_timeout = record_timeout
@@ -88,32 +87,37 @@ class Session:
         self.record = RecordFile(record, self.reporter.message) if record is not None else None
         self.clock = clock
         self.q: queue.Queue[Observation] = queue.Queue()
-        self.state = RunState.for_config(cfg, profile)
-        self.sources = Sources(cfg, self._sink, self._echo, identify=self.state.detector is not None, clock=clock,
-                               backlog=self.q.qsize)
+        self._profile = profile  # until the driver exists, which then owns it (the engine may be learnt)
+        self.detect = cfg.engine is None and profile.name == "generic"  # engine not named nor told: learn it
+        self.expected_total_s = cfg.judge.expected_total_s  # the whole-start estimate, from the history
+        self.sources = Sources(cfg, self._sink, self._echo, identify=self.detect, clock=clock, backlog=self.q.qsize)
         self.history: History | None = None
-        self.judge: Judge | None = None
+        self.driver: Driver | None = None
         self.preflight = preflight  # the checks `up` ran before launch; kept with the run in the history
         self.stop_signal: Interrupted | None = None  # the first stop signal: honoured whatever the verdict's state
 
     @property
     def profile(self) -> EngineProfile:
-        return self.state.profile
+        return self.driver.profile if self.driver is not None else self._profile
+
+    @property
+    def judge(self) -> Judge | None:
+        return self.driver.judge if self.driver is not None else None
 
     # -- the run, step by step -----------------------------------------------------------------------------
     def run(self) -> Outcome:
         started_at = self.clock()
         self.history = open_history(self.cfg, self.redactor, self.reporter.message)
         self._expect_from_history()
-        judge = self.judge = Judge(self.cfg.judge, self.profile, started_at)
-        judge.expect_total(self.state.expected_total_s)
+        driver = self.driver = Driver(self.cfg.judge, self.profile, started_at, detect=self.detect)
+        driver.expect_total(self.expected_total_s)
         with self._signals():
             try:
                 if self.preflight is not None and self.preflight.failure is not None:
-                    return self._preflight_failed(judge, started_at)
-                result = self._watch(judge, started_at)
+                    return self._preflight_failed(driver.judge, started_at)
+                result = self._watch(started_at)
                 if result is None:  # the command could not even be started
-                    return self._launch_failed(judge, started_at)
+                    return self._launch_failed(driver.judge, started_at)
                 result = result.with_preflight(self.preflight.to_dict() if self.preflight else None)
                 result = self._honour_stop_signal(result)
                 if result.verdict == READY:
@@ -130,7 +134,7 @@ class Session:
                 if self.record is not None:
                     self.record.flush()  # the caller opened it and closes it
 
-    def _watch(self, judge: Judge, started_at: float) -> RunResult | None:
+    def _watch(self, started_at: float) -> RunResult | None:
         """Start the sources and pump observations into the judge until its verdict is final."""
         error = self.sources.start()
         shown = self.redactor.argv(self.cfg.command) if self.cfg.command else None
@@ -150,6 +154,8 @@ class Session:
             self._feed(PortConflict(started_at, self.sources.port_conflict))
         pump = Pump(self.q, self._feed, self._settle_logs, self._assess)
         a = pump.run()
+        judge = self.judge
+        assert judge is not None
         result = RunResult.from_judge(judge, a, self._facts(judge, started_at))
         self.reporter.verdict(result)
         return result
@@ -173,9 +179,8 @@ class Session:
         history like any run, and no server process is started."""
         assert self.preflight is not None and self.preflight.failure is not None
         now, check = self.clock(), self.preflight.failure
-        result = RunResult.preflight_failed(self._facts(judge, started_at), self.preflight.to_dict(), check.category,
-                                            check.hint, self.preflight.evidence(now), now)
-        result = dataclasses.replace(result, detail=f"preflight {check.name} failed: no server was started")
+        result = RunResult.preflight_failed(self._facts(judge, started_at), self.preflight.to_dict(), check.name,
+                                            check.category, check.hint, self.preflight.evidence(now), now)
         self.reporter.verdict(result)
         result = self._remember(result)
         self.reporter.summary(result)
@@ -280,28 +285,20 @@ class Session:
                 signal.signal(s, h)
 
     def _feed(self, obs: Observation) -> None:
-        """One observation, in arrival order: the record, the engine detection, the judge, the reporters."""
-        judge = self.judge
-        assert judge is not None
+        """One observation, in arrival order: the record, the driver of the judge, the reporters."""
+        driver = self.driver
+        assert driver is not None
         if isinstance(obs, EngineIdentified):  # for the session, not the judge's timeline
-            if self.state.detector is not None:
-                self._use_engine(obs.engine, f"engine identified by its endpoints ({obs.how}): {obs.engine}",
-                                 obs.t)
+            if driver.detecting:
+                self._report(driver.use_engine(obs.engine, obs.t, f"engine identified by its endpoints "
+                                                                  f"({obs.how}): {obs.engine}"))
             return
         self._write_record(obs)
         if isinstance(obs, Probe) and obs.level == Level.PORT and obs.ok:
             conflict = self.sources.check_port_owner()
-            if conflict is not None and judge.port_conflict is None:  # judged before what that answer leads to
+            if conflict is not None and driver.judge.port_conflict is None:  # judged before what it leads to
                 self._feed(PortConflict(obs.t, conflict))
-        if isinstance(obs, LogLine) and obs.final:
-            name = self.state.learn_from_line(obs.text)
-            if name is not None:
-                self._use_engine(name, f"engine detected from its log lines: {name}", obs.t)
-        events = judge.feed(obs)
-        if events:
-            a = judge.assess(obs.t)
-            for ev in events:
-                self.reporter.event(ev, a)
+        self._report(driver.feed(obs))
         observe = getattr(self.reporter, "observe", None)  # the dashboard draws GPUs, workers, the last line
         if observe is not None:
             observe(obs)
@@ -318,18 +315,20 @@ class Session:
             self.reporter.message(f"--record: cannot write any more ({getattr(e, 'strerror', None) or e}); "
                                   f"recording stopped, watching goes on")
 
-    def _use_engine(self, name: str, message: str, t: float) -> None:
-        assert self.judge is not None
-        profile = self.state.use_engine(name)
-        self.judge.use_profile(profile)
-        self.sources.use_endpoints(profile.endpoints)
-        self._expect_from_history()  # the deployment key names the engine: look again now it is known
-        self.judge.expect_total(self.state.expected_total_s)
-        self.reporter.event(Event(t, "note", message), self.judge.assess(t))
+    def _report(self, step: Step) -> None:
+        """The driver's step to the reporters; an engine learnt with it also changes what is probed and expected."""
+        assert self.driver is not None
+        a = step.assessment
+        if step.engine is not None:
+            self.sources.use_endpoints(self.driver.profile.endpoints)
+            self._expect_from_history()  # the deployment key names the engine: look again now it is known
+            self.driver.expect_total(self.expected_total_s)
+        for ev in step.events:
+            self.reporter.event(ev, a)
 
     def _assess(self) -> Assessment:
-        assert self.judge is not None
-        a = self.judge.assess(self.clock())
+        assert self.driver is not None
+        a = self.driver.assess(self.clock())
         self.reporter.status(a)
         return a
 
@@ -343,7 +342,7 @@ class Session:
             return
         key = deployment_key(self.cfg, self.profile, self.cfg.command or self.cfg.watched_command, self.redactor)
         with contextlib.suppress(HistoryError):
-            self.state.expected_total_s = self.history.expected_start_seconds(key)
+            self.expected_total_s = self.history.expected_start_seconds(key)
 
     def _facts(self, judge: Judge, started_at: float) -> RunFacts:
         return RunFacts(

@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 from firstlight.samplers.base import Sink
 from firstlight.timeline import LogLine, SourceNote
+from firstlight.timestamps import TimestampParser  # the replay's parser: the same formats
 
 READ_BYTES = 1 << 20  # one read() of a pipe
 DELIVER_BYTES = 64 << 10  # bytes split and handed on per step, between two looks at the consumer's backlog
@@ -432,8 +433,6 @@ def run_start_offset(f: BinaryIO, size: int, since: float, now: float, slack: fl
     no line of the scanned end has a timestamp with a date. No slack before ``since``: a crash 100 ms before
     a restart (systemd's default RestartSec) is the previous run's, and a second-resolution stamp of this
     run's first second is given up rather than let it in."""
-    from firstlight.engines.replay import TimestampParser  # the replay's parser: the same formats
-
     parser = TimestampParser()
     start = max(0, size - SCAN_BYTES)
     f.seek(start)

@@ -41,6 +41,7 @@ from firstlight.sim.scenarios import (
     Workers,
     scenario,
 )
+from firstlight.timestamps import TimestampParser
 
 REAL_LOG = Path(__file__).parent / "data" / "sglang-eagle-llama2-specdec.log"
 WORDS = ("Paris", ".", " The", " capital", " of", " France", " is", " Paris", ",", " a", " city", " on", " the",
@@ -211,7 +212,6 @@ class Sim:
         """Print a real startup log with its original timing (divided by ``speed``), opening the port and
         flipping /health where that engine does: at its listening line, and at its ready line."""
         from firstlight.engines import detect_from_lines, get_profile
-        from firstlight.engines.replay import TimestampParser
 
         raw = path.read_bytes().decode("utf-8", "replace").split("\n")
         profile = get_profile(self.args.engine or detect_from_lines(raw) or "generic")

@@ -54,5 +54,5 @@ class UnitSession(Session):
                  record: IO[str] | None, journal: JournalSource, processes: Sampler | None, notes: list[str],
                  clock: Callable[[], float] = time.time) -> None:
         super().__init__(cfg, profile, reporter, redactor, record, clock)
-        self.sources = UnitSources(cfg, self._sink, self._echo, self.state.detector is not None, clock, journal,
+        self.sources = UnitSources(cfg, self._sink, self._echo, self.detect, clock, journal,
                                    processes, notes)

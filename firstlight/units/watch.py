@@ -43,7 +43,7 @@ from firstlight.units.cgroup import CgroupSampler, cgroup_dir, read_pids
 from firstlight.units.journal import JournalFollower, JournalSource
 from firstlight.units.sources import UnitSession
 from firstlight.units.systemctl import Systemctl, SystemctlError, UnitState
-from firstlight.vocab import FAILED, HUNG, INTERRUPTED, TIMEOUT
+from firstlight.vocab import FAILED, HUNG, INTERRUPTED
 
 AGAIN = (FAILED, HUNG)  # verdicts after which systemd's next attempt is worth watching
 POLL_S = 0.25
@@ -380,15 +380,9 @@ class UnitWatch:
         now = self.clock()
         why = follower.error or (f"no entries of {self.opts.unit} in {self.opts.journal_file}" if not self.live
                                  else f"{self.opts.unit} has no current invocation (it is not running)")
-        verdict = FAILED if self.live or follower.error else TIMEOUT
-        if interrupted:
-            verdict, why = INTERRUPTED, "interrupted before an invocation of the unit appeared"
-        result = RunResult(
-            verdict=verdict, phase="process_start", started_at=now, ended_at=now, engine=self.profile.name,
-            url=self.redactor.text(self.cfg.probe.url), failure="other" if verdict == FAILED else None,
-            hint="start the unit (firstlight up --unit UNIT restarts it and watches the start)",
-            evidence=({"signal": "systemd" if self.live else "journal", "value": why, "since": now},),
-            unit=self._unit_facts())
+        result = RunResult.no_invocation(self.redactor.text(self.cfg.probe.url), self.profile.name, now, why,
+                                         live=self.live, error=follower.error is not None, interrupted=interrupted,
+                                         unit=self._unit_facts())
         self.reporter.verdict(result)
         self.reporter.summary(result)
         return Outcome(result, result.exit_code())

@@ -1,0 +1,155 @@
+"""The one driver of the judge: observations in, in arrival order; events and assessments out.
+
+Every path that judges a start goes through a :class:`Driver`: the live session (``up``, ``watch``, ``--unit``),
+the replay of a log or a journal, the report of a recorded run, and the tests' ``judge_timeline``. So they all
+detect the engine by the same rule, swap the profile the same way and assess at the same moments, and a log
+judged live gives the phases, verdict, failure and hints its replay gives.
+
+Engine detection: while the engine is unknown (not named, not told by the command), each final log line is
+fed to the detector, for at most ``DETECT_LINES`` lines (a long pip or container preamble included). The
+observations seen meanwhile are kept (up to ``KEEP_BYTES`` of line text): once the engine is known, a fresh
+judge with its profile is fed them again, so lines printed before the detector was sure (a six-line llama.cpp
+OOM) are read with the engine's own markers, exactly as a replay that knew the engine from the start reads
+them. Past that bound the profile is swapped in place (the lines already read keep their generic reading).
+A verdict already final under the generic reading is judged again too (its lines meant something else): a
+caller that has acted on it has stopped feeding the driver.
+
+The driver assesses after every observation (at the observation's time); a live caller also assesses on its
+own clock (``assess``), so a silence or the timeout are judged while nothing arrives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from firstlight.config import JudgeConfig
+from firstlight.engines import get_profile, new_detector
+from firstlight.engines.detect import EngineDetector
+from firstlight.engines.profile import EngineProfile
+from firstlight.judge import Assessment, Event, Judge
+from firstlight.timeline import LogLine, Observation
+
+DETECT_LINES = 50_000  # final log lines read for the engine before it is left generic
+KEEP_BYTES = 16 << 20  # line text kept for the re-judging once the engine is known
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one observation (or an engine learnt) did: the events worth a line, the assessment after it, and
+    the engine learnt with it, if any."""
+
+    events: list[Event]
+    assessment: Assessment
+    engine: str | None = None
+
+
+class Driver:
+    """Feed it observations in order; it keeps the judge, the engine detection and the assessments."""
+
+    def __init__(self, rules: JudgeConfig, profile: EngineProfile, started_at: float, detect: bool = False) -> None:
+        self.judge = Judge(rules, profile, started_at)
+        self.detector: EngineDetector | None = new_detector() if detect else None
+        self._kept: list[Observation] | None = [] if detect else None
+        self._kept_bytes = 0
+        self._expected_total_s = rules.expected_total_s
+
+    @property
+    def profile(self) -> EngineProfile:
+        return self.judge.profile
+
+    @property
+    def detecting(self) -> bool:
+        """The engine is still unknown and may yet be learnt (from lines or endpoints)."""
+        return self.detector is not None
+
+    def feed(self, obs: Observation) -> Step:
+        name = self._detect(obs)
+        if self._kept is not None:
+            self._keep(obs)
+        if name is not None:
+            events = self._swap(name, obs, f"engine detected from its log lines: {name}")
+        else:
+            events = self.judge.feed(obs)
+        return Step(events, self.judge.assess(obs.t), name)
+
+    def use_engine(self, name: str, t: float, why: str) -> Step:
+        """The engine became known another way (its endpoints answered as that engine's do)."""
+        if self.detector is None:
+            return Step([], self.judge.assess(t))
+        return Step(self._swap(name, None, why, t), self.judge.assess(t), name)
+
+    def expect_total(self, seconds: float | None) -> None:
+        """The whole-start estimate (this deployment's history), kept across a swap of the judge."""
+        self._expected_total_s = seconds
+        self.judge.expect_total(seconds)
+
+    def assess(self, now: float) -> Assessment:
+        return self.judge.assess(now)
+
+    def end_of_log(self, t: float) -> Assessment:
+        """Replay: the log is over (what a process exit is live)."""
+        self.judge.end_of_log(t)
+        return self.judge.assess(t)
+
+    # -- the engine -----------------------------------------------------------------------------------------
+    def _detect(self, obs: Observation) -> str | None:
+        if self.detector is None or not isinstance(obs, LogLine) or not obs.final:
+            return None
+        self.detector.feed(obs.text)
+        name = self.detector.best()
+        if name is None and self.detector.lines >= DETECT_LINES:
+            self._stop_detecting()
+        return name
+
+    def _keep(self, obs: Observation) -> None:
+        assert self._kept is not None
+        if isinstance(obs, LogLine):
+            self._kept_bytes += len(obs.text)
+            if self._kept_bytes > KEEP_BYTES:
+                self._kept = None
+                return
+        self._kept.append(obs)
+
+    def _stop_detecting(self) -> None:
+        self.detector = None
+        self._kept = None
+
+    def _swap(self, name: str, obs: Observation | None, why: str, t: float | None = None) -> list[Event]:
+        """The engine is known: judge again from the start with its profile (``obs``, already kept, included),
+        or, past the kept bound, swap the profile in place and feed ``obs``."""
+        profile = get_profile(name)
+        old, kept = self.judge, self._kept
+        self._stop_detecting()
+        when = obs.t if obs is not None else t
+        assert when is not None
+        if kept is None:
+            old.use_profile(profile)
+            events = old.feed(obs) if obs is not None else []
+        else:
+            self.judge = Judge(old.rules, profile, old.started_at)
+            self.judge.expect_total(self._expected_total_s)
+            for o in kept:
+                self.judge.feed(o)
+                self.judge.assess(o.t)
+            had = {(s.name, s.start) for s in old.phases}
+            # what the old reading missed (the reporters heard the rest already)
+            events = [Event(s.start, "phase", s.name, {"source": s.source, "line": s.line})
+                      for s in self.judge.phases if (s.name, s.start) not in had]
+        return [*events, Event(when, "note", why)]
+
+
+def judge_timeline(observations: list[Observation], rules: JudgeConfig, profile: EngineProfile,
+                   now: float) -> Assessment:
+    """Judge a whole recorded timeline and assess it at ``now``: the verdict of the first step that was final,
+    or the assessment at ``now``."""
+    if not observations:
+        raise ValueError("empty timeline")
+    driver = Driver(rules, profile, observations[0].t)
+    for obs in observations:
+        a = driver.feed(obs).assessment
+        if a.final:
+            return a
+    return driver.assess(now)
+
+
+__all__ = ["DETECT_LINES", "KEEP_BYTES", "Driver", "Step", "judge_timeline"]

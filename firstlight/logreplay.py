@@ -1,0 +1,246 @@
+"""Replay a startup log: which phases it went through (with timestamps), how it ended, and why.
+
+* ``firstlight.logtext.LineSplitter`` turns raw bytes into text lines (``\\n`` splits, ``\\r`` redraws, invalid UTF-8
+  replaced, ANSI removed); a live log reader can use it as-is.
+* :class:`Replayer` feeds one start's lines, with the log's own timestamps as the clock, to the driver of the
+  judge (``firstlight.drive``) that ``up``/``watch`` use live: the same engine detection, line interpretation
+  and verdict rules; then :meth:`Replayer.report`.
+* :func:`replay_log` / :func:`replay_lines` / :func:`replay_timed` stream a whole log in bounded memory.
+* ``firstlight.report.replay_text`` renders the human-readable post-mortem.
+
+Outcome rules: ``ready`` if the engine's own ready marker appeared (a later crash goes to
+``serving_failure``); ``failed`` if a fatal failure signature appeared before that, or a non-fatal one and
+the log then ends inside that uncaught traceback; otherwise ``incomplete``. The failure category is the most
+specific signature seen around the death (a generic wrapper such as "Scheduler hit an exception" only counts
+when nothing more specific appears). ``phase`` is the last phase that began (in order of appearance; lines
+that only report the end of a step never move it back), frozen at the first fatal line, except that the
+frames of that traceback may still move it forward to where the crash happened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from firstlight.anatomy import anatomy
+from firstlight.config import JudgeConfig
+from firstlight.drive import Driver
+from firstlight.engines import get_profile
+from firstlight.engines.profile import EngineProfile
+from firstlight.interpret import LineInterpreter
+from firstlight.judge import Judge
+from firstlight.logtext import read_line_events, split_redraws, strip_ansi
+from firstlight.timeline import LogLine, ProcessSample
+from firstlight.timestamps import TS_START, TimestampParser
+from firstlight.vocab import FAILED, READY
+
+MAX_PHASE_RECORDS = 500
+READ_CHUNK = 1 << 20
+REPLAY_RULES = JudgeConfig(timeout=float("inf"), ready_from_log=True)  # no probes: the ready line is READY
+
+
+@dataclass
+class ReplayReport:
+    engine: str
+    outcome: str  # "ready" | "failed" | "incomplete"
+    phase: str  # last startup phase that began
+    failure: str  # category or "none"
+    hint: str | None
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    serving_failure: dict[str, Any] | None = None
+    lines: int = 0
+    # extensions
+    progress: dict[str, Any] | None = None  # last progress line seen (kind, done, total, fraction, line)
+    ready_line: int | None = None
+    listening_line: int | None = None
+    anatomy: dict[str, Any] | None = None  # firstlight.anatomy over the same judge (log lines only: no idle)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Replayer:
+    """Replay of one start: feeds its lines, with the log's own timestamps as the clock where it has them, to
+    the driver of the judge that ``firstlight up``/``watch`` use live. ``engine`` None: learnt from the lines,
+    by the live rule (``firstlight.drive``).
+
+    The log ending is what a process exit is live: it settles a pending root cause, and a log that stops inside
+    an uncaught traceback is a failure. Without probes, the engine's own ready line stands in for the
+    generation that READY needs live.
+    """
+
+    def __init__(self, engine: str | None = None) -> None:
+        self._engine = engine
+        self._first = get_profile(engine or "generic")  # raises ValueError for an unknown engine
+        self._ts = TimestampParser()
+        self._ts_candidates: deque[str] = deque(maxlen=16)  # recent lines that may carry a timestamp
+        self._t: float | None = None  # the log's clock: the latest timestamp seen
+        self._tick = 0.0  # tie-breaker, so lines keep their order at one timestamp
+        self._driver: Driver | None = None  # made at the first line: the start is that line's time
+        self._stamps: dict[int, float | None] = {}  # line -> its own time, for the report's phases
+        self.lines = 0
+
+    @property
+    def driver(self) -> Driver:
+        if self._driver is None:
+            self._driver = Driver(REPLAY_RULES, self._first, self._clock(), detect=self._engine is None)
+        return self._driver
+
+    @property
+    def judge(self) -> Judge:
+        return self.driver.judge
+
+    @property
+    def profile(self) -> EngineProfile:
+        return self.driver.profile
+
+    @property
+    def interpreter(self) -> LineInterpreter:
+        return self.judge.lines
+
+    def feed(self, text: str, final: bool = True, t: float | None = None) -> None:
+        """Feed one decoded, ANSI-free line (``final`` False for a progress redraw). ``t``: the line's time when
+        the source knows it (a journal entry's own timestamp); else it is read from the line."""
+        if final:
+            self.lines += 1
+            if text[:1] in TS_START:
+                self._ts_candidates.append(text)
+        ts = t if t is not None else (self._timestamp(text) if final else None)
+        if ts is not None:
+            self._t = ts
+        driver = self.driver
+        if final:
+            self._stamps[self.lines] = ts
+            if len(self._stamps) > 4 * MAX_PHASE_RECORDS:
+                self._stamps = {k: v for k, v in self._stamps.items() if k in self._phase_lines()}
+        driver.feed(LogLine(self._clock(), text, "file", self.lines if final else self.lines + 1, final))
+
+    def process_ended(self, sample: ProcessSample) -> None:
+        """How the process ended, where the source knows it (a journal's exit message): judged like live."""
+        self.driver.feed(dataclasses.replace(sample, t=max(sample.t, self._clock())))
+
+    def _clock(self) -> float:
+        self._tick += 1e-6
+        return (self._t or 0.0) + self._tick
+
+    def _phase_lines(self) -> set[int]:
+        return {s.line for s in self.judge.phases if s.line is not None}
+
+    def _timestamp(self, text: str) -> float | None:
+        """The line's own timestamp, else the latest one printed shortly before it."""
+        ts = self._ts.parse(text)
+        if ts is None:
+            for cand in reversed(self._ts_candidates):
+                if cand is text:
+                    continue
+                ts = self._ts.parse(cand)
+                if ts is not None:
+                    break
+        return ts
+
+    def report(self) -> ReplayReport:
+        t = self._clock()
+        a = self.driver.end_of_log(t)
+        judge = self.judge
+        lines = self.interpreter
+        outcome = {READY: "ready", FAILED: "failed"}.get(a.verdict, "incomplete")
+        evidence: list[dict[str, Any]] = [{"line": n, "text": text, "what": "phase"}
+                                          for n, text in lines.phase_evidence]
+        evidence += [{"line": h.line, "text": h.text, "what": "failure"} for h in lines.failure_evidence]
+        failure, serving = "none", None
+        if outcome == "ready":
+            assert lines.ready_line is not None
+            evidence.append({"line": lines.ready_line.line, "text": lines.ready_line.text, "what": "ready"})
+            sf = lines.serving_failure
+            if sf is not None and lines.serving_fatal:
+                serving = {"category": sf.failure.category, "hint": sf.failure.hint, "line": sf.line,
+                           "text": sf.text, "fatal": sf.failure.fatal}
+        elif outcome == "failed":
+            failure = a.failure or "other"
+            root = lines.root_cause(True)
+            if root is not None and not any(e["line"] == root.line for e in evidence):
+                evidence.append({"line": root.line, "text": root.text, "what": "failure"})
+        evidence.sort(key=lambda e: e["line"])
+        if outcome == "failed" and judge.exited is not None:  # how the process ended (a journal says)
+            evidence += [{"line": None, "text": e.value, "what": e.signal} for e in a.evidence
+                         if e.signal in ("process", "memory")]
+        phases = [{"name": s.name, "line": s.line, "timestamp": self._stamps.get(s.line) if s.line else None}
+                  for s in judge.phases if s.line is not None]
+        if len(phases) > MAX_PHASE_RECORDS:
+            phases = phases[: MAX_PHASE_RECORDS - 1] + phases[-1:]
+        progress = None
+        if lines.progress is not None:
+            p = lines.progress
+            progress = {"kind": p.kind, "done": p.done, "total": p.total, "fraction": p.fraction,
+                        "line": lines.progress_at}
+        return ReplayReport(
+            engine=self.profile.name,
+            outcome=outcome,
+            phase=a.phase,
+            failure=failure,
+            hint=a.hint,
+            evidence=evidence,
+            phases=phases,
+            serving_failure=serving,
+            anatomy=anatomy(judge.phases_dicts(), judge.signals, t, reached=a.phase),
+            lines=self.lines,
+            progress=progress,
+            ready_line=lines.ready_line.line if lines.ready_line else None,
+            listening_line=lines.listening_line,
+        )
+
+
+# --- sources ----------------------------------------------------------------------------------------------
+
+
+def _events_from_lines(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    for line in lines:
+        line = strip_ansi(line)
+        if "\r" in line.rstrip("\r\n"):
+            redraws, final = split_redraws(line)
+            for r in redraws:
+                yield r, False
+            yield (final or (redraws[-1] if redraws else "")), True
+        else:
+            yield line.rstrip("\r\n"), True
+
+
+def _run(events: Iterable[tuple[str, bool]], engine: str | None) -> ReplayReport:
+    replayer = Replayer(engine)
+    for text, final in events:
+        replayer.feed(text, final)
+    return replayer.report()
+
+
+def replay_timed(entries: Iterable[tuple[float | None, str]], engine: str | None = None,
+                 ending: Callable[[], ProcessSample | None] | None = None) -> ReplayReport:
+    """Replay lines that come with their own times (a journal's entries): the time is the clock, as a log's
+    timestamps are. Streams (bounded memory); the engine is learnt from the lines when not given.
+    ``ending``: asked once the lines are read, how the process ended (systemd's exit message), if known."""
+    replayer = Replayer(engine)
+    for t, text in entries:
+        for part, final in _events_from_lines([text]):
+            replayer.feed(part, final, t if final else None)
+    ended = ending() if ending is not None else None
+    if ended is not None:
+        replayer.process_ended(ended)
+    return replayer.report()
+
+
+def replay_lines(lines: Iterable[str], engine: str | None = None) -> ReplayReport:
+    """Replay an iterable of lines (``\\r`` redraws inside a line are handled). With ``engine=None`` the
+    engine is learnt from the lines, falling back to the generic profile."""
+    return _run(_events_from_lines(lines), engine)
+
+
+def replay_log(path: str | Path, engine: str | None = None) -> ReplayReport:
+    """Replay a log file (or a pipe, read once), streaming it (bounded memory whatever its size)."""
+    return _run(read_line_events(Path(path), READ_CHUNK), engine)
+
+
+__all__ = ["ReplayReport", "Replayer", "replay_lines", "replay_log", "replay_timed"]
