@@ -15,10 +15,11 @@ Progress, for telling slow from hung:
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from firstlight.anatomy import Signals
+from firstlight.assessment import Assessment, Event, Evidence, PhaseSpan, Progress
 from firstlight.config import JudgeConfig
 from firstlight.deaths import CRASH_SIGNALS, KILLED_HINT, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
 from firstlight.engines.profile import EngineProfile
@@ -37,11 +38,11 @@ from firstlight.timeline import (
     Started,
     WeightsTotal,
 )
+from firstlight.trackers import COMPILERS, CompileTracker, GpuTracker, gb
 from firstlight.vocab import (
     BAD_GENERATION,
     CATEGORY_RANK,
     FAILED,
-    FINAL_VERDICTS,
     HUNG,
     INTERRUPTED,
     PHASE_INDEX,
@@ -59,12 +60,6 @@ _FAILURE_SETTLE_S = 1.5
 _SLOW_PROBE_S = 5.0
 _TAIL_LINES = 3  # last log lines quoted when a process dies without a log line naming why
 _RATE_WINDOW_S = 10.0
-# Compiler runs (torch.compile/Inductor, Triton, DeepGEMM and flashinfer JIT, nvcc) are evidence of a compile:
-# strong progress, and reported as one aggregate, not a note per process.
-COMPILERS = frozenset({"cc", "cc1", "cc1plus", "c++", "g++", "gcc", "clang", "clang++", "ld", "ld.lld", "ld.gold",
-                       "collect2", "as", "nvcc", "ptxas", "cicc", "fatbinary", "nvlink", "ninja", "make"})
-COMPILE_WINDOW_S = 60.0
-_COMPILE_NOTE_EVERY_S = 30.0
 # What a start that stopped moving in a phase is usually doing there: the hint of a hung verdict, and of a log
 # that ends with no verdict (replay's "incomplete").
 STALL_HINTS: dict[str, str] = {
@@ -81,79 +76,6 @@ STALL_HINTS: dict[str, str] = {
     "pending); do not trust /v1/models here",
     "warmup": "warming up: the first generation may be slow (JIT kernels)",
 }
-
-
-@dataclass(frozen=True)
-class Evidence:
-    signal: str  # log | process | probe:<level> | disk | memory | cpu | gpu | watch
-    value: str  # what was seen, as a person would check it
-    since: float | None = None  # epoch seconds
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"signal": self.signal, "value": self.value, "since": self.since}
-
-
-@dataclass
-class PhaseSpan:
-    name: str
-    start: float
-    end: float | None = None
-    source: str = "log"  # log | probe | start
-    line: int | None = None  # the log line that began it
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "start": self.start, "end": self.end, "source": self.source, "line": self.line}
-
-
-@dataclass(frozen=True)
-class Event:
-    """Something worth a line of output."""
-
-    t: float
-    type: str  # phase | level | lost | failure_line | warning | note | engine_ready
-    message: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Progress:
-    weights_fraction: float | None = None
-    weights_source: str | None = None  # disk | log
-    read_bytes: int = 0
-    weights_bytes: int | None = None
-    read_rate: float | None = None  # bytes/s over the last window
-    eta_weights_s: float | None = None
-    eta_total_s: float | None = None
-    cpu_cores: float | None = None  # CPU use of the tree, in cores, over the last window
-    cpu_seconds: float = 0.0
-    rss_bytes: int = 0
-    procs: int = 0
-    gpu_memory_bytes: int | None = None
-    gpu_util: float | None = None
-    since_last_log_s: float | None = None
-    shard: tuple[int, int] | None = None
-    progress_line: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()}
-
-
-@dataclass
-class Assessment:
-    verdict: str
-    phase: str
-    level: Level
-    elapsed_s: float
-    evidence: list[Evidence]
-    progress: Progress
-    failure: str | None = None
-    hint: str | None = None
-    detail: str | None = None  # e.g. "busy-wait suspected"
-    engine_ready: bool = False
-
-    @property
-    def final(self) -> bool:
-        return self.verdict in FINAL_VERDICTS
 
 
 @dataclass
@@ -190,11 +112,9 @@ class Judge:
         self.fatal: FailureHit | None = None  # the first fatal line, with its arrival time
         self.expected_total_s = rules.expected_total_s
         self.log_ended: float | None = None  # replay: the log is over (the equivalent of the process exiting)
-        self._compiles: deque[tuple[float, str]] = deque(maxlen=4096)  # (t, name) of compiler runs seen
-        self._compile_noted = float("-inf")
+        self.compiles = CompileTracker()
         self._recent_logs: deque[float] = deque(maxlen=4096)  # arrival times of progress lines
         self._cpu_points: deque[tuple[float, float]] = deque(maxlen=600)  # (t, tree CPU seconds)
-        self._gpu_util_points: deque[tuple[float, float]] = deque(maxlen=600)  # (t, mean utilisation)
         self.exited: ProcessSample | None = None
         self.interrupted: Interrupted | None = None
         self.port_conflict: PortConflict | None = None  # another server answers on our port: never our READY
@@ -211,9 +131,7 @@ class Judge:
         self._d_since: dict[int, float] = {}
         self._d_reported: set[int] = set()
         self._zombies_reported: set[int] = set()
-        self._gpu_prev: dict[int, int] = {}
-        self._gpu_last: GpuSample | None = None
-        self._foreign_gpu_reported: set[tuple[int, int]] = set()
+        self.gpus = GpuTracker(rules.gpu_mem_step_bytes)
         self.weights_total: WeightsTotal | None = None
         self._shard: tuple[int, int, float, float] | None = None  # done, total, fraction, t
         self._progress_line: str | None = None
@@ -233,7 +151,7 @@ class Judge:
             return self._on_gpu(obs)
         if isinstance(obs, WeightsTotal):
             self.weights_total = obs
-            return [Event(obs.t, "note", f"weights: {_gb(obs.bytes)} in {obs.files} files at {obs.path}")]
+            return [Event(obs.t, "note", f"weights: {gb(obs.bytes)} in {obs.files} files at {obs.path}")]
         if isinstance(obs, Started):
             self.pid, self.launched = obs.pid, obs.launched
             if obs.pid is not None:
@@ -367,15 +285,15 @@ class Judge:
         if p.t - t0 < _SLOW_PROBE_S:
             return None
         parts = []
-        compiles = sum(1 for t, _ in self._compiles if t0 <= t <= p.t)
+        compiles = self.compiles.runs_between(t0, p.t)
         if compiles:
             parts.append(f"{compiles} compiler runs")
         cpu = [(t, c) for t, c in self._cpu_points if t0 <= t <= p.t]
         if len(cpu) >= 2 and cpu[-1][0] > cpu[0][0]:
             parts.append(f"CPU {(cpu[-1][1] - cpu[0][1]) / (cpu[-1][0] - cpu[0][0]) * 100:.0f}% of a core")
-        gpu = [u for t, u in self._gpu_util_points if t0 <= t <= p.t]
-        if gpu:
-            parts.append(f"GPU utilisation {sum(gpu) / len(gpu):.0f}%")
+        gpu = self.gpus.mean_util_between(t0, p.t)
+        if gpu is not None:
+            parts.append(f"GPU utilisation {gpu:.0f}%")
         logs = sum(1 for t in self._recent_logs if t0 <= t <= p.t)
         parts.append(f"{logs} log lines")
         return ", ".join(parts)
@@ -405,7 +323,7 @@ class Judge:
             if s.read_bytes - prev.read_bytes >= self.rules.io_step_bytes:
                 self._strong(s.t, "disk", f"{_mb(s.read_bytes - prev.read_bytes)} read since the last sample")
             if s.rss_bytes - self._rss_mark >= self.rules.rss_step_bytes:
-                self._strong(s.t, "memory", f"RSS grew to {_gb(s.rss_bytes)}")
+                self._strong(s.t, "memory", f"RSS grew to {gb(s.rss_bytes)}")
                 self._rss_mark = s.rss_bytes
             elif s.rss_bytes < self._rss_mark:
                 self._rss_mark = s.rss_bytes
@@ -459,7 +377,7 @@ class Judge:
             if p.name in COMPILERS:
                 self._compiled(s.t, p.name)
         others = [p for p in new if p.name not in COMPILERS]
-        events = self._compile_note(s.t)
+        events = self.compiles.note(s.t)
         if others:
             names = ", ".join(f"{p.name}[{p.pid}]" for p in others)
             self._strong(s.t, "process", f"new process {names}")
@@ -467,48 +385,21 @@ class Judge:
         return events
 
     def _compiled(self, t: float, name: str) -> None:
-        self._compiles.append((t, name))
-        self._strong(t, "process", f"compiler run ({name}): {self.compile_runs(t)} in the last "
-                                   f"{COMPILE_WINDOW_S:.0f}s")
+        self._strong(t, "process", self.compiles.ran(t, name))
 
     def compile_runs(self, now: float) -> int:
-        return sum(1 for t, _ in self._compiles if now - t <= COMPILE_WINDOW_S)
-
-    def _compile_note(self, t: float) -> list[Event]:
-        """One aggregate line about compiler children, at most every 30 s."""
-        if not self._compiles or t - self._compile_noted < _COMPILE_NOTE_EVERY_S:
-            return []
-        self._compile_noted = t
-        n = self.compile_runs(t)
-        return [Event(t, "note", f"compiling: {n} compiler runs in the last {COMPILE_WINDOW_S:.0f}s",
-                      {"compiler_runs": n})]
+        return self.compiles.runs(now)
 
     def _on_gpu(self, g: GpuSample) -> list[Event]:
+        r = self.gpus.feed(g, self._known_pids | ({self.pid} if self.pid else set()))
+        if r.strong is not None:
+            self._strong(g.t, "gpu", r.strong)
+        if r.weak is not None:
+            self.last_weak = _Mark(g.t, "gpu", r.weak)
         events: list[Event] = []
-        for d in g.devices:
-            before = self._gpu_prev.get(d.index)
-            if before is not None and abs(d.memory_used - before) >= self.rules.gpu_mem_step_bytes:
-                self._strong(g.t, "gpu", f"GPU {d.index} memory {_gb(before)} -> {_gb(d.memory_used)}")
-                self._gpu_prev[d.index] = d.memory_used
-            elif before is None:
-                self._gpu_prev[d.index] = d.memory_used
-            if d.utilization:
-                self.last_weak = _Mark(g.t, "gpu", f"GPU {d.index} utilisation {d.utilization:.0f}%")
-        utils = [d.utilization for d in g.devices if d.utilization is not None]
-        if utils:
-            self._gpu_util_points.append((g.t, sum(utils) / len(utils)))
-        tree = self._known_pids | ({self.pid} if self.pid else set())
-        if tree:
-            for gp in g.processes:
-                key = (gp.gpu, gp.pid)
-                if gp.pid not in tree and key not in self._foreign_gpu_reported:
-                    self._foreign_gpu_reported.add(key)
-                    mem = "" if gp.memory_used is None else f" ({_gb(gp.memory_used)})"
-                    ev = Evidence("gpu", f"GPU {gp.gpu} held by PID {gp.pid} {gp.name}{mem}, "
-                                         f"outside the server's process tree", g.t)
-                    self.warnings.append(ev)
-                    events.append(Event(g.t, "warning", ev.value, {"gpu": gp.gpu, "pid": gp.pid}))
-        self._gpu_last = g
+        for ev, data in r.foreign:
+            self.warnings.append(ev)
+            events.append(Event(g.t, "warning", ev.value, data))
         return events
 
     # -- judging ---------------------------------------------------------------------------------------
@@ -716,7 +607,7 @@ class Judge:
             p.eta_total_s = max(0.0, self.expected_total_s - (now - self.started_at))
         if self.last_log is not None:
             p.since_last_log_s = max(0.0, now - self.last_log.t)
-        g = self._gpu_last
+        g = self.gpus.last
         if g is not None and g.devices:
             p.gpu_memory_bytes = sum(d.memory_used for d in g.devices)
             utils = [d.utilization for d in g.devices if d.utilization is not None]
@@ -740,7 +631,3 @@ def _clip(text: str, n: int = 240) -> str:
 
 def _mb(n: float) -> str:
     return f"{n / 1e6:.1f} MB"
-
-
-def _gb(n: float) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
