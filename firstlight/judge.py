@@ -38,7 +38,7 @@ from firstlight.timeline import (
     Started,
     WeightsTotal,
 )
-from firstlight.trackers import COMPILERS, CompileTracker, GpuTracker, gb
+from firstlight.trackers import CompileTracker, GpuTracker, ProcessTracker, gb
 from firstlight.vocab import (
     BAD_GENERATION,
     CATEGORY_RANK,
@@ -59,7 +59,6 @@ _FAILURE_SETTLE_S = 1.5
 # A generation probe in flight this long gets what the server did meanwhile attached to it.
 _SLOW_PROBE_S = 5.0
 _TAIL_LINES = 3  # last log lines quoted when a process dies without a log line naming why
-_RATE_WINDOW_S = 10.0
 # What a start that stopped moving in a phase is usually doing there: the hint of a hung verdict, and of a log
 # that ends with no verdict (replay's "incomplete").
 STALL_HINTS: dict[str, str] = {
@@ -114,7 +113,6 @@ class Judge:
         self.log_ended: float | None = None  # replay: the log is over (the equivalent of the process exiting)
         self.compiles = CompileTracker()
         self._recent_logs: deque[float] = deque(maxlen=4096)  # arrival times of progress lines
-        self._cpu_points: deque[tuple[float, float]] = deque(maxlen=600)  # (t, tree CPU seconds)
         self.exited: ProcessSample | None = None
         self.interrupted: Interrupted | None = None
         self.port_conflict: PortConflict | None = None  # another server answers on our port: never our READY
@@ -123,14 +121,7 @@ class Judge:
         # Only the process tree (its reads, memory, CPU) can tell a silent-but-loading server from a stuck one:
         # log silence or a flat GPU alone cannot, so without it firstlight never says "hung".
         self.has_stillness_signal = False
-        self._proc_prev: ProcessSample | None = None
-        self._proc_window: list[ProcessSample] = []
-        self._read_base: int | None = None
-        self._rss_mark = 0
-        self._known_pids: set[int] = set()
-        self._d_since: dict[int, float] = {}
-        self._d_reported: set[int] = set()
-        self._zombies_reported: set[int] = set()
+        self.procs = ProcessTracker(rules, self.compiles)
         self.gpus = GpuTracker(rules.gpu_mem_step_bytes)
         self.weights_total: WeightsTotal | None = None
         self._shard: tuple[int, int, float, float] | None = None  # done, total, fraction, t
@@ -288,9 +279,9 @@ class Judge:
         compiles = self.compiles.runs_between(t0, p.t)
         if compiles:
             parts.append(f"{compiles} compiler runs")
-        cpu = [(t, c) for t, c in self._cpu_points if t0 <= t <= p.t]
-        if len(cpu) >= 2 and cpu[-1][0] > cpu[0][0]:
-            parts.append(f"CPU {(cpu[-1][1] - cpu[0][1]) / (cpu[-1][0] - cpu[0][0]) * 100:.0f}% of a core")
+        cores = self.procs.cpu_share_between(t0, p.t)
+        if cores is not None:
+            parts.append(f"CPU {cores * 100:.0f}% of a core")
         gpu = self.gpus.mean_util_between(t0, p.t)
         if gpu is not None:
             parts.append(f"GPU utilisation {gpu:.0f}%")
@@ -304,94 +295,31 @@ class Judge:
 
     def _on_process(self, s: ProcessSample) -> list[Event]:
         self.has_stillness_signal = True
-        events: list[Event] = []
-        prev = self._proc_prev
         if not s.alive:
-            if self.exited is None:
-                self.exited = s
-                events.append(Event(s.t, "warning", f"server process {describe_exit(s.exit_code)}",
-                                    {"exit_code": s.exit_code, "signal": exit_signal(s.exit_code)}))
-            self._proc_prev = s
-            return events
+            self.procs.prev = s
+            if self.exited is not None:
+                return []
+            self.exited = s
+            return [Event(s.t, "warning", f"server process {describe_exit(s.exit_code)}",
+                          {"exit_code": s.exit_code, "signal": exit_signal(s.exit_code)})]
         if self.level < Level.PROCESS:
             self.level = Level.PROCESS
             self.level_since.setdefault(Level.PROCESS, s.t)
-        if self._read_base is None:
-            self._read_base = s.read_bytes
-            self._rss_mark = s.rss_bytes
-        if prev is not None and prev.alive:
-            if s.read_bytes - prev.read_bytes >= self.rules.io_step_bytes:
-                self._strong(s.t, "disk", f"{_mb(s.read_bytes - prev.read_bytes)} read since the last sample")
-            if s.rss_bytes - self._rss_mark >= self.rules.rss_step_bytes:
-                self._strong(s.t, "memory", f"RSS grew to {gb(s.rss_bytes)}")
-                self._rss_mark = s.rss_bytes
-            elif s.rss_bytes < self._rss_mark:
-                self._rss_mark = s.rss_bytes
-            dt = s.t - prev.t
-            if dt > 0 and (s.cpu_seconds - prev.cpu_seconds) / dt >= self.rules.cpu_busy_cores:
-                cores = (s.cpu_seconds - prev.cpu_seconds) / dt
-                self.last_weak = _Mark(s.t, "cpu", f"CPU busy at {cores * 100:.0f}% of a core")
-        self._cpu_points.append((s.t, s.cpu_seconds))
-        events += self._new_processes(s)
-        for d in s.died:
-            if d.name in COMPILERS:
-                self.signals.compiler_ran(d.cpu_seconds)
-            if d.name in COMPILERS and d.pid not in self._known_pids:
-                self._compiled(s.t, d.name)  # a compiler run that began and ended between two samples
-                self._known_pids.add(d.pid)
-            if s.t - d.started < self.rules.worker_min_age_s or d.name in COMPILERS:
-                continue  # a short-lived helper (a compiler, nvidia-smi) finishing is normal
-            ev = Evidence("process", f"child {d.name}[{d.pid}] died while the server process lives", s.t)
-            self.warnings.append(ev)
-            events.append(Event(s.t, "warning", ev.value, {"pid": d.pid}))
-        for p in s.procs:
-            if p.state == "disk-sleep":
-                since = self._d_since.setdefault(p.pid, s.t)
-                if s.t - since >= self.rules.d_state_seconds and p.pid not in self._d_reported:
-                    self._d_reported.add(p.pid)
-                    ev = Evidence("process", f"{p.name}[{p.pid}] in state D (uninterruptible I/O wait) "
-                                             f"for {s.t - since:.0f}s", since)
-                    self.warnings.append(ev)
-                    events.append(Event(s.t, "warning", ev.value, {"pid": p.pid}))
-            else:
-                self._d_since.pop(p.pid, None)
-                self._d_reported.discard(p.pid)
-            if p.state == "zombie" and p.pid not in self._zombies_reported:
-                self._zombies_reported.add(p.pid)
-                ev = Evidence("process", f"{p.name}[{p.pid}] is a zombie (exited, not reaped by its parent)", s.t)
-                self.warnings.append(ev)
-                events.append(Event(s.t, "warning", ev.value, {"pid": p.pid}))
-        self._proc_prev = s
-        self._proc_window.append(s)
-        while len(self._proc_window) > 2 and s.t - self._proc_window[1].t >= _RATE_WINDOW_S:
-            self._proc_window.pop(0)
-        return events
-
-    def _new_processes(self, s: ProcessSample) -> list[Event]:
-        new = [p for p in s.procs if p.pid not in self._known_pids]
-        first = not self._known_pids
-        self._known_pids |= {p.pid for p in new}
-        if first or not new:
-            return []
-        for p in new:
-            if p.name in COMPILERS:
-                self._compiled(s.t, p.name)
-        others = [p for p in new if p.name not in COMPILERS]
-        events = self.compiles.note(s.t)
-        if others:
-            names = ", ".join(f"{p.name}[{p.pid}]" for p in others)
-            self._strong(s.t, "process", f"new process {names}")
-            events.append(Event(s.t, "note", f"new process in the tree: {names}"))
-        return events
-
-    def _compiled(self, t: float, name: str) -> None:
-        self._strong(t, "process", self.compiles.ran(t, name))
+        r = self.procs.feed(s)
+        if r.weak is not None:
+            self.last_weak = _Mark(s.t, "cpu", r.weak)
+        for signal, value in r.strong:
+            self._strong(s.t, signal, value)
+        for cpu in r.compiler_cpu:
+            self.signals.compiler_ran(cpu)
+        self.warnings += r.warnings
+        return r.events
 
     def compile_runs(self, now: float) -> int:
         return self.compiles.runs(now)
 
     def _on_gpu(self, g: GpuSample) -> list[Event]:
-        r = self.gpus.feed(g, self._known_pids | ({self.pid} if self.pid else set()))
+        r = self.gpus.feed(g, self.procs.known_pids | ({self.pid} if self.pid else set()))
         if r.strong is not None:
             self._strong(g.t, "gpu", r.strong)
         if r.weak is not None:
@@ -574,13 +502,13 @@ class Judge:
     # -- progress and ETA ------------------------------------------------------------------------------
     def progress(self, now: float) -> Progress:
         p = Progress()
-        s = self._proc_prev
+        s = self.procs.prev
         if s is not None and s.alive:
             p.cpu_seconds, p.rss_bytes, p.procs = s.cpu_seconds, s.rss_bytes, len(s.procs)
-        base = self._read_base or 0
+        base = self.procs.read_base or 0
         if s is not None:
             p.read_bytes = max(0, s.read_bytes - base)
-        win = self._proc_window
+        win = self.procs.window
         if len(win) >= 2 and win[-1].t > win[0].t:
             dt = win[-1].t - win[0].t
             p.read_rate = max(0, win[-1].read_bytes - win[0].read_bytes) / dt
@@ -627,7 +555,3 @@ class Judge:
 def _clip(text: str, n: int = 240) -> str:
     text = text.strip()
     return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def _mb(n: float) -> str:
-    return f"{n / 1e6:.1f} MB"

@@ -8,7 +8,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from firstlight.assessment import Event, Evidence
-from firstlight.timeline import GpuSample
+from firstlight.config import JudgeConfig
+from firstlight.timeline import GpuSample, ProcessSample
 
 # Compiler runs (torch.compile/Inductor, Triton, DeepGEMM and flashinfer JIT, nvcc) are evidence of a compile:
 # strong progress, and reported as one aggregate, not a note per process.
@@ -16,6 +17,11 @@ COMPILERS = frozenset({"cc", "cc1", "cc1plus", "c++", "g++", "gcc", "clang", "cl
                        "collect2", "as", "nvcc", "ptxas", "cicc", "fatbinary", "nvlink", "ninja", "make"})
 COMPILE_WINDOW_S = 60.0
 _COMPILE_NOTE_EVERY_S = 30.0
+_RATE_WINDOW_S = 10.0
+
+
+def mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
 
 
 def gb(n: float) -> str:
@@ -99,4 +105,113 @@ class GpuTracker:
         return sum(gpu) / len(gpu) if gpu else None
 
 
-__all__ = ["COMPILERS", "COMPILE_WINDOW_S", "CompileTracker", "GpuReading", "GpuTracker", "gb"]
+@dataclass
+class ProcessReading:
+    """What one sample of a living process tree meant: progress marks in the order seen ((signal, value): bytes
+    read, memory grown, compiler runs, new processes), busy CPU (weak: a busy-wait looks the same), the CPU
+    seconds of compilers that ended (for the anatomy), warnings and notes."""
+
+    strong: list[tuple[str, str]] = field(default_factory=list)
+    weak: str | None = None
+    compiler_cpu: list[float] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    warnings: list[Evidence] = field(default_factory=list)
+
+
+class ProcessTracker:
+    """The server's process tree, sample by sample: reads, memory, CPU, processes that appear, die, sleep in D
+    state or linger as zombies; and the rates over the last ``_RATE_WINDOW_S``."""
+
+    def __init__(self, rules: JudgeConfig, compiles: CompileTracker) -> None:
+        self.rules = rules
+        self.compiles = compiles
+        self.prev: ProcessSample | None = None  # the last sample (alive or the exit)
+        self.window: list[ProcessSample] = []
+        self.read_base: int | None = None  # bytes the tree had read when first seen
+        self.known_pids: set[int] = set()
+        self._rss_mark = 0
+        self._cpu_points: deque[tuple[float, float]] = deque(maxlen=600)  # (t, tree CPU seconds)
+        self._d_since: dict[int, float] = {}
+        self._d_reported: set[int] = set()
+        self._zombies_reported: set[int] = set()
+
+    def feed(self, s: ProcessSample) -> ProcessReading:
+        """A sample of the living tree (the judge takes an exit itself)."""
+        r = ProcessReading()
+        prev, rules = self.prev, self.rules
+        if self.read_base is None:
+            self.read_base = s.read_bytes
+            self._rss_mark = s.rss_bytes
+        if prev is not None and prev.alive:
+            if s.read_bytes - prev.read_bytes >= rules.io_step_bytes:
+                r.strong.append(("disk", f"{mb(s.read_bytes - prev.read_bytes)} read since the last sample"))
+            if s.rss_bytes - self._rss_mark >= rules.rss_step_bytes:
+                r.strong.append(("memory", f"RSS grew to {gb(s.rss_bytes)}"))
+                self._rss_mark = s.rss_bytes
+            elif s.rss_bytes < self._rss_mark:
+                self._rss_mark = s.rss_bytes
+            dt = s.t - prev.t
+            if dt > 0 and (s.cpu_seconds - prev.cpu_seconds) / dt >= rules.cpu_busy_cores:
+                r.weak = f"CPU busy at {(s.cpu_seconds - prev.cpu_seconds) / dt * 100:.0f}% of a core"
+        self._cpu_points.append((s.t, s.cpu_seconds))
+        self._new_processes(s, r)
+        for d in s.died:
+            if d.name in COMPILERS:
+                r.compiler_cpu.append(d.cpu_seconds)
+            if d.name in COMPILERS and d.pid not in self.known_pids:
+                r.strong.append(("process", self.compiles.ran(s.t, d.name)))  # began and ended between samples
+                self.known_pids.add(d.pid)
+            if s.t - d.started < rules.worker_min_age_s or d.name in COMPILERS:
+                continue  # a short-lived helper (a compiler, nvidia-smi) finishing is normal
+            self._warn(r, Evidence("process", f"child {d.name}[{d.pid}] died while the server process lives", s.t),
+                       d.pid, s.t)
+        for p in s.procs:
+            if p.state == "disk-sleep":
+                since = self._d_since.setdefault(p.pid, s.t)
+                if s.t - since >= rules.d_state_seconds and p.pid not in self._d_reported:
+                    self._d_reported.add(p.pid)
+                    self._warn(r, Evidence("process", f"{p.name}[{p.pid}] in state D (uninterruptible I/O wait) "
+                                                      f"for {s.t - since:.0f}s", since), p.pid, s.t)
+            else:
+                self._d_since.pop(p.pid, None)
+                self._d_reported.discard(p.pid)
+            if p.state == "zombie" and p.pid not in self._zombies_reported:
+                self._zombies_reported.add(p.pid)
+                self._warn(r, Evidence("process", f"{p.name}[{p.pid}] is a zombie (exited, not reaped by its "
+                                                  f"parent)", s.t), p.pid, s.t)
+        self.prev = s
+        self.window.append(s)
+        while len(self.window) > 2 and s.t - self.window[1].t >= _RATE_WINDOW_S:
+            self.window.pop(0)
+        return r
+
+    def _warn(self, r: ProcessReading, ev: Evidence, pid: int, t: float) -> None:
+        r.warnings.append(ev)
+        r.events.append(Event(t, "warning", ev.value, {"pid": pid}))
+
+    def _new_processes(self, s: ProcessSample, r: ProcessReading) -> None:
+        new = [p for p in s.procs if p.pid not in self.known_pids]
+        first = not self.known_pids
+        self.known_pids |= {p.pid for p in new}
+        if first or not new:
+            return
+        for p in new:
+            if p.name in COMPILERS:
+                r.strong.append(("process", self.compiles.ran(s.t, p.name)))
+        others = [p for p in new if p.name not in COMPILERS]
+        r.events += self.compiles.note(s.t)
+        if others:
+            names = ", ".join(f"{p.name}[{p.pid}]" for p in others)
+            r.strong.append(("process", f"new process {names}"))
+            r.events.append(Event(s.t, "note", f"new process in the tree: {names}"))
+
+    def cpu_share_between(self, t0: float, t1: float) -> float | None:
+        """The tree's CPU use between two times, in cores."""
+        cpu = [(t, c) for t, c in self._cpu_points if t0 <= t <= t1]
+        if len(cpu) >= 2 and cpu[-1][0] > cpu[0][0]:
+            return (cpu[-1][1] - cpu[0][1]) / (cpu[-1][0] - cpu[0][0])
+        return None
+
+
+__all__ = ["COMPILERS", "COMPILE_WINDOW_S", "CompileTracker", "GpuReading", "GpuTracker", "ProcessReading",
+           "ProcessTracker", "gb", "mb"]
