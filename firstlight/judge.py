@@ -351,6 +351,11 @@ class Judge:
                           engine_ready=self.engine_ready is not None, **kw)
 
     def _verdict(self, now: float) -> Assessment:
+        """The verdict rules, first match wins: a stop signal (interrupted); another server on the port (failed,
+        port_in_use); a generation answered, or replay's ready line (ready); a settled fatal line, the log's end
+        inside a traceback, the process's exit, or bad answers in a row (failed, with the most specific cause);
+        --timeout (timeout); no progress, or only CPU/GPU busy-waiting, with a process tree to watch (hung, with
+        the phase's stall hint); else starting (with the stall hint once a replayed log is over)."""
         r = self.rules
         if self.interrupted is not None:
             return self._base(now, INTERRUPTED,
