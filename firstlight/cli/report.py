@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from firstlight.cli.common import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import JudgeConfig
 from firstlight.history import History, HistoryError, default_path
 from firstlight.report.record import RecordError, read_record, read_summary
