@@ -70,7 +70,8 @@ def reason(result: RunResult) -> str:
     """One line: the verdict, the failure category, and what says so (the first evidence, else the detail)."""
     head = result.verdict + (f" ({result.failure})" if result.failure and result.failure != "none" else "")
     why = next((str(e.get("value")) for e in result.evidence if e.get("value")), None) or result.detail
-    line = f"{head} in phase {result.phase}" + (f": {why}" if why else "")
+    where = "" if why and f"phase {result.phase}" in why else f" in phase {result.phase}"
+    line = head + where + (f": {why}" if why else "")
     if result.hint:
         line += f"; hint: {result.hint}"
     return " ".join(line.split())  # one line, whatever the evidence quotes

@@ -82,15 +82,19 @@ def firstlight_up(pytestconfig: pytest.Config) -> Iterator[Up]:
             try:
                 return stack.enter_context(up(_command(command), **options))
             except (NotReady, ValueError) as e:
-                pytest.fail(f"firstlight: the server did not become READY: {e}", pytrace=False)
+                why = str(e)  # failed outside the except: the report shows the reason, not a chain of exceptions
+            pytest.fail(f"firstlight: the server did not become READY: {why}", pytrace=False)
 
         try:
             yield start
         finally:
+            died = None
             try:
                 stack.close()
             except NotReady as e:  # it died while the tests ran
-                pytest.fail(f"firstlight: the server stopped serving during the tests: {e}", pytrace=False)
+                died = str(e)
+            if died is not None:
+                pytest.fail(f"firstlight: the server stopped serving during the tests: {died}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import pytest
 import firstlight
 from firstlight.result import RunResult
 from firstlight.sim.server import free_port
-from tests.conftest import pids_in_group, sim_cmd
+from tests.conftest import pids_in_group, sim_cmd, wait_for
 from tests.test_llama_server import llama, server_cmd  # noqa: F401  (llama: the fixture)
 
 SECRET = "sk-apitest-7f3a9c1e5b"
@@ -152,3 +152,15 @@ def test_run_preflight_returns_typed_checks_and_fails_a_missing_model(tmp_path: 
     assert report.verdict == "fail" and report.failure is not None and report.failure.name == "checkpoint"
     with pytest.raises(ValueError):
         firstlight.run_preflight([])
+
+
+def test_a_server_that_dies_in_the_block_is_seen_and_its_exit_raises_the_failed_result():
+    port = free_port()
+    with pytest.raises(firstlight.NotReady) as caught, firstlight.up(
+            sim_cmd("normal", port, "--load-seconds", "1"), timeout=60, history=False) as server:
+        assert server.result.verdict == firstlight.READY and server.alive
+        os.kill(server.pid, signal.SIGKILL)  # the server's root, under supervision
+        wait_for(lambda: server.alive is False, 30, "supervision to see the server die")
+    result = caught.value.result
+    assert result.verdict == firstlight.FAILED and result.phase == "serving", result
+    assert server.result is result and not pids_in_group(server.pid)
