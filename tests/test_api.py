@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import httpx
@@ -17,7 +18,7 @@ import pytest
 import firstlight
 from firstlight.result import RunResult
 from firstlight.sim.server import free_port
-from tests.conftest import pids_in_group, sim_cmd, wait_for
+from tests.conftest import REPO, children, pids_in_group, sim_cmd, wait_for
 from tests.test_llama_server import llama, server_cmd  # noqa: F401  (llama: the fixture)
 
 SECRET = "sk-apitest-7f3a9c1e5b"
@@ -164,3 +165,36 @@ def test_a_server_that_dies_in_the_block_is_seen_and_its_exit_raises_the_failed_
     result = caught.value.result
     assert result.verdict == firstlight.FAILED and result.phase == "serving", result
     assert server.result is result and not pids_in_group(server.pid)
+
+
+def _cmdline(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:  # gone meanwhile: polled by wait_for, never raise
+        return ""
+
+
+def test_ctrl_c_while_waiting_for_ready_is_the_callers_keyboard_interrupt_and_stops_the_server(tmp_path: Path):
+    script = tmp_path / "caller.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        import firstlight
+
+        cm = firstlight.up({sim_cmd("hang", free_port())!r}, timeout=120, history=False, no_preflight=True)
+        try:
+            with cm:
+                print("entered a server that hangs")
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt", flush=True)
+    """))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    caller = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        sim = wait_for(lambda: [c for c in children(caller.pid) if "firstlight.sim" in _cmdline(c)], 60,
+                       "the server to be launched")[0]
+        caller.send_signal(signal.SIGINT)
+        out, _ = caller.communicate(timeout=60)
+    finally:
+        caller.kill()
+    assert out.strip() == "KeyboardInterrupt" and caller.returncode == 0
+    assert not pids_in_group(sim.pid)
