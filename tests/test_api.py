@@ -86,8 +86,10 @@ def test_up_stops_before_launch_when_a_preflight_check_fails(tmp_path: Path):
         cmd = [sys.executable, "-c", f"open({str(marker)!r}, 'w')", "--port", str(port)]
         with pytest.raises(firstlight.NotReady) as caught, firstlight.up(cmd, timeout=30, history=False):
             pytest.fail("entered")
-    assert caught.value.result.failure == "port_in_use", caught.value.result
-    assert caught.value.result.preflight is not None and not marker.exists()
+    result = caught.value.result
+    assert result.verdict == firstlight.FAILED and result.preflight is not None, result
+    assert "port" in {c["name"] for c in result.preflight["checks"] if c["status"] == "fail"}, result.preflight
+    assert not marker.exists()
 
 
 @pytest.mark.llama
