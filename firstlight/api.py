@@ -28,7 +28,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import psutil
 
@@ -36,16 +35,15 @@ from firstlight.config import Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import command_host, command_port, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
 from firstlight.engines.replay import ReplayReport, replay_lines, replay_log
-from firstlight.judge import Assessment, Event
 from firstlight.preflight import DEADLINE_S, PreflightOptions, PreflightReport, read_target
 from firstlight.preflight import run_preflight as run_checks
 from firstlight.redact import Redactor
-from firstlight.report.base import QuietReporter, Reporter
+from firstlight.report.base import ForwardingReporter, QuietReporter, Reporter
 from firstlight.result import RunResult
 from firstlight.runner.session import Outcome, Session
 from firstlight.samplers.weights import model_path_from_command
 from firstlight.serving import ServingStatus
-from firstlight.timeline import Interrupted, Observation
+from firstlight.timeline import Interrupted
 from firstlight.vocab import INTERRUPTED
 from firstlight.wire import normalise_url, split_url
 from firstlight.wire.deadline import resolve
@@ -103,54 +101,26 @@ class Server:
             return False
 
 
-class _Tracker(QuietReporter):
+class _Tracker(ForwardingReporter):
     """The session's reporter: hands what the API needs to the waiting thread, and everything on to the
     caller's reporter (none by default: nothing is rendered)."""
 
     def __init__(self, inner: Reporter | None, ready: threading.Event) -> None:
-        self.inner: Any = inner or QuietReporter()
+        super().__init__(inner or QuietReporter())
         self.ready = ready
         self.serving_result: RunResult | None = None
         self.status_now: ServingStatus | None = None
-
-    def started(self, info: dict[str, Any]) -> None:
-        self.inner.started(info)
-
-    def event(self, ev: Event, a: Assessment) -> None:
-        self.inner.event(ev, a)
-
-    def status(self, a: Assessment) -> None:
-        self.inner.status(a)
-
-    def server_line(self, stream: str, text: str) -> None:
-        self.inner.server_line(stream, text)
-
-    def message(self, text: str) -> None:
-        self.inner.message(text)
-
-    def verdict(self, result: RunResult) -> None:
-        self.inner.verdict(result)
 
     def summary(self, result: RunResult) -> None:
         # Supervision tells the READY result before it starts: the moment the block may run.
         if result.serving and self.serving_result is None:
             self.serving_result = result
             self.ready.set()
-        self.inner.summary(result)
+        super().summary(result)
 
     def serving(self, status: ServingStatus, changed: bool) -> None:
         self.status_now = status
-        hook = getattr(self.inner, "serving", None)
-        if hook is not None:
-            hook(status, changed)
-
-    def observe(self, obs: Observation) -> None:
-        hook = getattr(self.inner, "observe", None)
-        if hook is not None:
-            hook(obs)
-
-    def close(self) -> None:
-        self.inner.close()
+        super().serving(status, changed)
 
 
 class _Run:

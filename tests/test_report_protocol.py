@@ -6,10 +6,13 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import threading
 from typing import Any
 
 import firstlight
+from firstlight.api import _Tracker
 from firstlight.report.base import REPORTER_METHODS, ForwardingReporter, QuietReporter, Reporter, Reporters
+from firstlight.result import RunResult
 from firstlight.runner.guard import GuardedReporter, guard_reporter
 from firstlight.units.watch import _HeldReporter
 
@@ -53,7 +56,7 @@ def test_every_reporter_class_in_the_package_derives_from_a_base():
                 assert issubclass(cls, QuietReporter | ForwardingReporter), cls
     names = {c.__name__ for c in found}
     assert {"ConsoleReporter", "DashboardReporter", "JsonLinesReporter", "Reporters", "GuardedReporter",
-            "_HeldReporter", "PrometheusExporter", "SystemdNotifier", "ReadinessServer"} <= names, names
+            "_HeldReporter", "_Tracker", "PrometheusExporter", "SystemdNotifier", "ReadinessServer"} <= names, names
 
 
 def test_the_wrappers_pass_every_method_on():
@@ -66,6 +69,17 @@ def test_the_wrappers_pass_every_method_on():
     inner = Calls()
     _call_all(_HeldReporter(inner))  # the unit watch holds back the verdict and summary, and closes itself
     assert inner.calls == [n for n in REPORTER_METHODS if n not in ("verdict", "summary", "close")]
+    inner = Calls()
+    tracker = _Tracker(inner, threading.Event())  # the Python API's: it also keeps the serving result
+    ready = RunResult(verdict="ready", phase="ready", started_at=1.0, ended_at=2.0, engine="sim",
+                      url="http://127.0.0.1:1", ready_at=2.0)
+    for name in REPORTER_METHODS:
+        if name == "summary":
+            tracker.summary(ready)
+        else:
+            n = len(inspect.signature(getattr(QuietReporter, name)).parameters) - 1
+            getattr(tracker, name)(*([None] * n))
+    assert inner.calls == list(REPORTER_METHODS) and tracker.serving_result is ready and tracker.ready.is_set()
 
 
 def test_a_guarded_reporter_whose_output_broke_is_silenced_alone():
