@@ -155,14 +155,22 @@ class _Run:
                                                 min(DEADLINE_S, cfg.judge.timeout))
         self.thread.start()
         try:
-            if not self.ready.wait(self.bound):
-                raise RuntimeError(f"firstlight: no verdict within {self.bound:g}s (a bug of firstlight)")
+            self._wait_ready()
         except BaseException:  # KeyboardInterrupt while waiting: the server is stopped, then it propagates
             self.stop()
             raise
         if self.tracker.serving_result is not None:
             return self.tracker.serving_result
         return self.final()  # the run ended without serving: final() raises NotReady
+
+    def _wait_ready(self) -> None:
+        # In short waits: a process-directed SIGINT may be delivered to another of this process's threads, and
+        # then a lock wait of the main thread is not interrupted; Python raises KeyboardInterrupt only when the
+        # main thread next runs bytecode (one long wait missed a Ctrl-C for its whole length).
+        deadline = time.monotonic() + self.bound
+        while not self.ready.wait(0.1):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"firstlight: no verdict within {self.bound:g}s (a bug of firstlight)")
 
     def stop(self) -> None:
         """Tell the session to stop (as a stop signal would) and wait for it to have stopped the server."""
