@@ -53,6 +53,11 @@ PHASES: tuple[str, ...] = (
     "ready",
 )
 PHASE_INDEX: dict[str, int] = {p: i for i, p in enumerate(PHASES)}
+# The phase after READY: the server serves, and firstlight watches it serving (Prometheus ``firstlight_phase``;
+# the ``phase`` of a result whose server died after READY). Not a startup phase: no log line leads a start into
+# it, so it is outside PHASES and PHASE_INDEX (which the engines' phase markers are checked against).
+SERVING_PHASE = "serving"
+ALL_PHASES: tuple[str, ...] = (*PHASES, SERVING_PHASE)
 
 # -- failure categories --------------------------------------------------------------------------------
 # Rank = how specific (how close to the root cause) a category is: when several failure lines are seen,

@@ -47,6 +47,14 @@ def test_a_file_that_is_not_a_database_is_never_moved(tmp_path: Path):
     assert list(tmp_path.iterdir()) == [notes]  # nothing moved aside, nothing created
 
 
+def test_explain_of_a_missing_history_says_there_is_no_such_file_and_creates_none(tmp_path: Path):
+    path = tmp_path / "missing.sqlite3"
+    r = run_firstlight("explain", "--run", "3", "--history", str(path))
+    assert r.rc == 64, r.stderr
+    assert "no such file" in r.stderr and "not a SQLite database" not in r.stderr, r.stderr
+    assert not path.exists()
+
+
 def test_a_listing_never_moves_a_damaged_database(tmp_path: Path):
     path = tmp_path / "h.sqlite3"
     damaged = b"SQLite format 3\x00" + os.urandom(8192)

@@ -19,6 +19,7 @@ import pytest
 
 from firstlight.history import History
 from firstlight.judge import Assessment, Progress
+from firstlight.report.base import QuietReporter
 from firstlight.report.readiness import ReadinessServer, parse_bind
 from firstlight.result import RunResult
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
@@ -118,19 +119,12 @@ def test_a_taken_readiness_port_is_a_usage_error_of_one_line():
 
 
 # -- the re-watch strategy on its own ------------------------------------------------------------------------
-class Recorder:
-    """A reporter that remembers what it was told."""
+class Recorder(QuietReporter):
+    """A reporter that remembers the messages and summaries it was told."""
 
     def __init__(self) -> None:
         self.summaries: list[dict[str, Any]] = []
         self.messages: list[str] = []
-
-    def started(self, info: dict[str, Any]) -> None: ...
-    def event(self, ev: Any, a: Any) -> None: ...
-    def status(self, a: Any) -> None: ...
-    def server_line(self, stream: str, text: str) -> None: ...
-    def verdict(self, result: RunResult) -> None: ...
-    def close(self) -> None: ...
 
     def message(self, text: str) -> None:
         self.messages.append(text)

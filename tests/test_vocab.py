@@ -46,7 +46,30 @@ def test_readme_names_every_phase_in_order():
     text = _section("### JSON output")
     para = text[text.index("`phase` is the engine-neutral phase") + len("`phase` is"):]
     named = re.findall(r"`(\w+)`", para[: para.index(").")])
-    assert tuple(named) == vocab.PHASES
+    assert tuple(named) == vocab.ALL_PHASES
+
+
+def test_serving_is_the_phase_after_ready_for_the_result_and_prometheus():
+    from prometheus_client import generate_latest
+
+    from firstlight.report.prometheus import PrometheusExporter
+    from firstlight.result import RunResult
+
+    assert vocab.ALL_PHASES[-2:] == ("ready", vocab.SERVING_PHASE) == ("ready", "serving")
+    assert vocab.SERVING_PHASE not in vocab.PHASE_INDEX  # no log line leads a start into it
+    ready = RunResult(verdict=vocab.READY, phase="ready", started_at=1.0, ended_at=2.0, engine="sim",
+                      url="http://127.0.0.1:1", ready_at=2.0, cold_start_s=1.0)
+    assert ready.died_serving(1, 5.0).phase == vocab.SERVING_PHASE  # a server that exited after READY
+    exporter = PrometheusExporter(0)
+    try:
+        states = set(re.findall(r'firstlight_phase\{firstlight_phase="(\w+)"\}', generate_latest(exporter.registry)
+                                .decode()))
+        assert states == set(vocab.ALL_PHASES)
+        exporter.verdict(ready)
+        shown = generate_latest(exporter.registry).decode()
+        assert 'firstlight_phase{firstlight_phase="serving"} 1.0' in shown
+    finally:
+        exporter.close()
 
 
 def test_exit_code_of_a_regression_depends_on_the_flag():

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from firstlight.bench.metrics import BenchResult, RequestResult, median, summarize
+from firstlight.probes.identify import identify_engine
 from firstlight.wire import (
     AsyncWire,
     LineTooLong,
@@ -31,7 +32,6 @@ from firstlight.wire import (
     WireError,
     chunk_text,
     clean_text,
-    identify_engine,
     model_ids,
     normalise_url,
     parse_json,

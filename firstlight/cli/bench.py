@@ -22,16 +22,18 @@ from firstlight.bench import (
 )
 from firstlight.bench.client import with_model
 from firstlight.bench.metrics import Stats
-from firstlight.cli.common import (
+from firstlight.cli.options import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_REGRESSION,
     EXIT_TIMEOUT,
+    TIMEOUT,
     Command,
+    FiniteRange,
+    Seconds,
     UsageFailure,
 )
-from firstlight.cli.params import TIMEOUT, FiniteRange, Seconds
 from firstlight.engines import PROFILES, get_profile
 from firstlight.history import DeploymentKey, History, HistoryError
 from firstlight.redact import Redactor

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from firstlight.anatomy import anatomy, human_lines
-from firstlight.cli.common import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import JudgeConfig
 from firstlight.history import History, HistoryError
 from firstlight.logreplay import replay_log

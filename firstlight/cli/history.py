@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from firstlight.cli.common import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.history import DIRECTION, History, HistoryError, Run, default_path
 from firstlight.history.k8s import format_budget, probe_budget
 

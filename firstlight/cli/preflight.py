@@ -18,7 +18,7 @@ from typing import IO
 
 import click
 
-from firstlight.cli.common import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import Config
 from firstlight.engines import PROFILES
 from firstlight.history import History, HistoryError

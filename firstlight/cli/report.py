@@ -9,22 +9,16 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
-from firstlight.bench.metrics import median
-from firstlight.cli.common import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import JudgeConfig
-from firstlight.history import History, HistoryError, Run, default_path
-from firstlight.report.html import render_html
-from firstlight.report.record import RecordError, read_record, read_summary, unpack_timeline
-from firstlight.report.series import RunView, build_view
-from firstlight.report.trace import render_trace
-from firstlight.timeline import Observation
+from firstlight.history import History, HistoryError, default_path
+from firstlight.report.record import RecordError, read_record, read_summary
+from firstlight.report.series import RunView
+from firstlight.report.views import STARTS, view_from_history, view_from_record, write_outputs
 
 EXIT_HELP = """\b
 Exit codes:
@@ -32,78 +26,9 @@ Exit codes:
   1    the run cannot be read (no observations, a damaged history) or the output cannot be written
   64   usage error (bad option, unknown run id)"""
 
-STARTS = ("up", "watch")
 # What a summary with fields of the wrong type (numbers as strings, NaN, 1e308, lists for objects) raises when
 # drawn: the summary is then left out, never the report.
 BAD_FIELDS = (TypeError, ValueError, KeyError, AttributeError, OverflowError, IndexError)
-
-
-def baseline_run(history: History, deployment: str, before: int | None) -> Run | None:
-    """The deployment's baseline start: the pinned run, else the good start (of the last ten before
-    ``before``) whose time to READY is nearest their median."""
-    runs = [r for r in history.runs(deployment, limit=200) if r.kind in STARTS and (before is None or r.id < before)]
-    pinned = next((r for r in runs if r.pinned), None)
-    if pinned is not None:
-        return pinned
-    good = [r for r in runs if r.ok and "cold_start_s" in r.metrics][:10]
-    if not good:
-        return None
-    mid = median([r.metrics["cold_start_s"] for r in good])
-    return min(good, key=lambda r: abs(r.metrics["cold_start_s"] - mid))
-
-
-def view_from_history(history: History, run: Run, rules: JudgeConfig, with_baseline: bool) -> RunView:
-    data = history.timeline(run.id)
-    if data is None:
-        raise RecordError(f"run {run.id} has no stored timeline (runs recorded before firstlight kept them, and "
-                          f"bench runs, have none)")
-    observations = unpack_timeline(data)
-    if not observations:
-        raise RecordError(f"run {run.id}: its stored timeline is empty")
-    base = baseline_run(history, run.deployment, run.id) if with_baseline else None
-    return build_view(observations, run.summary, rules, base.summary if base else None,
-                      base.id if base else None, source=f"history run {run.id} ({history.path})")
-
-
-def view_from_record(observations: Sequence[Observation], summary: dict[str, Any] | None, rules: JudgeConfig,
-                     history_path: Path | None, with_baseline: bool, source: str) -> tuple[RunView, list[str]]:
-    """The view of a recorded run, with its baseline when the history knows its deployment."""
-    notes: list[str] = []
-    base: Run | None = None
-    deployment = ((summary or {}).get("baseline") or {}).get("deployment")
-    if with_baseline and deployment:
-        path = history_path or default_path()
-        if path.exists():
-            try:
-                with History(path, warn=notes.append) as h:
-                    base = baseline_run(h, deployment, (summary or {}).get("history_run"))
-            except HistoryError as e:
-                notes.append(f"history: {e}")
-    view = build_view(list(observations), summary, rules, base.summary if base else None,
-                      base.id if base else None, source=source)
-    view.notes += notes
-    return view, notes
-
-
-def write_outputs(view: RunView, html_path: Path | None, trace_path: Path | None) -> list[Path]:
-    """Write atomically (a temporary file beside the target, then a rename): a reader never sees half a page."""
-    written = []
-    for path, text in ((html_path, render_html(view) if html_path else ""),
-                       (trace_path, render_trace(view) if trace_path else "")):
-        if path is None:
-            continue
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        written.append(path)
-    return written
 
 
 @click.command("report", cls=Command, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})

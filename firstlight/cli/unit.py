@@ -1,18 +1,32 @@
 """``--unit`` for ``watch``, ``up`` and ``replay``: options and the glue from the command line to a UnitWatch
-or a journal replay. cli.py adds the options and hands over when ``--unit`` is given.
+or a journal replay. ``app`` adds the options and hands over when ``--unit`` is given; what both need is in
+``options`` (option types, the Config parts, the usage error) and ``run`` (reporters, artifacts).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import click
 
+from firstlight.cli.options import (
+    Decorator,
+    UsageFailure,
+    after_ready_config,
+    check_expect,
+    judge_config,
+    options,
+    probe_config,
+    profile_for,
+    redactor_for,
+    url_from_command,
+)
+from firstlight.cli.run import run_watch
 from firstlight.config import Config
+from firstlight.engines import detect_from_command
 from firstlight.samplers.weights import model_path_from_command
 from firstlight.units import unit_name
 from firstlight.units.journal import JournalError, is_journal_file, journal_lines
@@ -20,7 +34,7 @@ from firstlight.units.systemctl import Systemctl, SystemctlError, UnitState
 from firstlight.units.watch import UnitOptions, UnitWatch, engine_command
 
 
-def unit_options(up: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def unit_options(up: bool = False) -> Decorator:
     """``--unit`` and its companions (watch: ``--journal-file``; up: ``--stop-on-interrupt``)."""
     opts = [
         click.option("--unit", default=None, metavar="UNIT",
@@ -41,71 +55,57 @@ def unit_options(up: bool = False) -> Callable[[Callable[..., Any]], Callable[..
         opts.append(click.option("--journal-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
                                  help="With --unit: read this journal file (journalctl --file) instead of the "
                                       "live journal; it may be growing."))
-
-    def apply(f: Callable[..., Any]) -> Callable[..., Any]:
-        for opt in reversed(opts):
-            f = opt(f)
-        return f
-
-    return apply
-
-
-def _usage(message: str) -> click.UsageError:
-    from firstlight.cli.app import _fail_usage
-
-    return _fail_usage(message)
+    return options(*opts)
 
 
 def _unit(kw: dict[str, Any]) -> str:
     try:
         return unit_name(kw["unit"])
     except ValueError as e:
-        raise _usage(f"--unit: {e}") from None
+        raise UsageFailure(f"--unit: {e}") from None
 
 
 def _unit_state(systemctl: Systemctl, unit: str) -> UnitState:
     try:
         state = systemctl.show(unit)
     except SystemctlError as e:
-        raise _usage(f"--unit {unit}: {e} (without systemd, --journal-file FILE reads a journal file)") from None
+        raise UsageFailure(f"--unit {unit}: {e} (without systemd, --journal-file FILE reads a journal file)") from None
     if not state.exists:
-        raise _usage(f"--unit {unit}: no such unit (LoadState={state.load_state or 'unknown'})")
+        raise UsageFailure(f"--unit {unit}: no such unit (LoadState={state.load_state or 'unknown'})")
     return state
 
 
 def watch_unit(url: str | None, kw: dict[str, Any], restart_first: bool = False, echo: bool = False) -> None:
     """``watch --unit`` and ``up --unit``: exits with the verdict's code."""
-    from firstlight.cli import app as cli
-
-    cli._check_expect(kw["expect"])
+    check_expect(kw["expect"])
     unit = _unit(kw)
     journal_file: Path | None = kw.get("journal_file")
     if kw.get("pid") is not None or kw.get("log_file") is not None:
-        raise _usage("--unit finds the processes and the log itself: drop --pid and --log")
+        raise UsageFailure("--unit finds the processes and the log itself: drop --pid and --log")
     if journal_file is not None:
         if restart_first:
-            raise _usage("up --unit restarts a live unit; --journal-file is for watch and replay")
+            raise UsageFailure("up --unit restarts a live unit; --journal-file is for watch and replay")
         try:
             if not is_journal_file(journal_file):
-                raise _usage(f"--journal-file {journal_file}: not a journal file (replay also reads journalctl "
+                raise UsageFailure(f"--journal-file {journal_file}: not a journal file (replay also reads journalctl "
                              "-o json output; watch follows journal files)")
         except OSError as e:
-            raise _usage(f"--journal-file {journal_file}: {e.strerror or e}") from None
+            raise UsageFailure(f"--journal-file {journal_file}: {e.strerror or e}") from None
     systemctl = Systemctl() if journal_file is None else None
     state = _unit_state(systemctl, unit) if systemctl is not None else None
     command, wrapper_url = engine_command(state.exec_start) if state is not None else ([], None)
-    profile = cli._profile(kw["engine"], command)
-    url = url or wrapper_url or (cli._url_from_command(command, profile) if command else None)
+    profile = profile_for(kw["engine"], command)
+    url = url or wrapper_url or (url_from_command(command, profile) if command else None)
     if url is None:
-        raise _usage("--unit with --journal-file needs the server's URL (--url or the URL argument)")
-    after, history = cli._after_ready_config(kw)
+        raise UsageFailure("--unit with --journal-file needs the server's URL (--url or the URL argument)")
+    after, history = after_ready_config(kw)
     model_path = kw["model_path"]
     if model_path is None and command:
         model = model_path_from_command(command)
         model_path = Path(model) if model else None
     cfg = Config(command=[], watched_command=command, after=after, history=history,
-                 engine=kw["engine"] or cli.detect_from_command(command), model_path=model_path,
-                 probe=cli._probe_config(url, profile, kw), judge=cli._judge_config(kw),
+                 engine=kw["engine"] or detect_from_command(command), model_path=model_path,
+                 probe=probe_config(url, profile, kw), judge=judge_config(kw),
                  sample_interval=kw["sample_interval"], echo_server_output=echo)
     opts = UnitOptions(unit, journal_file, kw.get("cgroup_dir"), kw["max_attempts"], kw["restart_wait"],
                        restart_first, kw.get("stop_on_interrupt", False))
@@ -115,30 +115,29 @@ def watch_unit(url: str | None, kw: dict[str, Any], restart_first: bool = False,
             state = systemctl.restart_or_start(unit)
         except SystemctlError as e:
             raise click.ClickException(str(e)) from None
-    redactor = cli._redactor(command, kw["api_key"])
+    redactor = redactor_for(command, kw["api_key"])
 
     def run(reporter: Any, record: IO[str] | None) -> Any:
         return UnitWatch(opts, cfg, profile, reporter, redactor, record, systemctl).run(state)
 
-    outcome = cli._run(cfg, profile, kw, redactor, runner=run)
+    outcome = run_watch(cfg, profile, kw, redactor, runner=run)
     sys.exit(outcome.exit_code)
 
 
 def replay_unit(kw: dict[str, Any], engine: str | None, as_json: bool) -> None:
     """``replay --unit UNIT --journal-file FILE [--invocation ID]``: the same report as a log replay, of one
     invocation's lines (the last one by default)."""
-    from firstlight.cli.app import _profile
     from firstlight.logreplay import replay_timed
     from firstlight.report.replay_text import format_replay_text
 
     unit = _unit(kw)
     journal_file: Path | None = kw.get("journal_file")
     if journal_file is None:
-        raise _usage("replay --unit needs --journal-file FILE (a journal file, or journalctl -o json output)")
+        raise UsageFailure("replay --unit needs --journal-file FILE (a journal file, or journalctl -o json output)")
     if not journal_file.is_file():
-        raise _usage(f"--journal-file {journal_file}: not a readable file")
+        raise UsageFailure(f"--journal-file {journal_file}: not a readable file")
     if engine is not None:
-        _profile(engine)
+        profile_for(engine)
     try:
         chosen, invocations, pairs = journal_lines(journal_file, unit, kw.get("invocation"))
         n = invocations.index(chosen) + 1
@@ -147,9 +146,9 @@ def replay_unit(kw: dict[str, Any], engine: str | None, as_json: bool) -> None:
         # the lines with their journal times; the text is what a log replay reads
         report = replay_timed(pairs, engine, chosen.ending)
     except JournalError as e:  # no such unit or invocation in it, or not a journal: the input is wrong
-        raise _usage(str(e)) from None
+        raise UsageFailure(str(e)) from None
     except OSError as e:
-        raise _usage(f"cannot read {journal_file}: {e.strerror}") from None
+        raise UsageFailure(f"cannot read {journal_file}: {e.strerror}") from None
     if as_json:
         click.echo(json.dumps(report.to_dict()))
     else:

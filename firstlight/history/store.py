@@ -368,6 +368,8 @@ class History:
             raise HistoryError(f"cannot open history database {self.path}: {e}") from None
 
     def _open_readonly(self) -> sqlite3.Connection:
+        if not self.path.exists():  # a listing creates nothing: say what is wrong, not "not a database"
+            raise HistoryError(f"no history at {self.path} (no such file)")
         if not _is_sqlite_file(self.path):
             raise HistoryError(f"{self.path} is not a SQLite database")
         try:

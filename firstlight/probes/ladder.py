@@ -22,6 +22,7 @@ from typing import Any
 
 from firstlight.config import ProbeConfig
 from firstlight.engines.profile import Endpoints
+from firstlight.probes.identify import IDENTIFY_BUDGET_S, identify_engine, identify_paths
 from firstlight.timeline import Level, Probe
 from firstlight.wire import (
     Answer,
@@ -30,13 +31,11 @@ from firstlight.wire import (
     WireError,
     clean_text,
     generated_text,
-    identify_engine,
     model_ids,
     normalise_url,
     says_unhealthy,
     split_url,
 )
-from firstlight.wire.identify import IDENTIFY_BUDGET_S, identify_paths
 
 __all__ = ["Ladder", "normalise_url", "split_url"]
 

@@ -5,7 +5,7 @@ changes, so READY is reported promptly without hammering a loading server. One t
 one generation in flight. Each Probe goes to the sink the moment its rung is checked, not when the climb ends
 (a generation may take up to --generation-timeout). When the engine is unknown, the loop climbs no higher
 than HTTP until the engine-specific endpoints were asked, all at once within a fixed budget
-(:mod:`firstlight.wire.identify`), so the engine is named before READY and endpoints that never answer delay
+(:mod:`firstlight.probes.identify`), so the engine is named before READY and endpoints that never answer delay
 it by that budget at most. Nothing a server does ends this thread: a failure inside a climb is a note, and the
 loop goes on.
 """

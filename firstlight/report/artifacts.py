@@ -19,6 +19,7 @@ from typing import IO, Any
 from firstlight.config import Config
 from firstlight.history.store import History, HistoryError
 from firstlight.report.record import RecordError, RecordTee, pack_timeline, parse_lines
+from firstlight.report.views import view_from_record, write_outputs
 
 
 class RunArtifacts:
@@ -58,8 +59,6 @@ class RunArtifacts:
             return []
         written: list[Path] = []
         if self.report is not None or self.trace is not None:
-            from firstlight.cli.report import view_from_record, write_outputs
-
             try:
                 view, _ = view_from_record(observations, summary, self.cfg.judge, self.cfg.history.path,
                                            self.cfg.history.enabled, source="this run")

@@ -1,5 +1,16 @@
-"""What a reporter is told. Reporters only render: they decide nothing. The verdict and the final summary come as
-the typed ``RunResult`` (``to_dict()`` is the JSON summary)."""
+"""What a reporter is told, defined once. Reporters only render: they decide nothing. The verdict and the final
+summary come as the typed ``RunResult`` (``to_dict()`` is the JSON summary).
+
+- ``Reporter``: the protocol, every method a reporter is called with;
+- ``QuietReporter``: renders nothing; a reporter that renders only part of what it is told subclasses it and
+  overrides that part (so a method added to the protocol is a no-op for it, never an AttributeError);
+- ``ForwardingReporter``: passes every call on through one ``forward``; a wrapper (the fan-out below, the
+  guard of a broken output, the unit watch that holds back the verdict) subclasses it, so it cannot miss a
+  method: a wrapper that lacked ``observe`` once left the live dashboard blank under ``--unit``.
+
+``REPORTER_METHODS`` names the protocol's methods; tests/test_report_protocol.py checks that both bases define
+each of them.
+"""
 
 from __future__ import annotations
 
@@ -15,16 +26,22 @@ class Reporter(Protocol):
     def started(self, info: dict[str, Any]) -> None: ...
     def event(self, ev: Event, a: Assessment) -> None: ...
     def status(self, a: Assessment) -> None: ...
+    def observe(self, obs: Observation) -> None: ...
     def server_line(self, stream: str, text: str) -> None: ...
     def message(self, text: str) -> None: ...
     def verdict(self, result: RunResult) -> None: ...
     def summary(self, result: RunResult) -> None: ...
+    def serving(self, status: ServingStatus, changed: bool) -> None: ...
     def close(self) -> None: ...
+
+
+REPORTER_METHODS = ("started", "event", "status", "observe", "server_line", "message", "verdict", "summary",
+                    "serving", "close")
 
 
 class QuietReporter:
     """A reporter that renders nothing; the ones that render only part of what they are told (systemd,
-    Prometheus, the readiness endpoints) override just that part."""
+    Prometheus, the readiness endpoints, the JSON lines) override just that part."""
 
     def started(self, info: dict[str, Any]) -> None:
         pass
@@ -34,74 +51,77 @@ class QuietReporter:
 
     def status(self, a: Assessment) -> None:
         pass
-
-    def server_line(self, stream: str, text: str) -> None:
-        pass
-
-    def message(self, text: str) -> None:
-        pass
-
-    def verdict(self, result: RunResult) -> None:
-        pass
-
-    def summary(self, result: RunResult) -> None:
-        pass
-
-    def serving(self, status: ServingStatus, changed: bool) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-class Reporters:
-    """Fan-out to several reporters (human lines on stderr, JSON Lines on stdout)."""
-
-    def __init__(self, *reporters: Reporter) -> None:
-        self.reporters = reporters
-
-    def started(self, info: dict[str, Any]) -> None:
-        for r in self.reporters:
-            r.started(info)
-
-    def event(self, ev: Event, a: Assessment) -> None:
-        for r in self.reporters:
-            r.event(ev, a)
-
-    def status(self, a: Assessment) -> None:
-        for r in self.reporters:
-            r.status(a)
-
-    def server_line(self, stream: str, text: str) -> None:
-        for r in self.reporters:
-            r.server_line(stream, text)
-
-    def message(self, text: str) -> None:
-        for r in self.reporters:
-            r.message(text)
-
-    def verdict(self, result: RunResult) -> None:
-        for r in self.reporters:
-            r.verdict(result)
-
-    def summary(self, result: RunResult) -> None:
-        for r in self.reporters:
-            r.summary(result)
-
-    def serving(self, status: ServingStatus, changed: bool) -> None:
-        """After READY, at every step of the serving checks (``changed``: the state just changed)."""
-        for r in self.reporters:
-            serving = getattr(r, "serving", None)
-            if serving is not None:
-                serving(status, changed)
 
     def observe(self, obs: Observation) -> None:
         """Raw observations, for the reporters that draw them (the dashboard)."""
-        for r in self.reporters:
-            observe = getattr(r, "observe", None)
-            if observe is not None:
-                observe(obs)
+
+    def server_line(self, stream: str, text: str) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+    def verdict(self, result: RunResult) -> None:
+        pass
+
+    def summary(self, result: RunResult) -> None:
+        pass
+
+    def serving(self, status: ServingStatus, changed: bool) -> None:
+        """After READY, at every step of the serving checks (``changed``: the state just changed)."""
 
     def close(self) -> None:
+        pass
+
+
+class ForwardingReporter:
+    """Every call goes through ``forward(name, *args)``, by default to ``inner``. A subclass overrides
+    ``forward`` (fan-out, guard) or a method it treats differently (holds back), and inherits the rest."""
+
+    def __init__(self, inner: Reporter) -> None:
+        self.inner = inner
+
+    def forward(self, name: str, *args: Any) -> None:
+        getattr(self.inner, name)(*args)
+
+    def started(self, info: dict[str, Any]) -> None:
+        self.forward("started", info)
+
+    def event(self, ev: Event, a: Assessment) -> None:
+        self.forward("event", ev, a)
+
+    def status(self, a: Assessment) -> None:
+        self.forward("status", a)
+
+    def observe(self, obs: Observation) -> None:
+        self.forward("observe", obs)
+
+    def server_line(self, stream: str, text: str) -> None:
+        self.forward("server_line", stream, text)
+
+    def message(self, text: str) -> None:
+        self.forward("message", text)
+
+    def verdict(self, result: RunResult) -> None:
+        self.forward("verdict", result)
+
+    def summary(self, result: RunResult) -> None:
+        self.forward("summary", result)
+
+    def serving(self, status: ServingStatus, changed: bool) -> None:
+        self.forward("serving", status, changed)
+
+    def close(self) -> None:
+        self.forward("close")
+
+
+class Reporters(ForwardingReporter):
+    """Fan-out to several reporters (human lines on stderr, JSON Lines on stdout), in order."""
+
+    def __init__(self, *reporters: Reporter) -> None:
+        super().__init__(QuietReporter())
+        self.reporters = reporters
+
+    def forward(self, name: str, *args: Any) -> None:
         for r in self.reporters:
-            r.close()
+            getattr(r, name)(*args)

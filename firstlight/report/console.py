@@ -16,6 +16,7 @@ from rich.text import Text
 
 from firstlight.anatomy import human_lines
 from firstlight.judge import Assessment, Event
+from firstlight.report.base import QuietReporter
 from firstlight.report.format import duration, status_line
 from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
@@ -26,7 +27,7 @@ _STYLES = {"ready": "bold green", "regression": "bold yellow", "failed": "bold r
            "level": "blue", "engine_ready": "green", "lost": "yellow"}
 
 
-class ConsoleReporter:
+class ConsoleReporter(QuietReporter):
     def __init__(self, stream: IO[str] | None = None, live: bool | None = None, status_interval: float = 10.0,
                  echo_server: bool = True) -> None:
         self.stream = stream or sys.stderr

@@ -9,11 +9,12 @@ import time
 from typing import IO, Any
 
 from firstlight.judge import Assessment, Event
+from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
 
 
-class JsonLinesReporter:
+class JsonLinesReporter(QuietReporter):
     def __init__(self, stream: IO[str] | None = None, status_interval: float = 1.0) -> None:
         self.stream = stream or sys.stdout
         self.status_interval = status_interval

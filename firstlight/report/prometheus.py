@@ -26,6 +26,7 @@ from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
 from firstlight.vocab import (
     ALL_FAILURES,
+    ALL_PHASES,
     FAILED,
     FINAL_VERDICTS,
     NOT_SERVING,
@@ -33,6 +34,7 @@ from firstlight.vocab import (
     REGRESSION,
     SERVING,
     SERVING_GAUGE,
+    SERVING_PHASE,
     STARTING,
     VERDICTS,
 )
@@ -66,7 +68,8 @@ class PrometheusExporter(QuietReporter):
                          "firstlight's version", registry=r)
         self.info.info(self._info)
         self.verdict_ = Enum("firstlight_verdict", "The verdict so far", states=list(VERDICTS), registry=r)
-        self.phase = Enum("firstlight_phase", "The startup phase", states=[*PHASES, "serving"], registry=r)
+        self.phase = Enum("firstlight_phase", "The startup phase (serving after READY)", states=list(ALL_PHASES),
+                          registry=r)
         self.level = Gauge("firstlight_readiness_level", "Highest readiness level that holds: 0 none, 1 process, "
                            "2 port, 3 http, 4 health, 5 models, 6 generation", registry=r)
         self.ready = Gauge("firstlight_ready", "1 once a real generation returned and checked out", registry=r)
@@ -188,7 +191,7 @@ class PrometheusExporter(QuietReporter):
         self.ready_time.set(_num(result.ready_at))
         self.serving_state(SERVING if serving else NOT_SERVING)
         if serving:
-            self.phase.state("serving")
+            self.phase.state(SERVING_PHASE)
         self.cold_start.set(_num(result.cold_start_s))
         self.first_gen.set(_num((result.first_generation or {}).get("latency_s")))
         if result.phases:

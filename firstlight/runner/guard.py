@@ -17,7 +17,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import IO, Any
 
-from firstlight.report.base import Reporter, Reporters
+from firstlight.report.base import ForwardingReporter, Reporter, Reporters
 from firstlight.runner.launcher import STOP_SIGNALS
 
 # What writing to a stream whose reader is gone (or whose disk is full) raises.
@@ -35,14 +35,14 @@ def silence(stream: Any) -> None:
             os.close(null)
 
 
-class GuardedReporter:
+class GuardedReporter(ForwardingReporter):
     """One reporter that stops writing, without raising, once its output fails."""
 
     def __init__(self, inner: Reporter) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.lost: str | None = None  # why it stopped writing
 
-    def _call(self, name: str, *args: Any) -> None:
+    def forward(self, name: str, *args: Any) -> None:
         if self.lost is not None:
             return
         try:
@@ -50,40 +50,6 @@ class GuardedReporter:
         except _OUTPUT_ERRORS as e:
             self.lost = f"{type(e).__name__}: {e}"
             silence(getattr(self.inner, "stream", None))
-
-    def started(self, info: dict[str, Any]) -> None:
-        self._call("started", info)
-
-    def event(self, ev: Any, a: Any) -> None:
-        self._call("event", ev, a)
-
-    def status(self, a: Any) -> None:
-        self._call("status", a)
-
-    def server_line(self, stream: str, text: str) -> None:
-        self._call("server_line", stream, text)
-
-    def message(self, text: str) -> None:
-        self._call("message", text)
-
-    def verdict(self, summary: Any) -> None:
-        self._call("verdict", summary)
-
-    def summary(self, summary: Any) -> None:
-        self._call("summary", summary)
-
-    def serving(self, status: Any, changed: bool) -> None:
-        """The serving checks' state after READY, for the reporters that render it."""
-        if hasattr(self.inner, "serving"):
-            self._call("serving", status, changed)
-
-    def observe(self, obs: Any) -> None:
-        """Raw observations, for a reporter that draws them (the dashboard); ignored by the others."""
-        if hasattr(self.inner, "observe"):
-            self._call("observe", obs)
-
-    def close(self) -> None:
-        self._call("close")
 
 
 def guard_reporter(reporter: Reporter) -> Reporters:

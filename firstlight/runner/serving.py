@@ -13,12 +13,12 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Callable
-from typing import Any
 
 from firstlight.config import Config
 from firstlight.engines import get_profile
 from firstlight.engines.profile import EngineProfile
 from firstlight.probes.serving import CheckAnswer, CountersSample, ServingProbe
+from firstlight.report.base import Reporter
 from firstlight.result import RunResult
 from firstlight.serving import ServingConfig, ServingStatus, ServingTracker
 from firstlight.timeline import Observation
@@ -30,7 +30,7 @@ def serving_config(cfg: Config) -> ServingConfig:
 
 
 class ServingWatch:
-    def __init__(self, cfg: Config, result: RunResult, reporter: Any, *, profile: EngineProfile | None = None,
+    def __init__(self, cfg: Config, result: RunResult, reporter: Reporter, *, profile: EngineProfile | None = None,
                  pid: int | None = None, model: str | None = None,
                  record: Callable[[ServingStatus], None] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
@@ -89,6 +89,4 @@ class ServingWatch:
         return self.tracker.status
 
     def _tell(self, status: ServingStatus, changed: bool) -> None:
-        serving = getattr(self.reporter, "serving", None)
-        if serving is not None:
-            serving(status, changed)
+        self.reporter.serving(status, changed)

@@ -32,7 +32,7 @@ from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import HistoryError
 from firstlight.judge import Assessment, Event
 from firstlight.redact import Redactor
-from firstlight.report.base import Reporter
+from firstlight.report.base import ForwardingReporter, Reporter
 from firstlight.result import RunResult
 from firstlight.runner.after_ready import deployment_key, open_history
 from firstlight.runner.session import Outcome
@@ -105,27 +105,9 @@ class Attempt:
         return dataclasses.asdict(self)
 
 
-class _HeldReporter:
+class _HeldReporter(ForwardingReporter):
     """Passes everything on but the verdict and the summary, which the watch releases once it knows whether
-    another attempt follows."""
-
-    def __init__(self, inner: Reporter) -> None:
-        self.inner = inner
-
-    def started(self, info: dict[str, Any]) -> None:
-        self.inner.started(info)
-
-    def event(self, ev: Event, a: Assessment) -> None:
-        self.inner.event(ev, a)
-
-    def status(self, a: Assessment) -> None:
-        self.inner.status(a)
-
-    def server_line(self, stream: str, text: str) -> None:
-        self.inner.server_line(stream, text)
-
-    def message(self, text: str) -> None:
-        self.inner.message(text)
+    another attempt follows, and the close, which is the watch's."""
 
     def verdict(self, result: RunResult) -> None:
         pass

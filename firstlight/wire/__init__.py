@@ -7,8 +7,10 @@
   (completion or chat, whole or streamed), event-stream lines with a capped pending line, and server text made
   safe to print;
 - ``errors``: ``WireError`` and the one describer of a failed request;
-- ``urls``: base URLs (no ``/v1/v1``, no port 0);
-- ``identify``: which engine serves a URL, from its endpoints, asked at once within a budget.
+- ``urls``: base URLs (no ``/v1/v1``, no port 0).
+
+The bottom HTTP layer: it imports nothing of firstlight but the leaves (which engine serves a URL is asked
+through it, from :mod:`firstlight.probes.identify`).
 """
 
 from firstlight.wire.client import USER_AGENT, Answer, AsyncWire, Wire, headers
@@ -25,11 +27,9 @@ from firstlight.wire.content import (
     says_unhealthy,
 )
 from firstlight.wire.errors import WireError, describe_error
-from firstlight.wire.identify import IDENTIFY_BUDGET_S, identify_engine
 from firstlight.wire.urls import normalise_url, split_url
 
 __all__ = [
-    "IDENTIFY_BUDGET_S",
     "MAX_BODY",
     "USER_AGENT",
     "Answer",
@@ -44,7 +44,6 @@ __all__ = [
     "describe_error",
     "generated_text",
     "headers",
-    "identify_engine",
     "model_ids",
     "normalise_url",
     "parse_json",

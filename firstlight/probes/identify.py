@@ -4,6 +4,9 @@ All the endpoints are asked at once, each request bounded by the same deadline, 
 never answer costs ``budget_s`` in all, not one full timeout per endpoint. Answers are weighed in a fixed order:
 ``/v1/models``' ``owned_by`` (the server naming itself) first, then each engine's own endpoints, then
 ``/metrics`` prefixes; the answer is given as soon as those received decide it.
+
+It lives with the probes, above both the wire (how to ask) and the engines (what each engine's endpoints
+say), so neither of those imports the other.
 """
 
 from __future__ import annotations
@@ -12,21 +15,18 @@ import threading
 import time
 from collections.abc import Callable
 
-from firstlight.wire.client import Answer, Wire
+from firstlight.engines.detect import DETECTION_ENDPOINTS, detect_from_endpoint
+from firstlight.wire import Answer, Wire
 
 IDENTIFY_BUDGET_S = 2.0
 
 
 def identify_paths() -> list[str]:
-    from firstlight.engines import DETECTION_ENDPOINTS  # engines import the wire's parsers: import late
-
     return ["/v1/models", *dict.fromkeys(p for p, _ in DETECTION_ENDPOINTS if p != "/v1/models"), "/metrics"]
 
 
 def identify_engine(wire: Wire, budget_s: float = IDENTIFY_BUDGET_S) -> tuple[str, str] | None:
     """``(engine, "GET path -> status")`` or None when no endpoint says, all within ``budget_s``."""
-    from firstlight.engines import detect_from_endpoint
-
     paths = identify_paths()
     until = time.monotonic() + budget_s
     answers: dict[str, Answer | None] = {}  # None: asked, no usable answer

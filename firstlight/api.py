@@ -1,0 +1,399 @@
+"""The Python API, for people who start servers from Python (test harnesses, notebooks, orchestration).
+
+``up`` launches a server and ``watch`` attaches to one; both are context managers that enter when the server is
+READY (a real generation returned, exactly what ``firstlight up`` / ``firstlight watch`` decide) and raise
+:class:`NotReady`, carrying the typed :class:`~firstlight.result.RunResult`, when it is not. ``run_preflight``
+runs the checks before launch (``firstlight.preflight`` is their package) and ``replay`` gives a startup log's
+verdict. Nothing here prints: the run is told to a reporter that renders nothing, unless the caller passes one
+(``reporter=``).
+
+The run is the CLI's own: the same :class:`~firstlight.config.Config`, :class:`~firstlight.runner.session.Session`
+and after-READY policy, on a thread of its own so that the caller's thread is free once the server serves
+(the CLI supervises in the foreground; a ``with`` block cannot). While the block runs, that thread supervises
+the launched server: the serving checks (``serving_interval``) and its death, read through ``Server.alive``,
+``Server.serving`` and ``Server.result``. The thread installs no signal handler: Ctrl-C stays the caller's
+KeyboardInterrupt, and the block's exit (whatever the way) stops the server's whole process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import psutil
+
+from firstlight.config import Config, HistoryConfig, JudgeConfig, ProbeConfig
+from firstlight.engines import command_host, command_port, detect_from_command, get_profile
+from firstlight.engines.profile import EngineProfile
+from firstlight.logreplay import ReplayReport, replay_lines, replay_log
+from firstlight.preflight import DEADLINE_S, PreflightOptions, PreflightReport, read_target
+from firstlight.preflight import run_preflight as run_checks
+from firstlight.redact import Redactor
+from firstlight.report.base import ForwardingReporter, QuietReporter, Reporter
+from firstlight.result import RunResult
+from firstlight.runner.session import Outcome, Session
+from firstlight.samplers.weights import model_path_from_command
+from firstlight.serving import ServingStatus
+from firstlight.timeline import Interrupted
+from firstlight.vocab import INTERRUPTED
+from firstlight.wire import normalise_url, split_url
+from firstlight.wire.deadline import resolve
+
+__all__ = ["NotReady", "Server", "replay", "run_preflight", "up", "watch"]
+
+# What the caller's stop looks like to the run: the evidence of the final result reads "<this> received ...".
+_EXIT = "the with-block's exit"
+_RESOLVE_S = 10.0  # getaddrinfo has no timeout of its own
+
+
+class NotReady(Exception):
+    """The server did not become READY (failed, hung, timeout, interrupted), or died while the block ran.
+    ``result`` is the run's typed result: verdict, phase, failure category, hint and evidence."""
+
+    def __init__(self, result: RunResult) -> None:
+        self.result = result
+        super().__init__(reason(result))
+
+
+def reason(result: RunResult) -> str:
+    """One line: the verdict, the failure category, and what says so (the first evidence, else the detail)."""
+    head = result.verdict + (f" ({result.failure})" if result.failure and result.failure != "none" else "")
+    why = next((str(e.get("value")) for e in result.evidence if e.get("value")), None) or result.detail
+    where = "" if why and f"phase {result.phase}" in why else f" in phase {result.phase}"
+    line = head + where + (f": {why}" if why else "")
+    if result.hint:
+        line += f"; hint: {result.hint}"
+    return " ".join(line.split())  # one line, whatever the evidence quotes
+
+
+@dataclass
+class Server:
+    """What ``up`` and ``watch`` enter with. ``result`` is the READY result while the server serves; once the
+    run has ended (the server died in the block, or the block exited) it is the final one."""
+
+    url: str
+    result: RunResult
+    pid: int | None
+    launched: bool
+    serving: ServingStatus | None = None  # the last serving check's state (``up`` only; None before the first)
+    _run: _Run | None = field(default=None, repr=False)
+
+    @property
+    def alive(self) -> bool | None:
+        """``up``: the launched server still runs (supervision goes on). ``watch``: the watched process still
+        lives; None without a pid (nothing to tell it by)."""
+        if self._run is not None and self.launched:
+            return self._run.thread.is_alive()
+        if self.pid is None:
+            return None
+        try:
+            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+
+class _Tracker(ForwardingReporter):
+    """The session's reporter: hands what the API needs to the waiting thread, and everything on to the
+    caller's reporter (none by default: nothing is rendered)."""
+
+    def __init__(self, inner: Reporter | None, ready: threading.Event) -> None:
+        super().__init__(inner or QuietReporter())
+        self.ready = ready
+        self.serving_result: RunResult | None = None
+        self.status_now: ServingStatus | None = None
+
+    def summary(self, result: RunResult) -> None:
+        # Supervision tells the READY result before it starts: the moment the block may run.
+        if result.serving and self.serving_result is None:
+            self.serving_result = result
+            self.ready.set()
+        super().summary(result)
+
+    def serving(self, status: ServingStatus, changed: bool) -> None:
+        self.status_now = status
+        super().serving(status, changed)
+
+
+class _Run:
+    """One Session on its own thread."""
+
+    def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter | None, redactor: Redactor,
+                 preflight: bool = False) -> None:
+        self.cfg, self.profile, self.redactor, self.preflight = cfg, profile, redactor, preflight
+        self.ready = threading.Event()
+        self.tracker = _Tracker(reporter, self.ready)
+        self.session = Session(cfg, profile, self.tracker, redactor)
+        self.outcome: Outcome | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._main, name="firstlight-session", daemon=True)
+        # The longest the session can take to a verdict and to stop the server: a bound on waiting for it.
+        self.bound = cfg.judge.timeout + 2 * cfg.grace + 60.0
+
+    def _main(self) -> None:
+        try:
+            self.outcome = self.session.run()
+        except BaseException as e:  # handed to the caller's thread
+            self.error = e
+        finally:
+            self.ready.set()
+            self.tracker.close()
+
+    def start(self) -> RunResult:
+        """Start the session; return the READY result, or raise NotReady with the final one."""
+        if self.preflight:  # as `up` does: a failed check ends the run before launch, no process started
+            cfg = self.cfg
+            self.session.preflight = _preflight(cfg.command, cfg.engine, cfg.model_path, True, self.redactor,
+                                                min(DEADLINE_S, cfg.judge.timeout))
+        self.thread.start()
+        try:
+            self._wait_ready()
+        except BaseException:  # KeyboardInterrupt while waiting: the server is stopped, then it propagates
+            self.stop()
+            raise
+        if self.tracker.serving_result is not None:
+            return self.tracker.serving_result
+        return self.final()  # the run ended without serving: final() raises NotReady
+
+    def _wait_ready(self) -> None:
+        # In short waits: a process-directed SIGINT may be delivered to another of this process's threads, and
+        # then a lock wait of the main thread is not interrupted; Python raises KeyboardInterrupt only when the
+        # main thread next runs bytecode (one long wait missed a Ctrl-C for its whole length).
+        deadline = time.monotonic() + self.bound
+        while not self.ready.wait(0.1):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"firstlight: no verdict within {self.bound:g}s (a bug of firstlight)")
+
+    def stop(self) -> None:
+        """Tell the session to stop (as a stop signal would) and wait for it to have stopped the server."""
+        if self.thread.is_alive():
+            self.session.q.put(Interrupted(time.time(), _EXIT))
+            self.thread.join(self.bound)
+
+    def final(self) -> RunResult:
+        """The run's final result; NotReady when it did not serve, or stopped serving on its own."""
+        if self.error is not None:
+            raise self.error
+        if self.outcome is None:
+            raise RuntimeError("firstlight: the session did not end")
+        result = self.outcome.result
+        asked = any(str(e.get("value", "")).startswith(_EXIT) for e in result.evidence)
+        if result.verdict == INTERRUPTED and asked and self.tracker.serving_result is not None:
+            return self.tracker.serving_result.stopped(result.server_stopped or "stopped")  # the caller's stop
+        if result.serving:
+            return result
+        raise NotReady(result)
+
+
+class _Context:
+    """The context manager ``up`` and ``watch`` return."""
+
+    def __init__(self, run: _Run, url: str, launched: bool) -> None:
+        self._run, self._url, self._launched = run, url, launched
+        self.server: Server | None = None
+
+    def __enter__(self) -> Server:
+        result = self._run.start()
+        self.server = Server(url=self._url, result=result, pid=result.pid, launched=self._launched, _run=self._run)
+        return self.server
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        server = self.server
+        assert server is not None
+        self._run.stop()
+        server.serving = self._run.tracker.status_now
+        try:
+            server.result = self._run.final()
+        except NotReady as e:  # the server died in the block: said, unless the block already raises
+            server.result = e.result
+            if kind is None:
+                raise
+
+
+def up(command: Sequence[str], *, url: str | None = None, port: int | None = None, engine: str | None = None,
+       model: str | Path | None = None, served_model: str | None = None, api: str = "completions",
+       prompt: str | None = None, expect: str | None = None, max_tokens: int = 8, api_key: str | None = None,
+       timeout: float = 3600.0, stall_timeout: float = 120.0, spin_timeout: float = 900.0,
+       connect_timeout: float = 1.0, read_timeout: float = 5.0, generation_timeout: float = 120.0,
+       serving_interval: float = 10.0, grace: float = 10.0, no_preflight: bool = False,
+       history: bool | str | Path = True, reporter: Reporter | None = None) -> AbstractContextManager[Server]:
+    """Launch ``command`` (its own process group) and enter once it is READY; raise :class:`NotReady` when it
+    fails, hangs or times out (the server is then stopped). The block's exit stops the whole process group.
+
+    ``url`` (or ``port`` on 127.0.0.1) is where to probe; by default the command's ``--host``/``--port``, else
+    the engine's default port. ``model`` is the weights on disk (default: from the command line); ``served_model``
+    the name sent in requests. ``api_key`` is sent as a bearer token and masked everywhere. ``history``: True
+    (the user's run history, or $FIRSTLIGHT_HISTORY), False (none), or a database path. Raises ValueError on
+    bad input (one line), before anything is started."""
+    command = [str(c) for c in command]
+    if not command or not command[0]:
+        raise ValueError("up: no command to launch")
+    profile = _profile(engine, command)
+    probe = _probe_config(_where(url, port) or _url_from_command(command, profile), profile, api=api, prompt=prompt,
+                          expect=expect, max_tokens=max_tokens, served_model=served_model, api_key=api_key,
+                          connect_timeout=connect_timeout, read_timeout=read_timeout,
+                          generation_timeout=generation_timeout)
+    cfg = Config(command=command, engine=engine or detect_from_command(command),
+                 model_path=Path(model) if model else None, probe=probe,
+                 judge=_judge_config(timeout, stall_timeout, spin_timeout), history=_history(history),
+                 grace=_positive("grace", grace), serving_interval=serving_interval, after_ready="supervise")
+    run = _Run(cfg, profile, reporter, _redactor(command, api_key), preflight=not no_preflight)
+    return _Context(run, probe.url, launched=True)
+
+
+def watch(url: str, *, pid: int | None = None, log: str | Path | None = None, log_from_start: bool = False,
+          engine: str | None = None, model: str | Path | None = None, served_model: str | None = None,
+          api: str = "completions", prompt: str | None = None, expect: str | None = None, max_tokens: int = 8,
+          api_key: str | None = None, timeout: float = 3600.0, stall_timeout: float = 120.0,
+          spin_timeout: float = 900.0, connect_timeout: float = 1.0, read_timeout: float = 5.0,
+          generation_timeout: float = 120.0, history: bool | str | Path = True,
+          reporter: Reporter | None = None) -> AbstractContextManager[Server]:
+    """Attach to a server someone else started and enter once it is READY; raise :class:`NotReady` otherwise.
+    Nothing is stopped, on failure or on exit: firstlight did not start it. ``pid`` (its process tree's reads,
+    CPU and death) and ``log`` (its log file, followed) make a slow start tell from a hung one."""
+    if pid is not None and not psutil.pid_exists(pid):
+        raise ValueError(f"watch: no process with pid {pid}")
+    command: list[str] = []
+    if pid is not None:
+        with contextlib.suppress(psutil.Error):  # another user's: watched without its command line
+            command = psutil.Process(pid).cmdline()
+    profile = _profile(engine, command)
+    probe = _probe_config(url, profile, api=api, prompt=prompt, expect=expect, max_tokens=max_tokens,
+                          served_model=served_model, api_key=api_key, connect_timeout=connect_timeout,
+                          read_timeout=read_timeout, generation_timeout=generation_timeout)
+    if model is None and command:
+        model = model_path_from_command(command)
+    cfg = Config(command=[], pid=pid, log_file=Path(log) if log else None, log_from_start=log_from_start,
+                 watched_command=command, engine=engine or detect_from_command(command),
+                 model_path=Path(model) if model else None, probe=probe,
+                 judge=_judge_config(timeout, stall_timeout, spin_timeout), history=_history(history))
+    return _Context(_Run(cfg, profile, reporter, _redactor(command, api_key)), probe.url, launched=False)
+
+
+def run_preflight(command: Sequence[str], *, engine: str | None = None, model: str | Path | None = None,
+              disk_sample: bool = True, deadline_s: float = DEADLINE_S) -> PreflightReport:
+    """The checks ``up`` runs before launch (GPUs, quantization, pip, checkpoint, port, stale server, memory and
+    disk), without starting anything: one typed ``Check`` per check, secrets masked; ``verdict`` is the worst."""
+    command = [str(c) for c in command]
+    if not command or not command[0]:
+        raise ValueError("run_preflight: no command to check")
+    if engine is not None:
+        _profile(engine, command)
+    return _preflight(command, engine, Path(model) if model else None, disk_sample, _redactor(command, None),
+                      _positive("deadline_s", deadline_s))
+
+
+def replay(source: str | os.PathLike[str] | Iterable[str], *, engine: str | None = None) -> ReplayReport:
+    """A startup log's post-mortem, as ``firstlight replay`` gives it: ``outcome`` (ready, failed, incomplete),
+    the last ``phase``, the ``failure`` category, ``hint``, ``evidence`` and ``phases``. ``source`` is a path, or
+    the log's lines."""
+    if engine is not None:
+        _profile(engine)
+    return _replay(source, engine)
+
+
+def _replay(source: str | os.PathLike[str] | Iterable[str], engine: str | None) -> ReplayReport:
+    """The one call into the replay driver."""
+    if isinstance(source, (str, os.PathLike)):
+        return replay_log(Path(source), engine)
+    return replay_lines(source, engine)
+
+
+# -- building the Config, as the CLI does ----------------------------------------------------------------------
+def _profile(engine: str | None, command: Sequence[str] = ()) -> EngineProfile:
+    return get_profile(engine or detect_from_command(list(command)) or "generic")  # ValueError names the choices
+
+
+def _where(url: str | None, port: int | None) -> str | None:
+    if url is not None and port is not None:
+        raise ValueError("give url or port, not both")
+    if port is not None:
+        if not 0 < port < 65536:
+            raise ValueError(f"port {port} is not a port (1..65535)")
+        return f"http://127.0.0.1:{port}"
+    return url
+
+
+def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
+    host = command_host(list(command), profile) or "127.0.0.1"
+    if host in ("0.0.0.0", "::", "[::]", ""):
+        host = "127.0.0.1"
+    port = command_port(list(command), profile) or profile.default_port
+    if not port:  # port 0 would silently become port 80
+        raise ValueError("cannot tell the server's port from its command line; pass url= or port=")
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def _probe_config(url: str, profile: EngineProfile, *, api: str, prompt: str | None, expect: str | None,
+                  max_tokens: int, served_model: str | None, api_key: str | None, connect_timeout: float,
+                  read_timeout: float, generation_timeout: float) -> ProbeConfig:
+    url = normalise_url(url)  # ValueError: a URL that is no URL
+    host, port = split_url(url)
+    try:  # a typo in the host would otherwise look like a server that never opens its port, until the timeout
+        resolve(host, port, _RESOLVE_S)
+    except TimeoutError:
+        raise ValueError(f"cannot resolve host {host!r} of {url} (no answer from the resolver)") from None
+    except OSError as e:
+        raise ValueError(f"cannot resolve host {host!r} of {url} ({e.strerror or e})") from None
+    if api not in ("completions", "chat"):
+        raise ValueError(f"api must be 'completions' or 'chat', not {api!r}")
+    if not 1 <= max_tokens <= 4096:
+        raise ValueError(f"max_tokens must be within 1..4096, not {max_tokens}")
+    if expect is not None:
+        try:
+            re.compile(expect)
+        except re.error as e:
+            raise ValueError(f"expect is not a valid regular expression: {e}") from None
+    ep = profile.endpoints
+    return ProbeConfig(url=url, api=api, prompt=prompt, max_tokens=max_tokens, expect=expect, model=served_model,
+                       api_key=api_key, health_path=ep.health, models_path=ep.models,
+                       completions_path=ep.completions, chat_path=ep.chat,
+                       connect_timeout=_positive("connect_timeout", connect_timeout),
+                       read_timeout=_positive("read_timeout", read_timeout),
+                       generation_timeout=_positive("generation_timeout", generation_timeout))
+
+
+def _positive(name: str, value: float) -> float:
+    if not value > 0 or value == float("inf"):  # NaN too
+        raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+    return float(value)
+
+
+def _judge_config(timeout: float, stall_timeout: float, spin_timeout: float) -> JudgeConfig:
+    return JudgeConfig(timeout=_positive("timeout", timeout), stall_timeout=_positive("stall_timeout", stall_timeout),
+                       spin_timeout=_positive("spin_timeout", spin_timeout))
+
+
+def _history(history: bool | str | Path) -> HistoryConfig:
+    if isinstance(history, bool):
+        return HistoryConfig(enabled=history)
+    return HistoryConfig(enabled=True, path=Path(history))
+
+
+def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
+    r = Redactor()
+    r.add_from_argv(command)
+    r.add_from_env()
+    r.add(api_key)
+    return r
+
+
+def _preflight(command: list[str], engine: str | None, model: Path | None, disk_sample: bool, redactor: Redactor,
+               deadline_s: float) -> PreflightReport:
+    report = run_checks(read_target(command, engine=engine, model=str(model) if model else None),
+                           PreflightOptions(disk_sample, deadline_s=deadline_s), redactor)
+    # Belt and braces, as the CLI: the evidence quotes command lines and paths.
+    report.checks = [dataclasses.replace(c, evidence=redactor.text(c.evidence),
+                                         hint=redactor.text(c.hint) if c.hint else None) for c in report.checks]
+    return report

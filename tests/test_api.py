@@ -1,0 +1,202 @@
+"""The Python API (firstlight.api, re-exported from firstlight): its names, ``up`` against the real llama-server,
+a crash, ``watch`` of a running server, the preflight and the replay of real logs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+import firstlight
+from firstlight.result import RunResult
+from firstlight.sim.server import free_port
+from tests.conftest import REPO, children, pids_in_group, sim_cmd, wait_for
+from tests.test_llama_server import llama, server_cmd  # noqa: F401  (llama: the fixture)
+
+SECRET = "sk-apitest-7f3a9c1e5b"
+
+# Pinned, as httpx pins its own: a name added or dropped is a decision, made here too.
+EXPORTED = [
+    "FAILED", "HUNG", "INTERRUPTED", "READY", "REGRESSION", "STARTING", "TIMEOUT",
+    "Config", "NotReady", "PreflightReport", "RunResult", "Server",
+    "__version__", "replay", "run_preflight", "up", "watch",
+]
+
+
+def test_the_exported_names_are_pinned_and_each_one_resolves():
+    assert firstlight.__all__ == EXPORTED
+    for name in firstlight.__all__:
+        assert getattr(firstlight, name) is not None, name
+    assert set(EXPORTED) <= set(dir(firstlight))
+    assert firstlight.RunResult is RunResult and firstlight.READY == "ready"
+    assert issubclass(firstlight.NotReady, Exception)
+    with pytest.raises(AttributeError):
+        _ = firstlight.Session  # type: ignore[attr-defined]
+
+
+def _crash_cmd() -> list[str]:
+    """A server that dies of a CUDA OOM before it listens, with a secret on its command line."""
+    code = ("import sys; print('loading weights', flush=True); "
+            "print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB', file=sys.stderr); "
+            "sys.exit(1)")
+    return [sys.executable, "-c", code, "--api-key", SECRET]
+
+
+def test_up_of_a_command_that_crashes_raises_not_ready_with_failed_and_its_evidence(capfd: pytest.CaptureFixture[str]):
+    with pytest.raises(firstlight.NotReady) as caught, firstlight.up(_crash_cmd(), port=free_port(), timeout=60,
+                                                                     api_key=SECRET, history=False):
+        pytest.fail("entered the block of a server that crashed")
+    result = caught.value.result
+    assert isinstance(result, RunResult)
+    assert result.verdict == firstlight.FAILED and result.failure == "oom"
+    assert any("CUDA out of memory" in str(e["value"]) for e in result.evidence), result.evidence
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("failed (oom)") and "CUDA out of memory" in message
+    assert result.pid is not None and not pids_in_group(result.pid)
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""  # the API renders nothing
+    assert SECRET not in message and SECRET not in repr(result.to_dict())
+
+
+def test_up_with_bad_input_raises_a_one_line_value_error_and_starts_nothing():
+    for kwargs, what in (({"url": "http://no such host:80"}, "url"), ({"timeout": -1}, "timeout"),
+                         ({"url": "http://127.0.0.1:1", "port": 2}, "port"), ({"expect": "("}, "expect")):
+        with pytest.raises(ValueError, match=what) as caught:
+            firstlight.up(_crash_cmd(), **{"port": free_port(), **kwargs})
+        assert "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match="no command"):
+        firstlight.up([])
+
+
+def test_up_stops_before_launch_when_a_preflight_check_fails(tmp_path: Path):
+    """The preflight is up's, as the CLI runs it: a port already taken fails it, and nothing is launched."""
+    marker = tmp_path / "launched"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cmd = [sys.executable, "-c", f"open({str(marker)!r}, 'w')", "--port", str(port)]
+        with pytest.raises(firstlight.NotReady) as caught, firstlight.up(cmd, timeout=30, history=False):
+            pytest.fail("entered")
+    result = caught.value.result
+    assert result.verdict == firstlight.FAILED and result.preflight is not None, result
+    assert "port" in {c["name"] for c in result.preflight["checks"] if c["status"] == "fail"}, result.preflight
+    assert not marker.exists()
+
+
+@pytest.mark.llama
+def test_up_enters_at_ready_after_a_real_generation_and_stops_the_whole_group_on_exit(llama: dict[str, str]):  # noqa: F811
+    port = free_port()
+    with firstlight.up(server_cmd(llama, port), timeout=300, history=False) as server:
+        assert server.url == f"http://127.0.0.1:{port}"
+        assert server.result.verdict == firstlight.READY and server.result.engine == "llamacpp"
+        assert server.result.first_generation and server.result.first_generation["text"].strip()
+        pgid = server.pid
+        assert pgid is not None and server.alive and pids_in_group(pgid)
+        r = httpx.post(f"{server.url}/v1/completions", json={"prompt": "Hello", "max_tokens": 4}, timeout=60)
+        assert r.status_code == 200 and r.json()["choices"][0]["text"] is not None  # it serves in the block
+    assert not pids_in_group(pgid)
+    assert not psutil.pid_exists(pgid) or psutil.Process(pgid).status() == psutil.STATUS_ZOMBIE
+    assert server.result.verdict == firstlight.READY and server.result.server_stopped
+    assert server.alive is False
+
+
+def test_watch_of_a_running_server_enters_at_ready_and_leaves_it_running(reap: list[int]):
+    port = free_port()
+    sim = subprocess.Popen(sim_cmd("normal", port, "--load-seconds", "1"), start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    reap.append(sim.pid)
+    with firstlight.watch(f"http://127.0.0.1:{port}", pid=sim.pid, timeout=60, history=False) as server:
+        assert server.result.verdict == firstlight.READY and server.launched is False
+        assert server.result.first_generation is not None
+    assert sim.poll() is None and server.alive
+    assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+    os.killpg(sim.pid, signal.SIGTERM)
+    sim.wait(timeout=30)
+
+
+def test_watch_of_nothing_listening_raises_timeout_and_a_missing_pid_is_a_value_error():
+    with pytest.raises(firstlight.NotReady) as caught, firstlight.watch(f"http://127.0.0.1:{free_port()}",
+                                                                        timeout=1.5, history=False):
+        pytest.fail("entered")
+    assert caught.value.result.verdict == firstlight.TIMEOUT
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(timeout=30)
+    with pytest.raises(ValueError, match=f"no process with pid {dead.pid}"):
+        firstlight.watch("http://127.0.0.1:8000", pid=dead.pid)
+
+
+def test_replay_of_real_logs_gives_their_verdicts(shared_logs: Path):
+    ready = firstlight.replay(shared_logs / "llamacpp-ready-serving.log")
+    assert (ready.outcome, ready.engine, ready.phase) == ("ready", "llamacpp", "ready")
+    oom = firstlight.replay(str(shared_logs / "tgi-oom-cuda-graph-during-warmup.log"))
+    assert (oom.outcome, oom.failure) == ("failed", "oom") and oom.phase in ("warmup", "cuda_graph")
+    lines = (shared_logs / "sglang-cuda-graph-capture-exception-deepseek-v25.log").read_text().splitlines()
+    from_lines = firstlight.replay(lines)
+    assert (from_lines.outcome, from_lines.engine, from_lines.phase) == ("failed", "sglang", "cuda_graph")
+    with pytest.raises(ValueError):
+        firstlight.replay(lines, engine="no-such-engine")
+
+
+def test_run_preflight_returns_typed_checks_and_fails_a_missing_model(tmp_path: Path):
+    report = firstlight.run_preflight(["llama-server", "-m", str(tmp_path / "missing.gguf"), "--port",
+                                       str(free_port())], disk_sample=False)
+    assert isinstance(report, firstlight.PreflightReport)
+    assert [c.name for c in report.checks] == ["checkpoint", "quantization", "pip", "gpus", "port", "stale_server",
+                                               "memory_disk"]
+    assert report.verdict == "fail" and report.failure is not None and report.failure.name == "checkpoint"
+    with pytest.raises(ValueError):
+        firstlight.run_preflight([])
+
+
+def test_a_server_that_dies_in_the_block_is_seen_and_its_exit_raises_the_failed_result():
+    port = free_port()
+    with pytest.raises(firstlight.NotReady) as caught, firstlight.up(
+            sim_cmd("normal", port, "--load-seconds", "1"), timeout=60, history=False) as server:
+        assert server.result.verdict == firstlight.READY and server.alive
+        os.kill(server.pid, signal.SIGKILL)  # the server's root, under supervision
+        wait_for(lambda: server.alive is False, 30, "supervision to see the server die")
+    result = caught.value.result
+    assert result.verdict == firstlight.FAILED and result.phase == "serving", result
+    assert server.result is result and not pids_in_group(server.pid)
+
+
+def _cmdline(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:  # gone meanwhile: polled by wait_for, never raise
+        return ""
+
+
+def test_ctrl_c_while_waiting_for_ready_is_the_callers_keyboard_interrupt_and_stops_the_server(tmp_path: Path):
+    script = tmp_path / "caller.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        import firstlight
+
+        cm = firstlight.up({sim_cmd("hang", free_port())!r}, timeout=120, history=False, no_preflight=True)
+        try:
+            with cm:
+                print("entered a server that hangs")
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt", flush=True)
+    """))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    caller = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        sim = wait_for(lambda: [c for c in children(caller.pid) if "firstlight.sim" in _cmdline(c)], 60,
+                       "the server to be launched")[0]
+        caller.send_signal(signal.SIGINT)
+        out, _ = caller.communicate(timeout=60)
+    finally:
+        caller.kill()
+    assert out.strip() == "KeyboardInterrupt" and caller.returncode == 0
+    assert not pids_in_group(sim.pid)
