@@ -137,6 +137,7 @@ def test_the_private_copy_of_a_flooded_run_is_bounded_and_keeps_the_last_lines(t
     lines = [o for o in obs if isinstance(o, LogLine)]
     assert lines[-1].lineno == 499_999 and any(isinstance(o, Probe) for o in obs)  # the end and the verdict
     assert any("left out of this run's report" in getattr(o, "message", "") for o in obs)
+    assert isinstance(obs[-1], Probe)  # in the order fed: the flood's last lines, then the verdict's probe
 
 
 def test_a_record_of_a_million_lines_is_drawn_in_bounded_memory(recorded: tuple[Path, dict[str, Any]],
@@ -144,10 +145,12 @@ def test_a_record_of_a_million_lines_is_drawn_in_bounded_memory(recorded: tuple[
     record, _ = recorded
     t = json.loads(record.read_text().splitlines()[1])["t"]
     big = tmp_path / "big.jsonl"
-    with open(big, "w") as f:
-        f.write(record.read_text())
+    run = record.read_text().splitlines(keepends=True)
+    with open(big, "w") as f:  # the flood while it starts, before the verdict (a record is replayed as it was fed)
+        f.writelines(run[:2])
         line = '{"kind": "log", "t": %.6f, "text": "%d flood", "stream": "stdout", "lineno": %d, "final": true}\n'
         f.writelines(line % (t + i / 1e6, i, i) for i in range(1_000_000))
+        f.writelines(run[2:])
     err = tmp_path / "err.txt"
     with open(err, "w") as e:
         p = subprocess.Popen(firstlight_cmd("report", str(big), "-o", str(tmp_path / "o.html"), "--no-baseline"),

@@ -91,6 +91,22 @@ def proc(t: float, read: int, cpu: float, n: int = 1) -> ProcessSample:
     return ProcessSample(T0 + t, True, None, cpu, 1 << 30, read, 4, procs, "running")
 
 
+def test_a_record_is_replayed_in_the_order_it_was_fed_not_by_timestamp():
+    """A sample is stamped when it began: the session read the fatal lines, then the sample that found the process
+    gone, stamped 30 ms before them. Replayed in that order the record says what the run said (oom); sorted by time
+    it said 'exited without a recognised error' (other): CI saw it once in five runs."""
+    started = Started(T0, 100, "http://x", "sglang", True)
+    lines = [LogLine(T0 + 1.02, "Scheduler hit an exception: Traceback (most recent call last):", "stderr", 9),
+             LogLine(T0 + 1.03, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB.",
+                     "stderr", 10)]
+    gone = ProcessSample(T0 + 1.0, False, 1)
+    text = [json.dumps(o.to_dict()) for o in (started, proc(0.5, 0, 0.1), *lines, gone)]
+    observations = parse_lines(text).observations
+    assert observations[-1] == gone  # the fed order, kept
+    view = build_view(observations)
+    assert (view.verdict, view.failure) == ("failed", "oom")
+
+
 def ready_timeline() -> list:
     return [Started(T0, 100, "http://x", "sglang", True), proc(0.5, 0, 0.1),
             LogLine(T0 + 1, "Load weight begin. avail mem=78.50 GB", "stdout", 1), proc(1.5, 50 << 20, 1.0, 3),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gzip
+import heapq
 import json
 import math
 import types
@@ -100,31 +101,41 @@ def parse_lines(lines: Iterable[str]) -> Recorded:
             out.append(obs)
         else:
             skipped += 1
-    out.sort(key=lambda o: o.t)  # stable: the order they were fed in, within a timestamp
+    # Kept in the order they were fed to the judge, not sorted by time: a sample is stamped when it began, so a
+    # process exit can carry an earlier time than the fatal lines the session read before it; sorted, the replay
+    # saw the exit first and said "other" where the run said "oom".
     return Recorded(out, skipped)
 
 
 def bounded(lines: Iterable[str], cap: int = KEPT_CAP_BYTES, tail: int = KEPT_TAIL_LINES) -> Iterator[str]:
     """The lines of a record, streamed, bounded as :class:`RecordTee` bounds a run's copy: past ``cap`` bytes
     its log lines are only tailed (the last ``tail``), with a note of those left out (a record of 1,000,000
-    lines took 533 MB to draw)."""
+    lines took 533 MB to draw). What follows the cap comes out in the order it was fed (the judge replays it
+    in that order): the other observations after the cap are held, and merged with the tail by position."""
     seen = 0
-    ring: deque[str] = deque(maxlen=tail)
+    ring: deque[tuple[int, str]] = deque(maxlen=tail)
+    held: list[tuple[int, str]] = []
     left_out = 0
-    for line in lines:
-        if seen > cap and line.startswith('{"kind": "log"'):
-            if len(ring) == ring.maxlen:
-                left_out += 1
-            ring.append(line)
+    for n, line in enumerate(lines):
+        if seen > cap:
+            if line.startswith('{"kind": "log"'):
+                if len(ring) == ring.maxlen:
+                    left_out += 1
+                ring.append((n, line))
+            else:
+                held.append((n, line))
             continue
         seen += len(line)
         yield line
-    if left_out and ring:
+    tail_lines = list(ring)
+    if left_out and tail_lines:
         with contextlib.suppress(ValueError, AttributeError):
-            t = float(json.loads(ring[0]).get("t", 0.0))
-            yield json.dumps(SourceNote(t, "log", f"{left_out} log lines of the record were left out of the "
-                                                  "drawing (the last ones are drawn)").to_dict())
-    yield from ring
+            t = float(json.loads(tail_lines[0][1]).get("t", 0.0))
+            note = json.dumps(SourceNote(t, "log", f"{left_out} log lines of the record were left out of the "
+                                                   "drawing (the last ones are drawn)").to_dict())
+            tail_lines.insert(0, (tail_lines[0][0], note))  # just before the first line drawn
+    for _, line in heapq.merge(held, tail_lines, key=lambda e: e[0]):
+        yield line
 
 
 def read_record(path: Path) -> Recorded:
@@ -169,8 +180,10 @@ class RecordTee:
     session's to report, as without the copy.
 
     The private copy is bounded as it is written: past ``cap`` bytes, log lines (what a flood is made of) are
-    no longer written but kept in a ring of the last ``tail`` ones, added at the end (:meth:`finish`); every
-    other observation is still written. A 25 s log flood made a 72 MB copy that took 11-20 s to read back."""
+    no longer written but kept in a ring of the last ``tail`` ones; the other observations after the cap are
+    held beside them, and :meth:`finish` writes both merged in the order they were fed (the report replays the
+    copy in that order: a flood's last lines, its traceback among them, before the exit that followed them).
+    A 25 s log flood made a 72 MB copy that took 11-20 s to read back."""
 
     def __init__(self, user: IO[str] | None, private: IO[str], cap: int = KEPT_CAP_BYTES,
                  tail: int = KEPT_TAIL_LINES) -> None:
@@ -178,15 +191,21 @@ class RecordTee:
         self.private: IO[str] | None = private
         self.cap = cap
         self.kept_bytes = 0
-        self.tail: deque[str] = deque(maxlen=tail)
+        self.tail: deque[tuple[int, str]] = deque(maxlen=tail)
+        self.held: list[tuple[int, str]] = []  # other observations after the cap, written at finish
+        self.fed = 0
         self.left_out = 0  # log lines neither in the copy nor in the tail
 
     def write(self, text: str) -> int:
         if self.private is not None:
-            if self.kept_bytes > self.cap and text.startswith('{"kind": "log"'):
-                if len(self.tail) == self.tail.maxlen:
-                    self.left_out += 1
-                self.tail.append(text)
+            self.fed += 1
+            if self.kept_bytes > self.cap:
+                if text.startswith('{"kind": "log"'):
+                    if len(self.tail) == self.tail.maxlen:
+                        self.left_out += 1
+                    self.tail.append((self.fed, text))
+                else:
+                    self.held.append((self.fed, text))
             else:
                 self._keep(text)
         return self.user.write(text) if self.user is not None else len(text)
@@ -201,14 +220,18 @@ class RecordTee:
             self.private = None
 
     def finish(self) -> None:
-        """The last log lines, and a note of how many were left out, into the private copy."""
-        if self.left_out and self.tail:
-            first_t = json.loads(self.tail[0]).get("t", 0.0)
+        """What came after the cap, in the order it was fed: the held observations, the last log lines and,
+        just before them, a note of how many were left out."""
+        tail = list(self.tail)
+        if self.left_out and tail:
+            first_t = json.loads(tail[0][1]).get("t", 0.0)
             note = SourceNote(first_t, "log", f"{self.left_out} log lines of a flood were left out of this run's "
                               "report and history (its --record file has them all)")
-            self._keep(json.dumps(note.to_dict()) + "\n")
-        while self.tail:
-            self._keep(self.tail.popleft())
+            tail.insert(0, (tail[0][0], json.dumps(note.to_dict()) + "\n"))
+        for _, text in heapq.merge(self.held, tail, key=lambda e: e[0]):
+            self._keep(text)
+        self.tail.clear()
+        self.held = []
         self.left_out = 0
 
     def flush(self) -> None:
