@@ -94,6 +94,8 @@ class ServerProcess:
         self.left_group: dict[int, str] = {}  # pid -> name of processes that left the server's process group
         self._tracked: dict[int, str] = {}  # pid -> start ticks, as told to the watchdog
         self._known: dict[int, tuple[int, psutil.Process]] = {}  # pid -> (start ticks, process): made once
+        self._tree = proctable.TreeReader()  # the server's tree
+        self._children = proctable.TreeReader()  # firstlight's own children (the adopted among them)
         self._out_file: IO[bytes] | None = None
         self._stop_lock = threading.Lock()
         self._stopped: str | None = None
@@ -168,13 +170,13 @@ class ServerProcess:
         return None if self.popen is None else self.popen.poll()
 
     def descendants(self) -> list[psutil.Process]:
-        """The root's descendants and the processes firstlight adopted as the subreaper (with theirs), from one
-        read of the process table (it is read every sample)."""
-        table = proctable.scan()
-        pids = table.descendants([self.pid])
-        for p in self.adopted(table):
-            pids += [p.pid, *table.descendants([p.pid])]
-        out = [self._process(table.get(pid)) for pid in dict.fromkeys(pids)]
+        """The root's descendants and the processes firstlight adopted as the subreaper (with theirs), read the
+        cheaper way (:class:`firstlight.samplers.proctable.TreeReader`): this runs every sample."""
+        pids, table = self._tree.below([self.pid])
+        for p in self.adopted():
+            pids += [p.pid, *self._tree.below([p.pid])[0]]
+        stat = table.get if table is not None else proctable.read_stat
+        out = [self._process(stat(pid)) for pid in dict.fromkeys(pids)]
         return [p for p in out if p is not None]
 
     def _process(self, st: proctable.Stat | None) -> psutil.Process | None:
@@ -193,11 +195,11 @@ class ServerProcess:
         self._known[st.pid] = (st.start_ticks, p)
         return p
 
-    def adopted(self, table: proctable.Table | None = None) -> list[psutil.Process]:
+    def adopted(self) -> list[psutil.Process]:
         """firstlight's children that are the server's orphans, adopted as the subreaper (a daemon whose
         launcher exited, a double-forked worker): not the root, not the watchdog, and outside firstlight's own
         session (the server runs in a session of its own, and its orphans stay there or ``setsid`` away;
-        whatever else firstlight runs stays in firstlight's session). ``table``: the process table just read."""
+        whatever else firstlight runs stays in firstlight's session)."""
         if self.popen is None:
             return []
         own = {self.pid, self.watchdog.pid if self.watchdog else -1}
@@ -205,10 +207,9 @@ class ServerProcess:
             my_session = os.getsid(0)
         except OSError:
             return []
-        table = table if table is not None else proctable.scan()
         out = []
-        for pid in table.children_of(os.getpid()):
-            st = table.get(pid)
+        for pid in self._children.below([os.getpid()], recursive=False)[0]:
+            st = proctable.read_stat(pid)
             if st is None or st.pid in own:
                 continue
             try:

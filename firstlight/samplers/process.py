@@ -17,16 +17,7 @@ import psutil
 from firstlight.deaths import wait_status_code
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.oom import OomTraces
-from firstlight.samplers.proctable import (
-    CLK_TCK,
-    Stat,
-    last_pid,
-    process_count,
-    read_bytes,
-    read_stat,
-    scan,
-    walk_children,
-)
+from firstlight.samplers.proctable import CLK_TCK, Stat, TreeReader, last_pid, read_bytes, read_stat
 from firstlight.timeline import Observation, ProcessSample, ProcInfo, SourceNote
 
 
@@ -75,9 +66,7 @@ class ProcessTreeSampler(Sampler):
         self._dead = False
         self._threads = ThreadCpu()
         self._boot: float | None = None
-        self._children_files = True  # the kernel has /proc/PID/task/TID/children
-        self._host_procs = self._ticks = 0  # processes on the machine, counted every 10th tree walk
-        self._threads_seen: dict[int, int] = {}  # pid -> threads, as of the last sample
+        self._tree = TreeReader()
         self._below: tuple[int, list[psutil.Process]] | None = None  # (last pid created, descendants) of the last read
         self._was: tuple[float, float, int, int, tuple[tuple[int, str], ...]] | None = None  # t, cpu, read, rss, who
 
@@ -135,7 +124,6 @@ class ProcessTreeSampler(Sampler):
         if died:
             self._names = {k: v for k, v in self._names.items() if k[0] in seen}
         self._last = {i.pid: i for i in infos}
-        self._threads_seen = {p.pid: st.threads for p, st in members}
         self._last_read.update(read_now)
         if any(v < 0 for v in read_now.values()) and not self._io_denied_noted:
             self._io_denied_noted = True
@@ -175,17 +163,14 @@ class ProcessTreeSampler(Sampler):
         if root_alive and last is not None and self._below is not None and self._below[0] == last:
             below = self._below[1]
         else:
-            pids = self._walk(root) if root is not None and self._descendants is None else None
-            table = scan() if pids is None and self.tree_from_table and self._descendants is None else None
             try:
                 if self._descendants is not None:
                     below = self._descendants()
                 elif root is None:
                     below = []
-                elif pids is not None or table is not None:
-                    if table is not None:
-                        pids = table.descendants([root.pid])
-                    read = {pid: table.get(pid) if table is not None else read_stat(pid) for pid in pids or ()}
+                elif self.tree_from_table:
+                    pids, table = self._tree.below([root.pid])
+                    read = {pid: table.get(pid) if table is not None else read_stat(pid) for pid in pids}
                     below = [p for p in (self._process(pid, st) for pid, st in read.items()) if p is not None]
                 else:
                     below = root.children(recursive=True)
@@ -200,22 +185,6 @@ class ProcessTreeSampler(Sampler):
             if q is not None and q is not root:
                 members.append((q, st))
         return members, root_alive, below
-
-    def _walk(self, root: psutil.Process) -> list[int] | None:
-        """The descendants from the threads' children files where that reads fewer files than a scan of the
-        process table (the tree's threads, as of the last sample, against the machine's processes)."""
-        if not self.tree_from_table or not self._children_files:
-            return None
-        threads = sum(self._threads_seen.values()) + len(self._threads_seen)
-        if self._ticks % 10 == 0:
-            self._host_procs = process_count()
-        self._ticks += 1
-        if threads >= self._host_procs:
-            return None
-        pids = walk_children([root.pid])
-        if pids is None:
-            self._children_files = False
-        return pids
 
     def _is(self, p: psutil.Process, st: Stat) -> bool:
         """Whether ``st`` describes the process ``p`` (not a newer one that took its pid)."""

@@ -1,6 +1,6 @@
 """``/proc/PID/stat`` read once, parsed once: what a sample needs of a process (parent, group, state, CPU, threads,
-start, RSS) from one file, where psutil reads stat, statm and status for the same figures, and its ``children``
-reads every process's stat again on each call. A tick reads the process table once (:func:`scan`) and walks it.
+start, RSS) from one file, where psutil reads stat, statm and status for the same figures; and a process tree read
+the cheaper way (:class:`TreeReader`), where psutil's ``children`` reads every process's stat on each call.
 """
 
 from __future__ import annotations
@@ -110,11 +110,12 @@ def scan() -> Table:
     return Table(raw)
 
 
-def walk_children(roots: list[int]) -> list[int] | None:
+def _walk(roots: list[int], recursive: bool = True) -> tuple[list[int], int] | None:
     """Every process below ``roots`` from each thread's ``/proc/PID/task/TID/children`` (a fork from any thread
-    lands in that thread's file), parents before children: a read per thread of the tree, where a scan reads one
-    file per process of the machine (thousands with the kernel's threads on a large host). None where the kernel
-    has no such file (CONFIG_PROC_CHILDREN)."""
+    lands in that thread's file), parents before children, and how many files that read: one per thread of the
+    tree, where a scan reads one per process of the machine (thousands with the kernel's threads on a large
+    host). None where the kernel has no such file (CONFIG_PROC_CHILDREN)."""
+    files = 0
     out: list[int] = []
     seen = set(roots)
     todo = list(roots)
@@ -124,6 +125,7 @@ def walk_children(roots: list[int]) -> list[int] | None:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue  # gone
+        files += 1 + len(tids)
         for tid in tids:
             try:
                 with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
@@ -139,8 +141,37 @@ def walk_children(roots: list[int]) -> list[int] | None:
                 if c not in seen:
                     seen.add(c)
                     out.append(c)
-                    todo.append(c)
-    return out
+                    if recursive:
+                        todo.append(c)
+    return out, files
+
+
+class TreeReader:
+    """The descendants of some processes, read the cheaper way each time: the threads' children files (a read per
+    thread of the tree) while that is fewer files than the machine has processes, else one scan of the table."""
+
+    def __init__(self) -> None:
+        self._tree_files = 0  # what the last walk read (or would have: the tree's threads, from the last scan)
+        self._host = 0  # processes on the machine, counted every 10th call
+        self._calls = 0
+        self._children_files = True  # the kernel has them (CONFIG_PROC_CHILDREN)
+
+    def below(self, roots: list[int], recursive: bool = True) -> tuple[list[int], Table | None]:
+        """Every process below ``roots`` (``recursive=False``: their children), parents before children; the
+        table, when one was read."""
+        if self._calls % 10 == 0:
+            self._host = process_count()
+        self._calls += 1
+        if self._children_files and self._tree_files < self._host:
+            got = _walk(roots, recursive)
+            if got is not None:
+                self._tree_files = got[1]
+                return got[0], None
+            self._children_files = False
+        table = scan()
+        pids = table.descendants(roots) if recursive else [c for r in roots for c in table.children_of(r)]
+        self._tree_files = sum(1 + st.threads for st in map(table.get, [*roots, *pids]) if st is not None)
+        return pids, table
 
 
 def process_count() -> int:
