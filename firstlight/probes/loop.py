@@ -68,13 +68,12 @@ class LadderLoop:
             self.sink(SourceNote(self.ladder.clock(), "probe", f"probe failed inside firstlight: {why}"))
             return []
 
-    def _identify_first(self) -> None:
+    def _identify_first(self) -> list[Probe]:
         """Engine unknown: climb no higher than HTTP until it answers, then ask the engine-specific endpoints who
-        it is (within the identification budget), before any generation."""
+        it is (within the identification budget), before any generation. The climb's probes."""
         results = self._climb(Level.HTTP)
         if not any(p.ok and p.level >= Level.HTTP for p in results):
-            self.wake.wait(self.min_interval)
-            return
+            return results
         self.identify = False
         try:
             found = self.ladder.identify()
@@ -82,6 +81,7 @@ class LadderLoop:
             found = None
         if found is not None and not self.stop.is_set():
             self.sink(EngineIdentified(self.ladder.clock(), found[0], found[1]))
+        return results
 
     def _take_endpoints(self) -> None:
         with self._lock:
@@ -95,10 +95,12 @@ class LadderLoop:
         while not self.stop.is_set():
             self.wake.clear()
             self._take_endpoints()
-            if self.identify:
-                self._identify_first()
-                continue
-            results = self._climb()
+            if self.identify:  # backs off like any climb while the port refuses (it polled at min_interval)
+                results = self._identify_first()
+                if not self.identify:
+                    continue  # HTTP answered: climb on at once
+            else:
+                results = self._climb()
             if self.stop.is_set():
                 return
             top = max((p.level for p in results if p.ok), default=Level.NONE)

@@ -32,6 +32,7 @@ from typing import IO
 import psutil
 
 from firstlight.runner.watchdog import start_ticks
+from firstlight.samplers import proctable
 
 # Signals that end a run the way SIGTERM does: the server is stopped (an ssh session that drops sends SIGHUP).
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -92,6 +93,9 @@ class ServerProcess:
         self.watchdog: subprocess.Popen[bytes] | None = None
         self.left_group: dict[int, str] = {}  # pid -> name of processes that left the server's process group
         self._tracked: dict[int, str] = {}  # pid -> start ticks, as told to the watchdog
+        self._known: dict[int, tuple[int, psutil.Process]] = {}  # pid -> (start ticks, process): made once
+        self._tree = proctable.TreeReader()  # the server's tree
+        self._children = proctable.TreeReader()  # firstlight's own children (the adopted among them)
         self._out_file: IO[bytes] | None = None
         self._stop_lock = threading.Lock()
         self._stopped: str | None = None
@@ -166,17 +170,30 @@ class ServerProcess:
         return None if self.popen is None else self.popen.poll()
 
     def descendants(self) -> list[psutil.Process]:
-        """The root's descendants and the processes firstlight adopted as the subreaper (with theirs)."""
-        found: dict[int, psutil.Process] = {}
-        with contextlib.suppress(psutil.Error):
-            for p in psutil.Process(self.pid).children(recursive=True):
-                found[p.pid] = p
+        """The root's descendants and the processes firstlight adopted as the subreaper (with theirs), read the
+        cheaper way (:class:`firstlight.samplers.proctable.TreeReader`): this runs every sample."""
+        pids, table = self._tree.below([self.pid])
         for p in self.adopted():
-            found.setdefault(p.pid, p)
-            with contextlib.suppress(psutil.Error):
-                for c in p.children(recursive=True):
-                    found.setdefault(c.pid, c)
-        return list(found.values())
+            pids += [p.pid, *self._tree.below([p.pid])[0]]
+        stat = table.get if table is not None else proctable.read_stat
+        out = [self._process(stat(pid)) for pid in dict.fromkeys(pids)]
+        return [p for p in out if p is not None]
+
+    def _process(self, st: proctable.Stat | None) -> psutil.Process | None:
+        """psutil's process for ``st``, made once per process (its creation reads /proc again)."""
+        if st is None:
+            return None
+        known = self._known.get(st.pid)
+        if known is not None and known[0] == st.start_ticks:
+            return known[1]
+        try:
+            p = psutil.Process(st.pid)
+        except psutil.Error:
+            return None
+        if len(self._known) > 4096:  # a long-lived server's short-lived children: forget the old ones
+            self._known.clear()
+        self._known[st.pid] = (st.start_ticks, p)
+        return p
 
     def adopted(self) -> list[psutil.Process]:
         """firstlight's children that are the server's orphans, adopted as the subreaper (a daemon whose
@@ -191,22 +208,20 @@ class ServerProcess:
         except OSError:
             return []
         out = []
-        try:
-            children = psutil.Process().children()
-        except psutil.Error:
-            return []
-        for p in children:
-            if p.pid in own:
+        for pid in self._children.below([os.getpid()], recursive=False)[0]:
+            st = proctable.read_stat(pid)
+            if st is None or st.pid in own:
                 continue
             try:
-                if os.getsid(p.pid) == my_session:
+                if os.getsid(st.pid) == my_session:
                     continue  # one of firstlight's own helpers: its own code waits for it
-                if p.status() == psutil.STATUS_ZOMBIE:
+                if st.state == "Z":
                     with contextlib.suppress(ChildProcessError):
-                        os.waitpid(p.pid, os.WNOHANG)  # reap what we adopted, or it stays a zombie
+                        os.waitpid(st.pid, os.WNOHANG)  # reap what we adopted, or it stays a zombie
                     continue
-                if p.create_time() + 1 < self._launched_at:
-                    continue  # older than the server: not one of its processes
+                p = self._process(st)
+                if p is None or p.create_time() + 1 < self._launched_at:
+                    continue  # gone, or older than the server: not one of its processes
             except (psutil.Error, OSError):
                 continue
             out.append(p)
@@ -220,11 +235,12 @@ class ServerProcess:
                 procs.append(psutil.Process(self.pid))
         return procs + [p for p in self.descendants() if _alive_one(p)]
 
-    def note_left_group(self) -> list[tuple[int, str]]:
-        """Processes of the tree that left the server's process group (``setsid``) since the last call: the
-        watchdog learns them, so it stops them too; the caller reports them."""
+    def note_left_group(self, procs: list[psutil.Process] | None = None) -> list[tuple[int, str]]:
+        """Processes of the tree (``procs``: the descendants just read) that left the server's process group
+        (``setsid``) since the last call: the watchdog learns them, so it stops them too; the caller reports
+        them."""
         new = []
-        for p in self.descendants():
+        for p in self.descendants() if procs is None else procs:
             try:
                 if os.getpgid(p.pid) == self.pid or p.pid in self.left_group:
                     continue

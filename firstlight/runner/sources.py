@@ -21,14 +21,14 @@ from firstlight.preflight.pagecache import resident_bytes
 from firstlight.probes.ladder import Ladder, split_url
 from firstlight.probes.loop import LadderLoop
 from firstlight.runner.launcher import LaunchError, ServerProcess
-from firstlight.samplers.base import Sampler
+from firstlight.samplers.base import Backoff, Sampler, idle_cap
 from firstlight.samplers.gpu import GpuSampler
 from firstlight.samplers.logs import FileFollower, PipeReader
 from firstlight.samplers.oom import OomTraces
 from firstlight.samplers.ports import accepts, foreign_listener
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
-from firstlight.timeline import Observation, SourceNote, WeightsTotal
+from firstlight.timeline import Observation, Probe, SourceNote, WeightsTotal
 
 Sink = Callable[[Observation], None]
 WEIGHTS_WAIT_S = 1.0
@@ -51,6 +51,7 @@ class Sources:
         self.followers: list[FileFollower] = []
         self.readers: list[PipeReader] = []
         self.ladder_loop: LadderLoop | None = None
+        self._rungs: dict[int, bool] = {}  # probe level -> whether it answered last time
 
     @property
     def pid(self) -> int | None:
@@ -72,12 +73,13 @@ class Sources:
             self._follow(self.cfg.log_file, echo=False, from_start=self.cfg.log_from_start,
                          since=self._watched_start())
         processes = self.process_sampler()
-        if processes is not None:
+        if processes is not None:  # backs off while nothing moves; nudged back by a line or a probe's change
+            processes.backoff = Backoff(self.cfg.sample_interval, idle_cap(self.cfg.judge.stall_timeout))
             self.samplers.append(processes)
         self.samplers.append(GpuSampler(self.cfg.sample_interval, clock=self.clock))
         for s in self.samplers:
             s.start(self.sink)
-        self.ladder_loop = LadderLoop(Ladder(self.cfg.probe, self.clock), self.sink, self.cfg.probe.min_interval,
+        self.ladder_loop = LadderLoop(Ladder(self.cfg.probe, self.clock), self._probed, self.cfg.probe.min_interval,
                                       self.cfg.probe.max_interval, identify=self.identify)
         self.ladder_loop.start()
         return None
@@ -187,9 +189,22 @@ class Sources:
 
     # -- while running ---------------------------------------------------------------------------------
     def new_log_line(self) -> None:
-        """Something happened: probe again soon."""
+        """Something happened: probe again soon, sample at the base rate."""
         if self.ladder_loop is not None:
             self.ladder_loop.wake.set()
+        self._nudge()
+
+    def _probed(self, obs: Observation) -> None:
+        """A probe's result, on its way to the sink: a rung that answers differently from the last time is a
+        change, and the samplers leave their idle back-off."""
+        if isinstance(obs, Probe) and self._rungs.get(int(obs.level)) != obs.ok:
+            self._rungs[int(obs.level)] = obs.ok
+            self._nudge()
+        self.sink(obs)
+
+    def _nudge(self) -> None:
+        for s in self.samplers:
+            s.nudge()
 
     def use_endpoints(self, endpoints: Endpoints) -> None:
         """The engine became known: its endpoints, for the options the user did not set."""

@@ -9,16 +9,51 @@ from collections.abc import Callable
 from firstlight.timeline import Observation
 
 Sink = Callable[[Observation], None]
+# the idle back-off's ceiling: far below any stall timeout (default 120 s), so a stall is judged as late as that
+IDLE_CAP_S = 4.0
+
+
+class Backoff:
+    """The idle back-off of a sampler: after a sample in which nothing moved the interval doubles, up to ``cap``;
+    after a sample that moved, or a nudge from outside (a log line, a probe's answer), it is ``base`` again.
+
+    A signal that starts moving is seen at most ``cap`` late (``cap`` is well under the stall timeout: see
+    :func:`idle_cap`), and from then on at the base rate.
+    """
+
+    def __init__(self, base: float, cap: float) -> None:
+        self.base = base
+        self.cap = max(base, cap)
+        self.interval = base
+
+    def after(self, moved: bool) -> float:
+        """The wait before the next sample, given whether this one saw anything move."""
+        self.interval = self.base if moved else min(self.cap, self.interval * 2)
+        return self.interval
+
+    def reset(self) -> None:
+        self.interval = self.base
+
+
+def idle_cap(stall_timeout: float | None) -> float:
+    """The back-off's ceiling for a watch judged on ``stall_timeout``: IDLE_CAP_S, and at most a tenth of it."""
+    return IDLE_CAP_S if stall_timeout is None else min(IDLE_CAP_S, stall_timeout / 10)
 
 
 class Sampler:
-    """Subclasses implement ``sample``; ``start`` runs it every ``interval`` seconds in a daemon thread."""
+    """Subclasses implement ``sample``; ``start`` runs it every ``interval`` seconds in a daemon thread.
+
+    A subclass that sets ``moved`` in ``sample`` (False: nothing it watches changed) backs off while idle, once
+    ``backoff`` is set (:class:`Backoff`); ``nudge`` brings it back to ``interval`` at once."""
 
     name = "sampler"
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
+        self.moved = True
+        self.backoff: Backoff | None = None
         self._stop = threading.Event()
+        self._nudged = threading.Event()  # a nudge or the stop: ends a backed-off wait early
         self._thread: threading.Thread | None = None
 
     def sample(self) -> list[Observation]:
@@ -31,10 +66,28 @@ class Sampler:
 
     def stop(self) -> None:
         self._stop.set()
+        self._nudged.set()
+
+    def nudge(self) -> None:
+        """Something moved elsewhere: the next sample within ``interval`` of the last one, not after a backed-off
+        wait. Cheap when not backed off (one flag test), as it is called for every log line."""
+        b = self.backoff
+        if b is not None and b.interval > b.base:
+            b.reset()
+            self._nudged.set()
 
     def _run(self, sink: Sink) -> None:
         while not self._stop.is_set():
             t0 = time.monotonic()
+            self.moved = True
             for obs in self.sample():
                 sink(obs)
-            self._stop.wait(max(0.0, self.interval - (time.monotonic() - t0)))
+            wait = self.backoff.after(self.moved) if self.backoff is not None else self.interval
+            deadline = t0 + wait
+            while not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                if self._nudged.wait(left):
+                    self._nudged.clear()
+                    deadline = min(deadline, t0 + self.interval)

@@ -46,6 +46,7 @@ class GpuSampler(Sampler):
         self._nvml, self._why = (nvml, None) if nvml is not None else load_nvml()
         self._ready = False
         self._off = False
+        self._names: dict[int, str] = {}  # pid -> name of the GPU's processes, looked up once each
 
     def sample(self) -> list[Observation]:
         if self._off:
@@ -73,10 +74,15 @@ class GpuSampler(Sampler):
                 devices.append(GpuDevice(i, name, int(mem.used), int(mem.total), util))
                 for p in nv.nvmlDeviceGetComputeRunningProcesses(h):
                     used = getattr(p, "usedGpuMemory", None)
-                    procs.append(GpuProcess(i, int(p.pid), None if used is None else int(used), _pname(p.pid)))
+                    pid = int(p.pid)
+                    name = self._names.get(pid)
+                    if name is None:
+                        name = self._names[pid] = _pname(pid)
+                    procs.append(GpuProcess(i, pid, None if used is None else int(used), name))
         except Exception as e:  # NVMLError and friends: no driver, no GPU, lost GPU
             self._off = True
             return [SourceNote(now, "gpu", f"unavailable: NVML: {e}; carrying on without GPU signals")]
+        self._names = {p.pid: p.name for p in procs}  # forget the ones gone
         if count == 0:
             self._off = True
             return [SourceNote(now, "gpu", "unavailable: NVML sees no GPU; carrying on without GPU signals")]

@@ -17,6 +17,7 @@ import psutil
 from firstlight.deaths import wait_status_code
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.oom import OomTraces
+from firstlight.samplers.proctable import CLK_TCK, Stat, TreeReader, last_pid, read_bytes, read_stat
 from firstlight.timeline import Observation, ProcessSample, ProcInfo, SourceNote
 
 
@@ -25,29 +26,38 @@ class ProcessTreeSampler(Sampler):
 
     CPU time and bytes read are cumulative over the tree: a child that exits keeps its last count, so the
     totals never go backwards. ``exit_code`` asks whoever can know it (the launcher, for a child of ours).
+
+    Cost: each member's figures from its ``/proc/PID/stat`` and ``/proc/PID/io``
+    (:mod:`firstlight.samplers.proctable`), the threads of busy members only; the process table (for the tree)
+    is read once a tick, and only after a process was created anywhere; psutil objects are kept by pid and start
+    time. ``moved`` says whether anything changed since the previous sample (membership, a state, bytes read, RSS
+    by ``MOVED_RSS_BYTES``, CPU at ``MOVED_CPU_CORES``), for the idle back-off
+    (:class:`firstlight.samplers.base.Backoff`).
     """
 
     name = "process"
+    tree_from_table = True  # the tree is what the process table has below the root (a unit's cgroup lists its own)
 
     def __init__(self, pid: int, interval: float = 1.0,
                  exit_code: Callable[[], int | None] | None = None,
                  clock: Callable[[], float] = time.time,
                  descendants: Callable[[], list[psutil.Process]] | None = None,
-                 left_group: Callable[[], list[tuple[int, str]]] | None = None,
+                 left_group: Callable[[list[psutil.Process]], list[tuple[int, str]]] | None = None,
                  oom: OomTraces | None = None) -> None:
         """``descendants``: the tree below the root (default: the root's children, recursively);
-        ``left_group``: processes that left the server's process group since the last call;
+        ``left_group``: processes of the given tree that left the server's process group since the last call;
         ``oom``: the kernel's OOM-kill traces, read when the process is found gone."""
         super().__init__(interval)
         self._oom = oom
         self._descendants = descendants
-        self._left_group = left_group or (lambda: [])
+        self._left_group = left_group or (lambda procs: [])
         self._daemon_noted = False
         self.pid = pid
         self.clock = clock
         self._exit_code = exit_code or (lambda: None)
         self._root: psutil.Process | None = None
-        self._procs: dict[int, psutil.Process] = {}
+        self._procs: dict[int, tuple[int, psutil.Process]] = {}  # pid -> (start ticks, process)
+        self._names: dict[tuple[int, int, str], str] = {}  # (pid, start ticks, comm) -> name
         self._last: dict[int, ProcInfo] = {}
         self._gone_cpu = 0.0
         self._gone_read = 0
@@ -55,6 +65,10 @@ class ProcessTreeSampler(Sampler):
         self._io_denied_noted = False
         self._dead = False
         self._threads = ThreadCpu()
+        self._boot: float | None = None
+        self._tree = TreeReader()
+        self._below: tuple[int, list[psutil.Process]] | None = None  # (last pid created, descendants) of the last read
+        self._was: tuple[float, float, int, int, tuple[tuple[int, str], ...]] | None = None  # t, cpu, read, rss, who
 
     def sample(self) -> list[Observation]:
         now = self.clock()
@@ -62,8 +76,8 @@ class ProcessTreeSampler(Sampler):
             return []
         out: list[Observation] = []
         root = self._root_process()
-        members = self._tree_members(root)
-        if not members or (root is not None and not _alive(root) and self._exit_code() not in (0, None)):
+        members, root_alive, below = self._tree_members(root)
+        if not members or (root is not None and not root_alive and self._exit_code() not in (0, None)):
             self._dead = True
             code = self._exit_code()
             if code is None:
@@ -72,32 +86,29 @@ class ProcessTreeSampler(Sampler):
             if self._oom is not None and (code is None or code < 0):
                 traces = self._oom.evidence(self._last)
             return [ProcessSample(now, alive=False, exit_code=code, oom=traces)]
-        if (root is None or not _alive(root)) and not self._daemon_noted:
+        if not root_alive and not self._daemon_noted:
             self._daemon_noted = True
-            pids = ", ".join(f"{p.pid}" for p in members[:8])
+            pids = ", ".join(f"{p.pid}" for p, _ in members[:8])
             out.append(SourceNote(now, "process", f"pid {self.pid} exited with code 0 and left {len(members)} "
                                                   f"process(es) running (pid {pids}): a launcher that daemonized "
                                                   "the server; watching those"))
-        for pid, name in self._left_group():
+        for pid, name in self._left_group(below):
             out.append(SourceNote(now, "process", f"pid {pid} ({name}) left the server's process group (setsid); "
                                                   "it is still watched and will be stopped with the server"))
         infos: list[ProcInfo] = []
         cpu = rss = threads = 0.0
         read_now: dict[int, int] = {}
         root_state = None
-        for p in members:
-            p = self._procs.setdefault(p.pid, p)
+        for p, st in members:
+            got = read_bytes(p.pid)
+            if got is None:
+                continue  # gone since its stat was read
             try:
-                with p.oneshot():
-                    t = p.cpu_times()
-                    info = ProcInfo(p.pid, p.name(), p.status(), t.user + t.system, p.memory_info().rss,
-                                    p.create_time())
-                    threads += p.num_threads()
-                    read_now[p.pid] = self._read(p)
-            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                info = ProcInfo(p.pid, self._name(p, st), st.status, st.cpu_seconds, st.rss_bytes, p.create_time())
+            except psutil.Error:
                 continue
-            except psutil.AccessDenied:
-                continue
+            read_now[p.pid] = got
+            threads += st.threads
             infos.append(info)
             cpu += info.cpu_seconds
             rss += info.rss_bytes
@@ -110,6 +121,8 @@ class ProcessTreeSampler(Sampler):
             self._gone_read += self._last_read.get(info.pid, 0)
             self._procs.pop(info.pid, None)
             self._last_read.pop(info.pid, None)
+        if died:
+            self._names = {k: v for k, v in self._names.items() if k[0] in seen}
         self._last = {i.pid: i for i in infos}
         self._last_read.update(read_now)
         if any(v < 0 for v in read_now.values()) and not self._io_denied_noted:
@@ -118,25 +131,101 @@ class ProcessTreeSampler(Sampler):
                                                   "bytes read are undercounted"))
         total_read = self._gone_read + sum(max(0, v) for v in read_now.values())
         top, top_name, top_state = self._threads.busiest(now, infos)
-        out.append(ProcessSample(now, alive=True, cpu_seconds=cpu + self._gone_cpu, rss_bytes=int(rss),
+        total_cpu = cpu + self._gone_cpu
+        self.moved = self._moved(now, total_cpu, total_read, int(rss), infos)
+        out.append(ProcessSample(now, alive=True, cpu_seconds=total_cpu, rss_bytes=int(rss),
                                  read_bytes=total_read, threads=int(threads), procs=tuple(infos),
                                  root_state=root_state, died=died, thread_top=top, thread_top_name=top_name,
                                  thread_top_state=top_state))
         return out
 
-    def _tree_members(self, root: psutil.Process | None) -> list[psutil.Process]:
-        """Live processes of the tree: the root (while it lives) and its descendants."""
-        members = [root] if root is not None and _alive(root) else []
-        try:
-            if self._descendants is not None:
-                below = self._descendants()
-            elif members:
-                below = members[0].children(recursive=True)
-            else:
+    def _moved(self, now: float, cpu: float, read: int, rss: int, infos: list[ProcInfo]) -> bool:
+        """Anything the judge could call progress, or a change it reports, since the previous sample."""
+        who = tuple((i.pid, i.state) for i in infos)
+        was, self._was = self._was, (now, cpu, read, rss, who)
+        if was is None or now <= was[0]:
+            return True
+        return (who != was[4] or read != was[2] or abs(rss - was[3]) >= MOVED_RSS_BYTES
+                or (cpu - was[1]) / (now - was[0]) >= MOVED_CPU_CORES)
+
+    def _tree_members(self, root: psutil.Process | None
+                      ) -> tuple[list[tuple[psutil.Process, Stat]], bool, list[psutil.Process]]:
+        """Live processes of the tree with their stat: the root (while it lives) and its descendants; whether the
+        root lives; the descendants. While no process was created anywhere (``last_pid``) and the root lives, the
+        descendants are the last ones still alive: the process table is read again only after a fork."""
+        members: list[tuple[psutil.Process, Stat]] = []
+        root_st = read_stat(root.pid) if root is not None else None
+        root_alive = root is not None and root_st is not None and root_st.state not in _GONE and self._is(root, root_st)
+        if root is not None and root_st is not None and root_alive:
+            members.append((root, root_st))
+        last = last_pid() if self.tree_from_table else None
+        read: dict[int, Stat | None] = {}  # stats read with the tree
+        if root_alive and last is not None and self._below is not None and self._below[0] == last:
+            below = self._below[1]
+        else:
+            try:
+                if self._descendants is not None:
+                    below = self._descendants()
+                elif root is None:
+                    below = []
+                elif self.tree_from_table:
+                    pids, table = self._tree.below([root.pid])
+                    read = {pid: table.get(pid) if table is not None else read_stat(pid) for pid in pids}
+                    below = [p for p in (self._process(pid, st) for pid, st in read.items()) if p is not None]
+                else:
+                    below = root.children(recursive=True)
+            except psutil.Error:
                 below = []
+            self._below = (last, below) if last is not None else None
+        for p in below:
+            st = read[p.pid] if p.pid in read else read_stat(p.pid)
+            if st is None or st.state in _GONE:
+                continue
+            q = self._process(p.pid, st, p)
+            if q is not None and q is not root:
+                members.append((q, st))
+        return members, root_alive, below
+
+    def _is(self, p: psutil.Process, st: Stat) -> bool:
+        """Whether ``st`` describes the process ``p`` (not a newer one that took its pid)."""
+        if self._boot is None:
+            self._boot = psutil.boot_time()
+        try:
+            return abs(p.create_time() - (self._boot + st.start_ticks / CLK_TCK)) < 1.0
         except psutil.Error:
-            below = []
-        return members + [p for p in below if _alive(p)]
+            return False
+
+    def _process(self, pid: int, st: Stat | None, given: psutil.Process | None = None) -> psutil.Process | None:
+        """The psutil process of ``pid`` while it is the process ``st`` describes (created once, kept)."""
+        if st is None:
+            return None
+        known = self._procs.get(pid)
+        if known is not None:
+            if known[0] == st.start_ticks:
+                return known[1]
+            if given is known[1]:
+                return None  # that process is gone: its pid is another's now
+        if given is None:
+            try:
+                given = psutil.Process(pid)
+            except psutil.Error:
+                return None
+        self._procs[pid] = (st.start_ticks, given)
+        return given
+
+    def _name(self, p: psutil.Process, st: Stat) -> str:
+        """psutil's name: the kernel's comm, or the command line's first word where comm was cut at 15 chars."""
+        if len(st.comm) < 15:
+            return st.comm
+        key = (p.pid, st.start_ticks, st.comm)
+        name = self._names.get(key)
+        if name is None:
+            try:
+                name = p.name()
+            except psutil.Error:
+                name = st.comm
+            self._names[key] = name
+        return name
 
     def _root_process(self) -> psutil.Process | None:
         if self._root is None:
@@ -144,20 +233,15 @@ class ProcessTreeSampler(Sampler):
                 self._root = psutil.Process(self.pid)
             except psutil.Error:
                 return None
-            self._procs[self.pid] = self._root
         return self._root
-
-    @staticmethod
-    def _read(p: psutil.Process) -> int:
-        """Bytes read: storage reads, or read() calls where larger (a file in the page cache)."""
-        try:
-            io = p.io_counters()
-        except (psutil.AccessDenied, AttributeError, NotImplementedError):
-            return -1
-        return max(io.read_bytes, getattr(io, "read_chars", 0))
 
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# a sample "moved" (the idle back-off starts over) at this much CPU since the previous sample (in cores: a fifth of
+# the judge's busy threshold, so a back-off never hides weak progress) or this RSS change (bytes)
+MOVED_CPU_CORES = 0.02
+MOVED_RSS_BYTES = 1 << 20
+_GONE = ("Z", "X", "x")  # a zombie or dead: not a member
 # cores: only a process that used this much CPU since the last sample has its threads read (a CPU-bound thread gets
 # at least this on a machine with 10 runnable threads a core; an idle or I/O-bound tree costs nothing more)
 HOT_PROCESS = 0.1
@@ -213,13 +297,6 @@ def _task_cpu(pid: int) -> list[tuple[int, str, str, float]]:
         comm = head.partition(b"(")[2].decode(errors="replace")
         out.append((int(tid), comm, fields[0].decode(), (int(fields[11]) + int(fields[12])) / _CLK_TCK))
     return out
-
-
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def zombie_exit_code(pid: int) -> int | None:

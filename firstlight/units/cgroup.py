@@ -116,6 +116,7 @@ class CgroupSampler(ProcessTreeSampler):
     """
 
     name = "cgroup"
+    tree_from_table = False  # its root's "children" are the cgroup's processes
 
     def __init__(self, directory: Path, main_pid: int | None = None, interval: float = 1.0,
                  exit_code: Callable[[], int | None] | None = None,
@@ -142,7 +143,6 @@ class CgroupSampler(ProcessTreeSampler):
                 continue
             if self.main_pid is not None or _running(new):
                 self._root, self.pid = new, pid
-                self._procs[pid] = new
                 return new
         return root  # gone (or never there): the sample says so
 
