@@ -33,7 +33,7 @@ declare -A TESTS=(
   [preflight/port]="tests/test_preflight_port.py tests/test_preflight.py tests/test_rule_boundaries.py"
   [probes]="tests/test_ladder.py tests/test_ladder_rules.py tests/test_wire.py tests/test_rule_boundaries.py"
   [probes/ladder]="tests/test_ladder.py tests/test_ladder_rules.py tests/test_wire.py tests/test_rule_boundaries.py"
-  [units/journal]="tests/test_units_journal.py"
+  [units/journal]="tests/test_journal_rules.py tests/test_units_journal.py"
   [samplers]="tests/test_samplers.py tests/test_rule_boundaries.py"
   [samplers/process]="tests/test_samplers.py tests/test_rule_boundaries.py"
 )
