@@ -119,7 +119,7 @@ def test_every_rung_asks_the_engines_paths_and_the_chat_api_its_chat_path():
 
 # -- what a generation request carries --------------------------------------------------------------------------
 def test_a_completion_request_carries_the_prompt_max_tokens_greedy_and_the_listed_model():
-    probes, rec, lad = climb(HEALTHY, max_tokens=5, prompt="The capital of France is")
+    _, rec, lad = climb(HEALTHY, max_tokens=5, prompt="The capital of France is")
     assert rec.asked[-1] == ("POST", "/v1/completions", {"max_tokens": 5, "temperature": 0, "stream": False,
                                                          "prompt": "The capital of France is", "model": "m1"})
     assert lad.model == "m1"
