@@ -336,3 +336,79 @@ def test_identify_counts_every_path_it_asks():
     with server({}) as (url, _), ladder(url) as lad:
         lad.identify(budget_s=5)
         assert lad.requests == {"identify": len(identify_paths())}
+
+
+# -- the climb's deadline bounds every rung ----------------------------------------------------------------------
+@contextmanager
+def hanging(method: str, path: str) -> Iterator[str]:
+    """A server that answers every route but one at once; that one is never answered until the test ends."""
+    release = threading.Event()
+    routes = {**HEALTHY, ("GET", "/v1/models"): (200, {"data": [{"id": "m1"}]})}
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a: object) -> None:
+            pass
+
+        def _answer(self, m: str) -> None:
+            if m == "POST":
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if (m, self.path) == (method, path):
+                release.wait(120)
+                return
+            status, body = routes.get((m, self.path), (404, {}))
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._answer("GET")
+
+        def do_POST(self) -> None:
+            self._answer("POST")
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        release.set()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize("method, path, level", [("GET", "/health", Level.HTTP), ("GET", "/v1/models", Level.MODELS),
+                                                 ("POST", "/v1/completions", Level.GENERATION)])
+def test_the_climbs_deadline_ends_a_rung_the_server_never_answers(method: str, path: str, level: Level):
+    """read and generation timeouts of 300 s; the climb's deadline, 3 s away, is what ends the request."""
+    import re
+    import time
+
+    with hanging(method, path) as url, Ladder(ProbeConfig(url=url, connect_timeout=2, read_timeout=300,
+                                                          generation_timeout=300)) as lad:
+        probes = lad.climb(deadline_at=time.monotonic() + 3)
+    last = probes[-1]
+    assert last.level == level and not last.ok, probes
+    m = re.search(r"no complete answer within ([\d.]+)s \(the request's deadline\)", last.detail)
+    assert m is not None and float(m[1]) <= 3, last.detail
+
+
+def test_long_answers_are_shown_to_their_bound():
+    pad = {"error": "y" * 400}
+    gen = at(climb({**HEALTHY, ("POST", "/v1/completions"): (400, pad)})[0], Level.GENERATION)
+    assert len(gen.detail) == len("POST /v1/completions -> 400 ") + 161 and gen.detail.endswith("…")
+    models = at(climb({**HEALTHY, ("GET", "/v1/models"): (500, pad)})[0], Level.MODELS)
+    assert len(models.detail) == len("GET /v1/models -> 500 ") + 121 and models.detail.endswith("…")
+    models = at(climb({**HEALTHY, ("GET", "/v1/models"): (200, [pad])})[0], Level.MODELS)
+    assert len(models.detail) == len("GET /v1/models -> 200 but not a model list: ") + 81
+    gen = at(climb({**HEALTHY, ("POST", "/v1/completions"): (200, pad)})[0], Level.GENERATION)
+    assert gen.detail == "POST /v1/completions -> 200 but no choices in the answer: " + repr(
+        '{"error": "' + "y" * 89 + "…")
+    long_id = "i" * 100
+    models = at(climb({**HEALTHY, ("GET", "/v1/models"): (200, {"data": [{"id": long_id}] * 4})})[0], Level.MODELS)
+    assert models.detail == "GET /v1/models lists " + ", ".join(["i" * 80 + "…"] * 3)[:200] + "…"
+    gen = at(climb({**HEALTHY, ("POST", "/v1/completions"): (200, {"choices": [{"text": "z" * 300}]})},
+                   expect="^a")[0], Level.GENERATION)
+    assert gen.detail == f"POST /v1/completions -> 200 but text {'z' * 80 + '…'!r} does not match --expect '^a'"
