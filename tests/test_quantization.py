@@ -37,7 +37,9 @@ def model(tmp_path: Path, q: Any, extra: dict[str, Any] | None = None) -> Path:
 
 
 def check(path: Path, i: InterpreterInfo | None) -> Any:
-    return check_quantization(read_target(["vllm", "serve", str(path)]), i)
+    c = check_quantization(read_target(["vllm", "serve", str(path)]), i)
+    assert c.name == "quantization" and c.category == "quantization", c
+    return c
 
 
 def ct(fmt: str | None = None, **kw: Any) -> dict[str, Any]:
@@ -95,6 +97,7 @@ def test_a_config_without_a_quantization_mapping_is_not_quantized(tmp_path: Path
 # -- which values a config uses -------------------------------------------------------------------------------
 def test_used_values_reads_the_top_level_sparsity_and_group_formats_and_every_strategy():
     q = ct("nvfp4-pack-quantized", sparsity_config={"format": "sparse-24-bitmask"}, config_groups={
+        "first": "not a group: skipped, the next ones still read",
         "g0": {"format": "mixed-precision", "weights": {"strategy": "tensor_group"}},
         "g1": {"input_activations": {"strategy": "attn_head"}, "output_activations": {"strategy": "token"}},
         "g2": "not a group",
@@ -168,6 +171,7 @@ def test_several_values_too_new_are_all_named_and_the_fix_asks_for_the_newest(tm
     assert said.count("first appears in") == 3
     for v in ("format nvfp4-pack-quantized", "format mxfp8-quantized", "strategy attn_head"):
         assert v in said
+    assert "(absent in 0.9.4)); format mxfp8-quantized first appears" in said  # one rule after the other
     assert c.hint is not None and c.hint.endswith("'compressed-tensors>=0.15.0'")
 
 
