@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
-from firstlight.preflight.base import FAIL, OK, WARN
-from firstlight.preflight.gpus import GIB, check_gpus, read_gpus, selected_devices
+from firstlight.preflight.base import FAIL, OK, WARN, Check
+from firstlight.preflight.gpus import GIB, read_gpus, selected_devices
+from firstlight.preflight.gpus import check_gpus as _check_gpus
 from firstlight.preflight.target import Target, read_target
+from firstlight.redact import Redactor
 from firstlight.samplers.gpu import NvmlSnapshot
 from firstlight.timeline import GpuDevice, GpuSample
 
@@ -30,6 +32,12 @@ def reading(*devices: dict[str, Any]) -> GpuSample:
     r = read_gpus(NvmlSnapshot({"devices": list(devices)}))
     assert isinstance(r, GpuSample), r
     return r
+
+
+def check_gpus(target: Target, r: GpuSample | str, redactor: Redactor | None = None) -> Check:
+    c = _check_gpus(target, r, redactor)
+    assert c.name == "gpus", c
+    return c
 
 
 def tgt(argv: list[str], cvd: str | None = None) -> Target:
@@ -82,6 +90,16 @@ def test_cuda_stops_at_the_first_negative_ordinal():
     used, problem = selected_devices(tgt([*SGLANG, "--tp", "2"], "1,-1,2"), _devices(4))
     assert [d.index for d in used] == [1]
     assert problem == "TP 2 needs 2 GPUs; 1 visible (CUDA_VISIBLE_DEVICES=1,-1,2, TP 2)"
+
+
+def test_ordinal_0_is_a_gpu():
+    used, problem = selected_devices(tgt([*SGLANG, "--tp", "2"], "0,1"), _devices(4))
+    assert [d.index for d in used] == [0, 1] and problem is None
+
+
+def test_an_entry_that_is_not_an_ordinal_is_matched_to_no_index():
+    used, problem = selected_devices(tgt([*SGLANG, "--tp", "2"], "X1,2"), _devices(4))
+    assert [d.index for d in used] == [0, 1] and problem is None
 
 
 def test_gpu_uuids_cannot_be_matched_so_the_first_tp_gpus_are_assumed():
@@ -152,6 +170,12 @@ def test_vllm_names_every_gpu_that_fails_its_rule():
     assert "--gpu-memory-utilization 0.9 x total (72.0 GiB)" in c.evidence
 
 
+def test_sglangs_balance_rule_is_not_vllms():
+    argv = ["vllm", "serve", "/m", "--tp", "2", "--gpu-memory-utilization", "0.1"]
+    c = check_gpus(tgt(argv), reading(dev(10 * GIB), dev(70 * GIB)))
+    assert c.status == OK, c  # 10/70 would fail SGLang's rule; vLLM's asks 8 GiB free of each
+
+
 def test_vllms_rule_is_not_sglangs():
     c = check_gpus(tgt(["vllm", "serve", "/m", "--tp", "2"]), reading(dev(79 * GIB), dev(73 * GIB)))
     assert c.status == OK, c  # 73/79 < 0.9 would fail SGLang's rule, but both are over 0.9 x total
@@ -165,6 +189,30 @@ def test_a_foreign_process_on_a_used_gpu_is_a_warning_naming_it(sleeper: subproc
     assert f"; GPU 0: 5.0 GiB held by PID {sleeper.pid} python" in c.evidence, c
     assert c.evidence.endswith("-c import time; time.sleep(120)"), c
     assert c.hint == f"kill {sleeper.pid}"
+
+
+def test_every_foreign_holder_is_in_the_fix_of_a_warning(sleeper: subprocess.Popen[bytes]):
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        r = reading(dev(75 * GIB, [{"pid": sleeper.pid, "used_gpu_memory": GIB},
+                                   {"pid": other.pid, "used_gpu_memory": GIB}]))
+        c = check_gpus(tgt(SGLANG), r)
+    finally:
+        other.kill()
+        other.wait()
+    assert c.status == WARN and c.hint == f"kill {sleeper.pid} or kill {other.pid}", c
+
+
+def test_a_foreign_holders_command_line_is_shown_through_the_redactor():
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "hunter2-password-value"])
+    try:
+        r = reading(dev(75 * GIB, [{"pid": p.pid, "used_gpu_memory": GIB}]))
+        c = check_gpus(tgt(SGLANG), r, Redactor(["hunter2-password-value"]))
+    finally:
+        p.kill()
+        p.wait()
+    assert c.status == WARN and "time.sleep(120)" in c.evidence, c
+    assert "hunter2-password-value" not in c.evidence
 
 
 def test_a_foreign_process_of_unknown_size_is_shown_with_a_question_mark(sleeper: subprocess.Popen[bytes]):
