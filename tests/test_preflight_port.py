@@ -3,6 +3,7 @@ who holds it. Every socket here is a real one, every holder a real process."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import socket
 import subprocess
@@ -13,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from firstlight.preflight.base import FAIL, OK, WARN
-from firstlight.preflight.port import check_port, holders, try_bind
+from firstlight.preflight.base import FAIL, OK, WARN, Check
+from firstlight.preflight.port import check_port as _check_port
+from firstlight.preflight.port import holders, try_bind
 from firstlight.preflight.target import Target, read_target
+from firstlight.redact import Redactor
 
 HOLDER = """
 import socket, sys, time
@@ -42,6 +45,12 @@ def holder(tmp: Path, port: int = 0, mode: str = "plain") -> Iterator[tuple[int,
     finally:
         p.kill()
         p.wait()
+
+
+def check_port(target: Target, redactor: Redactor | None = None) -> Check:
+    c = _check_port(target, redactor)
+    assert c.name == "port" and c.category == "port_in_use", c
+    return c
 
 
 def target(port: int | None, host: str | None = "127.0.0.1") -> Target:
@@ -74,11 +83,10 @@ def test_no_host_binds_every_address():
         s.bind(("127.0.0.1", 0))
         s.listen(1)
         port = s.getsockname()[1]
-        t = read_target(["llama-server", "-m", "m.gguf", "--port", str(port)], env={})
+        t = dataclasses.replace(target(port), host=None)
         c = check_port(t)
         # 0.0.0.0 overlaps the listener on 127.0.0.1: a server binding every address would fail the same way
-        assert c.evidence.startswith(f"{t.host or '0.0.0.0'}:{port} is in use"), c
-        assert c.status == FAIL
+        assert c.status == FAIL and c.evidence.startswith(f"0.0.0.0:{port} is in use"), c
         e = try_bind("", port)
         assert e is not None and e.errno == errno.EADDRINUSE
 
@@ -111,6 +119,15 @@ def test_a_port_held_by_another_process_names_it_and_says_how_to_stop_it(tmp_pat
     assert c.evidence.startswith(f"127.0.0.1:{port} is in use by PID {p.pid} "), c
     assert "--api-key" in c.evidence and "sk-holder-secret" not in c.evidence  # the holder's secret masked
     assert c.hint == f"kill {p.pid} (or choose another --port)"
+
+
+def test_a_holders_command_line_is_shown_through_the_redactor(tmp_path: Path):
+    with holder(tmp_path, 0, "plain") as (port, p):
+        c = check_port(target(port), Redactor([str(tmp_path / "holder.py")]))
+        assert [h.cmdline for h in holders(port, Redactor(["reuseport-not-there", "plain"]))] == [
+            f"{sys.executable} {tmp_path / 'holder.py'} 0 *** --api-key ***"]  # started with port 0
+    assert c.status == FAIL and f"PID {p.pid} " in c.evidence, c
+    assert str(tmp_path / "holder.py") not in c.evidence and "***" in c.evidence
 
 
 def test_every_holder_of_a_shared_port_is_named(tmp_path: Path):
