@@ -8,6 +8,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,8 @@ from firstlight.units.journal import (
     Invocation,
     JournalEntry,
     JournalError,
+    JournalFollower,
+    JournalSource,
     _bounded_lines,
     exit_code_of,
     field_text,
@@ -285,7 +289,8 @@ def test_an_invocation_describes_itself():
     i.exited, i.exit_code = True, -9
     assert i.ending() is None  # not yet read with the lines
     i.exit_t, i.oom = T0 + 5, ["systemd: oom"]
-    assert i.describe().startswith("invocation abcd: 3 lines from 2026-09-21 14:13:20 UTC, main process ")
+    assert i.describe() == ("invocation abcd: 3 lines from 2026-09-21 14:13:20 UTC, main process died of SIGKILL "
+                            "(signal 9)")
     end = i.ending()
     assert end == ProcessSample(T0 + 5, alive=False, exit_code=-9, oom=("systemd: oom",))
     assert Invocation("", T0, T0).describe().startswith("invocation (no invocation id): 0 lines")
@@ -347,3 +352,151 @@ def test_no_entry_of_the_unit_is_an_error(tmp_path: Path):
     with pytest.raises(JournalError) as e:
         pick_invocation([], None, UNIT)
     assert str(e.value) == f"no entries of {UNIT} in the journal"
+
+
+# -- journalctl as a process: its error, its arguments, its end ---------------------------------------------------
+def fake_journalctl(tmp_path: Path, body: str) -> str:
+    """An executable standing in for journalctl (a real process, with the real one's interface)."""
+    exe = tmp_path / "journalctl"
+    exe.write_text(f"#!{sys.executable}\nimport os, sys, time\n{body}\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_journalctls_last_line_of_stderr_is_the_error(tmp_path: Path):
+    bad = tmp_path / "bad.journal"
+    bad.write_bytes(b"LPKSHHRH" + b"\0" * 64)
+    with pytest.raises(JournalError) as e:
+        list(read_entries(bad, UNIT))
+    assert str(e.value) == "journalctl could not read the journal: Failed to open files: No data available"
+
+
+def test_journalctls_error_is_read_whole_up_to_its_last_4_kib_and_never_fails_to_decode(tmp_path: Path):
+    exe = fake_journalctl(tmp_path, "sys.stderr.buffer.write(b'x' * 5000 + b'\\nfirst\\n  bad \\xff byte  \\n\\n')\n"
+                                    "sys.exit(1)")
+    with pytest.raises(JournalError) as e:
+        list(read_entries(None, UNIT, journalctl=exe))
+    assert str(e.value) == "journalctl could not read the journal:   bad \ufffd byte"  # its last line
+
+
+def test_a_silent_journalctl_failure_says_its_exit_status(tmp_path: Path):
+    exe = fake_journalctl(tmp_path, "sys.exit(3)")
+    with pytest.raises(JournalError) as e:
+        list(read_entries(None, UNIT, journalctl=exe))
+    assert str(e.value) == "journalctl could not read the journal: exit 3"
+
+
+def test_a_journalctl_still_writing_when_the_reader_stops_is_ended(tmp_path: Path):
+    """The reader takes one entry and stops: journalctl (here one that would write for two minutes) is ended."""
+    line = json.dumps({"__REALTIME_TIMESTAMP": "1790000000000000", "MESSAGE": "m", "_SYSTEMD_UNIT": UNIT})
+    exe = fake_journalctl(tmp_path, f"open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))\n"
+                                    f"print({line!r}, flush=True)\ntime.sleep(120)")
+    entries = read_entries(None, UNIT, journalctl=exe)
+    assert next(entries).message == "m"
+    entries.close()
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # already reaped: it is gone, not left behind
+
+
+def test_journalctl_is_asked_for_the_time_and_fields_the_caller_wants(tmp_path: Path):
+    path, _, second = _killed_then_restarted(tmp_path)
+    assert {e.invocation or e.about_invocation for e in read_entries(path, UNIT, since=T0 + 10)} == {
+        second.invocation}
+    entries = list(read_entries(path, UNIT, output_fields=("_SYSTEMD_UNIT", "_SYSTEMD_INVOCATION_ID")))
+    assert entries and all(e.message is None for e in entries)  # MESSAGE not asked for
+
+
+def test_both_passes_over_the_journal_run_the_journalctl_given(tmp_path: Path):
+    path, _, second = _killed_then_restarted(tmp_path)
+    log = tmp_path / "calls"
+    exe = fake_journalctl(tmp_path, f"open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+                                    f"os.execv({shutil.which('journalctl')!r}, ['journalctl', *sys.argv[1:]])")
+    chosen, _, pairs = journal_lines(path, UNIT, journalctl=exe)
+    assert [text for _, text in pairs] == ["loading"] and chosen.id == second.invocation
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2 and "--output-fields" in calls[0] and "--since" in calls[1]
+
+
+def test_no_entry_of_the_unit_in_a_journal_names_the_unit(tmp_path: Path):
+    path, _, _ = _killed_then_restarted(tmp_path)
+    with pytest.raises(JournalError) as e:
+        journal_lines(path, "nothing.service")
+    assert str(e.value) == "no entries of nothing.service in the journal"
+
+
+def test_systemds_words_on_another_invocation_are_not_this_ones(tmp_path: Path):
+    first = UnitRun(UNIT, T0, pid=100)
+    first.line("loading")
+    second = UnitRun(UNIT, T0 + 10, pid=200)
+    second.line("loading again")
+    second.manager(f"{UNIT}: A process of this unit has been killed by the OOM killer (second).",
+                   MSG_UNIT_OUT_OF_MEMORY)
+    path = tmp_path / "two.journal"
+    write_journal(path, bytes(first.out + second.out))
+    chosen, _, pairs = journal_lines(path, UNIT, first.invocation)
+    assert [text for _, text in pairs] == ["loading"]
+    assert chosen.oom == [] and not chosen.exited
+
+
+# -- invocations from entries ---------------------------------------------------------------------------------
+def engine_line(inv_id: str, t: float, text: str = "line") -> JournalEntry:
+    return entry(__REALTIME_TIMESTAMP=str(int(t * 1e6)), MESSAGE=text, _SYSTEMD_UNIT=UNIT,
+                 _SYSTEMD_INVOCATION_ID=inv_id)
+
+
+def manager_exit(t: float, inv_id: str | None = None, unit: str = UNIT) -> JournalEntry:
+    fields = {"__REALTIME_TIMESTAMP": str(int(t * 1e6)), "_SYSTEMD_UNIT": "init.scope", "UNIT": unit,
+              "MESSAGE": f"{unit}: Main process exited, code=exited, status=4/NOPERMISSION"}
+    if inv_id is not None:
+        fields["INVOCATION_ID"] = inv_id
+    return entry(**fields)
+
+
+def test_systemds_messages_without_an_id_count_for_the_latest_invocation():
+    invs = list_invocations([
+        manager_exit(T0 - 1),  # before any invocation: nobody's
+        engine_line("a" * 32, T0),
+        engine_line("b" * 32, T0 + 1),
+        manager_exit(T0 + 2),  # no id: the latest, b
+        engine_line("a" * 32, T0 + 3),  # a late line of a: a is not the latest for that
+    ], UNIT)
+    assert [(i.id, i.lines, i.exited, i.exit_code) for i in invs] == [("a" * 32, 2, False, None),
+                                                                      ("b" * 32, 1, True, 4)]
+    assert invs[1].last_t == T0 + 2 and invs[0].last_t == T0 + 3
+
+
+def test_entries_of_other_units_are_no_invocations_part():
+    invs = list_invocations([engine_line("a" * 32, T0), manager_exit(T0 + 1, unit="other.service"),
+                             entry(MESSAGE="x", _SYSTEMD_UNIT="other.service", _SYSTEMD_INVOCATION_ID="c" * 32),
+                             engine_line("b" * 32, T0 + 2)], UNIT)
+    assert [(i.id, i.exited, i.last_t) for i in invs] == [("a" * 32, False, T0), ("b" * 32, False, T0 + 2)]
+
+
+def test_the_last_invocation_with_lines_is_picked_among_many():
+    invs = [inv("a" * 32, 1), inv("b" * 32, 1), inv("c" * 32, 1), inv("d" * 32, 0)]
+    assert pick_invocation(invs, None, UNIT) is invs[2]
+
+
+# -- the follower's bookkeeping -------------------------------------------------------------------------------
+def test_an_unknown_invocation_has_no_first_time_and_unsubscribing_is_harmless():
+    follower = JournalFollower(UNIT)
+    assert follower.first_time("z" * 32) is None
+    got: list[JournalEntry] = []
+    follower.unsubscribe("z" * 32, got.append)  # never subscribed: nothing to do
+    follower.subscribe("a" * 32, got.append)
+    follower.unsubscribe("a" * 32, lambda e: None)  # another callback: this one stays
+    follower._dispatch(engine_line("a" * 32, T0, "one"))
+    follower.unsubscribe("a" * 32, got.append)
+    follower._dispatch(engine_line("a" * 32, T0 + 1, "two"))
+    assert [e.message for e in got] == ["one"]
+    assert follower.first_time("a" * 32) is not None
+
+
+def test_a_stopped_source_no_longer_listens():
+    follower = JournalFollower(UNIT)
+    src = JournalSource(follower, "a" * 32)
+    src._sink = lambda o: None
+    follower.subscribe("a" * 32, src._on_entry)
+    src.stop()
+    assert follower._invocations["a" * 32].subscribers == []
