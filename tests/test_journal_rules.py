@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -500,3 +501,41 @@ def test_a_stopped_source_no_longer_listens():
     follower.subscribe("a" * 32, src._on_entry)
     src.stop()
     assert follower._invocations["a" * 32].subscribers == []
+
+
+def test_an_unstarted_follower_has_no_invocation_to_wait_for():
+    follower = JournalFollower(UNIT)
+    assert follower.wait_invocation(None, 0.2) is None  # its reader never ran: no waiting for ever
+    assert not follower.wait_caught_up(0.01)
+
+
+def test_the_invocation_after_the_one_asked_is_the_next_not_the_latest():
+    follower = JournalFollower(UNIT)
+    follower.caught_up.set()
+    for i, inv_id in enumerate(["a" * 32, "b" * 32, "c" * 32]):
+        follower._dispatch(engine_line(inv_id, T0 + i))
+    assert follower.wait_invocation("a" * 32, 5) == "b" * 32
+    assert follower.wait_invocation(None, 5) == "c" * 32
+    assert follower.invocations() == ["a" * 32, "b" * 32, "c" * 32]
+
+
+def test_waiting_for_the_next_invocation_sees_one_that_begins_while_waiting(tmp_path: Path):
+    first = UnitRun(UNIT, T0, pid=100)
+    first.line("loading")
+    path = tmp_path / "grows.journal"
+    write_journal(path, bytes(first.out))
+    follower = JournalFollower(UNIT, path)
+    follower.start()
+    try:
+        assert follower.wait_invocation(None, 30) == first.invocation
+        assert follower.wait_invocation(first.invocation, 0.5) is None  # none yet: the wait ends at its bound
+        got: list[str | None] = []
+        waiter = threading.Thread(target=lambda: got.append(follower.wait_invocation(first.invocation, 60)))
+        waiter.start()
+        second = UnitRun(UNIT, T0 + 10, pid=200)
+        second.line("restarted")
+        write_journal(path, bytes(second.out))
+        waiter.join(90)
+        assert got == [second.invocation]
+    finally:
+        follower.stop()
