@@ -42,6 +42,7 @@ from firstlight.units.journal import (
     pick_invocation,
     read_entries,
 )
+from tests.conftest import wait_for
 from tests.journal_export import MSG_FAILURE_RESULT, UnitRun, write_journal
 
 UNIT = "llm.service"
@@ -539,3 +540,73 @@ def test_waiting_for_the_next_invocation_sees_one_that_begins_while_waiting(tmp_
         assert got == [second.invocation]
     finally:
         follower.stop()
+
+
+def manager_note(t: float, inv_id: str | None, text: str = "Stopping.") -> JournalEntry:
+    fields = {"__REALTIME_TIMESTAMP": str(int(t * 1e6)), "_SYSTEMD_UNIT": "init.scope", "UNIT": UNIT,
+              "MESSAGE": f"{UNIT}: {text}"}
+    if inv_id is not None:
+        fields["INVOCATION_ID"] = inv_id
+    return entry(**fields)
+
+
+def test_the_follower_gives_systemds_messages_without_an_id_to_the_latest_invocation():
+    follower = JournalFollower(UNIT)
+    got: dict[str, list[str | None]] = {}
+    follower._dispatch(manager_note(T0, None, "before any"))  # nobody's yet: dropped
+    for i, inv_id in enumerate(["a" * 32, "b" * 32, "c" * 32]):
+        got[inv_id] = []
+        follower.subscribe(inv_id, lambda e, k=inv_id: got[k].append(e.message))
+        follower._dispatch(engine_line(inv_id, T0 + i, f"line {i}"))
+    follower._dispatch(manager_note(T0 + 5, None, "no id"))
+    follower._dispatch(entry(MESSAGE="another unit's", _SYSTEMD_UNIT="other.service"))
+    follower._dispatch(entry(MESSAGE="another unit's, no id", UNIT="other.service", _SYSTEMD_UNIT="init.scope"))
+    assert got == {"a" * 32: ["line 0"], "b" * 32: ["line 1"], "c" * 32: ["line 2", f"{UNIT}: no id"]}
+    assert follower.invocations() == ["a" * 32, "b" * 32, "c" * 32]
+
+
+def test_the_follower_reads_the_exit_code_systemd_logged_for_an_invocation():
+    follower = JournalFollower(UNIT)
+    follower._dispatch(engine_line("a" * 32, T0))
+    assert follower.exit_code("a" * 32) is None  # not seen yet
+    follower._dispatch(manager_note(T0 + 1, "a" * 32, "Stopping."))
+    assert follower.exit_code("a" * 32) is None  # a message, no exit
+    follower._dispatch(manager_note(T0 + 2, "a" * 32, "Main process exited, code=killed, status=9/KILL"))
+    follower._dispatch(manager_note(T0 + 3, "a" * 32, "Failed with result 'signal'."))
+    assert follower.exit_code("a" * 32) == -9
+    assert follower.exit_code("z" * 32) is None
+    # the unit's own process writing the words is no exit of the manager's
+    follower._dispatch(engine_line("b" * 32, T0 + 4, "Main process exited, code=exited, status=3/NOTIMPLEMENTED"))
+    assert follower.exit_code("b" * 32) is None
+
+
+def test_quiet_for_returns_once_nothing_arrived_for_that_long():
+    import time
+
+    follower = JournalFollower(UNIT)
+    follower.caught_up.set()
+    follower.quiet_for(0.2, 30)  # nothing ever arrived
+    follower._dispatch(engine_line("a" * 32, T0))
+    follower.quiet_for(0.2, 30)
+    assert time.monotonic() - follower._last_arrival >= 0.2
+    src = JournalSource(follower, "a" * 32)
+    src.sync(30)
+    assert time.monotonic() - follower._last_arrival >= 0.25
+
+
+def test_the_follower_starts_at_its_since_and_runs_the_journalctl_given(tmp_path: Path):
+    path, _, second = _killed_then_restarted(tmp_path)
+    log = tmp_path / "calls"
+    exe = fake_journalctl(tmp_path, f"open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+                                    f"os.execv({shutil.which('journalctl')!r}, ['journalctl', *sys.argv[1:]])")
+    follower = JournalFollower(UNIT, path, since=T0 + 10, journalctl=exe)
+    follower.start()
+    try:
+        assert follower.wait_invocation(None, 30) == second.invocation
+        assert follower.invocations() == [second.invocation]  # the first began before `since`
+        wait_for(lambda: len(log.read_text().splitlines()) >= 2, 30, "the follow pass")
+    finally:
+        follower.stop()
+    calls = log.read_text().splitlines()
+    assert "--since @1790000010.000000" in calls[0] and "-f" not in calls[0].split()
+    assert "-f" in calls[1].split() and "--after-cursor" in calls[1] and "--since" not in calls[1]
