@@ -242,8 +242,9 @@ def test_the_first_three_models_are_shown_and_the_first_is_used():
                                                 (425, False), (429, False), (500, False), (399, False), (302, False)])
 def test_a_generation_answered_with_an_error_status(status: int, definitive: bool):
     gen = at(climb({**HEALTHY, ("POST", "/v1/completions"): (status, {"error": "x"})})[0], Level.GENERATION)
-    assert not gen.ok and gen.transient is not definitive and gen.status == status
+    assert gen.ok is False and gen.transient is not definitive and gen.status == status and gen.t == 1000.0
     assert gen.detail == f'POST /v1/completions -> {status} {{"error": "x"}}'
+    assert gen.latency_s is not None and gen.latency_s >= 0
 
 
 def test_a_generation_that_is_not_json_fails_for_good_showing_its_start():
@@ -387,10 +388,13 @@ def test_the_climbs_deadline_ends_a_rung_the_server_never_answers(method: str, p
     import time
 
     with hanging(method, path) as url, Ladder(ProbeConfig(url=url, connect_timeout=2, read_timeout=300,
-                                                          generation_timeout=300)) as lad:
+                                                          generation_timeout=300), clock=lambda: 1000.0) as lad:
         probes = lad.climb(deadline_at=time.monotonic() + 3)
     last = probes[-1]
-    assert last.level == level and not last.ok, probes
+    assert last.level == level and last.ok is False and last.t == 1000.0, probes
+    assert last.detail.startswith(f"{method} {path}: "), last.detail
+    if level == Level.GENERATION:
+        assert last.latency_s == 0.0  # the test's clock stands still
     m = re.search(r"no complete answer within ([\d.]+)s \(the request's deadline\)", last.detail)
     assert m is not None and float(m[1]) <= 3, last.detail
 
