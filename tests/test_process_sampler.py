@@ -130,6 +130,7 @@ def test_a_launcher_that_exits_0_leaving_its_server_is_followed_to_the_server(tm
     launcher.stdin.flush()
     assert launcher.wait() == 0
     out = sampler.sample()
+    assert all(o.source == "process" and o.t == 5.0 for o in out if isinstance(o, SourceNote))
     notes = [o.message for o in out if isinstance(o, SourceNote)]
     assert notes[0] == (f"pid {launcher.pid} exited with code 0 and left 1 process(es) running (pid {kid}): a "
                         "launcher that daemonized the server; watching those")
@@ -255,3 +256,89 @@ def test_task_cpu_reads_each_threads_name_state_and_time():
     me = next(t for t in tasks if t[0] == os.getpid())
     assert me[1] == psutil.Process().name() and me[2] == "R"  # the thread reading its own stat is running
     assert _task_cpu(2**22 + 12345) == []
+
+
+# -- what each sample says ---------------------------------------------------------------------------------------
+NAMED = """
+import ctypes, sys
+ctypes.CDLL(None).prctl(15, sys.argv[1].encode("latin-1"), 0, 0, 0)  # PR_SET_NAME: the kernel's comm
+print("named", flush=True)
+sys.exit(int(open(sys.argv[2]).read())) if len(sys.argv) > 2 else sys.stdin.readline()
+"""
+
+
+def test_task_cpu_reads_a_thread_name_with_parentheses_and_bytes_that_are_not_utf8():
+    p = popen(NAMED, "w(\xff) x")
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "named"
+        tasks = _task_cpu(p.pid)
+        assert next((tid, comm) for tid, comm, _, _ in tasks) == (p.pid, "w(\ufffd) x")
+        assert tasks[0][2] in ("R", "S")
+        t = psutil.Process(p.pid).cpu_times()
+        assert tasks[0][3] == pytest.approx(t.user + t.system, abs=0.02)  # utime + stime, in seconds
+    finally:
+        end(p)
+
+
+def test_a_zombie_whose_name_has_a_parenthesis_still_gives_its_code(tmp_path: Path):
+    fifo = tmp_path / "code"
+    os.mkfifo(fifo)
+    parent = popen(PARENT, NAMED, "a) b) c", str(fifo))
+    try:
+        assert parent.stdout is not None
+        kid = int(parent.stdout.readline())
+        fifo.write_text("6")
+        wait_for(lambda: state(kid) == psutil.STATUS_ZOMBIE, 30, "the child to exit")
+        assert zombie_exit_code(kid) == 6
+    finally:
+        end(parent)
+
+
+def test_a_sample_names_each_process_with_its_start_and_counts_the_tree():
+    p = popen("import subprocess, sys; k = subprocess.Popen([sys.executable, '-c', "
+              "'import time; print(\"up\", flush=True); time.sleep(120)']); print(k.pid, flush=True); "
+              "sys.stdin.readline()")
+    try:
+        assert p.stdout is not None
+        kid = int(p.stdout.readline())
+        assert p.stdout.readline().strip() == "up"  # both idle from here: their counters stand still
+        sampler = ProcessTreeSampler(p.pid, interval=0.25)
+        assert sampler.interval == 0.25
+        s = samples(sampler.sample())[0]
+        for info in s.procs:
+            ps = psutil.Process(info.pid)
+            assert info.name == ps.name() and info.started == ps.create_time()
+        assert sorted(i.pid for i in s.procs) == sorted([p.pid, kid])
+        assert s.cpu_seconds == pytest.approx(sum(i.cpu_seconds for i in s.procs))
+        assert s.rss_bytes == sum(i.rss_bytes for i in s.procs)
+        reads = [max(c.read_bytes, c.read_chars) for c in (psutil.Process(x).io_counters() for x in (p.pid, kid))]
+        assert s.read_bytes == sum(reads)  # both idle: their counters stand still
+    finally:
+        end(p)
+
+
+class Unreadable(ProcessTreeSampler):
+    """A sampler that cannot read some processes' I/O counters (an unprivileged user's view of another user's
+    processes; as root every process is readable, so the denial is stood in for here)."""
+
+    denied: frozenset[int] = frozenset()
+
+    def _read(self, p: psutil.Process) -> int:  # type: ignore[override]
+        return -1 if p.pid in self.denied else ProcessTreeSampler._read(p)
+
+
+def test_io_counters_that_cannot_be_read_are_said_once_and_count_nothing():
+    p = popen("import sys; sys.stdin.readline()")
+    try:
+        sampler = Unreadable(p.pid, clock=lambda: 3.0)
+        sampler.denied = frozenset({p.pid})
+        out = sampler.sample()
+        assert out[0] == SourceNote(3.0, "process", "cannot read I/O counters of some processes (permission); "
+                                                    "bytes read are undercounted")
+        assert samples(out)[0].read_bytes == 0
+        assert [type(o) for o in sampler.sample()] == [ProcessSample]  # said once
+        readable = Unreadable(p.pid)
+        readable.denied = frozenset()
+        assert [type(o) for o in readable.sample()] == [ProcessSample]
+    finally:
+        end(p)
