@@ -68,7 +68,9 @@ def test_our_childs_exit_code_is_reported_once():
     p = popen("import sys; sys.stdin.readline(); sys.exit(3)")
     sampler = ProcessTreeSampler(p.pid, exit_code=p.poll, clock=lambda: 42.0)
     first = samples(sampler.sample())
-    assert len(first) == 1 and first[0].alive and first[0].procs[0].pid == p.pid
+    assert len(first) == 1 and first[0].alive and first[0].procs[0].pid == p.pid and first[0].t == 42.0
+    # nothing to compare with yet: no busiest thread, said as zero and empty names
+    assert (first[0].thread_top, first[0].thread_top_name, first[0].thread_top_state) == (0.0, "", "")
     assert p.stdin is not None
     p.stdin.write("\n")
     p.stdin.flush()
