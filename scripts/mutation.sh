@@ -28,11 +28,18 @@ declare -A TESTS=(
   [wire]="tests/test_wire_deadline.py tests/test_wire_content.py tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
   [preflight/checkpoint]="tests/test_checkpoint.py tests/test_preflight.py tests/test_rule_boundaries.py"
   [preflight]="tests/test_checkpoint.py tests/test_preflight.py tests/test_rule_boundaries.py"
+  [preflight/quantization]="tests/test_quantization.py tests/test_preflight.py tests/test_rule_boundaries.py"
+  [preflight/gpus]="tests/test_preflight_gpus.py tests/test_preflight.py tests/test_rule_boundaries.py"
+  [preflight/port]="tests/test_preflight_port.py tests/test_preflight.py tests/test_rule_boundaries.py"
   [probes]="tests/test_ladder.py tests/test_ladder_rules.py tests/test_wire.py tests/test_rule_boundaries.py"
-  [units/journal]="tests/test_units_journal.py"
+  [probes/ladder]="tests/test_ladder_edges.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_wire.py tests/test_rule_boundaries.py"
+  [units/journal]="tests/test_journal_rules.py tests/test_units_journal.py"
   [samplers]="tests/test_samplers.py tests/test_rule_boundaries.py"
+  [samplers/process]="tests/test_process_sampler.py tests/test_samplers.py tests/test_oom_traces.py tests/test_rule_boundaries.py"
 )
 ORDER=(interpret wire/content wire/deadline preflight/checkpoint judge probes wire preflight units/journal samplers)
+# single files of the folders above, to run one at a time: probes/ladder preflight/quantization preflight/gpus
+# preflight/port samplers/process
 modules=("$@")
 [ ${#modules[@]} -gt 0 ] || modules=("${ORDER[@]}")
 

@@ -59,5 +59,5 @@ def check_port(target: Target, redactor: Redactor | None = None) -> Check:
                      "check --host: it must be an address of this machine")
     held = holders(target.port, redactor)
     who = "; ".join(p.describe() for p in held) if held else "a process this user cannot see"
-    hint = " or ".join(p.stop_hint() for p in held) if held else "choose another --port"
-    return Check(NAME, FAIL, CATEGORY, f"{where} is in use by {who}", f"{hint} (or choose another --port)")
+    hint = " or ".join(p.stop_hint() for p in held) + " (or choose another --port)" if held else "choose another --port"
+    return Check(NAME, FAIL, CATEGORY, f"{where} is in use by {who}", hint)

@@ -115,6 +115,8 @@ class Ladder:
         results: list[Probe] = []
         ep = self._endpoints  # one set of endpoints for the whole climb
         for name, level in _RUNGS:
+            if level > top:  # a rung above the top is never asked: no generation sent for a lower top
+                return results
             for p in self._check(name, level, ep, deadline_at):
                 if p.level > top:
                     return results
