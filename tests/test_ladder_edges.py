@@ -332,7 +332,7 @@ def test_a_failure_inside_a_check_is_a_failed_probe_naming_it():
 
 
 def test_identify_counts_every_path_it_asks():
-    from firstlight.wire.identify import identify_paths
+    from firstlight.probes.identify import identify_paths
 
     with server({}) as (url, _), ladder(url) as lad:
         lad.identify(budget_s=5)

@@ -122,7 +122,7 @@ def test_a_launcher_that_exits_0_leaving_its_server_is_followed_to_the_server(tm
     assert launcher.stdin is not None and launcher.stdout is not None
     server: list[psutil.Process] = []
     sampler = ProcessTreeSampler(launcher.pid, exit_code=launcher.poll, descendants=lambda: server,
-                                 left_group=lambda: [(4242, "worker")], clock=lambda: 5.0)
+                                 left_group=lambda tree: [(4242, "worker")], clock=lambda: 5.0)
     assert [type(o) for o in sampler.sample()] == [SourceNote, ProcessSample]  # the group note, then the sample
     launcher.stdin.write("\n")
     launcher.stdin.flush()
@@ -319,28 +319,24 @@ def test_a_sample_names_each_process_with_its_start_and_counts_the_tree():
         end(p)
 
 
-class Unreadable(ProcessTreeSampler):
-    """A sampler that cannot read some processes' I/O counters (an unprivileged user's view of another user's
-    processes; as root every process is readable, so the denial is stood in for here)."""
+def test_io_counters_that_cannot_be_read_are_said_once_and_count_nothing(monkeypatch: pytest.MonkeyPatch):
+    """An unprivileged user's view of another user's processes: /proc/PID/io refused (as root every process is
+    readable, so the refusal is stood in for by the reader, as the sampler would get it)."""
+    import firstlight.samplers.process as process_mod
 
-    denied: frozenset[int] = frozenset()
-
-    def _read(self, p: psutil.Process) -> int:  # type: ignore[override]
-        return -1 if p.pid in self.denied else ProcessTreeSampler._read(p)
-
-
-def test_io_counters_that_cannot_be_read_are_said_once_and_count_nothing():
+    real = process_mod.read_bytes
+    denied: set[int] = set()
+    monkeypatch.setattr(process_mod, "read_bytes", lambda pid: -1 if pid in denied else real(pid))
     p = popen("import sys; sys.stdin.readline()")
     try:
-        sampler = Unreadable(p.pid, clock=lambda: 3.0)
-        sampler.denied = frozenset({p.pid})
+        denied.add(p.pid)
+        sampler = ProcessTreeSampler(p.pid, clock=lambda: 3.0)
         out = sampler.sample()
         assert out[0] == SourceNote(3.0, "process", "cannot read I/O counters of some processes (permission); "
                                                     "bytes read are undercounted")
         assert samples(out)[0].read_bytes == 0
         assert [type(o) for o in sampler.sample()] == [ProcessSample]  # said once
-        readable = Unreadable(p.pid)
-        readable.denied = frozenset()
-        assert [type(o) for o in readable.sample()] == [ProcessSample]
+        denied.clear()
+        assert [type(o) for o in ProcessTreeSampler(p.pid).sample()] == [ProcessSample]
     finally:
         end(p)
