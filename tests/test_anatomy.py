@@ -274,3 +274,17 @@ def test_the_html_report_draws_this_start_beside_the_baselines_as_stacked_bars()
     assert 'data-phase="weights_loading" title="weights_loading: ' in page
     assert f"width:{100 * w['seconds'] / scale:.3f}%" in page  # this start's bar, to scale
     assert f"width:{100 * 1.0 / scale:.3f}%" in page  # the baseline's weights, on the same scale
+
+
+def test_explain_of_a_file_that_is_not_a_startup_log_says_there_is_no_anatomy(tmp_path: Path):
+    """Exit 1 'the source holds none', as the help says: a file in which replay recognises no phase and no end."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("shopping list\neggs\nmilk\n")
+    r = run_firstlight("explain", str(notes))
+    assert r.rc == 1 and "no anatomy in it" in r.stderr, (r.rc, r.stderr)
+    # a log that ended in a failure before any phase marker still has one: how far it got
+    crash = tmp_path / "crash.log"
+    crash.write_text("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+                     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    c = run_firstlight("explain", "--json", str(crash))
+    assert c.rc == 0, c.stderr

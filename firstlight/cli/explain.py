@@ -45,6 +45,8 @@ def _from_file(path: Path, engine: str | None) -> tuple[dict[str, Any] | None, s
         return (anatomy(r.judge.phases_dicts(), r.judge.signals, end, first_generation_s=first,
                         reached=r.assessment.phase), r.assessment.verdict)
     report = replay_log(path, engine)
+    if not report.phases and report.outcome == "incomplete":
+        return None, report.outcome  # no phase recognised: not a startup log (replay says the same)
     return report.anatomy, report.outcome
 
 
