@@ -32,6 +32,9 @@ DISK_SHARE = 0.5  # reads at >= half the device's measured rate: the disk is the
 RESIDENT_WARM = 0.9  # >= 90 % of the weights in the page cache at start: read from memory
 IDLE_MIN_S = 2.0  # shorter silent stretches are sampling gaps, not idle
 IDLE_CPU = 0.05  # cores: below this the tree did nothing
+# bytes/s: below this the reads are a sleeping process's small read() calls (a pipe, a poll), not work; counted at
+# any size, one such call made a whole backed-off sample gap (up to 4 s) "moved" and an idle phase "reads"
+IDLE_READ_BPS = 64 * 1024
 _NO_CLOCK = 1e3  # epoch seconds below this: a line without a timestamp of its own
 _COMPILE_PHASES = ("compile",)
 _WEIGHT_PHASES = ("weights_loading",)
@@ -127,7 +130,7 @@ def _window(sig: Signals, t0: float, t1: float) -> _Window:
         while li < len(logs) and logs[li] < max(a[0], t0):
             li += 1
         logged = li < len(logs) and logs[li] <= b[0]
-        moved = b[1] > a[1] or (dt > 0 and (b[2] - a[2]) / dt >= IDLE_CPU) or logged
+        moved = (dt > 0 and ((b[1] - a[1]) / dt >= IDLE_READ_BPS or (b[2] - a[2]) / dt >= IDLE_CPU)) or logged
         lo, hi = max(a[0], t0), min(b[0], t1)
         if moved:
             busy += max(hi - lo, 0)

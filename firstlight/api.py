@@ -153,8 +153,8 @@ class _Run:
             cfg = self.cfg
             self.session.preflight = _preflight(cfg.command, cfg.engine, cfg.model_path, True, self.redactor,
                                                 min(DEADLINE_S, cfg.judge.timeout))
-        self.thread.start()
-        try:
+        try:  # the start too: a Ctrl-C may be raised as start() returns, the session already launching
+            self.thread.start()
             self._wait_ready()
         except BaseException:  # KeyboardInterrupt while waiting: the server is stopped, then it propagates
             self.stop()

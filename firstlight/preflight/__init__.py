@@ -119,11 +119,24 @@ def run_preflight(target: Target, options: PreflightOptions | None = None,
     checks = []
     for name, category, future, what in running:
         try:
-            checks.append(future.result(timeout=max(deadline - time.monotonic(), 0)))
+            checks.append(_result_by(future, deadline))
         except TimeoutError:
             checks.append(Check(name, WARN, category, f"timed out after {opts.deadline_s:g}s {what()} (not "
                                 "checked)", "a hung mount or device? check the path named; the start goes on"))
     return PreflightReport(checks, time.monotonic() - t0)
+
+
+def _result_by(future: Future[Check], deadline: float) -> Check:
+    """The future's result by ``deadline`` (monotonic), waited for in short slices: a stop signal may be delivered
+    to a worker thread, and then a long lock wait of the main thread is not interrupted; Python runs the signal's
+    handler only when the main thread next runs bytecode (a SIGINT went unheard for the whole 30 s deadline)."""
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return future.result(timeout=min(max(left, 0.0), 0.1))
+        except TimeoutError:
+            if left <= 0.1:
+                raise
 
 
 __all__ = ["DEADLINE_S", "FAIL", "OK", "STATUSES", "WARN", "Check", "PreflightOptions", "PreflightReport", "Target",
