@@ -64,5 +64,5 @@ echo "test.sh: set-up done after ${SECONDS} s" >&2
 # (tests/conftest.py pytest_xdist_make_scheduler).
 # Coverage of the package, one line per file that is not fully covered, and the total (pytest-cov).
 .venv/bin/python -m pytest -q -rs -n "${FIRSTLIGHT_TEST_WORKERS:-2}" --cov=firstlight \
-  --cov-report=term:skip-covered "$@"
+  --cov-report=term:skip-covered --durations=25 "$@"
 echo "test.sh: done after ${SECONDS} s" >&2
