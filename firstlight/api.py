@@ -32,7 +32,7 @@ from types import TracebackType
 import psutil
 
 from firstlight.config import Config, HistoryConfig, JudgeConfig, ProbeConfig
-from firstlight.engines import command_host, command_port, detect_from_command, get_profile
+from firstlight.engines import command_url, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
 from firstlight.logreplay import ReplayReport, replay_lines, replay_log
 from firstlight.preflight import DEADLINE_S, PreflightOptions, PreflightReport, read_target
@@ -324,15 +324,10 @@ def _where(url: str | None, port: int | None) -> str | None:
 
 
 def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
-    host = command_host(list(command), profile) or "127.0.0.1"
-    if host in ("0.0.0.0", "::", "[::]", ""):
-        host = "127.0.0.1"
-    port = command_port(list(command), profile) or profile.default_port
-    if not port:  # port 0 would silently become port 80
+    url = command_url(list(command), profile)
+    if url is None:
         raise ValueError("cannot tell the server's port from its command line; pass url= or port=")
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    return f"http://{host}:{port}"
+    return url
 
 
 def _probe_config(url: str, profile: EngineProfile, *, api: str, prompt: str | None, expect: str | None,

@@ -20,7 +20,7 @@ from typing import IO, Any
 import click
 
 from firstlight.config import AfterReadyConfig, HistoryConfig, JudgeConfig, ProbeConfig
-from firstlight.engines import command_host, command_port, detect_from_command, get_profile
+from firstlight.engines import command_url, detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
 from firstlight.redact import Redactor
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE
@@ -259,15 +259,10 @@ def after_ready_config(kw: dict[str, Any]) -> tuple[AfterReadyConfig, HistoryCon
 
 
 def url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
-    host = command_host(list(command), profile) or "127.0.0.1"
-    if host in ("0.0.0.0", "::", "[::]", ""):
-        host = "127.0.0.1"
-    port = command_port(list(command), profile) or profile.default_port
-    if not port:  # port 0 would silently become port 80
+    url = command_url(list(command), profile)
+    if url is None:
         raise UsageFailure("cannot tell the server's port from its command line; pass --url")
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    return f"http://{host}:{port}"
+    return url
 
 
 def redactor_for(command: Sequence[str], api_key: str | None) -> Redactor:

@@ -91,6 +91,10 @@ def command_host(
     return _detect.command_host(argv, profile, env)
 
 
+def command_url(argv: Sequence[str], profile: EngineProfile) -> str | None:
+    return _detect.command_url(argv, profile)
+
+
 __all__ = [
     "DETECTION_ENDPOINTS",
     "FAILURE_CATEGORIES",
@@ -109,6 +113,7 @@ __all__ = [
     "clean_line",
     "command_host",
     "command_port",
+    "command_url",
     "detect_from_command",
     "detect_from_endpoint",
     "detect_from_lines",

@@ -156,6 +156,20 @@ def command_port(
     return profile.default_port or None
 
 
+def command_url(argv: Sequence[str] | str, profile: EngineProfile) -> str | None:
+    """Where to reach the server the command starts, from this machine: its host (a wildcard bind is reached on
+    127.0.0.1) and port; ``None`` when the port cannot be told (port 0 would silently become port 80)."""
+    host = command_host(argv, profile) or "127.0.0.1"
+    if host in ("0.0.0.0", "::", "[::]", ""):
+        host = "127.0.0.1"
+    port = command_port(argv, profile)
+    if not port:
+        return None
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
 def command_host(
     argv: Sequence[str] | str, profile: EngineProfile, env: Mapping[str, str] | None = None
 ) -> str | None:
