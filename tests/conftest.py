@@ -23,6 +23,14 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background by a non-interactive shell (CI's job, ``nohup ... &``) inherits SIGINT
+    ignored, and so would every process the tests start: a Ctrl-C test's SIGINT then reaches nothing. A handler
+    (not SIG_IGN) here is reset to the default in each child at exec, as in a terminal."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The real-vLLM tests first (a stable sort: the rest keep their order): they take the longest (each vLLM
     start is minutes of torch.compile)."""
