@@ -258,6 +258,19 @@ class FaultServer:
 
 
 @contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` on a real loopback port, on a thread of its own: its base URL; stopped on the way out."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True  # a handler the test keeps hanging must not hold up the shutdown
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@contextmanager
 def fault_server(mode: str, **options: Any) -> Iterator[FaultServer]:
     s = FaultServer(mode, **options)
     try:

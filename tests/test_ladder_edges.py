@@ -9,7 +9,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ from firstlight.engines.profile import Endpoints
 from firstlight.probes.ladder import Ladder
 from firstlight.timeline import Level, Probe
 from firstlight.wire import MAX_BODY
+from tests.faults import serving
 
 Route = tuple[int, Any]
 HEALTHY: dict[tuple[str, str], Route] = {("GET", "/health"): (200, {"status": "ok"}),
@@ -57,14 +58,8 @@ def server(routes: dict[tuple[str, str], Route]) -> Iterator[tuple[str, Recorder
         def do_POST(self) -> None:
             self._answer("POST")
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", rec
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(H) as url:
+        yield url, rec
 
 
 def ladder(url: str, **kw: Any) -> Ladder:
@@ -369,15 +364,11 @@ def hanging(method: str, path: str) -> Iterator[str]:
         def do_POST(self) -> None:
             self._answer("POST")
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        release.set()
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(H) as url:
+        try:
+            yield url
+        finally:
+            release.set()  # before the shutdown: the hanging handler lets go
 
 
 @pytest.mark.parametrize("method, path, level", [("GET", "/health", Level.HTTP), ("GET", "/v1/models", Level.MODELS),

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
 from firstlight.timeline import Level
+from tests.faults import serving
 
 BIG = 64 << 20  # a body far over the cap
 
@@ -52,14 +52,8 @@ def server(routes: dict[tuple[str, str], tuple[int, Any]]) -> Iterator[tuple[str
         def do_POST(self) -> None:
             self._answer("POST")
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", sent
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(H) as url:
+        yield url, sent
 
 
 OK_MODELS = (200, {"data": [{"id": "m"}]})
