@@ -186,7 +186,7 @@ def _generic_bound(w: _Window, t0: float) -> tuple[str, list[dict[str, Any]]]:
     if cores >= 0.5 or (w.runnable or 0) >= HOT_THREAD:
         top = f"; busiest thread {w.thread_name} runnable in {w.runnable:.0%} of samples" if w.runnable else ""
         return "cpu", [_ev("cpu", f"{cores:.2f} cores on average{top}", t0)]
-    if w.read > 0:
+    if (w.read_rate or 0) >= IDLE_READ_BPS:  # a sleeping process's small reads are not what bound it
         return "reads", [_ev("disk", f"read {w.read / 1e6:.1f} MB at {_mbps(w.read_rate)}", t0)]
     return "log", [_ev("log", f"{w.logs} log lines; CPU {cores:.2f} cores", t0)]
 

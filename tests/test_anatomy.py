@@ -288,3 +288,19 @@ def test_explain_of_a_file_that_is_not_a_startup_log_says_there_is_no_anatomy(tm
                      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
     c = run_firstlight("explain", "--json", str(crash))
     assert c.rc == 0, c.stderr
+
+
+def test_a_sleeping_process_small_reads_are_neither_reads_nor_work_and_a_real_read_is():
+    """A phase busy with log lines while its process read() 2 KB/s (a pipe, a poll) is bound by `log`, not `reads`
+    ("0.0 MB at 0 MB/s"); the same phase reading 1 MB/s is `reads` (the threshold: IDLE_READ_BPS, 64 KiB/s)."""
+    from firstlight.anatomy import Signals
+
+    def phase_bound(bytes_per_s: float, logs: bool = True) -> str:
+        ts = [T0 + i * 0.5 for i in range(13)]
+        sig = Signals(points=[(t, int(i * 0.5 * bytes_per_s), i * 0.005, None, "", "S") for i, t in enumerate(ts)],
+                      log_times=ts[1:] if logs else [])
+        return str(_phase(anatomy([{"name": "warmup", "start": T0}], sig, T0 + 6.0), "warmup")["bound"])
+
+    assert phase_bound(2_000) == "log"
+    assert phase_bound(1_000_000) == "reads"
+    assert phase_bound(2_000, logs=False) == "idle"  # nothing else moved: the small reads leave it idle
