@@ -99,9 +99,10 @@ def sim_cmd(scenario: str = "normal", port: int | None = None, *extra: str) -> l
     return [*cmd, *extra]
 
 
-def run_firstlight(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Run:
+def run_firstlight(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
+                   preexec_fn: Callable[[], None] | None = None) -> Run:
     p = subprocess.run(firstlight_cmd(*args), capture_output=True, text=True, timeout=timeout,
-                       env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+                       env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
     return Run(p.returncode, p.stdout, p.stderr)
 
 

@@ -26,6 +26,7 @@ from firstlight.result import RunFacts, RunResult
 from firstlight.sim.server import free_port, make_weights
 from firstlight.timeline import LogLine, ProcessSample, Started, WeightsTotal
 from tests.conftest import run_firstlight, sim_cmd
+from tests.slow_disk import evict
 
 T0 = 1_000_000.0
 GB = 1_000_000_000
@@ -161,17 +162,8 @@ def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-def _evict(directory: Path) -> None:
-    for f in directory.iterdir():
-        fd = os.open(f, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 def _live(scenario: str, weights: Path, record: Path) -> dict[str, Any]:
-    _evict(weights)  # cold: the throttled reader, not the page cache, sets the pace
+    evict(weights)  # cold: the throttled reader, not the page cache, sets the pace
     r = run_firstlight("up", "--json", "--stop-when-ready", "--no-history", "--record", str(record),
                        "--poll-min", "0.05", "--sample-interval", "0.2", "--",
                        *sim_cmd(scenario, free_port(), "--dialect", "vllm", "--model-path", str(weights),

@@ -6,7 +6,6 @@ start's weights are judged against that figure.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from pathlib import Path
@@ -16,18 +15,10 @@ import pytest
 from firstlight.preflight.pagecache import cached_bytes
 from firstlight.sim.server import free_port
 from tests.conftest import run_firstlight
+from tests.slow_disk import evict
 from tests.test_llama_server import FAST, llama, server_cmd  # noqa: F401  (llama: the fixture)
 
 pytestmark = pytest.mark.llama
-
-
-def _evict(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # a fresh copy's pages are dirty: written back first, or DONTNEED keeps them
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def test_cold_and_warm_page_cache_starts_are_named_and_compared(llama: dict[str, str], tmp_path: Path):  # noqa: F811
@@ -35,7 +26,7 @@ def test_cold_and_warm_page_cache_starts_are_named_and_compared(llama: dict[str,
     shutil.copyfile(llama["model"], model)
     size = model.stat().st_size
     history = tmp_path / "history.db"
-    _evict(model)
+    evict(model)
     d = run_firstlight("preflight", "--disk", "--json", "--model", str(model), "--history", str(history))
     assert d.rc == 0, d.stderr
     assert "MB/s sequential" in d.stderr and cached_bytes(model) == 0  # measured, and evicted again

@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from firstlight.preflight.pagecache import cached_bytes
 from firstlight.samplers.process import HOT_PROCESS, ProcessTreeSampler, ThreadCpu, _task_cpu, zombie_exit_code
 from firstlight.timeline import ProcessSample, ProcInfo, SourceNote
 from tests.conftest import wait_for
@@ -324,9 +325,9 @@ def test_io_counters_that_cannot_be_read_are_said_once_and_count_nothing(monkeyp
     readable, so the refusal is stood in for by the reader, as the sampler would get it)."""
     import firstlight.samplers.process as process_mod
 
-    real = process_mod.read_bytes
+    real = process_mod.read_io
     denied: set[int] = set()
-    monkeypatch.setattr(process_mod, "read_bytes", lambda pid: -1 if pid in denied else real(pid))
+    monkeypatch.setattr(process_mod, "read_io", lambda pid: process_mod.IO_DENIED if pid in denied else real(pid))
     p = popen("import sys; sys.stdin.readline()")
     try:
         denied.add(p.pid)
@@ -338,5 +339,56 @@ def test_io_counters_that_cannot_be_read_are_said_once_and_count_nothing(monkeyp
         assert [type(o) for o in sampler.sample()] == [ProcessSample]  # said once
         denied.clear()
         assert [type(o) for o in ProcessTreeSampler(p.pid).sample()] == [ProcessSample]
+    finally:
+        end(p)
+
+
+_MAPPED_AFTER_READ = """
+import mmap, os, sys
+cached, cold = sys.argv[1], sys.argv[2]
+with open(cached, "rb") as f:  # read() calls answered by the page cache: rchar only
+    while f.read(1 << 20):
+        pass
+print("read", flush=True)
+sys.stdin.readline()
+fd = os.open(cold, os.O_RDONLY)
+m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)  # pages faulted in from storage: read_bytes only
+total = sum(m[i] for i in range(0, len(m), 4096))
+print("mapped", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_weights_mapped_after_reads_from_the_page_cache_count_in_full(tmp_path: Path):
+    """A loader that faults in 32 MiB of evicted weights after 64 MiB of read() calls answered by the page cache
+    (vLLM's worker: Python read first, the safetensors mapped after) read 96 MiB: the mapped bytes are not hidden
+    behind the read() total (the larger of the two running totals showed none of them)."""
+    cached, cold = tmp_path / "cached.bin", tmp_path / "cold.bin"
+    cached.write_bytes(os.urandom(64 << 20))
+    cold.write_bytes(os.urandom(32 << 20))
+    for f in (cached, cold):
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            if f == cold:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            else:
+                os.read(fd, 64 << 20)
+        finally:
+            os.close(fd)
+    assert cached_bytes(cold) == 0 and cached_bytes(cached) == 64 << 20
+    p = popen(_MAPPED_AFTER_READ, str(cached), str(cold))
+    try:
+        assert p.stdout is not None and p.stdin is not None
+        sampler = ProcessTreeSampler(p.pid)
+        assert p.stdout.readline().strip() == "read"
+        first = samples(sampler.sample())[0].read_bytes
+        assert first >= 64 << 20
+        p.stdin.write("\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "mapped"
+        io = psutil.Process(p.pid).io_counters()
+        assert io.read_bytes >= 32 << 20 and io.read_chars > io.read_bytes  # the case: mapped less than read()
+        assert samples(sampler.sample())[0].read_bytes - first >= 32 << 20
     finally:
         end(p)

@@ -8,7 +8,7 @@ import sys
 
 import psutil
 
-from firstlight.samplers.proctable import TreeReader, read_bytes, read_stat
+from firstlight.samplers.proctable import TreeReader, read_io, read_stat
 from tests.conftest import wait_for
 
 # a child forked from the main thread, one from another thread (it lands in that thread's children file), and a
@@ -57,8 +57,8 @@ def test_a_process_stat_matches_psutil_and_a_gone_one_reads_as_none():
     assert abs(st.cpu_seconds - sum(me.cpu_times()[:2])) < 0.5
     assert st.rss_bytes > 0 and st.status == "running"
     io = me.io_counters()
-    got = read_bytes(os.getpid())
-    assert got is not None and got >= max(io.read_bytes, io.read_chars)
+    got = read_io(os.getpid())
+    assert got is not None and got.chars >= io.read_chars and got.storage >= io.read_bytes
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
-    assert read_stat(p.pid) is None and read_bytes(p.pid) is None
+    assert read_stat(p.pid) is None and read_io(p.pid) is None

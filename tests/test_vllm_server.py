@@ -37,11 +37,11 @@ import psutil
 import pytest
 
 from firstlight.config import ProbeConfig
-from firstlight.preflight.pagecache import cached_bytes
 from firstlight.probes.ladder import Ladder
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level
 from tests.conftest import REPO, children, firstlight_cmd, require, run_firstlight, wait_for
+from tests.slow_disk import Throttle, evict, why_no_throttle
 
 # Under pytest-xdist the whole module is one unit of work on one worker (tests/conftest.py): its servers are
 # shared by its tests (module fixtures), one vLLM at a time.
@@ -525,26 +525,48 @@ def test_anatomy_of_the_cold_vllm_start_names_the_compile_miss_and_the_weights_c
     assert "anatomy" in served["stderr"]
 
 
-def test_anatomy_of_an_O0_start_from_a_cold_page_cache(vllm_setup: dict[str, str], compile_cache: Path,
-                                                       one_vllm: None, tmp_path: Path):
-    """-O0 (no torch.compile) with the weights evicted from the page cache (residency checked before): the anatomy
-    names the cold page cache and the read, and has no compile to attribute."""
+SLOW_DISK_BPS = 40_000_000  # the weights (269 MB) take about 7 s from the throttled disk, about 1 s warm
+
+
+def test_anatomy_of_an_O0_start_from_a_slow_disk_then_from_the_page_cache(
+        vllm_setup: dict[str, str], compile_cache: Path, one_vllm: None, tmp_path: Path):
+    """-O0 (no torch.compile), the weights evicted (residency checked before) on a disk the kernel holds to 40 MB/s
+    (a blkio cgroup holding firstlight and vLLM, in which `preflight --disk` measured the device): the anatomy
+    says the weights phase was bound by the disk, read all the weights from it at about the measured rate, and
+    offers a warm page cache; the next start, the weights resident, is bound by the page cache, and the history
+    compares it with the cold one in the weights phase."""
     model = tmp_path / "model"
     shutil.copytree(vllm_setup["model"], model)  # a private copy: the shared server holds the cached one mapped
-    for f in model.iterdir():
-        fd = os.open(f, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    assert all(cached_bytes(f) == 0 for f in model.iterdir())
-    r = run_firstlight("up", "--json", "--stop-when-ready", "--no-history", *FAST, "--",
-                       *vllm_cmd(vllm_setup, free_port(), "-O0", model=str(model)),
-                       timeout=START_TIMEOUT, env=vllm_env(compile_cache))
-    assert r.rc == 0, r.stderr[-4000:]
-    a = r.summary["anatomy"]
-    assert a["cache"]["page_cache_resident"] <= 0.1, a["cache"]  # at most the preflight's header reads
-    w = next(p for p in a["phases"] if p["name"] == "weights_loading")
-    assert w["bound"] not in ("page_cache", "idle", "unmeasured") and w["read_bytes"] > 0, w
-    assert "compile" not in {p["name"] for p in a["phases"]} and a["cache"]["compile_cache"] is None
+    require(why_no_throttle(model) is None, f"a block throttle on the disk under {model} ({why_no_throttle(model)})")
+    history = ["--history", str(tmp_path / "history.db")]
+    weights = sum(f.stat().st_size for f in model.glob("*.safetensors"))
+    with Throttle(model, SLOW_DISK_BPS) as slow:
+        assert evict(model) == 0
+        r = run_firstlight("preflight", "--disk", *history, "--model", str(model), preexec_fn=slow.enter)
+        assert r.rc == 0 and "MB/s sequential" in r.stderr, r.stderr
+        assert evict(model) == 0
+        runs = []
+        for _ in ("cold", "warm"):
+            r = run_firstlight("up", "--json", "--stop-when-ready", *history, *FAST, "--",
+                               *vllm_cmd(vllm_setup, free_port(), "-O0", model=str(model)),
+                               timeout=START_TIMEOUT, env=vllm_env(compile_cache), preexec_fn=slow.enter)
+            assert r.rc == 0, r.stderr[-4000:]
+            runs.append(r.summary["anatomy"])
+    cold, warm = runs
+    device = cold["cache"]["device_rate"]
+    assert 0.5 * SLOW_DISK_BPS <= device <= 1.1 * SLOW_DISK_BPS, cold["cache"]  # the throttled device measured
+    assert cold["cache"]["page_cache_resident"] <= 0.1, cold["cache"]  # at most the preflight's header reads
+    w = next(p for p in cold["phases"] if p["name"] == "weights_loading")
+    assert w["bound"] == "disk" and w["evidence"][0]["signal"] == "disk", w
+    assert w["read_bytes"] >= 0.9 * weights, w  # every weight read from the disk, mapped ones included
+    assert 0.5 * device <= w["read_rate"] <= 1.5 * device, w  # at about the device's measured rate
+    cut = next(c for c in cold["cuts"] if c["cut"] == "warm_page_cache")
+    assert 0 < cut["saving_s"] <= w["seconds"], cut
+    assert "compile" not in {p["name"] for p in cold["phases"]} and cold["cache"]["compile_cache"] is None
+    assert warm["cache"]["page_cache_resident"] >= 0.9, warm["cache"]
+    ww = next(p for p in warm["phases"] if p["name"] == "weights_loading")
+    assert ww["bound"] == "page_cache", ww
+    vs = warm["vs_baseline"]  # the cold start is the history's baseline
+    d = next(p for p in vs["phases"] if p["phase"] == "weights_loading")
+    assert d["delta_s"] < 0 and "resident at start vs" in d["why"], vs  # 7 s at 40 MB/s against about 1 s
+

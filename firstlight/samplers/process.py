@@ -17,7 +17,7 @@ import psutil
 from firstlight.deaths import wait_status_code
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.oom import OomTraces
-from firstlight.samplers.proctable import CLK_TCK, Stat, TreeReader, last_pid, read_bytes, read_stat
+from firstlight.samplers.proctable import CLK_TCK, IO_DENIED, IoCounters, Stat, TreeReader, last_pid, read_io, read_stat
 from firstlight.timeline import Observation, ProcessSample, ProcInfo, SourceNote
 
 
@@ -61,7 +61,8 @@ class ProcessTreeSampler(Sampler):
         self._last: dict[int, ProcInfo] = {}
         self._gone_cpu = 0.0
         self._gone_read = 0
-        self._last_read: dict[int, int] = {}
+        self._io: dict[int, IoCounters] = {}  # pid -> its counters at the last sample
+        self._read: dict[int, int] = {}  # pid -> bytes it has read, as this sampler counts them
         self._io_denied_noted = False
         self._dead = False
         self._threads = ThreadCpu()
@@ -97,17 +98,17 @@ class ProcessTreeSampler(Sampler):
                                                   "it is still watched and will be stopped with the server"))
         infos: list[ProcInfo] = []
         cpu = rss = threads = 0.0
-        read_now: dict[int, int] = {}
+        io_now: dict[int, IoCounters] = {}
         root_state = None
         for p, st in members:
-            got = read_bytes(p.pid)
+            got = read_io(p.pid)
             if got is None:
                 continue  # gone since its stat was read
             try:
                 info = ProcInfo(p.pid, self._name(p, st), st.status, st.cpu_seconds, st.rss_bytes, p.create_time())
             except psutil.Error:
                 continue
-            read_now[p.pid] = got
+            io_now[p.pid] = got
             threads += st.threads
             infos.append(info)
             cpu += info.cpu_seconds
@@ -118,18 +119,20 @@ class ProcessTreeSampler(Sampler):
         died = tuple(info for pid, info in self._last.items() if pid not in seen)
         for info in died:
             self._gone_cpu += info.cpu_seconds
-            self._gone_read += self._last_read.get(info.pid, 0)
+            self._gone_read += self._read.pop(info.pid, 0)
             self._procs.pop(info.pid, None)
-            self._last_read.pop(info.pid, None)
+            self._io.pop(info.pid, None)
         if died:
             self._names = {k: v for k, v in self._names.items() if k[0] in seen}
         self._last = {i.pid: i for i in infos}
-        self._last_read.update(read_now)
-        if any(v < 0 for v in read_now.values()) and not self._io_denied_noted:
+        for pid, io in io_now.items():
+            self._read[pid] = self._read.get(pid, 0) + _bytes_read(self._io.get(pid), io)
+        self._io.update(io_now)
+        if any(io == IO_DENIED for io in io_now.values()) and not self._io_denied_noted:
             self._io_denied_noted = True
             out.append(SourceNote(now, "process", "cannot read I/O counters of some processes (permission); "
                                                   "bytes read are undercounted"))
-        total_read = self._gone_read + sum(max(0, v) for v in read_now.values())
+        total_read = self._gone_read + sum(self._read[pid] for pid in io_now)
         top, top_name, top_state = self._threads.busiest(now, infos)
         total_cpu = cpu + self._gone_cpu
         self.moved = self._moved(now, total_cpu, total_read, int(rss), infos)
@@ -245,6 +248,18 @@ _GONE = ("Z", "X", "x")  # a zombie or dead: not a member
 # cores: only a process that used this much CPU since the last sample has its threads read (a CPU-bound thread gets
 # at least this on a machine with 10 runnable threads a core; an idle or I/O-bound tree costs nothing more)
 HOT_PROCESS = 0.1
+
+
+def _bytes_read(was: IoCounters | None, now: IoCounters) -> int:
+    """What a process read since its last sample: the larger of its read() calls (the page cache's too) and what
+    came from storage (mapped pages faulted in too), each as its own increase. The larger of the two running
+    totals would hide a mapped load behind the read() calls before it: vLLM's worker had read 180 MB of Python by
+    read() when it faulted in 270 MB of weights, and only the last 90 MB showed."""
+    if now == IO_DENIED:
+        return 0
+    if was is None or was == IO_DENIED:  # first seen: all it read before
+        return max(now.chars, now.storage)
+    return max(now.chars - was.chars, now.storage - was.storage, 0)
 
 
 class ThreadCpu:

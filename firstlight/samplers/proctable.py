@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import NamedTuple
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -192,14 +193,24 @@ def last_pid() -> int | None:
         return None
 
 
-def read_bytes(pid: int) -> int | None:
-    """Bytes read (/proc/PID/io): storage reads, or read() calls where larger (a file in the page cache); -1 when
-    not allowed (another user's process), None once the process is gone."""
+class IoCounters(NamedTuple):
+    """A process's cumulative reads (/proc/PID/io): ``chars`` by read() calls (the page cache's included),
+    ``storage`` brought from storage (mapped pages faulted in included)."""
+
+    chars: int
+    storage: int
+
+
+IO_DENIED = IoCounters(-1, -1)  # another user's process
+
+
+def read_io(pid: int) -> IoCounters | None:
+    """The process's read counters; ``IO_DENIED`` when not allowed, None once the process is gone."""
     try:
         with open(f"/proc/{pid}/io", "rb") as fh:
             raw = fh.read()
     except PermissionError:
-        return -1
+        return IO_DENIED
     except OSError:
         return None
     rchar = rbytes = 0
@@ -208,4 +219,4 @@ def read_bytes(pid: int) -> int | None:
             rchar = int(line[6:])
         elif line.startswith(b"read_bytes:"):
             rbytes = int(line[11:])
-    return max(rchar, rbytes)
+    return IoCounters(rchar, rbytes)
