@@ -546,9 +546,10 @@ def test_anatomy_of_an_O0_start_from_a_slow_disk_then_from_the_page_cache(
         assert r.rc == 0 and "MB/s sequential" in r.stderr, r.stderr
         assert evict(model) == 0
         runs = []
+        port = free_port()  # one deployment (the history keys it by its command): the same port both times
         for _ in ("cold", "warm"):
             r = run_firstlight("up", "--json", "--stop-when-ready", *history, *FAST, "--",
-                               *vllm_cmd(vllm_setup, free_port(), "-O0", model=str(model)),
+                               *vllm_cmd(vllm_setup, port, "-O0", model=str(model)),
                                timeout=START_TIMEOUT, env=vllm_env(compile_cache), preexec_fn=slow.enter)
             assert r.rc == 0, r.stderr[-4000:]
             runs.append(r.summary["anatomy"])
