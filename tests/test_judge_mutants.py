@@ -1,0 +1,443 @@
+"""Rules of the judge pinned exactly, found by mutation testing (scripts/mutation.sh on firstlight/judge.py).
+
+Each test states one rule and asserts its observable result in full (event kinds and order, evidence strings,
+level_since / first_generation contents, verdict and failure fields), so that a changed comparison, a dropped
+argument or a renamed key changes a result. Pure: recorded observations in, verdicts and events out.
+"""
+
+from __future__ import annotations
+
+from firstlight.assessment import Event, Evidence
+from firstlight.deaths import KILLED_HINT, OOM_HOST_HINT, crash_hint
+from firstlight.engines import get_profile
+from firstlight.judge import Judge
+from firstlight.timeline import (
+    GpuDevice,
+    GpuProcess,
+    GpuSample,
+    Level,
+    LogLine,
+    Probe,
+    ProcessSample,
+    ProcInfo,
+    Started,
+)
+from tests.test_judge import RULES, T0, proc
+from tests.test_judge_rules import _judge
+
+VLLM = get_profile("vllm")  # the port opens only once the model can serve; /health does not lie
+OLLAMA = get_profile("ollama")  # "/" answers before any model loads
+GENERIC = get_profile("generic")  # listens before ready
+
+
+def _feed(j: Judge, *obs) -> list[Event]:
+    events: list[Event] = []
+    for o in obs:
+        events += j.feed(o)
+    return events
+
+
+def _ok(t: float, level: Level, detail: str = "", latency: float | None = 0.1, text: str | None = None) -> Probe:
+    return Probe(T0 + t, level, True, detail, latency_s=latency, text=text)
+
+
+def _fail(t: float, level: Level, detail: str = "", latency: float | None = None, transient: bool = True) -> Probe:
+    return Probe(T0 + t, level, False, detail, latency_s=latency, transient=transient)
+
+
+def _level(t: float, label: str, detail: str) -> Event:
+    return Event(T0 + t, "level", label, {"detail": detail})
+
+
+def _phase(t: float, name: str, source: str = "probe", line: int | None = None) -> Event:
+    return Event(T0 + t, "phase", name, {"source": source, "line": line})
+
+
+# -- the readiness ladder (Judge._on_probe) -------------------------------------------------------------------
+def test_a_probe_reaching_a_level_marks_every_level_below_it_once_in_order():
+    """An ok probe marks each level between the current one and its own as reached, lowest first, once."""
+    j = _judge(VLLM)
+    _feed(j, proc(1))
+    events = j.feed(_ok(2, Level.HTTP, "GET / -> 404"))
+    assert events == [_level(2, "port", "GET / -> 404"), _level(2, "http", "GET / -> 404"),
+                      _phase(2, "http_listening")]
+    assert j.level == Level.HTTP
+    assert j.level_since == {Level.PROCESS: T0 + 1, Level.PORT: T0 + 2, Level.HTTP: T0 + 2}
+    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (T0 + 2, "probe:http", "http reached")
+    assert [(p.name, p.start, p.source) for p in j.phases] == [("process_start", T0, "start"),
+                                                              ("http_listening", T0 + 2, "probe")]
+    # the same level again: nothing new
+    assert j.feed(_ok(3, Level.HTTP, "GET / -> 404")) == []
+    assert j.level_since == {Level.PROCESS: T0 + 1, Level.PORT: T0 + 2, Level.HTTP: T0 + 2}
+
+
+def test_without_a_process_sample_a_probe_marks_the_ladder_from_process_up():
+    """Level NONE is never 'reached': a first probe marks the levels from PROCESS up."""
+    j = _judge(VLLM)
+    events = j.feed(_ok(2, Level.PORT, "connect ok"))
+    assert events == [_level(2, "process", "connect ok"), _level(2, "port", "connect ok"),
+                      _phase(2, "http_listening")]
+    assert j.level_since == {Level.PROCESS: T0 + 2, Level.PORT: T0 + 2}
+
+
+def test_a_level_regained_after_a_loss_keeps_its_first_time():
+    """level_since records when a level was first reached; regaining it after a loss emits it again but keeps
+    the first time."""
+    j = _judge(VLLM)
+    _feed(j, proc(1), _ok(2, Level.PORT, "up"))
+    assert j.feed(_fail(3, Level.PORT, "refused")) == [Event(T0 + 3, "lost", "port", {"detail": "refused"})]
+    assert j.level == Level.PROCESS
+    assert j.feed(_ok(4, Level.PORT, "up again")) == []  # already in level_since: no second "level" event
+    assert j.level == Level.PORT
+    assert j.level_since == {Level.PROCESS: T0 + 1, Level.PORT: T0 + 2}
+
+
+def test_a_first_generation_reaches_every_level_and_the_ready_phase():
+    """An ok generation probe marks all the levels, records the first generation and enters READY."""
+    j = _judge(VLLM)
+    _feed(j, proc(1))
+    events = j.feed(_ok(3, Level.GENERATION, "POST -> 200", latency=0.5, text=" Paris"))
+    assert events == [_level(3, lv, "POST -> 200") for lv in ("port", "http", "health", "models", "generation")] + [
+        _phase(3, "ready")]
+    assert j.first_generation == {"latency_s": 0.5, "text": " Paris", "meanwhile": None}
+    assert j.ready_at == T0 + 3
+    assert (j.phases[-1].name, j.phases[-1].start, j.phases[-1].source) == ("ready", T0 + 3, "probe")
+    a = j.assess(T0 + 4)
+    assert a.verdict == "ready"
+    assert a.evidence == [Evidence("probe:generation", "generation returned ' Paris' in 0.50s", T0 + 3)]
+
+
+def test_a_healthy_health_probe_enters_warmup():
+    """The engine's health endpoint answering OK (when it does not lie while loading) means warmup."""
+    j = _judge(VLLM)
+    _feed(j, proc(1), _ok(2, Level.HTTP, "GET / -> 404"))
+    events = j.feed(_ok(5, Level.HEALTH, "GET /health -> 200"))
+    assert events == [_level(5, "health", "GET /health -> 200"), _phase(5, "warmup")]
+    assert [(p.name, p.start, p.end, p.source) for p in j.phases] == [
+        ("process_start", T0, T0 + 2, "start"), ("http_listening", T0 + 2, T0 + 5, "probe"),
+        ("warmup", T0 + 5, None, "probe")]
+
+
+def test_a_health_probe_is_not_warmup_once_the_engine_said_ready():
+    """After the engine's ready line, the health probe moves no phase (the log already did)."""
+    j = _judge(VLLM)
+    _feed(j, proc(1), LogLine(T0 + 2, "Application startup complete.", "stderr", 7))
+    assert j.engine_ready is not None
+    events = j.feed(_ok(3, Level.HEALTH, "GET /health -> 200"))
+    assert [e for e in events if e.type == "phase"] == []
+
+
+def test_a_health_endpoint_that_lies_while_loading_is_not_warmup():
+    """Ollama's "/" says OK before any model loads: reaching HEALTH there is not a phase."""
+    j = _judge(OLLAMA)
+    _feed(j, proc(1))
+    events = j.feed(_ok(2, Level.HEALTH, "GET / -> 200"))
+    assert [e.type for e in events] == ["level", "level", "level"]
+    assert [p.name for p in j.phases] == ["process_start"]
+
+
+def test_an_open_port_is_http_listening_only_where_the_port_opens_late():
+    """PORT/HTTP reached is the http_listening phase only for engines whose port opens when ready."""
+    j = _judge(GENERIC)  # listens before ready: an open port says nothing about the phase
+    _feed(j, proc(1))
+    assert j.feed(_ok(2, Level.PORT, "connect ok")) == [_level(2, "port", "connect ok")]
+    assert j.feed(_ok(3, Level.MODELS, "GET /v1/models -> 200")) == [
+        _level(3, lv, "GET /v1/models -> 200") for lv in ("http", "health", "models")]  # MODELS: no phase
+    j = _judge(VLLM)  # a MODELS probe is neither PORT nor HTTP: no http_listening from it
+    _feed(j, proc(1))
+    events = j.feed(_ok(2, Level.MODELS, "GET /v1/models -> 200"))
+    assert [e.type for e in events] == ["level"] * 4
+
+
+def test_a_probe_never_moves_the_phase_backwards():
+    """Once in warmup, a later PORT probe does not go back to http_listening."""
+    j = _judge(VLLM)
+    _feed(j, proc(1), _ok(2, Level.HEALTH, "ok"), _fail(3, Level.PORT, "refused"))
+    assert j.feed(_ok(4, Level.PORT, "ok")) == []
+    assert [p.name for p in j.phases] == ["process_start", "warmup"]
+
+
+# -- a failed rung ---------------------------------------------------------------------------------------------
+def test_a_failed_rung_at_the_current_level_is_lost_and_drops_one_level():
+    """A failed probe at or below the reached level emits 'lost' and drops the level below the failed rung."""
+    j = _judge(VLLM)
+    _feed(j, proc(1), _ok(2, Level.MODELS, "ok"))
+    failed = _fail(3, Level.MODELS, "GET /v1/models -> 503")
+    assert j.feed(failed) == [Event(T0 + 3, "lost", "models", {"detail": "GET /v1/models -> 503"})]
+    assert j.level == Level.HEALTH
+    assert j.last_probe_failure is failed
+    a = j.assess(T0 + 4)
+    assert Evidence("probe:models", "GET /v1/models -> 503", T0 + 3) in a.evidence
+
+
+def test_a_failed_rung_above_the_reached_level_is_not_a_loss():
+    """A probe failing above the level reached (a generation not yet answered) loses nothing."""
+    j = _judge(VLLM)
+    _feed(j, proc(1), _ok(2, Level.HTTP, "ok"))
+    assert j.feed(_fail(3, Level.GENERATION, "POST -> 503")) == []
+    assert j.level == Level.HTTP
+
+
+def test_nothing_is_lost_after_ready():
+    """Once READY, a failed probe is not a 'lost' level (the verdict stands)."""
+    j = _judge(VLLM)
+    _feed(j, proc(1), _ok(2, Level.GENERATION, "ok", text="x"))
+    assert j.feed(_fail(3, Level.PORT, "refused")) == []
+    assert j.level == Level.GENERATION
+
+
+# -- slow generations (activity_during and the "meanwhile" note) -----------------------------------------------
+def _busy_server(j: Judge) -> None:
+    """From t=10 to t=20: one core busy, GPUs at 40 % then 60 %, log lines at 9 (before), 10, 15 and 20."""
+    _feed(j, LogLine(T0 + 9, "before the probe", "stderr", 1), proc(10, cpu=0.0),
+          LogLine(T0 + 10, "at the start", "stderr", 2),
+          GpuSample(T0 + 12, (GpuDevice(0, "H100", 1 << 30, 80 << 30, 40.0),)),
+          LogLine(T0 + 15, "meanwhile", "stderr", 3),
+          GpuSample(T0 + 18, (GpuDevice(0, "H100", 1 << 30, 80 << 30, 60.0),)),
+          proc(20, cpu=10.0), LogLine(T0 + 20, "at the end", "stderr", 4))
+
+
+MEANWHILE = "CPU 100% of a core, GPU utilisation 50%, 3 log lines"
+
+
+def test_a_slow_unanswered_generation_says_what_the_server_did_meanwhile():
+    """A transient generation failure in flight >= 5 s gets a note with the CPU, GPU and log lines of its window
+    (both ends included)."""
+    j = _judge(VLLM)
+    _busy_server(j)
+    events = j.feed(_fail(20, Level.GENERATION, "POST timed out", latency=10.0))
+    assert events == [Event(T0 + 20, "note", f"generation not answered after 10s; meanwhile the server: {MEANWHILE}")]
+
+
+def test_a_slow_first_generation_records_what_the_server_did_meanwhile():
+    """The first generation records its latency, text and the activity of its window."""
+    j = _judge(VLLM)
+    _busy_server(j)
+    j.feed(_ok(20, Level.GENERATION, "POST -> 200", latency=10.0, text="ok"))
+    assert j.first_generation == {"latency_s": 10.0, "text": "ok", "meanwhile": MEANWHILE}
+
+
+def test_a_generation_in_flight_exactly_five_seconds_is_slow():
+    """The slow-probe threshold (5 s) is inclusive."""
+    j = _judge(VLLM)
+    _feed(j, LogLine(T0 + 16, "working", "stderr", 1))
+    events = j.feed(_fail(20, Level.GENERATION, "POST timed out", latency=5.0))
+    assert events == [Event(T0 + 20, "note", "generation not answered after 5s; meanwhile the server: 1 log lines")]
+
+
+def test_a_fast_generation_has_no_meanwhile():
+    """Under 5 s in flight there is nothing to say about meanwhile: no note, first_generation meanwhile None."""
+    j = _judge(VLLM)
+    _feed(j, LogLine(T0 + 16, "working", "stderr", 1))
+    assert j.feed(_fail(20, Level.GENERATION, "POST timed out", latency=4.9)) == []
+    assert j.feed(_fail(21, Level.GENERATION, "POST -> 503", latency=None)) == []
+    j.feed(_ok(22, Level.GENERATION, "POST -> 200", latency=4.9, text="ok"))
+    assert j.first_generation == {"latency_s": 4.9, "text": "ok", "meanwhile": None}
+
+
+def test_a_definitive_bad_answer_gets_no_meanwhile_note():
+    """A non-transient bad answer counts toward bad_generation; it is not a slow probe to explain."""
+    j = _judge(VLLM)
+    _busy_server(j)
+    bad = _fail(20, Level.GENERATION, "200 but empty", latency=10.0, transient=False)
+    assert j.feed(bad) == []
+    assert j.bad_answers == [bad]
+
+
+# -- phases from log lines (Judge._enter_phase, Judge._on_log) -------------------------------------------------
+def test_a_log_line_enters_its_phase_once_with_its_line_number():
+    """A phase line enters its phase (source log, the line's number); a second line of the same phase does not
+    enter it again."""
+    j = _judge(VLLM)
+    events = _feed(j, LogLine(T0 + 1, "Starting to load model /m ...", "stderr", 12))
+    assert events == [_phase(1, "weights_loading", "log", 12)]
+    assert j.feed(LogLine(T0 + 2, "Loading model weights from /m", "stderr", 13)) == []
+    assert [(p.name, p.start, p.end, p.source, p.line) for p in j.phases] == [
+        ("process_start", T0, T0 + 1, "start", None), ("weights_loading", T0 + 1, None, "log", 12)]
+
+
+def test_every_final_log_line_counts_and_is_strong_progress():
+    """Each final line counts in log_lines and is strong progress, signal 'log', its text the value."""
+    j = _judge(VLLM)
+    _feed(j, *(LogLine(T0 + i, f"line {i}", "stderr", i) for i in (1, 2, 3)))
+    assert j.log_lines == 3
+    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (T0 + 3, "log", "line 3")
+    a = j.assess(T0 + 4)
+    assert a.evidence[0] == Evidence("log", "last progress: line 3", T0 + 3)
+
+
+def test_a_progress_bar_redraw_does_not_take_a_line_number():
+    """A non-final line (a \\r redraw) is not counted by the interpreter: the next final line keeps its number."""
+    j = _judge(VLLM)
+    _feed(j, LogLine(T0 + 1, "Downloading: 10%", "stderr", 0, final=False))
+    events = j.feed(LogLine(T0 + 2, "Starting to load model /m ...", "stderr", 0))
+    assert events == [_phase(2, "weights_loading", "log", 1)]
+
+
+# -- GPU samples (Judge._on_gpu) ---------------------------------------------------------------------------------
+def _gpu(t: float, used: int, util: float = 0.0, pids: tuple[int, ...] = ()) -> GpuSample:
+    return GpuSample(T0 + t, (GpuDevice(0, "H100", used, 80 << 30, util),),
+                     tuple(GpuProcess(0, pid, 1 << 30, "python") for pid in pids))
+
+
+def test_gpu_memory_moving_is_strong_progress_signal_gpu():
+    """A GPU memory step is strong progress under the signal 'gpu', valued with the step."""
+    j = _judge(VLLM)
+    _feed(j, _gpu(1, 1 << 30), _gpu(2, 5 << 30))
+    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (
+        T0 + 2, "gpu", "GPU 0 memory 1.07 GB -> 5.37 GB")
+
+
+def test_gpu_utilisation_alone_is_weak_progress_signal_gpu():
+    """GPU utilisation is weak progress under the signal 'gpu'."""
+    j = _judge(VLLM)
+    _feed(j, _gpu(1, 1 << 30, util=97.0))
+    assert j.last_weak is not None
+    assert (j.last_weak.t, j.last_weak.signal, j.last_weak.value) == (T0 + 1, "gpu", "GPU 0 utilisation 97%")
+    assert j.last_strong.signal == "watch"
+
+
+def test_a_gpu_held_by_a_process_outside_the_tree_is_a_warning_event():
+    """A GPU process outside the server's tree is one warning event (with gpu and pid) and one warning."""
+    j = _judge(VLLM)
+    _feed(j, proc(1))
+    events = j.feed(_gpu(2, 1 << 30, pids=(4242, 100)))
+    value = "GPU 0 held by PID 4242 python (1.07 GB), outside the server's process tree"
+    assert events == [Event(T0 + 2, "warning", value, {"gpu": 0, "pid": 4242})]
+    assert j.warnings == [Evidence("gpu", value, T0 + 2)]
+
+
+def test_gpu_processes_of_the_tree_and_of_the_root_pid_are_not_foreign():
+    """The tree is every pid seen in process samples plus the launched pid (even before a sample names it)."""
+    j = _judge(VLLM)  # Started pid 100
+    _feed(j, proc(1, procs=(ProcInfo(101, "worker", "sleeping", 0.0, 1 << 20, T0),)))
+    assert j.feed(_gpu(2, 1 << 30, pids=(100, 101))) == []
+    j = _judge(VLLM)
+    _feed(j, proc(1, procs=(ProcInfo(100, "server", "sleeping", 0.0, 1 << 20, T0),
+                            ProcInfo(101, "worker", "sleeping", 0.0, 1 << 20, T0))))
+    assert j.feed(_gpu(2, 1 << 30, pids=(101,))) == []
+
+
+def test_without_a_pid_or_a_process_tree_no_gpu_process_is_called_foreign():
+    """Attached by URL only (no pid, no process samples): firstlight cannot tell whose GPU processes are."""
+    j = Judge(RULES, VLLM, T0)
+    j.feed(Started(T0, None, "http://x", "vllm", False))
+    assert j.feed(_gpu(2, 1 << 30, pids=(4242,))) == []
+    assert j.warnings == []
+
+
+# -- how the process died (Judge._exit_or_line, _death_cause, _tail_evidence) -----------------------------------
+LOADING = LogLine(T0 + 0.5, "Starting to load model /m ...", "stderr", 9)  # vLLM: enters weights_loading
+STEPS = [LogLine(T0 + 1 + i / 10, f"step {i}", "stderr", 10 + i) for i in range(4)]
+TAIL = [Evidence("log", f"last line {10 + i}: step {i}", T0 + 1 + i / 10) for i in (1, 2, 3)]  # the last 3 only
+FOREIGN = GpuSample(T0 + 1.5, (GpuDevice(0, "H100", 1 << 30, 80 << 30, 0.0),),
+                    (GpuProcess(0, 4242, 1 << 30, "python"),))
+FOREIGN_EV = Evidence("gpu", "GPU 0 held by PID 4242 python (1.07 GB), outside the server's process tree", T0 + 1.5)
+EXITED_HINT = "the server exited without a recognised error; read its last log lines"
+
+
+def _died(exit_code: int | None, *extra, oom: tuple[str, ...] = (), now: float = 4):
+    j = _judge(VLLM)
+    _feed(j, proc(0.2), LOADING, *STEPS, FOREIGN, *extra,
+          ProcessSample(T0 + 3, alive=False, exit_code=exit_code, oom=oom))
+    return j.assess(T0 + now)
+
+
+def _how(what: str) -> Evidence:
+    return Evidence("process", f"server process {what} before serving, in phase weights_loading", T0 + 3)
+
+
+def test_an_exit_without_a_recognised_cause_quotes_the_exit_the_last_three_lines_and_the_warnings():
+    """A plain non-zero exit: failed/other, the exit with its phase, the last 3 log lines, then the warnings."""
+    a = _died(3)
+    assert (a.verdict, a.failure, a.hint, a.phase) == ("failed", "other", EXITED_HINT, "weights_loading")
+    assert a.evidence == [_how("exited with code 3"), *TAIL, FOREIGN_EV]
+
+
+def test_an_exit_of_a_process_not_our_child_says_its_status_is_unknown():
+    """A process we did not launch has no exit status: 'ended; not our child, status unknown; before serving'."""
+    a = _died(None)
+    assert a.evidence[0] == _how("ended; not our child, status unknown;")
+    assert (a.failure, a.hint) == ("other", EXITED_HINT)
+
+
+def test_a_crash_signal_is_a_crash_with_the_signal_hint():
+    """Death by a crash signal (SIGSEGV) with no log cause: failed/crashed, the signal's hint, the last lines."""
+    a = _died(-11)
+    assert (a.verdict, a.failure, a.hint) == ("failed", "crashed", crash_hint("SIGSEGV"))
+    assert a.evidence == [_how("died of SIGSEGV (signal 11)"), *TAIL, FOREIGN_EV]
+
+
+def test_a_crash_signal_beats_only_a_wrapper_line_and_quotes_it_last():
+    """A SIGABRT after a generic wrapper line (EngineDeadError) is the crash; the wrapper line is quoted after the
+    tail."""
+    line = LogLine(T0 + 2, "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.", "stderr", 20)
+    a = _died(-6, line)
+    assert (a.failure, a.hint) == ("crashed", crash_hint("SIGABRT"))
+    text = "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."
+    assert a.evidence == [_how("died of SIGABRT (signal 6)"), *TAIL[1:],
+                          Evidence("log", f"last line 20: {text}", T0 + 2),
+                          Evidence("log", f"line 20: {text}", T0 + 2), FOREIGN_EV]
+
+
+def test_a_log_line_naming_a_cause_beats_a_crash_signal_and_the_exit_is_quoted_after_it():
+    """A (non-fatal) line naming a cause ranked above 'crashed' wins over the signal; the exit is quoted after it."""
+    text = "ModuleNotFoundError: No module named 'flash_attn'"
+    a = _died(-11, LogLine(T0 + 2, text, "stderr", 20))
+    assert a.failure == "import_error"
+    assert a.evidence == [Evidence("log", f"line 20: {text}", T0 + 2), _how("died of SIGSEGV (signal 11)"),
+                          FOREIGN_EV]
+
+
+def test_an_uncaught_exception_before_an_exit_is_the_cause_and_the_exit_is_quoted():
+    """The log ending inside a traceback names the cause of an exit with a code; the exit is quoted after it."""
+    a = _died(1, LogLine(T0 + 2, "RuntimeError: boom", "stderr", 20))
+    assert (a.failure, a.hint) == ("other", "the log ends with an uncaught exception (the process most likely "
+                                            "exited): see the last traceback")
+    assert a.evidence == [Evidence("log", "line 20: RuntimeError: boom", T0 + 2), _how("exited with code 1"),
+                          FOREIGN_EV]
+
+
+def test_a_sigkill_with_oom_kill_traces_is_a_host_oom():
+    """SIGKILL plus the kernel's OOM-kill traces: failed/oom with the host-OOM hint and each trace as evidence."""
+    a = _died(-9, oom=("memory.events oom_kill 1", "dmesg: Killed process 100"))
+    assert (a.failure, a.hint) == ("oom", OOM_HOST_HINT)
+    assert a.evidence == [_how("died of SIGKILL (signal 9)"),
+                          Evidence("memory", "OOM kill: memory.events oom_kill 1", T0 + 3),
+                          Evidence("memory", "OOM kill: dmesg: Killed process 100", T0 + 3), *TAIL, FOREIGN_EV]
+
+
+def test_oom_kill_traces_count_for_a_process_with_unknown_status_but_not_for_a_clean_exit_code():
+    """OOM traces name the cause when the process died of a signal or its status is unknown, not when it exited
+    with a code of its own."""
+    a = _died(None, oom=("oom_kill 1",))
+    assert (a.failure, a.hint) == ("oom", OOM_HOST_HINT)
+    assert a.evidence[:2] == [_how("ended; not our child, status unknown;"),
+                              Evidence("memory", "OOM kill: oom_kill 1", T0 + 3)]
+    a = _died(1, oom=("oom_kill 1",))
+    assert (a.failure, a.hint) == ("other", EXITED_HINT)
+    assert a.evidence == [_how("exited with code 1"), *TAIL, FOREIGN_EV]
+
+
+def test_a_sigkill_without_oom_traces_is_said_to_come_from_outside():
+    """SIGKILL and no OOM-kill trace: failed/other with the killed-from-outside hint and evidence."""
+    a = _died(-9)
+    assert (a.failure, a.hint) == ("other", KILLED_HINT)
+    assert a.evidence == [_how("died of SIGKILL (signal 9)"),
+                          Evidence("process", "killed by SIGKILL from outside (firstlight did not send it; no OOM-kill "
+                                              "trace found)", T0 + 3), *TAIL, FOREIGN_EV]
+
+
+def test_a_sigterm_is_not_a_crash_nor_a_kill():
+    """A non-crash, non-kill signal names no cause: the generic exit verdict."""
+    a = _died(-15)
+    assert (a.failure, a.hint) == ("other", EXITED_HINT)
+    assert a.evidence == [_how("died of SIGTERM (signal 15)"), *TAIL, FOREIGN_EV]
+
+
+def test_a_settled_fatal_line_does_not_quote_the_exit():
+    """A fatal line that settled (a named cause) is the verdict with its own line; the later exit is not quoted."""
+    line = LogLine(T0 + 2, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "stderr", 20)
+    a = _died(-6, line)
+    assert a.failure == "oom"
+    assert a.evidence == [Evidence("log", f"line 20: {line.text}", T0 + 2), FOREIGN_EV]
