@@ -8,9 +8,10 @@ argument or a renamed key changes a result. Pure: recorded observations in, verd
 from __future__ import annotations
 
 from firstlight.assessment import Event, Evidence
+from firstlight.config import JudgeConfig
 from firstlight.deaths import KILLED_HINT, OOM_HOST_HINT, crash_hint
 from firstlight.engines import get_profile
-from firstlight.judge import Judge
+from firstlight.judge import STALL_HINTS, Judge
 from firstlight.timeline import (
     GpuDevice,
     GpuProcess,
@@ -441,3 +442,37 @@ def test_a_settled_fatal_line_does_not_quote_the_exit():
     a = _died(-6, line)
     assert a.failure == "oom"
     assert a.evidence == [Evidence("log", f"line 20: {line.text}", T0 + 2), FOREIGN_EV]
+
+
+def test_a_kill_does_not_beat_a_line_of_the_same_rank():
+    """The death's own cause wins only when strictly more specific: SIGKILL ('other') loses to a fatal 'other'
+    line (a CUDA illegal memory access), which settled and is quoted alone."""
+    text = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    a = _died(-9, LogLine(T0 + 2, text, "stderr", 20))
+    assert (a.failure, a.hint) == ("other", "a CUDA kernel crashed: try disabling CUDA graphs/custom kernels, and "
+                                            "report it with CUDA_LAUNCH_BLOCKING=1 output")
+    assert a.evidence == [Evidence("log", f"line 20: {text}", T0 + 2), FOREIGN_EV]
+
+
+# -- replay's ready line, stall hints ---------------------------------------------------------------------------
+def test_with_ready_from_log_the_ready_line_enters_ready_once():
+    """--ready-from-log (replay): the engine's ready line is READY, entered once, quoted as the evidence."""
+    j = Judge(JudgeConfig(timeout=600, stall_timeout=120, spin_timeout=900, ready_from_log=True), VLLM, T0)
+    j.feed(Started(T0, 100, "http://x", "vllm", True))
+    assert j.feed(LogLine(T0 + 2, "Application startup complete.", "stderr", 7)) == [_phase(2, "ready", "log", 7)]
+    assert [p.name for p in j.phases] == ["process_start", "ready"]
+    a = j.assess(T0 + 3)
+    assert a.verdict == "ready"
+    assert a.evidence == [Evidence("log", "line 7: Application startup complete.", T0 + 2)]
+
+
+def test_a_hung_start_gets_the_stall_hint_of_its_phase():
+    """Hung in weights_loading: the hint is that phase's stall hint; the evidence names the last progress."""
+    j = _judge(VLLM)
+    _feed(j, proc(0.2), LOADING)
+    a = j.assess(T0 + 20.5)
+    assert (a.verdict, a.detail, a.phase) == ("hung", "no progress", "weights_loading")
+    assert a.hint == STALL_HINTS["weights_loading"]
+    assert a.evidence == [Evidence("log", "no progress for 20s; last progress: Starting to load model /m ...",
+                                   T0 + 0.5),
+                          Evidence("log", "last line 9: Starting to load model /m ...", T0 + 0.5)]
