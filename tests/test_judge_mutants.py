@@ -476,3 +476,92 @@ def test_a_hung_start_gets_the_stall_hint_of_its_phase():
     assert a.evidence == [Evidence("log", "no progress for 20s; last progress: Starting to load model /m ...",
                                    T0 + 0.5),
                           Evidence("log", "last line 9: Starting to load model /m ...", T0 + 0.5)]
+
+
+# -- log lines: failures, the engine's ready line, progress (Judge._on_log, _on_progress, _clip) ----------------
+OOM_LINE = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+
+
+def test_a_failure_line_is_an_event_with_its_category_fatality_and_line():
+    """A failure line emits failure_line with category, fatal, line number and serving; a fatal one before READY is
+    the start's fatal line."""
+    j = _judge(VLLM)
+    events = j.feed(LogLine(T0 + 2, f"  {OOM_LINE}  ", "stderr", 20))
+    assert events == [Event(T0 + 2, "failure_line", OOM_LINE,
+                            {"category": "oom", "fatal": True, "line": 20, "serving": False})]
+    assert j.fatal is not None and (j.fatal.line, j.fatal.t, j.fatal.failure.category) == (20, T0 + 2, "oom")
+
+
+def test_a_fatal_line_after_ready_does_not_fail_the_start():
+    """After a generation answered, a fatal line is reported but is not the start's fatal line."""
+    j = _judge(VLLM)
+    _feed(j, proc(1), _ok(2, Level.GENERATION, "ok", text="x"))
+    events = j.feed(LogLine(T0 + 3, OOM_LINE, "stderr", 20))
+    assert [e.type for e in events] == ["failure_line"]
+    assert j.fatal is None
+    assert j.assess(T0 + 10).verdict == "ready"
+
+
+def test_the_engines_ready_line_is_a_claim_confirmed_by_a_generation():
+    """Live, the engine's ready line is an engine_ready event (once), not the ready phase."""
+    j = _judge(VLLM)
+    line = LogLine(T0 + 2, "Application startup complete.", "stderr", 7)
+    assert j.feed(line) == [Event(T0 + 2, "engine_ready", "engine reports ready; confirming with a generation")]
+    assert j.engine_ready is line
+    assert j.ready_at is None
+    assert [p.name for p in j.phases] == ["process_start"]
+    assert j.feed(LogLine(T0 + 3, "Application startup complete.", "stderr", 8)) == []
+    assert j.engine_ready is line
+    j.feed(_ok(4, Level.GENERATION, "ok", latency=0.25, text="x"))
+    a = j.assess(T0 + 5)
+    assert a.evidence == [Evidence("probe:generation", "generation returned 'x' in 0.25s", T0 + 4),
+                          Evidence("log", "line 7: Application startup complete.", T0 + 2)]
+
+
+def test_access_lines_are_not_progress_nor_tail_nor_meanwhile():
+    """HTTP access lines (our own probes cause them) count as log lines but are not progress, not in a crash's
+    tail, not in a slow probe's log-line count."""
+    access = 'INFO:     127.0.0.1:5555 - "GET /health HTTP/1.1" 503 Service Unavailable'
+    j = _judge(VLLM)
+    _feed(j, LogLine(T0 + 11, "working", "stderr", 1), LogLine(T0 + 12, access, "stderr", 2))
+    assert j.log_lines == 2
+    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (T0 + 11, "log", "working")
+    j.feed(_ok(20, Level.GENERATION, "ok", latency=10.0, text="x"))
+    assert j.first_generation is not None and j.first_generation["meanwhile"] == "1 log lines"
+    j = _judge(VLLM)
+    _feed(j, proc(1), LogLine(T0 + 11, "working", "stderr", 1), LogLine(T0 + 12, access, "stderr", 2),
+          proc(13, alive=False, exit_code=2))
+    assert j.assess(T0 + 14).evidence[1:] == [Evidence("log", "last line 1: working", T0 + 11)]
+
+
+def test_a_compile_cache_line_is_recorded_for_the_anatomy():
+    """A compile-cache hit/miss line is recorded with its time, state and text."""
+    j = _judge(VLLM)
+    text = "Directly load the compiled graph(s) for dynamic shape from the cache, took 1.2 s"
+    j.feed(LogLine(T0 + 2, text, "stderr", 5))
+    assert j.signals.compile_lines == [(T0 + 2, "hit", None, text)]
+
+
+def test_shard_progress_lines_give_the_weights_fraction_and_eta():
+    """A shard progress line (even a \\r redraw) is strong progress and gives shard, fraction and ETA from the
+    weights_loading start."""
+    j = _judge(VLLM)
+    shards = "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:10<00:10,  5.00s/it]"
+    _feed(j, LOADING, LogLine(T0 + 10.5, shards, "stderr", 0, final=False))
+    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (T0 + 10.5, "log", shards)
+    p = j.progress(T0 + 12.5)
+    assert (p.shard, p.weights_fraction, p.weights_source) == ((2, 4), 0.5, "log")
+    assert p.eta_weights_s == 8.0  # 10 s for half, 10 s to go, 2 s of them gone
+    assert p.progress_line == shards
+
+
+def test_long_lines_are_clipped_with_an_ellipsis():
+    """Evidence quotes a stripped line, clipped to 240 characters (239 and an ellipsis); progress lines to 120."""
+    j = _judge(VLLM)
+    j.feed(LogLine(T0 + 2, "  " + "x" * 300 + "  ", "stderr", 5))
+    assert j.last_strong.value == "x" * 239 + "…"
+    j.feed(LogLine(T0 + 3, "  " + "y" * 240 + "  ", "stderr", 6))
+    assert j.last_strong.value == "y" * 240
+    shards = "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:10<00:10,  5.00s/it]" + " " + "z" * 100
+    j.feed(LogLine(T0 + 4, shards, "stderr", 7))
+    assert j.progress(T0 + 5).progress_line == shards[:119] + "…"
