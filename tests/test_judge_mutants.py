@@ -334,6 +334,7 @@ TAIL = [Evidence("log", f"last line {10 + i}: step {i}", T0 + 1 + i / 10) for i 
 FOREIGN = GpuSample(T0 + 1.5, (GpuDevice(0, "H100", 1 << 30, 80 << 30, 0.0),),
                     (GpuProcess(0, 4242, 1 << 30, "python"),))
 FOREIGN_EV = Evidence("gpu", "GPU 0 held by PID 4242 python (1.07 GB), outside the server's process tree", T0 + 1.5)
+STALL_RULES = JudgeConfig(timeout=600, stall_timeout=10, spin_timeout=900)
 EXITED_HINT = "the server exited without a recognised error; read its last log lines"
 
 
@@ -565,3 +566,98 @@ def test_long_lines_are_clipped_with_an_ellipsis():
     shards = "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:10<00:10,  5.00s/it]" + " " + "z" * 100
     j.feed(LogLine(T0 + 4, shards, "stderr", 7))
     assert j.progress(T0 + 5).progress_line == shards[:119] + "…"
+
+
+# -- hung: no progress, or only busy-waiting (Judge._hang) ------------------------------------------------------
+def test_no_progress_for_the_stall_timeout_is_hung_with_the_last_progress_and_activity():
+    """No strong nor weak progress for stall_timeout (inclusive) is hung/'no progress': the last progress, the
+    last activity, the last probe failure, the last line, then the warnings."""
+    j = _judge(VLLM)  # stall_timeout 10
+    _feed(j, proc(0.2), LOADING, proc(1, cpu=0.0), proc(2, cpu=1.0), FOREIGN, _fail(2.5, Level.PORT, "refused"))
+    assert j.assess(T0 + 11.9).verdict == "starting"
+    a = j.assess(T0 + 12)
+    assert (a.verdict, a.detail, a.hint) == ("hung", "no progress", STALL_HINTS["weights_loading"])
+    assert a.evidence == [
+        Evidence("log", "no progress for 10s; last progress: Starting to load model /m ...", T0 + 0.5),
+        Evidence("cpu", "last activity: CPU busy at 100% of a core", T0 + 2),
+        Evidence("probe:port", "refused", T0 + 2.5),
+        Evidence("log", "last line 9: Starting to load model /m ...", T0 + 0.5),
+        FOREIGN_EV]
+
+
+def test_only_busy_waiting_for_the_spin_timeout_is_hung_busy_wait():
+    """CPU busy but nothing else moving for spin_timeout (inclusive) is hung/'busy-wait suspected'."""
+    j = _judge(VLLM, JudgeConfig(timeout=600, stall_timeout=10, spin_timeout=30))
+    _feed(j, proc(0.2, cpu=0.0), LOADING, FOREIGN, *(proc(i, cpu=float(i)) for i in range(1, 41)))
+    assert j.assess(T0 + 30.4).verdict == "starting"
+    a = j.assess(T0 + 30.5)
+    assert (a.verdict, a.detail, a.hint) == ("hung", "busy-wait suspected", STALL_HINTS["weights_loading"])
+    assert a.evidence == [
+        Evidence("cpu", "CPU busy at 100% of a core, yet nothing else moved for 30s", T0 + 0.5),
+        Evidence("log", "last real progress: Starting to load model /m ...", T0 + 0.5),
+        Evidence("log", "last line 9: Starting to load model /m ...", T0 + 0.5),
+        FOREIGN_EV]
+
+
+def test_without_a_process_tree_silence_is_never_hung():
+    """Attached without a pid and no process samples: no stillness signal, so starting, never hung."""
+    j = Judge(STALL_RULES, VLLM, T0)
+    _feed(j, Started(T0, None, "http://x", "vllm", False), LOADING)
+    a = j.assess(T0 + 500)
+    assert (a.verdict, a.hint) == ("starting", None)
+    assert a.evidence == [Evidence("log", "last progress: Starting to load model /m ...", T0 + 0.5),
+                          Evidence("log", "last line 9: Starting to load model /m ...", T0 + 0.5)]
+
+
+# -- process samples (Judge._on_process) ------------------------------------------------------------------------
+def test_the_process_exit_is_one_warning_event_with_its_code_and_signal():
+    """The first dead sample is a warning naming the exit (code and signal); later dead samples add nothing."""
+    j = _judge(VLLM)
+    _feed(j, proc(1))
+    first = ProcessSample(T0 + 2, alive=False, exit_code=-9)
+    assert j.feed(first) == [Event(T0 + 2, "warning", "server process died of SIGKILL (signal 9)",
+                                   {"exit_code": -9, "signal": "SIGKILL"})]
+    assert j.feed(ProcessSample(T0 + 3, alive=False, exit_code=1)) == []
+    assert j.exited is first
+    j = _judge(VLLM)
+    assert j.feed(ProcessSample(T0 + 2, alive=False, exit_code=3)) == [
+        Event(T0 + 2, "warning", "server process exited with code 3", {"exit_code": 3, "signal": None})]
+
+
+def test_a_live_process_sample_reaches_the_process_level_once():
+    """A live sample means Level.PROCESS, since its first sample; it never lowers a higher level."""
+    j = Judge(STALL_RULES, VLLM, T0)
+    j.feed(Started(T0, None, "http://x", "vllm", False))
+    assert j.has_stillness_signal is False
+    _feed(j, proc(1), proc(2))
+    assert j.has_stillness_signal is True
+    assert (j.level, j.level_since) == (Level.PROCESS, {Level.PROCESS: T0 + 1})
+    _feed(j, _ok(3, Level.HTTP, "ok"), proc(4))
+    assert j.level == Level.HTTP
+
+
+def test_disk_reads_are_strong_progress_and_cpu_is_weak_signal_cpu():
+    """Bytes read are strong progress (signal 'disk'); CPU time alone is weak (signal 'cpu')."""
+    j = _judge(VLLM)
+    _feed(j, proc(1, cpu=0.0, read=0), proc(2, cpu=0.0, read=8 << 20))
+    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (
+        T0 + 2, "disk", "8.4 MB read since the last sample")
+    _feed(j, proc(3, cpu=0.5, read=8 << 20))
+    assert j.last_weak is not None
+    assert (j.last_weak.t, j.last_weak.signal, j.last_weak.value) == (T0 + 3, "cpu", "CPU busy at 50% of a core")
+    assert j.last_strong.t == T0 + 2
+
+
+def test_process_warnings_are_events_and_evidence_and_dead_compilers_feed_the_anatomy():
+    """A worker dying is a warning event and a warning; a compiler child that ended counts its CPU for the
+    anatomy."""
+    root = ProcInfo(100, "server", "sleeping", 0.0, 100 << 20, T0)
+    worker = ProcInfo(101, "worker", "sleeping", 1.0, 1 << 20, T0)
+    cc = ProcInfo(102, "cc1plus", "running", 2.5, 1 << 20, T0 + 5)
+    j = _judge(VLLM)
+    _feed(j, proc(1, procs=(root, worker)))
+    events = j.feed(proc(10, procs=(root,), died=(worker, cc)))
+    value = "child worker[101] died while the server process lives"
+    assert Event(T0 + 10, "warning", value, {"pid": 101}) in events
+    assert j.warnings == [Evidence("process", value, T0 + 10)]
+    assert (j.signals.compiler_runs, j.signals.compiler_cpu) == (1, 2.5)
