@@ -661,3 +661,42 @@ def test_process_warnings_are_events_and_evidence_and_dead_compilers_feed_the_an
     assert Event(T0 + 10, "warning", value, {"pid": 101}) in events
     assert j.warnings == [Evidence("process", value, T0 + 10)]
     assert (j.signals.compiler_runs, j.signals.compiler_cpu) == (1, 2.5)
+
+
+def test_after_the_exit_progress_shows_the_exit_samples_reads_and_no_live_figures():
+    """The exit sample becomes the last sample: reads counted from the first sample, no CPU/RSS/process count."""
+    j = _judge(VLLM)
+    _feed(j, proc(1, cpu=2.0, read=1 << 20), ProcessSample(T0 + 2, alive=False, exit_code=1, read_bytes=9 << 20))
+    p = j.progress(T0 + 3)
+    assert (p.read_bytes, p.cpu_seconds, p.rss_bytes, p.procs) == (8 << 20, 0.0, 0, 0)
+
+
+def test_a_download_progress_line_is_a_download_not_a_shard():
+    """A download bar (Fetching N files) is strong progress and a download mark for the anatomy; it says nothing
+    about shards."""
+    j = _judge(VLLM)
+    text = "Fetching 4 files:  50%|█████     | 2/4 [00:01<00:01,  1.50it/s]"
+    j.feed(LogLine(T0 + 2, text, "stderr", 3))
+    assert j.signals.downloads == [T0 + 2]
+    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (T0 + 2, "log", text)
+    p = j.progress(T0 + 3)
+    assert (p.shard, p.weights_fraction, p.progress_line) == (None, None, text)
+    j = _judge(VLLM)
+    j.feed(LogLine(T0 + 2, "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:10<00:10]", "stderr", 3))
+    assert j.signals.downloads == []
+
+
+def test_gpu_occupied_names_every_foreign_gpu_process_in_its_hint():
+    """A gpu_occupied failure's hint ends with every foreign GPU process, joined by '; '."""
+    sglang = get_profile("sglang")
+    gpu = GpuSample(T0 + 1, (GpuDevice(0, "H100", 76 << 30, 80 << 30, 0.0),),
+                    (GpuProcess(0, 4242, 1 << 30, "python"), GpuProcess(0, 4343, 2 << 30, "java")))
+    line = LogLine(T0 + 2, "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other "
+                           "processes. pre_model_load_memory=[76.1, 2.3]", "stderr", 12)
+    j = _judge(sglang)
+    _feed(j, proc(0.5), gpu, line, proc(3, alive=False, exit_code=1))
+    a = j.assess(T0 + 3.5)
+    assert a.failure == "gpu_occupied"
+    assert a.hint is not None and a.hint.endswith(
+        " (GPU 0 held by PID 4242 python (1.07 GB), outside the server's process tree; "
+        "GPU 0 held by PID 4343 java (2.15 GB), outside the server's process tree)")
