@@ -16,12 +16,17 @@ from firstlight.timeline import (
     GpuDevice,
     GpuProcess,
     GpuSample,
+    Interrupted,
     Level,
     LogLine,
+    Observation,
+    PortConflict,
     Probe,
     ProcessSample,
     ProcInfo,
+    SourceNote,
     Started,
+    WeightsTotal,
 )
 from tests.test_judge import RULES, T0, proc
 from tests.test_judge_rules import _judge
@@ -700,3 +705,128 @@ def test_gpu_occupied_names_every_foreign_gpu_process_in_its_hint():
     assert a.hint is not None and a.hint.endswith(
         " (GPU 0 held by PID 4242 python (1.07 GB), outside the server's process tree; "
         "GPU 0 held by PID 4343 java (2.15 GB), outside the server's process tree)")
+
+
+# -- other observations (Judge.feed) and the verdict order (Judge._verdict, _failure, assess) ------------------
+def test_other_observations_become_notes_warnings_and_state():
+    """WeightsTotal and SourceNote are notes; Started sets pid/launched; an unknown observation does nothing."""
+    j = Judge(STALL_RULES, VLLM, T0)
+    assert j.feed(Started(T0, 4321, "http://x", "vllm", True)) == []
+    assert (j.pid, j.launched, j.has_stillness_signal) == (4321, True, True)
+    w = WeightsTotal(T0 + 1, 16_000_000_000, 4, "/models/m")
+    assert j.feed(w) == [Event(T0 + 1, "note", "weights: 16.00 GB in 4 files at /models/m")]
+    assert j.weights_total is w
+    note = SourceNote(T0 + 2, "journal", "unit restarted")
+    assert j.feed(note) == [Event(T0 + 2, "note", "journal: unit restarted")]
+    assert j.notes == [note]
+    assert j.feed(Observation(T0 + 3)) == []
+    j = Judge(STALL_RULES, VLLM, T0)
+    j.feed(Started(T0, None, "http://x", "vllm", False))
+    assert (j.pid, j.launched, j.has_stillness_signal) == (None, False, False)
+
+
+def test_the_first_stop_signal_is_the_interrupted_verdict_over_everything():
+    """Interrupted (the first signal kept) beats a port conflict, READY and a failure."""
+    j = _judge(VLLM)
+    _feed(j, proc(1), _ok(2, Level.GENERATION, "ok", text="x"), PortConflict(T0 + 3, "nginx"),
+          Interrupted(T0 + 4, "SIGTERM"), Interrupted(T0 + 5, "SIGINT"))
+    a = j.assess(T0 + 6)
+    assert (a.verdict, a.evidence) == ("interrupted", [Evidence("signal", "SIGTERM received", T0 + 4)])
+    assert j.interrupted == Interrupted(T0 + 4, "SIGTERM")
+
+
+def test_a_port_conflict_is_failed_port_in_use_reported_once_and_never_after_ready():
+    """Another server on our port: one warning event, then failed/port_in_use; none once READY."""
+    j = _judge(VLLM)
+    assert j.feed(PortConflict(T0 + 2, "PID 77 nginx")) == [
+        Event(T0 + 2, "warning", "the port is not the server's: PID 77 nginx")]
+    assert j.feed(PortConflict(T0 + 3, "PID 78 other")) == []
+    a = j.assess(T0 + 4)
+    assert (a.verdict, a.failure, a.evidence) == ("failed", "port_in_use", [Evidence("port", "PID 77 nginx", T0 + 2)])
+    assert a.hint == "another server already answers on this port: stop it, or give this one another port"
+    j = _judge(VLLM)
+    _feed(j, proc(1), _ok(2, Level.GENERATION, "ok", text="x"))
+    assert j.feed(PortConflict(T0 + 3, "PID 77 nginx")) == []
+    assert j.assess(T0 + 4).verdict == "ready"
+
+
+def test_timeout_is_inclusive_and_quotes_the_context():
+    """No READY by --timeout (inclusive): timeout, with the watch evidence then the context."""
+    j = _judge(VLLM, JudgeConfig(timeout=100, stall_timeout=1000, spin_timeout=1000))
+    _feed(j, proc(1), LOADING, _fail(50, Level.PORT, "refused"))
+    assert j.assess(T0 + 99.9).verdict == "starting"
+    a = j.assess(T0 + 100)
+    assert (a.verdict, a.elapsed_s, a.phase, a.level) == ("timeout", 100.0, "weights_loading", Level.PROCESS)
+    assert a.evidence == [Evidence("watch", "no READY within --timeout 100s", T0),
+                          Evidence("log", "last progress: Starting to load model /m ...", T0 + 0.5),
+                          Evidence("probe:port", "refused", T0 + 50),
+                          Evidence("log", "last line 9: Starting to load model /m ...", T0 + 0.5)]
+    assert j.settled and j.phases[-1].end == T0 + 100
+    assert j.assess(T0 + 200) is a
+
+
+def test_a_starting_verdict_is_not_final_and_carries_the_stall_hint_only_once_the_log_ended():
+    """Starting is not final; a replayed log that ended mid-start gets the phase's stall hint."""
+    j = _judge(VLLM, JudgeConfig(timeout=600, stall_timeout=1000, spin_timeout=1000))
+    _feed(j, proc(1), LOADING)
+    a = j.assess(T0 + 5)
+    assert (a.verdict, a.hint, a.engine_ready, a.elapsed_s) == ("starting", None, False, 5.0)
+    assert not j.settled and j.phases[-1].end is None
+    j.end_of_log(T0 + 6)
+    assert j.log_ended == T0 + 6
+    assert j.assess(T0 + 7).hint == STALL_HINTS["weights_loading"]
+
+
+def test_a_generic_fatal_line_waits_for_a_better_cause_unless_the_process_exits():
+    """A fatal line of a generic category (a wrapper) settles 1.5 s after it (inclusive), or at once on exit."""
+    text = "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."
+    j = _judge(VLLM, JudgeConfig(timeout=600, stall_timeout=1000, spin_timeout=1000))
+    _feed(j, proc(1), LogLine(T0 + 2, text, "stderr", 20))
+    assert j.assess(T0 + 3.4).verdict == "starting"
+    a = j.assess(T0 + 3.5)
+    assert (a.verdict, a.failure, a.evidence) == ("failed", "other", [Evidence("log", f"line 20: {text}", T0 + 2)])
+    j = _judge(VLLM, JudgeConfig(timeout=600, stall_timeout=1000, spin_timeout=1000))
+    _feed(j, proc(1), LogLine(T0 + 2, text, "stderr", 20), proc(2.1, alive=False, exit_code=1))
+    assert j.assess(T0 + 2.2).verdict == "failed"
+
+
+def test_a_replayed_log_that_ends_inside_a_traceback_is_failed():
+    """Replay: the log's end settles it; ending inside an uncaught exception is failed with that line."""
+    j = _judge(VLLM, JudgeConfig(timeout=600, stall_timeout=1000, spin_timeout=1000))
+    _feed(j, LogLine(T0 + 2, "RuntimeError: boom", "stderr", 20))
+    assert j.assess(T0 + 10).verdict == "starting"
+    j.end_of_log(T0 + 11)
+    a = j.assess(T0 + 11)
+    assert (a.verdict, a.failure, a.evidence) == ("failed", "other",
+                                                  [Evidence("log", "line 20: RuntimeError: boom", T0 + 2)])
+    j = _judge(VLLM, JudgeConfig(timeout=600, stall_timeout=1000, spin_timeout=1000))
+    _feed(j, LogLine(T0 + 2, "all fine", "stderr", 20))
+    j.end_of_log(T0 + 3)
+    assert j.assess(T0 + 4).verdict == "starting"
+
+
+def test_bad_answers_fail_after_the_attempts_quoting_the_count_the_last_and_the_first_time():
+    """generation_attempts bad answers in a row: failed/bad_generation; the evidence counts them, quotes the last
+    one and dates the first."""
+    j = _judge(VLLM, JudgeConfig(timeout=600, stall_timeout=1000, spin_timeout=1000, generation_attempts=2))
+    _feed(j, proc(1), _fail(2, Level.GENERATION, "empty", transient=False))
+    assert j.assess(T0 + 2.5).verdict == "starting"
+    j.feed(_fail(3, Level.GENERATION, "garbage", transient=False))
+    a = j.assess(T0 + 4)
+    assert (a.verdict, a.failure) == ("failed", "bad_generation")
+    assert a.evidence == [Evidence("probe:generation", "2 bad answers in a row; last: garbage", T0 + 2)]
+    assert a.hint == ("the server answers generations but not with valid text: check the model, its chat template "
+                      "and --expect")
+
+
+def test_use_profile_and_expect_total_change_what_is_read_and_the_eta():
+    """The engine learnt mid-run switches the line interpretation; the expected total gives eta_total_s."""
+    j = _judge(GENERIC)
+    j.use_profile(VLLM)
+    assert j.profile is VLLM
+    assert j.feed(LogLine(T0 + 1, "Starting to load model /m ...", "stderr", 9)) == [
+        _phase(1, "weights_loading", "log", 9)]
+    j.expect_total(100.0)
+    assert j.expected_total_s == 100.0
+    assert j.progress(T0 + 30).eta_total_s == 70.0
+    assert j.progress(T0 + 130).eta_total_s == 0.0
