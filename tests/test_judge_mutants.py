@@ -830,3 +830,69 @@ def test_use_profile_and_expect_total_change_what_is_read_and_the_eta():
     assert j.expected_total_s == 100.0
     assert j.progress(T0 + 30).eta_total_s == 70.0
     assert j.progress(T0 + 130).eta_total_s == 0.0
+
+
+# -- progress and ETA (Judge.progress) ----------------------------------------------------------------------------
+def _loading_from_disk(reads: list[float], total: int = 10_000_000_000) -> Judge:
+    j = _judge(VLLM)
+    tree = (ProcInfo(100, "server", "sleeping", 0.0, 1 << 20, T0),
+            ProcInfo(101, "worker", "sleeping", 0.0, 1 << 20, T0))
+    _feed(j, WeightsTotal(T0, total, 4, "/m"), LogLine(T0 + 1, "hello", "stderr", 1),
+          *(proc(t, cpu=t * 0.5, read=int(r), rss=3 << 30, procs=tree) for t, r in enumerate(reads)))
+    return j
+
+
+def test_progress_reads_the_last_live_sample_and_the_weights_read_from_disk():
+    """From the process samples: CPU, RSS, process count, bytes read since the first sample, read rate and cores
+    over the window; with the weights' size: fraction read (source disk) and the ETA at the current rate."""
+    j = _loading_from_disk([1e9, 2e9, 3e9, 4e9, 5e9])  # t=0..4, 1 GB/s from a 1 GB base
+    p = j.progress(T0 + 4.5)
+    assert (p.cpu_seconds, p.rss_bytes, p.procs, p.read_bytes) == (2.0, 3 << 30, 2, 4_000_000_000)
+    assert (p.read_rate, p.cpu_cores) == (1e9, 0.5)
+    assert (p.weights_bytes, p.weights_fraction, p.weights_source, p.eta_weights_s) == (10_000_000_000, 0.4,
+                                                                                        "disk", 6.0)
+    assert (p.shard, p.progress_line, p.eta_total_s, p.since_last_log_s) == (None, None, None, 3.5)
+    assert j.progress(T0 + 0.5).since_last_log_s == 0.0  # never negative
+
+
+def test_weights_read_in_full_are_fraction_one_with_no_eta_left():
+    """Reading more than the weights' size caps the fraction at 1 and the ETA is 0."""
+    j = _loading_from_disk([0, 6e9, 12e9])
+    p = j.progress(T0 + 3)
+    assert (p.weights_fraction, p.eta_weights_s, p.read_bytes) == (1.0, 0.0, 12_000_000_000)
+
+
+def test_without_reads_the_shard_line_gives_the_fraction_and_the_eta():
+    """No bytes read: the shard bar is the fraction (source log), its ETA from the weights_loading start, never
+    negative; with the weights' size known, a full shard count is ETA 0."""
+    shards = "Loading safetensors checkpoint shards:  {pct}% Completed | {done}/4 [00:10<00:10]"
+    j = _loading_from_disk([1e9, 1e9])  # nothing read after the first sample
+    _feed(j, LOADING, LogLine(T0 + 4.5, shards.format(pct=25, done=1), "stderr", 12))
+    p = j.progress(T0 + 6.5)
+    assert (p.read_bytes, p.shard, p.weights_fraction, p.weights_source) == (0, (1, 4), 0.25, "log")
+    assert p.eta_weights_s == 10.0  # 4 s for a quarter: 12 s more, 2 of them gone
+    assert j.progress(T0 + 100).eta_weights_s == 0.0
+    j.feed(LogLine(T0 + 8.5, shards.format(pct=100, done=4), "stderr", 13))
+    p = j.progress(T0 + 9)
+    assert (p.shard, p.weights_fraction, p.eta_weights_s) == ((4, 4), 1.0, 0.0)
+
+
+def test_a_full_shard_count_without_the_weights_size_has_no_eta():
+    """Without WeightsTotal, a finished shard bar gives fraction 1 and no ETA (nothing to compute)."""
+    j = _judge(VLLM)
+    _feed(j, LOADING, LogLine(T0 + 4.5, "Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:10<00:00]",
+                              "stderr", 12))
+    p = j.progress(T0 + 5)
+    assert (p.weights_bytes, p.weights_fraction, p.weights_source, p.eta_weights_s) == (None, 1.0, "log", None)
+
+
+def test_progress_sums_gpu_memory_and_averages_the_utilisation_reported():
+    """GPU memory is summed over devices; utilisation averaged over the devices that report it."""
+    j = _judge(VLLM)
+    j.feed(GpuSample(T0 + 1, (GpuDevice(0, "H100", 1 << 30, 80 << 30, 20.0),
+                              GpuDevice(1, "H100", 3 << 30, 80 << 30, None),
+                              GpuDevice(2, "H100", 0, 80 << 30, 40.0))))
+    p = j.progress(T0 + 2)
+    assert (p.gpu_memory_bytes, p.gpu_util) == (4 << 30, 30.0)
+    j.feed(GpuSample(T0 + 3, (GpuDevice(0, "H100", 1 << 30, 80 << 30, None),)))
+    assert (j.progress(T0 + 4).gpu_memory_bytes, j.progress(T0 + 4).gpu_util) == (1 << 30, None)
