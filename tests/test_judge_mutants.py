@@ -896,3 +896,72 @@ def test_progress_sums_gpu_memory_and_averages_the_utilisation_reported():
     assert (p.gpu_memory_bytes, p.gpu_util) == (4 << 30, 30.0)
     j.feed(GpuSample(T0 + 3, (GpuDevice(0, "H100", 1 << 30, 80 << 30, None),)))
     assert (j.progress(T0 + 4).gpu_memory_bytes, j.progress(T0 + 4).gpu_util) == (1 << 30, None)
+
+
+# -- the initial state, the anatomy's feed, settling a fatal line ---------------------------------------------------
+def test_a_fresh_judge_knows_nothing_and_quotes_its_own_start_as_the_last_progress():
+    """Before any observation: no pid, not launched, and the last progress is firstlight's own start."""
+    j = Judge(JudgeConfig(timeout=600, stall_timeout=120, spin_timeout=900, expected_total_s=50.0), VLLM, T0)
+    assert (j.pid, j.launched, j.expected_total_s) == (None, False, 50.0)
+    a = j.assess(T0 + 1)
+    assert a.evidence == [Evidence("watch", "last progress: firstlight started watching", T0)]
+    assert a.progress.eta_total_s == 49.0
+
+
+def test_observations_also_feed_the_anatomy_and_compile_runs_are_counted():
+    """Every observation reaches the anatomy's signals; compiler children count in compile_runs."""
+    j = _judge(VLLM)
+    cc = ProcInfo(102, "cc1plus", "running", 2.5, 1 << 20, T0 + 5)
+    _feed(j, proc(1, cpu=1.0, read=5), LogLine(T0 + 2, "hello", "stderr", 1), proc(6, died=(cc,)))
+    assert j.signals.log_times == [T0 + 2]
+    assert [pt[:3] for pt in j.signals.points] == [(T0 + 1, 5, 1.0), (T0 + 6, 0, 0.0)]
+    assert j.compile_runs(T0 + 7) == 1
+
+
+def test_a_ready_generation_without_a_latency_says_zero_seconds():
+    """The ready evidence quotes the latency as 0.00s when the probe did not measure one."""
+    j = _judge(VLLM)
+    j.feed(_ok(2, Level.GENERATION, "ok", latency=None, text="x"))
+    assert j.assess(T0 + 3).evidence == [Evidence("probe:generation", "generation returned 'x' in 0.00s", T0 + 2)]
+
+
+def test_a_fatal_line_naming_a_specific_cause_settles_at_once():
+    """A fatal line whose category ranks above 'other' (CUDA OOM) is the verdict at once, before any exit."""
+    j = _judge(VLLM, JudgeConfig(timeout=600, stall_timeout=1000, spin_timeout=1000))
+    _feed(j, proc(1), LogLine(T0 + 2, OOM_LINE, "stderr", 20), LogLine(T0 + 2, "next line", "stderr", 21))
+    a = j.assess(T0 + 2)
+    assert (a.verdict, a.failure, a.evidence) == ("failed", "oom", [Evidence("log", f"line 20: {OOM_LINE}", T0 + 2)])
+
+
+def test_a_fatal_line_of_category_other_waits_like_a_generic_one():
+    """'other' (a CUDA illegal memory access) is not specific: it waits 1.5 s for a better cause."""
+    text = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    j = _judge(VLLM, JudgeConfig(timeout=600, stall_timeout=1000, spin_timeout=1000))
+    _feed(j, proc(1), LogLine(T0 + 2, text, "stderr", 20), LogLine(T0 + 2, "next line", "stderr", 21))
+    assert j.assess(T0 + 2.1).verdict == "starting"
+    a = j.assess(T0 + 3.5)
+    assert (a.verdict, a.failure, a.evidence) == ("failed", "other", [Evidence("log", f"line 20: {text}", T0 + 2)])
+
+
+def test_an_exit_settles_a_pending_generic_fatal_line_without_quoting_the_exit():
+    """The exit settles a waiting generic fatal line at once; the verdict is that line alone."""
+    text = "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."
+    j = _judge(VLLM, JudgeConfig(timeout=600, stall_timeout=1000, spin_timeout=1000))
+    _feed(j, proc(1), LogLine(T0 + 2, text, "stderr", 20), proc(2.1, alive=False, exit_code=1))
+    a = j.assess(T0 + 2.2)
+    assert (a.verdict, a.failure, a.evidence) == ("failed", "other", [Evidence("log", f"line 20: {text}", T0 + 2)])
+
+
+def test_bad_answers_quote_the_last_of_three():
+    """With the default 3 attempts, the evidence quotes the third (last) bad answer."""
+    j = _judge(VLLM)
+    _feed(j, proc(1), *(_fail(2 + i, Level.GENERATION, f"bad {i}", transient=False) for i in range(3)))
+    assert j.assess(T0 + 6).evidence == [Evidence("probe:generation", "3 bad answers in a row; last: bad 2", T0 + 2)]
+
+
+def test_a_slow_probe_counts_at_most_the_last_4096_progress_lines():
+    """Only the last 4096 progress lines are remembered for a slow probe's log-line count."""
+    j = _judge(VLLM)
+    _feed(j, *(LogLine(T0 + 10 + i / 1000, "x", "stderr", i + 1) for i in range(4100)))
+    j.feed(_ok(20, Level.GENERATION, "ok", latency=10.0, text="x"))
+    assert j.first_generation is not None and j.first_generation["meanwhile"] == "4096 log lines"
