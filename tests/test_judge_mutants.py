@@ -965,3 +965,63 @@ def test_a_slow_probe_counts_at_most_the_last_4096_progress_lines():
     _feed(j, *(LogLine(T0 + 10 + i / 1000, "x", "stderr", i + 1) for i in range(4100)))
     j.feed(_ok(20, Level.GENERATION, "ok", latency=10.0, text="x"))
     assert j.first_generation is not None and j.first_generation["meanwhile"] == "4096 log lines"
+
+
+def test_rates_need_two_samples_apart_in_time_and_are_never_negative_nor_invented():
+    """Two samples are enough for the read rate and CPU cores; flat figures are rates of 0; two samples at the
+    same instant give no rate; a weights size of 0 is no weights size."""
+    j = _judge(VLLM)
+    _feed(j, WeightsTotal(T0, 0, 0, "/m"), proc(1, cpu=3.0, read=1 << 20), proc(3, cpu=4.0, read=5 << 20))
+    p = j.progress(T0 + 3)
+    assert (p.read_rate, p.cpu_cores, p.read_bytes) == (2 << 20, 0.5, 4 << 20)
+    assert (p.weights_bytes, p.weights_fraction, p.eta_weights_s) == (None, None, None)
+    j = _judge(VLLM)
+    _feed(j, proc(1, cpu=3.0, read=1 << 20), proc(3, cpu=3.0, read=1 << 20))
+    assert (j.progress(T0 + 3).read_rate, j.progress(T0 + 3).cpu_cores) == (0.0, 0.0)
+    j = _judge(VLLM)
+    _feed(j, proc(1, cpu=3.0), proc(1, cpu=4.0))
+    assert (j.progress(T0 + 3).read_rate, j.progress(T0 + 3).cpu_cores) == (None, None)
+
+
+def test_a_single_byte_read_counts_toward_the_weights():
+    """Any byte read counts toward the weights' fraction, however small the checkpoint."""
+    j = _judge(VLLM)
+    _feed(j, WeightsTotal(T0, 10, 1, "/m"), proc(1, read=0), proc(2, read=1))
+    p = j.progress(T0 + 2)
+    assert (p.weights_bytes, p.read_bytes, p.weights_fraction, p.weights_source) == (10, 1, 0.1, "disk")
+    j = _judge(VLLM)
+    _feed(j, WeightsTotal(T0, 1, 1, "/m"), proc(1, read=0), proc(2, read=1))
+    assert (j.progress(T0 + 2).weights_bytes, j.progress(T0 + 2).weights_fraction) == (1, 1.0)
+
+
+def test_reads_that_stopped_give_no_weights_eta():
+    """Bytes were read but none in the last window: the rate is 0 and there is no ETA (not a division by 0)."""
+    j = _judge(VLLM)
+    _feed(j, WeightsTotal(T0, 100, 1, "/m"), proc(0, read=0), proc(1, read=5),
+          *(proc(t, read=5) for t in range(2, 31)))
+    p = j.progress(T0 + 30)
+    assert (p.read_rate, p.weights_fraction, p.eta_weights_s) == (0.0, 0.05, None)
+
+
+def test_a_shard_bar_after_the_loading_phase_was_skipped_times_from_the_start():
+    """When the start never entered weights_loading (a probe moved it past), the shard ETA counts from the
+    start of watching."""
+    j = _judge(VLLM)
+    _feed(j, _ok(1, Level.HTTP, "ok"),
+          LogLine(T0 + 5, "Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:05<00:15]", "stderr", 3))
+    assert [p.name for p in j.phases] == ["process_start", "http_listening"]
+    assert j.progress(T0 + 6).eta_weights_s == 14.0
+
+
+def test_a_shard_eta_needs_some_shards_done_and_some_time_spent():
+    """No ETA from 0 shards done, nor from a bar at the very instant loading began; half a second is enough."""
+    bar = "Loading safetensors checkpoint shards:  {pct}% Completed | {done}/4 [00:00<?]"
+    j = _judge(VLLM)
+    _feed(j, LOADING, LogLine(T0 + 1, bar.format(pct=0, done=0), "stderr", 10))
+    assert (j.progress(T0 + 1).weights_fraction, j.progress(T0 + 1).eta_weights_s) == (0.0, None)
+    j = _judge(VLLM)
+    _feed(j, LOADING, LogLine(T0 + 0.5, bar.format(pct=25, done=1), "stderr", 10))
+    assert j.progress(T0 + 0.5).eta_weights_s is None
+    j = _judge(VLLM)
+    _feed(j, LOADING, LogLine(T0 + 1, bar.format(pct=25, done=1), "stderr", 10))
+    assert j.progress(T0 + 1).eta_weights_s == 1.5
