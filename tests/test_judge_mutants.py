@@ -1025,3 +1025,11 @@ def test_a_shard_eta_needs_some_shards_done_and_some_time_spent():
     j = _judge(VLLM)
     _feed(j, LOADING, LogLine(T0 + 1, bar.format(pct=25, done=1), "stderr", 10))
     assert j.progress(T0 + 1).eta_weights_s == 1.5
+
+
+def test_rates_span_the_whole_window_even_when_its_first_samples_share_an_instant():
+    """The rate window runs from its first to its last sample: two samples at one instant do not void it."""
+    j = _judge(VLLM)
+    _feed(j, proc(1, cpu=1.0, read=0), proc(1, cpu=1.0, read=0), proc(3, cpu=2.0, read=4 << 20))
+    p = j.progress(T0 + 3)
+    assert (p.read_rate, p.cpu_cores) == (2 << 20, 0.5)
