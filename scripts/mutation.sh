@@ -21,7 +21,7 @@ time_s=${MUTATION_TIME_S:-1200}
 
 # module (a file, or a folder of them) -> the fast test files that cover it
 declare -A TESTS=(
-  [judge]="tests/test_judge.py tests/test_judge_rules.py tests/test_rule_boundaries.py"
+  [judge]="tests/test_judge_mutants.py tests/test_judge.py tests/test_judge_rules.py tests/test_rule_boundaries.py"
   [interpret]="tests/test_interpret.py tests/test_judge.py tests/test_judge_rules.py tests/test_replay_fixtures.py tests/test_rule_boundaries.py"
   [wire/content]="tests/test_wire_content.py tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
   [wire/deadline]="tests/test_wire_deadline.py tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
