@@ -76,7 +76,10 @@ def _r(x: float | None, n: int = 3) -> float | None:
 
 
 def _mbps(rate: float | None) -> str:
-    return "?" if rate is None else f"{rate / 1e6:.0f} MB/s"
+    """A rate as evidence: a slow one keeps its first decimal (0.3 MB/s is not "0 MB/s")."""
+    if rate is None:
+        return "?"
+    return f"{rate / 1e6:.1f} MB/s" if rate < 9.95e6 else f"{rate / 1e6:.0f} MB/s"
 
 
 @dataclass

@@ -295,4 +295,21 @@ def test_a_sleeping_process_small_reads_are_neither_reads_nor_work_and_a_real_re
 
     assert phase_bound(2_000) == "log"
     assert phase_bound(1_000_000) == "reads"
+    assert phase_bound(333_000) == "reads"
     assert phase_bound(2_000, logs=False) == "idle"  # nothing else moved: the small reads leave it idle
+
+
+def test_a_slow_read_rate_is_quoted_with_its_decimal_and_a_fast_one_whole():
+    """Evidence a person can check: 0.33 MB/s reads "0.3 MB/s", never "0 MB/s"; 9.9 MB/s keeps its decimal and
+    49.4 MB/s reads "49 MB/s"."""
+    from firstlight.anatomy import Signals
+
+    def evidence(bytes_per_s: float) -> str:
+        ts = [T0 + i * 0.5 for i in range(13)]
+        sig = Signals(points=[(t, int(i * 0.5 * bytes_per_s), i * 0.005, None, "", "S") for i, t in enumerate(ts)],
+                      log_times=ts[1:])
+        return str(_phase(anatomy([{"name": "warmup", "start": T0}], sig, T0 + 6.0), "warmup")["evidence"][0]["value"])
+
+    assert evidence(333_000).endswith("at 0.3 MB/s")
+    assert evidence(9_900_000).endswith("at 9.9 MB/s")
+    assert evidence(49_400_000).endswith("at 49 MB/s")
