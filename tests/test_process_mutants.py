@@ -203,13 +203,14 @@ def test_a_name_cut_at_15_characters_is_the_full_name_read_once_per_process(tmp_
         assert first == {p.pid: "python_long_name_server", kid: "python_long_name_worker", short: "sleep"}
         os.kill(short, signal.SIGKILL)
         wait_for(lambda: _stat_state(short) in ("Z", "gone"), 30, "the short-named child to die")
+        second = samples(sampler.sample())[0]
+        assert [d.pid for d in second.died] == [short]
         _say(p)  # the root execs itself again under another argv[0]: the same comm, pid and start
         assert _line(p) == "again"
         assert psutil.Process(p.pid).name() == "python_long_name_other"
-        second = samples(sampler.sample())[0]
-        assert [d.pid for d in second.died] == [short]
-        assert {i.pid: i.name for i in second.procs} == {p.pid: "python_long_name_server",
-                                                          kid: "python_long_name_worker"}
+        third = samples(sampler.sample())[0]
+        assert {i.pid: i.name for i in third.procs} == {p.pid: "python_long_name_server",
+                                                         kid: "python_long_name_worker"}
     finally:
         for pid in kids:
             try:
@@ -561,3 +562,39 @@ def test_a_hot_process_whose_busy_thread_ended_names_no_thread(tmp_path: Path):
 def test_the_default_interval_is_one_second():
     """A sampler made without an interval samples every second."""
     assert ProcessTreeSampler(os.getpid()).interval == 1.0
+
+
+SAME_TICK = """
+import subprocess, sys
+def ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])  # starttime, in clock ticks since boot
+for _ in range(500):
+    a, b = subprocess.Popen(["sleep", "120"]), subprocess.Popen(["sleep", "120"])
+    if ticks(a.pid) == ticks(b.pid):
+        print(a.pid, b.pid, flush=True)
+        break
+    for k in (a, b):
+        k.kill()
+        k.wait()
+else:
+    print("none", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_two_children_started_in_the_same_clock_tick_are_each_sampled_as_themselves():
+    """Processes are told apart by pid and start: two children started in the same clock tick are two members."""
+    p = popen(SAME_TICK)
+    try:
+        got = _line(p)
+        assert got != "none", "no two children started in the same tick in 500 tries"
+        a, b = map(int, got.split())
+        s = samples(ProcessTreeSampler(p.pid).sample())[0]
+        assert sorted(i.pid for i in s.procs) == sorted([p.pid, a, b])
+        assert {i.pid: i.started for i in s.procs if i.pid in (a, b)} == {
+            a: psutil.Process(a).create_time(), b: psutil.Process(b).create_time()}
+    finally:
+        for q in psutil.Process(p.pid).children():
+            q.kill()
+        end(p)
