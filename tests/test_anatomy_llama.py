@@ -36,8 +36,9 @@ def test_cold_and_warm_page_cache_starts_are_named_and_compared(llama: dict[str,
                           *server_cmd(llama, port, model=str(model)), timeout=300)
     assert cold.rc == 0, cold.stderr[-3000:]
     a = cold.summary["anatomy"]
-    # only what the preflight's checkpoint check read (the GGUF header and vocabulary) is resident at start
-    assert a["cache"]["page_cache_resident"] <= 0.1 and a["cache"]["device_rate"] > 0, a["cache"]
+    # only what the preflight's checks read (the GGUF header and vocabulary: 8.5 % of this model when they run
+    # alone, 16.9 % once on a loaded machine) is resident at start: far from the 90 % of a warm start
+    assert a["cache"]["page_cache_resident"] <= 0.25 and a["cache"]["device_rate"] > 0, a["cache"]
     w = next(p for p in a["phases"] if p["name"] == "weights_loading")
     assert w["bound"] not in ("page_cache", "idle", "unmeasured"), w
     assert "anatomy" in cold.stderr and "weights_loading" in cold.stderr

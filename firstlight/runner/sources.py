@@ -31,7 +31,7 @@ from firstlight.samplers.weights import model_path_from_command, resolve_model_d
 from firstlight.timeline import Observation, Probe, SourceNote, WeightsTotal
 
 Sink = Callable[[Observation], None]
-WEIGHTS_WAIT_S = 1.0
+WEIGHTS_WAIT_S = 5.0  # ms on a healthy mount; seconds only for a machine so loaded that its threads wait their turn
 Echo = Callable[[str, str], None]
 
 
