@@ -407,3 +407,41 @@ def test_long_answers_are_shown_to_their_bound():
     gen = at(climb({**HEALTHY, ("POST", "/v1/completions"): (200, {"choices": [{"text": "z" * 300}]})},
                    expect="^a")[0], Level.GENERATION)
     assert gen.detail == f"POST /v1/completions -> 200 but text {'z' * 80 + '…'!r} does not match --expect '^a'"
+
+
+def test_generate_alone_keeps_its_deadline_and_names_its_level():
+    """`generate` (the serving checks after READY) is the generation rung alone: a server that never answers it is
+    ended by the deadline given, and a failure inside firstlight is a failed generation probe."""
+    import re
+    import time
+
+    with hanging("POST", "/v1/completions") as url, Ladder(ProbeConfig(url=url, connect_timeout=2, read_timeout=300,
+                                                                       generation_timeout=300),
+                                                           clock=lambda: 1000.0) as lad:
+        gen = lad.generate(deadline_at=time.monotonic() + 3)
+    m = re.search(r"no complete answer within ([\d.]+)s \(the request's deadline\)", gen.detail)
+    assert gen.level == Level.GENERATION and not gen.ok and m is not None and float(m[1]) <= 3, gen.detail
+    with server(HEALTHY) as (url, _), ladder(url) as lad:
+        lad._generate = lambda *a: (_ for _ in ()).throw(ValueError("boom"))  # type: ignore[method-assign]
+        gen = lad.generate()
+    assert gen.level == Level.GENERATION and not gen.ok
+    assert gen.detail == "generation check failed inside firstlight: ValueError: boom"
+
+
+def test_identify_names_the_engine_its_endpoints_answer_for():
+    """An SGLang server (its /server_info answers with SGLang's fields; a real socket) is identified as sglang
+    within the budget given."""
+    from tests.faults import fault_server
+
+    with fault_server("sglang") as fs, ladder(fs.url) as lad:
+        got = lad.identify(budget_s=5)
+    assert got is not None and got[0] == "sglang" and got[1].startswith("GET /server_info -> 200"), got
+
+
+def test_expect_is_searched_in_the_first_64_kib_exactly():
+    """The pattern is searched in the first 65,536 characters: a "P" at index 65,535 is found, at 65,536 not."""
+    for before, found in ((65535, True), (65536, False)):
+        answer = {"choices": [{"text": "x" * before + "P"}]}
+        with server({**HEALTHY, ("POST", "/v1/completions"): (200, answer)}) as (url, _), \
+                ladder(url, expect="P") as lad:
+            assert lad.generate().ok is found, before
