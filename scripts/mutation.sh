@@ -7,6 +7,9 @@
 #   scripts/mutation.sh                       every rule module (hours on 2 cores)
 #   scripts/mutation.sh interpret wire/content   just these
 #   MUTATION_TIME_S=600 scripts/mutation.sh ...  each module's time bound (default 1200 s)
+#   MUTATION_TIMEOUT_MULTIPLIER=4 scripts/mutation.sh ...  a mutant's tests are stopped (and count as killed: a
+#                                  mutant that disables a deadline waits forever) after this many times their clean
+#                                  run's time (mutmut's default 15; lower it on a machine with nothing else running)
 #
 # Each module runs in its own copy of the working tree under .mutation/<module> (mutmut mutates a copy,
 # never your files), against the test files listed below: fast, no real engines. A module cut off by its time
@@ -18,6 +21,7 @@ py="$repo/.venv/bin/python"
 mutmut_version=3.8.1
 "$py" -c "import mutmut" 2>/dev/null || "$py" -m pip install -q "mutmut==$mutmut_version"
 time_s=${MUTATION_TIME_S:-1200}
+timeout_multiplier=${MUTATION_TIMEOUT_MULTIPLIER:-15}
 
 # module (a file, or a folder of them) -> the fast test files that cover it
 declare -A TESTS=(
@@ -66,6 +70,7 @@ for m in "${modules[@]}"; do
     echo 'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q"]'
     echo "also_copy = [\"firstlight\", \"tests\", \"scripts\"]"
     echo "use_setproctitle = false"  # tests read their own process name (preflight procinfo)
+    echo "timeout_multiplier = $timeout_multiplier"
   } >>"$work/pyproject.toml"
   echo "mutation.sh: $m against $tests (at most ${time_s} s)" >&2
   rc=0

@@ -74,7 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _pause(self) -> None:
-        if self.mode == "slow":
+        if self.delay:  # "slow", or any other mode that answers late
             time.sleep(self.delay)
 
     def do_GET(self) -> None:
@@ -197,8 +197,8 @@ class _QuietServer(ThreadingHTTPServer):
 
 class FaultServer:
     """``mode`` picks the misbehaviour; ``trickle_first`` (header_trickle: how many requests trickle before it
-    recovers), ``delay`` (slow: seconds before each answer) and ``fail_first`` (generations answered 503 first)
-    tune it."""
+    recovers), ``delay`` (seconds before each answer, in any mode: slow's misbehaviour) and ``fail_first``
+    (generations answered 503 first) tune it."""
 
     def __init__(self, mode: str, *, trickle_first: int = 10**9, delay: float = 0.0, fail_first: int = 0) -> None:
         assert mode in MODES, mode

@@ -25,8 +25,8 @@ from firstlight.report.series import build_view
 from firstlight.result import RunFacts, RunResult
 from firstlight.sim.server import free_port, make_weights
 from firstlight.timeline import LogLine, ProcessSample, Started, WeightsTotal
-from tests.conftest import run_firstlight, sim_cmd
-from tests.slow_disk import evict
+from tests.conftest import require, run_firstlight, sim_cmd
+from tests.slow_disk import Throttle, evict, why_no_throttle
 
 T0 = 1_000_000.0
 GB = 1_000_000_000
@@ -231,6 +231,26 @@ def test_preflight_disk_measures_reads_and_evicts_what_it_read(tmp_path: Path):
     assert cached_bytes(f) == 0  # evicted: the measurement leaves the page cache as it found it
     with History(tmp_path / "h.db") as h:
         assert h.disk(got["device"])["rate"] == got["rate"]  # type: ignore[index]
+
+
+def test_preflight_disk_on_a_slow_disk_leaves_no_read_ahead_behind(tmp_path: Path):
+    """Cut off by its 5 s bound mid-file on a slow disk (the kernel's block throttle, 16 MB/s), the measurement
+    still leaves nothing of the file in the page cache: the read-ahead past the bytes it read, some of it still in
+    flight when it ends, is dropped too, or the next start reads as partly warm."""
+    require(why_no_throttle(tmp_path) is None, f"a block throttle on the disk under {tmp_path} "
+            f"({why_no_throttle(tmp_path)})")
+    f = tmp_path / "big.bin"
+    with open(f, "wb") as fh:
+        for _ in range(24):
+            fh.write(os.urandom(8 << 20))
+    assert evict(f) == 0
+    with Throttle(tmp_path, 16_000_000) as slow:
+        r = run_firstlight("preflight", "--disk", "--json", "--model", str(f), "--history", str(tmp_path / "h.db"),
+                           preexec_fn=slow.enter)
+    assert r.rc == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["bytes"] < 192 << 20  # cut off mid-file by the time bound
+    assert cached_bytes(f) == 0
 
 
 def test_a_failed_start_says_how_far_each_phase_got(weights: Path):

@@ -271,3 +271,67 @@ def test_a_huge_header_that_needs_the_full_parse_is_refused_unparsed(tmp_path: P
 
 def test_the_header_length_limit_is_the_safetensors_crates(tmp_path: Path):
     assert MAX_SAFETENSORS_HEADER == 100_000_000  # safetensors' MAX_HEADER_SIZE: HeaderTooLarge above it
+
+
+def _retype_first_tensor(path: Path, ggml_type: int) -> None:
+    """Rewrite the ggml type of tensor "a" in a GGUF written by ``_gguf``: its info is the name (u64 length 1,
+    "a"), n_dims (u32), the dims (u64 each), then the type (u32)."""
+    raw = bytearray(path.read_bytes())
+    at = raw.index(struct.pack("<Q", 1) + b"a") + 9
+    (n_dims,) = struct.unpack_from("<I", raw, at)
+    struct.pack_into("<I", raw, at + 4 + 8 * n_dims, ggml_type)
+    path.write_bytes(bytes(raw))
+
+
+def test_a_gguf_with_a_ggml_type_newer_than_the_table_passes_with_a_note(tmp_path: Path):
+    """llama.cpp adds ggml types (quantizations) over time; a tensor of a type the layout reader cannot size is
+    not a fault of the file: the check passes and says its extent is a lower bound."""
+    p = tmp_path / "m.gguf"
+    _gguf(p)
+    _retype_first_tensor(p, 200)
+    scan = scan_checkpoint(p)
+    assert scan.problems == []
+    assert scan.notes == ["m.gguf: ggml types [200] not sized here; extent is a lower bound"]
+    c = _check(p)
+    assert c.status == OK and c.evidence.endswith("sizes match their headers; "
+                                                  "m.gguf: ggml types [200] not sized here; extent is a lower bound")
+
+
+NOBODY = 65534
+
+
+def test_a_gguf_this_user_cannot_read_is_named_with_the_reason(tmp_path: Path):
+    """An operator who is not root checking a model that root wrote 0600: the file is named, with the system's
+    reason, and the check fails (never a traceback). Run as the user nobody in a forked child when the test runs
+    as root (root reads every file)."""
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="firstlight-unreadable-"))  # /tmp: the pytest base dir is 0700
+    try:
+        top.chmod(0o755)
+        p = top / "m.gguf"
+        _gguf(p)
+        p.chmod(0)
+        if os.geteuid() != 0:
+            problems = scan_checkpoint(p).problems
+        else:
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: drop to nobody, scan, say what it found
+                try:
+                    os.close(r)
+                    os.setgroups([])
+                    os.setgid(NOBODY)
+                    os.setuid(NOBODY)
+                    os.write(w, json.dumps(scan_checkpoint(p).problems).encode())
+                finally:
+                    os._exit(0)
+            os.close(w)
+            with os.fdopen(r, "rb") as f:
+                out = f.read()
+            os.waitpid(pid, 0)
+            problems = json.loads(out)
+        assert problems == ["m.gguf: cannot read (Permission denied)"]
+    finally:
+        p.chmod(0o600)
+        subprocess.run(["rm", "-rf", str(top)], check=False, timeout=60)

@@ -438,6 +438,18 @@ def test_identify_names_the_engine_its_endpoints_answer_for():
     assert got is not None and got[0] == "sglang" and got[1].startswith("GET /server_info -> 200"), got
 
 
+def test_identify_waits_the_budget_it_is_given_not_the_default():
+    """An SGLang server that answers 2.5 s late (more than the default 2 s budget) is still identified when the
+    budget given is 60 s: the budget passed is the one kept."""
+    from firstlight.probes.identify import IDENTIFY_BUDGET_S
+    from tests.faults import fault_server
+
+    assert IDENTIFY_BUDGET_S < 2.5
+    with fault_server("sglang", delay=2.5) as fs, ladder(fs.url) as lad:
+        got = lad.identify(budget_s=60)
+    assert got is not None and got[0] == "sglang", got
+
+
 def test_expect_is_searched_in_the_first_64_kib_exactly():
     """The pattern is searched in the first 65,536 characters: a "P" at index 65,535 is found, at 65,536 not."""
     for before, found in ((65535, True), (65536, False)):

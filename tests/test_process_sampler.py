@@ -28,8 +28,10 @@ kid = subprocess.Popen([sys.executable, "-c", *sys.argv[1:]])
 print(kid.pid, flush=True)
 sys.stdin.readline()
 """
-# The child: exits with the code written to the FIFO it reads (or sleeps until killed, given no FIFO).
-CHILD = "import sys, time\nif len(sys.argv) > 1: sys.exit(int(open(sys.argv[1]).read()))\ntime.sleep(120)"
+# The child: exits with the code written to the FIFO it reads (or sleeps until killed, given no FIFO). Its alarm
+# ends it if its test died before opening the FIFO's writing end (the open would block forever).
+CHILD = ("import signal, sys, time\nsignal.alarm(180)\n"
+         "if len(sys.argv) > 1: sys.exit(int(open(sys.argv[1]).read()))\ntime.sleep(120)")
 
 
 def popen(code: str, *args: str) -> subprocess.Popen[str]:

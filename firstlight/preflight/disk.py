@@ -13,12 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from firstlight.preflight.pagecache import cached_bytes
+from firstlight.preflight.pagecache import READ_AHEAD, cached_bytes
 
 MAX_BYTES = 2 << 30  # at most 2 GiB
 MAX_S = 5.0  # and at most 5 s of reading
 MIN_BYTES = 32 << 20  # less than this measures the syscall, not the device
 _CHUNK = 8 << 20
+EVICT_WAIT_S = 3.0  # read-ahead still in flight is not dropped until it lands: waited for this long at most
 
 
 def device_id(path: str | Path) -> str:
@@ -69,12 +70,29 @@ def _read(fd: int, length: int, deadline: float, buf: bytearray) -> int:
     return done
 
 
+def _evict(read: list[tuple[Path, int, int]], until: float) -> None:
+    """Leave the page cache as the measurement found it: drop what it read and the kernel's read-ahead past that,
+    until each file holds no more than before (pages still being read in are not dropped until they land)."""
+    left = read
+    while left:
+        for f, n, _ in left:
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, n + READ_AHEAD, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        left = [(f, n, before) for f, n, before in left if (cached_bytes(f) or 0) > before]
+        if not left or time.monotonic() >= until:
+            return
+        time.sleep(0.05)
+
+
 def measure(path: str | Path, max_bytes: int = MAX_BYTES, max_s: float = MAX_S) -> dict[str, Any]:
     """The filesystem's sequential read rate from uncached files under ``path`` (and the page cache's, re-reading
     them); raises ValueError when there is too little uncached data to measure."""
     path = Path(path)
     buf = bytearray(_CHUNK)
-    read: list[tuple[Path, int]] = []
+    read: list[tuple[Path, int, int]] = []  # (file, bytes read, bytes it had cached before)
     total, seconds = 0, 0.0
     deadline = time.monotonic() + max_s
     for f in _files(path):
@@ -91,7 +109,7 @@ def measure(path: str | Path, max_bytes: int = MAX_BYTES, max_s: float = MAX_S) 
             seconds += time.monotonic() - t0
         finally:
             os.close(fd)
-        read.append((f, n))
+        read.append((f, n, cached))
         total += n
     try:
         if total < MIN_BYTES or seconds <= 0:
@@ -99,7 +117,7 @@ def measure(path: str | Path, max_bytes: int = MAX_BYTES, max_s: float = MAX_S) 
                              "evict it first or point at a larger directory")
         t0 = time.monotonic()
         again = 0
-        for f, n in read:  # the same bytes, now from the page cache
+        for f, n, _ in read:  # the same bytes, now from the page cache
             fd = os.open(f, os.O_RDONLY)
             try:
                 again += _read(fd, n, time.monotonic() + max_s, buf)
@@ -107,12 +125,7 @@ def measure(path: str | Path, max_bytes: int = MAX_BYTES, max_s: float = MAX_S) 
                 os.close(fd)
         cache_s = time.monotonic() - t0
     finally:
-        for f, n in read:  # leave the cache as it was: these bytes were not cached before
-            fd = os.open(f, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, n, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
+        _evict(read, time.monotonic() + EVICT_WAIT_S)
     mount, fstype = mount_of(path)
     return {"device": device_id(path), "mount": mount, "fstype": fstype, "rate": round(total / seconds),
             "cache_rate": round(again / cache_s) if cache_s > 0 else None, "bytes": total,

@@ -29,7 +29,7 @@ MINCORE_MAX_PAGES = 1 << 22  # pages examined per file by the fallback (16 GiB);
 SAMPLE_BYTES = 64 << 20
 SAMPLE_S = 1.0
 _CHUNK = 4 << 20
-_READ_AHEAD = 16 << 20  # more than the kernel reads ahead of a sequential reader
+READ_AHEAD = 16 << 20  # more than the kernel reads ahead of a sequential reader
 
 
 class _Range(ctypes.Structure):
@@ -174,7 +174,7 @@ def sample_read_rate(files: list[Path]) -> ReadSample | None:
             took = time.monotonic() - t0
             # the window was uncached: evicting it (and the kernel's read-ahead past it) leaves the cache as the
             # start will find it, so the anatomy's residency at start is not this sample's
-            os.posix_fadvise(fd, off, done + _READ_AHEAD, os.POSIX_FADV_DONTNEED)
+            os.posix_fadvise(fd, off, done + READ_AHEAD, os.POSIX_FADV_DONTNEED)
             return ReadSample(path, off, done, took)
         finally:
             os.close(fd)
