@@ -10,6 +10,8 @@
 #   MUTATION_TIMEOUT_MULTIPLIER=4 scripts/mutation.sh ...  a mutant's tests are stopped (and count as killed: a
 #                                  mutant that disables a deadline waits forever) after this many times their clean
 #                                  run's time (mutmut's default 15; lower it on a machine with nothing else running)
+#   MUTATION_CHILDREN=4 scripts/mutation.sh ...  mutants tested at once (default 2; more helps modules whose tests
+#                                  mostly wait on sockets and deadlines)
 #
 # Each module runs in its own copy of the working tree under .mutation/<module> (mutmut mutates a copy,
 # never your files), against the test files listed below: fast, no real engines. A module cut off by its time
@@ -22,6 +24,7 @@ mutmut_version=3.8.1
 "$py" -c "import mutmut" 2>/dev/null || "$py" -m pip install -q "mutmut==$mutmut_version"
 time_s=${MUTATION_TIME_S:-1200}
 timeout_multiplier=${MUTATION_TIMEOUT_MULTIPLIER:-15}
+children=${MUTATION_CHILDREN:-2}
 
 # module (a file, or a folder of them) -> the fast test files that cover it
 declare -A TESTS=(
@@ -75,7 +78,7 @@ for m in "${modules[@]}"; do
   echo "mutation.sh: $m against $tests (at most ${time_s} s)" >&2
   rc=0
   # python -m, not the mutmut script: tests read their own process name, which must stay "python"
-  (cd "$work" && timeout "$time_s" nice -n 10 "$py" -m mutmut run --max-children 2) >"$work.log" 2>&1 || rc=$?
+  (cd "$work" && timeout "$time_s" nice -n 10 "$py" -m mutmut run --max-children "$children") >"$work.log" 2>&1 || rc=$?
   [ "$rc" = 124 ] && echo "mutation.sh: $m stopped by its time bound; run again to resume" >&2
   (cd "$work" && "$py" -m mutmut results --all true) >"$work.results" 2>&1 || true
   "$py" - "$work.results" "$m" <<'EOF' | tee "$work.txt"
