@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import httpcore
 import httpx
@@ -211,3 +215,155 @@ def test_a_stuck_resolver_is_bounded_and_leaves_only_a_daemon_thread(monkeypatch
         assert len(seen) == 1 and seen[0].daemon and seen[0].name == "firstlight-resolve"
     finally:
         release.set()
+
+
+# -- the second run's survivors: what each connect is given, and what each failure says -------------------------
+@contextmanager
+def _full_backlog() -> Iterator[int]:
+    """A port whose listener never accepts and whose accept queue is full: the kernel drops further SYNs, so a
+    connect to it hangs (a real hanging connect, as to a blackholed address)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = server.getsockname()[1]
+        held: list[socket.socket] = []
+        try:
+            for _ in range(16):
+                try:
+                    held.append(socket.create_connection(("127.0.0.1", port), timeout=0.5))
+                except TimeoutError:
+                    break
+            else:
+                pytest.fail("the accept queue never filled")
+            yield port
+        finally:
+            for s in held:
+                s.close()
+
+
+def test_a_connect_that_hangs_is_ended_by_the_connect_timeout():
+    with _full_backlog() as port:
+        t0 = time.monotonic()
+        with pytest.raises(httpcore.ConnectTimeout):
+            DeadlineBackend().connect_tcp("127.0.0.1", port, timeout=0.5)
+        assert time.monotonic() - t0 < 30  # a connect with no timeout waits out the kernel's SYN retries (~2 min)
+
+        async def connect() -> None:
+            with pytest.raises(httpcore.ConnectTimeout):
+                await AsyncDeadlineBackend().connect_tcp("127.0.0.1", port, timeout=0.5)
+
+        t0 = time.monotonic()
+        asyncio.run(connect())
+        assert time.monotonic() - t0 < 30
+
+
+def test_a_passed_deadline_says_so():
+    with pytest.raises(httpcore.ConnectTimeout, match=r"^the request's deadline passed$"), \
+            deadline(time.monotonic() - 1):
+        DeadlineBackend().connect_tcp("127.0.0.1", 9, timeout=5.0)
+
+
+def test_a_deadline_that_passes_while_resolving_fails_the_connect(monkeypatch: pytest.MonkeyPatch):
+    """The connect after a slow resolution gets the time left, and none once the deadline has passed."""
+    real = socket.getaddrinfo
+    at = time.monotonic() + 0.3
+
+    def slow(*args: Any, **kw: Any) -> Any:
+        while time.monotonic() < at + 0.05:
+            time.sleep(0.05)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow)
+    with pytest.raises(httpcore.ConnectTimeout, match=r"^the request's deadline passed$"), deadline(at):
+        DeadlineBackend().connect_tcp("127.0.0.1", 9, timeout=5.0)
+
+
+def test_no_timeout_under_a_deadline_is_the_time_left():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        with deadline(time.monotonic() + 30):
+            DeadlineBackend().connect_tcp("127.0.0.1", s.getsockname()[1], timeout=None).close()
+
+
+def test_an_ip_literal_is_not_given_to_a_resolver_thread(monkeypatch: pytest.MonkeyPatch):
+    real = socket.getaddrinfo
+    threads: list[threading.Thread] = []
+
+    def record(*args: Any, **kw: Any) -> Any:
+        threads.append(threading.current_thread())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(socket, "getaddrinfo", record)
+    resolve("127.0.0.1", 80, 1.0)
+    resolve("::1", 80, 1.0)
+    assert threads == [threading.current_thread()] * 2
+    resolve("localhost", 80, 5.0)
+    assert threads[-1].name == "firstlight-resolve"
+
+
+@contextmanager
+def _stuck_resolver(monkeypatch: pytest.MonkeyPatch, answer: Any = ()) -> Iterator[None]:
+    """A getaddrinfo that blocks until released (10 s at most), then answers ``answer`` (or raises it)."""
+    release = threading.Event()
+
+    def stuck(*args: object, **kw: object) -> Any:
+        release.wait(10)
+        if isinstance(answer, BaseException):
+            raise answer
+        return list(answer)
+
+    monkeypatch.setattr(socket, "getaddrinfo", stuck)
+    try:
+        yield
+    finally:
+        release.set()
+
+
+def test_a_stuck_resolver_is_bounded_by_the_connect_timeout(monkeypatch: pytest.MonkeyPatch):
+    with _stuck_resolver(monkeypatch), \
+            pytest.raises(httpcore.ConnectTimeout, match=r"^cannot resolve slow\.example in time$"):
+        DeadlineBackend().connect_tcp("slow.example", 80, timeout=0.3)
+
+
+def test_a_resolver_error_and_an_empty_answer_are_named(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: [])
+    with pytest.raises(httpcore.ConnectError, match=r"^no address for nowhere\.example$"):
+        DeadlineBackend().connect_tcp("nowhere.example", 80, timeout=2.0)
+
+    def fails(*a: object, **k: object) -> Any:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", fails)
+    with pytest.raises(httpcore.ConnectError, match=r"^cannot resolve host \(Name or service not known\)$"):
+        DeadlineBackend().connect_tcp("nowhere.example", 80, timeout=2.0)
+
+
+def test_each_address_is_dialled_as_resolved_with_the_callers_socket_settings():
+    """A listener on 127.0.0.2 only (all of 127/8 is loopback on Linux): the address resolved is the one dialled;
+    the local address and socket options the caller gives reach the socket."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        s.listen(4)
+        port = s.getsockname()[1]
+        keepalive = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+        stream = DeadlineBackend().connect_tcp("127.0.0.2", port, timeout=5.0, local_address="127.0.0.3",
+                                               socket_options=keepalive)
+        try:
+            sock = stream.get_extra_info("socket")
+            assert sock.getsockname()[0] == "127.0.0.3"
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        finally:
+            stream.close()
+
+        async def connect() -> None:
+            a = await AsyncDeadlineBackend().connect_tcp("127.0.0.2", port, timeout=5.0, local_address="127.0.0.3",
+                                                         socket_options=keepalive)
+            try:
+                sock = a.get_extra_info("socket")
+                assert sock.getsockname()[0] == "127.0.0.3"
+                assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            finally:
+                await a.aclose()
+
+        asyncio.run(connect())
