@@ -311,6 +311,7 @@ def test_a_gguf_this_user_cannot_read_is_named_with_the_reason(tmp_path: Path):
         top.chmod(0o755)
         p = top / "m.gguf"
         _gguf(p)
+        assert scan_checkpoint(p).problems == []  # readable; also ties this test to the scan for mutation runs
         p.chmod(0)
         if os.geteuid() != 0:
             problems = scan_checkpoint(p).problems
@@ -335,3 +336,95 @@ def test_a_gguf_this_user_cannot_read_is_named_with_the_reason(tmp_path: Path):
     finally:
         p.chmod(0o600)
         subprocess.run(["rm", "-rf", str(top)], check=False, timeout=60)
+
+
+# -- the full parse (a header not in the writer's layout: keys in another order), entry by entry ----------------
+def _entry(offsets: Any = (0, 8), shape: Any = (8,), dtype: Any = "U8") -> dict[str, Any]:
+    """An entry whose keys are not in the writer's order (data_offsets first), so the full parse reads it."""
+    return {"data_offsets": list(offsets) if isinstance(offsets, tuple) else offsets,
+            "shape": list(shape) if isinstance(shape, tuple) else shape, "dtype": dtype}
+
+
+def _full(tmp_path: Path, header: dict[str, Any], data: int) -> list[str]:
+    p = tmp_path / "m.safetensors"
+    _raw_safetensors(p, header, data)
+    return scan_checkpoint(p).problems
+
+
+def test_a_well_formed_header_in_another_key_order_passes_the_full_parse(tmp_path: Path):
+    """Offsets from 0, a 2-D shape, metadata first and last: the full parse accepts what the loader accepts."""
+    header = {"__metadata__": {"format": "pt"}, "a": _entry((0, 16), (2, 4), "F16"),
+              "b": _entry((16, 24), (8,), "U8"), "c": _entry((24, 24), (0,), "F32")}
+    assert _full(tmp_path, header, 24) == []
+    header = {"a": _entry((0, 16), (2, 4), "F16"), "__metadata__": {"format": "pt"}}
+    assert _full(tmp_path, header, 16) == []
+
+
+def test_the_full_parse_reads_every_entry_after_the_metadata(tmp_path: Path):
+    header = {"__metadata__": {"format": "pt"}, "a": _entry((0, 8)), "b": _entry((8, 16), (4,))}
+    assert _full(tmp_path, header, 16) == \
+        ["m.safetensors: tensor 'b': shape [4] of U8 is 4 bytes, its data_offsets span 8"]
+
+
+def test_the_full_parse_names_each_kind_of_bad_entry(tmp_path: Path):
+    def problem(entry: Any, data: int = 8) -> str:
+        (only,) = _full(tmp_path, {"__metadata__": {"format": "pt"}, "a": entry}, data)
+        return only
+
+    assert problem([0, 8]) == "m.safetensors: tensor 'a' has no valid data_offsets (None)"  # not an object
+    assert problem(_entry([0, 8, 16]), 16) == "m.safetensors: tensor 'a' has no valid data_offsets ([0, 8, 16])"
+    assert problem(_entry([False, 8])) == "m.safetensors: tensor 'a' has no valid data_offsets ([False, 8])"
+    assert problem(_entry([-1, 8])) == "m.safetensors: tensor 'a' has no valid data_offsets ([-1, 8])"
+    many = [0] * 30
+    assert problem(_entry(many)) == f"m.safetensors: tensor 'a' has no valid data_offsets ({str(many)[:60]})"
+    no_shape = "m.safetensors: tensor 'a' has no valid dtype and shape"
+    for bad in (_entry(shape=None), _entry(shape={}), _entry(shape=[True]), _entry(shape=[-8]), _entry(dtype=1),
+                {"data_offsets": [0, 8], "dtype": "U8"}, {"data_offsets": [0, 8], "shape": [8]}):
+        assert problem(bad) == no_shape, bad
+
+
+def test_the_full_parse_names_the_tensor_whose_offsets_leave_a_gap(tmp_path: Path):
+    header = {"a": _entry((0, 8)), "b": _entry((16, 24))}
+    assert _full(tmp_path, header, 24) == ["m.safetensors: data_offsets [16, 24] (a gap after byte 8)"]
+    header = {"a": _entry((0, 8)), "b": _entry((8, 16), (2,), "F16")}
+    assert _full(tmp_path, header, 16) == ["m.safetensors: tensor 'b': shape [2] of F16 is 4 bytes, its "
+                                           "data_offsets span 8"]
+
+
+def test_what_is_neither_a_file_nor_a_directory_is_named_by_its_kind(tmp_path: Path):
+    fifo = tmp_path / "model"
+    os.mkfifo(fifo)
+    assert scan_checkpoint(fifo).problems == ["model is a FIFO, not a weights file or a model directory"]
+    (tmp_path / "d").mkdir()
+    os.mkfifo(tmp_path / "d" / "a.safetensors")
+    write_safetensors(tmp_path / "d" / "b.safetensors", {"w": 8})
+    (tmp_path / "d" / "c.safetensors").mkdir()
+    scan = scan_checkpoint(tmp_path / "d")
+    assert scan.problems == ["a.safetensors is a FIFO, not a regular file",
+                             "c.safetensors is a directory, not a regular file"]
+    assert scan.files == [tmp_path / "d" / "b.safetensors"] and scan.current is None
+
+
+def test_every_file_after_one_that_cannot_be_stated_is_still_checked(tmp_path: Path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.safetensors").symlink_to("a.safetensors")  # a loop: ELOOP
+    write_safetensors(d / "b.safetensors", {"w": 8})
+    write_safetensors(d / "c.safetensors", {"w": 4})
+    scan = scan_checkpoint(d)
+    assert "a.safetensors: cannot stat (Too many levels of symbolic links)" in scan.problems
+    assert scan.files == [d / "b.safetensors", d / "c.safetensors"]
+    assert scan.total_bytes == (d / "b.safetensors").stat().st_size + (d / "c.safetensors").stat().st_size
+
+
+def test_a_root_that_cannot_be_stated_says_why(tmp_path: Path):
+    assert scan_checkpoint(tmp_path / "absent").problems == ["absent: cannot stat (No such file or directory)"]
+
+
+def test_only_a_file_under_1_kib_is_read_as_a_possible_lfs_pointer(tmp_path: Path):
+    p = tmp_path / "pytorch_model.bin"
+    p.write_text(LFS.ljust(1023))
+    assert scan_checkpoint(p).problems == [f"pytorch_model.bin is a Git LFS pointer (1023 bytes) of a 5.0 GB file, "
+                                           "not the weights"]
+    p.write_text(LFS.ljust(1024))
+    assert scan_checkpoint(p).problems == []  # 1 KiB or more: real weights, never a pointer
