@@ -424,7 +424,7 @@ def test_a_root_that_cannot_be_stated_says_why(tmp_path: Path):
 def test_only_a_file_under_1_kib_is_read_as_a_possible_lfs_pointer(tmp_path: Path):
     p = tmp_path / "pytorch_model.bin"
     p.write_text(LFS.ljust(1023))
-    assert scan_checkpoint(p).problems == [f"pytorch_model.bin is a Git LFS pointer (1023 bytes) of a 5.0 GB file, "
+    assert scan_checkpoint(p).problems == ["pytorch_model.bin is a Git LFS pointer (1023 bytes) of a 5.0 GB file, "
                                            "not the weights"]
     p.write_text(LFS.ljust(1024))
     assert scan_checkpoint(p).problems == []  # 1 KiB or more: real weights, never a pointer
