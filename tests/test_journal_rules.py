@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from firstlight.timeline import ProcessSample, SourceNote
+from firstlight.timeline import LogLine, ProcessSample, SourceNote
 from firstlight.units.journal import (
     MAX_ENTRY_BYTES,
     MSG_PROCESS_EXIT,
@@ -610,3 +610,131 @@ def test_the_follower_starts_at_its_since_and_runs_the_journalctl_given(tmp_path
     calls = log.read_text().splitlines()
     assert "--since @1790000010.000000" in calls[0] and "-f" not in calls[0].split()
     assert "-f" in calls[1].split() and "--after-cursor" in calls[1] and "--since" not in calls[1]
+
+
+# -- one attempt's view of the journal (JournalSource), entry by entry through the follower ----------------------
+def _source(echo: Any = None) -> tuple[JournalFollower, JournalSource, list[Any]]:
+    """A source of invocation a…a started on a follower whose journalctl never ran (entries are handed to it as
+    the follower's reader hands them); what it sends, in order."""
+    follower = JournalFollower(UNIT)
+    seen: list[Any] = []
+    src = JournalSource(follower, "a" * 32, echo=echo)
+    src.start(seen.append)
+    assert src._watcher is not None and src._watcher.name == "firstlight-journal-next" and src._watcher.daemon
+    return follower, src, seen
+
+
+def test_a_message_journalctl_left_out_is_said_once_and_still_counted_as_a_line():
+    follower, src, seen = _source()
+    follower._dispatch(engine_line("a" * 32, T0, "before"))
+    follower._dispatch(entry(MESSAGE=None, _SYSTEMD_UNIT=UNIT, _SYSTEMD_INVOCATION_ID="a" * 32,
+                             __REALTIME_TIMESTAMP=str(int((T0 + 1) * 1e6))))
+    follower._dispatch(entry(MESSAGE=None, _SYSTEMD_UNIT=UNIT, _SYSTEMD_INVOCATION_ID="a" * 32,
+                             __REALTIME_TIMESTAMP=str(int((T0 + 2) * 1e6))))
+    src.stop()
+    assert seen == [
+        LogLine(T0, "before", "journal", 1),
+        SourceNote(T0 + 1, "journal", "journalctl left out a message over 4 KiB (null in its JSON); its line is "
+                                      "counted, its text is lost"),
+        LogLine(T0 + 1, OMITTED, "journal", 2),
+        LogLine(T0 + 2, OMITTED, "journal", 3),
+    ]
+
+
+def test_a_line_redrawn_with_carriage_returns_is_its_redraws_then_its_final_text_echoed():
+    echoed: list[tuple[str, str]] = []
+    follower, src, seen = _source(echo=lambda source, text: echoed.append((source, text)))
+    follower._dispatch(engine_line("a" * 32, T0, "Loading 10%\rLoading 50%\rLoading 100%"))
+    follower._dispatch(engine_line("a" * 32, T0 + 1, "plain"))
+    src.stop()
+    assert seen == [LogLine(T0, "Loading 10%", "journal", 1, final=False),
+                    LogLine(T0, "Loading 50%", "journal", 1, final=False),
+                    LogLine(T0, "Loading 100%", "journal", 1),
+                    LogLine(T0 + 1, "plain", "journal", 2)]
+    assert echoed == [("journal", "Loading 100%"), ("journal", "plain")]
+
+
+def test_systemds_exit_is_sent_once_with_every_oom_kill_message_before_it():
+    follower, src, seen = _source()
+    follower._dispatch(engine_line("a" * 32, T0, "loading"))
+    oom = entry(__REALTIME_TIMESTAMP=str(int((T0 + 1) * 1e6)), MESSAGE=f"{UNIT}: A process of this unit has been "
+                "killed by the OOM killer.", MESSAGE_ID=MSG_UNIT_OUT_OF_MEMORY, UNIT=UNIT, INVOCATION_ID="a" * 32,
+                _SYSTEMD_UNIT="init.scope")
+    follower._dispatch(oom)
+    follower._dispatch(oom)  # said twice (journald can repeat it): kept once
+    follower._dispatch(manager_note(T0 + 2, "a" * 32, "Main process exited, code=killed, status=9/KILL"))
+    follower._dispatch(manager_note(T0 + 3, "a" * 32, "Main process exited, code=killed, status=9/KILL"))
+    src.stop()
+    exits = [o for o in seen if isinstance(o, ProcessSample)]
+    trace = oom_trace_of(oom)
+    assert trace is not None
+    assert len(exits) == 1 and exits[0].exit_code == -9 and exits[0].oom == (trace,)
+
+
+def test_nothing_is_sent_once_the_source_is_stopped():
+    follower, src, seen = _source()
+    follower._dispatch(engine_line("a" * 32, T0, "one"))
+    src.stop()
+    src._on_entry(engine_line("a" * 32, T0 + 1, "late"))  # an entry already being handed out as it stopped
+    assert [o.text for o in seen if isinstance(o, LogLine)] == ["one"]
+
+
+def test_the_followers_notes_and_error_are_told_to_the_watch_once_each_at_its_clock():
+    follower = JournalFollower(UNIT, clock=lambda: 42.0)
+    follower._note("journalctl skipped a line of 2 MB")
+    follower.error = "journalctl: cannot read the journal"
+    seen: list[Any] = []
+    src = JournalSource(follower, "a" * 32)
+    src.start(seen.append)
+    assert src._watcher is not None
+    src._watcher.join(30)  # the follower is not running: told, then done
+    assert not src._watcher.is_alive()
+    assert seen == [SourceNote(42.0, "journal", "journalctl skipped a line of 2 MB"),
+                    SourceNote(42.0, "journal", "journalctl: cannot read the journal")]
+
+
+# -- the follower's journalctl: what it is started with, and what it says when it goes wrong ---------------------
+def _follow(exe: str, journal_file: Path | None = None) -> JournalFollower:
+    follower = JournalFollower(UNIT, journal_file, journalctl=exe)
+    assert follower._thread.name == "firstlight-journal" and follower._thread.daemon
+    follower.start()
+    wait_for(lambda: not follower.running, 60, "the follower to end with its journalctl")
+    follower.stop()
+    return follower
+
+
+def test_entries_over_the_bound_are_noted_once_and_the_rest_still_read(tmp_path: Path):
+    line = json.dumps({"__REALTIME_TIMESTAMP": str(int(T0 * 1e6)), "MESSAGE": "after the long ones",
+                       "_SYSTEMD_UNIT": UNIT, "_SYSTEMD_INVOCATION_ID": "a" * 32})
+    long = 2 * MAX_ENTRY_BYTES
+    exe = fake_journalctl(tmp_path, "if '-f' in sys.argv: sys.exit(7)\nout = sys.stdout.buffer\n"
+                                    f"out.write(b'x' * {long} + b'\\n')\nout.write(b'y' * {long + 5} + b'\\n')\n"
+                                    f"out.write({line!r}.encode() + b'\\n')\nout.flush()")
+    follower = _follow(exe)
+    assert list(follower.notes) == [f"a journal entry of {long} bytes was skipped (over 16 MiB)"]
+    assert follower.invocations() == ["a" * 32]
+    assert follower.error == "journalctl stopped: exit 7"  # the follow pass failed, with nothing on stderr
+
+
+def test_journalctl_runs_in_its_own_session_and_its_last_line_of_stderr_is_the_error(tmp_path: Path):
+    seen = tmp_path / "seen"
+    exe = fake_journalctl(tmp_path, f"open({str(seen)!r}, 'w').write(str(os.getsid(0) == os.getpid()))\n"
+                                    "sys.stderr.write('a first line\\nFailed to iterate: it broke\\n')\nsys.exit(1)")
+    follower = _follow(exe)
+    assert follower.error == "journalctl stopped: Failed to iterate: it broke"
+    assert seen.read_text() == "True"  # its own session: a terminal's Ctrl-C is not sent to it
+
+
+def test_a_json_dump_cannot_be_followed(tmp_path: Path):
+    dump = tmp_path / "u.json"
+    dump.write_text("{}\n")
+    follower = _follow(shutil.which("journalctl") or "journalctl", dump)
+    assert follower.error == f"{dump} is not a journal file (a journalctl -o json dump can be replayed, not followed)"
+
+
+def test_the_follower_keeps_its_last_16_notes():
+    follower = JournalFollower(UNIT)
+    for i in range(20):
+        follower._note(f"note {i}")
+    assert list(follower.notes) == [f"note {i}" for i in range(4, 20)]
+    assert follower.error is None
