@@ -428,3 +428,94 @@ def test_only_a_file_under_1_kib_is_read_as_a_possible_lfs_pointer(tmp_path: Pat
                                            "not the weights"]
     p.write_text(LFS.ljust(1024))
     assert scan_checkpoint(p).problems == []  # 1 KiB or more: real weights, never a pointer
+
+
+# -- what the check says, outcome by outcome (the checkpoint's rerun: exact evidence, fix and name) -------------
+def _said(c: Any) -> tuple[str, str, str, str, str | None]:
+    return c.name, c.status, c.category, c.evidence, c.hint
+
+
+def test_each_outcome_of_the_check_says_exactly_what_it_found(tmp_path: Path):
+    model = str(tmp_path / "absent")
+    assert _said(check_checkpoint(read_target(["vllm", "serve", model]), None)) == (
+        "checkpoint", FAIL, "model_not_found", f"{model} does not exist", "check the model path in the command")
+    assert _said(check_checkpoint(read_target(["vllm", "serve", "org/model"]), None)) == (
+        "checkpoint", OK, "corrupt_weights", "org/model is not in the local Hugging Face cache: the server will "
+        "download it (not checked)", None)
+    assert _said(check_checkpoint(read_target(["python", "-c", "pass"]), None)) == (
+        "checkpoint", OK, "corrupt_weights", "skipped: no model path in the command", None)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _said(_check(empty)) == ("checkpoint", WARN, "model_not_found", f"{empty}: no weight files (.safetensors, "
+                                    ".gguf, .bin, .pt, .pth)", "check the model path in the command")
+    two = tmp_path / "two"
+    two.mkdir()
+    size = write_safetensors(two / "a.safetensors", {"w": 8}) + write_safetensors(two / "b.safetensors", {"w": 8})
+    assert _said(_check(two)) == ("checkpoint", OK, "corrupt_weights",
+                                  f"{two}: 2 weight files, {size} B, sizes match their headers", None)
+    one = two / "a.safetensors"
+    assert _check(one).evidence == f"{one}: 1 weight file, {size // 2} B, sizes match their headers"
+
+
+def test_a_failing_check_joins_its_problems_and_counts_those_not_shown(tmp_path: Path):
+    d = tmp_path / "d"
+    d.mkdir()
+    for i in range(2):
+        (d / f"m{i}.safetensors").write_bytes(b"tiny")
+    c = _check(d)
+    assert _said(c) == ("checkpoint", FAIL, "corrupt_weights", f"in {d}: m0.safetensors: 4 bytes, too short for a "
+                        "safetensors header; m1.safetensors: 4 bytes, too short for a safetensors header",
+                        "re-download the files named (the copy on disk is incomplete or damaged)")
+    for i in range(2, 7):
+        (d / f"m{i}.safetensors").write_bytes(b"tiny")
+    assert _check(d).evidence.endswith("m4.safetensors: 4 bytes, too short for a safetensors header; and 2 more")
+
+
+def test_notes_follow_the_evidence_joined_one_after_the_other(tmp_path: Path):
+    for name in ("a.gguf", "b.gguf"):
+        _gguf(tmp_path / name)
+        _retype_first_tensor(tmp_path / name, 200)
+    evidence = _check(tmp_path).evidence
+    assert evidence.endswith("sizes match their headers; a.gguf: ggml types [200] not sized here; extent is a lower "
+                             "bound; b.gguf: ggml types [200] not sized here; extent is a lower bound"), evidence
+
+
+def test_the_header_length_and_file_size_boundaries(tmp_path: Path):
+    p = tmp_path / "m.safetensors"
+    # a header that fills the file exactly, with no tensor data: complete
+    raw = b'{"__metadata__": {"format": "pt"}}'
+    p.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    assert safetensors_header(p, p.stat().st_size) == (0, None)
+    # one byte short of its header: truncated, said with the exact figures
+    p.write_bytes(struct.pack("<Q", len(raw) + 1) + raw)
+    assert safetensors_header(p, p.stat().st_size) == (0, f"m.safetensors: {8 + len(raw)} bytes, its header alone "
+                                                          f"needs {8 + len(raw) + 1} (truncated)")
+    # a header length of exactly the crate's limit is allowed (then truncated here); one more is not safetensors
+    for n, said in ((MAX_SAFETENSORS_HEADER, f"its header alone needs {8 + MAX_SAFETENSORS_HEADER} (truncated)"),
+                    (MAX_SAFETENSORS_HEADER + 1,
+                     f"not a safetensors file (header length {MAX_SAFETENSORS_HEADER + 1})")):
+        p.write_bytes(struct.pack("<Q", n) + b"{}")
+        count, problem = safetensors_header(p, p.stat().st_size)
+        assert count == 0 and problem is not None and problem.endswith(said), problem
+    # data past what the header says: longer, said with the sum
+    size = _raw_safetensors(p, {"a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}}, 8)
+    with open(p, "ab") as f:
+        f.write(b"\0" * 3)
+    n = size - 8 - 8
+    assert safetensors_header(p, size + 3) == (1, f"m.safetensors: {size + 3} bytes on disk, the header says {size} "
+                                                  f"(8 + {n} + 8): longer than its header says")
+    with open(p, "r+b") as f:
+        f.truncate(size - 2)
+    assert safetensors_header(p, size - 2)[1] == (f"m.safetensors: {size - 2} bytes on disk, the header says {size} "
+                                                  f"(8 + {n} + 8): truncated")
+
+
+def test_a_writer_layout_header_names_a_bad_tensor_by_its_offsets(tmp_path: Path):
+    """The fast path (the writer's layout) keeps no names: a shape that does not match its span is named by its
+    offsets, which a full parse would name by its key."""
+    p = tmp_path / "m.safetensors"
+    size = write_safetensors(p, {"w": 8})
+    raw = p.read_bytes().replace(b'"shape": [8]', b'"shape": [4]')
+    p.write_bytes(raw)
+    assert safetensors_header(p, size) == (1, "m.safetensors: the tensor at [0, 8]: shape [4] of U8 is 4 bytes, its "
+                                              "data_offsets span 8")
