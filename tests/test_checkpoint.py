@@ -519,3 +519,49 @@ def test_a_writer_layout_header_names_a_bad_tensor_by_its_offsets(tmp_path: Path
     p.write_bytes(raw)
     assert safetensors_header(p, size) == (1, "m.safetensors: the tensor at [0, 8]: shape [4] of U8 is 4 bytes, its "
                                               "data_offsets span 8")
+
+
+# -- the index's values, one rule each (the checkpoint's rerun) ---------------------------------------------------
+def _index_problems(d: Path, weight_map: Any) -> list[str]:
+    d.mkdir(exist_ok=True)
+    (d / INDEX_NAME).write_text(json.dumps({"weight_map": weight_map}))
+    return scan_checkpoint(d).problems
+
+
+def test_each_bad_index_value_is_named_once_and_shown_up_to_60_characters(tmp_path: Path):
+    d = tmp_path / "m"
+    sixty, sixty_one = "../" + "x" * 57, "../" + "y" * 58
+    assert _index_problems(d, {"a": sixty, "b": sixty_one, "c": "", "d": 5, "e": 6.0}) == [
+        f"{INDEX_NAME}: a value is empty; a value is float, not a file name; a value is int, not a file name; "
+        f"the value {sixty!r} points outside the model directory; the value {(sixty_one[:60] + '...')!r} points "
+        "outside the model directory"]  # sorted
+    assert _index_problems(d, {"a": "a\0b.safetensors"}) == [f"{INDEX_NAME}: the value 'a\\x00b.safetensors' holds NUL"]
+    inside = str(d / "w.safetensors")  # absolute, even inside the directory: the loader joins it to the directory
+    assert _index_problems(d, {"a": inside}) == [f"{INDEX_NAME}: the value {inside[:60] + '...'!r} points outside "
+                                                 "the model directory"]
+    longest = "x" * 251 + ".bin"  # 255: a file name can be this long, and it is then just missing
+    assert _index_problems(d, {"a": longest}) == [f"{longest}: listed in {INDEX_NAME} but missing"]
+    assert _index_problems(d, {"a": longest + "x"}) == [f"{INDEX_NAME}: a value of 256 characters (longer than any "
+                                                        "file name)"]
+
+
+def test_an_index_that_is_not_a_map_or_not_a_file_says_so(tmp_path: Path):
+    d = tmp_path / "m"
+    assert _index_problems(d, []) == [f"{INDEX_NAME}: unreadable (TypeError: weight_map is not an object)"]
+    (d / INDEX_NAME).write_text("{")
+    (problem,) = scan_checkpoint(d).problems
+    assert problem.startswith(f"{INDEX_NAME}: unreadable (JSONDecodeError: "), problem
+    (d / INDEX_NAME).unlink()
+    (d / INDEX_NAME).mkdir()
+    assert scan_checkpoint(d).problems == [f"{INDEX_NAME} is a directory, not a regular file"]  # named once
+
+
+def test_every_missing_shard_is_named(tmp_path: Path):
+    assert _index_problems(tmp_path / "m", {"a": "one.safetensors", "b": "two.safetensors"}) == [
+        f"one.safetensors: listed in {INDEX_NAME} but missing", f"two.safetensors: listed in {INDEX_NAME} but missing"]
+
+
+def test_ggufs_are_the_weights_when_there_are_no_safetensors(tmp_path: Path):
+    _gguf(tmp_path / "m.gguf")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\0" * 2048)
+    assert scan_checkpoint(tmp_path).files == [tmp_path / "m.gguf"]

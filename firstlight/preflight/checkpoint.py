@@ -259,7 +259,7 @@ def _read_index(directory: Path, scan: Scan) -> dict[str, str] | None:
         if not isinstance(weight_map, dict):
             raise TypeError("weight_map is not an object")
     except NotRegularFile as e:
-        scan.problems.append(f"{INDEX_NAME}: {e}")
+        scan.problems.append(str(e))  # it names the file already
         return None
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
         scan.problems.append(lfs_pointer(path, raw[:512]) or f"{INDEX_NAME}: unreadable ({type(e).__name__}: {e})")
