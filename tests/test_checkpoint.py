@@ -565,3 +565,22 @@ def test_ggufs_are_the_weights_when_there_are_no_safetensors(tmp_path: Path):
     _gguf(tmp_path / "m.gguf")
     (tmp_path / "pytorch_model.bin").write_bytes(b"\0" * 2048)
     assert scan_checkpoint(tmp_path).files == [tmp_path / "m.gguf"]
+
+
+def test_offsets_that_overlap_or_end_before_they_begin_are_named_so(tmp_path: Path):
+    overlap = {"a": _entry((0, 8)), "b": _entry((4, 12))}
+    assert _full(tmp_path, overlap, 12) == ["m.safetensors: data_offsets [4, 12] (overlap after byte 8)"]
+    backwards = {"a": _entry((0, 8)), "b": _entry((8, 4))}
+    assert _full(tmp_path, backwards, 8) == ["m.safetensors: data_offsets [8, 4] (end before begin after byte 8)"]
+
+
+def test_a_link_to_a_real_shard_is_no_broken_link_and_a_list_value_is_named(tmp_path: Path):
+    """Hugging Face's cache holds every file of a snapshot as a link into its blobs."""
+    blobs, snap = tmp_path / "blobs", tmp_path / "snap"
+    blobs.mkdir()
+    snap.mkdir()
+    write_safetensors(blobs / "abc", {"w": 8})
+    (snap / "model.safetensors").symlink_to(blobs / "abc")
+    assert scan_checkpoint(snap).problems == []
+    assert _index_problems(tmp_path / "m", {"a": ["x.safetensors"], "b": {"c": 1}}) == [
+        f"{INDEX_NAME}: a value is dict, not a file name; a value is list, not a file name"]
