@@ -339,6 +339,11 @@ def test_a_resolver_error_and_an_empty_answer_are_named(monkeypatch: pytest.Monk
         DeadlineBackend().connect_tcp("nowhere.example", 80, timeout=2.0)
 
 
+def _assert_dialled_from_127_0_0_3_with_keepalive(sock: socket.socket) -> None:
+    assert sock.getsockname()[0] == "127.0.0.3"
+    assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+
+
 def test_each_address_is_dialled_as_resolved_with_the_callers_socket_settings():
     """A listener on 127.0.0.2 only (all of 127/8 is loopback on Linux): the address resolved is the one dialled;
     the local address and socket options the caller gives reach the socket."""
@@ -350,9 +355,7 @@ def test_each_address_is_dialled_as_resolved_with_the_callers_socket_settings():
         stream = DeadlineBackend().connect_tcp("127.0.0.2", port, timeout=5.0, local_address="127.0.0.3",
                                                socket_options=keepalive)
         try:
-            sock = stream.get_extra_info("socket")
-            assert sock.getsockname()[0] == "127.0.0.3"
-            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            _assert_dialled_from_127_0_0_3_with_keepalive(stream.get_extra_info("socket"))
         finally:
             stream.close()
 
@@ -360,9 +363,7 @@ def test_each_address_is_dialled_as_resolved_with_the_callers_socket_settings():
             a = await AsyncDeadlineBackend().connect_tcp("127.0.0.2", port, timeout=5.0, local_address="127.0.0.3",
                                                          socket_options=keepalive)
             try:
-                sock = a.get_extra_info("socket")
-                assert sock.getsockname()[0] == "127.0.0.3"
-                assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+                _assert_dialled_from_127_0_0_3_with_keepalive(a.get_extra_info("socket"))
             finally:
                 await a.aclose()
 
