@@ -9,7 +9,8 @@ Bounds (each with its numbers):
   weights resident at start), ``loader_cpu`` (reads below the device's rate while one thread is at ~100 % of a core),
   ``disk`` (reads moved);
 - compile: ``compile`` with the engine's own cache hit/miss lines, compiler runs and their CPU;
-- any phase: ``cpu``, ``reads``, ``log`` (the signal that moved most), or ``idle`` when no measured signal moved.
+- any phase: ``cpu``, ``reads``, ``log`` (the signal that moved most), or ``idle`` when no measured signal moved
+  (a line alone is a moment; lines less than IDLE_MIN_S apart keep a phase busy).
   Without process samples (a log replay) a silent stretch is ``unmeasured``, never ``idle``.
 """
 
@@ -35,9 +36,13 @@ IDLE_CPU = 0.05  # cores: below this the tree did nothing
 # bytes/s: below this the reads are a sleeping process's small read() calls (a pipe, a poll), not work; counted at
 # any size, one such call made a whole backed-off sample gap (up to 4 s) "moved" and an idle phase "reads"
 IDLE_READ_BPS = 64 * 1024
+BACKED_OFF = 1.5  # a sample gap this many times the next one's: the sampler had backed off (it doubles its gap)
 _NO_CLOCK = 1e3  # epoch seconds below this: a line without a timestamp of its own
 _COMPILE_PHASES = ("compile",)
 _WEIGHT_PHASES = ("weights_loading",)
+
+
+_Point = tuple[float, int, float, float | None, str, str]  # t, read bytes, CPU s, busiest thread: cores, name, state
 
 
 @dataclass
@@ -45,7 +50,7 @@ class Signals:
     """What the anatomy needs from a start's observations, kept small: (t, read bytes, CPU s, busiest thread)
     per process sample, log-line times, the engine's compile-cache lines and compiler runs."""
 
-    points: list[tuple[float, int, float, float | None, str, str]] = field(default_factory=list)
+    points: list[_Point] = field(default_factory=list)
     log_times: list[float] = field(default_factory=list)
     compile_lines: list[tuple[float, str, float | None, str]] = field(default_factory=list)  # t, state, s, text
     compiler_cpu: float = 0.0  # CPU seconds of compiler children that finished
@@ -94,7 +99,7 @@ class _Window:
     runnable: float | None  # share of ticks whose busiest thread was runnable (R): CPU-bound, however loaded
     logs: int
     measured: bool
-    busy_s: float  # seconds of samples where some signal moved
+    busy_s: float  # seconds in which CPU or reads moved, or log lines came less than IDLE_MIN_S apart
     idle: list[tuple[float, float]]
     sampled: bool = True  # the start had process samples (False: a log replay)
 
@@ -112,6 +117,7 @@ def _window(sig: Signals, t0: float, t1: float) -> _Window:
     before = [p for p in sig.points if p[0] < t0]
     if before:
         pts.insert(0, before[-1])
+    after = next((p for p in sig.points if p[0] > t1), None)  # times the window's last movement
     logs = sorted(t for t in sig.log_times if t0 <= t < t1)
     seconds = max(t1 - t0, 0.0)
     if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
@@ -125,26 +131,78 @@ def _window(sig: Signals, t0: float, t1: float) -> _Window:
     names = [p[4] for p in busy_ticks]
     name = max(set(names), key=names.count) if names else ""
     idle: list[tuple[float, float]] = []
-    busy = 0.0
+    spans: list[tuple[float, float]] = []  # when CPU or reads moved, and runs of lines each within IDLE_MIN_S
     run_start: float | None = None
     li = 0
-    for a, b in itertools.pairwise(pts):
-        dt = b[0] - a[0]
-        while li < len(logs) and logs[li] < max(a[0], t0):
-            li += 1
-        logged = li < len(logs) and logs[li] <= b[0]
-        moved = (dt > 0 and ((b[1] - a[1]) / dt >= IDLE_READ_BPS or (b[2] - a[2]) / dt >= IDLE_CPU)) or logged
+    for i, (a, b) in enumerate(itertools.pairwise(pts)):
+        moved = _moved(a, b)
         lo, hi = max(a[0], t0), min(b[0], t1)
         if moved:
-            busy += max(hi - lo, 0)
+            spans.append((max(lo, hi - _moving_s(a, b, pts[i + 2] if i + 2 < len(pts) else after)), hi))
             if run_start is not None and lo - run_start >= IDLE_MIN_S:
                 idle.append((run_start, lo))
             run_start = None
         elif run_start is None:
             run_start = lo
+        # A line is a moment's activity: it ends a silent stretch where it was written but does not make the sample
+        # gap around it busy. The gap's length is the sampler's back-off, not the process's: counted busy, one line
+        # just before the phase's end made a backed-off 1.6 s gap "moved" and a 3 s idle phase "reads" (in CI).
+        while li < len(logs) and logs[li] <= b[0]:
+            if run_start is not None and logs[li] >= run_start:
+                if logs[li] - run_start >= IDLE_MIN_S:
+                    idle.append((run_start, logs[li]))
+                run_start = logs[li]
+            li += 1
     if run_start is not None and min(pts[-1][0], t1) - run_start >= IDLE_MIN_S:
         idle.append((run_start, min(pts[-1][0], t1)))
-    return _Window(seconds, read, cpu, top, name, runnable, len(logs), True, busy, idle)
+    spans += _log_runs(logs)
+    return _Window(seconds, read, cpu, top, name, runnable, len(logs), True, _covered(spans), idle)
+
+
+def _moved(a: _Point, b: _Point) -> bool:
+    """Reads or CPU moved between two samples (a sleeping process's small reads and ticks do not count)."""
+    dt = b[0] - a[0]
+    return dt > 0 and ((b[1] - a[1]) / dt >= IDLE_READ_BPS or (b[2] - a[2]) / dt >= IDLE_CPU)
+
+
+def _moving_s(a: _Point, b: _Point, c: _Point | None) -> float:
+    """How long what moved between samples ``a`` and ``b`` took, ending at ``b``. The sampler lengthens its gap
+    only while nothing moves and is back at its base rate after the first sample that moved, so a gap much longer
+    than the next one holds a start, not a steady movement: it is timed at the rate the next gap saw, and at least
+    that gap's length. Counted whole, the next phase's first reads (its line read 6 ms after the sample) made a
+    backed-off 1.6 s gap of a 3 s idle phase "reads"."""
+    dt = b[0] - a[0]
+    if c is None or c[0] - b[0] <= 0 or dt <= BACKED_OFF * (c[0] - b[0]):
+        return dt
+    nxt = c[0] - b[0]
+    took = nxt
+    # reads, then CPU: each signal that moves on, at the rate it moves on at
+    for done, rate in ((b[1] - a[1], (c[1] - b[1]) / nxt), (b[2] - a[2], (c[2] - b[2]) / nxt)):
+        if done > 0 and rate > 0:
+            took = max(took, done / rate)
+    return min(dt, took)
+
+
+def _log_runs(logs: list[float]) -> list[tuple[float, float]]:
+    """Runs of lines each less than IDLE_MIN_S after the one before: a process busy writing its log. A line alone
+    is a moment (a run of no length), however long the sample gap it fell in."""
+    runs: list[tuple[float, float]] = []
+    for t in logs:
+        if runs and t - runs[-1][1] < IDLE_MIN_S:
+            runs[-1] = (runs[-1][0], t)
+        else:
+            runs.append((t, t))
+    return runs
+
+
+def _covered(spans: list[tuple[float, float]]) -> float:
+    """The seconds the union of ``spans`` covers."""
+    total, end = 0.0, float("-inf")
+    for lo, hi in sorted(spans):
+        if hi > end:
+            total += hi - max(lo, end)
+            end = hi
+    return total
 
 
 def _ev(signal: str, value: str, since: float | None) -> dict[str, Any]:

@@ -121,6 +121,73 @@ def test_a_stretch_where_nothing_moved_is_idle_and_compile_misses_are_the_engine
     assert any(x["cut"] == "compile_cache" for x in anat["cuts"])
 
 
+def test_a_line_in_a_backed_off_sample_gap_does_not_make_an_idle_phase_busy():
+    """The CI shape: the startup's reads land just inside the phase, the sampler backs off while nothing moves
+    (0.2, 0.4, 0.8, 1.6 s), and a line written just before the phase ends falls in the last 1.6 s gap. The line is
+    a moment: it ends the silent stretch where it was written, but the phase stays idle, not ``reads``."""
+    j, t = _start()
+    j.feed(ProcessSample(t - 0.1, alive=True, cpu_seconds=0.0, read_bytes=0, thread_top=0.0))
+    for dt, read in ((0.02, 2_600_000), (0.22, 2_600_000), (0.62, 2_600_000), (1.42, 2_600_000)):
+        j.feed(ProcessSample(t + dt, alive=True, cpu_seconds=0.01, read_bytes=read, thread_top=0.0))
+    j.feed(LogLine(t + 2.90, VLLM + "Using the nccl backend"))
+    j.feed(ProcessSample(t + 2.95, alive=True, cpu_seconds=0.01, read_bytes=2_600_000, thread_top=0.0))
+    j.feed(LogLine(t + 3.0, VLLM + "Starting to load model /models/m..."))
+    anat = anatomy(j.phases_dicts(), j.signals, t + 3.5)
+    d = _phase(anat, "process_start")
+    assert d["bound"] == "idle", d
+    assert "no measured signal moved for 3.1s of 3.2s" in d["evidence"][0]["value"], d
+    assert [(round(x["start"] - t, 2), x["seconds"]) for x in anat["idle"]] == [(0.02, pytest.approx(2.88))]
+
+
+def _backed_off_then(reads_in_gap: int, read_rate_after: float) -> dict[str, Any]:
+    """A still 3 s phase sampled as the sampler backs off (0.2, 0.4, 0.8, then a 1.6 s gap ending just before the
+    next phase's line), then the base rate again (0.2 s) while the process reads at ``read_rate_after``."""
+    from firstlight.anatomy import Signals
+
+    ts = [T0 - 0.1, T0 + 0.2, T0 + 0.6, T0 + 1.4, T0 + 2.998, T0 + 3.198, T0 + 3.398]
+    reads = [0, 0, 0, 0, reads_in_gap, reads_in_gap + int(0.2 * read_rate_after),
+             reads_in_gap + int(0.4 * read_rate_after)]
+    sig = Signals(points=[(t, r, 0.01, None, "", "S") for t, r in zip(ts, reads, strict=True)], log_times=[T0])
+    phases = [{"name": "distributed_init", "start": T0}, {"name": "weights_loading", "start": T0 + 3.004}]
+    return _phase(anatomy(phases, sig, T0 + 3.4), "distributed_init")
+
+
+def test_a_backed_off_gap_holding_the_next_phases_first_reads_leaves_the_phase_idle():
+    """The CI shape: the next phase's line is read 6 ms after the sample that already holds its first 1 MB. The
+    gap is timed at the rate that follows (47 MB/s: 0.02 s, at least the next gap's 0.2 s), not counted whole."""
+    d = _backed_off_then(1_050_000, 47e6)
+    assert d["bound"] == "idle", d
+    assert "no measured signal moved for 2.8s of 3.0s" in d["evidence"][0]["value"], d
+
+
+def test_a_start_in_a_backed_off_gap_is_timed_at_the_rate_that_follows():
+    """The same gap holding reads at the rate that follows them (600 kB/s for the whole 1.6 s) was busy all
+    along: the phase is ``reads``, not idle."""
+    d = _backed_off_then(960_000, 600e3)
+    assert d["bound"] == "reads", d
+
+
+@pytest.mark.parametrize("sample_gap", [0.2, 0.5, 1.6])
+def test_lines_make_a_still_phase_busy_when_they_come_within_2_s_of_each_other_however_it_was_sampled(
+        sample_gap: float):
+    """A still process writing a line every 1.5 s is busy with its log (``log``); every 2.5 s it is ``idle`` with
+    silent stretches between the lines. The sampler's gap (its back-off) changes neither."""
+    from firstlight.anatomy import Signals
+
+    def phase(line_every: float) -> dict[str, Any]:
+        n = int(8.0 / sample_gap) + 1
+        points = [(T0 + i * sample_gap, 1000, 0.01, None, "", "S") for i in range(n)]
+        lines = [T0 + 0.1 + i * line_every for i in range(int(7.9 / line_every) + 1)]
+        anat = anatomy([{"name": "warmup", "start": T0}], Signals(points=points, log_times=lines), T0 + 8.0)
+        return {**_phase(anat, "warmup"), "stretches": [x["seconds"] for x in anat["idle"]]}
+
+    busy = phase(1.5)
+    assert busy["bound"] == "log" and busy["stretches"] == [], busy
+    still = phase(2.5)
+    assert still["bound"] == "idle", still
+    assert still["stretches"][:2] == [pytest.approx(2.5), pytest.approx(2.5)], still
+
+
 def test_a_compile_cache_hit_is_a_hit():
     j, t = _start()
     j.feed(LogLine(t + 1, VLLM + "Directly load the compiled graph(s) for dynamic shape from the cache, took 0.4 s"))
