@@ -115,7 +115,7 @@ class _Window:
 def _window(sig: Signals, t0: float, t1: float) -> _Window:
     pts = [p for p in sig.points if t0 <= p[0] <= t1]
     before = [p for p in sig.points if p[0] < t0]
-    if before:
+    if before and not (pts and pts[0][0] == t0):  # counted from the last sample before, or one right at t0
         pts.insert(0, before[-1])
     after = next((p for p in sig.points if p[0] > t1), None)  # times the window's last movement
     logs = sorted(t for t in sig.log_times if t0 <= t < t1)
@@ -129,7 +129,7 @@ def _window(sig: Signals, t0: float, t1: float) -> _Window:
     busy_ticks = [p for p in ticks if p[5] == "R" and (p[3] or 0) > 0]
     runnable = len(busy_ticks) / len(ticks) if ticks else None
     names = [p[4] for p in busy_ticks]
-    name = max(set(names), key=names.count) if names else ""
+    name = max(dict.fromkeys(names), key=names.count) if names else ""  # a tie: the first busy (not hash order)
     idle: list[tuple[float, float]] = []
     spans: list[tuple[float, float]] = []  # when CPU or reads moved, and runs of lines each within IDLE_MIN_S
     run_start: float | None = None
@@ -320,12 +320,12 @@ def anatomy(phases: list[dict[str, Any]], sig: Signals, end: float, *, first_gen
             "weights_read_rate": _r(weights_rate, 0),
         },
     }
-    anat["cuts"] = _cuts(anat, weights_s, weights_rate, resident, device_rate, cache_rate, w)
+    anat["cuts"] = _cuts(anat, weights_s, weights_rate, device_rate, cache_rate, w)
     return anat
 
 
-def _cuts(anat: dict[str, Any], weights_s: float | None, rate: float | None, resident: float | None,
-          device_rate: float | None, cache_rate: float | None, w: WeightsTotal | None) -> list[dict[str, Any]]:
+def _cuts(anat: dict[str, Any], weights_s: float | None, rate: float | None, device_rate: float | None,
+          cache_rate: float | None, w: WeightsTotal | None) -> list[dict[str, Any]]:
     """What the evidence supports, each saving from this machine's own figures."""
     cuts: list[dict[str, Any]] = []
     byname = {p["name"]: p for p in anat["phases"]}

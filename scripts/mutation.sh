@@ -45,7 +45,7 @@ declare -A TESTS=(
   [probes/ladder]="tests/test_ladder_edges.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_wire.py tests/test_rule_boundaries.py"
   [units/journal]="tests/test_journal_rules.py tests/test_units_journal.py"
   [samplers]="tests/test_samplers.py tests/test_rule_boundaries.py"
-  [anatomy]="tests/test_anatomy.py"
+  [anatomy]="tests/test_anatomy_rules.py tests/test_anatomy.py"
   [samplers/process]="tests/test_process_sampler.py tests/test_samplers.py tests/test_oom_traces.py tests/test_rule_boundaries.py"
 )
 ORDER=(interpret wire/content wire/deadline preflight/checkpoint judge probes wire preflight units/journal samplers anatomy)

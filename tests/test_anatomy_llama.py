@@ -57,10 +57,10 @@ def test_cold_and_warm_page_cache_starts_are_named_and_compared(llama: dict[str,
     vs = b["vs_baseline"]
     assert vs["run"] == cold.summary["history_run"]
     weights = next(x for x in vs["phases"] if x["phase"] == "weights_loading")
-    assert re.search(r"100% of the weights resident at start vs \d%", weights["why"]), weights
+    assert re.search(r"100% of the weights resident at start vs \d{1,2}%", weights["why"]), weights  # up to 25 %
     assert "vs baseline" in warm.stderr
     # the history keeps both: its listing's columns, and `explain --last`
     h = run_firstlight("history", "--history", str(history))
-    assert h.rc == 0 and "page_cache 100%" in h.stdout and re.search(rf"{w['bound']} +\d%", h.stdout), h.stdout
+    assert h.rc == 0 and "page_cache 100%" in h.stdout and re.search(rf"{w['bound']} +\d{{1,2}}%", h.stdout), h.stdout
     e = run_firstlight("explain", "--last", "--history", str(history))
     assert e.rc == 0 and "page_cache" in e.stderr and "vs baseline run" in e.stderr, e.stderr

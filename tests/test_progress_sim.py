@@ -22,7 +22,10 @@ def test_long_log_silence_with_steady_disk_reads_is_never_hung(weights: Path):
     assert r.rc == 0, r.stderr[-3000:]
     statuses = [e for e in r.events if e["event"] == "status"]
     assert max(e["since_last_log_s"] or 0 for e in statuses) > 4  # really silent, yet progressing
-    assert all(e["verdict"] == "starting" for e in statuses)
+    # never hung or stalled: starting all along, and the status a tick may print once it is ready (under load, a
+    # tick can fall between the verdict and the summary: one CI-like run saw it)
+    assert {e["verdict"] for e in statuses} <= {"starting", "ready"}, statuses
+    assert statuses[0]["verdict"] == "starting" and r.summary["verdict"] == "ready"
     assert max(e["weights_fraction"] or 0 for e in statuses) > 0.5
 
 
