@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from firstlight.cputime import rate_reaches
 from firstlight.vocab import DEGRADED, HUNG, NOT_SERVING, SERVING
 
 SLOW_FACTOR = 10.0  # a check slower than this many times the first generation is "degraded: slow"
@@ -29,7 +30,7 @@ class ServingConfig:
     interval: float = 10.0  # --serving-interval: an active check when nothing completed for this long; 0: off
     generation_timeout: float = 120.0  # a check that has no answer by then failed
     stall_timeout: float = 120.0  # --stall-timeout: requests in flight with nothing completed; no CPU either
-    cpu_busy_cores: float = 0.10  # CPU use above this (in cores) is progress of the process
+    cpu_busy_cores: float = 0.10  # CPU use of at least this (in cores, counted in ticks) is progress of the process
 
     @property
     def enabled(self) -> bool:
@@ -101,7 +102,7 @@ class ServingTracker:
     def cpu_seen(self, t: float, cpu_seconds: float) -> None:
         if self._cpu is not None:
             t0, s0 = self._cpu
-            if t > t0 and cpu_seconds - s0 > self.cfg.cpu_busy_cores * (t - t0):
+            if t > t0 and cpu_seconds > s0 and rate_reaches(cpu_seconds - s0, t - t0, self.cfg.cpu_busy_cores):
                 self.cpu_moved_at = t
         self._cpu = (t, cpu_seconds)
         self.cpu_known = True

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from firstlight.assessment import Event, Evidence
 from firstlight.config import JudgeConfig
+from firstlight.cputime import rate_reaches
 from firstlight.timeline import GpuSample, ProcessSample
 
 # Compiler runs (torch.compile/Inductor, Triton, DeepGEMM and flashinfer JIT, nvcc) are evidence of a compile:
@@ -151,7 +152,7 @@ class ProcessTracker:
             elif s.rss_bytes < self._rss_mark:
                 self._rss_mark = s.rss_bytes
             dt = s.t - prev.t
-            if dt > 0 and (s.cpu_seconds - prev.cpu_seconds) / dt >= rules.cpu_busy_cores:
+            if dt > 0 and rate_reaches(s.cpu_seconds - prev.cpu_seconds, dt, rules.cpu_busy_cores):
                 r.weak = f"CPU busy at {(s.cpu_seconds - prev.cpu_seconds) / dt * 100:.0f}% of a core"
         self._cpu_points.append((s.t, s.cpu_seconds))
         self._new_processes(s, r)

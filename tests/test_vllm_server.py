@@ -469,7 +469,11 @@ def test_setup_check_only_gets_one_completion_from_the_installed_vllm(vllm_setup
 def test_a_frozen_vllm_engine_behind_a_live_api_server_is_not_ready_then_hung_and_recovers(served: dict[str, Any]):
     """SIGSTOP vLLM's engine core only: its API server still answers /health and /metrics (whose counters stop
     rising) and accepts the 1-token check, which never completes. /readyz 503 within --serving-interval +
-    --generation-timeout, /livez 503 after --stall-timeout; SIGCONT: 200 again."""
+    --generation-timeout, /livez 503 after --stall-timeout; SIGCONT: 200 again, then ``serving``.
+
+    The first check that answers after SIGCONT may be slow (it waited behind the freeze and the engine's backlog):
+    ``degraded`` with ``ready`` true, so /readyz is 200 while the state is not yet ``serving`` (issue 30: the
+    test stopped there, at ``[..., 'hung', 'degraded']``). The next check, an interval later, is fast."""
     from tests.test_readiness import answers, get
 
     interval, gen_timeout, stall, slack = 2.0, 5.0, 15.0, 6.0
@@ -494,6 +498,8 @@ def test_a_frozen_vllm_engine_behind_a_live_api_server_is_not_ready_then_hung_an
             p.resume()
         wait_for(lambda: answers(rport, "/readyz", 200), interval + 2 * gen_timeout + slack, "/readyz 200 again")
         assert get(rport, "/livez")[0] == 200
+        wait_for(lambda: (get(rport, "/readyz")[1].get("serving") or {}).get("state") == "serving",
+                 interval + gen_timeout + slack, "serving again after the first (slow) check")
         fl.send_signal(signal.SIGTERM)
         out, _ = fl.communicate(timeout=60)
     finally:
@@ -505,9 +511,11 @@ def test_a_frozen_vllm_engine_behind_a_live_api_server_is_not_ready_then_hung_an
         if fl.poll() is None:
             fl.kill()
             fl.communicate()
-    states = [e["state"] for e in map(json.loads, filter(lambda x: x.startswith("{"), out.splitlines()))
-              if e["event"] == "serving"]
-    assert "degraded" in states and "hung" in states and states[-1] == "serving", states
+    serving = [e for e in map(json.loads, filter(lambda x: x.startswith("{"), out.splitlines()))
+               if e["event"] == "serving"]
+    states = [e["state"] for e in serving]
+    told = [(e["state"], e.get("reason")) for e in serving]
+    assert "degraded" in states and "hung" in states and states[-1] == "serving", told
     assert fl.returncode == 130
 
 

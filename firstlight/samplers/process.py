@@ -14,10 +14,11 @@ from collections.abc import Callable
 
 import psutil
 
+from firstlight.cputime import CLK_TCK, rate_reaches
 from firstlight.deaths import wait_status_code
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.oom import OomTraces
-from firstlight.samplers.proctable import CLK_TCK, IO_DENIED, IoCounters, Stat, TreeReader, last_pid, read_io, read_stat
+from firstlight.samplers.proctable import IO_DENIED, IoCounters, Stat, TreeReader, last_pid, read_io, read_stat
 from firstlight.timeline import Observation, ProcessSample, ProcInfo, SourceNote
 
 
@@ -149,7 +150,7 @@ class ProcessTreeSampler(Sampler):
         if was is None or now <= was[0]:
             return True
         return (who != was[4] or read != was[2] or abs(rss - was[3]) >= MOVED_RSS_BYTES
-                or (cpu - was[1]) / (now - was[0]) >= MOVED_CPU_CORES)
+                or rate_reaches(cpu - was[1], now - was[0], MOVED_CPU_CORES))
 
     def _tree_members(self, root: psutil.Process | None
                       ) -> tuple[list[tuple[psutil.Process, Stat]], bool, list[psutil.Process]]:
@@ -239,7 +240,6 @@ class ProcessTreeSampler(Sampler):
         return self._root
 
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # a sample "moved" (the idle back-off starts over) at this much CPU since the previous sample (in cores: a fifth of
 # the judge's busy threshold, so a back-off never hides weak progress) or this RSS change (bytes)
 MOVED_CPU_CORES = 0.02
@@ -278,7 +278,8 @@ class ThreadCpu:
         for info in infos:
             prev = self._proc_cpu.get(info.pid)
             seen[info.pid] = (now, info.cpu_seconds)
-            if prev is None or now <= prev[0] or (info.cpu_seconds - prev[1]) / (now - prev[0]) < HOT_PROCESS:
+            if (prev is None or now <= prev[0]
+                    or not rate_reaches(info.cpu_seconds - prev[1], now - prev[0], HOT_PROCESS)):
                 continue
             for tid, comm, st, cpu_s in _task_cpu(info.pid):
                 threads[tid] = (now, cpu_s)
@@ -310,7 +311,7 @@ def _task_cpu(pid: int) -> list[tuple[int, str, str, float]]:
         if len(fields) < 13:
             continue
         comm = head.partition(b"(")[2].decode(errors="replace")
-        out.append((int(tid), comm, fields[0].decode(), (int(fields[11]) + int(fields[12])) / _CLK_TCK))
+        out.append((int(tid), comm, fields[0].decode(), (int(fields[11]) + int(fields[12])) / CLK_TCK))
     return out
 
 

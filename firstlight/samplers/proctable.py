@@ -9,7 +9,8 @@ import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
-CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+from firstlight.cputime import CLK_TCK
+
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # stat letters as psutil names them (ProcInfo.state)
 STATES = {"R": "running", "S": "sleeping", "D": "disk-sleep", "T": "stopped", "t": "tracing-stop", "Z": "zombie",
