@@ -88,6 +88,7 @@ class ScriptedSources(Sources):
                 else:
                     self.scripted_clock.t = max(self.scripted_clock.t, step.t)
                     self.sink(step)
+            wait_for(lambda: self.stopped, 30, "a verdict once the script is over")
         except BaseException as e:  # never leave the session waiting for a verdict that cannot come
             self.error = e
             self.sink(Interrupted(self.scripted_clock.t, "SIGTERM"))
