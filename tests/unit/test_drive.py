@@ -302,7 +302,7 @@ def test_end_of_log_is_judged_at_its_time() -> None:
     assert a.elapsed_s == 4.0 and a.hint is not None and "loading weights" in a.hint
 
 
-def test_judge_timeline_returns_the_first_final_verdict_not_the_assessment_at_now() -> None:
+def test_judge_timeline_is_the_verdict_as_it_was_made_or_else_the_assessment_at_now() -> None:
     timeline: list[Observation] = [Started(T0, 100, "http://x", "llamacpp", True), *lines(*OOM, step=0.01),
                                    ProcessSample(T0 + 2, False, exit_code=1)]
     a = drive.judge_timeline(timeline, RULES, LLAMA, T0 + 500)
