@@ -232,6 +232,8 @@ class Judge:
         self.log_ended = t
 
     def _on_probe(self, p: Probe) -> list[Event]:
+        if self.port_conflict is not None:  # whatever answers on the port is the other server: never our levels
+            return []
         events: list[Event] = []
         if p.ok:
             if p.level > self.level:

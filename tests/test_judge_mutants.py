@@ -750,6 +750,17 @@ def test_a_port_conflict_is_failed_port_in_use_reported_once_and_never_after_rea
     assert j.assess(T0 + 4).verdict == "ready"
 
 
+def test_after_a_port_conflict_the_probes_answers_are_the_other_servers_and_never_count():
+    """The probe that found the port another's is followed by the ladder's next rungs (in the same moment): their
+    answers are not this server's levels, phases nor READY."""
+    j = _judge(VLLM)
+    _feed(j, proc(1), PortConflict(T0 + 2, "PID 77 nginx"))
+    assert j.feed(_ok(2, Level.GENERATION, "ok", text="x")) == []
+    assert (j.level, j.ready_at, j.first_generation) == (Level.PROCESS, None, None)
+    assert [s.name for s in j.phases] == ["process_start"]
+    assert (j.assess(T0 + 3).verdict, j.assess(T0 + 3).failure) == ("failed", "port_in_use")
+
+
 def test_timeout_is_inclusive_and_quotes_the_context():
     """No READY by --timeout (inclusive): timeout, with the watch evidence then the context."""
     j = _judge(VLLM, JudgeConfig(timeout=100, stall_timeout=1000, spin_timeout=1000))

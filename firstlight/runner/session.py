@@ -293,11 +293,11 @@ class Session:
                 self._report(driver.use_engine(obs.engine, obs.t, f"engine identified by its endpoints "
                                                                   f"({obs.how}): {obs.engine}"))
             return
-        self._write_record(obs)
         if isinstance(obs, Probe) and obs.level == Level.PORT and obs.ok:
             conflict = self.sources.check_port_owner()
             if conflict is not None and driver.judge.port_conflict is None:  # judged before what it leads to
                 self._feed(PortConflict(obs.t, conflict))
+        self._write_record(obs)  # in the order judged: the record replays to the same verdict and levels
         self._report(driver.feed(obs))
         observe = getattr(self.reporter, "observe", None)  # the dashboard draws GPUs, workers, the last line
         if observe is not None:

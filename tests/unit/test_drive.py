@@ -1,0 +1,313 @@
+"""The driver of the judge (firstlight.drive), in process: the engine learnt late (from its lines or its
+endpoints) and the judge swapped, the kept observations fed again (bounded, in order, once), and when it
+assesses. Each test is named for the rule it pins; the real detector, profiles and judge, no stand-ins."""
+
+from __future__ import annotations
+
+import pytest
+
+import firstlight.drive as drive
+from firstlight.config import JudgeConfig
+from firstlight.drive import Driver
+from firstlight.engines import get_profile
+from firstlight.judge import Assessment, Event
+from firstlight.timeline import Interrupted, Level, LogLine, Observation, Probe, ProcessSample, Started
+from firstlight.vocab import FAILED, HUNG, INTERRUPTED, STARTING
+
+GENERIC, LLAMA = get_profile("generic"), get_profile("llamacpp")
+T0 = 1_000.0
+RULES = JudgeConfig(timeout=3600, stall_timeout=120)
+
+# llama.cpp lines the generic profile reads as nothing. The detector needs a weight of 4: TENSORS (3) alone is
+# not enough, TENSORS then CUDA_INIT (+1) or CONTEXT (+3) is.
+TENSORS = "load_tensors: offloading 32 repeating layers to GPU"  # llama.cpp: weights_loading
+CUDA_INIT = "ggml_cuda_init: found 1 CUDA devices:"  # no phase
+CONTEXT = "llama_new_context_with_model: n_ctx      = 4096"  # llama.cpp: kv_cache
+GENERIC_LINE = "INFO: something unremarkable happened"  # no engine's, no phase
+# A llama.cpp OOM at the default verbosity: six lines, none the detector can place (1 point in all).
+OOM = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: cudaMalloc failed: "
+       "out of memory",
+       "alloc_tensor_range: failed to allocate CUDA0 buffer of size 9437184000",
+       "llama_model_load: error loading model: unable to allocate CUDA0 buffer",
+       "llama_load_model_from_file: failed to load model",
+       "common_init_from_params: failed to load model '/models/m.gguf'",
+       "main: exiting due to model loading error")
+
+
+def line(t: float, text: str, n: int, final: bool = True) -> LogLine:
+    return LogLine(T0 + t, text, "stderr", n, final)
+
+
+def lines(*texts: str, t: float = 1.0, step: float = 1.0) -> list[LogLine]:
+    return [line(t + i * step, text, i + 1) for i, text in enumerate(texts)]
+
+
+def detecting() -> Driver:
+    return Driver(RULES, GENERIC, T0, detect=True)
+
+
+def known_from_start(observations: list[Observation], engine: str = "llamacpp") -> tuple[Driver, Assessment]:
+    """What a driver told the engine up front makes of the same observations (a replay with --engine)."""
+    d = Driver(RULES, get_profile(engine), T0)
+    a = None
+    for obs in observations:
+        a = d.feed(obs).assessment
+    assert a is not None
+    return d, a
+
+
+def phases(d: Driver) -> list[tuple[str, float, int | None]]:
+    return [(s.name, s.start - T0, s.line) for s in d.judge.phases]
+
+
+# -- the engine detected from its lines: a fresh judge, fed again ----------------------------------------------
+def test_detection_from_lines_swaps_in_a_judge_with_the_engines_profile() -> None:
+    d = detecting()
+    first = d.feed(line(1, TENSORS, 1))
+    assert first.engine is None and d.detecting and d.profile.name == "generic"
+    generic_judge = d.judge
+    step = d.feed(line(2, CUDA_INIT, 2))
+    assert step.engine == "llamacpp"
+    assert d.profile is LLAMA and d.judge.profile is LLAMA and d.judge is not generic_judge
+    assert not d.detecting
+    assert step.events[-1].type == "note" and step.events[-1].t == T0 + 2
+    assert step.events[-1].message == "engine detected from its log lines: llamacpp"
+
+
+def test_a_line_read_before_detection_is_read_again_with_the_engines_markers() -> None:
+    d = detecting()
+    d.feed(line(1, TENSORS, 1))
+    assert phases(d) == [("process_start", 0.0, None)]  # generic: the line means nothing
+    d.feed(line(2, CUDA_INIT, 2))
+    assert phases(d) == [("process_start", 0.0, None), ("weights_loading", 1.0, 1)]
+
+
+def test_the_phases_read_again_are_reported_with_the_swap_and_only_those_the_generic_reading_missed() -> None:
+    """A health probe made 'warmup' under both readings: the reporters heard it already, once is enough."""
+    d = detecting()
+    d.feed(line(1, TENSORS, 1))
+    warm = d.feed(Probe(T0 + 2, Level.HEALTH, True, "GET /health -> 200"))
+    assert [(e.type, e.message) for e in warm.events if e.type == "phase"] == [("phase", "warmup")]
+    step = d.feed(line(3, CUDA_INIT, 2))
+    assert [(e.type, e.message, e.t - T0, e.data) for e in step.events] == [
+        ("phase", "weights_loading", 1.0, {"source": "log", "line": 1}),
+        ("note", "engine detected from its log lines: llamacpp", 3.0, {})]
+    assert phases(d) == [("process_start", 0.0, None), ("weights_loading", 1.0, 1), ("warmup", 2.0, None)]
+
+
+def test_the_swapped_judge_reads_exactly_what_a_judge_told_the_engine_up_front_reads() -> None:
+    timeline: list[Observation] = [Started(T0, 100, "http://x", "generic", True), *lines(TENSORS, CONTEXT),
+                                   line(3, "llama_kv_cache_unified: KV self size = 512.00 MiB", 3)]
+    d = detecting()
+    steps = [d.feed(o) for o in timeline]
+    assert [s.engine for s in steps] == [None, None, "llamacpp", None]
+    known, a = known_from_start(timeline)
+    assert steps[-1].assessment == a
+    assert d.judge.phases == known.judge.phases and d.judge.level == known.judge.level
+
+
+def test_an_oom_printed_before_the_engine_is_known_is_read_with_its_markers_when_the_endpoints_tell_it() -> None:
+    """llama.cpp at the default verbosity: six OOM lines the detector cannot place, the exit, then /props answers
+    as llama.cpp's does. The generic verdict (exited, cause unknown) was already final: it is judged again."""
+    timeline: list[Observation] = [Started(T0, 100, "http://x", "generic", True),
+                                   *lines(*OOM, step=0.01), ProcessSample(T0 + 2, False, exit_code=1)]
+    d = detecting()
+    for obs in timeline:
+        generic = d.feed(obs).assessment
+    assert (generic.verdict, generic.failure, generic.final) == (FAILED, "other", True) and d.detecting
+    step = d.use_engine("llamacpp", T0 + 3, "engine identified by its endpoints (/props): llamacpp")
+    assert step.engine == "llamacpp" and d.profile is LLAMA and not d.detecting
+    assert (step.assessment.verdict, step.assessment.failure) == (FAILED, "oom")
+    assert step.assessment.evidence[0].value.startswith("line 1: ggml_backend_cuda_buffer_type_alloc_buffer")
+    assert step.events == [Event(T0 + 3, "note", "engine identified by its endpoints (/props): llamacpp")]
+    assert step.assessment == known_from_start(timeline)[1]
+
+
+def test_the_engine_from_the_endpoints_is_ignored_once_it_is_known() -> None:
+    d = detecting()
+    d.feed(line(1, TENSORS, 1))
+    d.feed(line(2, CUDA_INIT, 2))
+    judge = d.judge
+    step = d.use_engine("vllm", T0 + 3, "endpoints say vllm")
+    assert (step.engine, step.events) == (None, []) and d.judge is judge and d.profile is LLAMA
+    told = Driver(RULES, LLAMA, T0)  # named on the command line: never detected at all
+    assert told.use_engine("vllm", T0 + 1, "endpoints say vllm").engine is None and told.profile is LLAMA
+
+
+def test_the_whole_start_estimate_survives_the_swap() -> None:
+    d = detecting()
+    d.expect_total(240.0)
+    d.feed(line(1, TENSORS, 1))
+    step = d.feed(line(2, CUDA_INIT, 2))
+    assert d.judge.expected_total_s == 240.0
+    assert step.assessment.progress.eta_total_s == pytest.approx(240.0 - 2)
+
+
+# -- what is kept and fed again: everything, in order, once; bounded -------------------------------------------
+def test_every_kind_of_observation_kept_is_fed_again_in_arrival_order() -> None:
+    """The start, a process sample, a progress redraw and the lines: the new judge has the pid, the process level
+    and the last line as the old one saw them."""
+    timeline: list[Observation] = [Started(T0, 100, "http://x", "generic", True),
+                                   ProcessSample(T0 + 0.5, True, cpu_seconds=1.0, rss_bytes=1 << 30),
+                                   line(1, TENSORS, 1), line(1.5, "Loading: 10%", 2, final=False),
+                                   line(2, GENERIC_LINE, 2), line(3, CUDA_INIT, 3)]
+    d = detecting()
+    for obs in timeline:
+        d.feed(obs)
+    j = d.judge
+    assert j.profile is LLAMA
+    assert (j.pid, j.launched, j.has_stillness_signal, j.level) == (100, True, True, Level.PROCESS)
+    assert j.procs.prev == timeline[1]
+    assert j.last_log == timeline[-1]
+    assert j.log_lines == 4  # three final lines and the redraw, each once
+
+
+def test_no_observation_is_fed_twice_neither_at_the_swap_nor_after_it() -> None:
+    d = detecting()
+    d.feed(line(1, TENSORS, 1))
+    d.feed(line(2, CUDA_INIT, 2))  # the detecting line is among the kept ones: fed with them, not again
+    assert d.judge.log_lines == 2
+    for n in range(3, 6):
+        step = d.feed(line(n, TENSORS if n == 3 else GENERIC_LINE, n))
+        assert step.engine is None and all(e.type != "note" for e in step.events)
+        assert d.judge.log_lines == n
+    assert phases(d) == [("process_start", 0.0, None), ("weights_loading", 1.0, 1)]
+
+
+def test_lines_kept_up_to_keep_bytes_inclusive_are_judged_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(drive, "KEEP_BYTES", len(TENSORS) + len(CONTEXT))
+    d = detecting()
+    generic_judge = d.judge
+    d.feed(line(1, TENSORS, 1))
+    d.feed(line(2, CONTEXT, 2))
+    assert d.judge is not generic_judge
+    assert phases(d) == [("process_start", 0.0, None), ("weights_loading", 1.0, 1), ("kv_cache", 2.0, 2)]
+
+
+def test_past_keep_bytes_the_profile_is_swapped_in_place_and_earlier_lines_keep_their_generic_reading(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(drive, "KEEP_BYTES", len(TENSORS) + len(CONTEXT) - 1)
+    d = detecting()
+    generic_judge = d.judge
+    d.feed(line(1, TENSORS, 1))
+    step = d.feed(line(2, CONTEXT, 2))
+    assert step.engine == "llamacpp" and d.judge is generic_judge and generic_judge.profile is LLAMA
+    # the detecting line itself is read with the engine's markers; the one before it is not read again
+    assert phases(d) == [("process_start", 0.0, None), ("kv_cache", 2.0, 2)]
+    assert [(e.type, e.message) for e in step.events] == [
+        ("phase", "kv_cache"), ("note", "engine detected from its log lines: llamacpp")]
+    assert d.judge.log_lines == 2
+
+
+def test_past_keep_bytes_an_engine_from_the_endpoints_is_swapped_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(drive, "KEEP_BYTES", 10)
+    d = detecting()
+    generic_judge = d.judge
+    d.feed(line(1, TENSORS, 1))
+    assert d.detecting  # still learning the engine: only the re-reading is given up
+    step = d.use_engine("llamacpp", T0 + 2, "endpoints")
+    assert step.engine == "llamacpp" and d.judge is generic_judge and d.profile is LLAMA
+    assert [(e.type, e.message, e.t) for e in step.events] == [("note", "endpoints", T0 + 2)]
+
+
+def test_detection_gives_up_after_detect_lines_final_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(drive, "DETECT_LINES", 3)
+    d = detecting()
+    d.feed(line(1, GENERIC_LINE, 1))
+    d.feed(line(1.5, "Loading: 50%", 2, final=False))  # a redraw is no line read for the engine
+    d.feed(line(2, GENERIC_LINE, 2))
+    assert d.detecting
+    d.feed(line(3, GENERIC_LINE, 3))
+    assert not d.detecting
+    later = [d.feed(line(4, TENSORS, 4)), d.feed(line(5, CONTEXT, 5))]
+    assert [s.engine for s in later] == [None, None] and d.profile is GENERIC
+    assert d.use_engine("llamacpp", T0 + 6, "endpoints").engine is None and d.profile is GENERIC
+
+
+def test_an_engine_found_at_the_last_line_detection_reads_is_still_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(drive, "DETECT_LINES", 2)
+    d = detecting()
+    d.feed(line(1, TENSORS, 1))
+    assert d.feed(line(2, CONTEXT, 2)).engine == "llamacpp"
+    assert phases(d)[1:] == [("weights_loading", 1.0, 1), ("kv_cache", 2.0, 2)]
+
+
+def test_a_driver_that_is_not_detecting_keeps_nothing_and_never_swaps() -> None:
+    d = Driver(RULES, GENERIC, T0)
+    judge = d.judge
+    steps = [d.feed(o) for o in lines(TENSORS, CONTEXT, CUDA_INIT)]
+    assert not d.detecting and d._kept is None
+    assert [s.engine for s in steps] == [None, None, None] and d.judge is judge and d.profile is GENERIC
+
+
+# -- when it assesses ------------------------------------------------------------------------------------------
+def test_each_step_is_assessed_at_its_observations_time() -> None:
+    d = detecting()
+    timeline: list[Observation] = [Started(T0, 100, "http://x", "generic", True),
+                                   ProcessSample(T0 + 5, True, cpu_seconds=1.0), line(7, TENSORS, 1),
+                                   line(30, CUDA_INIT, 2)]
+    elapsed = [d.feed(o).assessment.elapsed_s for o in timeline]
+    assert elapsed == [0.0, 5.0, 7.0, 30.0]
+    assert d.use_engine("llamacpp", T0 + 40, "known already").assessment.elapsed_s == 40.0
+    assert d.assess(T0 + 41).elapsed_s == 41.0
+
+
+def test_an_observation_long_after_the_last_progress_is_judged_hung_at_its_own_time() -> None:
+    """A process sample that shows nothing moving, stall_timeout after the last progress: hung at that step."""
+    d = Driver(RULES, GENERIC, T0)
+    d.feed(Started(T0, 100, "http://x", "generic", True))
+    assert d.feed(line(1, GENERIC_LINE, 1)).assessment.verdict == STARTING  # the last progress
+    assert d.feed(ProcessSample(T0 + RULES.stall_timeout, True)).assessment.verdict == STARTING
+    a = d.feed(ProcessSample(T0 + 1 + RULES.stall_timeout, True)).assessment
+    assert (a.verdict, a.elapsed_s) == (HUNG, 1 + RULES.stall_timeout)
+
+
+def test_a_silence_is_judged_on_the_callers_clock_while_nothing_arrives() -> None:
+    d = Driver(RULES, GENERIC, T0)
+    d.feed(Started(T0, 100, "http://x", "generic", True))
+    assert d.feed(line(1, GENERIC_LINE, 1)).assessment.verdict == STARTING  # the last progress
+    assert d.assess(T0 + RULES.stall_timeout).verdict == STARTING  # 119 s of silence
+    a = d.assess(T0 + 1 + RULES.stall_timeout)
+    assert (a.verdict, a.elapsed_s) == (HUNG, 1 + RULES.stall_timeout)
+    assert a.evidence[0].value.startswith(f"no progress for {RULES.stall_timeout:.0f}s")
+
+
+def test_rejudging_assesses_each_kept_observation_at_its_time_so_a_verdict_keeps_the_moment_it_was_made() -> None:
+    """The OOM settles at its second line (t = 1.01) under llama.cpp's reading; the engine is learnt at t = 3. The
+    verdict is the one made at 1.01, as a judge that knew the engine from the start made it, not one made at 3."""
+    timeline: list[Observation] = [Started(T0, 100, "http://x", "generic", True), *lines(*OOM, step=0.01)]
+    d = detecting()
+    for obs in timeline:
+        d.feed(obs)
+    step = d.use_engine("llamacpp", T0 + 3, "endpoints")
+    assert (step.assessment.verdict, step.assessment.failure) == (FAILED, "oom")
+    assert step.assessment.elapsed_s == pytest.approx(1.01)
+    assert step.assessment == known_from_start(timeline)[1]
+
+
+def test_a_verdict_final_among_the_kept_observations_stays_as_it_was_made() -> None:
+    """A stop signal, then more lines, then the engine: interrupted in the phase it was in at the signal."""
+    timeline: list[Observation] = [line(1, TENSORS, 1), Interrupted(T0 + 2, "SIGINT"), line(3, CONTEXT, 2)]
+    d = detecting()
+    steps = [d.feed(o) for o in timeline]
+    a = steps[-1].assessment
+    assert steps[-1].engine == "llamacpp"
+    assert (a.verdict, a.phase, a.elapsed_s) == (INTERRUPTED, "weights_loading", 2.0)
+
+
+def test_end_of_log_is_judged_at_its_time() -> None:
+    d = Driver(RULES, LLAMA, T0)
+    d.feed(line(1, TENSORS, 1))
+    a = d.end_of_log(T0 + 4)
+    assert a.elapsed_s == 4.0 and a.hint is not None and "loading weights" in a.hint
+
+
+def test_judge_timeline_is_the_verdict_as_it_was_made_or_else_the_assessment_at_now() -> None:
+    timeline: list[Observation] = [Started(T0, 100, "http://x", "llamacpp", True), *lines(*OOM, step=0.01),
+                                   ProcessSample(T0 + 2, False, exit_code=1)]
+    a = drive.judge_timeline(timeline, RULES, LLAMA, T0 + 500)
+    assert (a.verdict, a.failure, a.elapsed_s) == (FAILED, "oom", pytest.approx(1.01))
+    quiet: list[Observation] = [Started(T0, None, "http://x", "generic", False), line(1, GENERIC_LINE, 1)]
+    assert drive.judge_timeline(quiet, RULES, GENERIC, T0 + 500).elapsed_s == 500.0
+    with pytest.raises(ValueError, match="empty timeline"):
+        drive.judge_timeline([], RULES, GENERIC, T0)
