@@ -21,13 +21,14 @@ from firstlight.config import JudgeConfig
 from firstlight.files import kind
 from firstlight.history import History, HistoryError
 from firstlight.logreplay import replay_log
+from firstlight.logtext import one_line
 from firstlight.report.record import RecordError, read_record, read_summary
 from firstlight.report.series import profile_for, replay
 
 EXIT_HELP = """\b
 Exit codes:
   0    the anatomy was shown
-  1    the source holds none (a run recorded before anatomies, a file with no start in it)
+  1    the source holds none (a run recorded before anatomies, a file with no start in it), or a damaged one
   64   usage error (no source, or more than one; a file that is not a regular file, or over 1 GiB)"""
 EXPLAIN_MAX_BYTES = 1 << 30  # a record, log or summary explain reads (a record of a long flood is ~100 MB)
 
@@ -104,12 +105,19 @@ def explain_command(source: Path | None, run_id: int | None, last: bool, engine:
         anat, verdict = _from_file(source, engine)
     else:
         anat, verdict = _from_history(history_path, run_id)
-    if not anat or not anat.get("phases"):
+    if not isinstance(anat, dict) or not anat.get("phases"):
         print("firstlight: explain: no anatomy in it (no phase was seen, or a run recorded before anatomies)",
               file=sys.stderr)
         sys.exit(EXIT_FAILED)
-    for line in human_lines(anat, verdict):
-        print(line, file=sys.stderr)
-    if as_json:
-        print(json.dumps(anat))
+    try:  # a hand-edited history row or --json file may hold anything in any field
+        lines = human_lines(anat, verdict)
+        shown = json.dumps(anat, allow_nan=False) if as_json else None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
+        print(f"firstlight: explain: the anatomy in it is damaged ({type(e).__name__}); nothing shown",
+              file=sys.stderr)
+        sys.exit(EXIT_FAILED)
+    for line in lines:
+        print(one_line(line), file=sys.stderr)  # its text is stored text: no escape reaches the terminal
+    if shown is not None:
+        print(shown)
     sys.exit(EXIT_OK)
