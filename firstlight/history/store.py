@@ -127,6 +127,7 @@ class DeploymentKey:
     def create(cls, engine: str | None, model: str | None, command: Sequence[str] | str | None = None,
                gpu_count: int | None = None, redactor: Redactor | None = None) -> DeploymentKey:
         r = redactor or Redactor()
+        model = r.text(model) if model else model  # a path or id may hold a token, as the command may
         argv: Sequence[str] | None = command if not isinstance(command, str) else None
         if isinstance(command, str):
             try:
