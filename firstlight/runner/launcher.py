@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -77,6 +77,18 @@ def _die_with(parent: int) -> Callable[[], None]:
     return preexec
 
 
+# firstlight is the unit's notifier (READY=1 after a real generation, the watchdog): a server or its wrapper that
+# inherited these would talk to systemd itself, and under NotifyAccess=all its `systemd-notify --ready` is READY
+# before firstlight's (sd_notify(3): NOTIFY_SOCKET; sd_watchdog_enabled(3): WATCHDOG_USEC, WATCHDOG_PID).
+_SYSTEMD_NOTIFY_VARS = ("WATCHDOG_USEC", "WATCHDOG_PID")
+
+
+def server_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: ``env`` (default: firstlight's own) without systemd's notification variables."""
+    source = os.environ if env is None else env
+    return {k: v for k, v in source.items() if not k.startswith("NOTIFY_") and k not in _SYSTEMD_NOTIFY_VARS}
+
+
 class ServerProcess:
     def __init__(self, argv: Sequence[str], output: Path | None = None, env: dict[str, str] | None = None,
                  *, detachable: bool | None = None, backstop: bool = True) -> None:
@@ -116,7 +128,7 @@ class ServerProcess:
         self._launched_at = time.time()
         try:
             self.popen = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                          start_new_session=True, env=self.env,
+                                          start_new_session=True, env=server_environment(self.env),
                                           preexec_fn=_die_with(os.getpid()) if tie else None)
         except OSError as e:
             raise LaunchError(f"cannot start {self.argv[0]!r}: {e.strerror or e}") from None
