@@ -17,9 +17,11 @@ Bounds (each with its numbers):
 from __future__ import annotations
 
 import itertools
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from firstlight.logtext import one_line
 from firstlight.timeline import LogLine, ProcessSample, WeightsTotal
 
 __all__ = ["NETWORK_FS", "Signals", "anatomy", "compare", "human_lines"]
@@ -337,8 +339,9 @@ def _cuts(anat: dict[str, Any], weights_s: float | None, rate: float | None, dev
             from_disk = min(uncached / rate, weights_s)
             from_cache = uncached / cache_rate if cache_rate else 0.0
             saving = max(from_disk - from_cache, 0.0)
+            path = shlex.quote(one_line(w.path))  # a suggestion to paste: one line, quoted
             cuts.append({"cut": "warm_page_cache", "saving_s": round(saving, 2),
-                         "how": f"pre-warm the weights into the page cache (vmtouch -t {w.path} or cat them to "
+                         "how": f"pre-warm the weights into the page cache (vmtouch -t {path} or cat them to "
                                 f"/dev/null) or keep them resident: {uncached / 1e6:.0f} MB read at {_mbps(rate)}",
                          "from": "this start's read rate" + (f" and the page cache's {_mbps(cache_rate)}"
                                                              if cache_rate else "")})

@@ -57,6 +57,7 @@ class JudgeConfig:
     rss_step_bytes: int = 32 << 20  # RSS growth that counts as strong progress
     gpu_mem_step_bytes: int = 64 << 20  # GPU memory change that counts as strong progress
     d_state_seconds: float = 30.0  # a process in D state for this long is reported
+    zombie_seconds: float = 5.0  # a child left unreaped this long is reported (a prompt wait() is normal)
     worker_min_age_s: float = 3.0  # a child that lived this long and then died is reported (not a helper)
     expected_total_s: float | None = None  # a whole-start estimate from history, if any
     # Replay has no probes: the engine's own ready line stands in for the generation that READY needs live.

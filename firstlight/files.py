@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -49,3 +50,21 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def bounded_lines(f: BinaryIO, cap: int) -> Iterator[bytes]:
+    """The lines of ``f`` (newline kept), each of at most ``cap`` bytes before its newline: a longer one is skipped
+    whole, so a file
+    without a newline (a sparse file, a hostile record) never becomes one huge line in memory."""
+    skipping = False
+    while True:
+        line = f.readline(cap + 1)
+        if not line:
+            return
+        complete = line.endswith(b"\n")
+        if skipping:
+            skipping = not complete
+        elif not complete and len(line) > cap:
+            skipping = True
+        else:
+            yield line

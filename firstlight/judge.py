@@ -24,7 +24,7 @@ from firstlight.config import JudgeConfig
 from firstlight.deaths import CRASH_SIGNALS, KILLED_HINT, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
 from firstlight.engines.profile import EngineProfile
 from firstlight.interpret import FailureHit, LineInterpreter, Reading
-from firstlight.logtext import is_access_line
+from firstlight.logtext import is_access_line, one_line
 from firstlight.timeline import (
     GpuSample,
     Interrupted,
@@ -142,7 +142,7 @@ class Judge:
             return self._on_gpu(obs)
         if isinstance(obs, WeightsTotal):
             self.weights_total = obs
-            return [Event(obs.t, "note", f"weights: {gb(obs.bytes)} in {obs.files} files at {obs.path}")]
+            return [Event(obs.t, "note", f"weights: {gb(obs.bytes)} in {obs.files} files at {one_line(obs.path)}")]
         if isinstance(obs, Started):
             self.pid, self.launched = obs.pid, obs.launched
             if obs.pid is not None:

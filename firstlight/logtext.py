@@ -47,6 +47,15 @@ def is_access_line(text: str) -> bool:
 UNSAFE_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
+_UNSAFE_ON_ONE_LINE_RE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """Text from outside (a path, a stored field) shown as one line: every control character (newline, tab and
+    ESC included) and every bidi control becomes U+FFFD, so it can neither start a line nor reach the terminal."""
+    return _UNSAFE_ON_ONE_LINE_RE.sub("\ufffd", text)
+
+
 def strip_ansi(text: str) -> str:
     """Server text made safe to show: ANSI/OSC escapes removed, other controls and bidi controls neutralised."""
     if "\x1b" in text:

@@ -202,13 +202,13 @@ class Redactor:
 
     def observation(self, obs: T) -> T:
         """An observation (any frozen dataclass of ``firstlight.timeline``) with its text fields redacted:
-        log lines, probe details and generated text, notes, the URL."""
+        log lines, probe details and generated text, notes, the URL, the weights' path."""
         if not dataclasses.is_dataclass(obs) or isinstance(obs, type):
             return obs
         changes = {}
         for f in dataclasses.fields(obs):
             v = getattr(obs, f.name)
-            if isinstance(v, str) and f.name in ("text", "detail", "message", "url", "command"):
+            if isinstance(v, str) and f.name in ("text", "detail", "message", "url", "command", "path"):
                 red = self.text(v)
                 if red != v:
                     changes[f.name] = red

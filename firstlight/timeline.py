@@ -88,6 +88,7 @@ class ProcessSample(Observation):
     procs: tuple[ProcInfo, ...] = ()
     root_state: str | None = None
     died: tuple[ProcInfo, ...] = ()  # descendants gone since the previous sample, while the root lives
+    zombies: tuple[ProcInfo, ...] = ()  # descendants that exited and their parent has not reaped (not members)
     # read when the process is found gone: the kernel's OOM-kill traces (cgroup counters, the unit's Result,
     # the kernel log), each as a person would check it
     oom: tuple[str, ...] = ()
@@ -195,6 +196,7 @@ def from_dict(d: dict[str, Any]) -> Observation:
     if cls is ProcessSample:
         d["procs"] = tuple(ProcInfo(**p) for p in d.get("procs", ()))
         d["died"] = tuple(ProcInfo(**p) for p in d.get("died", ()))
+        d["zombies"] = tuple(ProcInfo(**p) for p in d.get("zombies", ()))
         d["oom"] = tuple(d.get("oom", ()))
     if cls is GpuSample:
         d["devices"] = tuple(GpuDevice(**x) for x in d.get("devices", ()))

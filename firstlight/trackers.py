@@ -135,6 +135,7 @@ class ProcessTracker:
         self._d_since: dict[int, float] = {}
         self._d_reported: set[int] = set()
         self._zombies_reported: set[int] = set()
+        self._zombie_since: dict[int, float] = {}  # pid -> when first seen a zombie
 
     def feed(self, s: ProcessSample) -> ProcessReading:
         """A sample of the living tree (the judge takes an exit itself)."""
@@ -176,15 +177,25 @@ class ProcessTracker:
             else:
                 self._d_since.pop(p.pid, None)
                 self._d_reported.discard(p.pid)
-            if p.state == "zombie" and p.pid not in self._zombies_reported:
-                self._zombies_reported.add(p.pid)
-                self._warn(r, Evidence("process", f"{p.name}[{p.pid}] is a zombie (exited, not reaped by its "
-                                                  f"parent)", s.t), p.pid, s.t)
+        self._zombies(s, r)
         self.prev = s
         self.window.append(s)
         while len(self.window) > 2 and s.t - self.window[1].t >= _RATE_WINDOW_S:
             self.window.pop(0)
         return r
+
+    def _zombies(self, s: ProcessSample, r: ProcessReading) -> None:
+        """A child that exited and stays unreaped for ``zombie_seconds``: its parent is not waiting for it (hung,
+        or never calls wait()). Once per process; a zombie reaped at once (the normal case) is never reported."""
+        now = {p.pid: p for p in (*s.zombies, *(p for p in s.procs if p.state == "zombie"))}
+        for pid in [pid for pid in self._zombie_since if pid not in now]:
+            del self._zombie_since[pid]
+        for pid, p in now.items():
+            since = self._zombie_since.setdefault(pid, s.t)
+            if s.t - since >= self.rules.zombie_seconds and pid not in self._zombies_reported:
+                self._zombies_reported.add(pid)
+                self._warn(r, Evidence("process", f"{p.name}[{pid}] is a zombie: exited, not reaped by its parent "
+                                                  f"for {s.t - since:.0f}s", since), pid, s.t)
 
     def _warn(self, r: ProcessReading, ev: Evidence, pid: int, t: float) -> None:
         r.warnings.append(ev)

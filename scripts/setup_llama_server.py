@@ -31,15 +31,16 @@ starts it on the model, asks one completion at temperature 0 within a deadline (
 binary that fails (a crash, no answer, an empty answer) is rebuilt once with the next, more portable flavour
 (``baseline``); if that fails too the set-up fails with one line naming the signal the server died of (or
 what went wrong) and the build log. A pass is recorded in the stamp with a key of this CPU (a hash of the
-OS, the architecture and the /proc/cpuinfo ``flags`` line); ``--print-paths`` trusts only a binary that
-passed on this CPU, so a cache copied to another machine is checked again, never trusted blind. The cache
+OS, the architecture and the /proc/cpuinfo ``flags`` line), with the sha256 of the binary that passed;
+``--print-paths`` trusts only a binary that passed on this CPU and still has that hash, so a cache copied to
+another machine is checked again, and a binary replaced in place is not trusted, never blind. The cache
 directory name holds a hash of the build flags (``build_key``): a binary cached by a set-up with other flags
 (the earlier GGML_NATIVE=ON one) is not found, hence rebuilt. Binaries are cached, never committed.
 
 Cache layout (cache dir = --cache, else $FIRSTLIGHT_CACHE, else ~/.cache/firstlight)::
 
     <cache>/llama.cpp/b11434-<isa>-<build-key>/bin/llama-server
-    <cache>/llama.cpp/b11434-<isa>-<build-key>/stamp.json   # sdist sha256, flags, version, smoke passes
+    <cache>/llama.cpp/b11434-<isa>-<build-key>/stamp.json   # sdist sha256, flags, version, binary sha256, passes
     <cache>/llama.cpp/b11434-<isa>-<build-key>/build.log    # named when its smoke check fails
     <cache>/llama.cpp/b11434-<isa>-<build-key>/smoke.log    # the server's output in the last smoke check
     <cache>/models/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -748,6 +749,7 @@ def build_server(layout: Layout, jobs: int) -> str:
             "build_seconds": round(time.monotonic() - t0, 1),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
+        stamp["server_sha256"] = sha256_file(stage / "bin" / "llama-server")  # what was built (see smoke_passed_here)
         (stage / "stamp.json").write_text(json.dumps(stamp, indent=2) + "\n")
         old = None
         if layout.build_dir.exists():
@@ -764,20 +766,31 @@ def build_server(layout: Layout, jobs: int) -> str:
 
 # --- choose, build and prove ------------------------------------------------------
 def smoke_passed_here(layout: Layout) -> bool:
+    """The binary passed its smoke check on this CPU, and it is still the binary that passed (its sha256): one
+    replaced in place (a copy over it, another build's) is not trusted until it passes itself."""
     stamp = read_stamp(layout)
     passed = stamp.get("smoke_passed_on") if stamp else None
-    return isinstance(passed, list) and cpu_key() in passed
+    if not (stamp and isinstance(passed, list) and cpu_key() in passed):
+        return False
+    try:
+        return stamp.get("server_sha256") == sha256_file(layout.server)
+    except OSError:
+        return False
 
 
-def record_smoke_pass(layout: Layout) -> None:
+def record_smoke_pass(layout: Layout, server_sha256: str) -> None:
+    """Record a pass of the binary whose sha256 was ``server_sha256`` (hashed before its check began)."""
     stamp = read_stamp(layout)
     if stamp is None:
         return
     passed = stamp.get("smoke_passed_on")
     passed = list(passed) if isinstance(passed, list) else []
+    if stamp.get("server_sha256") != server_sha256:
+        passed = []  # another binary than the one the passes were for
     if cpu_key() not in passed:
         passed.append(cpu_key())
     stamp["smoke_passed_on"] = passed
+    stamp["server_sha256"] = server_sha256
     tmp = layout.stamp.with_name(".tmp-stamp.json")
     tmp.write_text(json.dumps(stamp, indent=2) + "\n")
     os.replace(tmp, layout.stamp)
@@ -801,9 +814,10 @@ def ensure_server(layouts: list[Layout], jobs: int, *, build: bool) -> tuple[Lay
             built = True
         else:
             log(f"checking cached {layout.server} ({version}) ...")
+        digest = sha256_file(layout.server)  # the binary this check proves
         problem = smoke_check(layout.server, layout.models / MODEL_FILE, layout.build_dir / "smoke.log")
         if problem is None:
-            record_smoke_pass(layout)
+            record_smoke_pass(layout, digest)
             log(f"smoke check passed: {layout.isa} binary served a completion at temperature 0")
             return layout, version, built
         log(f"smoke check failed for the {layout.isa} binary: {problem}")
@@ -856,7 +870,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen = next((lay for lay in layouts if smoke_passed_here(lay) and valid_server(lay) is not None), None)
         missing = []
         if chosen is None:
-            missing.append(f"llama-server that passed its smoke check on this CPU ({first.server})")
+            missing.append(f"llama-server that passed its smoke check on this CPU, unchanged since ({first.server})")
         if not valid_model(first):
             missing.append(f"model ({first.model})")
         if missing or chosen is None:

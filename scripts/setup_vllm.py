@@ -34,7 +34,8 @@ What was installed must serve: a smoke check starts the venv's vLLM on the model
 ``--max-model-len 512``, ``VLLM_CPU_KVCACHE_SPACE=1``, a scratch ``VLLM_CACHE_ROOT``), asks one completion
 at temperature 0 within 600 s, and stops it (SIGTERM to its process group, SIGKILL after 30 s); its output
 goes to ``<cache>/vllm/smoke.log``. It runs after an install or a conversion, and once per CPU (the pass is
-recorded in the venv's stamp): about a minute on two idle cores. ``--check-only`` runs it again on what is
+recorded in the venv's stamp, a failure takes it back; ``--print-paths`` trusts only a recorded pass, never an
+install whose check failed): about a minute on two idle cores. ``--check-only`` runs it again on what is
 installed and installs nothing. A failure is one line naming what the server died of (its signal) or why it
 did not answer, and the log.
 
@@ -382,12 +383,23 @@ def smoke_passed(layout: Layout) -> bool:
     return isinstance(stamp, dict) and _smoke_key(layout) in (stamp.get("smoke_passed_on") or [])
 
 
-def record_smoke_pass(layout: Layout) -> None:
+def record_smoke_pass(layout: Layout, passed: bool = True) -> None:
+    """Record this CPU and model's smoke check in the venv's stamp: a pass, or a failure that takes back an
+    earlier pass (``--print-paths`` trusts only a recorded pass, never the install alone)."""
     stamp = json.loads(layout.venv_stamp.read_text())
-    stamp["smoke_passed_on"] = sorted({*(stamp.get("smoke_passed_on") or []), _smoke_key(layout)})
+    keys = {*(stamp.get("smoke_passed_on") or [])} - {_smoke_key(layout)}
+    stamp["smoke_passed_on"] = sorted(keys | ({_smoke_key(layout)} if passed else set()))
     tmp = layout.venv_stamp.with_name(".tmp-" + layout.venv_stamp.name)
     tmp.write_text(json.dumps(stamp) + "\n")
     os.replace(tmp, layout.venv_stamp)
+
+
+def smoke_checked(layout: Layout, steps: Steps) -> None:
+    """The smoke check, its outcome recorded before anything else: a failure is never left looking installed."""
+    problem = steps.run("smoke check", smoke_check, layout)
+    record_smoke_pass(layout, passed=problem is None)
+    if problem is not None:
+        raise SetupError(f"the installed vLLM does not serve: {problem}")
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
@@ -412,14 +424,13 @@ def main(argv: list[str] | None = None) -> int:
         with llama_setup().CacheLock(layout.lock):
             if not (valid_venv(layout) and valid_model(layout)):
                 raise SetupError(f"--check-only: vLLM or the model is not installed ({layout.venv}, {layout.model})")
-            problem = steps.run("smoke check", smoke_check, layout)
-            if problem is not None:
-                raise SetupError(f"the installed vLLM does not serve: {problem}")
-            record_smoke_pass(layout)
+            smoke_checked(layout, steps)
     elif args.print_paths:
         missing = []
         if not valid_venv(layout):
             missing.append(f"vLLM venv ({layout.venv})")
+        elif not smoke_passed(layout):  # installed is not proved: the smoke check failed, or never ran here
+            missing.append(f"vLLM that passed its smoke check on this CPU ({layout.venv})")
         if not valid_model(layout):
             missing.append(f"model ({layout.model})")
         if missing:
@@ -444,10 +455,7 @@ def main(argv: list[str] | None = None) -> int:
             # what was installed must serve: one completion (checked once per install or conversion, as a
             # vLLM start costs a minute; --check-only checks again)
             if installed or converted or not smoke_passed(layout):
-                problem = steps.run("smoke check", smoke_check, layout)
-                if problem is not None:
-                    raise SetupError(f"the installed vLLM does not serve: {problem}")
-                record_smoke_pass(layout)
+                smoke_checked(layout, steps)
     result = {
         "python": str(layout.python),
         "model": str(layout.model),

@@ -6,6 +6,8 @@ observations in, verdicts and events out.
 
 from __future__ import annotations
 
+import dataclasses
+
 from firstlight.config import JudgeConfig
 from firstlight.engines import get_profile
 from firstlight.judge import Judge
@@ -107,13 +109,29 @@ def test_a_slow_generation_carries_what_the_server_did_meanwhile():
 
 
 # -- warnings ---------------------------------------------------------------------------------------------
-def test_a_zombie_is_reported_once():
-    j = _judge()
+def test_a_zombie_is_reported_once_after_its_threshold_only():
+    j = _judge(rules=JudgeConfig(zombie_seconds=5))
     z = ProcInfo(101, "worker", "zombie", 1.0, 0, T0)
     s = ProcInfo(100, "server", "sleeping", 0.0, 100 << 20, T0)
-    events = j.feed(proc(1, procs=(s, z))) + j.feed(proc(2, procs=(s, z)))
-    warnings = [e for e in events if e.type == "warning"]
-    assert len(warnings) == 1 and "zombie" in warnings[0].message
+
+    def feed(t: float, zombies: tuple[ProcInfo, ...] = (z,)) -> list[str]:
+        sample = dataclasses.replace(proc(t, procs=(s,)), zombies=zombies)
+        return [e.message for e in j.feed(sample) if e.type == "warning"]
+
+    assert feed(1) == [] and feed(5.9) == []  # reaped soon after, as parents do: nothing to say
+    late = feed(6)
+    assert len(late) == 1 and "worker[101] is a zombie" in late[0] and "for 5s" in late[0], late
+    assert feed(20) == []  # once
+    assert feed(21, ()) == [] and feed(22) == [] and feed(40) == []  # the same pid is not reported twice
+
+
+def test_a_zombie_reaped_before_its_threshold_starts_over():
+    j = _judge(rules=JudgeConfig(zombie_seconds=5))
+    z = ProcInfo(101, "worker", "zombie", 1.0, 0, T0)
+    s = ProcInfo(100, "server", "sleeping", 0.0, 100 << 20, T0)
+    for t, zombies in ((1, (z,)), (4, (z,)), (5, ()), (6, (z,)), (10, (z,))):
+        sample = dataclasses.replace(proc(t, procs=(s,)), zombies=zombies)
+        assert not [e for e in j.feed(sample) if e.type == "warning"], t
 
 
 def test_d_state_is_reported_after_its_threshold_only():

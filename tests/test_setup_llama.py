@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -102,3 +103,54 @@ def test_check_only_downloads_nothing_without_a_model(tmp_path: Path):
     p = run_setup("--cache", str(tmp_path / "empty"), "--check-only", timeout=60)
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert p.stderr.strip().splitlines()[-1].startswith("setup_llama_server: error: --check-only: no valid model")
+
+
+VERSION_ONLY = """#!/bin/sh
+# answers --version like llama-server (--print-paths runs nothing else)
+echo "version: 0.0 (stand-in)" >&2
+exit 0
+"""
+
+
+def _stamped_layout(setup: ModuleType, tmp_path: Path, **stamp: object) -> tuple[Path, Any]:
+    """A scratch cache whose binary passed its smoke check on this CPU, as a set-up run records it."""
+    model = real_model(setup)
+    cache = tmp_path / "cache"
+    layout = setup.Layout(cache, setup.default_isa())
+    layout.server.parent.mkdir(parents=True)
+    layout.server.write_text(VERSION_ONLY)
+    layout.server.chmod(0o755)
+    layout.stamp.write_text(json.dumps({
+        "format": setup.STAMP_FORMAT, "sdist_sha256": setup.LLAMA_SDIST_SHA256, "isa": layout.isa,
+        "cmake_flags": setup.build_flags(layout.isa), "version": "0.0 (stand-in)",
+        "smoke_passed_on": [setup.cpu_key()], "server_sha256": setup.sha256_file(layout.server), **stamp}))
+    layout.models.mkdir(parents=True)
+    layout.model.symlink_to(model)
+    return cache, layout
+
+
+def test_print_paths_trusts_the_binary_that_passed_and_not_one_replaced_in_place(setup: ModuleType, tmp_path: Path):
+    cache, layout = _stamped_layout(setup, tmp_path)
+    p = run_setup("--cache", str(cache), "--print-paths", timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["llama_server"] == str(layout.server)
+    with open(layout.server, "a") as f:  # replaced in place: same path, same stamp, other bytes
+        f.write("# another binary\n")
+    p = run_setup("--cache", str(cache), "--print-paths", timeout=120)
+    assert p.returncode == 3 and p.stdout == "", p.stderr
+    assert "unchanged since" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_print_paths_does_not_trust_a_stamp_without_the_binarys_hash(setup: ModuleType, tmp_path: Path):
+    cache, _ = _stamped_layout(setup, tmp_path, server_sha256=None)
+    p = run_setup("--cache", str(cache), "--print-paths", timeout=120)
+    assert p.returncode == 3 and p.stdout == "", p.stderr
+
+
+def test_a_recorded_pass_holds_the_hash_of_the_binary_that_was_checked(setup: ModuleType, tmp_path: Path):
+    _, layout = _stamped_layout(setup, tmp_path, server_sha256="0" * 64, smoke_passed_on=["another-cpu"])
+    setup.record_smoke_pass(layout, setup.sha256_file(layout.server))
+    stamp = json.loads(layout.stamp.read_text())
+    assert stamp["server_sha256"] == setup.sha256_file(layout.server)
+    assert stamp["smoke_passed_on"] == [setup.cpu_key()]  # passes of another binary are dropped
+    assert setup.smoke_passed_here(layout)

@@ -7,6 +7,8 @@ or a run of the history.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,16 +18,35 @@ import click
 from firstlight.anatomy import anatomy, human_lines
 from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import JudgeConfig
+from firstlight.files import kind
 from firstlight.history import History, HistoryError
 from firstlight.logreplay import replay_log
+from firstlight.logtext import one_line
 from firstlight.report.record import RecordError, read_record, read_summary
 from firstlight.report.series import profile_for, replay
 
 EXIT_HELP = """\b
 Exit codes:
   0    the anatomy was shown
-  1    the source holds none (a run recorded before anatomies, a file with no start in it)
-  64   usage error (no source, or more than one)"""
+  1    the source holds none (a run recorded before anatomies, a file with no start in it), or a damaged one
+  64   usage error (no source, or more than one; a file that is not a regular file, or over 1 GiB)"""
+EXPLAIN_MAX_BYTES = 1 << 30  # a record, log or summary explain reads (a record of a long flood is ~100 MB)
+
+
+def _check_file(path: Path) -> None:
+    """A regular file of a bounded size: a FIFO would block in open(), /dev/zero never ends."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise UsageFailure(f"no such file: {path}") from None
+    except OSError as e:
+        raise UsageFailure(f"cannot read {path}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageFailure(f"{path} is {kind(st.st_mode)}, not a regular file")
+    size = st.st_size
+    if size > EXPLAIN_MAX_BYTES:
+        raise UsageFailure(f"{path} is {size / (1 << 30):.1f} GiB: explain reads at most "
+                           f"{EXPLAIN_MAX_BYTES >> 30} GiB")
 
 
 def _from_file(path: Path, engine: str | None) -> tuple[dict[str, Any] | None, str]:
@@ -80,17 +101,23 @@ def explain_command(source: Path | None, run_id: int | None, last: bool, engine:
     if sum((source is not None, run_id is not None, last)) != 1:
         raise UsageFailure("give exactly one of: a file, --run N, --last")
     if source is not None:
-        if not source.exists():
-            raise UsageFailure(f"no such file: {source}")
+        _check_file(source)
         anat, verdict = _from_file(source, engine)
     else:
         anat, verdict = _from_history(history_path, run_id)
-    if not anat or not anat.get("phases"):
+    if not isinstance(anat, dict) or not anat.get("phases"):
         print("firstlight: explain: no anatomy in it (no phase was seen, or a run recorded before anatomies)",
               file=sys.stderr)
         sys.exit(EXIT_FAILED)
-    for line in human_lines(anat, verdict):
-        print(line, file=sys.stderr)
-    if as_json:
-        print(json.dumps(anat))
+    try:  # a hand-edited history row or --json file may hold anything in any field
+        lines = human_lines(anat, verdict)
+        shown = json.dumps(anat, allow_nan=False) if as_json else None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
+        print(f"firstlight: explain: the anatomy in it is damaged ({type(e).__name__}); nothing shown",
+              file=sys.stderr)
+        sys.exit(EXIT_FAILED)
+    for line in lines:
+        print(one_line(line), file=sys.stderr)  # its text is stored text: no escape reaches the terminal
+    if shown is not None:
+        print(shown)
     sys.exit(EXIT_OK)

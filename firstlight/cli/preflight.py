@@ -22,6 +22,7 @@ from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import Config
 from firstlight.engines import PROFILES
 from firstlight.history import History, HistoryError
+from firstlight.logtext import one_line
 from firstlight.preflight import DEADLINE_S, FAIL, OK, PreflightOptions, PreflightReport, read_target, run_preflight
 from firstlight.preflight.disk import measure as measure_disk
 from firstlight.redact import Redactor
@@ -41,9 +42,10 @@ def format_report(report: PreflightReport) -> list[str]:
     """The human lines: one per check, a fix line under each that is not ok, and the verdict."""
     lines = []
     for c in report.checks:
-        lines.append(f"preflight {c.name:<13} {_MARK[c.status]:<4}  {c.evidence}")
+        # paths and names from the machine (a model directory may hold a newline): one line each
+        lines.append(f"preflight {c.name:<13} {_MARK[c.status]:<4}  {one_line(c.evidence)}")
         if c.hint:
-            lines.append(f"{'':<14}{'':<14}  fix: {c.hint}")
+            lines.append(f"{'':<14}{'':<14}  fix: {one_line(c.hint)}")
     counts = {s: sum(c.status == s for c in report.checks) for s in ("warn", FAIL)}
     lines.append(f"preflight: {report.verdict} ({counts[FAIL]} failed, {counts['warn']} warnings, "
                  f"{len(report.checks)} checks) in {report.elapsed_s:.2f}s")

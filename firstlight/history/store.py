@@ -18,6 +18,7 @@ import json
 import os
 import shlex
 import sqlite3
+import stat
 import sys
 import time
 import urllib.parse
@@ -29,6 +30,7 @@ from typing import Any
 import platformdirs
 
 from firstlight.bench.metrics import median
+from firstlight.files import kind
 from firstlight.redact import MASK, Redactor, is_secret_name
 
 try:
@@ -125,6 +127,7 @@ class DeploymentKey:
     def create(cls, engine: str | None, model: str | None, command: Sequence[str] | str | None = None,
                gpu_count: int | None = None, redactor: Redactor | None = None) -> DeploymentKey:
         r = redactor or Redactor()
+        model = r.text(model) if model else model  # a path or id may hold a token, as the command may
         argv: Sequence[str] | None = command if not isinstance(command, str) else None
         if isinstance(command, str):
             try:
@@ -344,6 +347,13 @@ class History:
         return con
 
     def _open(self) -> sqlite3.Connection:
+        try:  # a FIFO blocks in open(), a device is no database: a regular file or none
+            mode = os.stat(self.path).st_mode
+        except OSError:
+            mode = None  # no file yet (or unreadable): said below
+        if mode is not None and not stat.S_ISREG(mode):
+            raise HistoryError(f"history database {self.path} is {kind(mode)}, not a regular file; pass another "
+                               "--history")
         if self.readonly:
             return self._open_readonly()
         try:

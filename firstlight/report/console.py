@@ -16,6 +16,7 @@ from rich.text import Text
 
 from firstlight.anatomy import human_lines
 from firstlight.judge import Assessment, Event
+from firstlight.logtext import one_line
 from firstlight.report.base import QuietReporter
 from firstlight.report.format import duration, status_line
 from firstlight.result import RunResult
@@ -62,8 +63,8 @@ class ConsoleReporter(QuietReporter):
         self._t0 = info["started_at"]
         what = f"launched pid {info['pid']}" if info.get("launched") else (
             f"watching pid {info['pid']}" if info.get("pid") else "watching")
-        self._line(self._t0, "start", f"{what}: engine {info['engine']}, url {info['url']}"
-                   + (f", command: {info['command']}" if info.get("command") else ""))
+        self._line(self._t0, "start", one_line(f"{what}: engine {info['engine']}, url {info['url']}"
+                                               + (f", command: {info['command']}" if info.get("command") else "")))
 
     def event(self, ev: Event, a: Assessment) -> None:
         tag = {"failure_line": "error", "engine_ready": "engine", "lost": "level"}.get(ev.type, ev.type)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from firstlight.files import bounded_lines
 from firstlight.judge import is_access_line
 from firstlight.timeline import GpuSample, Level, LogLine, Observation, Probe, ProcessSample, SourceNote, from_dict
 
@@ -34,6 +35,8 @@ TIMELINE_CAP_BYTES = 1 << 20  # uncompressed JSON Lines per run in the history (
 INFLATED_CAP_BYTES = 16 * TIMELINE_CAP_BYTES  # what a stored timeline may inflate to when read back
 KEPT_CAP_BYTES = 8 << 20  # the private copy of a run's observations, beyond which log lines are only tailed
 KEPT_TAIL_LINES = 2000  # the last log lines kept beyond that (what it said before the verdict)
+LINE_CAP_BYTES = 16 << 20  # a record or summary line longer than this is skipped (read in bounded memory)
+SUMMARY_CAP_BYTES = 16 << 20  # a summary file is parsed as one JSON object only up to this size
 
 
 class RecordError(Exception):
@@ -140,8 +143,8 @@ def bounded(lines: Iterable[str], cap: int = KEPT_CAP_BYTES, tail: int = KEPT_TA
 
 def read_record(path: Path) -> Recorded:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            rec = parse_lines(bounded(f))
+        with open(path, "rb") as f:
+            rec = parse_lines(bounded(b.decode("utf-8", "replace") for b in bounded_lines(f, LINE_CAP_BYTES)))
     except OSError as e:
         raise RecordError(f"cannot read {path}: {e.strerror}") from None
     if not rec.observations:
@@ -150,25 +153,34 @@ def read_record(path: Path) -> Recorded:
 
 
 def read_summary(path: Path) -> dict[str, Any]:
-    """A run's summary: a JSON object, or the JSON Lines of ``--json`` (the last ``summary`` event)."""
+    """A run's summary: a JSON object, or the JSON Lines of ``--json`` (the last ``summary`` event). Streamed:
+    the whole file is parsed as one object only when it is at most ``SUMMARY_CAP_BYTES``."""
+    kept: list[bytes] = []  # the file while it is small enough to be one object
+    size = 0
+    found: dict[str, Any] | None = None
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as f:
+            for line in bounded_lines(f, LINE_CAP_BYTES):
+                size += len(line)
+                if size <= SUMMARY_CAP_BYTES:
+                    kept.append(line)
+                if b'"summary"' not in line:
+                    continue
+                try:
+                    obj = json.loads(line.decode("utf-8", "replace"))
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(obj, dict) and obj.get("event") == "summary":
+                    found = obj
     except OSError as e:
         raise RecordError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        obj = json.loads(text)
-        if isinstance(obj, dict) and "verdict" in obj:
-            return obj
-    except ValueError:
-        pass
-    found: dict[str, Any] | None = None
-    for line in text.splitlines():
+    if size <= SUMMARY_CAP_BYTES:
         try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and obj.get("event") == "summary":
-            found = obj
+            obj = json.loads(b"".join(kept).decode("utf-8", "replace"))
+            if isinstance(obj, dict) and "verdict" in obj:
+                return obj
+        except (ValueError, RecursionError):
+            pass
     if found is None:
         raise RecordError(f"{path} holds no run summary (a JSON object, or --json output ending in a summary)")
     return found

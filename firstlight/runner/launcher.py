@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -39,6 +39,7 @@ STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signa
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
 
 
 class LaunchError(Exception):
@@ -64,6 +65,43 @@ def become_subreaper() -> bool:
     return _PRCTL is not None and _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
+def is_subreaper() -> bool | None:
+    """Whether this process is a child subreaper now; None where that cannot be read."""
+    flag = ctypes.c_int(0)
+    if _PRCTL is None or _PRCTL(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
+        return None
+    return bool(flag.value)
+
+
+class _Subreaper:
+    """The subreaper flag, held while any server of this process runs, then put back as it was: the Python API's
+    caller lives on after its servers, and a subreaper that never reaps leaves every unrelated orphan of its
+    other children a zombie."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._was: bool | None = None
+
+    def hold(self) -> bool:
+        with self._lock:
+            if self._holders == 0:
+                self._was = is_subreaper()
+                if not become_subreaper():
+                    return False
+            self._holders += 1
+            return True
+
+    def drop(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0 and self._was is False and _PRCTL is not None:
+                _PRCTL(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+_SUBREAPER = _Subreaper()
+
+
 def _die_with(parent: int) -> Callable[[], None]:
     """preexec_fn: SIGKILL this child when its parent thread exits; if the parent is already gone, die now."""
     prctl = _PRCTL
@@ -75,6 +113,18 @@ def _die_with(parent: int) -> Callable[[], None]:
             os._exit(1)
 
     return preexec
+
+
+# firstlight is the unit's notifier (READY=1 after a real generation, the watchdog): a server or its wrapper that
+# inherited these would talk to systemd itself, and under NotifyAccess=all its `systemd-notify --ready` is READY
+# before firstlight's (sd_notify(3): NOTIFY_SOCKET; sd_watchdog_enabled(3): WATCHDOG_USEC, WATCHDOG_PID).
+_SYSTEMD_NOTIFY_VARS = ("WATCHDOG_USEC", "WATCHDOG_PID")
+
+
+def server_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: ``env`` (default: firstlight's own) without systemd's notification variables."""
+    source = os.environ if env is None else env
+    return {k: v for k, v in source.items() if not k.startswith("NOTIFY_") and k not in _SYSTEMD_NOTIFY_VARS}
 
 
 class ServerProcess:
@@ -100,6 +150,7 @@ class ServerProcess:
         self._stop_lock = threading.Lock()
         self._stopped: str | None = None
         self._released = False
+        self._subreaper = False  # this server holds the subreaper flag (see _Subreaper)
         self._launched_at = 0.0
 
     def start(self) -> None:
@@ -112,13 +163,14 @@ class ServerProcess:
         tie = (self.backstop and not self.detachable and _PRCTL is not None
                and threading.current_thread() is threading.main_thread())
         if self.backstop:
-            become_subreaper()
+            self._subreaper = _SUBREAPER.hold()
         self._launched_at = time.time()
         try:
             self.popen = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                          start_new_session=True, env=self.env,
+                                          start_new_session=True, env=server_environment(self.env),
                                           preexec_fn=_die_with(os.getpid()) if tie else None)
         except OSError as e:
+            self._drop_subreaper()
             raise LaunchError(f"cannot start {self.argv[0]!r}: {e.strerror or e}") from None
         finally:
             if self._out_file is not None:
@@ -155,6 +207,13 @@ class ServerProcess:
         self._released = True
         self._tell_watchdog("release")
         self._close_watchdog()
+        self._drop_subreaper()
+
+    def _drop_subreaper(self) -> None:
+        """This server no longer needs its orphans adopted (stopped, or handed over)."""
+        if self._subreaper:
+            self._subreaper = False
+            _SUBREAPER.drop()
 
     @property
     def launched_at(self) -> float:
@@ -292,6 +351,7 @@ class ServerProcess:
         finally:
             if not self._released:
                 self._close_watchdog()
+            self._drop_subreaper()  # every process of the server is reaped: orphans go to init again
 
     def _terminate(self, grace: float) -> str:
         assert self.popen is not None

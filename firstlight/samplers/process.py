@@ -69,6 +69,7 @@ class ProcessTreeSampler(Sampler):
         self._threads = ThreadCpu()
         self._boot: float | None = None
         self._tree = TreeReader()
+        self._zombies: tuple[ProcInfo, ...] = ()  # the tree's unreaped descendants at the last read
         self._below: tuple[int, list[psutil.Process]] | None = None  # (last pid created, descendants) of the last read
         self._was: tuple[float, float, int, int, tuple[tuple[int, str], ...]] | None = None  # t, cpu, read, rss, who
 
@@ -140,7 +141,7 @@ class ProcessTreeSampler(Sampler):
         out.append(ProcessSample(now, alive=True, cpu_seconds=total_cpu, rss_bytes=int(rss),
                                  read_bytes=total_read, threads=int(threads), procs=tuple(infos),
                                  root_state=root_state, died=died, thread_top=top, thread_top_name=top_name,
-                                 thread_top_state=top_state))
+                                 thread_top_state=top_state, zombies=self._zombies))
         return out
 
     def _moved(self, now: float, cpu: float, read: int, rss: int, infos: list[ProcInfo]) -> bool:
@@ -156,7 +157,8 @@ class ProcessTreeSampler(Sampler):
                       ) -> tuple[list[tuple[psutil.Process, Stat]], bool, list[psutil.Process]]:
         """Live processes of the tree with their stat: the root (while it lives) and its descendants; whether the
         root lives; the descendants. While no process was created anywhere (``last_pid``) and the root lives, the
-        descendants are the last ones still alive: the process table is read again only after a fork."""
+        descendants are the last ones still alive: the process table is read again only after a fork. The
+        descendants that exited and wait to be reaped (zombies: not members) go to ``self._zombies``."""
         members: list[tuple[psutil.Process, Stat]] = []
         root_st = read_stat(root.pid) if root is not None else None
         root_alive = root is not None and root_st is not None and root_st.state not in _GONE and self._is(root, root_st)
@@ -181,13 +183,17 @@ class ProcessTreeSampler(Sampler):
             except psutil.Error:
                 below = []
             self._below = (last, below) if last is not None else None
+        zombies: list[ProcInfo] = []
         for p in below:
             st = read[p.pid] if p.pid in read else read_stat(p.pid)
+            if st is not None and st.state == "Z" and p is not root:  # exited, its parent has not waited for it
+                zombies.append(ProcInfo(p.pid, st.comm, st.status, st.cpu_seconds, 0))
             if st is None or st.state in _GONE:
                 continue
             q = self._process(p.pid, st, p)
             if q is not None and q is not root:
                 members.append((q, st))
+        self._zombies = tuple(zombies)
         return members, root_alive, below
 
     def _is(self, p: psutil.Process, st: Stat) -> bool:
