@@ -8,7 +8,8 @@ from firstlight.engines import get_profile
 from firstlight.logreplay import REPLAY_RULES
 from firstlight.timeline import LogLine
 
-# vLLM's lines: the first reads as weights_loaded only to vLLM's profile (weights_loading to the generic one), and the detector is sure on the second.
+# vLLM's lines: the first reads as weights_loaded only to vLLM's profile (weights_loading to the generic
+# one), and the detector is sure on the second.
 LINES = [
     "INFO 05-07 02:13:52 [loader.py:458] Loading weights took 0.10 seconds",
     "INFO 05-07 02:13:52 [gpu_model_runner.py:1347] Model loading took 0.2533 GiB and 0.907387 seconds",
