@@ -50,3 +50,14 @@ def test_the_servers_cpu_reaches_the_tracker_so_an_engine_that_computes_is_not_h
 def test_the_serving_checks_use_the_judges_cpu_threshold_and_stall_timeout():
     sc = serving_config(Config(judge=JudgeConfig(stall_timeout=77.0, cpu_busy_cores=0.3), serving_interval=4.0))
     assert (sc.cpu_busy_cores, sc.stall_timeout, sc.interval) == (0.3, 77.0, 4.0)
+
+
+def test_the_counters_are_scraped_every_second_or_every_quarter_interval_when_shorter():
+    """README: "scraped every second (every `--serving-interval`/4 when shorter)"."""
+    def scrape(interval: float) -> float:
+        result = RunResult("ready", "ready", 0.0, 1.0, "generic", "http://127.0.0.1:1", ready_at=0.0)
+        watch = ServingWatch(Config(serving_interval=interval), result, QuietReporter(), clock=Clock())
+        return watch.probe.scrape_s
+
+    assert scrape(10.0) == 1.0 and scrape(4.0) == 1.0
+    assert scrape(2.0) == 0.5 and scrape(3.0) == 0.75
