@@ -154,6 +154,17 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
     ("progress deadline", r"its (\d+) s default trips on a ten-minute start\): the budget plus (\d+) s for "
      r"scheduling, image pull and volume attach, in whole minutes, never below (\d+)\.", (1, 1, 1),
      lambda: (k8s.DEFAULT_PROGRESS_DEADLINE_S, k8s.PULL_MARGIN_S, k8s.DEFAULT_PROGRESS_DEADLINE_S)),
+    ("systemd units", r"The units in `deploy/systemd/` use `WatchdogSec=(\d+)` with `--serving-interval (\d+) "
+     r"--generation-timeout (\d+)`", (1, 1, 1),
+     lambda: (*_unit_values(r"(?m)^WatchdogSec=(\d+)$"), *_unit_values(r"--serving-interval (\d+) "),
+              *_unit_values(r"--generation-timeout (\d+) "))),
+    ("engine liveness and readiness", r"livenessProbe: \{httpGet: \{path: /livez, port: 8081\}, periodSeconds: (\d+), "
+     r"failureThreshold: (\d+)\} readinessProbe: \{httpGet: \{path: /readyz, port: 8081\}, periodSeconds: (\d+), "
+     r"failureThreshold: (\d+)\}", (1, 1, 1, 1),
+     lambda: (*_engine_probe("livenessProbe"), *_engine_probe("readinessProbe"))),
+    ("restart after hung", r"503 once firstlight judges it hung or failed, and (\d+) × (\d+) s later the kubelet",
+     (1, 1),
+     lambda: tuple(reversed(_engine_probe("livenessProbe")))),
     # -- Prometheus and the alert rules --------------------------------------------------------------------------
     ("histogram buckets", r"with buckets from (\d+) s to an hour, at most ([\d.]+)x apart above (\d+) s", (1, 1, 1),
      lambda: (COLD_START_BUCKETS[0], max(b / a for a, b in itertools.pairwise(COLD_START_BUCKETS)
@@ -185,6 +196,25 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
      r"past (\d+) MiB, log lines are only tailed \(the last ([\d,]+)\)", (1, MiB, MiB, 1),
      lambda: (html.LINE_CHARS, record.INFLATED_CAP_BYTES, record.KEPT_CAP_BYTES, record.KEPT_TAIL_LINES)),
 ]
+
+
+def _unit_values(pattern: str) -> tuple[int, ...]:
+    """The one value every shipped systemd unit running firstlight gives (all of them when they differ)."""
+    units = sorted((REPO / "deploy" / "systemd").glob("*-firstlight.service"))
+    assert units
+    return _everywhere(*(int(re.search(pattern, u.read_text()).group(1)) for u in units))  # type: ignore[union-attr]
+
+
+def _engine_probe(kind: str) -> tuple[int, int]:
+    """(periodSeconds, failureThreshold) of the engine container's probe in every sidecar manifest."""
+    found = set()
+    for manifest in sorted((REPO / "deploy" / "k8s").glob("*-sidecar.yaml")):
+        for doc in yaml.safe_load_all(manifest.read_text()):
+            for c in ((doc or {}).get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])):
+                if c["name"] != "firstlight" and kind in c:
+                    found.add((c[kind]["periodSeconds"], c[kind]["failureThreshold"]))
+    assert len(found) == 1, found
+    return found.pop()
 
 
 def _window(expr: str) -> int:
