@@ -33,7 +33,7 @@ from firstlight.probes import loop
 from firstlight.probes.identify import IDENTIFY_BUDGET_S
 from firstlight.report import dashboard, html, readiness, record
 from firstlight.report.prometheus import COLD_START_BUCKETS
-from firstlight.runner import output
+from firstlight.runner import output, policy, pump
 from firstlight.samplers import logs, process
 from firstlight.serving import SLOW_FACTOR, SLOW_FLOOR_S, ServingConfig
 from firstlight.wire.content import MAX_BODY
@@ -91,6 +91,9 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
     ("--poll-max", r"to `--poll-max` \((\d+) s\)", (1,),
      lambda: _everywhere(ProbeConfig().max_interval, _cli_default("up", "poll_max"),
                          _cli_default("watch", "poll_max"))),
+    ("generation probe", r"One (\d+)-token answer says the model serves", (1,),
+     lambda: _everywhere(ProbeConfig().max_tokens, *(_cli_default(c, "max_tokens") for c in ("up", "watch", "probe")),
+                         _api_default(api.up, "max_tokens"), _api_default(api.watch, "max_tokens"))),
     # -- Slow or hung? ------------------------------------------------------------------------------------------
     ("reads step", r"≥ (\d+) MiB between samples", (MiB,), lambda: (JudgeConfig().io_step_bytes,)),
     ("CPU weak progress", r"CPU busy \(≥ (\d+) % of a core\)", (0.01,),  # + tests/unit/test_trackers.py
@@ -98,11 +101,12 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
     ("--stall-timeout", r"no progress at all for `--stall-timeout` \((\d+) s\)", (1,),  # + test_trackers
      lambda: _everywhere(JudgeConfig().stall_timeout, ServingConfig().stall_timeout,
                          _cli_default("up", "stall_timeout"), _cli_default("watch", "stall_timeout"),
-                         _api_default(api.up, "stall_timeout"), _api_default(api.watch, "stall_timeout"))),
+                         _api_default(api.up, "stall_timeout"), _api_default(api.watch, "stall_timeout"),
+                         _cli_default("report", "stall_timeout"))),
     ("--spin-timeout", r"only weak progress for `--spin-timeout` \((\d+) min:", (60,),
      lambda: _everywhere(JudgeConfig().spin_timeout, _cli_default("up", "spin_timeout"),
                          _cli_default("watch", "spin_timeout"), _api_default(api.up, "spin_timeout"),
-                         _api_default(api.watch, "spin_timeout"))),
+                         _api_default(api.watch, "spin_timeout"), _cli_default("report", "spin_timeout"))),
     # -- Preflight ----------------------------------------------------------------------------------------------
     ("SGLang balance", r"least free ≥ ([\d.]+) × most free", (1,), lambda: (gpus.SGLANG_BALANCE,)),
     ("read-rate sample", r"a read-rate sample of at most (\d+) MiB / (\d+) s", (MiB, 1),
@@ -140,6 +144,7 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
                          _api_default(api.up, "serving_interval"))),
     ("slow check", r"slower than (\d+) × the first generation's latency \(at least (\d+) s\)", (1, 1),
      lambda: (SLOW_FACTOR, SLOW_FLOOR_S)),  # + tests/unit/test_serving.py
+    ("supervising step", r"plus the supervising loop's step \(([\d.]+) s\)", (1,), lambda: (policy.Supervise.poll_s,)),
     # -- Report, dashboard ---------------------------------------------------------------------------------------
     ("stored timeline", r"downsampled to at most (\d+) MB", (MiB,), lambda: (record.TIMELINE_CAP_BYTES,)),
     ("dashboard refresh", r"at most (twice) a second, and only when something it shows changed", (1,),
@@ -186,6 +191,7 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
      lambda: (_vector(_record("firstlight:slow_start:factor")),
               _vector(_record("firstlight:spec_acceptance_drop:factor")))),
     # -- Reliability --------------------------------------------------------------------------------------------
+    ("assessment period", r"the judge assessed at least every (\d+) ms", (0.001,), lambda: (pump.ASSESS_EVERY_S,)),
     ("classified prefix", r"looks at the first (\d+) KiB of a line", (KiB,), lambda: (CLASSIFY_CHARS,)),
     ("log buffer", r"only moves bytes into a bounded buffer \((\d+) MiB\)", (MiB,),
      lambda: (logs.MAX_PENDING_BYTES,)),
