@@ -31,6 +31,7 @@ from firstlight.logtext import CLASSIFY_CHARS
 from firstlight.preflight import DEADLINE_S, PreflightOptions, checkpoint, disk, gpus, pagecache
 from firstlight.probes import loop
 from firstlight.probes.identify import IDENTIFY_BUDGET_S
+from firstlight.redact import Redactor
 from firstlight.report import dashboard, html, readiness, record
 from firstlight.report.prometheus import COLD_START_BUCKETS
 from firstlight.runner import output, policy, pump
@@ -191,6 +192,8 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
      lambda: (_vector(_record("firstlight:slow_start:factor")),
               _vector(_record("firstlight:spec_acceptance_drop:factor")))),
     # -- Reliability --------------------------------------------------------------------------------------------
+    ("known secrets", r"masked wherever it appears once it has (\d+) characters or more", (1,),
+     lambda: _shortest_secret()),  # + tests/unit/test_redact.py (longest first, 4 to 7 characters)
     ("assessment period", r"the judge assessed at least every (\d+) ms", (0.001,), lambda: (pump.ASSESS_EVERY_S,)),
     ("classified prefix", r"looks at the first (\d+) KiB of a line", (KiB,), lambda: (CLASSIFY_CHARS,)),
     ("log buffer", r"only moves bytes into a bounded buffer \((\d+) MiB\)", (MiB,),
@@ -221,6 +224,18 @@ def _engine_probe(kind: str) -> tuple[int, int]:
                     found.add((c[kind]["periodSeconds"], c[kind]["failureThreshold"]))
     assert len(found) == 1, found
     return found.pop()
+
+
+def _shortest_secret() -> tuple[int, ...]:
+    """The fewest characters a value the redactor is told (at its start, or later) needs to be masked, found by
+    trying; both ways when they differ (which fails the row)."""
+    def added(secret: str) -> Redactor:
+        r = Redactor()
+        r.add(secret)
+        return r
+
+    return _everywhere(*(next(n for n in range(1, 64) if make("q" * n).text(f"x {'q' * n} y") == "x *** y")
+                         for make in (lambda v: Redactor([v]), added)))
 
 
 def _window(expr: str) -> int:
