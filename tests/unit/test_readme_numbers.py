@@ -45,7 +45,7 @@ RULES_TEXT = (REPO / "deploy" / "prometheus" / "firstlight-rules.yml").read_text
 RULES = yaml.safe_load(RULES_TEXT)
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-WORDS = {"one": 1, "two": 2, "three": 3, "twice": 2}
+WORDS = {"one": 1, "two": 2, "three": 3, "twice": 2, "half": 0.5}
 
 
 def _cli_default(command: str, option: str) -> Any:
@@ -126,6 +126,9 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
                         vocab.EXIT_INTERNAL, vocab.EXIT_CODES["interrupted"])),
     # -- Anatomy ------------------------------------------------------------------------------------------------
     ("warm page cache", r"at least (\d+) % of the weights resident", (0.01,), lambda: (anatomy.RESIDENT_WARM,)),
+    ("loader CPU-bound", r"`loader_cpu` \(reads below (half) the device's measured rate", (1,),
+     lambda: (anatomy.DISK_SHARE,)),
+    ("log runs", r"no run of log lines each less than (\d+) s after the last", (1,), lambda: (anatomy.IDLE_MIN_S,)),
     ("hot thread", r"runnable in at least (\d+) % of the samples", (0.01,), lambda: (anatomy.HOT_THREAD,)),
     ("reads phase", r"`reads` \(at least (\d+) KiB/s\)", (KiB,), lambda: (anatomy.IDLE_READ_BPS,)),
     ("idle stretch", r"`idle`: at least (\d+) s in which no measured signal moved", (1,),
