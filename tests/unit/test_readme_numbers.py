@@ -37,6 +37,7 @@ from firstlight.report.prometheus import COLD_START_BUCKETS
 from firstlight.runner import output, policy, pump
 from firstlight.samplers import logs, process
 from firstlight.serving import SLOW_FACTOR, SLOW_FLOOR_S, ServingConfig
+from firstlight.units import systemctl
 from firstlight.wire.content import MAX_BODY
 
 REPO = Path(__file__).resolve().parents[2]
@@ -153,6 +154,11 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
     ("stored timeline", r"downsampled to at most (\d+) MB", (MiB,), lambda: (record.TIMELINE_CAP_BYTES,)),
     ("dashboard refresh", r"at most (twice) a second, and only when something it shows changed", (1,),
      lambda: (dashboard.REFRESH_PER_SECOND,)),
+    # -- systemd ------------------------------------------------------------------------------------------------
+    ("restart wait", r"the watch goes on while systemd restarts the unit \(`--restart-wait`, (\d+) s\)", (1,),
+     lambda: _everywhere(_cli_default("watch", "restart_wait"), _cli_default("up", "restart_wait"))),
+    ("systemd's start timeout", r"systemd's default is (\d+) s; run the engine under firstlight", (1,),
+     lambda: (systemctl.DEFAULT_TIMEOUT_START_S,)),
     # -- Kubernetes ---------------------------------------------------------------------------------------------
     ("readiness server", r"at most (\d+) requests are handled at once, each connection has a (\d+) s timeout",
      (1, 1), lambda: (readiness.MAX_CONCURRENT, readiness.REQUEST_TIMEOUT_S)),
