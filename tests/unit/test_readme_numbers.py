@@ -24,6 +24,7 @@ import firstlight.api as api
 from firstlight import anatomy, vocab
 from firstlight.cli import history as cli_history
 from firstlight.cli import options
+from firstlight.cli import preflight as cli_preflight
 from firstlight.cli.app import cli
 from firstlight.config import Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.history import k8s
@@ -118,7 +119,8 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
     ("full parse", r"parsed in full only up to (\d+) MiB", (MiB,), lambda: (checkpoint.MAX_FULL_PARSE,)),
     ("preflight deadline", r"The whole preflight has a deadline \((\d+) s, or `--timeout` if shorter\)", (1,),
      lambda: _everywhere(DEADLINE_S, PreflightOptions().deadline_s,
-                         _api_default(api.run_preflight, "deadline_s"))),
+                         _api_default(api.run_preflight, "deadline_s"),
+                         _api_default(cli_preflight.preflight, "deadline_s"))),
     # -- Exit codes ---------------------------------------------------------------------------------------------
     ("exit codes", r"\| (0) \| `ready`.*?\| (1) \| `failed`.*?\| (2) \| `hung`.*?\| (3) \| `timeout`.*?"
      r"\| (4) \| `regression`.*?\| (64) \| usage error.*?\| (70) \| internal error.*?\| (130) \| `interrupted`",
