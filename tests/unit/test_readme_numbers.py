@@ -184,8 +184,7 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
      lambda: tuple(reversed(_engine_probe("livenessProbe")))),
     # -- Prometheus and the alert rules --------------------------------------------------------------------------
     ("histogram buckets", r"with buckets from (\d+) s to an hour, at most ([\d.]+)x apart above (\d+) s", (1, 1, 1),
-     lambda: (COLD_START_BUCKETS[0], max(b / a for a, b in itertools.pairwise(COLD_START_BUCKETS)
-                                         if a >= 10), 10)),
+     lambda: (COLD_START_BUCKETS[0], *_bucket_spacing())),
     ("start-failed window", r"`FirstlightStartFailed` \| a start failed.*?\((\d+) m at most\)", (1,),
      lambda: (_window(_alert("FirstlightStartFailed")["expr"]),)),
     ("restart loop", r"`FirstlightRestartLoop` \| (\d+) starts \(any verdict but `interrupted`\) within (\d+) "
@@ -249,6 +248,14 @@ def _shortest_secret() -> tuple[int, ...]:
                          for make in (lambda v: Redactor([v]), added)))
 
 
+def _bucket_spacing() -> tuple[float, int]:
+    """(the widest ratio of two neighbouring buckets above the last wider gap, that gap's upper bucket)."""
+    pairs = list(itertools.pairwise(COLD_START_BUCKETS))
+    widest = max(b / a for a, b in pairs)
+    above = max((b for a, b in pairs if b / a > 1.5), default=COLD_START_BUCKETS[0])
+    return max(b / a for a, b in pairs if a >= above) if widest > 1.5 else widest, above
+
+
 def _window(expr: str) -> int:
     (m,) = re.findall(r"\[(\d+)m\]", expr)
     return int(m)
@@ -268,17 +275,42 @@ def _for_s(rule: dict[str, Any]) -> int:
     return int(m.group(1)) * (60 if m.group(2) == "m" else 1)
 
 
+def _disagreement(readme: str, what: str, pattern: str, scale: tuple[float, ...],
+                  code: Callable[[], tuple[Any, ...]]) -> str | None:
+    """Why the README and the code disagree on this row; None when they agree."""
+    m = re.search(pattern, readme)
+    if m is None:
+        return f"{what}: the README no longer says {pattern!r}"
+    try:
+        stated = tuple(_num(f) * s for f, s in zip(m.groups(), scale, strict=True))
+    except KeyError as e:
+        return f"{what}: {e} is no number"
+    values = code()
+    if len(values) != len(stated):
+        return f"{what}: the code places disagree: {values}"
+    if not all(v == pytest.approx(s, rel=1e-9, abs=1e-12) for v, s in zip(values, stated, strict=True)):
+        return f"{what}: the README says {stated}, the code {values}"
+    return None
+
+
 @pytest.mark.parametrize("what, pattern, scale, code", ROWS, ids=[r[0] for r in ROWS])
 def test_the_readme_states_the_codes_number(what: str, pattern: str, scale: tuple[float, ...],
                                              code: Callable[[], tuple[Any, ...]]):
-    found = re.findall(pattern, README)
-    assert found, f"{what}: the README no longer says {pattern!r}"
-    figures = found[0] if isinstance(found[0], tuple) else (found[0],)
-    stated = tuple(_num(f) * s for f, s in zip(figures, scale, strict=True))
-    values = code()
-    assert len(values) == len(stated), f"{what}: the code places disagree: {values}"
-    assert all(v == pytest.approx(s, rel=1e-9, abs=1e-12) for v, s in zip(values, stated, strict=True)), \
-        f"{what}: the README says {stated}, the code {values}"
+    why = _disagreement(README, what, pattern, scale, code)
+    assert why is None, why
+
+
+@pytest.mark.parametrize("what, pattern, scale, code", ROWS, ids=[r[0] for r in ROWS])
+def test_each_row_fails_when_the_readme_states_another_number(what: str, pattern: str, scale: tuple[float, ...],
+                                                               code: Callable[[], tuple[Any, ...]]):
+    """The row reads its figures from the README, not from itself: each figure changed fails it."""
+    m = re.search(pattern, README)
+    assert m is not None
+    for g in range(1, len(m.groups()) + 1):
+        figure = m.group(g)
+        other = "four" if figure in WORDS else figure + "1"
+        changed = README[:m.start(g)] + other + README[m.end(g):]
+        assert _disagreement(changed, what, pattern, scale, code) is not None, (what, figure, other)
 
 
 @pytest.mark.parametrize("given, ok", [("86400", True), ("86400.5", False), ("0", False), ("-1", False),
