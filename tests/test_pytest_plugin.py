@@ -16,6 +16,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from tests.conftest import REPO, pids_in_group
@@ -122,3 +123,33 @@ def test_firstlight_server_without_a_command_errors_saying_how_to_give_one(tmp_p
     p = _pytest(tmp_path)
     assert p.returncode == 1 and "1 error" in p.stdout, p.stdout[-2000:]
     assert "no server command: pass --firstlight-cmd or set firstlight_command" in p.stdout
+
+
+def test_firstlight_timeout_is_honoured_a_server_that_never_serves_errors_at_it(tmp_path: Path):
+    never = "import time\nwhile True:\n    print('loading', flush=True)\n    time.sleep(0.5)"
+    (tmp_path / "test_slow.py").write_text("def test_it(firstlight_server):\n    pass\n")
+    started = time.monotonic()
+    p = _pytest(tmp_path, "--firstlight-cmd", shlex.join([sys.executable, "-c", never, "--port", "{port}"]),
+                "--firstlight-timeout", "3", timeout=150)  # the default (600 s) would outlive this bound
+    assert p.returncode == 1 and "1 error" in p.stdout, p.stdout[-3000:]
+    assert "firstlight: the server did not become READY: timeout" in p.stdout, p.stdout[-3000:]
+    assert time.monotonic() - started < 150
+
+
+def test_a_server_that_dies_during_the_session_is_reported_and_the_run_fails(tmp_path: Path):
+    (tmp_path / "test_dies.py").write_text(textwrap.dedent("""
+        import os, signal, time
+
+        def test_the_server_dies_under_the_tests(firstlight_server):
+            os.kill(firstlight_server.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 60
+            while firstlight_server.alive and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert firstlight_server.alive is False
+    """))
+    server = [sys.executable, "-m", "firstlight.sim", "--scenario", "normal", "--port", "{port}",
+              "--load-seconds", "0.5"]
+    p = _pytest(tmp_path, "--firstlight-cmd", shlex.join(server), "--firstlight-timeout", "120")
+    assert "1 passed" in p.stdout, p.stdout[-3000:]
+    assert p.returncode != 0, p.stdout[-3000:]  # the run fails though every test passed
+    assert "firstlight: the server stopped serving during the tests: failed" in p.stdout, p.stdout[-3000:]

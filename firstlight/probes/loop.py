@@ -22,6 +22,13 @@ from firstlight.probes.ladder import Ladder
 from firstlight.timeline import Level, Observation, Probe, SourceNote
 from firstlight.wire import clean_text
 
+BACKOFF = 1.5  # each quiet round (nothing changed) polls this much later, up to the maximum period
+
+
+def next_interval(interval: float, changed: bool, min_interval: float, max_interval: float) -> float:
+    """The polling period after a climb: the minimum after a change, else backed off by ``BACKOFF``."""
+    return min_interval if changed else min(max_interval, interval * BACKOFF)
+
 
 @dataclass(frozen=True)
 class EngineIdentified(Observation):
@@ -107,6 +114,6 @@ class LadderLoop:
             if top == Level.GENERATION:
                 return
             state = (int(top), bool(results and results[-1].ok))
-            interval = self.min_interval if state != last else min(self.max_interval, interval * 1.5)
+            interval = next_interval(interval, state != last, self.min_interval, self.max_interval)
             last = state
             self.wake.wait(interval)

@@ -1,0 +1,46 @@
+"""How a server's death is named (firstlight/deaths.py): each signal a process gets from its own fault is a
+native crash, before READY (the judge) and while serving (the result after READY); SIGKILL and SIGTERM are
+not."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from firstlight.deaths import CRASH_HINTS, CRASH_SIGNALS, crash_hint, describe_exit
+from firstlight.result import RunResult
+from tests.test_judge import proc, run
+
+# README, "A crash, a kill, the OOM killer": SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT are crashes.
+README_CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT")
+
+
+@pytest.mark.parametrize("name", README_CRASH_SIGNALS)
+def test_a_crash_signal_before_ready_is_failed_crashed_with_its_hint(name: str):
+    num = signal.Signals[name].value
+    a = run([proc(1.0), proc(2.0, alive=False, exit_code=-num)], 3.0)
+    assert (a.verdict, a.failure, a.hint) == ("failed", "crashed", crash_hint(name)), a
+    assert any(f"died of {name} (signal {num})" in e.value for e in a.evidence)
+
+
+def test_sigbus_is_a_crash_with_the_mapped_file_hint():
+    assert "SIGBUS" in CRASH_SIGNALS
+    a = run([proc(1.0), proc(2.0, alive=False, exit_code=-signal.SIGBUS)], 3.0)
+    assert (a.verdict, a.failure) == ("failed", "crashed")
+    assert a.hint == CRASH_HINTS["SIGBUS"] and "a file mapped into memory that was truncated" in a.hint
+
+
+@pytest.mark.parametrize("name", README_CRASH_SIGNALS)
+def test_a_crash_signal_while_serving_is_failed_crashed(name: str):
+    ready = RunResult("ready", "ready", 0.0, 10.0, "generic", "http://127.0.0.1:1", ready_at=10.0)
+    r = ready.died_serving(-signal.Signals[name].value, 70.0)
+    assert (r.verdict, r.phase, r.failure, r.hint) == ("failed", "serving", "crashed", crash_hint(name))
+    assert r.evidence[0]["value"] == f"server {describe_exit(-signal.Signals[name].value)} after serving for 60s"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_a_signal_from_outside_is_not_a_crash(sig: signal.Signals):
+    assert sig.name not in CRASH_SIGNALS
+    ready = RunResult("ready", "ready", 0.0, 10.0, "generic", "http://127.0.0.1:1", ready_at=10.0)
+    assert ready.died_serving(-sig.value, 70.0).failure != "crashed"
