@@ -194,8 +194,8 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
      lambda: (_vector(_record("firstlight:slow_start:factor")),)),
     ("not serving after READY", r"`FirstlightNotServingAfterReady` \| READY was reached and `firstlight_serving` "
      r"is 0 \| (\d+) m \|", (60,), lambda: (_for_s(_alert("FirstlightNotServingAfterReady")),)),
-    ("degraded", r"`FirstlightServingDegraded` \| `firstlight_serving` is 0\.5 \(warning\) \| (\d+) m \|", (60,),
-     lambda: (_for_s(_alert("FirstlightServingDegraded")),)),
+    ("degraded", r"`FirstlightServingDegraded` \| `firstlight_serving` was 0\.5 \(warning\) for (\d+) of the last "
+     r"(\d+) minutes", (60, 60), lambda: _degraded_window(_alert("FirstlightServingDegraded")["expr"])),
     ("spec-decoding drop factor", r"`firstlight:spec_acceptance_drop:factor` \(([\d.]+)", (1,),
      lambda: (_vector(_record("firstlight:spec_acceptance_drop:factor")),)),
     ("rule factors", r"The two factors are recording rules \(`vector\(([\d.]+)\)`, `vector\(([\d.]+)\)`\)", (1, 1),
@@ -263,6 +263,14 @@ def _window(expr: str) -> int:
 
 def _threshold(expr: str) -> int:
     return int(re.search(r">= (\d+)\)", expr).group(1))  # type: ignore[union-attr]
+
+
+def _degraded_window(expr: str) -> tuple[int, int]:
+    """(seconds of degraded evaluations that fire it, the window in seconds) of the counted-over-a-window rule."""
+    m = re.search(r"\[(\d+)m:(\d+)s\]\)\s*>= (\d+)\)", expr)
+    assert m is not None, expr
+    window, step, count = (int(g) for g in m.groups())
+    return count * step, window * 60
 
 
 def _vector(expr: str) -> float:
