@@ -100,7 +100,7 @@ def watch_container(url: str | None, kw: dict[str, Any]) -> None:
     cfg = Config(command=[], pid=c.pid, watched_command=command, after=after, history=history,
                  engine=kw["engine"] or detect_from_command(command), probe=probe_config(url, profile, kw),
                  judge=judge_config(kw), sample_interval=kw["sample_interval"],
-                 serving_interval=kw["serving_interval"])
+                 serving_interval=kw["serving_interval"], echo_server_output=False)  # as --log: not echoed
     redactor = redactor_for(command, kw["api_key"])
     tracker = Tracker(runtime, ref=c.id)
     tracker.last = c

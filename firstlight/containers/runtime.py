@@ -48,6 +48,7 @@ class Container:
     command: tuple[str, ...] = ()  # entrypoint + cmd: what the container runs (the engine's command line)
     network_mode: str | None = None
     ports: Mapping[int, int] = field(default_factory=dict)  # container TCP port -> host port
+    cgroup: str | None = None  # State.CgroupPath (podman), relative to the controllers' mounts
 
     @classmethod
     def from_inspect(cls, data: Mapping[str, Any]) -> Container:
@@ -71,7 +72,8 @@ class Container:
             started_at=started, log_path=data.get("LogPath") or (host.get("LogConfig") or {}).get("Path") or None,
             log_driver=(host.get("LogConfig") or {}).get("Type") or None,
             image=data.get("ImageName") or config.get("Image") or None, command=tuple(command),
-            network_mode=host.get("NetworkMode") or None, ports=_ports(data))
+            network_mode=host.get("NetworkMode") or None, ports=_ports(data),
+            cgroup=state.get("CgroupPath") or None)
 
     @property
     def short_id(self) -> str:
@@ -97,8 +99,9 @@ class Container:
 
 
 def _words(value: Any) -> list[str]:
+    """Entrypoint or Cmd: a list, a string (podman writes ``"Entrypoint": ""`` for none), or null."""
     if isinstance(value, str):
-        return [value]
+        return [value] if value else []
     if isinstance(value, Sequence):
         return [str(v) for v in value]
     return []

@@ -21,7 +21,7 @@ import contextlib
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
@@ -38,7 +38,7 @@ from firstlight.runner.session import Session
 from firstlight.runner.sources import Echo, Sink, Sources
 from firstlight.samplers.base import Backoff, Sampler, idle_cap
 from firstlight.samplers.logs import PipeReader
-from firstlight.samplers.oom import OomTraces, memory_dirs
+from firstlight.samplers.oom import OomTraces, kernel_log_cgroup_kills, memory_dirs
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.timeline import Observation, ProcessSample, SourceNote
 
@@ -105,13 +105,21 @@ class ContainerOom(OomTraces):
         super().__init__(pid, directories=memory_dirs(pid))
         self.tracker = tracker
 
-    def evidence(self, pids: object = ()) -> tuple[str, ...]:
-        out = list(super().evidence(pids))  # type: ignore[arg-type]
-        c = self.tracker.last
-        if c is not None and c.oom_killed:
-            out.insert(0, f"{self.tracker.runtime.name} inspect {c.short_id}: State.OOMKilled true, "
-                          f"{c.ended()}")
-        return tuple(out)
+    def evidence(self, pids: Iterable[int] = ()) -> tuple[str, ...]:
+        return container_oom(self.tracker, super().evidence(pids))
+
+
+def container_oom(tracker: Tracker, traces: Iterable[str] = ()) -> tuple[str, ...]:
+    """The OOM-kill traces of the tracked container: the runtime's ``State.OOMKilled``, ``traces`` (the init
+    PID's), and the kernel log's kills in the container's cgroup (named by its id)."""
+    out = list(traces)
+    c = tracker.last
+    if c is not None and c.oom_killed:
+        out.insert(0, f"{tracker.runtime.name} inspect {c.short_id}: State.OOMKilled true, {c.ended()}")
+    ref = tracker.id
+    if ref is not None:
+        out += [f"kernel log: {line}" for line in kernel_log_cgroup_kills(ref) if f"kernel log: {line}" not in out]
+    return tuple(out)
 
 
 class ContainerSampler(ProcessTreeSampler):
@@ -164,6 +172,7 @@ class ContainerSampler(ProcessTreeSampler):
         if c is not None and c.exit_code is None and (c.running or launcher is None):
             return []  # created, not started yet
         self._dead = True
+        oom: tuple[str, ...] = ()
         if c is None:
             code = _from_cli(launcher)
             why = (f"{self.tracker.runtime.name} exited with code {launcher} before a container ran"
@@ -172,7 +181,10 @@ class ContainerSampler(ProcessTreeSampler):
         else:
             code = c.popen_exit_code() if c.exit_code is not None else _from_cli(launcher)
             why = f"container {c.short_id} ended before its processes were seen: {c.ended()}"
-        return [SourceNote(self.clock(), "container", why), ProcessSample(self.clock(), alive=False, exit_code=code)]
+        if code is None or code < 0:
+            oom = container_oom(self.tracker)
+        return [SourceNote(self.clock(), "container", why),
+                ProcessSample(self.clock(), alive=False, exit_code=code, oom=oom)]
 
 
 def _from_cli(code: int | None) -> int | None:
@@ -186,8 +198,8 @@ def describe(c: Container, runtime: Runtime) -> str:
     parts = [f"{runtime.name} container {c.name or c.short_id} ({c.short_id}), image {c.image or '?'}: "
              f"init pid {c.pid}"]
     cgroups = memory_dirs(c.pid) if c.pid else []
-    if cgroups:
-        parts.append(f"cgroup {cgroups[0]}")
+    if c.cgroup or cgroups:
+        parts.append(f"cgroup {c.cgroup or cgroups[0]}")
     if c.log_driver or c.log_path:
         parts.append(f"log {c.log_driver or '?'} {c.log_path or ''}".rstrip())
     if c.health:
