@@ -169,6 +169,10 @@ class ContainerSampler(ProcessTreeSampler):
         launcher = self.launcher_exit() if self.launcher_exit is not None else None
         if c is None and launcher is None:
             return []  # the CLI is still creating it, or the runtime has not answered yet
+        if c is None and self.tracker.id is not None:  # the CLI is done (-d exits at once): ask now
+            c = self.tracker.get(fresh=True)
+            if c is not None and c.pid is not None:
+                return self.sample()
         if c is not None and c.exit_code is None and (c.running or launcher is None):
             return []  # created, not started yet
         self._dead = True

@@ -59,9 +59,13 @@ class Podman:
         self.names.append(n)
         return n
 
-    def state(self, name: str) -> dict[str, Any] | None:
+    def inspect(self, name: str) -> dict[str, Any] | None:
         p = podman("container", "inspect", name, env=self.env, check=False)
-        return json.loads(p.stdout)[0]["State"] if p.returncode == 0 else None
+        return json.loads(p.stdout)[0] if p.returncode == 0 else None
+
+    def state(self, name: str) -> dict[str, Any] | None:
+        found = self.inspect(name)
+        return found["State"] if found is not None else None
 
     def python(self, *args: str) -> list[str]:
         """The arguments after `podman run` that run this Python in the image, with ``args``."""
@@ -171,9 +175,9 @@ def test_stop_when_ready_stops_a_detached_container_read_through_podman_logs(
     assert s["verdict"] == "ready"
     phases = [e["phase"] for e in run.events if e.get("event") == "phase"]
     assert "weights_loading" in phases  # the log's lines came through `podman logs --follow` (-d: no output)
-    state = real_podman.state(name)
-    assert state is not None and not state["Running"]  # stopped, not left running
-    assert f"container stopped (podman stop --time 10 {state['Id'][:12]}" in run.stderr
+    found = real_podman.inspect(name)
+    assert found is not None and not found["State"]["Running"]  # stopped, not left running
+    assert f"container stopped (podman stop --time 10 {found['Id'][:12]}" in run.stderr
 
 
 def test_a_container_killed_from_outside_is_named_from_the_runtimes_record(real_podman: Podman, weights: Path):
