@@ -56,6 +56,7 @@ class Tracker:
         self.runtime, self.ref, self.cidfile, self.clock = runtime, ref, cidfile, clock
         self.last: Container | None = None
         self.error: str | None = None
+        self.on_found: Callable[[Container], None] | None = None  # told once, when the container is first seen
         self._at = -1e9
         self._lock = threading.Lock()
 
@@ -77,11 +78,14 @@ class Tracker:
                 return self.last
             self._at = self.clock()
             try:
-                self.last = self.runtime.inspect(ref)
-                self.error = None
+                found = self.runtime.inspect(ref)
             except RuntimeFailure as e:
                 self.error = str(e)
-            return self.last
+                return self.last
+            first, self.last, self.error = self.last is None, found, None
+        if first and self.on_found is not None:
+            self.on_found(found)
+        return found
 
     def ended(self, settle_s: float = EXIT_SETTLE_S) -> Container | None:
         """The state once the runtime has recorded the exit (waits up to ``settle_s``: conmon and containerd
@@ -282,6 +286,8 @@ class ContainerServer(ServerProcess):
         self.tracker = tracker
         self.container_stop: str | None = None
         self._stopping = False
+        # the watchdog stops the container too if firstlight dies without stopping it (SIGKILL, the OOM killer)
+        tracker.on_found = lambda c: self._tell_watchdog(f"container {tracker.runtime.binary} {c.id}")
 
     @property
     def how_to_stop(self) -> str:

@@ -239,3 +239,37 @@ def test_watch_of_no_such_container_is_a_usage_error(real_podman: Podman):
     assert run.rc == 64
     assert "no such container" in run.stderr and "Traceback" not in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_the_watchdog_stops_the_container_when_firstlight_is_killed_with_sigkill(
+        real_podman: Podman, weights: Path, tmp_path: Path):
+    """firstlight dies without stopping anything (SIGKILL): its watchdog stops the container, not only the CLI."""
+    port, name = free_port(), real_podman.name()
+    out = tmp_path / "out.jsonl"
+    with out.open("w") as f:
+        p = subprocess.Popen(firstlight_cmd("up", "--json", "--engine", "sglang", "--quiet-server", "--", "podman",
+                                            "run", "--name", name, "--network", "host",
+                                            *sim(real_podman, port, weights, "--load-seconds", "120")),
+                             stdout=f, stderr=subprocess.DEVNULL, env=real_podman.env, stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: any("init pid " in n for n in notes(
+            [json.loads(x) for x in out.read_text().split("\n")[:-1] if x.startswith("{")])), RUN_S,
+            "firstlight to find the container")
+        p.kill()
+        p.wait(timeout=60)
+        wait_for(lambda: not (real_podman.state(name) or {}).get("Running"), RUN_S,
+                 "the watchdog to stop the container")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=30)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["up", "--", "podman", "run", "--rm", "img", "llama-server", "--port", "8080"], "not published with -p"),
+    (["watch", "--container", "x", "--pid", "1"], "drop --pid"),
+    (["watch", "--container", "x", "--serve-readiness", "8081"], "not supported"),
+])
+def test_container_usage_errors_are_one_line(args: list[str], says: str):
+    run = run_firstlight(*args, timeout=RUN_S)
+    assert run.rc == 64 and says in run.stderr and "Traceback" not in run.stderr, run.stderr
