@@ -119,7 +119,7 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
     stays in the foreground supervising it (Ctrl-C stops it) unless --detach. A server that fails or hangs
     is stopped (SIGTERM, a second one at half --grace, SIGKILL after --grace) unless --keep-on-failure.
     A `docker run` / `podman run` CMD: the container is watched (its init process's tree, its log) and
-    stopped with `RUNTIME stop --time GRACE`.
+    stopped with `RUNTIME stop -t GRACE`.
     """
     if kw["unit"]:  # restart the unit, watch its new invocation; Ctrl-C stops the watch, not the unit
         if command:

@@ -168,10 +168,11 @@ class Runtime:
         return Container.from_inspect(data[0])
 
     def stop(self, ref: str, grace: float) -> str:
-        """``RUNTIME stop --time GRACE``: the runtime's SIGTERM (or the image's StopSignal), SIGKILL after grace."""
+        """``RUNTIME stop -t GRACE``: the runtime's SIGTERM (or the image's StopSignal), SIGKILL after grace
+        (``-t`` is ``--time`` to podman and ``--timeout`` to Docker, which deprecates ``--time``)."""
         seconds = max(0, round(grace))
-        self._run(["stop", "--time", str(seconds), ref], grace + STOP_EXTRA_S)
-        return f"{self.name} stop --time {seconds} {ref[:12]}"
+        self._run(["stop", "-t", str(seconds), ref], grace + STOP_EXTRA_S)
+        return f"{self.name} stop -t {seconds} {ref[:12]}"
 
     def logs_argv(self, ref: str, since: str | None = None) -> list[str]:
         """``RUNTIME logs --follow``: the container's output as plain lines (the runtime takes its own log

@@ -5,7 +5,7 @@
 * ``up -- docker run ...`` / ``up -- podman run ...``: firstlight launches the CLI with a ``--cidfile`` it adds
   (or finds the container by its ``--name``), then watches the container, not the CLI: the CLI's own output is
   the container's when it runs attached, ``logs --follow`` when it was detached (``-d``). At the end the
-  container is stopped with ``RUNTIME stop --time GRACE``, then the CLI.
+  container is stopped with ``RUNTIME stop -t GRACE``, then the CLI.
 
 How it ended comes from the runtime: ``State.ExitCode`` (128 + N: its init died of signal N) and
 ``State.OOMKilled``, beside the kernel's own traces for the init PID (:class:`firstlight.samplers.oom.OomTraces`).
@@ -173,7 +173,7 @@ class ContainerSampler(ProcessTreeSampler):
         launcher = self.launcher_exit() if self.launcher_exit is not None else None
         if c is None and launcher is None:
             return []  # the CLI is still creating it, or the runtime has not answered yet
-        if c is None and self.tracker.id is not None:  # the CLI is done (-d exits at once): ask now
+        if launcher is not None:  # the CLI is done (-d exits at once): what the runtime says now, not a second ago
             c = self.tracker.get(fresh=True)
             if c is not None and c.pid is not None:
                 return self.sample()

@@ -4,7 +4,7 @@ firstlight starts this small process next to the server and holds the write end 
 lives, it reads lines from that pipe: ``track PID START`` adds a process that left the server's process group
 (``setsid``), ``container RUNTIME ID`` a container the server's CLI started (``docker run``), ``release`` means
 "the server is handed over (``--detach``), leave it". When the pipe reaches end of file without a ``release``
-(firstlight exited, whatever the way), it stops the containers (``RUNTIME stop --time GRACE ID``, bounded),
+(firstlight exited, whatever the way), it stops the containers (``RUNTIME stop -t GRACE ID``, bounded),
 then signals the server's process group and every tracked process: SIGTERM, then SIGKILL after the grace
 period. It ignores the terminal's signals, so a Ctrl-C or a hang-up of the shell reaches firstlight (which
 stops the server itself) and not the backstop.
@@ -82,7 +82,7 @@ def stop_containers(containers: list[tuple[str, str]], grace: float) -> None:
     """``RUNTIME stop``: the runtime's own stop (its processes are not the server's group); each bounded."""
     for runtime, ref in containers:
         try:
-            subprocess.run([runtime, "stop", "--time", str(round(grace)), ref], stdin=subprocess.DEVNULL,
+            subprocess.run([runtime, "stop", "-t", str(round(grace)), ref], stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=grace + 30, check=False)
         except (OSError, subprocess.SubprocessError):
             continue
