@@ -49,6 +49,7 @@ class Container:
     network_mode: str | None = None
     ports: Mapping[int, int] = field(default_factory=dict)  # container TCP port -> host port
     cgroup: str | None = None  # State.CgroupPath (podman), relative to the controllers' mounts
+    monitor_pid: int | None = None  # State.ConmonPid (podman): the monitor that holds its published ports
 
     @classmethod
     def from_inspect(cls, data: Mapping[str, Any]) -> Container:
@@ -73,7 +74,9 @@ class Container:
             log_driver=(host.get("LogConfig") or {}).get("Type") or None,
             image=data.get("ImageName") or config.get("Image") or None, command=tuple(command),
             network_mode=host.get("NetworkMode") or None, ports=_ports(data),
-            cgroup=state.get("CgroupPath") or None)
+            cgroup=state.get("CgroupPath") or None,
+            monitor_pid=state["ConmonPid"] if isinstance(state.get("ConmonPid"), int) and state["ConmonPid"] > 0
+            else None)
 
     @property
     def short_id(self) -> str:

@@ -317,13 +317,17 @@ class ContainerServer(ServerProcess):
         return []  # ... but the runtime's own processes are stopped by the runtime, never signalled here
 
     def tree(self) -> list[psutil.Process]:
+        """The CLI, the container's processes, and podman's conmon, which holds the ports ``-p`` publishes (so
+        a published port is the server's, not another server's)."""
         procs = super().tree()
-        c = self.tracker.last
-        if c is not None and c.pid is not None:
+        c = self.tracker.get()  # asked now if not known yet: the port may answer before the sampler found it
+        for pid in (c.monitor_pid, c.pid) if c is not None else ():
+            if pid is None:
+                continue
             with contextlib.suppress(psutil.Error):
-                root = psutil.Process(c.pid)
+                root = psutil.Process(pid)
                 procs += [root, *root.children(recursive=True)]
-        return procs
+        return list(dict.fromkeys(procs))
 
     def stop(self, grace: float) -> str:
         with self._stop_lock:

@@ -28,6 +28,7 @@ import pytest
 
 from firstlight.sim.server import free_port
 from tests.conftest import IN_CI, REPO, Run, firstlight_cmd, require, run_firstlight, wait_for
+from tests.test_llama_server import llama  # noqa: F401  (the fixture: the set-up's llama-server and model)
 
 PODMAN_S = 120  # one podman call, on a loaded 2-core machine
 RUN_S = 240  # one firstlight run
@@ -275,3 +276,22 @@ def test_the_watchdog_stops_the_container_when_firstlight_is_killed_with_sigkill
 def test_container_usage_errors_are_one_line(args: list[str], says: str):
     run = run_firstlight(*args, timeout=RUN_S)
     assert run.rc == 64 and says in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+def test_the_real_llama_server_in_a_container_on_a_published_port(
+        real_podman: Podman, llama: dict[str, str]):  # noqa: F811 (the fixture imported above)
+    """The real llama-server (the set-up's build) in the imported image, its port published with -p: the URL
+    is the host port, the port held by podman's conmon counts as the server's, READY after a real generation."""
+    host_port, name = free_port(), real_podman.name()
+    cache = Path(llama["llama_server"]).resolve().parents[3]  # ~/.cache/firstlight: the binary and the model
+    assert Path(llama["model"]).resolve().is_relative_to(cache)
+    run = run_firstlight("up", "--json", "--stop-when-ready", "--", "podman", "run", "--rm", "--name", name,
+                         "-p", f"{host_port}:8080", "-v", "/usr:/usr:ro", "-v", f"{cache}:{cache}:ro",
+                         real_podman.image, llama["llama_server"], "-m", llama["model"], "--host", "0.0.0.0",
+                         "--port", "8080", "-np", "1", "-c", "2048", timeout=RUN_S, env=real_podman.env)
+    assert run.rc == 0, run.stderr[-3000:]
+    s = run.summary
+    assert s["verdict"] == "ready" and s["engine"] == "llamacpp", s
+    assert s["url"] == f"http://127.0.0.1:{host_port}"
+    assert "container stopped (podman stop -t 10" in run.stderr
+    wait_for(lambda: real_podman.state(name) is None, PODMAN_S, "the --rm container to be gone")

@@ -30,6 +30,7 @@ def test_a_running_container_has_its_init_pid_ports_and_log():
     assert c.command == ("/bin/sleep", "300") and c.image == "localhost/fl-busybox:test"
     assert c.cgroup is not None and c.cgroup.startswith("/libpod_parent/libpod-")
     assert c.health is None  # no health check: podman writes an empty status
+    assert c.monitor_pid == 25396  # conmon: it holds the published port
     assert c.popen_exit_code() is None
 
 
