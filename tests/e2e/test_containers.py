@@ -278,6 +278,7 @@ def test_container_usage_errors_are_one_line(args: list[str], says: str):
     assert run.rc == 64 and says in run.stderr and "Traceback" not in run.stderr, run.stderr
 
 
+@pytest.mark.llama
 def test_the_real_llama_server_in_a_container_on_a_published_port(
         real_podman: Podman, llama: dict[str, str]):  # noqa: F811 (the fixture imported above)
     """The real llama-server (the set-up's build) in the imported image, its port published with -p: the URL
