@@ -142,19 +142,20 @@ class Runtime:
         return f"Runtime({self.name!r})"
 
     def _run(self, args: Sequence[str], timeout: float) -> str:
+        verb = " ".join(args[:2]) if args[0] == "container" else args[0]  # `podman container inspect: ...`
         try:
             done = subprocess.run([self.binary, *args], stdin=subprocess.DEVNULL, capture_output=True,
                                   timeout=timeout, check=False)
         except FileNotFoundError:
             raise RuntimeFailure(f"{self.name}: not found on PATH") from None
         except subprocess.TimeoutExpired:
-            raise RuntimeFailure(f"{self.name} {args[0]}: no answer within {timeout:g}s") from None
+            raise RuntimeFailure(f"{self.name} {verb}: no answer within {timeout:g}s") from None
         except OSError as e:
             raise RuntimeFailure(f"{self.name}: cannot run it ({e.strerror or e})") from None
         if done.returncode != 0:
             err = done.stderr.decode("utf-8", "replace").strip().splitlines()
             why = err[-1] if err else f"exit status {done.returncode}"
-            raise RuntimeFailure(f"{self.name} {args[0]}: {why[:300]}")
+            raise RuntimeFailure(f"{self.name} {verb}: {why[:300]}")
         return done.stdout.decode("utf-8", "replace")
 
     def inspect(self, ref: str) -> Container:

@@ -296,3 +296,20 @@ def test_the_real_llama_server_in_a_container_on_a_published_port(
     assert s["url"] == f"http://127.0.0.1:{host_port}"
     assert "container stopped (podman stop -t 10" in run.stderr
     wait_for(lambda: real_podman.state(name) is None, PODMAN_S, "the --rm container to be gone")
+
+
+def test_a_runtime_that_never_answers_is_given_up_on_at_its_timeout(tmp_path: Path):
+    """Every runtime call is bounded: a stand-in `podman` that hangs (the point here is the hang itself)."""
+    import time
+
+    from firstlight.containers.runtime import Runtime, RuntimeFailure
+    hung = tmp_path / "podman"
+    hung.write_text("#!/bin/sh\nexec sleep 120\n")
+    hung.chmod(0o755)
+    runtime = Runtime("podman", binary=str(hung), timeout=1.0)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeFailure, match=r"podman container inspect: no answer within 1s"):
+        runtime.inspect("x")
+    with pytest.raises(RuntimeFailure, match=r"podman stop: no answer within 31s"):
+        runtime.stop("x", 1.0)
+    assert time.monotonic() - t0 < 90  # 1 s and 31 s, far from the 120 s the stand-in would take
