@@ -56,6 +56,16 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
          "fleet tests will skip (fail under CI)" >&2
   fi
 fi
+if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
+  # The container tests run the real podman (rootful, runc; the tests write the containers.conf that runs on
+  # these machines) on an image they import from an empty root filesystem: no registry is reached.
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc >/dev/null
+  else
+    echo "test.sh: podman is missing and cannot be installed here; the container tests will skip (fail under CI)" >&2
+  fi
+fi
 echo "test.sh: set-up done after ${SECONDS} s" >&2
 .venv/bin/ruff check firstlight tests scripts bench
 .venv/bin/mypy

@@ -48,7 +48,8 @@ def deployment(path: Path) -> dict[str, Any]:
 
 
 def test_the_manifests_are_there():
-    assert {p.name for p in MANIFESTS} >= {"vllm-sidecar.yaml", "sglang-sidecar.yaml", "vllm-exec-probe.yaml"}
+    assert {p.name for p in MANIFESTS} >= {"vllm-sidecar.yaml", "sglang-sidecar.yaml", "vllm-exec-probe.yaml",
+                                           "vllm-sidecar-node-log.yaml"}
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
@@ -101,16 +102,40 @@ def test_sidecar_manifests_wire_the_probes_to_firstlight(path: Path):
     assert sidecar["startupProbe"]["httpGet"]["path"] == "/livez"  # the engine starts once firstlight listens
     wrapper, engine_cmd = _engine_cmdlines(engine)
     assert re.search(_arg(args, "--pid-from"), engine_cmd), "the pattern matches the engine's command line"
-    assert not re.search(_arg(args, "--pid-from"), wrapper), "and not the wrapper's: one deployment per start"
+    if wrapper is not None:
+        assert not re.search(_arg(args, "--pid-from"), wrapper), "and not the wrapper's: one deployment per start"
 
 
-def _engine_cmdlines(engine: dict[str, Any]) -> tuple[str, str]:
+def _engine_cmdlines(engine: dict[str, Any]) -> tuple[str | None, str]:
     """What the sidecar sees in /proc/PID/cmdline: the bash wrapper for a moment, then the engine it execs (an
-    entry-point script such as ``vllm`` shows as its interpreter plus the script's path)."""
+    entry-point script such as ``vllm`` shows as its interpreter plus the script's path); no wrapper when the
+    container runs the engine itself."""
     script = " ".join(engine["args"])
+    if engine["command"][0] not in ("/bin/bash", "/bin/sh", "bash", "sh"):
+        return None, f"/usr/bin/python3 /usr/local/bin/{' '.join([*engine['command'], script])}"
     wrapper = " ".join([*engine["command"], script])
     execd = script.split("exec ")[-1].strip()
     return wrapper, execd if execd.startswith("python3 ") else f"/usr/bin/python3 /usr/local/bin/{execd}"
+
+
+def test_the_node_log_sidecar_reads_the_engine_containers_cri_file():
+    """The kubelet's path of a container's log, /var/log/pods/<namespace>_<pod>_<uid>/<container>/0.log, from the
+    downward API, on the node's directory mounted read-only; the engine itself unwrapped (its output is the
+    container's, which the runtime writes there)."""
+    path = REPO / "deploy" / "k8s" / "vllm-sidecar-node-log.yaml"
+    spec = deployment(path)["spec"]["template"]["spec"]
+    (sidecar,) = spec["initContainers"]
+    (engine,) = spec["containers"]
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in sidecar["env"]}
+    log = _arg(sidecar["args"], "--log")
+    expanded = re.sub(r"\$\((\w+)\)", lambda m: "{" + env[m.group(1)] + "}", log)  # as the kubelet does
+    assert expanded == f"/var/log/pods/{{metadata.namespace}}_{{metadata.name}}_{{metadata.uid}}/{engine['name']}/0.log"
+    mount = next(m for m in sidecar["volumeMounts"] if log.startswith(m["mountPath"] + "/"))
+    assert mount["readOnly"] is True
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert volume["hostPath"]["path"] == mount["mountPath"] == "/var/log/pods"
+    assert "tee" not in " ".join([*engine["command"], *engine["args"]])
+    assert not any("engine-log" in m["name"] for m in engine.get("volumeMounts", []))
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)

@@ -42,8 +42,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("report", ("firstlight.report",)),
     # A watch: the session, the launcher, the supervision after READY.
     ("runner", ("firstlight.runner",)),
-    # Watches of a different shape: a systemd unit's attempts; the simulated server (a demo and a test fixture).
-    ("units", ("firstlight.units", "firstlight.sim")),
+    # Watches of a different shape: a systemd unit's attempts; a container; the simulated server (a demo and a test
+    # fixture).
+    ("units", ("firstlight.units", "firstlight.containers", "firstlight.sim")),
     # Entry points: the command line, the public Python API, the pytest plugin, ``python -m``. They may import
     # anything; nothing imports them.
     ("entry", ("firstlight.cli", "firstlight.__main__", "firstlight.sim.__main__", "firstlight.api",

@@ -24,6 +24,7 @@ import psutil
 
 from firstlight import __version__
 from firstlight.cli.bench import bench_command
+from firstlight.cli.container import container_options, up_container, watch_container
 from firstlight.cli.explain import explain_command
 from firstlight.cli.history import history_command
 from firstlight.cli.options import (
@@ -46,6 +47,7 @@ from firstlight.cli.report import report_command
 from firstlight.cli.run import make_reporters, run_watch
 from firstlight.cli.unit import replay_unit, unit_options, watch_unit
 from firstlight.config import Config, JudgeConfig
+from firstlight.containers.command import parse_run
 from firstlight.engines import detect_from_command, get_profile
 from firstlight.engines.profile import EngineProfile
 from firstlight.probes.ladder import Ladder
@@ -111,10 +113,13 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
     \b
     firstlight up -- python -m sglang.launch_server --model-path M --port 30000
     firstlight up --api chat --expect Paris -- llama-server -m model.gguf --port 8080
+    firstlight up -- podman run --rm -p 8080:8080 IMAGE llama-server -m /m/model.gguf --host 0.0.0.0
 
     CMD runs in its own process group; its output is echoed and read as a signal. After READY firstlight
     stays in the foreground supervising it (Ctrl-C stops it) unless --detach. A server that fails or hangs
     is stopped (SIGTERM, a second one at half --grace, SIGKILL after --grace) unless --keep-on-failure.
+    A `docker run` / `podman run` CMD: the container is watched (its init process's tree, its log) and
+    stopped with `RUNTIME stop -t GRACE`.
     """
     if kw["unit"]:  # restart the unit, watch its new invocation; Ctrl-C stops the watch, not the unit
         if command:
@@ -128,6 +133,11 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
     if detach and kw.get("serve_readiness") is not None:  # the endpoints would die at the exit, at READY
         raise UsageFailure("--detach exits at READY, and the readiness endpoints with it: run a sidecar "
                           "(firstlight watch --serve-readiness) instead")
+    run = parse_run(command)
+    if run is not None:  # docker run / podman run: the container is the server (firstlight.containers)
+        up_container(run, url, kw, {"grace": grace, "keep_on_failure": keep_on_failure,
+                                    "echo_server_output": not quiet_server,
+                                    "after_ready": "detach" if detach else "stop" if stop_when_ready else "supervise"})
     profile = profile_for(kw["engine"], command)
     probe = probe_config(url or url_from_command(command, profile), profile, kw)
     after, history = after_ready_config(kw)
@@ -160,6 +170,7 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
 @watch_options
 @after_ready_options
 @unit_options()
+@container_options()
 def watch(url: str | None, url_option: str | None, pid: int | None, pid_from: str | None, log_file: Path | None,
           log_from_start: bool, **kw: Any) -> None:
     """Attach to a server that is already starting and exit with the verdict.
@@ -170,10 +181,13 @@ def watch(url: str | None, url_option: str | None, pid: int | None, pid_from: st
     \b
     systemctl restart sglang && firstlight watch http://127.0.0.1:30000 --pid $(pgrep -f launch_server)
     systemctl restart sglang && firstlight watch --unit sglang --max-attempts 3
+    firstlight watch --container vllm-qwen
     firstlight watch http://127.0.0.1:8000 --pid-from 'vllm serve' --serve-readiness 127.0.0.1:8081
     """
     url = url or url_option
     kw["log_from_start"] = log_from_start
+    if kw["container"] is not None:
+        watch_container(url, {**kw, "pid": pid, "pid_from": pid_from, "log_file": log_file})
     if kw["unit"]:
         watch_unit(url, {**kw, "pid": pid, "log_file": log_file})
     if kw["journal_file"] is not None:

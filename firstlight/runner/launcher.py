@@ -225,6 +225,11 @@ class ServerProcess:
         assert self.popen is not None
         return self.popen.pid
 
+    @property
+    def how_to_stop(self) -> str:
+        """The command that stops the server once firstlight has handed it over."""
+        return f"kill -TERM -- -{self.pid}"
+
     def poll(self) -> int | None:
         return None if self.popen is None else self.popen.poll()
 

@@ -53,7 +53,7 @@ class Detach:
     def apply(self, ctx: Context, result: RunResult) -> RunResult:
         ctx.server.release()  # the watchdog leaves it alone when firstlight exits
         ctx.say(f"detached: server pid {ctx.server.pid} keeps running; its output goes to {ctx.server_log}; "
-                f"stop it with: kill -TERM -- -{ctx.server.pid}")
+                f"stop it with: {ctx.server.how_to_stop}")
         return result
 
 
@@ -61,7 +61,7 @@ class KeepOnFailure:
     def apply(self, ctx: Context, result: RunResult) -> RunResult:
         ctx.server.release()  # the watchdog leaves it alone when firstlight exits
         ctx.say(f"--keep-on-failure: server left running, pid {ctx.server.pid}, process group {ctx.server.pid}; "
-                f"stop it with: kill -TERM -- -{ctx.server.pid}")
+                f"stop it with: {ctx.server.how_to_stop}")
         return result
 
 

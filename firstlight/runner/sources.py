@@ -101,8 +101,7 @@ class Sources:
             os.close(fd)
             output = self.server_log = Path(name)
         # --detach and --keep-on-failure may hand the server over: no parent-death signal for those
-        self.server = ServerProcess(self.cfg.command, output=output,
-                                    detachable=self.cfg.after_ready == "detach" or self.cfg.keep_on_failure)
+        self.server = self.make_server(output, self.cfg.after_ready == "detach" or self.cfg.keep_on_failure)
         try:
             self.server.start()
         except LaunchError as e:
@@ -119,6 +118,10 @@ class Sources:
             reader.start()
             self.readers.append(reader)
         return None
+
+    def make_server(self, output: Path | None, detachable: bool) -> ServerProcess:
+        """The launched server's process (a container's CLI is one: firstlight.containers)."""
+        return ServerProcess(self.cfg.command, output=output, detachable=detachable)
 
     def _follow(self, path: Path, echo: bool, from_start: bool = False, since: float | None = None) -> None:
         f = FileFollower(path, self.sink, clock=self.clock, echo=self.echo if echo else None, from_start=from_start,

@@ -107,6 +107,31 @@ def kernel_log_kills(pids: Iterable[int], kmsg: Path = KMSG) -> list[str]:
     return found
 
 
+def kernel_log_cgroup_kills(cgroup_word: str, kmsg: Path = KMSG) -> list[str]:
+    """Kernel log lines of OOM kills in a cgroup whose path holds ``cgroup_word`` (a container's id: podman's
+    ``libpod-ID``, Docker's ``docker-ID.scope`` or ``/docker/ID``): the ``oom-kill:`` line, which names the
+    cgroup, and the ``Killed process PID`` line of the PID it names. For a process that died before its PID
+    was seen."""
+    if len(cgroup_word) < 12:  # a short word would match other cgroups
+        return []
+    texts = []
+    for record in _kmsg_records(kmsg):
+        text = record.partition(";")[2] if ";" in record.split("\n", 1)[0] else record
+        texts.append(text.split("\n", 1)[0].strip())
+    pids = set()
+    found: list[str] = []
+    for text in texts:
+        m = _OOM_KILL.search(text)
+        if m is not None and cgroup_word in text:
+            pids.add(int(m.group(1)))
+            found.append(text[:300])
+    for text in texts:
+        m = _KILLED.search(text)
+        if m is not None and int(m.group(1)) in pids:
+            found.append(text[:300])
+    return found
+
+
 def _kmsg_records(path: Path) -> list[str]:
     """Every record /dev/kmsg holds now, without blocking (a plain file given instead: its lines)."""
     try:

@@ -1,0 +1,155 @@
+"""``watch --container NAME|ID`` and ``up -- docker run ...`` / ``up -- podman run ...``: the glue from the
+command line to a :class:`firstlight.containers.watch.ContainerSession`. ``app`` hands over when ``--container``
+is given or the command is a runtime's ``run``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO, Any
+
+import click
+import psutil
+
+from firstlight.cli.options import (
+    Decorator,
+    UsageFailure,
+    after_ready_config,
+    check_expect,
+    judge_config,
+    options,
+    probe_config,
+    profile_for,
+    redactor_for,
+)
+from firstlight.cli.run import run_watch
+from firstlight.config import Config
+from firstlight.containers.command import RunCommand
+from firstlight.containers.runtime import RUNTIMES, Container, Runtime, RuntimeFailure
+from firstlight.containers.watch import ContainerSession, Tracker
+from firstlight.engines import command_host, command_port, detect_from_command
+from firstlight.engines.profile import EngineProfile
+from firstlight.samplers.weights import model_path_from_command
+
+
+def container_options() -> Decorator:
+    return options(
+        click.option("--container", default=None, metavar="NAME|ID",
+                     help="A Docker or podman container: its init process's tree, its log (RUNTIME logs "
+                          "--follow) and how it ended (State.OOMKilled, ExitCode)."),
+        click.option("--runtime", "container_runtime", type=click.Choice(["auto", *RUNTIMES]), default="auto",
+                     show_default=True, help="With --container: which CLI to ask (auto: the one that knows it)."),
+    )
+
+
+def _find(ref: str, which: str) -> tuple[Runtime, Container]:
+    names = RUNTIMES if which == "auto" else (which,)
+    errors = []
+    for name in names:
+        if which == "auto" and shutil.which(name) is None:
+            continue
+        runtime = Runtime(name)
+        try:
+            return runtime, runtime.inspect(ref)
+        except RuntimeFailure as e:
+            errors.append(str(e))
+    if not errors:
+        raise UsageFailure("--container: neither docker nor podman is on PATH")
+    raise UsageFailure(f"--container {ref}: " + "; ".join(errors))
+
+
+def container_url(c: Container, command: list[str], profile: EngineProfile) -> str | None:
+    """Where the container's server answers from this machine: its port published on the host, the port
+    itself on the host's network, else the container's own address (rootful bridge networks)."""
+    port = command_port(command, profile)
+    if not port:
+        return None
+    if c.network_mode == "host":
+        host = command_host(command, profile) or "127.0.0.1"
+        return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{port}"
+    if port in c.ports:
+        return f"http://127.0.0.1:{c.ports[port]}"
+    return None
+
+
+def watch_container(url: str | None, kw: dict[str, Any]) -> None:
+    """``watch --container``: exits with the verdict's code."""
+    check_expect(kw["expect"])
+    for opt, what in (("pid", "--pid"), ("pid_from", "--pid-from"), ("log_file", "--log"), ("unit", "--unit"),
+                      ("serve_readiness", "--serve-readiness")):
+        if kw.get(opt) is not None:
+            raise UsageFailure(f"--container finds the processes and the log itself: drop {what}"
+                               if opt != "serve_readiness" else
+                               "--container watches one start; --serve-readiness (a sidecar) is not supported "
+                               "with it yet")
+    runtime, c = _find(kw["container"], kw["container_runtime"])
+    command = list(c.command)
+    if not command and c.pid is not None:
+        with contextlib.suppress(psutil.Error):
+            command = psutil.Process(c.pid).cmdline()
+    profile = profile_for(kw["engine"], command)
+    url = url or container_url(c, command, profile)
+    if url is None:
+        raise UsageFailure(f"--container {kw['container']}: cannot tell where its server answers (no published "
+                           "port for it, not on the host's network): pass the URL")
+    after, history = after_ready_config(kw)
+    cfg = Config(command=[], pid=c.pid, watched_command=command, after=after, history=history,
+                 engine=kw["engine"] or detect_from_command(command), probe=probe_config(url, profile, kw),
+                 judge=judge_config(kw), sample_interval=kw["sample_interval"],
+                 serving_interval=kw["serving_interval"], echo_server_output=False)  # as --log: not echoed
+    redactor = redactor_for(command, kw["api_key"])
+    tracker = Tracker(runtime, ref=c.id)
+    tracker.last = c
+
+    def run(reporter: Any, record: IO[str] | None) -> Any:
+        return ContainerSession(cfg, profile, reporter, redactor, tracker, record=record,
+                                since=c.started_at).run()
+
+    outcome = run_watch(cfg, profile, kw, redactor, runner=run)
+    sys.exit(outcome.exit_code)
+
+
+def up_container(run: RunCommand, url: str | None, kw: dict[str, Any], cfg_kw: dict[str, Any]) -> None:
+    """``up -- RUNTIME run ...``: the CLI launched with a ``--cidfile`` (unless it has one), the container
+    watched and, at the end, stopped. ``cfg_kw``: the Config fields ``up`` sets from its own options."""
+    inner = run.inner
+    profile = profile_for(kw["engine"], inner)
+    if url is None:
+        port = command_port(inner, profile)
+        host_port = run.host_port(port) if port else None
+        if host_port is None:
+            raise UsageFailure(f"{run.runtime} run: cannot tell where the server answers from this machine "
+                               f"(container port {port or '?'} is not published with -p, and the container is "
+                               "not on --network host): pass --url")
+        url = f"http://127.0.0.1:{host_port}"
+    workdir = None
+    launch = run
+    if run.cidfile is None:  # added at launch only: the command shown and recorded is the one written
+        workdir = Path(tempfile.mkdtemp(prefix="firstlight-container-"))
+        launch = run.with_cidfile(workdir / "cid")
+    try:
+        after, history = after_ready_config(kw)
+        model = kw["model_path"] or model_path_from_command(inner)  # sized where the host sees the same path
+        cfg = Config(after=after, history=history, command=list(run.argv), watched_command=inner,
+                     model_path=Path(model) if model and Path(model).exists() else None,
+                     engine=kw["engine"] or detect_from_command(inner), probe=probe_config(url, profile, kw),
+                     judge=judge_config(kw), sample_interval=kw["sample_interval"],
+                     serving_interval=kw["serving_interval"], **cfg_kw)
+        redactor = redactor_for(run.argv, kw["api_key"])
+        tracker = Tracker(Runtime(run.runtime, run.argv[0]), ref=run.name, cidfile=launch.cidfile)
+        if not kw["as_json"]:
+            click.echo(f"firstlight: {run.runtime} run: watching the container it starts (cidfile "
+                       f"{launch.cidfile}); preflight skipped: the model and libraries are in the image", err=True)
+
+        def go(reporter: Any, record: IO[str] | None) -> Any:
+            return ContainerSession(cfg, profile, reporter, redactor, tracker, launch, record=record).run()
+
+        outcome = run_watch(cfg, profile, kw, redactor, runner=go)
+    finally:
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    sys.exit(outcome.exit_code)

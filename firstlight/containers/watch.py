@@ -1,0 +1,418 @@
+"""Watching a container start: its init process's tree, its log, and how it ended, as the runtime records it.
+
+* ``watch --container NAME|ID``: the container exists (running, or starting); its init PID (``State.Pid``) is
+  the root of the sampled tree, its log is ``RUNTIME logs --follow --since STARTED_AT``.
+* ``up -- docker run ...`` / ``up -- podman run ...``: firstlight launches the CLI with a ``--cidfile`` it adds
+  (or finds the container by its ``--name``), then watches the container, not the CLI: the CLI's own output is
+  the container's when it runs attached, ``logs --follow`` when it was detached (``-d``). At the end the
+  container is stopped with ``RUNTIME stop -t GRACE``, then the CLI.
+
+How it ended comes from the runtime: ``State.ExitCode`` (128 + N: its init died of signal N) and
+``State.OOMKilled``, beside the kernel's own traces for the init PID (:class:`firstlight.samplers.oom.OomTraces`).
+
+Seam: the log is read as the runtime's ``logs`` command prints it, plain lines; the log file itself
+(``LogPath``: Docker's json-file, podman's k8s-file) would need its framing peeled (``firstlight.framing``,
+issue 31 item 1), and is only named in a note.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from firstlight.config import Config
+from firstlight.containers.command import RunCommand
+from firstlight.containers.runtime import Container, Runtime, RuntimeFailure, read_cidfile
+from firstlight.engines.profile import EngineProfile
+from firstlight.redact import Redactor
+from firstlight.report.base import Reporter
+from firstlight.runner.launcher import ServerProcess
+from firstlight.runner.session import Session
+from firstlight.runner.sources import Echo, Sink, Sources
+from firstlight.samplers.base import Backoff, Sampler, idle_cap
+from firstlight.samplers.logs import PipeReader
+from firstlight.samplers.oom import OomTraces, kernel_log_cgroup_kills, memory_dirs
+from firstlight.samplers.process import ProcessTreeSampler
+from firstlight.timeline import Observation, ProcessSample, SourceNote
+
+INSPECT_EVERY_S = 1.0  # at most one `inspect` a second, however often the state is asked
+EXIT_SETTLE_S = 10.0  # after the init process is gone, how long the runtime may take to record the exit
+LOGS_STOP_S = 5.0
+
+
+class Tracker:
+    """One container as the runtime reports it: found by id, name or a cidfile, inspected at most once a
+    second, its last known state kept (a ``--rm`` container is gone from ``inspect`` once it exited)."""
+
+    def __init__(self, runtime: Runtime, ref: str | None = None, cidfile: Path | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.runtime, self.ref, self.cidfile, self.clock = runtime, ref, cidfile, clock
+        self.last: Container | None = None
+        self.error: str | None = None
+        self.on_found: Callable[[Container], None] | None = None  # told once, when the container is first seen
+        self._at = -1e9
+        self._lock = threading.Lock()
+
+    @property
+    def id(self) -> str | None:
+        if self.last is not None:
+            return self.last.id
+        if self.cidfile is not None:
+            return read_cidfile(self.cidfile)
+        return None
+
+    def get(self, fresh: bool = False) -> Container | None:
+        """The container's state now (or as of the last second); None while it cannot be found yet."""
+        with self._lock:
+            if not fresh and self.clock() - self._at < INSPECT_EVERY_S:
+                return self.last
+            ref = self.id or self.ref
+            if ref is None:
+                return self.last
+            self._at = self.clock()
+            try:
+                found = self.runtime.inspect(ref)
+            except RuntimeFailure as e:
+                self.error = str(e)
+                return self.last
+            first, self.last, self.error = self.last is None, found, None
+        if first and self.on_found is not None:
+            self.on_found(found)
+        return found
+
+    def ended(self, settle_s: float = EXIT_SETTLE_S) -> Container | None:
+        """The state once the runtime has recorded the exit (waits up to ``settle_s``: conmon and containerd
+        record it a moment after the init process is gone); the last known state otherwise."""
+        until = time.monotonic() + settle_s
+        while True:
+            c = self.get(fresh=True)
+            if c is not None and not c.running:
+                return c
+            if time.monotonic() >= until or (c is None and self.last is None):
+                return c
+            if self.error is not None and self.last is not None:  # gone (--rm): what was known is all there is
+                return self.last
+            time.sleep(0.25)
+
+
+class ContainerOom(OomTraces):
+    """The kernel's traces for the init process, and the runtime's own record: ``State.OOMKilled``."""
+
+    def __init__(self, pid: int, tracker: Tracker) -> None:
+        super().__init__(pid, directories=memory_dirs(pid))
+        self.tracker = tracker
+
+    def evidence(self, pids: Iterable[int] = ()) -> tuple[str, ...]:
+        return container_oom(self.tracker, super().evidence(pids))
+
+
+def container_oom(tracker: Tracker, traces: Iterable[str] = ()) -> tuple[str, ...]:
+    """The OOM-kill traces of the tracked container: the runtime's ``State.OOMKilled``, ``traces`` (the init
+    PID's), and the kernel log's kills in the container's cgroup (named by its id)."""
+    out = list(traces)
+    c = tracker.last
+    if c is not None and c.oom_killed:
+        out.insert(0, f"{tracker.runtime.name} inspect {c.short_id}: State.OOMKilled true, {c.ended()}")
+    ref = tracker.id
+    if ref is not None:
+        out += [f"kernel log: {line}" for line in kernel_log_cgroup_kills(ref) if f"kernel log: {line}" not in out]
+    return tuple(out)
+
+
+class ContainerSampler(ProcessTreeSampler):
+    """The container's init process and its descendants (host PIDs), sampled as ``--pid`` samples a tree; the
+    root is found once the container runs. ``launcher_exit``: the CLI that was to start it, so that a run that
+    never made a container (an unknown image, a bad option) ends with the CLI's exit code."""
+
+    name = "container"
+
+    def __init__(self, tracker: Tracker, interval: float = 1.0, clock: Callable[[], float] = time.time,
+                 launcher_exit: Callable[[], int | None] | None = None) -> None:
+        super().__init__(0, interval, self._container_exit, clock)
+        self.tracker = tracker
+        self.launcher_exit = launcher_exit
+        self._found = False
+
+    def _container_exit(self) -> int | None:
+        c = self.tracker.ended()
+        if c is None:
+            return self.launcher_exit() if self.launcher_exit is not None else None
+        code = c.popen_exit_code()
+        if code is None and self.launcher_exit is not None:  # removed before its exit was read (--rm)
+            until = time.monotonic() + EXIT_SETTLE_S
+            while self.launcher_exit() is None and time.monotonic() < until:
+                time.sleep(0.1)  # the attached CLI passes the status on as it exits
+            return _from_cli(self.launcher_exit())
+        return code
+
+    def _sample(self) -> list[Observation]:
+        out = super().sample()
+        if any(isinstance(o, ProcessSample) and not o.alive for o in out):  # the runtime's record of the end
+            c = self.tracker.last
+            if c is not None and c.exit_code is not None:
+                out.insert(0, SourceNote(self.clock(), "container", f"{self.tracker.runtime.name} inspect "
+                                                                    f"{c.short_id}: {c.ended()}"))
+        return out
+
+    def sample(self) -> list[Observation]:
+        if self._found or self._dead:
+            return self._sample()
+        c = self.tracker.get()
+        if c is not None and c.pid is not None:
+            self._found = True
+            self.pid = c.pid
+            self._oom = ContainerOom(c.pid, self.tracker)
+            return [SourceNote(self.clock(), "container", describe(c, self.tracker.runtime)), *self._sample()]
+        launcher = self.launcher_exit() if self.launcher_exit is not None else None
+        if c is None and launcher is None:
+            return []  # the CLI is still creating it, or the runtime has not answered yet
+        if launcher is not None:  # the CLI is done (-d exits at once): what the runtime says now, not a second ago
+            c = self.tracker.get(fresh=True)
+            if c is not None and c.pid is not None:
+                return self.sample()
+        if c is not None and c.exit_code is None and (c.running or launcher is None):
+            return []  # created, not started yet
+        self._dead = True
+        oom: tuple[str, ...] = ()
+        if c is None:
+            code = _from_cli(launcher)
+            why = (f"{self.tracker.runtime.name} exited with code {launcher} before a container ran"
+                   if self.tracker.id is None else
+                   f"container {self.tracker.id[:12]} is gone ({self.tracker.error}); the CLI exited with {launcher}")
+        else:
+            code = c.popen_exit_code() if c.exit_code is not None else _from_cli(launcher)
+            why = f"container {c.short_id} ended before its processes were seen: {c.ended()}"
+        if code is None or code < 0:
+            oom = container_oom(self.tracker)
+        return [SourceNote(self.clock(), "container", why),
+                ProcessSample(self.clock(), alive=False, exit_code=code, oom=oom)]
+
+
+def _from_cli(code: int | None) -> int | None:
+    """The CLI passes the container's status on: 128 + N is its init's death by signal N."""
+    if code is not None and 128 < code < 128 + 65:
+        return -(code - 128)
+    return code
+
+
+def describe(c: Container, runtime: Runtime) -> str:
+    parts = [f"{runtime.name} container {c.name or c.short_id} ({c.short_id}), image {c.image or '?'}: "
+             f"init pid {c.pid}"]
+    cgroups = memory_dirs(c.pid) if c.pid else []
+    if c.cgroup or cgroups:
+        parts.append(f"cgroup {c.cgroup or cgroups[0]}")
+    if c.log_driver or c.log_path:
+        parts.append(f"log {c.log_driver or '?'} {c.log_path or ''}".rstrip())
+    if c.health:
+        parts.append(f"health {c.health}")
+    return "; ".join(parts)
+
+
+class ContainerLog:
+    """``RUNTIME logs --follow [--since T] ID`` as a child process, its stdout and stderr read as the server's
+    lines. Started once the container's id is known; stopped (TERM, then KILL) with the watch."""
+
+    def __init__(self, tracker: Tracker, sink: Sink, echo: Echo | None, clock: Callable[[], float],
+                 backlog: Callable[[], int] | None, since: str | None = None) -> None:
+        self.tracker, self.sink, self.echo, self.clock, self.backlog = tracker, sink, echo, clock, backlog
+        self.since = since
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.readers: list[PipeReader] = []
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="firstlight-container-logs", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            ref = self.tracker.id
+            if ref is not None:
+                break
+            self._stop.wait(0.2)
+        else:
+            return
+        argv = self.tracker.runtime.logs_argv(ref, self.since)
+        try:
+            self.popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE)
+        except OSError as e:
+            self.sink(SourceNote(self.clock(), "container", f"cannot run {argv[0]} logs: {e.strerror or e}"))
+            return
+        for pipe, name in ((self.popen.stdout, "stdout"), (self.popen.stderr, "stderr")):
+            assert pipe is not None
+            reader = PipeReader(pipe, name, self.sink, self.echo, self.clock, backlog=self.backlog)
+            reader.start()
+            self.readers.append(reader)
+
+    def settle(self, timeout: float) -> None:
+        """Bounded: the lines the runtime had when the container ended (``logs --follow`` ends with it)."""
+        self.thread.join(timeout)
+        p = self.popen
+        if p is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout)
+        for r in self.readers:
+            r.thread.join(timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+        p = self.popen
+        if p is None or p.poll() is not None:
+            return
+        p.terminate()
+        try:
+            p.wait(LOGS_STOP_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(LOGS_STOP_S)
+
+
+class ContainerServer(ServerProcess):
+    """The CLI that runs the container (``docker run ...``), whose server is the container: it lives while the
+    container runs (a ``-d`` CLI exits at once), and stopping it stops the container first."""
+
+    def __init__(self, argv: list[str], tracker: Tracker, output: Path | None = None,
+                 detachable: bool | None = None) -> None:
+        super().__init__(argv, output=output, detachable=detachable)
+        self.tracker = tracker
+        self.container_stop: str | None = None
+        self._stopping = False
+        # the watchdog stops the container too if firstlight dies without stopping it (SIGKILL, the OOM killer)
+        tracker.on_found = lambda c: self._tell_watchdog(f"container {tracker.runtime.binary} {c.id}")
+
+    @property
+    def how_to_stop(self) -> str:
+        ref = self.tracker.id
+        return f"{self.tracker.runtime.name} stop {ref[:12] if ref else '(the container)'}"
+
+    def poll(self) -> int | None:
+        cli = super().poll()
+        if self._stopping:  # the launcher's own stop reads the CLI's status
+            return cli
+        c = self.tracker.get()
+        if c is not None:
+            if c.running or (c.exit_code is None and c.status in ("created", "configured", "initialized")):
+                return None
+            code = c.popen_exit_code()
+            return code if code is not None else cli
+        if cli is not None and self.tracker.id is not None and self.tracker.error is None:
+            return None  # the id is written, inspect has not answered yet
+        return cli
+
+    def cli_exit(self) -> int | None:
+        """The CLI's own exit status (None while it runs)."""
+        return super().poll()
+
+    def adopted(self) -> list[psutil.Process]:
+        super().adopted()  # reaps what firstlight adopted (podman's conmon double-forks) ...
+        return []  # ... but the runtime's own processes are stopped by the runtime, never signalled here
+
+    def tree(self) -> list[psutil.Process]:
+        """The CLI, the container's processes, and podman's conmon, which holds the ports ``-p`` publishes (so
+        a published port is the server's, not another server's)."""
+        procs = super().tree()
+        c = self.tracker.get()  # asked now if not known yet: the port may answer before the sampler found it
+        for pid in (c.monitor_pid, c.pid) if c is not None else ():
+            if pid is None:
+                continue
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(pid)
+                procs += [root, *root.children(recursive=True)]
+        return list(dict.fromkeys(procs))
+
+    def stop(self, grace: float) -> str:
+        with self._stop_lock:
+            if self._stopped is None:
+                how = self._stop_container(grace)
+                self._stopping = True
+                self._stopped = how + f"; the {self.tracker.runtime.name} CLI: " + self._stop(grace)
+            return self._stopped
+
+    def _stop_container(self, grace: float) -> str:
+        ref = self.tracker.id
+        if ref is None:
+            return "no container was started"
+        c = self.tracker.get(fresh=True)
+        if self.tracker.error is not None and c is not None:
+            return f"container {c.short_id} already ended and is gone (--rm)"
+        if c is not None and not c.running:
+            return f"container {c.short_id} already ended: {c.ended()}"
+        try:
+            self.container_stop = self.tracker.runtime.stop(ref, grace)
+        except RuntimeFailure as e:
+            return f"could not stop container {ref[:12]}: {e}"
+        c = self.tracker.get(fresh=True)
+        after = "removed (--rm)" if self.tracker.error is not None else c.ended() if c is not None else "?"
+        return f"container stopped ({self.container_stop}): {after}"
+
+
+class ContainerSources(Sources):
+    def __init__(self, cfg: Config, sink: Sink, echo: Echo, identify: bool, clock: Callable[[], float],
+                 backlog: Callable[[], int] | None, tracker: Tracker, run: RunCommand | None,
+                 since: str | None) -> None:
+        super().__init__(cfg, sink, echo, identify, clock, backlog)
+        self.tracker, self.run = tracker, run
+        self.log: ContainerLog | None = None
+        self.since = since
+
+    def make_server(self, output: Path | None, detachable: bool) -> ServerProcess:
+        argv = list(self.run.argv) if self.run is not None else self.cfg.command  # with the --cidfile added
+        return ContainerServer(argv, self.tracker, output=output, detachable=detachable)
+
+    def process_sampler(self) -> Sampler | None:
+        cli = self.server.cli_exit if isinstance(self.server, ContainerServer) else None
+        sampler = ContainerSampler(self.tracker, self.cfg.sample_interval, self.clock, cli)
+        sampler.backoff = Backoff(self.cfg.sample_interval, idle_cap(self.cfg.judge.stall_timeout))
+        return sampler
+
+    def start(self) -> str | None:
+        error = super().start()
+        if error is not None:
+            return error
+        # attached, the CLI's output is the container's; detached (or watched), the runtime's logs command
+        if self.run is None or self.run.detach:
+            self.log = ContainerLog(self.tracker, self.sink, self.echo if self.cfg.echo_server_output else None,
+                                    self.clock, self.backlog, self.since)
+            self.log.start()
+        return None
+
+    @property
+    def pid(self) -> int | None:
+        c = self.tracker.last
+        if self.server is None and c is not None and c.pid is not None:
+            return c.pid
+        return super().pid
+
+    def _size_weights(self) -> None:
+        if self.cfg.model_path is not None:  # a path in the container is sized only where the host has it too
+            super()._size_weights()
+
+    def settle_logs(self, timeout: float = 2.0) -> None:
+        super().settle_logs(timeout)
+        if self.log is not None:
+            self.log.settle(timeout)
+
+    def stop(self) -> None:
+        super().stop()
+        if self.log is not None:
+            self.log.stop()
+
+
+class ContainerSession(Session):
+    """A session whose server is a container: ``watch --container`` (``run`` None) or ``up -- RUNTIME run``."""
+
+    def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor,
+                 tracker: Tracker, run: RunCommand | None = None, record: IO[str] | None = None,
+                 since: str | None = None, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(cfg, profile, reporter, redactor, record, clock)
+        self.sources = ContainerSources(cfg, self._sink, self._echo, self.detect, clock, self.q.qsize, tracker,
+                                        run, since)
