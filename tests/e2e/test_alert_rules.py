@@ -1,8 +1,9 @@
 """The alert rules (deploy/prometheus/firstlight-rules.yml) at the values the README states, run through
 promtool with their real durations: NotServingAfterReady's `for` (1 m) fires at exactly that long and not one
-evaluation before, the degraded alert at its 10th degraded evaluation of 30 s (5 of the last 10 minutes), the slow-start factor (1.5) and the speculative-decoding drop
-factor (0.8) fire just past the factor and not at it, the restart-loop and start-failed windows (15 m) hold an
-event 15 m and not 16 m. Each value moved either way in a copy of the rules makes the edge tests fail."""
+evaluation before, the degraded alert at its 10th degraded evaluation of 30 s (5 of the last 10 minutes), the
+slow-start factor (1.5) and the speculative-decoding drop factor (0.8) fire just past the factor and not at it, the
+restart-loop and start-failed windows (15 m) hold an event 15 m and not 16 m. Each value moved either way in a copy
+of the rules makes the edge tests fail."""
 
 from __future__ import annotations
 
