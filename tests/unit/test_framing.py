@@ -280,8 +280,9 @@ def test_compose_ollama_cuda_oom() -> None:
     log = [
         'time=2025-01-20T10:11:12.000Z level=INFO source=images.go:757 msg="total blobs: 5"',
         'time=2025-01-20T10:11:12.001Z level=INFO source=routes.go:1310 msg="Listening on [::]:11434 (version 0.5.7)"',
-        'time=2025-01-20T10:11:13.100Z level=INFO source=server.go:376 msg="starting llama server" cmd="/usr/bin/ollama '
-        'runner --model /root/.ollama/models/blobs/sha256-6a0746a1 --ctx-size 8192 --n-gpu-layers 33 --port 40211"',
+        'time=2025-01-20T10:11:13.100Z level=INFO source=server.go:376 msg="starting llama server" '
+        'cmd="/usr/bin/ollama runner --model /root/.ollama/models/blobs/sha256-6a0746a1 --ctx-size 8192 '
+        '--n-gpu-layers 33 --port 40211"',
         'time=2025-01-20T10:11:13.101Z level=INFO source=sched.go:449 msg="loaded runners" count=1',
         'time=2025-01-20T10:11:13.102Z level=INFO source=server.go:555 msg="waiting for llama runner to start '
         'responding"',
