@@ -39,7 +39,8 @@ OLLAMA = EngineProfile(
             "weights_loading",
         ),
         # the embedded runner's own start ("ollama runner", a Go process of its own)
-        P(r"msg=\"?(?:starting go runner|starting ollama engine)\b", "weights_loading", weak=True),
+        P(r"msg=\"?(?:starting go runner|starting ollama engine)\b|\bsource=runner\.go:\d+ msg=(?:load request=|"
+          r"\"?system info)", "weights_loading", weak=True),
         P(
             r"msg=\"waiting for (?:llama runner|llama-server) to start responding\"",
             "weights_loading",

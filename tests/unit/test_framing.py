@@ -25,7 +25,9 @@ from firstlight.logtext import LineSplitter, read_lines
 from firstlight.timestamps import TimestampParser
 
 LOGS = Path(__file__).resolve().parents[2].parent / "shared" / "logs"
+UNSEEN = Path(__file__).resolve().parents[1] / "fixtures" / "unseen"  # excerpts of public bug reports
 SHARED = sorted(LOGS.glob("*.log"))
+ALL = SHARED + sorted(UNSEEN.glob("*.log"))
 T0 = calendar.timegm((2025, 5, 7, 2, 13, 52, 0, 0, 0))
 SPLIT_AT = 120  # lines longer than this are written as partial records where the framing has them
 
@@ -202,7 +204,7 @@ def _key(rep: object) -> tuple[str, str, str, str]:
 
 @pytest.fixture(scope="module")
 def plain_results() -> dict[str, tuple[str, str, str, str]]:
-    return {p.name: _key(replay_log(p)) for p in SHARED}
+    return {p.name: _key(replay_log(p)) for p in ALL}
 
 
 def test_the_shared_logs_are_here() -> None:
@@ -214,7 +216,7 @@ def test_every_shared_log_in_this_framing_replays_as_its_plain_form(
         name: str, tmp_path: Path, plain_results: dict[str, tuple[str, str, str, str]]) -> None:
     writer = WRITERS[name]
     wrong = []
-    for p in SHARED:
+    for p in ALL:
         out = tmp_path / p.name
         out.write_bytes(framed(p.read_bytes(), writer))
         rep = replay_log(out)
