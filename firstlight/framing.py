@@ -142,7 +142,9 @@ _FIXED_NANOS = re.compile(r"[^.]*\.\d{9}\D")  # kubelet's and Docker's --timesta
 _OWN_TRACING = re.compile(rf" ?{_LEVEL} (?!\d\d-\d\d )")
 _COMPOSE = re.compile(r"(?P<name>[\w][\w.-]{0,63})\s{1,64}\| ?")
 _KUBECTL_PREFIX = re.compile(r"\[pod/[a-z0-9][a-z0-9.-]{0,252}/[a-z0-9][a-z0-9-]{0,62}\] ")
-_HOST_TAG = r"(?P<host>[A-Za-z0-9][\w.-]{0,254}) (?P<tag>[^\s:\[]{1,255})(?:\[(?P<pid>\d{1,10})\])?(?:: |:$)"
+# "host tag[pid]: "; journalctl leaves the host out of an entry without _HOSTNAME (a journal built elsewhere)
+_HOST_TAG = (r"(?:(?P<host>[A-Za-z0-9][\w.-]{0,254}) )?(?P<tag>[^\s:\[]{1,255})(?:\[(?P<pid>\d{1,10})\])?"
+             r"(?:: |:$)")
 _SHORT = re.compile(
     r"(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]?\d) (?P<hms>\d\d:\d\d:\d\d)(?P<frac>\.\d{1,9})? " + _HOST_TAG
 )
@@ -154,6 +156,11 @@ _RFC5424 = re.compile(
     r"(?P<sd>-|(?:\[(?:[^\]\\]|\\.){0,4096}\])+)(?: \ufeff?|$)"
 )
 _LEVEL_WORD = re.compile(rf"{_LEVEL}$")
+
+
+def _named(m: re.Match[str]) -> bool:
+    """A journal/syslog line names a host and a program, not a log level ("2024-...Z ERROR target: ...")."""
+    return not _LEVEL_WORD.match(m["host"] or m["tag"])
 
 
 def _json_record(line: str) -> Framed | None:
@@ -218,7 +225,7 @@ def _peel_once(line: str) -> Framed | None:
         if m is not None:
             return Framed(line[m.end():], parse_rfc3339(m["ts"]), m["stream"], m["tag"] == "P", CRI)
         m = _SHORT_ISO.match(head)
-        if m is not None and not _LEVEL_WORD.match(m["host"]):
+        if m is not None and _named(m):
             return Framed(line[m.end():], parse_rfc3339(m["ts"]), None, False, JOURNAL_SHORT_ISO)
         m = _TS_ONLY.match(head)
         if m is not None and (_FIXED_NANOS.match(m["ts"]) or not _OWN_TRACING.match(head, m.end())):
@@ -238,13 +245,13 @@ def _peel_once(line: str) -> Framed | None:
             ts = parse_rfc3339(m["ts"]) if m["ts"] != "-" else None
             return Framed(line[m.end():], ts, stream, False, SYSLOG_5424)
         m = _SHORT.match(head, p.end())
-        if m is not None and not _LEVEL_WORD.match(m["host"]):
+        if m is not None and _named(m):
             return Framed(line[m.end():], _yearless(m["mon"], m["day"], m["hms"], m["frac"]), stream, False,
                           SYSLOG_3164)
         return None
     if c.isupper():
         m = _SHORT.match(head)
-        if m is not None and not _LEVEL_WORD.match(m["host"]):
+        if m is not None and _named(m):
             name = JOURNAL_SHORT_PRECISE if m["frac"] else JOURNAL_SHORT
             return Framed(line[m.end():], _yearless(m["mon"], m["day"], m["hms"], m["frac"]), None, False, name)
     if c.isalnum() or c == "_":
