@@ -479,3 +479,16 @@ def test_a_followed_cri_file_gives_the_peeled_lines_live(tmp_path: Path) -> None
         assert [(ln.text, ln.lineno) for ln in got] == [
             ("INFO 05-07 02:13:52 [core.py:1] Waiting for init message", 1),
             ("Loading safetensors checkpoint shards:  50% Completed | 1/2", 2)]
+
+
+def test_a_followed_files_run_starts_where_its_framing_dates_it(tmp_path: Path) -> None:
+    """`watch --log` attaching late to a CRI file of llama.cpp (which prints no dates): this run's first line is
+    found by the runtime's time, so an earlier run's crash in the same file is not this run's."""
+    from firstlight.samplers.logs import run_start_offset
+
+    earlier = cri(b"llama_model_load: error loading model: unable to allocate CUDA0 buffer", T0)
+    this_run = cri(b"main: loading model", T0 + 600) + cri(b"srv  load_model: loading model", T0 + 601)
+    path = tmp_path / "0.log"
+    path.write_bytes(earlier + this_run)
+    with path.open("rb") as fh:
+        assert run_start_offset(fh, path.stat().st_size, since=T0 + 599, now=T0 + 700) == len(earlier)
