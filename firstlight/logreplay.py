@@ -1,7 +1,8 @@
 """Replay a startup log: which phases it went through (with timestamps), how it ended, and why.
 
 * ``firstlight.logtext.LineSplitter`` turns raw bytes into text lines (``\\n`` splits, ``\\r`` redraws, invalid UTF-8
-  replaced, ANSI removed); a live log reader can use it as-is.
+  replaced, ANSI removed, a container's / journald's / a shipper's framing peeled: ``firstlight.framing``); the
+  live log sources use it as-is.
 * :class:`Replayer` feeds one start's lines, with the log's own timestamps as the clock, to the driver of the
   judge (``firstlight.drive``) that ``up``/``watch`` use live: the same engine detection, line interpretation
   and verdict rules; then :meth:`Replayer.report`.
@@ -24,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from firstlight.anatomy import anatomy
 from firstlight.config import JudgeConfig
@@ -33,7 +34,7 @@ from firstlight.engines import get_profile
 from firstlight.engines.profile import EngineProfile
 from firstlight.interpret import LineInterpreter
 from firstlight.judge import Judge
-from firstlight.logtext import read_line_events, split_redraws, strip_ansi
+from firstlight.logtext import LineEvent, LineSplitter, read_lines, read_stream_lines
 from firstlight.timeline import LogLine, ProcessSample
 from firstlight.timestamps import TS_START, TimestampParser
 from firstlight.vocab import FAILED, READY
@@ -83,6 +84,7 @@ class Replayer:
         self._tick = 0.0  # tie-breaker, so lines keep their order at one timestamp
         self._driver: Driver | None = None  # made at the first line: the start is that line's time
         self._stamps: dict[int, float | None] = {}  # line -> its own time, for the report's phases
+        self._clock_from: str | None = None  # "engine" | "framing": where this log's times are read
         self.lines = 0
 
     @property
@@ -103,22 +105,26 @@ class Replayer:
     def interpreter(self) -> LineInterpreter:
         return self.judge.lines
 
-    def feed(self, text: str, final: bool = True, t: float | None = None) -> None:
-        """Feed one decoded, ANSI-free line (``final`` False for a progress redraw). ``t``: the line's time when
-        the source knows it (a journal entry's own timestamp); else it is read from the line."""
+    def feed(self, text: str, final: bool = True, t: float | None = None, framed_ts: float | None = None,
+             lines: int = 1) -> None:
+        """Feed one decoded, ANSI-free, peeled line (``final`` False for a progress redraw). ``t``: the line's time
+        when the source knows it (a journal entry's own timestamp); else it is read from the line, or taken from
+        its framing (``framed_ts``, ``firstlight.framing``) where the engine's lines carry no time. ``lines``: the
+        raw lines it stands for (joined partial records), so that line numbers stay the file's."""
+        lineno = self.lines + 1
         if final:
-            self.lines += 1
+            self.lines += max(lines, 1)
             if text[:1] in TS_START:
                 self._ts_candidates.append(text)
-        ts = t if t is not None else (self._timestamp(text) if final else None)
+        ts = t if t is not None else (self._timestamp(text, framed_ts) if final else None)
         if ts is not None:
             self._t = ts
         driver = self.driver
         if final:
-            self._stamps[self.lines] = ts
+            self._stamps[lineno] = ts
             if len(self._stamps) > 4 * MAX_PHASE_RECORDS:
                 self._stamps = {k: v for k, v in self._stamps.items() if k in self._phase_lines()}
-        driver.feed(LogLine(self._clock(), text, "file", self.lines if final else self.lines + 1, final))
+        driver.feed(LogLine(self._clock(), text, "file", lineno, final))
 
     def process_ended(self, sample: ProcessSample) -> None:
         """How the process ended, where the source knows it (a journal's exit message): judged like live."""
@@ -131,8 +137,20 @@ class Replayer:
     def _phase_lines(self) -> set[int]:
         return {s.line for s in self.judge.phases if s.line is not None}
 
-    def _timestamp(self, text: str) -> float | None:
-        """The line's own timestamp, else the latest one printed shortly before it."""
+    def _timestamp(self, text: str, framed_ts: float | None = None) -> float | None:
+        """The line's own timestamp, else the latest one printed shortly before it; in a log whose first dated
+        line is dated by its framing alone (llama.cpp under Kubernetes), the framing's. One clock per log: the
+        engine's (often local time) and the framing's (UTC) are never mixed."""
+        if self._clock_from is None:
+            own = self._ts.parse(text)
+            if own is not None:
+                self._clock_from = "engine"
+                return own
+            if framed_ts is not None:
+                self._clock_from = "framing"
+                return framed_ts
+        if self._clock_from == "framing":
+            return framed_ts
         ts = self._ts.parse(text)
         if ts is None:
             for cand in reversed(self._ts_candidates):
@@ -198,22 +216,18 @@ class Replayer:
 # --- sources ----------------------------------------------------------------------------------------------
 
 
-def _events_from_lines(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
+def _events_from_lines(lines: Iterable[str]) -> Iterator[LineEvent]:
+    """Lines already decoded, peeled and split as bytes are (``LineSplitter.feed_text``)."""
+    splitter = LineSplitter()
     for line in lines:
-        line = strip_ansi(line)
-        if "\r" in line.rstrip("\r\n"):
-            redraws, final = split_redraws(line)
-            for r in redraws:
-                yield r, False
-            yield (final or (redraws[-1] if redraws else "")), True
-        else:
-            yield line.rstrip("\r\n"), True
+        yield from splitter.feed_text(line)
+    yield from splitter.flush_text()
 
 
-def _run(events: Iterable[tuple[str, bool]], engine: str | None) -> ReplayReport:
+def _run(events: Iterable[LineEvent], engine: str | None) -> ReplayReport:
     replayer = Replayer(engine)
-    for text, final in events:
-        replayer.feed(text, final)
+    for e in events:
+        replayer.feed(e.text, e.final, framed_ts=e.ts, lines=e.lines)
     return replayer.report()
 
 
@@ -223,9 +237,12 @@ def replay_timed(entries: Iterable[tuple[float | None, str]], engine: str | None
     timestamps are. Streams (bounded memory); the engine is learnt from the lines when not given.
     ``ending``: asked once the lines are read, how the process ended (systemd's exit message), if known."""
     replayer = Replayer(engine)
+    splitter = LineSplitter()
     for t, text in entries:
-        for part, final in _events_from_lines([text]):
-            replayer.feed(part, final, t if final else None)
+        for e in splitter.feed_text(text):
+            replayer.feed(e.text, e.final, t if e.final else None, lines=e.lines)
+    for e in splitter.flush_text():
+        replayer.feed(e.text, e.final, lines=e.lines)
     ended = ending() if ending is not None else None
     if ended is not None:
         replayer.process_ended(ended)
@@ -240,7 +257,12 @@ def replay_lines(lines: Iterable[str], engine: str | None = None) -> ReplayRepor
 
 def replay_log(path: str | Path, engine: str | None = None) -> ReplayReport:
     """Replay a log file (or a pipe, read once), streaming it (bounded memory whatever its size)."""
-    return _run(read_line_events(Path(path), READ_CHUNK), engine)
+    return _run(read_lines(Path(path), READ_CHUNK), engine)
 
 
-__all__ = ["ReplayReport", "Replayer", "replay_lines", "replay_log", "replay_timed"]
+def replay_stream(fh: BinaryIO, engine: str | None = None) -> ReplayReport:
+    """Replay an open binary stream (standard input), read as a file is."""
+    return _run(read_stream_lines(fh, READ_CHUNK), engine)
+
+
+__all__ = ["ReplayReport", "Replayer", "replay_lines", "replay_log", "replay_stream", "replay_timed"]

@@ -14,6 +14,9 @@ import os
 import re
 import stat
 from collections.abc import Iterator
+from typing import BinaryIO, NamedTuple
+
+from firstlight import framing
 
 MAX_LINE_BYTES = 1 << 20
 CLASSIFY_CHARS = 8192  # the prefix of a line that patterns look at
@@ -81,34 +84,78 @@ def split_redraws(text: str) -> tuple[list[str], str]:
     return segments[:-1], segments[-1]
 
 
+class LineEvent(NamedTuple):
+    """One line (or a progress redraw of one) as it enters interpretation: its framing peeled off."""
+
+    text: str
+    final: bool  # False: a progress redraw of a line not yet finished
+    ts: float | None = None  # the framing's time of the line (``firstlight.framing``), where it has one
+    lines: int = 1  # raw lines it stands for (joined partial records, a journal export record); 0 for a redraw
+    framing: str | None = None
+    stream: str | None = None  # stdout | stderr, where the framing says
+
+
+# Framings whose inner text was decoded from an escaped form (JSON, journal export): escapes are stripped again.
+_DECODED = frozenset({framing.DOCKER_JSON, framing.SHIPPER_JSON, framing.JOURNAL_JSON, framing.JOURNAL_EXPORT})
+
+
 class LineSplitter:
-    """Incremental bytes -> text lines.
+    """Incremental bytes -> text lines, the ONE place where a log's lines are cut and their framing is peeled.
 
     Splits on ``\\n`` (``\\r\\n`` is a newline), treats a lone ``\\r`` as a redraw of the current line (the
     line keeps its last non-empty redraw; the earlier redraws are reported as non-final events so progress
     bars can be followed live), decodes invalid UTF-8 with ``errors="replace"`` and strips ANSI escapes. A
     line longer than ``max_line_bytes`` is cut into pieces so memory stays bounded.
+
+    Each line's framing (a container runtime's, Kubernetes', journald's, a log shipper's: ``firstlight.framing``)
+    is peeled off before its redraws are split, so that the engine profiles see the engine's own line: partial
+    records are joined, a journal export record becomes its MESSAGE (its binary fields are read as sized bytes),
+    and the framing's time comes with the line (:class:`LineEvent`). ``feed_text`` takes lines already decoded.
     """
 
     def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self._buf = bytearray()
         self._max = max_line_bytes
         self._last_redraw: str | None = None  # last non-empty redraw already emitted for the current line
+        self._deframer = framing.Deframer()
+        self._line_frame: framing.Framed | None = None  # the framing of the current line, once its head is read
+        self._binary_key: str | None = None  # journal export: the field whose sized value comes next
 
     def feed(self, data: bytes) -> list[str]:
         """Complete lines contained in ``data`` (plus what was buffered)."""
-        return [text for text, final in self.feed_events(data) if final]
+        return [e.text for e in self.feed_lines(data) if e.final]
 
     def flush(self) -> list[str]:
-        return [text for text, final in self.flush_events() if final]
+        return [e.text for e in self.flush_lines() if e.final]
 
     def feed_events(self, data: bytes) -> list[tuple[str, bool]]:
         """``(text, final)`` events: ``final`` False for a progress redraw of a line not yet finished."""
-        events: list[tuple[str, bool]] = []
+        return [(e.text, e.final) for e in self.feed_lines(data)]
+
+    def flush_events(self) -> list[tuple[str, bool]]:
+        return [(e.text, e.final) for e in self.flush_lines()]
+
+    def feed_lines(self, data: bytes) -> list[LineEvent]:
+        """The :class:`LineEvent` s that ``data`` (plus what was buffered) completes."""
+        events: list[LineEvent] = []
         buf = self._buf
         buf += data
         start = 0
         while True:
+            if self._binary_key is not None:
+                if len(buf) - start < 8:
+                    break
+                size = int.from_bytes(buf[start:start + 8], "little")
+                if size > self._max:  # not a sized value after all: read on as lines
+                    self._binary_key = None
+                    continue
+                if len(buf) - start < 8 + size + 1:
+                    break
+                value = _decode(buf[start + 8:start + 8 + size])
+                start += 8 + size + (buf[start + 8 + size:start + 9 + size] == b"\n")
+                self._deframer.export_value(self._binary_key, value)
+                self._binary_key = None
+                continue
             nl = buf.find(b"\n", start)
             if nl < 0:
                 break
@@ -116,46 +163,98 @@ class LineSplitter:
             start = nl + 1
         if start:
             del buf[:start]
+        if self._binary_key is not None or self._deframer.in_export:
+            return events  # a sized value is awaited, or an export record's text lines: no redraws, no cut
         # redraws of the unfinished line: every segment followed by a \r is complete
         cr = buf.rfind(b"\r")
         if cr == len(buf) - 1:  # may be the first half of \r\n: wait for the next byte
             cr = buf.rfind(b"\r", 0, cr)
         if cr >= 0:
             for seg in bytes(buf[:cr]).split(b"\r"):
-                text = _decode(seg)
+                text = self._head(_decode(seg))
                 if text.strip():
-                    events.append((text, False))
+                    events.append(self._event(text, False))
                     self._last_redraw = text
             del buf[: cr + 1]
         while len(buf) > self._max:
             piece = bytes(buf[: self._max])
             del buf[: self._max]
-            events.append((_decode(piece), True))
+            events.append(self._event(self._head(_decode(piece)), True))
             self._last_redraw = None
         return events
 
-    def flush_events(self) -> list[tuple[str, bool]]:
-        events: list[tuple[str, bool]] = []
+    def flush_lines(self) -> list[LineEvent]:
+        events: list[LineEvent] = []
+        self._binary_key = None
         if self._buf or self._last_redraw is not None:
             self._complete(bytes(self._buf), events)
             self._buf.clear()
+        for f in self._deframer.flush():
+            self._emit(f, events)
         return events
 
-    def _complete(self, raw: bytes | bytearray, events: list[tuple[str, bool]]) -> None:
+    def feed_text(self, line: str) -> list[LineEvent]:
+        """One line already decoded (an iterable of lines, a journal's MESSAGE): peeled and split like bytes."""
+        events: list[LineEvent] = []
+        text = strip_ansi(line).rstrip("\n")
+        for f in self._deframer.line(text.rstrip("\r")):
+            self._emit(f, events)
+        return events
+
+    def flush_text(self) -> list[LineEvent]:
+        events: list[LineEvent] = []
+        for f in self._deframer.flush():
+            self._emit(f, events)
+        return events
+
+    def _head(self, text: str) -> str:
+        """A piece of the current line read before its end (a redraw, a cut): the first one tells its framing."""
+        if self._line_frame is None:
+            self._line_frame = framing.peel(text)
+            text = self._line_frame.text
+            if self._line_frame.framing in _DECODED:
+                text = strip_ansi(text)
+        return text
+
+    def _event(self, text: str, final: bool) -> LineEvent:
+        f = self._line_frame
+        if f is None or f.framing is None:
+            return LineEvent(text, final, lines=1 if final else 0)
+        return LineEvent(text, final, f.ts, 1 if final else 0, f.framing, f.stream)
+
+    def _complete(self, raw: bytes | bytearray, events: list[LineEvent]) -> None:
         if raw.endswith(b"\r"):
             raw = raw.rstrip(b"\r")
-        if b"\r" in raw:
-            redraws, final = split_redraws(_decode(raw))
-            for r in redraws:
-                events.append((r, False))
-            if not final and redraws:
-                final = redraws[-1]
+        text = _decode(raw)
+        head, self._line_frame = self._line_frame, None
+        if head is not None:  # its head was read already (a redraw, a cut): the rest is the engine's text
+            frames = [framing.Framed(text, head.ts, head.stream, False, head.framing)]
+        elif self._deframer.in_export and framing.EXPORT_BINARY_KEY.match(text):
+            self._binary_key = text
+            return
         else:
-            final = _decode(raw)
-        if not final.strip() and self._last_redraw is not None:
-            final = self._last_redraw
-        self._last_redraw = None
-        events.append((final, True))
+            frames = self._deframer.line(text)
+        for f in frames:
+            self._emit(f, events)
+
+    def _emit(self, f: framing.Framed, events: list[LineEvent]) -> None:
+        """One peeled line: its redraws split (a line of several lines, a journal MESSAGE, is several lines)."""
+        text = strip_ansi(f.text) if f.framing in _DECODED else f.text
+        lines = f.lines
+        for piece in text.split("\n") if "\n" in text else (text,):
+            if "\r" in piece:
+                redraws, final = split_redraws(piece)
+                for r in redraws:
+                    events.append(LineEvent(r, False, f.ts, 0, f.framing, f.stream))
+                if not final and redraws:
+                    final = redraws[-1]
+            else:
+                final = piece
+            if not final.strip() and self._last_redraw is not None:
+                final = self._last_redraw
+            self._last_redraw = None
+            events.append(LineEvent(final, True, f.ts, lines, f.framing, f.stream))
+            lines = 1
 
 
 def classify_prefix(text: str) -> str:
@@ -164,17 +263,29 @@ def classify_prefix(text: str) -> str:
 
 
 def read_line_events(path: str | os.PathLike[str], chunk: int = READ_CHUNK) -> Iterator[tuple[str, bool]]:
-    """``(text, final)`` events of a file, streamed in bounded memory. Works on anything ``open`` can read:
+    """``(text, final)`` events of a file (see :func:`read_lines`)."""
+    for e in read_lines(path, chunk):
+        yield e.text, e.final
+
+
+def read_lines(path: str | os.PathLike[str], chunk: int = READ_CHUNK) -> Iterator[LineEvent]:
+    """The :class:`LineEvent` s of a file, streamed in bounded memory. Works on anything ``open`` can read:
     a regular file, a FIFO, ``/dev/stdin``, a ``<(zcat log.gz)`` process substitution (``/dev/fd/N``). Reads
     what is available (``read1``), so lines of a slow pipe come as they are written."""
-    splitter = LineSplitter()
     with open(path, "rb") as fh:
-        while True:
-            data = fh.read1(chunk)
-            if not data:
-                break
-            yield from splitter.feed_events(data)
-    yield from splitter.flush_events()
+        yield from read_stream_lines(fh, chunk)
+
+
+def read_stream_lines(fh: BinaryIO, chunk: int = READ_CHUNK) -> Iterator[LineEvent]:
+    """The :class:`LineEvent` s of an open binary stream (standard input), in bounded memory."""
+    splitter = LineSplitter()
+    read = getattr(fh, "read1", fh.read)
+    while True:
+        data = read(chunk)
+        if not data:
+            break
+        yield from splitter.feed_lines(data)
+    yield from splitter.flush_lines()
 
 
 def is_seekable_file(path: str | os.PathLike[str]) -> bool:

@@ -71,6 +71,9 @@ CATEGORY_RANK: dict[str, int] = {
     "trust_remote_code": 90,
     "model_not_found": 88,
     "quantization": 82,
+    # the KV cache does not fit in what is left after the weights: a memory failure with its own fix (the memory
+    # fraction, the context length), named over a generic out-of-memory line of the same death
+    "kv_cache": 81,
     "oom": 80,
     "corrupt_weights": 75,
     "import_error": 70,
@@ -86,6 +89,7 @@ WRAPPER_RANK = 0
 BAD_GENERATION = "bad_generation"
 FAILURE_CATEGORIES: tuple[str, ...] = (
     "oom",
+    "kv_cache",
     "gpu_occupied",
     "quantization",
     "kernel_image",

@@ -142,7 +142,7 @@ CLASSIFY_CASES: list[tuple[str, str, dict[str, Any]]] = [
     (
         "sglang",
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
-        {"failure": ("oom", True)},
+        {"failure": ("kv_cache", True)},
     ),
     (
         "sglang",
@@ -279,14 +279,14 @@ CLASSIFY_CASES: list[tuple[str, str, dict[str, Any]]] = [
     (
         "vllm",
         "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`.",
-        {"failure": ("oom", True)},
+        {"failure": ("kv_cache", True)},
     ),
     (
         "vllm",
         "ValueError: The model's max seq len (131072) is larger than the maximum number of tokens that can "
         "be "
         "stored in KV cache (50000).",
-        {"failure": ("oom", True)},
+        {"failure": ("kv_cache", True)},
     ),
     ("vllm", "ERROR 05-07 02:14:18 [core.py:396] EngineCore failed to start.", {"failure": ("other", True)}),
     (

@@ -110,9 +110,12 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     ("llamacpp", "other", "main: exiting due to HTTP server error"),
     # ollama server/routes.go (404 body) and server/images.go (pull)
     ("ollama", "model_not_found", "Error: model \"llama9\" not found, try pulling it first"),
+    # sglang: the profiled KV pool is negative, as posted in https://github.com/sgl-project/sglang/issues/7691
+    ("sglang", "kv_cache", "[2025-07-02 07:41:59 DP0 TP0] max_total_tokens=131072 is larger than the profiled value "
+                           "-561981. Use the profiled value instead."),
     # --- TGI: huggingface/text-generation-inference --------------------------------------------------------------
     # server/text_generation_server/models/flash_causal_lm.py, warmup: the prefill OOM
-    ("tgi", "oom", "2024-05-01T10:00:00.000000Z ERROR warmup{max_input_length=4095 max_prefill_tokens=4096 "
+    ("tgi", "kv_cache", "2024-05-01T10:00:00.000000Z ERROR warmup{max_input_length=4095 max_prefill_tokens=4096 "
                    "max_total_tokens=4096 max_batch_size=None}:warmup: text_generation_router_v3::client: "
                    "router/src/client/mod.rs:45: Server error: Not enough memory to handle 4096 prefill tokens. "
                    "You need to decrease `--max-batch-prefill-tokens`"),
@@ -145,7 +148,7 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
 
 def _corpus() -> list[str]:
     lines = [line for _, line, _ in CLASSIFY_CASES] + [line for _, _, line in SIGNATURE_LINES]
-    logs = sorted(FIXTURE_LOGS.glob("*.log"))
+    logs = sorted(FIXTURE_LOGS.glob("*.log")) + sorted((FIXTURE_LOGS.parent / "unseen").glob("*.log"))
     shared = SHARED / "logs"
     if shared.is_dir():
         logs += sorted(shared.glob("*.log"))

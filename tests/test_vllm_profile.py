@@ -69,7 +69,7 @@ FAILURES = [
     ("vllm-0.32-bad-argument.log", "bad_argument", "unrecognized arguments: --no-such-flag"),
     ("vllm-0.32-max-model-len-over-config.log", "bad_argument",
      "User-specified max_model_len (65536) is greater than the derived max_model_len"),
-    ("vllm-0.32-kv-cache-too-small.log", "oom", "KV cache is needed, which is larger than the available KV cache"),
+    ("vllm-0.32-kv-cache-too-small.log", "kv_cache", "KV cache is needed, which is larger than the available KV cache"),
 ]
 
 

@@ -420,7 +420,7 @@ def test_failures_name_the_category_with_vllms_own_line(vllm_setup: dict[str, st
         # 65536 tokens of KV cache need 1.4 GiB; VLLM_CPU_KVCACHE_SPACE gives 1. (-O0: no compile, a quick fail.)
         extra, max_model_len = ("-O0",), 65536
         env = {**env, "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
-        category, needle = "oom", "KV cache is needed, which is larger than the available KV cache memory"
+        category, needle = "kv_cache", "KV cache is needed, which is larger than the available KV cache memory"
     def up(*opts: str) -> Any:
         return run_firstlight("up", "--json", "--no-history", *opts, *FAST, "--",
                               *vllm_cmd(vllm_setup, port, *extra, model=model, max_model_len=max_model_len),

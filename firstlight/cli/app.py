@@ -383,7 +383,7 @@ def replay(logfile: Path | None, engine: str | None, as_json: bool, **kw: Any) -
         replay_unit(kw, engine, as_json)
     if logfile is None:
         raise UsageFailure("missing the log file (or --unit UNIT --journal-file FILE)")
-    from firstlight.logreplay import replay_lines, replay_log
+    from firstlight.logreplay import replay_log, replay_stream
     from firstlight.report.replay_text import format_replay_text
     if engine is not None:
         profile_for(engine)
@@ -391,10 +391,8 @@ def replay(logfile: Path | None, engine: str | None, as_json: bool, **kw: Any) -
     if not stdin and (logfile.is_dir() or not os.access(logfile, os.R_OK)):  # a pipe (<(zcat log.gz)) is fine
         raise UsageFailure(f"not a readable log file: {logfile}")
     try:
-        if stdin:  # binary lines, so that a \r redraw stays inside its line and bad UTF-8 is replaced
-            report = replay_lines((b.decode("utf-8", "replace") for b in sys.stdin.buffer), engine)
-        else:
-            report = replay_log(logfile, engine)
+        # stdin as bytes, read as a file is: a \r redraw stays inside its line, bad UTF-8 is replaced
+        report = replay_stream(sys.stdin.buffer, engine) if stdin else replay_log(logfile, engine)
     except OSError as e:
         raise click.ClickException(f"cannot read {logfile}: {e.strerror}") from None
     if as_json:

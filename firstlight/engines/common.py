@@ -269,6 +269,21 @@ ARGUMENT_FAILURES: tuple[FailureSignature, ...] = (
 
 TORCH_FAILURES = (*TORCH_FAILURES, *ARGUMENT_FAILURES)
 
+# An access-log line of a generation that succeeded (HTTP 200 on a generation route): the server served somebody.
+# Every profile lists these among its ready markers, so a replay reads READY from them and a live watch takes
+# them as the engine's claim, that the judge confirms with its own generation. Linear patterns: fixed fields,
+# bounded runs, no two unbounded runs in a row.
+GENERATION_ROUTE = (r"/(?:v1/chat/completions|v1/completions|chat/completions|completions?|generate(?:_stream)?|"
+                    r"api/generate|api/chat|v1/messages)")
+SERVED_MARKERS: tuple[str, ...] = (
+    # uvicorn (vLLM, SGLang, TensorRT-LLM, LMDeploy) and other common formats: "POST /generate HTTP/1.1" 200
+    r"\"POST " + GENERATION_ROUTE + r"(?:\?[^\s\"]{0,512})? HTTP/[\d.]{1,3}\" 200\b",
+    # llama.cpp's server: "request: POST /completion 127.0.0.1 200"
+    r"\brequest: POST " + GENERATION_ROUTE + r" \S{1,64} 200\b",
+    # Ollama's gin: [GIN] 2025/01/20 - 10:11:12 | 200 |  1.5s |  127.0.0.1 | POST "/api/generate"
+    r"^\[GIN\] [\d/]{10} - [\d:]{8} \| 200 \|[^|]{1,40}\|[^|]{1,80}\| POST +\"" + GENERATION_ROUTE + r"\"",
+)
+
 FRAME_MARKERS: tuple[PhaseMarker, ...] = (
     # Where a crash happened, read from traceback frames ("File ..., line N, in func").
     PhaseMarker(

@@ -7,7 +7,7 @@ generation probe decides.
 
 from __future__ import annotations
 
-from .common import FRAME_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
+from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
 from .profile import Endpoints, EngineProfile, PhaseMarker
 
 P = PhaseMarker
@@ -37,7 +37,7 @@ GENERIC = EngineProfile(
     ),
     progress_markers=SHARD_PROGRESS,
     failure_signatures=TORCH_FAILURES,
-    ready_markers=(),
+    ready_markers=SERVED_MARKERS,  # an unknown server that answered a generation served
     listening_markers=(r"Uvicorn running on \S+",),
     port_flags=("--port",),
     host_flags=("--host",),

@@ -10,7 +10,7 @@ from the JSON-log era (2024: ``{"msg":"HTTP server listening"}``, ``"msg":"model
 
 from __future__ import annotations
 
-from .common import TORCH_FAILURES
+from .common import SERVED_MARKERS, TORCH_FAILURES
 from .profile import (
     WRAPPER_RANK,
     Endpoints,
@@ -172,6 +172,7 @@ LLAMACPP = EngineProfile(
     progress_markers=(ProgressMarker(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU", "layers"),),
     failure_signatures=(*LLAMACPP_FAILURES, *TORCH_FAILURES),
     ready_markers=(
+        *SERVED_MARKERS,
         r"^(?:main|srv\s+\w+): model loaded$",
         r"\"msg\":\"model loaded\"",
         r"(?<!router )\bserver is listening on \S+",

@@ -7,7 +7,7 @@ prints "HINT:    Please open http://... in a browser for detailed api usage!!!" 
 
 from __future__ import annotations
 
-from .common import FRAME_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
+from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
 from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker
 
 S = FailureSignature
@@ -61,7 +61,7 @@ LMDEPLOY = EngineProfile(
         ),
         *TORCH_FAILURES,
     ),
-    ready_markers=(r"^Application startup complete\.", r"Uvicorn running on \S+"),
+    ready_markers=(r"^Application startup complete\.", r"Uvicorn running on \S+", *SERVED_MARKERS),
     listening_markers=(r"Uvicorn running on \S+",),
     port_flags=("--server-port",),
     host_flags=("--server-name",),
@@ -70,6 +70,7 @@ LMDEPLOY = EngineProfile(
         (r"\[TM\]\[(?:INFO|WARNING|ERROR|DEBUG|FATAL)\]", 4),
         (r"Please open .* in a browser for detailed api usage", 4),
         (r"lmdeploy", 2),
+        (r"^\s*File \"[^\"]*[/\\]lmdeploy[/\\][\w/\\]+\.py\", line \d+, in ", 2),  # a traceback frame of its own
     ),
     frame_markers=FRAME_MARKERS,
     notes="The engine is built before uvicorn starts; /health is 503 'initializing' right after start.",

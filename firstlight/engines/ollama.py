@@ -9,6 +9,7 @@ responding" -> "llama runner started in N seconds" (ready). Errors: "llama runne
 
 from __future__ import annotations
 
+from .common import SERVED_MARKERS
 from .llamacpp import LLAMACPP_FAILURES, LLAMACPP_PHASES
 from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker, ProgressMarker
 
@@ -37,6 +38,9 @@ OLLAMA = EngineProfile(
             r"msg=\"?(?:starting llama server|starting runner|starting llama-server|loading model)\b",
             "weights_loading",
         ),
+        # the embedded runner's own start ("ollama runner", a Go process of its own)
+        P(r"msg=\"?(?:starting go runner|starting ollama engine)\b|\bsource=runner\.go:\d+ msg=(?:load request=|"
+          r"\"?system info)", "weights_loading", weak=True),
         P(
             r"msg=\"waiting for (?:llama runner|llama-server) to start responding\"",
             "weights_loading",
@@ -79,8 +83,10 @@ OLLAMA = EngineProfile(
         ),
         *(s._replace(fatal=False) for s in LLAMACPP_FAILURES),
     ),
-    ready_markers=(r"llama runner started in [\d.]+ seconds", r"llama-server started in [\d.]+ seconds"),
-    listening_markers=(r"msg=\"Listening on \S+ \(version \S+\)\"",),
+    ready_markers=(r"llama runner started in [\d.]+ seconds", r"llama-server started in [\d.]+ seconds",
+                   *SERVED_MARKERS),
+    # the daemon's (since 0.1.3x: msg="Listening on ... (version X)"; before: "routes.go:572: Listening on ...")
+    listening_markers=(r"msg=\"Listening on \S+ \(version \S+\)\"", r"\broutes\.go:\d+: (?:INFO )?Listening on \S+"),
     port_flags=(),
     host_flags=(),
     port_env=("OLLAMA_HOST",),
@@ -91,6 +97,9 @@ OLLAMA = EngineProfile(
         (r"msg=\"Listening on \S+ \(version", 5),
         (r"llama runner (?:started|process)|waiting for llama runner", 5),
         (r"OLLAMA_\w+", 2),
+        # the 2023 builds' log format: "2023/10/06 13:38:58 routes.go:572: Listening on 127.0.0.1:11434"
+        (r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (?:images|routes|server|download|llama|gpu|sched)\.go:\d+: ", 4),
+        (r"\bsource=runner\.go:\d+ msg=\"starting go runner\"", 5),
     ),
     embeds=("llamacpp",),
     notes="Daemon up at once; per-model readiness is 'llama runner started' or /api/ps.",

@@ -10,7 +10,7 @@ allocated / Memory pool end -> Capture cuda graph begin/end (piecewise: Compilin
 
 from __future__ import annotations
 
-from .common import FRAME_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
+from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
 from .profile import (
     WRAPPER_RANK,
     Endpoints,
@@ -23,6 +23,11 @@ from .profile import (
 )
 
 S = FailureSignature
+
+SGLANG_KV_HINT = (
+    "no room left for the KV cache after the weights: raise --mem-fraction-static (within what the GPU has), "
+    "lower --context-length / --max-running-requests / --chunked-prefill-size, or use more GPUs"
+)
 P = PhaseMarker
 
 PHASES: tuple[PhaseMarker, ...] = (
@@ -79,12 +84,13 @@ FAILURES: tuple[FailureSignature, ...] = (
         True,
     ),
     S(
-        r"Not enough memory\. Please try to increase --mem-fraction-static",
-        "oom",
-        "no room left for the KV cache: raise --mem-fraction-static, lower --context-length, or use "
-        "more GPUs",
+        r"Not enough memory\. Please try to increase --mem-fraction-static|Not enough memory to allocate KV cache",
+        "kv_cache",
+        SGLANG_KV_HINT,
         True,
     ),
+    # the profiled KV pool is negative: no room for the cache (it fails, or OOMs at the first batch)
+    S(r"is larger than the profiled value -\d+\. Use the profiled value instead", "kv_cache", SGLANG_KV_HINT, False),
     S(
         r"scheduler died during initialization \(exit code: -9\)",
         "oom",
@@ -216,7 +222,7 @@ SGLANG = EngineProfile(
     phase_markers=PHASES,
     progress_markers=PROGRESS,
     failure_signatures=FAILURES,
-    ready_markers=(r"The server is fired up and ready to roll!",),
+    ready_markers=(r"The server is fired up and ready to roll!", *SERVED_MARKERS),
     listening_markers=(r"Uvicorn running on \S+",),
     # srt/observability/metrics_collector.py (needs --enable-metrics); num_requests_total counts finished requests
     serving=ServingCounters(done=("sglang:num_requests_total", "sglang:generation_tokens_total"),
@@ -252,6 +258,9 @@ SGLANG = EngineProfile(
         (r"sglang\.launch_server|sglang serve", 2),
         (r"^Init torch distributed begin\.", 3),
         (r"^(?:Prefill|Decode) batch[.,] #", 3),
+        # its progress bars
+        (r"^Capturing batches \(bs=\d+ avail_mem=", 4),
+        (r"^Multi-thread loading shards:\s+\d+% Completed", 4),
     ),
     embeds=("vllm",),
     frame_markers=FRAME_MARKERS,

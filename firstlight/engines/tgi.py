@@ -9,7 +9,7 @@ until then.
 
 from __future__ import annotations
 
-from .common import FRAME_MARKERS, TORCH_FAILURES
+from .common import FRAME_MARKERS, SERVED_MARKERS, TORCH_FAILURES
 from .profile import (
     WRAPPER_RANK,
     Endpoints,
@@ -71,9 +71,11 @@ TGI = EngineProfile(
             True,
         ),
         S(
-            r"Not enough memory to handle \d+ prefill tokens",
-            "oom",
-            "lower --max-batch-prefill-tokens / --max-input-tokens",
+            # warmup allocates the KV cache blocks and runs the largest prefill: they do not fit together
+            r"Not enough memory to handle \d+ (?:prefill |total )?tokens",
+            "kv_cache",
+            "the KV cache and the largest batch do not fit: lower --max-batch-prefill-tokens / --max-total-tokens "
+            "/ --max-input-tokens, or raise --cuda-memory-fraction",
             True,
         ),
         S(r"Failed to bind to \S+", "port_in_use", "the port is already in use: change --port (PORT)", True),
@@ -136,7 +138,13 @@ TGI = EngineProfile(
         ),
         *TORCH_FAILURES,
     ),
-    ready_markers=(r"(?:^|[:\s])Connected$|\"message\":\"Connected\"",),
+    ready_markers=(
+        r"(?:^|[:\s])Connected$|\"message\":\"Connected\"",
+        # the router's span of a generation it answered: "generate{...}: text_generation_router::server: ...: Success"
+        r"^(?:compat_)?(?:generate|generate_stream|chat_completions|completions)\{.{0,8192}\}: "
+        r"text_generation_router::server: [\w/.]{1,200}:\d{1,6}: Success$",
+        *SERVED_MARKERS,
+    ),
     listening_markers=(
         r"(?:^|[:\s])Connected$|\"message\":\"Connected\"",
         r"Invalid hostname, defaulting to 0\.0\.0\.0",

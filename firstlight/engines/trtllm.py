@@ -9,7 +9,7 @@ ready to accept requests".
 
 from __future__ import annotations
 
-from .common import FRAME_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
+from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
 from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker
 from .profile import SpecMetric as M
 
@@ -87,7 +87,7 @@ TRTLLM = EngineProfile(
         ),
         *TORCH_FAILURES,
     ),
-    ready_markers=(r"^Application startup complete\.", r"Server is ready to accept requests"),
+    ready_markers=(r"^Application startup complete\.", r"Server is ready to accept requests", *SERVED_MARKERS),
     listening_markers=(
         r"^Application startup complete\.",
         r"Uvicorn running on \S+",
@@ -104,6 +104,7 @@ TRTLLM = EngineProfile(
         (r"\[TRT-LLM\]", 4),
         (r"\[TensorRT-LLM\]", 4),
         (r"tensorrt_llm", 3),
+        (r"^\s*File \"[^\"]*[/\\]tensorrt_llm[/\\][\w/\\]+\.py\", line \d+, in ", 1),  # a traceback frame of its own
         (r"trtllm-serve", 3),
     ),
     frame_markers=FRAME_MARKERS,

@@ -19,7 +19,7 @@ create kv cache, warmup model) took" -> "Starting vLLM API server" -> "Applicati
 
 from __future__ import annotations
 
-from .common import FRAME_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
+from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
 from .profile import (
     WRAPPER_RANK,
     CompileCacheMarker,
@@ -36,8 +36,8 @@ S = FailureSignature
 P = PhaseMarker
 
 KV_HINT = (
-    "the KV cache does not fit: raise --gpu-memory-utilization, lower --max-model-len / --max-num-seqs, "
-    "or add GPUs"
+    "the KV cache does not fit in the memory left after the weights: raise --gpu-memory-utilization, lower "
+    "--max-model-len / --max-num-seqs, or add GPUs (tensor parallel)"
 )
 
 KV_CPU_HINT = (
@@ -116,9 +116,11 @@ FAILURES: tuple[FailureSignature, ...] = (
         "GPU memory changed during profiling because another process uses the GPU: isolate vLLM",
         True,
     ),
-    S(r"No available memory for the cache blocks", "oom", KV_HINT, True),
-    S(r"is larger than the maximum number of tokens that can be stored in KV cache", "oom", KV_HINT, True),
-    S(r"KV cache is needed, which is larger than the available KV cache memory", "oom", KV_CPU_HINT, True),
+    S(r"No available memory for the cache blocks", "kv_cache", KV_HINT, True),
+    S(r"is larger than the maximum number of tokens that can be stored in KV cache", "kv_cache", KV_HINT, True),
+    S(r"KV cache is needed, which is larger than the available KV cache memory", "kv_cache", KV_CPU_HINT, True),
+    # the profile left nothing (or less) for the KV cache; "EngineCore failed to start" follows
+    S(r"^Available KV cache memory: (?:-\d[\d.]*|0(?:\.0+)?) GiB", "kv_cache", KV_HINT, False),
     S(
         r"Available memory on node \d+ \(.*\) on kv cache allocation is less than requested memory",
         "oom",
@@ -232,7 +234,7 @@ VLLM = EngineProfile(
     phase_markers=PHASES,
     progress_markers=PROGRESS,
     failure_signatures=FAILURES,
-    ready_markers=(r"^Application startup complete\.",),
+    ready_markers=(r"^Application startup complete\.", *SERVED_MARKERS),
     listening_markers=(r"^Application startup complete\.", r"Uvicorn running on \S+"),
     # vllm/v1/metrics/loggers.py PrometheusStatLogger (not updated under --disable-log-stats)
     serving=ServingCounters(done=("vllm:request_success_total", "vllm:generation_tokens_total"),
@@ -274,7 +276,14 @@ VLLM = EngineProfile(
         (r"^usage: (?:api_server\.py|vllm serve) \[-h\]", 3),
         (r"^Initializing an? (?:V1 )?LLM engine \(v", 4),
         (r"vLLM is using nccl==", 4),
-        (r"[/\\]vllm[/\\](?:v1|entrypoints|engine|worker|model_executor|executor|distributed)[/\\]", 3),
+        # a traceback's frames in vLLM's own modules: two of its packages make it vLLM (one is 2: SGLang and others
+        # import a vLLM layer now and then)
+        *((rf"[/\\]vllm[/\\]{package}[/\\]", 2) for package in (
+            "v1[/\\]engine", "v1[/\\]worker", "v1[/\\]core", "v1[/\\]executor", "entrypoints", "engine", "worker",
+            "model_executor", "executor", "distributed", "attention")),
+        (r"^\s*File \"[^\"]*[/\\]vllm[/\\][\w/\\]+\.py\", line \d+, in ", 2),  # a frame of vLLM's (any of them)
+        # its progress bars: the checkpoint loader's (SGLang prints the same bar, but names itself first)
+        (r"^Loading (?:safetensors|pt) checkpoint shards:\s+\d+% Completed \| \d+/\d+", 4),
         (r"EngineCore(?:_DP\d+)?\b", 3),
         (r"^Capturing CUDA graphs \(", 3),
         (r"shm_broadcast\.py|No available shared memory broadcast block", 3),

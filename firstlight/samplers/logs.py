@@ -1,8 +1,9 @@
 """Log sources: the launched server's stdout/stderr pipes, or a log file (or FIFO) followed across rotation.
 
 Each line is stamped on arrival. ``firstlight.logtext.LineSplitter`` cuts the bytes: a ``\\r`` redraw of a
-progress bar is handed on at once (so progress is seen live), invalid UTF-8 is replaced, never fatal, and
-an endless line is cut so memory stays bounded. Only finished lines are echoed to the terminal.
+progress bar is handed on at once (so progress is seen live), invalid UTF-8 is replaced, never fatal, an
+endless line is cut so memory stays bounded, and a container's or journald's framing is peeled off
+(``firstlight.framing``). What is echoed is the peeled line too. Only finished lines are echoed to the terminal.
 
 A log flood must neither starve firstlight nor block the server. So a pipe is read by a thread that only
 moves bytes into a bounded buffer (``max_pending`` bytes; beyond it the oldest bytes are dropped, whole lines,
@@ -25,7 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, BinaryIO
 
-from firstlight.logtext import LineSplitter
+from firstlight.framing import peel
+from firstlight.logtext import LineEvent, LineSplitter
 
 try:
     import fcntl
@@ -51,12 +53,13 @@ class _Numbering:
     def __init__(self) -> None:
         self.n = 0
 
-    def number(self, events: list[tuple[str, bool]]) -> list[tuple[str, bool, int]]:
+    def number(self, events: list[LineEvent]) -> list[tuple[str, bool, int]]:
+        """A line stands for as many of the log's own lines as its framing joined (CRI partial records)."""
         out = []
-        for text, final in events:
-            out.append((text, final, self.n + 1))
-            if final:
-                self.n += 1
+        for e in events:
+            out.append((e.text, e.final, self.n + 1))
+            if e.final:
+                self.n += max(e.lines, 1)
         return out
 
 
@@ -85,10 +88,10 @@ class _Delivery:
         return True
 
     def feed(self, data: bytes) -> None:
-        self._emit(self.lines.number(self.splitter.feed_events(data)))
+        self._emit(self.lines.number(self.splitter.feed_lines(data)))
 
     def flush(self) -> None:
-        self._emit(self.lines.number(self.splitter.flush_events()))
+        self._emit(self.lines.number(self.splitter.flush_lines()))
         if self._unreported:
             self._note()
 
@@ -442,7 +445,8 @@ def run_start_offset(f: BinaryIO, size: int, since: float, now: float, slack: fl
         start = size - len(data)
     offset, dated = start, False
     for raw in data.splitlines(keepends=True):
-        ts = parser.parse(raw[:512].decode("utf-8", "replace"))
+        framed = peel(raw[:4096].decode("utf-8", "replace").rstrip("\r\n"))  # a runtime's time is the truest
+        ts = framed.ts if framed.ts is not None else parser.parse(framed.text[:512])
         if ts is not None and ts > 10 * 86400:  # a date, not llama.cpp's elapsed time
             dated = True
             local = ts + time.altzone if time.localtime(ts).tm_isdst > 0 else ts + time.timezone

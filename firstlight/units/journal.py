@@ -36,7 +36,7 @@ from typing import IO, Any
 
 from firstlight.deaths import describe_exit
 from firstlight.files import open_regular
-from firstlight.logtext import split_redraws, strip_ansi
+from firstlight.logtext import LineSplitter, strip_ansi
 from firstlight.samplers.base import Sink
 from firstlight.timeline import LogLine, Observation, ProcessSample, SourceNote
 
@@ -641,6 +641,7 @@ class JournalSource:
         self.follower, self.invocation, self.echo = follower, invocation, echo
         self._sink: Sink | None = None
         self._lineno = 0
+        self._splitter = LineSplitter()
         self._exited = False
         self._oom: list[str] = []  # systemd's OOM-kill messages, sent with the exit
         self._noted_omitted = False
@@ -685,13 +686,15 @@ class JournalSource:
             self._put(obs)
 
     def _line(self, t: float, text: str) -> None:
-        self._lineno += 1
-        redraws, final = split_redraws(text) if "\r" in text else ([], text)
-        for r in redraws:
-            self._put(LogLine(t, r, "journal", self._lineno, final=False))
-        self._put(LogLine(t, final, "journal", self._lineno))
-        if self.echo is not None:
-            self.echo("journal", final)
+        """One MESSAGE line, peeled and split as every log line is (``LineSplitter.feed_text``)."""
+        for e in self._splitter.feed_text(text):
+            if not e.final:
+                self._put(LogLine(t, e.text, "journal", self._lineno + 1, final=False))
+                continue
+            self._lineno += 1
+            self._put(LogLine(t, e.text, "journal", self._lineno))
+            if self.echo is not None:
+                self.echo("journal", e.text)
 
     def _watch_next(self) -> None:
         """A next invocation means systemd is done with this one: its main process is gone. Also says, once,
