@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from firstlight.sim.server import free_port
-from tests.conftest import run_firstlight, sim_cmd
+from tests.support.common import run_firstlight, sim_cmd
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
 
@@ -71,7 +71,7 @@ def test_sigint_during_the_benchmark_stops_at_once(tmp_path: Path, weights: Path
     import subprocess
     import time
 
-    from tests.conftest import firstlight_cmd, pids_in_group, wait_for
+    from tests.support.common import firstlight_cmd, pids_in_group, wait_for
 
     port = free_port()
     fl = subprocess.Popen(firstlight_cmd("up", "--json", "--history", str(tmp_path / "h.sqlite3"), *FAST, "--bench",

@@ -25,8 +25,9 @@ from firstlight.report.series import build_view
 from firstlight.result import RunFacts, RunResult
 from firstlight.sim.server import free_port, make_weights
 from firstlight.timeline import LogLine, ProcessSample, Started, WeightsTotal
-from tests.conftest import require, run_firstlight, sim_cmd
-from tests.slow_disk import Throttle, evict, why_no_throttle
+from tests.support.common import FIXTURES as _FIXTURES
+from tests.support.common import require, run_firstlight, sim_cmd
+from tests.support.slow_disk import Throttle, evict, why_no_throttle
 
 T0 = 1_000_000.0
 GB = 1_000_000_000
@@ -261,7 +262,7 @@ def test_live_phases_are_attributed_within_5_percent_and_bound_right(scenario: s
 def test_real_vllm_logs_say_miss_on_the_cold_and_on_the_failed_warm_load():
     """vLLM 0.32's own AOT lines (tests/fixtures/engines: real logs): the cold start saved a compiled function, the
     'warm' one failed to load it and compiled again; both are misses, with vLLM's own figure."""
-    fixtures = Path(__file__).parent / "fixtures" / "engines"
+    fixtures = _FIXTURES / "engines"
     for name, seconds in (("vllm-0.32-ready-cold.log", 79.21), ("vllm-0.32-ready-warm.log", 184.91)):
         r = run_firstlight("explain", "--json", str(fixtures / name))
         assert r.rc == 0, r.stderr

@@ -14,8 +14,8 @@ import pytest
 
 from firstlight.preflight.pagecache import cached_bytes
 from firstlight.sim.server import free_port
-from tests.conftest import run_firstlight
-from tests.slow_disk import evict
+from tests.support.common import run_firstlight
+from tests.support.slow_disk import evict
 from tests.test_llama_server import FAST, llama, server_cmd  # noqa: F401  (llama: the fixture)
 
 pytestmark = pytest.mark.llama

@@ -18,7 +18,7 @@ import pytest
 import firstlight
 from firstlight.result import RunResult
 from firstlight.sim.server import free_port
-from tests.conftest import REPO, children, pids_in_group, sim_cmd, wait_for
+from tests.support.common import REPO, children, pids_in_group, sim_cmd, wait_for
 from tests.test_llama_server import llama, server_cmd  # noqa: F401  (llama: the fixture)
 
 SECRET = "sk-apitest-7f3a9c1e5b"

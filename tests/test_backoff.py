@@ -9,7 +9,7 @@ import threading
 from firstlight.samplers.base import IDLE_CAP_S, Backoff, Sampler, idle_cap
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.timeline import Observation, ProcessSample
-from tests.conftest import wait_for
+from tests.support.common import wait_for
 
 
 def test_backoff_doubles_while_idle_up_to_its_cap_and_is_the_base_again_after_a_change():

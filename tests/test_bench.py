@@ -20,7 +20,7 @@ from firstlight.bench import BenchConfig, BenchError, run_bench, run_warmup
 from firstlight.bench.client import synth_prompt
 from firstlight.bench.metrics import RequestResult, percentile, summarize
 from firstlight.sim.server import free_port
-from tests.conftest import sim_cmd, wait_for
+from tests.support.common import sim_cmd, wait_for
 
 RATE_TOLERANCE = 0.15  # per-request decode rate vs --token-rate
 

@@ -23,8 +23,8 @@ from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.sim.server import free_port
 from firstlight.units.systemctl import UnitState
 from firstlight.units.watch import UnitOptions, UnitWatch
-from tests.conftest import firstlight_cmd, run_firstlight, wait_for
-from tests.journal_export import MSG_FAILURE_RESULT, MSG_PROCESS_EXIT, UnitRun, journal_remote, write_journal
+from tests.support.common import firstlight_cmd, run_firstlight, wait_for
+from tests.support.journal_export import MSG_FAILURE_RESULT, MSG_PROCESS_EXIT, UnitRun, journal_remote, write_journal
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2", "--engine", "llamacpp"]
 # llama-server b11434's own start lines (scripts/llama_server_notes.md), up to where the issue's AMX build died

@@ -15,7 +15,8 @@ from firstlight.report.dashboard import REFRESH_PER_SECOND, DashboardReporter, D
 from firstlight.report.record import read_record
 from firstlight.sim.server import free_port
 from firstlight.timeline import GpuDevice, GpuSample
-from tests.conftest import run_firstlight, sim_cmd
+from tests.support.common import FIXTURES as _FIXTURES
+from tests.support.common import run_firstlight, sim_cmd
 
 GB = 1_000_000_000
 
@@ -101,7 +102,7 @@ def run_on_a_terminal(weights: Path, *opts: str, env: dict[str, str] | None = No
     import subprocess
     import threading
 
-    from tests.conftest import firstlight_cmd
+    from tests.support.common import firstlight_cmd
 
     master, slave = pty.openpty()
     chunks: list[bytes] = []
@@ -136,7 +137,7 @@ def test_up_on_a_terminal_shows_the_dashboard_and_plain_lines_with_plain(weights
     import json
 
     # No GPU here: the GPU sampler reads the recorded NVML snapshot of an 8-GPU node (tests/fixtures).
-    data = json.loads((Path(__file__).parent / "fixtures" / "nvml_8gpu_stale_process.json").read_text())
+    data = json.loads((_FIXTURES / "nvml_8gpu_stale_process.json").read_text())
     for d in data["devices"]:
         d["processes"] = []
     snap = tmp_path / "nvml.json"

@@ -28,9 +28,11 @@ from firstlight.engines import (
 from firstlight.engines.profile import CATEGORY_RANK, required_literal
 from firstlight.logreplay import replay_log
 from firstlight.logtext import LineSplitter, split_redraws
+from tests.support.common import FIXTURES as _FIXTURES
+from tests.support.common import REPO as _REPO
 
-FIXTURES = Path(__file__).parent / "fixtures" / "engines"
-SHARED_LOGS = Path(__file__).resolve().parents[1].parent / "shared" / "logs"
+FIXTURES = _FIXTURES / "engines"
+SHARED_LOGS = _REPO.parent / "shared" / "logs"
 
 # (engine, line, expected attributes). "failure" is (category, fatal); "progress" is (kind, done, total).
 CLASSIFY_CASES: list[tuple[str, str, dict[str, Any]]] = [

@@ -29,8 +29,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from firstlight.sim.server import free_port
-from tests.conftest import firstlight_cmd, require, sim_cmd, wait_for
-from tests.fleet import FOR_S, Stack, binaries_present
+from tests.support.common import firstlight_cmd, require, sim_cmd, wait_for
+from tests.support.fleet import FOR_S, Stack, binaries_present
 from tests.test_llama_server import llama, server_cmd  # noqa: F401 (llama is a fixture)
 
 # Verdict -> alert firing: a scrape (1 s) and an evaluation (1 s) to go pending, FOR_S to fire, one more

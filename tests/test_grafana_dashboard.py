@@ -13,7 +13,7 @@ import yaml
 
 from firstlight.report.prometheus import PrometheusExporter
 from firstlight.sim.server import free_port
-from tests.conftest import REPO
+from tests.support.common import REPO
 
 GRAFANA = REPO / "deploy" / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "firstlight-fleet.json"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from firstlight.history import DeploymentKey, History, HistoryError
-from tests.conftest import wait_for
+from tests.support.common import wait_for
 
 KEY = DeploymentKey.create("vllm", "meta-llama/Llama-3.1-8B", ["vllm", "serve", "meta-llama/Llama-3.1-8B"], 1)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import run_firstlight
+from tests.support.common import run_firstlight
 
 BAD = [
     ("--timeout", "nan"), ("--timeout", "-1"), ("--timeout", "inf"), ("--timeout", "0"),

@@ -14,7 +14,7 @@ import pytest
 
 from firstlight.history import DeploymentKey, History
 from firstlight.sim.server import free_port
-from tests.conftest import firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
+from tests.support.common import firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
 
 KEY = DeploymentKey.create("vllm", "m", ["vllm", "serve", "m"])
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from firstlight.sim.server import free_port
-from tests.conftest import run_firstlight, sim_cmd, wait_for
+from tests.support.common import run_firstlight, sim_cmd, wait_for
 
 
 def test_watches_of_a_server_already_up_do_not_size_a_probe(tmp_path: Path):

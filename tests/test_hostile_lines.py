@@ -19,7 +19,7 @@ from firstlight.engines import PROFILES, get_profile, new_detector
 from firstlight.engines import profile as profile_mod
 from firstlight.judge import is_access_line as judge_is_access_line
 from firstlight.logtext import CLASSIFY_CHARS, is_access_line
-from tests.conftest import REPO, firstlight_cmd
+from tests.support.common import REPO, firstlight_cmd
 
 MIB = 1 << 20
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from firstlight.samplers.logs import FileFollower, PipeReader
 from firstlight.sim.server import free_port
 from firstlight.timeline import LogLine, Observation, SourceNote
-from tests.conftest import pids_in_group, run_firstlight, wait_for
+from tests.support.common import pids_in_group, run_firstlight, wait_for
 
 OLD_RUN = (b"[2020-01-01 10:00:00] Load weight begin.\n"
            b"[2020-01-01 10:00:05] torch.OutOfMemoryError: CUDA out of memory\n")

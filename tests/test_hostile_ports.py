@@ -12,7 +12,7 @@ import psutil
 
 from firstlight.samplers.ports import accepts, foreign_listener, holders, tree_listens
 from firstlight.sim.server import free_port
-from tests.conftest import Run, run_firstlight, sim_cmd, wait_for
+from tests.support.common import Run, run_firstlight, sim_cmd, wait_for
 from tests.test_llama_server import llama, server_cmd  # noqa: F401 - the real-engine fixture
 
 LISTEN = "import socket, sys, time\ns = socket.socket()\ns.bind(('127.0.0.1', int(sys.argv[1])))\ns.listen()\n" \

@@ -18,7 +18,7 @@ from typing import IO, Any
 import pytest
 
 from firstlight.preflight import FAIL, WARN, PreflightOptions, read_target, run_preflight
-from tests.conftest import REPO, run_firstlight, wait_for
+from tests.support.common import REPO, run_firstlight, wait_for
 from tests.test_preflight import make_checkpoint
 
 CHECK_S = 60  # a subprocess that has not answered by then is stuck (the defect); the rule itself is seconds

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from firstlight.sim.server import free_port
-from tests.conftest import firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
+from tests.support.common import firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2", "--no-history"]
 

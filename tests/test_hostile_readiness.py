@@ -12,7 +12,7 @@ import httpx
 
 from firstlight.report.readiness import MAX_CONNECTIONS, REQUEST_TIMEOUT_S, ReadinessServer
 from firstlight.sim.server import free_port
-from tests.conftest import run_firstlight, sim_cmd
+from tests.support.common import run_firstlight, sim_cmd
 
 
 def test_a_client_trickling_its_request_is_dropped_at_the_deadline():

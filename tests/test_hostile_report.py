@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from firstlight.sim.server import free_port
-from tests.conftest import firstlight_cmd, run_firstlight, sim_cmd
+from tests.support.common import firstlight_cmd, run_firstlight, sim_cmd
 
 
 @pytest.fixture(scope="module")

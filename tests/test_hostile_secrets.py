@@ -14,7 +14,7 @@ from pathlib import Path
 from firstlight.redact import MASK, Redactor, redactor_for
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level, LogLine, Probe, Started
-from tests.conftest import run_firstlight
+from tests.support.common import run_firstlight
 
 
 def test_url_credentials_are_masked_and_learnt():

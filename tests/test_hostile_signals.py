@@ -21,7 +21,7 @@ import httpx
 
 from firstlight.runner.output import BoundedOutput
 from firstlight.sim.server import free_port
-from tests.conftest import REPO, firstlight_cmd, pids_in_group, sim_cmd, wait_for
+from tests.support.common import REPO, firstlight_cmd, pids_in_group, sim_cmd, wait_for
 
 CHECK_S = 60  # far above the rule's seconds: reached only when the defect is back
 

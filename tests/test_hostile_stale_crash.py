@@ -17,7 +17,7 @@ import pytest
 from firstlight.samplers.logs import FileFollower
 from firstlight.sim.server import free_port
 from firstlight.timeline import LogLine, Observation
-from tests.conftest import REPO, require, run_firstlight, sim_cmd, wait_for
+from tests.support.common import REPO, require, run_firstlight, sim_cmd, wait_for
 
 OLD_OOM = (b"ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: "
            b"out of memory\nllama_model_load: error loading model: unable to allocate CUDA0 buffer\n")

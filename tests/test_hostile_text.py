@@ -11,7 +11,7 @@ from pathlib import Path
 
 from firstlight.sim.server import free_port
 from firstlight.units.journal import MSG_PROCESS_EXIT
-from tests.conftest import run_firstlight
+from tests.support.common import run_firstlight
 
 HOSTILE = ("\u202e", "\u2066", "\u200f", "\x00", "\x07")
 

@@ -12,7 +12,7 @@ import pytest
 
 from firstlight.units.journal import journalctl_argv
 from firstlight.units.systemctl import SYSTEMCTL_ENV, Systemctl
-from tests.conftest import run_firstlight
+from tests.support.common import run_firstlight
 
 
 def _stub(directory: Path, name: str) -> Path:

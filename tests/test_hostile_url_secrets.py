@@ -10,7 +10,7 @@ import pytest
 
 from firstlight.redact import MASK, Redactor
 from firstlight.sim.server import free_port
-from tests.conftest import run_firstlight, sim_cmd, wait_for
+from tests.support.common import run_firstlight, sim_cmd, wait_for
 
 SECRETS = ("Pa55-admin-word", "ak-0123456789", "tk-9876543210")
 

@@ -42,8 +42,8 @@ from firstlight.units.journal import (
     pick_invocation,
     read_entries,
 )
-from tests.conftest import wait_for
-from tests.journal_export import MSG_FAILURE_RESULT, UnitRun, write_journal
+from tests.support.common import wait_for
+from tests.support.journal_export import MSG_FAILURE_RESULT, UnitRun, write_journal
 
 UNIT = "llm.service"
 T0 = 1_790_000_000.0

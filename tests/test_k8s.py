@@ -15,7 +15,7 @@ import yaml
 from firstlight.history import DeploymentKey, History
 from firstlight.history.k8s import nearest_rank, probe_budget
 from firstlight.sim.server import free_port
-from tests.conftest import REPO, require, run_firstlight
+from tests.support.common import REPO, require, run_firstlight
 
 MANIFESTS = sorted((REPO / "deploy" / "k8s").glob("*.yaml"))
 SIDECARS = [p for p in MANIFESTS if "sidecar" in p.name]

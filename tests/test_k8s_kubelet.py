@@ -14,10 +14,11 @@ import pytest
 import yaml
 
 from firstlight.sim.server import free_port
-from tests.conftest import firstlight_cmd, sim_cmd, wait_for
-from tests.kubelet import Kubelet, run_until
+from tests.support.common import REPO as _REPO
+from tests.support.common import firstlight_cmd, sim_cmd, wait_for
+from tests.support.kubelet import Kubelet, run_until
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = _REPO
 SCALE = 0.2
 # The manifests' earlier wiring: a startup probe sized from history (104 x 10 s) holding liveness back.
 STARTUP_BUDGET = {"startupProbe": {"httpGet": {"path": "/startupz", "port": 8081}, "periodSeconds": 10,

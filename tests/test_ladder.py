@@ -11,7 +11,7 @@ from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level
-from tests.faults import fault_server
+from tests.support.faults import fault_server
 
 
 def climb(url: str, **kw: object) -> list:

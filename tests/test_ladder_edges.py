@@ -19,7 +19,7 @@ from firstlight.engines.profile import Endpoints
 from firstlight.probes.ladder import Ladder
 from firstlight.timeline import Level, Probe
 from firstlight.wire import MAX_BODY
-from tests.faults import serving
+from tests.support.faults import serving
 
 Route = tuple[int, Any]
 HEALTHY: dict[tuple[str, str], Route] = {("GET", "/health"): (200, {"status": "ok"}),
@@ -431,7 +431,7 @@ def test_generate_alone_keeps_its_deadline_and_names_its_level():
 def test_identify_names_the_engine_its_endpoints_answer_for():
     """An SGLang server (its /server_info answers with SGLang's fields; a real socket) is identified as sglang
     within the budget given."""
-    from tests.faults import fault_server
+    from tests.support.faults import fault_server
 
     with fault_server("sglang") as fs, ladder(fs.url) as lad:
         got = lad.identify(budget_s=5)
@@ -442,7 +442,7 @@ def test_identify_waits_the_budget_it_is_given_not_the_default():
     """An SGLang server that answers 2.5 s late (more than the default 2 s budget) is still identified when the
     budget given is 60 s: the budget passed is the one kept."""
     from firstlight.probes.identify import IDENTIFY_BUDGET_S
-    from tests.faults import fault_server
+    from tests.support.faults import fault_server
 
     assert IDENTIFY_BUDGET_S < 2.5
     with fault_server("sglang", delay=2.5) as fs, ladder(fs.url) as lad:

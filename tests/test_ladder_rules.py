@@ -11,7 +11,7 @@ from typing import Any
 from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
 from firstlight.timeline import Level
-from tests.faults import serving
+from tests.support.faults import serving
 
 BIG = 64 << 20  # a body far over the cap
 

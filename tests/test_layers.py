@@ -13,7 +13,9 @@ import ast
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "firstlight"
+from tests.support.common import REPO as _REPO
+
+PACKAGE = _REPO / "firstlight"
 
 # The floors, lowest first. A module is on the floor of the longest name below that is it or a package above it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (

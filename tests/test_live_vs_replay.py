@@ -25,9 +25,10 @@ import pytest
 from firstlight.logreplay import Replayer, ReplayReport, replay_log
 from firstlight.logtext import read_line_events
 from firstlight.sim.server import free_port
-from tests.conftest import SHARED, require, run_firstlight, sim_cmd
+from tests.support.common import FIXTURES as _FIXTURES
+from tests.support.common import SHARED, require, run_firstlight, sim_cmd
 
-FIXTURES = Path(__file__).parent / "fixtures" / "engines"
+FIXTURES = _FIXTURES / "engines"
 SHARED_LOGS = SHARED / "logs"
 LIVE_OUTCOME = {"ready": "ready", "failed": "failed", "incomplete": "hung"}
 

@@ -30,7 +30,7 @@ from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level
-from tests.conftest import REPO, children, firstlight_cmd, require, run_firstlight, wait_for
+from tests.support.common import REPO, children, firstlight_cmd, require, run_firstlight, wait_for
 
 pytestmark = pytest.mark.llama
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]

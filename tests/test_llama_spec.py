@@ -22,7 +22,7 @@ import pytest
 from firstlight.bench.spec import SpecSnapshot, apply_command, configured_from_command, read_spec_decoding, spec_report
 from firstlight.engines import get_profile
 from firstlight.sim.server import free_port
-from tests.conftest import run_firstlight, wait_for
+from tests.support.common import run_firstlight, wait_for
 from tests.test_llama_server import FAST, llama, server_cmd  # noqa: F401  (llama is a fixture)
 
 BENCH = ["--bench", "--bench-requests", "3", "--bench-concurrency", "1", "--bench-output-len", "32",

@@ -16,7 +16,7 @@ from firstlight.judge import Judge
 from firstlight.samplers.oom import OomTraces, counters, kernel_log_kills, memory_dirs
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.timeline import LogLine, ProcessSample, Started, from_dict
-from tests.conftest import wait_for
+from tests.support.common import wait_for
 
 # as the kernel writes them (mm/memcontrol.c: memory_events_show, mem_cgroup_oom_control_read)
 V2_EVENTS = "low 0\nhigh 0\nmax {max}\noom {oom}\noom_kill {kill}\noom_group_kill 0\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import REPO
+from tests.support.common import REPO
 
 PYPROJECT = (REPO / "pyproject.toml").read_text(encoding="utf-8")
 

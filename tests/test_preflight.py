@@ -29,9 +29,10 @@ from firstlight.preflight.procinfo import proc_info, unit_from_cgroup
 from firstlight.preflight.target import read_target as target_of
 from firstlight.samplers.gpu import NvmlSnapshot
 from firstlight.sim.server import free_port
-from tests.conftest import REPO, run_firstlight, wait_for
+from tests.support.common import FIXTURES as _FIXTURES
+from tests.support.common import REPO, run_firstlight, wait_for
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = _FIXTURES
 IN_CI = os.environ.get("CI") in ("true", "1")
 
 

@@ -27,7 +27,7 @@ from firstlight.samplers.process import (
 from firstlight.samplers.proctable import IoCounters
 from firstlight.timeline import ProcessSample, ProcInfo, SourceNote
 from firstlight.units.cgroup import CgroupSampler
-from tests.conftest import wait_for
+from tests.support.common import wait_for
 from tests.test_process_sampler import PY, end, popen, samples
 
 

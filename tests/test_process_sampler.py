@@ -17,7 +17,7 @@ import pytest
 from firstlight.preflight.pagecache import cached_bytes
 from firstlight.samplers.process import HOT_PROCESS, ProcessTreeSampler, ThreadCpu, _task_cpu, zombie_exit_code
 from firstlight.timeline import ProcessSample, ProcInfo, SourceNote
-from tests.conftest import wait_for
+from tests.support.common import wait_for
 
 PY = sys.executable
 

@@ -9,7 +9,7 @@ import sys
 import psutil
 
 from firstlight.samplers.proctable import TreeReader, read_io, read_stat
-from tests.conftest import wait_for
+from tests.support.common import wait_for
 
 # a child forked from the main thread, one from another thread (it lands in that thread's children file), and a
 # grandchild

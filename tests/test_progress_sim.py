@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 from firstlight.sim.server import free_port, make_weights
-from tests.conftest import run_firstlight, sim_cmd
+from tests.support.common import FIXTURES as _FIXTURES
+from tests.support.common import run_firstlight, sim_cmd
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = _FIXTURES
 
 
 def test_long_log_silence_with_steady_disk_reads_is_never_hung(weights: Path):

@@ -25,7 +25,7 @@ from firstlight.result import RunResult
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level
 from firstlight.vocab import ALL_FAILURES
-from tests.conftest import firstlight_cmd, require, run_firstlight, sim_cmd, wait_for
+from tests.support.common import firstlight_cmd, require, run_firstlight, sim_cmd, wait_for
 
 
 def scrape(port: int) -> dict[str, float]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO, require
+from tests.support.common import REPO, require
 
 RULES_DIR = REPO / "deploy" / "prometheus"
 RULES = RULES_DIR / "firstlight-rules.yml"

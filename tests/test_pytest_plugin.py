@@ -18,7 +18,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.conftest import REPO, pids_in_group
+from tests.support.common import REPO, pids_in_group
 from tests.test_llama_server import llama  # noqa: F401  (llama: the fixture)
 
 FIXTURES = ("firstlight_server", "firstlight_up")

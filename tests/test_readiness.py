@@ -26,7 +26,7 @@ from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
 from firstlight.runner.session import Outcome
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level
-from tests.conftest import firstlight_cmd, run_firstlight, sim_cmd, wait_for
+from tests.support.common import firstlight_cmd, run_firstlight, sim_cmd, wait_for
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from firstlight.sim.server import free_port
-from tests.conftest import firstlight_cmd, wait_for
+from tests.support.common import firstlight_cmd, wait_for
 from tests.test_llama_server import SLOW_LOAD, llama, server_cmd  # noqa: F401 (llama is a fixture)
 from tests.test_readiness import FAST, answers, get
 

@@ -4,11 +4,12 @@ why each dependency is there, and its map of the packages names what is in ``fir
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.common import REPO as _REPO
+
+REPO = _REPO
 README = (REPO / "README.md").read_text(encoding="utf-8")
 DOCS = {p.relative_to(REPO).as_posix(): p.read_text(encoding="utf-8") for p in (REPO / "docs").glob("*.md")}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from firstlight.sim.server import REAL_LOG
-from tests.conftest import SHARED, run_firstlight
+from tests.support.common import SHARED, run_firstlight
 
 LOGS = SHARED / "logs"
 
@@ -43,7 +43,7 @@ def test_incomplete_log_exits_3(tmp_path: Path):
 def test_log_on_standard_input():
     import subprocess
 
-    from tests.conftest import firstlight_cmd
+    from tests.support.common import firstlight_cmd
 
     p = subprocess.run(firstlight_cmd("replay", "-", "--json"), input=REAL_LOG.read_bytes(), capture_output=True,
                        timeout=60)

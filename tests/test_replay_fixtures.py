@@ -12,8 +12,9 @@ import pytest
 from firstlight.engines import FAILURE_CATEGORIES, PHASES
 from firstlight.logreplay import ReplayReport, replay_lines, replay_log
 from firstlight.report.replay_text import format_replay_text
+from tests.support.common import FIXTURES as _FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "engines"
+FIXTURES = _FIXTURES / "engines"
 
 
 def _rows() -> list[dict[str, str]]:

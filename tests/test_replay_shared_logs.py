@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from firstlight.logreplay import ReplayReport, replay_log
+from tests.support.common import REPO as _REPO
 
-LOGS = Path(__file__).resolve().parents[1].parent / "shared" / "logs"
+LOGS = _REPO.parent / "shared" / "logs"
 INDEX = LOGS / "INDEX.tsv"
 
 

@@ -17,8 +17,9 @@ from firstlight.report.record import downsample, pack_timeline, parse_lines, rea
 from firstlight.report.series import build_view
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level, LogLine, Probe, ProcessSample, ProcInfo, Started
-from tests.chromium import dump_dom, parse_dom, png_colours, screenshot
-from tests.conftest import run_firstlight, sim_cmd
+from tests.support.chromium import dump_dom, parse_dom, png_colours, screenshot
+from tests.support.common import FIXTURES as _FIXTURES
+from tests.support.common import run_firstlight, sim_cmd
 
 HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(2)> &amp; </pre><b>bold</b>"
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2", "--quiet-server", "--no-history"]
@@ -222,7 +223,7 @@ def test_bench_warmup_and_speculative_decoding_results_are_shown_when_the_run_ha
 def test_gpu_memory_and_utilisation_per_device_from_the_live_gpu_sampler(tmp_path: Path, weights: Path):
     """The GPU sampler reads NVML; this machine has none, so it reads the recorded snapshot of an 8-GPU node
     (tests/fixtures) through FIRSTLIGHT_NVML_SNAPSHOT, on the live path."""
-    data = json.loads((Path(__file__).parent / "fixtures" / "nvml_8gpu_stale_process.json").read_text())
+    data = json.loads((_FIXTURES / "nvml_8gpu_stale_process.json").read_text())
     for d in data["devices"]:
         d["processes"] = []
     snap = tmp_path / "nvml.json"

@@ -9,7 +9,7 @@ from pathlib import Path
 from firstlight.history import DeploymentKey, History
 from firstlight.report.record import pack_timeline
 from firstlight.sim.server import free_port
-from tests.conftest import run_firstlight, sim_cmd
+from tests.support.common import run_firstlight, sim_cmd
 from tests.test_report import ready_timeline
 
 

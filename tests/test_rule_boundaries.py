@@ -36,7 +36,7 @@ from firstlight.samplers.gpu import NvmlSnapshot
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.timeline import GpuDevice, GpuSample, Level, ProcessSample
 from firstlight.wire import Wire, WireError
-from tests.conftest import run_firstlight, wait_for
+from tests.support.common import run_firstlight, wait_for
 from tests.test_judge import proc, run
 from tests.test_ladder_rules import server
 
@@ -334,7 +334,7 @@ def test_free_ports_lie_below_the_ephemeral_range_and_are_never_handed_out_twice
 # -- units/journal.py: the invocation replayed by default is the last one that printed a line -----------------
 def test_an_invocation_without_lines_is_not_picked_over_the_last_one_that_has_some(tmp_path: Path):
     from firstlight.units.journal import journal_lines, list_invocations, read_entries
-    from tests.journal_export import UnitRun, write_journal
+    from tests.support.journal_export import UnitRun, write_journal
 
     unit, t0 = "llm.service", 1_790_000_000.0
     spoke = UnitRun(unit, t0, pid=100)
@@ -356,7 +356,7 @@ def test_an_invocation_without_lines_is_not_picked_over_the_last_one_that_has_so
 def test_test_sh_reports_coverage_and_mutation_sh_covers_every_rule_module_with_existing_tests():
     import re as _re
 
-    from tests.conftest import REPO
+    from tests.support.common import REPO
 
     assert "--cov=firstlight" in (REPO / "scripts" / "test.sh").read_text()
     script = (REPO / "scripts" / "mutation.sh").read_text()

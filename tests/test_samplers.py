@@ -16,9 +16,10 @@ from firstlight.samplers.logs import FileFollower
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
 from firstlight.timeline import GpuSample, LogLine, Observation, ProcessSample, SourceNote
-from tests.conftest import wait_for
+from tests.support.common import FIXTURES as _FIXTURES
+from tests.support.common import wait_for
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = _FIXTURES
 
 TREE = """
 import os, subprocess, sys, time

@@ -22,7 +22,7 @@ from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
 from firstlight.serving import SLOW_FLOOR_S, ServingConfig, ServingStatus, ServingTracker
 from firstlight.sim.server import free_port
 from firstlight.vocab import DEGRADED, HUNG, NOT_SERVING, SERVING, SERVING_GAUGE, SERVING_STATES
-from tests.conftest import wait_for
+from tests.support.common import wait_for
 
 CFG = ServingConfig(interval=10.0, generation_timeout=5.0, stall_timeout=30.0)
 

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from firstlight.sim.server import free_port
-from tests.conftest import firstlight_cmd, sim_cmd, wait_for
+from tests.support.common import firstlight_cmd, sim_cmd, wait_for
 from tests.test_readiness import answers, get
 
 # A launcher that leaves its server running and exits 0 when told to (the file named last appears).

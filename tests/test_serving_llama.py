@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from firstlight.sim.server import free_port
-from tests.conftest import firstlight_cmd, wait_for
+from tests.support.common import firstlight_cmd, wait_for
 from tests.test_llama_server import llama, server_cmd  # noqa: F401 (llama is a fixture)
 from tests.test_readiness import answers, get
 

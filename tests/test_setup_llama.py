@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.conftest import REPO, require
+from tests.support.common import REPO, require
 
 SCRIPT = REPO / "scripts" / "setup_llama_server.py"
 

@@ -11,15 +11,15 @@ matching the wording it was written for).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from firstlight.engines import PROFILES, clean_line, get_profile
-from tests.conftest import IN_CI, SHARED
+from tests.support.common import FIXTURES as _FIXTURES
+from tests.support.common import IN_CI, SHARED
 from tests.test_engines_profiles import CLASSIFY_CASES
 
-FIXTURE_LOGS = Path(__file__).parent / "fixtures" / "engines"
+FIXTURE_LOGS = _FIXTURES / "engines"
 
 # (engine, expected category, line). Timestamps and prefixes are the engine's own log format.
 SIGNATURE_LINES: list[tuple[str, str, str]] = [

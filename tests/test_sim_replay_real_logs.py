@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from firstlight.sim.server import REAL_LOG, free_port
-from tests.conftest import SHARED, run_firstlight, sim_cmd
+from tests.support.common import SHARED, run_firstlight, sim_cmd
 
 LOGS = SHARED / "logs"
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]

@@ -10,7 +10,7 @@ from firstlight.report.systemd import SystemdNotifier
 from firstlight.result import RunResult
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level
-from tests.conftest import run_firstlight, sim_cmd
+from tests.support.common import run_firstlight, sim_cmd
 
 
 def test_notify_socket_gets_status_extensions_and_ready_only_at_the_end(tmp_path: Path, weights: Path):

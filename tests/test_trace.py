@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 
 import jsonschema
 
 from firstlight.report.series import build_view
 from firstlight.report.trace import PID, TRACKS, render_trace
+from tests.support.common import FIXTURES as _FIXTURES
 from tests.test_report import ready_timeline
 
-SCHEMA = json.loads((Path(__file__).parent / "fixtures" / "trace_event.schema.json").read_text())
+SCHEMA = json.loads((_FIXTURES / "trace_event.schema.json").read_text())
 
 
 def test_trace_is_valid_trace_event_json_with_one_x_event_per_phase():

@@ -10,7 +10,7 @@ import pytest
 
 from firstlight.cli import main as cli_main
 from firstlight.units.systemctl import SYSTEMCTL_ENV
-from tests.journal_export import UnitRun, journal_remote, write_journal
+from tests.support.journal_export import UnitRun, journal_remote, write_journal
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from firstlight.sim.server import free_port
-from tests.conftest import firstlight_cmd, wait_for
-from tests.journal_export import UnitRun, journal_remote, write_journal
+from tests.support.common import firstlight_cmd, wait_for
+from tests.support.journal_export import UnitRun, journal_remote, write_journal
 
 UNIT = "llm.service"
 LAST_LINE = "llama_model_loader: loaded meta data with 33 key-value pairs and 292 tensors"

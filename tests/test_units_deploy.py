@@ -17,8 +17,9 @@ import click
 import pytest
 
 from firstlight.cli import cli
+from tests.support.common import REPO as _REPO
 
-DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "systemd"
+DEPLOY = _REPO / "deploy" / "systemd"
 UNITS = sorted(DEPLOY.glob("*.service"))
 
 

@@ -25,8 +25,8 @@ from firstlight.units.journal import (
     pick_invocation,
     read_entries,
 )
-from tests.conftest import wait_for
-from tests.journal_export import UnitRun, export_entry, write_journal
+from tests.support.common import wait_for
+from tests.support.journal_export import UnitRun, export_entry, write_journal
 
 UNIT = "llm.service"
 T0 = 1_790_000_000.0

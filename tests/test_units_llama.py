@@ -21,8 +21,8 @@ import pytest
 
 from firstlight.sim.server import free_port
 from firstlight.units.journal import journal_lines
-from tests.conftest import firstlight_cmd, run_firstlight, wait_for
-from tests.journal_export import UnitRun, journal_remote, write_journal
+from tests.support.common import firstlight_cmd, run_firstlight, wait_for
+from tests.support.journal_export import UnitRun, journal_remote, write_journal
 from tests.test_llama_server import llama, server_cmd  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.llama

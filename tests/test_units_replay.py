@@ -14,8 +14,8 @@ import pytest
 
 from firstlight.cli import main as cli_main
 from firstlight.logreplay import replay_log
-from tests.conftest import SHARED
-from tests.journal_export import UnitRun, journal_remote, write_journal
+from tests.support.common import SHARED
+from tests.support.journal_export import UnitRun, journal_remote, write_journal
 
 LOGS = SHARED / "logs"
 INDEX = LOGS / "INDEX.tsv"

@@ -17,8 +17,9 @@ from firstlight.units.systemctl import (
     parse_exec_start,
     parse_timespan,
 )
+from tests.support.common import FIXTURES as _FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "systemctl"
+FIXTURES = _FIXTURES / "systemctl"
 
 
 def state(name: str) -> UnitState:

@@ -27,11 +27,12 @@ from firstlight.sim.server import free_port
 from firstlight.units.journal import list_invocations, read_entries
 from firstlight.units.systemctl import UnitState
 from firstlight.units.watch import UnitOptions, UnitWatch, engine_command, start_timeout_warning
-from tests.conftest import wait_for
-from tests.journal_export import UnitRun, journal_remote, write_journal
+from tests.support.common import FIXTURES as _FIXTURES
+from tests.support.common import wait_for
+from tests.support.journal_export import UnitRun, journal_remote, write_journal
 
 UNIT = "llm.service"
-FIXTURES = Path(__file__).parent / "fixtures" / "systemctl"
+FIXTURES = _FIXTURES / "systemctl"
 T0 = time.time() - 600  # a live journal: entries of the last minutes
 
 

@@ -13,7 +13,7 @@ import httpx
 import psutil
 
 from firstlight.sim.server import free_port
-from tests.conftest import children, firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
+from tests.support.common import children, firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
 

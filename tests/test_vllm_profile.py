@@ -10,14 +10,14 @@ category a user expects and vLLM's own line as the evidence.
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
 from firstlight.engines import get_profile
 from firstlight.logreplay import replay_log
+from tests.support.common import FIXTURES as _FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "engines"
+FIXTURES = _FIXTURES / "engines"
 ORDER = ["process_start", "distributed_init", "weights_loading", "weights_loaded", "compile", "kv_cache",
          "http_listening", "ready"]
 

@@ -40,8 +40,8 @@ from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level
-from tests.conftest import REPO, children, firstlight_cmd, require, run_firstlight, wait_for
-from tests.slow_disk import Throttle, evict, why_no_throttle
+from tests.support.common import REPO, children, firstlight_cmd, require, run_firstlight, wait_for
+from tests.support.slow_disk import Throttle, evict, why_no_throttle
 
 # Under pytest-xdist the whole module is one unit of work on one worker (tests/conftest.py): its servers are
 # shared by its tests (module fixtures), one vLLM at a time.

@@ -4,12 +4,12 @@ texts and the README's tables say the same words and numbers."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from firstlight import vocab
 from firstlight.cli import EXIT_HELP
+from tests.support.common import REPO as _REPO
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+README = (_REPO / "README.md").read_text(encoding="utf-8")
 
 
 def _section(title: str) -> str:

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 
 from firstlight.sim.server import free_port
-from tests.conftest import Run, run_firstlight, sim_cmd, wait_for
-from tests.faults import fault_server
+from tests.support.common import Run, run_firstlight, sim_cmd, wait_for
+from tests.support.faults import fault_server
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
 

@@ -28,8 +28,8 @@ from firstlight.wire import (
     split_url,
 )
 from firstlight.wire.deadline import DeadlineBackend
-from tests.conftest import wait_for
-from tests.faults import NESTED_JSON, fault_server
+from tests.support.common import wait_for
+from tests.support.faults import NESTED_JSON, fault_server
 
 
 def _cfg(url: str, **kw: Any) -> ProbeConfig:

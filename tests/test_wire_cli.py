@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from firstlight.cli import main
-from tests.conftest import run_firstlight
-from tests.faults import fault_server
+from tests.support.common import run_firstlight
+from tests.support.faults import fault_server
 
 FAST = ["--poll-min", "0.05", "--poll-max", "0.3", "--sample-interval", "0.2"]
 

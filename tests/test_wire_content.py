@@ -21,7 +21,7 @@ from firstlight.wire.content import (
     says_unhealthy,
     snippet,
 )
-from tests.faults import NESTED_JSON
+from tests.support.faults import NESTED_JSON
 
 
 # -- parse_json: only NotJSON, with a one-line reason ---------------------------------------------------------

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from firstlight.sim.server import free_port
-from tests.conftest import run_firstlight
+from tests.support.common import run_firstlight
 from tests.test_llama_server import FAST, SLOW_LOAD, llama, server_cmd  # noqa: F401 - llama is a fixture
 
 pytestmark = pytest.mark.llama

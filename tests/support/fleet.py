@@ -23,7 +23,7 @@ import yaml
 
 from firstlight.sim.server import free_port
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "firstlight-rules.yml"
 FOR_S = 2
 BINARIES = ("prometheus", "prometheus-alertmanager")
