@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: 0 if item.get_closest_marker("vllm") else 1)
 
 
-VLLM_MODULE = "tests/test_vllm_server.py"
+VLLM_MODULE = "tests/e2e/test_vllm_server.py"
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest without xdist (-p no:xdist) must not reject it
