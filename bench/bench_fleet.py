@@ -41,9 +41,10 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.support.fleet_cases import _epoch  # noqa: E402
+
 from firstlight.sim.server import free_port, make_weights  # noqa: E402
-from tests.fleet import Stack, binaries_present  # noqa: E402
-from tests.test_fleet import _epoch  # noqa: E402
+from tests.support.fleet import Stack, binaries_present  # noqa: E402
 
 
 def _cpu(p: psutil.Process) -> float:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from firstlight.logreplay import replay_lines, replay_log  # noqa: E402
 from firstlight.units.journal import JournalFollower, journal_lines  # noqa: E402
-from tests.journal_export import UnitRun, write_journal  # noqa: E402
+from tests.support.journal_export import UnitRun, write_journal  # noqa: E402
 
 UNIT = "llm.service"
 LOG = REPO.parent / "shared" / "logs" / "sglang-rocm-qwen35-27b-ready-long.log"

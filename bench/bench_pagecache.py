@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from firstlight.sim.server import free_port  # noqa: E402
-from tests.slow_disk import Throttle, evict  # noqa: E402
+from tests.support.slow_disk import Throttle, evict  # noqa: E402
 
 
 def _env(cache: str) -> dict[str, str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.faults import fault_server  # noqa: E402
+from tests.support.faults import fault_server  # noqa: E402
 
 CLI = [sys.executable, "-m", "firstlight"]
 

@@ -131,6 +131,6 @@ state=$(systemctl show -P ActiveState "$UNIT")
 ok "Ctrl-C stops the watch, not the unit; --stop-on-interrupt stops the unit"
 
 # 6. the example units
-"$PY" -m pytest -q tests/test_units_deploy.py >/dev/null || fail "deploy/systemd units do not verify"
+"$PY" -m pytest -q tests/e2e/deploy/test_systemd_units.py >/dev/null || fail "deploy/systemd units do not verify"
 ok "deploy/systemd units pass systemd-analyze verify"
 echo "all checks passed against systemd $(systemctl --version | head -1 | cut -d' ' -f2)"

@@ -17,8 +17,9 @@
 #                                  mostly wait on sockets and deadlines)
 #
 # Each module runs in its own copy of the working tree under .mutation/<module> (mutmut mutates a copy,
-# never your files), against the test files listed below: fast, no real engines. A module cut off by its time
-# bound is resumed by the next run (mutmut keeps its results). Its summary goes to .mutation/<module>.txt.
+# never your files), against its in-process tests under tests/unit/ (tests_of below): fast, no real engines. A
+# module cut off by its time bound is resumed by the next run (mutmut keeps its results). Its summary goes to
+# .mutation/<module>.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -29,25 +30,25 @@ time_s=${MUTATION_TIME_S:-1200}
 timeout_multiplier=${MUTATION_TIMEOUT_MULTIPLIER:-15}
 children=${MUTATION_CHILDREN:-2}
 
-# module (a file, or a folder of them) -> the fast test files that cover it
-declare -A TESTS=(
-  [judge]="tests/test_judge_mutants.py tests/test_judge.py tests/test_judge_rules.py tests/test_rule_boundaries.py"
-  [interpret]="tests/test_interpret.py tests/test_judge.py tests/test_judge_rules.py tests/test_replay_fixtures.py tests/test_rule_boundaries.py"
-  [wire/content]="tests/test_wire_content.py tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
-  [wire/deadline]="tests/test_wire_deadline.py tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
-  [wire]="tests/test_wire_deadline.py tests/test_wire_content.py tests/test_wire.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_rule_boundaries.py"
-  [preflight/checkpoint]="tests/test_checkpoint.py tests/test_preflight.py tests/test_rule_boundaries.py"
-  [preflight]="tests/test_checkpoint.py tests/test_preflight.py tests/test_rule_boundaries.py"
-  [preflight/quantization]="tests/test_quantization.py tests/test_preflight.py tests/test_rule_boundaries.py"
-  [preflight/gpus]="tests/test_preflight_gpus.py tests/test_preflight.py tests/test_rule_boundaries.py"
-  [preflight/port]="tests/test_preflight_port.py tests/test_preflight.py tests/test_rule_boundaries.py"
-  [probes]="tests/test_ladder.py tests/test_ladder_rules.py tests/test_wire.py tests/test_rule_boundaries.py"
-  [probes/ladder]="tests/test_ladder_edges.py tests/test_ladder.py tests/test_ladder_rules.py tests/test_wire.py tests/test_rule_boundaries.py"
-  [units/journal]="tests/test_journal_rules.py tests/test_units_journal.py"
-  [samplers]="tests/test_samplers.py tests/test_rule_boundaries.py"
-  [anatomy]="tests/test_anatomy_rules.py tests/test_anatomy.py"
-  [samplers/process]="tests/test_process_sampler.py tests/test_samplers.py tests/test_oom_traces.py tests/test_rule_boundaries.py"
-)
+# module (a file, or a folder of them) -> its fast tests, read from the layout of tests/unit/ (which mirrors the
+# package): firstlight/a/b.py -> tests/unit/a/test_b.py and the folder tests/unit/a/b/ (its tests in several
+# files); a folder firstlight/a -> tests/unit/a/ and tests/unit/test_a.py.
+tests_of() {
+  local m=$1 dir base
+  local -a out=()
+  if [ -d "firstlight/$m" ]; then
+    dir=$(dirname "$m"); base=$(basename "$m")
+    [ "$dir" = . ] && dir="" || dir="$dir/"
+    [ -d "tests/unit/$m" ] && out+=("tests/unit/$m")
+    [ -f "tests/unit/${dir}test_$base.py" ] && out+=("tests/unit/${dir}test_$base.py")
+  elif [ -f "firstlight/$m.py" ]; then
+    dir=$(dirname "$m"); base=$(basename "$m")
+    [ "$dir" = . ] && dir="" || dir="$dir/"
+    [ -f "tests/unit/${dir}test_$base.py" ] && out+=("tests/unit/${dir}test_$base.py")
+    [ -d "tests/unit/${dir}$base" ] && out+=("tests/unit/${dir}$base")
+  fi
+  echo "${out[*]}"
+}
 ORDER=(interpret wire/content wire/deadline preflight/checkpoint judge probes wire preflight units/journal samplers anatomy)
 # single files of the folders above, to run one at a time: probes/ladder preflight/quantization preflight/gpus
 # preflight/port samplers/process
@@ -55,9 +56,9 @@ modules=("$@")
 [ ${#modules[@]} -gt 0 ] || modules=("${ORDER[@]}")
 
 for m in "${modules[@]}"; do
-  tests=${TESTS[$m]:-}
+  tests=$(tests_of "$m")
   if [ -z "$tests" ]; then
-    echo "mutation.sh: unknown module $m (one of: ${ORDER[*]})" >&2
+    echo "mutation.sh: no module firstlight/$m with tests under tests/unit/ (e.g. one of: ${ORDER[*]})" >&2
     exit 64
   fi
   if [ -d "firstlight/$m" ]; then pattern="firstlight/$m/*"; else pattern="firstlight/$m.py"; fi

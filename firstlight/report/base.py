@@ -8,7 +8,7 @@ summary come as the typed ``RunResult`` (``to_dict()`` is the JSON summary).
   guard of a broken output, the unit watch that holds back the verdict) subclasses it, so it cannot miss a
   method: a wrapper that lacked ``observe`` once left the live dashboard blank under ``--unit``.
 
-``REPORTER_METHODS`` names the protocol's methods; tests/test_report_protocol.py checks that both bases define
+``REPORTER_METHODS`` names the protocol's methods; tests/unit/report/test_base.py checks that both bases define
 each of them.
 """
 

@@ -186,7 +186,7 @@ def _ssl_context() -> ssl.SSLContext:
 def transport(max_connections: int = 10) -> httpx.HTTPTransport:
     """An httpx transport whose connections obey :func:`deadline`. httpx has no public hook for a network
     backend, so its connection pool is replaced by an identical one built on :class:`DeadlineBackend`
-    (``tests/test_wire.py`` fails if a new httpx stops using it)."""
+    (``tests/unit/wire/test_wire.py`` fails if a new httpx stops using it)."""
     t = httpx.HTTPTransport(trust_env=False)
     t._pool = httpcore.ConnectionPool(ssl_context=_ssl_context(), max_connections=max_connections,
                                       max_keepalive_connections=max_connections, keepalive_expiry=5.0,

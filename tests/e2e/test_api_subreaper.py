@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 from firstlight.sim.server import free_port
-from tests.conftest import REPO, sim_cmd
+from tests.support.common import REPO, sim_cmd
 
 CALLER = textwrap.dedent("""\
     import ctypes, json, os, signal, subprocess, sys

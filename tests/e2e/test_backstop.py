@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import REPO, pids_in_group, wait_for
+from tests.support.common import REPO, pids_in_group, wait_for
 
 # The server: its root, a worker in its group that ignores SIGTERM, and (with "escape") a worker that left the
 # group with setsid. Each worker writes its pid to PIDFILE.NAME.

@@ -27,8 +27,8 @@ import psutil
 import pytest
 
 from firstlight.sim.server import free_port
-from tests.conftest import IN_CI, REPO, Run, firstlight_cmd, require, run_firstlight, wait_for
-from tests.test_llama_server import llama  # noqa: F401  (the fixture: the set-up's llama-server and model)
+from tests.support.common import IN_CI, REPO, Run, firstlight_cmd, require, run_firstlight, wait_for
+from tests.support.llama_server import llama  # noqa: F401  the fixture: the set-up's llama-server and model
 
 PODMAN_S = 120  # one podman call, on a loaded 2-core machine
 RUN_S = 240  # one firstlight run

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from firstlight.history import DeploymentKey, History, HistoryError
-from tests.conftest import run_firstlight
+from tests.support.common import run_firstlight
 
 KEY = DeploymentKey.create("vllm", "m", ["vllm", "serve", "m"])
 DEADLINE = 60  # a blocked open() would run into it; a refusal takes about a second

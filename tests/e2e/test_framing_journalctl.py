@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from firstlight.logreplay import replay_log
-from tests.journal_export import UnitRun, write_journal
+from tests.support.journal_export import UnitRun, write_journal
 
 LOGS = Path(__file__).resolve().parents[2].parent / "shared" / "logs"
 CASES = ("llamacpp-ready-serving.log", "sglang-nccl-unhandled-system-error.log",

@@ -15,7 +15,7 @@ from firstlight.preflight import read_target
 from firstlight.preflight.base import FAIL, WARN
 from firstlight.preflight.stale import check_stale
 from firstlight.sim.server import free_port
-from tests.conftest import wait_for
+from tests.support.common import wait_for
 
 # bash under the name llama-server: its two forked subshells (the workers) keep its command line.
 TREE = "(while :; do sleep 1; done) & (while :; do sleep 1; done) & wait"

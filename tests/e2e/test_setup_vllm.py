@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, require
+from tests.support.common import REPO, require
 
 SCRIPT = REPO / "scripts" / "setup_vllm.py"
 

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from firstlight.sim.server import free_port
-from tests.conftest import run_firstlight, sim_cmd
+from tests.support.common import run_firstlight, sim_cmd
 
 SYSTEMD_VARS = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
 

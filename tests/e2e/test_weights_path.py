@@ -10,7 +10,7 @@ from pathlib import Path
 
 from firstlight.history import History
 from firstlight.sim.server import free_port, make_weights
-from tests.conftest import run_firstlight, sim_cmd
+from tests.support.common import run_firstlight, sim_cmd
 
 TOKEN = "hf_q8VtZr3LmW0pXc7NbK2sYd5GfJ9hTa4Ue"
 

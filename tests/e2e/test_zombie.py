@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from firstlight.sim.server import free_port
-from tests.conftest import run_firstlight, sim_cmd
+from tests.support.common import run_firstlight, sim_cmd
 
 # A server that leaves a child unreaped: it forks a child that exits at once, then becomes the simulated server
 # (exec keeps the pid, and the child stays its zombie: the new program never waits for it).

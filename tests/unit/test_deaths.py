@@ -10,7 +10,7 @@ import pytest
 
 from firstlight.deaths import CRASH_HINTS, CRASH_SIGNALS, crash_hint, describe_exit
 from firstlight.result import RunResult
-from tests.test_judge import proc, run
+from tests.support.judge import proc, run
 
 # README, "A crash, a kill, the OOM killer": SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT are crashes.
 README_CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT")

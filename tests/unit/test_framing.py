@@ -450,8 +450,7 @@ def test_a_followed_cri_file_gives_the_peeled_lines_live(tmp_path: Path) -> None
 
     from firstlight.samplers.logs import FileFollower
     from firstlight.timeline import LogLine
-    from tests.conftest import wait_for
-
+    from tests.support.common import wait_for
     path = tmp_path / "0.log"
     path.write_bytes(b"")
     got: list[LogLine] = []

@@ -8,7 +8,8 @@ from firstlight.config import JudgeConfig
 from firstlight.drive import judge_timeline
 from firstlight.engines import get_profile
 from firstlight.timeline import Observation, Started
-from tests.test_judge import T0, proc
+from tests.support.journal_rules import T0
+from tests.support.judge import proc
 
 DEFAULTS = JudgeConfig()
 

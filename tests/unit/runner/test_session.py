@@ -1,15 +1,23 @@
-"""A whole session (firstlight.runner.session) in process: the real session, pump, driver, judge and result, fed
-by a scripted source in place of the server, its output and the probes. The source is the runner's own
-``Sources`` with ``start``/``settle_logs`` replaced, plugged in the way ``UnitSession`` plugs the unit's in; the
-session's clock is the script's (the judge's time), so a two-minute stall takes no time at all."""
+"""No stop signal is lost, and stderr nobody reads never blocks the run (issue 20).
+
+- A real SIGTERM delivered the moment the READY probe's result is queued (the race the field saw: the judge,
+  READY already final, ignored it and firstlight supervised on until a second SIGTERM).
+- stderr into a real pipe that nobody reads and that is already full: the verdict, ``/readyz`` and a stop
+  signal do not wait for it, and what was dropped is counted.
+
+The in-process tests of this subject; the others: ``tests/e2e/hostile/test_signals.py``.
+"""
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,15 +31,56 @@ from firstlight.report import series
 from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
 from firstlight.runner import pump
+from firstlight.runner.output import BoundedOutput
 from firstlight.runner.session import Outcome, Session
 from firstlight.runner.sources import Echo, Sink, Sources
 from firstlight.timeline import Interrupted, Level, LogLine, Observation, Probe, ProcessSample, from_dict
 from firstlight.vocab import EXIT_CODES, FAILED, HUNG, READY, STARTING
-from tests.conftest import wait_for
+from tests.support.common import wait_for
+from tests.support.hostile_signals import _full_pipe
+
+CHECK_S = 60  # far above the rule's seconds: reached only when the defect is back
+
+
+def test_a_bounded_output_drops_and_counts_while_its_reader_stalls_and_says_so_after(tmp_path: Path):
+    r, w = _full_pipe()
+    raw = os.fdopen(w, "w")
+    out = BoundedOutput(raw, limit=4096)
+    t0 = time.monotonic()
+    for i in range(1000):
+        out.write(f"line {i} " + "y" * 100 + "\n")  # never blocks: the pipe is full
+    assert time.monotonic() - t0 < CHECK_S
+    assert out.dropped_writes > 900 and out.dropped_lines == out.dropped_writes
+    got = bytearray()
+    reader = threading.Thread(target=lambda: got.extend(_read_all(r)), daemon=True)
+    reader.start()
+    assert out.drain(CHECK_S)  # the reader reads again: what was kept is out
+    out.write("after\n")
+    out.say_dropped()
+    assert out.drain(CHECK_S)
+    raw.close()
+    reader.join(CHECK_S)
+    text = got.decode(errors="replace")
+    assert f"{out.dropped_lines} lines" in text and "were dropped" in text and "after" in text
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while data := os.read(fd, 65536):
+        chunks.append(data)
+    os.close(fd)
+    return b"".join(chunks)
+
 
 T0 = 1_000.0
+
+
 PID = 2_000_000_000  # no such process: the session only passes it on (the judge: a process tree to watch)
+
+
 URL = "http://127.0.0.1:8000"
+
+
 GENERATION = Probe(T0 + 6, Level.GENERATION, True, "POST /v1/completions -> 200", 200, 0.4, "Hello")
 
 
@@ -194,7 +243,6 @@ def alive(t: float, read: int = 0) -> ProcessSample:
     return ProcessSample(T0 + t, True, cpu_seconds=1.0, rss_bytes=1 << 30, read_bytes=read)
 
 
-# -- starting -> ready ---------------------------------------------------------------------------------------
 def test_a_scripted_start_is_starting_until_a_generation_answers_then_ready() -> None:
     r = run([Probe(T0 + 1, Level.PORT, True, "TCP connect ok"),
              Probe(T0 + 2, Level.HEALTH, False, "GET /health -> 503", 503),
@@ -246,7 +294,6 @@ def replayed(r: Run) -> tuple[str, str, tuple[dict[str, Any], ...]]:
     return rep.assessment.verdict, rep.assessment.level.label, tuple(rep.judge.phases_dicts())
 
 
-# -- the engine learnt during the session ----------------------------------------------------------------------
 def test_an_engine_detected_from_its_lines_swaps_the_judge_and_the_endpoints_probed() -> None:
     r = run([log(1, "load_tensors: offloading 32 repeating layers to GPU", 1),
              log(2, "ggml_cuda_init: found 1 CUDA devices:", 2), GENERATION], pid=None)
@@ -278,7 +325,6 @@ def test_an_engine_named_up_front_is_not_learnt_again() -> None:
     assert not any(kind == "note" and "engine" in msg for kind, msg in r.reporter.events())
 
 
-# -- a crash ---------------------------------------------------------------------------------------------------
 def test_a_crash_is_failed_crashed_with_how_the_process_died_and_its_phase() -> None:
     r = run([alive(1), log(2, "Loading model weights", 1), ProcessSample(T0 + 3, False, exit_code=-11)])
     assert (r.result.verdict, r.result.failure) == (FAILED, "crashed")
@@ -300,7 +346,6 @@ def test_a_crash_is_judged_after_the_last_lines_the_process_left_in_its_pipes() 
     assert replayed(r) == (FAILED, r.result.level, r.result.phases)
 
 
-# -- a stall ---------------------------------------------------------------------------------------------------
 def test_a_stall_is_judged_hung_on_the_idle_tick_at_the_sessions_clock() -> None:
     """The process and its log stop moving at t = 2; nothing arrives after that. The session's own ticks judge
     the silence: starting while it is short, hung once it is stall_timeout long, with the last progress as

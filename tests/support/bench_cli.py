@@ -1,0 +1,9 @@
+"""Helpers shared by tests/e2e/test_bench_cli.py, tests/unit/cli/test_bench.py."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner, Result
+
+
+def invoke(cmd, args: list[str]) -> Result:  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(cmd, args, catch_exceptions=False)

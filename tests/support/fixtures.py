@@ -1,0 +1,52 @@
+"""The suite's shared fixtures (registered by tests/conftest.py): a private run history, fake weights, the
+process groups a test started, the real startup logs."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from firstlight.sim.server import make_weights
+from tests.support.common import SHARED, require
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Runs of the suite never touch the user's own run history."""
+    old = os.environ.get("FIRSTLIGHT_HISTORY")
+    os.environ["FIRSTLIGHT_HISTORY"] = str(tmp_path_factory.mktemp("history") / "history.sqlite3")
+    yield
+    if old is None:
+        os.environ.pop("FIRSTLIGHT_HISTORY", None)
+    else:
+        os.environ["FIRSTLIGHT_HISTORY"] = old
+
+
+@pytest.fixture
+def weights(tmp_path: Path) -> Path:
+    d = tmp_path / "model"
+    make_weights(d, 64 << 20, shards=4)
+    return d
+
+
+@pytest.fixture
+def reap() -> Iterator[list[int]]:
+    """Process groups a test started: killed at the end whatever happened."""
+    groups: list[int] = []
+    yield groups
+    for g in groups:
+        try:
+            os.killpg(g, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def shared_logs() -> Path:
+    """The real startup logs in ../shared/logs (required under CI)."""
+    require((SHARED / "logs" / "INDEX.tsv").is_file(), f"the real startup logs at {SHARED / 'logs'}")
+    return SHARED / "logs"

@@ -1,0 +1,23 @@
+"""Helpers shared by tests/e2e/test_process_sampler.py, tests/e2e/test_process_sampler_edges.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from firstlight.timeline import ProcessSample
+
+PY = sys.executable
+
+
+def popen(code: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([PY, "-c", code, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def end(p: subprocess.Popen[str]) -> None:
+    p.kill()
+    p.wait()
+
+
+def samples(out: list[object]) -> list[ProcessSample]:
+    return [o for o in out if isinstance(o, ProcessSample)]

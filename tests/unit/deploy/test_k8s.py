@@ -1,0 +1,161 @@
+"""deploy/k8s: the manifests validate offline against the Kubernetes schemas, point the engine's probes at
+firstlight's endpoints, and carry the budget `firstlight history --k8s-probe` computes from a known history.
+
+The in-process tests of this subject; the others: ``tests/e2e/deploy/test_k8s.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firstlight.history.k8s import nearest_rank, probe_budget
+from tests.support.common import REPO, require
+from tests.support.k8s import _arg, deployment, docs
+
+MANIFESTS = sorted((REPO / "deploy" / "k8s").glob("*.yaml"))
+
+
+SIDECARS = [p for p in MANIFESTS if "sidecar" in p.name]
+
+
+# Native sidecars (an init container with restartPolicy: Always) are on by default from 1.29; 1.37 is the newest
+# schema kubernetes-validate 1.37.0 bundles.
+K8S_VERSIONS = ("1.29.0", "1.37.0")
+
+
+FIELD_NOTES_P95_S = 690.0  # the history the manifests' numbers were computed from (p95 good cold start)
+
+
+@pytest.fixture(scope="module")
+def validate() -> Any:
+    try:
+        from kubernetes_validate import utils
+    except ImportError:
+        require(False, "kubernetes-validate (the test extra: pip install -e '.[test]')")
+
+    def check(doc: dict[str, Any], version: str) -> None:
+        # SchemaNotFoundError (an unknown kind) and ValidationError both raise: nothing passes unchecked.
+        utils.validate(doc, version, strict=True)
+
+    return check
+
+
+def test_the_manifests_are_there():
+    assert {p.name for p in MANIFESTS} >= {"vllm-sidecar.yaml", "sglang-sidecar.yaml", "vllm-exec-probe.yaml",
+                                           "vllm-sidecar-node-log.yaml"}
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_manifests_validate_offline_and_strictly(validate: Any, path: Path, version: str):
+    for doc in docs(path):
+        validate(doc, version)
+
+
+def test_validation_can_fail(validate: Any):
+    from kubernetes_validate.utils import ValidationError
+
+    doc = copy.deepcopy(deployment(SIDECARS[0]))
+    engine = doc["spec"]["template"]["spec"]["containers"][0]
+    engine["livenessProbe"]["perodSeconds"] = engine["livenessProbe"].pop("periodSeconds")  # a typo
+    with pytest.raises(ValidationError):
+        validate(doc, K8S_VERSIONS[0])
+    doc = copy.deepcopy(deployment(SIDECARS[0]))
+    doc["spec"]["template"]["spec"]["initContainers"][0]["restartPolicy"] = 1
+    with pytest.raises(ValidationError):
+        validate(doc, K8S_VERSIONS[0])
+
+
+@pytest.mark.parametrize("path", SIDECARS, ids=lambda p: p.name)
+def test_sidecar_manifests_wire_the_probes_to_firstlight(path: Path):
+    spec = deployment(path)["spec"]["template"]["spec"]
+    assert spec["shareProcessNamespace"] is True  # --pid-from needs the engine's processes
+    (sidecar,) = spec["initContainers"]
+    (engine,) = spec["containers"]
+    assert sidecar["restartPolicy"] == "Always"  # a native sidecar
+    args = sidecar["args"]
+    assert args[0] == "watch" and "--pid-from" in args
+    bind = _arg(args, "--serve-readiness")
+    assert bind.startswith("0.0.0.0:")  # the kubelet probes the Pod IP, not the Pod's localhost
+    port = int(bind.rsplit(":", 1)[1])
+    assert port in [p["containerPort"] for p in sidecar["ports"]]
+    assert args[1].startswith("http://127.0.0.1:") and int(args[1].rsplit(":", 1)[1]) in [
+        p["containerPort"] for p in engine["ports"]]
+    for probe, path_ in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
+        assert engine[probe]["httpGet"] == {"path": path_, "port": port}, probe
+    # Liveness from the start, on firstlight's judgement: no startup probe holding it back for a fixed budget,
+    # and a hung verdict restarts the engine within seconds.
+    assert "startupProbe" not in engine
+    live = engine["livenessProbe"]
+    assert live["periodSeconds"] * live["failureThreshold"] <= 15 and live["failureThreshold"] >= 2
+    assert sidecar["startupProbe"]["httpGet"]["path"] == "/livez"  # the engine starts once firstlight listens
+    wrapper, engine_cmd = _engine_cmdlines(engine)
+    assert re.search(_arg(args, "--pid-from"), engine_cmd), "the pattern matches the engine's command line"
+    if wrapper is not None:
+        assert not re.search(_arg(args, "--pid-from"), wrapper), "and not the wrapper's: one deployment per start"
+
+
+def _engine_cmdlines(engine: dict[str, Any]) -> tuple[str | None, str]:
+    """What the sidecar sees in /proc/PID/cmdline: the bash wrapper for a moment, then the engine it execs (an
+    entry-point script such as ``vllm`` shows as its interpreter plus the script's path); no wrapper when the
+    container runs the engine itself."""
+    script = " ".join(engine["args"])
+    if engine["command"][0] not in ("/bin/bash", "/bin/sh", "bash", "sh"):
+        return None, f"/usr/bin/python3 /usr/local/bin/{' '.join([*engine['command'], script])}"
+    wrapper = " ".join([*engine["command"], script])
+    execd = script.split("exec ")[-1].strip()
+    return wrapper, execd if execd.startswith("python3 ") else f"/usr/bin/python3 /usr/local/bin/{execd}"
+
+
+def test_the_node_log_sidecar_reads_the_engine_containers_cri_file():
+    """The kubelet's path of a container's log, /var/log/pods/<namespace>_<pod>_<uid>/<container>/0.log, from the
+    downward API, on the node's directory mounted read-only; the engine itself unwrapped (its output is the
+    container's, which the runtime writes there)."""
+    path = REPO / "deploy" / "k8s" / "vllm-sidecar-node-log.yaml"
+    spec = deployment(path)["spec"]["template"]["spec"]
+    (sidecar,) = spec["initContainers"]
+    (engine,) = spec["containers"]
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in sidecar["env"]}
+    log = _arg(sidecar["args"], "--log")
+    expanded = re.sub(r"\$\((\w+)\)", lambda m: "{" + env[m.group(1)] + "}", log)  # as the kubelet does
+    assert expanded == f"/var/log/pods/{{metadata.namespace}}_{{metadata.name}}_{{metadata.uid}}/{engine['name']}/0.log"
+    mount = next(m for m in sidecar["volumeMounts"] if log.startswith(m["mountPath"] + "/"))
+    assert mount["readOnly"] is True
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert volume["hostPath"]["path"] == mount["mountPath"] == "/var/log/pods"
+    assert "tee" not in " ".join([*engine["command"], *engine["args"]])
+    assert not any("engine-log" in m["name"] for m in engine.get("volumeMounts", []))
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_startup_budget_and_progress_deadline_come_from_history(path: Path):
+    budget = probe_budget("x", [FIELD_NOTES_P95_S])
+    d = deployment(path)
+    assert d["spec"]["progressDeadlineSeconds"] == budget.progress_deadline_s > 600
+    engine = d["spec"]["template"]["spec"]["containers"][0]
+    if path in SIDECARS:  # liveness from the start (firstlight's /livez): the budget bounds only the rollout
+        return
+    startup = engine["startupProbe"]
+    assert (startup["periodSeconds"], startup["failureThreshold"]) == (budget.period_s, budget.failure_threshold)
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_every_number_has_a_comment(path: Path):
+    lines = path.read_text().splitlines()
+    number = re.compile(r"(:\s*|-\s*|\[\s*)\"?\d+(Gi|Mi|m)?\"?\s*(,|}|]|$|#)")
+    for i, line in enumerate(lines):
+        code = line.split("#", 1)[0]
+        if not number.search(code) or code.strip().startswith("apiVersion"):
+            continue
+        near = lines[max(0, i - 4): i + 1]
+        assert any("#" in n for n in near), f"{path.name}:{i + 1}: a number without a comment: {line.strip()}"
+
+
+def test_nearest_rank_never_interpolates():
+    assert nearest_rank([1, 2, 3, 4], 95) == 4 and nearest_rank([5], 95) == 5
+    assert nearest_rank(list(range(1, 101)), 95) == 95

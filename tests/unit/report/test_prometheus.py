@@ -1,0 +1,138 @@
+"""--metrics-port: a Prometheus scrape of a cold start, during loading and while serving.
+
+The in-process tests of this subject; the others: ``tests/e2e/test_prometheus.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from firstlight import __version__
+from firstlight.judge import Assessment, Event, Progress
+from firstlight.report.prometheus import COLD_START_BUCKETS, PrometheusExporter
+from firstlight.sim.server import free_port
+from firstlight.timeline import Level
+from firstlight.vocab import ALL_FAILURES
+from tests.support.prometheus import (
+    _one_start,
+    _result,
+    exporter,  # noqa: F401 (a fixture)
+)
+
+
+def _samples(port: int) -> dict[str, float]:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[s.name + json.dumps(s.labels, sort_keys=True)] = s.value
+    return out
+
+
+def test_each_start_is_counted_once_by_verdict_and_category_across_starts(exporter):  # noqa: F811
+    ex, port = exporter
+    before = _samples(port)
+    for category in ALL_FAILURES:  # there before any failure: increase() sees the first one
+        assert before[f'firstlight_starts_total{{"failure": "{category}", "verdict": "failed"}}'] == 0
+    _one_start(ex, _result("failed", failure="oom"))
+    _one_start(ex, _result("failed", failure="oom"))
+    _one_start(ex, _result("hung"))
+    _one_start(ex, _result("ready"))
+    _one_start(ex, _result("regression", cold_start_s=95.0))
+    ex.summary(dataclasses.replace(_result("ready"), verdict="failed", phase="serving", failure="other"))  # ended
+    ex.summary(_result("interrupted"))  # the sidecar stopped: no start
+    m = _samples(port)
+    assert m['firstlight_starts_total{"failure": "oom", "verdict": "failed"}'] == 2
+    assert m['firstlight_starts_total{"failure": "", "verdict": "hung"}'] == 1
+    assert m['firstlight_starts_total{"failure": "", "verdict": "ready"}'] == 1
+    assert m['firstlight_starts_total{"failure": "", "verdict": "regression"}'] == 1
+    assert m['firstlight_starts_total{"failure": "other", "verdict": "failed"}'] == 0
+    assert m['firstlight_starts_total{"failure": "", "verdict": "interrupted"}'] == 0
+    assert m["firstlight_time_to_ready_seconds_count{}"] == 2  # the two starts that served
+    assert m['firstlight_time_to_ready_seconds_bucket{"le": "30.0"}'] == 1
+    assert m['firstlight_time_to_ready_seconds_bucket{"le": "120.0"}'] == 2
+
+
+@pytest.mark.parametrize("category", [*ALL_FAILURES, "a_category_added_later"])
+def test_the_failure_label_takes_every_category(exporter, category: str):  # noqa: F811
+    ex, port = exporter
+    _one_start(ex, _result("failed", failure=category))
+    assert _samples(port)[f'firstlight_starts_total{{"failure": "{category}", "verdict": "failed"}}'] == 1
+
+
+def test_info_names_engine_model_and_deployment_and_never_a_path(exporter):  # noqa: F811
+    ex, port = exporter
+    _one_start(ex, _result("ready"), model="/home/alice/secret-project/models/Qwen2-7B-Instruct/")
+    info = [k for k in _samples(port) if k.startswith("firstlight_info")]
+    assert info == ['firstlight_info{"deployment": "chat-prod", "engine": "vllm", "model": "Qwen2-7B-Instruct", '
+                    f'"version": "{__version__}"}}']
+
+
+def test_serving_state_and_the_after_ready_figures(exporter):  # noqa: F811
+    ex, port = exporter
+    ex.started({"started_at": 1000.0, "engine": "vllm"})
+    m = _samples(port)
+    assert m["firstlight_serving{}"] == 0 and math.isnan(m["firstlight_ready_time_seconds{}"])
+    assert math.isnan(m["firstlight_spec_decoding_acceptance_rate{}"])
+    checks = [{"name": n, "status": s} for n, s in (("a", "ok"), ("b", "ok"), ("c", "warn"))]
+    _one_start(ex, _result("ready", spec_decoding={"acceptance_rate": 0.62, "mean_acceptance_length": 2.4},
+                           bench={"output_throughput": 123.5}, baseline={"cold_start_s": 28.0, "deployment": "x"},
+                           preflight={"checks": checks}))
+    m = _samples(port)
+    assert m["firstlight_serving{}"] == 1 and m["firstlight_ready_time_seconds{}"] == 1030.0
+    assert m["firstlight_spec_decoding_acceptance_rate{}"] == 0.62
+    assert m["firstlight_spec_decoding_mean_acceptance_length{}"] == 2.4
+    assert m["firstlight_bench_output_tokens_per_second{}"] == 123.5
+    assert m["firstlight_cold_start_baseline_seconds{}"] == 28.0
+    assert [m[f'firstlight_preflight_checks{{"status": "{s}"}}'] for s in ("ok", "warn", "fail")] == [2, 1, 0]
+    ex.serving_state("degraded")
+    assert _samples(port)["firstlight_serving{}"] == 0.5
+    ex.summary(dataclasses.replace(_result("ready"), verdict="failed", phase="serving", failure="other"))
+    m = _samples(port)
+    assert m["firstlight_serving{}"] == 0 and m["firstlight_ready_time_seconds{}"] == 1030.0  # not serving after READY
+    ex.started({"started_at": 2000.0, "engine": "vllm"})  # the next start: no READY yet
+    assert math.isnan(_samples(port)["firstlight_ready_time_seconds{}"])
+
+
+def test_phase_seconds_follow_the_start_then_its_result(exporter):  # noqa: F811
+    ex, port = exporter
+    ex.started({"started_at": 1000.0, "engine": "sglang"})
+    a = Assessment("starting", "weights_loading", Level.PORT, 12.0, [], Progress())
+    ex.event(Event(1004.0, "phase", "weights_loading"), a)
+    ex.status(a)
+    m = _samples(port)
+    assert m['firstlight_phase_seconds{"phase": "process_start"}'] == 4.0
+    assert m['firstlight_phase_seconds{"phase": "weights_loading"}'] == 8.0  # so far
+    phases = ({"name": "process_start", "start": 1000.0, "end": None}, {"name": "weights_loading", "start": 1004.0},
+              {"name": "ready", "start": 1025.0, "end": 1025.0})
+    _one_start(ex, _result("ready", phases=phases))
+    m = _samples(port)
+    assert m['firstlight_phase_seconds{"phase": "weights_loading"}'] == 21.0
+    assert m['firstlight_phase_seconds{"phase": "ready"}'] == 0.0
+
+
+def test_without_deployment_the_info_takes_the_histories_deployment_hash():
+    port = free_port()
+    ex = PrometheusExporter(port)
+    try:
+        ex.started({"started_at": 1000.0, "engine": "vllm", "model": "org/Model-7B"})
+        assert 'deployment=""' in httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        ex.verdict(_result("ready"))
+        ex.summary(_result("ready", baseline={"deployment": "0123456789abcdef0123", "cold_start_s": None}))
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        assert 'firstlight_info{deployment="0123456789ab",engine="vllm",model="Model-7B"' in text
+    finally:
+        ex.close()
+
+
+def test_the_cold_start_buckets_span_seconds_to_an_hour_at_most_1_5x_apart_above_10_s():
+    b = COLD_START_BUCKETS
+    assert b[0] == 1 and b[-1] == 3600 and list(b) == sorted(set(b))
+    assert all(hi / lo <= 1.5 for lo, hi in itertools.pairwise(b) if lo >= 10)

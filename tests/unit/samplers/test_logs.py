@@ -1,0 +1,65 @@
+"""Log sources under hostile conditions (issue 15): an append-mode log holding a previous run's failure, a FIFO,
+a flood of 50 MB/s from a real process. Real files, a real FIFO, a real pipe.
+
+The in-process tests of this subject; the others: ``tests/e2e/hostile/test_logs.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from firstlight.samplers.logs import FileFollower
+from firstlight.timeline import Observation, SourceNote
+from tests.support.common import wait_for
+from tests.support.hostile_logs import _texts
+
+OLD_RUN = (b"[2020-01-01 10:00:00] Load weight begin.\n"
+           b"[2020-01-01 10:00:05] torch.OutOfMemoryError: CUDA out of memory\n")
+
+
+def test_an_existing_log_is_followed_from_its_end(tmp_path: Path):
+    log = tmp_path / "server.log"
+    log.write_bytes(OLD_RUN)
+    got: list[Observation] = []
+    f = FileFollower(log, got.append, interval=0.02)
+    f.start()
+    try:
+        f.sync(5)
+        with open(log, "ab") as out:  # the restarted server appends
+            out.write(b"[2020-01-01 11:00:00] Load weight begin.\n")
+        wait_for(lambda: _texts(got), 5, "the appended line")
+        f.sync(5)
+    finally:
+        f.stop()
+    assert _texts(got) == ["[2020-01-01 11:00:00] Load weight begin."]
+    assert any("--log-from-start" in o.message for o in got if isinstance(o, SourceNote))
+
+
+def test_log_from_start_reads_an_existing_log_whole(tmp_path: Path):
+    log = tmp_path / "server.log"
+    log.write_bytes(OLD_RUN)
+    got: list[Observation] = []
+    f = FileFollower(log, got.append, interval=0.02, from_start=True)
+    f.start()
+    try:
+        wait_for(lambda: len(_texts(got)) == 2, 5, "both old lines")
+    finally:
+        f.stop()
+
+
+def test_with_the_process_start_time_the_runs_own_earlier_lines_are_read(tmp_path: Path):
+    """An append-mode log: the previous run's lines are skipped, this run's lines written before firstlight
+    attached are read, by the log's own timestamps."""
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now))
+    log = tmp_path / "server.log"
+    log.write_bytes(OLD_RUN + f"[{stamp}] Load weight begin.\n".encode())
+    got: list[Observation] = []
+    f = FileFollower(log, got.append, interval=0.02, since=now - 1)
+    f.start()
+    try:
+        f.sync(5)
+    finally:
+        f.stop()
+    assert _texts(got) == [f"[{stamp}] Load weight begin."]

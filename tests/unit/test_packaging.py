@@ -1,0 +1,19 @@
+"""Packaging (issue 19, item 5): the license is an SPDX expression, which setuptools reads without its
+"`project.license` as a TOML table is deprecated" warning from version 77 on, so the build asks for 77+."""
+
+from __future__ import annotations
+
+import re
+
+from tests.support.common import REPO
+
+PYPROJECT = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def test_license_is_an_spdx_string_and_the_build_needs_a_setuptools_that_reads_it():
+    assert re.search(r'^license = "Apache-2\.0"$', PYPROJECT, re.M), "license must be an SPDX string (PEP 639)"
+    assert "License ::" not in PYPROJECT  # a license classifier beside it is an error for setuptools 77+
+    requires = re.search(r"^requires = \[(.*)\]", PYPROJECT, re.M)
+    assert requires is not None
+    m = re.search(r'"setuptools>=(\d+)', requires[1])
+    assert m is not None and int(m[1]) >= 77, requires[1]
