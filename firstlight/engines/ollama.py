@@ -10,7 +10,7 @@ responding" -> "llama runner started in N seconds" (ready). Errors: "llama runne
 from __future__ import annotations
 
 from .llamacpp import LLAMACPP_FAILURES, LLAMACPP_PHASES
-from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker, ProgressMarker
+from .profile import WRAPPER_RANK, CommandFlags, Endpoints, EngineProfile, FailureSignature, PhaseMarker, ProgressMarker
 
 S = FailureSignature
 P = PhaseMarker
@@ -81,6 +81,7 @@ OLLAMA = EngineProfile(
     ),
     ready_markers=(r"llama runner started in [\d.]+ seconds", r"llama-server started in [\d.]+ seconds"),
     listening_markers=(r"msg=\"Listening on \S+ \(version \S+\)\"",),
+    flags=CommandFlags(model=(), tp=(), pp=(), dp=(), nnodes=(), quantization=()),
     port_flags=(),
     host_flags=(),
     port_env=("OLLAMA_HOST",),
