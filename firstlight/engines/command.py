@@ -4,8 +4,9 @@ key) and the API all read a command through :func:`parse_command`, so they agree
 
 The wrappers around the server are taken off first, outermost first and nested in any order: ``env A=1``,
 ``A=1 cmd``, ``exec``/``nohup``/``nice``/``sudo``/``taskset``/``numactl``/``stdbuf``, ``uv run``/``uvx``/``conda
-run``, ``torchrun`` (and ``python -m torch.distributed.run``), ``docker``/``podman``/``nerdctl run`` (the image, its ``-e``, ``-v``,
-``-p``, ``--network host`` and ``--entrypoint``; the server's arguments follow the image), a shell (``bash -c
+run``, ``torchrun`` (and ``python -m torch.distributed.run``), ``docker``/``podman``/``nerdctl run`` (the image,
+its ``-e``, ``-v``, ``-p``, ``--network host`` and ``--entrypoint``; the server's arguments follow the image), a
+shell (``bash -c
 '...'``: the part of the script that names an engine, else its last command) and a shell script file (its line
 that names an engine, ``"$@"`` replaced by the arguments). Then ``python [-u] -m MODULE`` or ``python
 script.py``, and the engine's own flags (``--flag V`` and ``--flag=V``; the last one wins, as in argparse).
@@ -552,8 +553,8 @@ def parse_command(argv: Sequence[str] | str, profiles: Mapping[str, EngineProfil
     module, args = _python(tokens)
     program = module or (os.path.basename(tokens[0]) if tokens else "")
     # The engine the program is: its name (python -m MODULE, a subcommand), or the container's image.
-    head = " ".join(([u.image] if u.image else []) + tokens[:3] if not module else
-                    ([u.image] if u.image else []) + ["python", "-m", module])
+    words = ["python", "-m", module, *_leading(args)[:2]] if module else tokens[:3]
+    head = " ".join(([u.image] if u.image else []) + words)
     named = _detect(head, engines)
     detected = named or _detect(" ".join(([u.image] if u.image else []) + tokens), engines)
     name = engine or detected
