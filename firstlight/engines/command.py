@@ -14,6 +14,7 @@ script.py``, and the engine's own flags (``--flag V`` and ``--flag=V``; the last
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
@@ -33,6 +34,7 @@ _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash"})
 _CONTAINERS = frozenset({"docker", "podman", "nerdctl"})
 _MAX_WRAPPERS = 16  # a command wrapped deeper than this is read as it stands
 _SCRIPT_BYTES = 64 * 1024
+_DETECT_CHARS = 2048
 
 # Images whose entrypoint is the server: the arguments after the image are the server's own.
 IMAGE_ENTRYPOINTS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
@@ -117,13 +119,16 @@ class ServerCommand:
 
 def flag_value(tokens: Sequence[str], flags: Sequence[str]) -> str | None:
     """The value of the last of ``flags`` in a command line (``--flag V`` or ``--flag=V``)."""
+    names = set(flags)
     value: str | None = None
     for i, tok in enumerate(tokens):
-        for flag in flags:
-            if tok == flag and i + 1 < len(tokens):
+        if tok in names:
+            if i + 1 < len(tokens):
                 value = tokens[i + 1]
-            elif flag.startswith("--") and tok.startswith(flag + "="):
-                value = tok[len(flag) + 1:]
+        elif tok.startswith("--") and "=" in tok:
+            name, _, given = tok.partition("=")
+            if name in names:
+                value = given
     return value
 
 
@@ -138,14 +143,21 @@ def split_words(argv: Sequence[str] | str) -> list[str]:
 
 
 # -- detection -----------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def _compiled(patterns: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """One regex per engine: an alternation matches where its first alternative does (the stale-server check
+    reads every process's command line)."""
+    return tuple((name, re.compile("|".join(f"(?:{p})" for p in pats))) for name, pats in patterns if pats)
+
+
 def _detect(text: str, profiles: Sequence[EngineProfile]) -> str | None:
     """The engine whose command pattern matches first in ``text`` (ties: the first profile)."""
+    text = text[:_DETECT_CHARS]  # a server names itself early; a long argument list is no server's
     best: tuple[int, int, str] | None = None
-    for order, p in enumerate(profiles):
-        for pattern in p.command_patterns:
-            m = re.search(pattern, text)
-            if m is not None and (best is None or (m.start(), order) < best[:2]):
-                best = (m.start(), order, p.name)
+    for order, (name, regex) in enumerate(_compiled(tuple((p.name, p.command_patterns) for p in profiles))):
+        m = regex.search(text)
+        if m is not None and (best is None or (m.start(), order) < best[:2]):
+            best = (m.start(), order, name)
     return best[2] if best else None
 
 
@@ -319,10 +331,10 @@ def _take_container(u: _Unwrapped, rest: list[str], base_env: Mapping[str, str])
     return rest
 
 
-def _segments(script: str) -> list[list[str]]:
-    """The simple commands of a shell script: its lines split at ``;``, ``&&``, ``||``, ``|`` and ``&``."""
+def _segments(line: str) -> list[list[str]]:
+    """The simple commands of a line of shell: split at ``;``, ``&&``, ``||``, ``|`` and ``&``."""
     out: list[list[str]] = []
-    for line in script.replace("\\\n", " ").splitlines():
+    if line:
         lex = shlex.shlex(line, posix=True, punctuation_chars=";&|")
         lex.whitespace_split = True
         lex.commenters = "#"
@@ -380,9 +392,12 @@ def _shell_script(path: str) -> str | None:
 def _script_command(script: str, args: list[str], profiles: Sequence[EngineProfile], inline: bool) -> list[str]:
     """The command of a script that starts the server: the one that names an engine, else (``-c`` only) the
     last one; ``"$@"`` is the script's arguments. [] when there is none."""
-    segments = _segments(script)
-    named = [seg for seg in segments if _detect(_flatten(seg), profiles)]
-    seg = named[0] if named else segments[-1] if segments and inline else []
+    lines = [line for line in script.replace("\\\n", " ").splitlines() if line.strip()]
+    # only a line that names an engine as written is split into words (scripts can be long)
+    named = [seg for line in lines if _detect(line, profiles) for seg in _segments(line)
+             if _detect(_flatten(seg), profiles)]
+    last = _segments(lines[-1]) if lines and inline else []
+    seg = named[0] if named else last[-1] if last else []
     out: list[str] = []
     for w in seg:
         out.extend(args if w in ("$@", "$*", "${@}", "${*}") else [w])
@@ -443,8 +458,8 @@ def _unwrap(tokens: list[str], base_env: Mapping[str, str], profiles: Sequence[E
             u.wrappers.append(f"{prog} -c" if inline else f"{prog} {os.path.basename(script)}")
             rest = command
         else:  # a shell script file that starts the server, unless the program is the engine itself
-            named = _detect(" ".join(rest[:3]), profiles)
-            text = _shell_script(rest[0]) if os.sep in rest[0] and named is None else None
+            script = os.sep in rest[0] and _detect(" ".join(rest[:3]), profiles) is None
+            text = _shell_script(rest[0]) if script else None
             command = _script_command(text, rest[1:], profiles, False) if text is not None else None
             if not command:
                 break
@@ -555,8 +570,9 @@ def parse_command(argv: Sequence[str] | str, profiles: Mapping[str, EngineProfil
     # The engine the program is: its name (python -m MODULE, a subcommand), or the container's image.
     words = ["python", "-m", module, *_leading(args)[:2]] if module else tokens[:3]
     head = " ".join(([u.image] if u.image else []) + words)
-    named = _detect(head, engines)
-    detected = named or _detect(" ".join(([u.image] if u.image else []) + tokens), engines)
+    anywhere = _detect(" ".join(([u.image] if u.image else []) + tokens), engines)
+    named = _detect(head, engines) if anywhere else None  # the head is in the whole: no match there, none here
+    detected = named or anywhere
     name = engine or detected
     profile = profiles.get(name or "generic") or profiles["generic"]
     flags = profile.flags
