@@ -458,8 +458,8 @@ def _unwrap(tokens: list[str], base_env: Mapping[str, str], profiles: Sequence[E
             u.wrappers.append(f"{prog} -c" if inline else f"{prog} {os.path.basename(script)}")
             rest = command
         else:  # a shell script file that starts the server, unless the program is the engine itself
-            script = os.sep in rest[0] and _detect(" ".join(rest[:3]), profiles) is None
-            text = _shell_script(rest[0]) if script else None
+            is_script = os.sep in rest[0] and _detect(" ".join(rest[:3]), profiles) is None
+            text = _shell_script(rest[0]) if is_script else None
             command = _script_command(text, rest[1:], profiles, False) if text is not None else None
             if not command:
                 break
