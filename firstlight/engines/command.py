@@ -479,8 +479,8 @@ def _python(tokens: list[str]) -> tuple[str | None, list[str]]:
         opt = rest.pop(0)
         if opt == "-m":
             return (rest[0], rest[1:]) if rest else (None, [])
-        if opt == "-c":
-            return None, []
+        if opt == "-c":  # python -c CODE ARGS: ARGS are the code's
+            return None, rest[1:]
         if opt in _PYTHON_VALUE and rest:
             rest.pop(0)
     return None, rest[1:]  # a script: its arguments

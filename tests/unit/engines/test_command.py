@@ -129,6 +129,7 @@ CASES: list[tuple[str, dict[str, str] | None, dict[str, Any]]] = [
     ("torchrun --nproc-per-node=2 /srv/serve.py --model /m --port 8007", None,
      dict(engine=None, model="/m", port=8007, server=("python", "/srv/serve.py", "--model", "/m", "--port", "8007"))),
     ("python my_server.py --port 7000", None, dict(engine=None, model=None, port=7000)),
+    ("python -c 'import srv; srv.main()' --port 7001 --model /m", None, dict(engine=None, model="/m", port=7001)),
 ]
 
 
