@@ -1,15 +1,16 @@
 """The one reader of a server's launch command: what it starts (engine, model, host and port, parallelism,
 quantization, llama.cpp's RPC workers), read without running it. Preflight, the live watch (weights, URL, history
-key) and the API all read a command through :func:`parse_command`, so they agree on every launch form.
+key), the engine detection and the API all read a command through :func:`parse_command` (``read_command`` in
+``firstlight.engines``), so they agree on every launch form.
 
 The wrappers around the server are taken off first, outermost first and nested in any order: ``env A=1``,
 ``A=1 cmd``, ``exec``/``nohup``/``nice``/``sudo``/``taskset``/``numactl``/``stdbuf``, ``uv run``/``uvx``/``conda
 run``, ``torchrun`` (and ``python -m torch.distributed.run``), ``docker``/``podman``/``nerdctl run`` (the image,
 its ``-e``, ``-v``, ``-p``, ``--network host`` and ``--entrypoint``; the server's arguments follow the image), a
-shell (``bash -c
-'...'``: the part of the script that names an engine, else its last command) and a shell script file (its line
-that names an engine, ``"$@"`` replaced by the arguments). Then ``python [-u] -m MODULE`` or ``python
-script.py``, and the engine's own flags (``--flag V`` and ``--flag=V``; the last one wins, as in argparse).
+shell (``bash -c '...'``: the part of the script that names an engine, else its last command) and a shell script
+file (its line that names an engine, ``"$@"`` replaced by the arguments). Then ``python [-u] -m MODULE`` or
+``python script.py``, and the engine's own flags (``--flag V`` and ``--flag=V``; the last one wins, as in
+argparse). Each engine's flags are data in its profile (``EngineProfile.flags``, ``port_flags``, ``host_flags``).
 """
 
 from __future__ import annotations
@@ -55,13 +56,13 @@ _UV_VALUE = frozenset({
     "--with", "--with-editable", "--with-requirements", "--python", "-p", "--project", "--directory", "--package",
     "--env-file", "--extra", "--group", "--only-group", "--no-group", "--index", "--index-url",
     "--extra-index-url", "--default-index", "--find-links", "-f", "--from", "--cache-dir", "--config-file",
-    "--script", "--module", "-m", "--exclude-newer", "--index-strategy", "--keyring-provider", "--resolution",
+    "--script", "--exclude-newer", "--index-strategy", "--keyring-provider", "--resolution",
     "--prerelease", "--link-mode", "--python-platform", "--refresh-package", "--reinstall-package",
     "--upgrade-package", "-P", "--color", "--allow-insecure-host",
 })
 # torchrun options that take no value.
 _TORCHRUN_BOOL = frozenset({"--standalone", "-m", "--module", "--no-python", "--no_python", "--run-path",
-                            "--run_path", "--tee-none"})
+                            "--run_path"})
 _PYTHON_VALUE = frozenset({"-W", "-X", "--check-hash-based-pycs"})
 
 
@@ -99,9 +100,6 @@ class ServerCommand:
     def value(self, *flags: str) -> str | None:
         """The value of the last of ``flags`` in the server's command line (``--flag V`` / ``--flag=V``)."""
         return flag_value(self.server, flags)
-
-    def has(self, *flags: str) -> bool:
-        return any(t in flags or t.split("=", 1)[0] in flags for t in self.server)
 
     @property
     def url(self) -> str | None:
@@ -222,6 +220,19 @@ def _skip_options(rest: list[str], takes_value: frozenset[str] | None = None,
             continue
         valued = opt in takes_value if takes_value is not None else opt not in (is_switch or frozenset())
         if valued and rest:
+            rest.pop(0)
+    return rest
+
+
+def _take_uv(rest: list[str]) -> list[str]:
+    """``uv run [opts] CMD`` or ``uv run [opts] -m MODULE ARGS`` (python -m MODULE in uv's environment)."""
+    while rest and rest[0].startswith("-"):
+        opt = rest.pop(0)
+        if opt == "--":
+            break
+        if opt in ("-m", "--module") and rest:
+            return ["python", "-m", *rest]
+        if opt in _UV_VALUE and rest:
             rest.pop(0)
     return rest
 
@@ -435,7 +446,7 @@ def _unwrap(tokens: list[str], base_env: Mapping[str, str], profiles: Sequence[E
             rest = _skip_options(rest[1:], takes_value=frozenset({"-N", "-m", "-C", "-p", "-i", "-P"}))
         elif prog == "uv" and len(rest) > 1 and rest[1] == "run":
             u.wrappers.append("uv run")
-            rest = _skip_options(rest[2:], takes_value=_UV_VALUE)
+            rest = _take_uv(rest[2:])
         elif prog == "uvx" or (prog == "uv" and rest[1:3] == ["tool", "run"]):
             u.wrappers.append("uvx")
             rest = _skip_options(rest[1:] if prog == "uvx" else rest[3:], takes_value=_UV_VALUE)

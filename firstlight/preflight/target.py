@@ -87,7 +87,7 @@ def find_interpreter(argv: Sequence[str], env: Mapping[str, str],
                      cmd: ServerCommand | None = None) -> tuple[str | None, str]:
     """(interpreter, how it was found) for the server's command line; (None, why) for a native binary, a server
     in a container, or one that ``uv`` starts in an environment it picks."""
-    if cmd is not None and cmd.image is not None:
+    if cmd is not None and cmd.in_container:
         return None, f"the server runs in the container image {cmd.image}"
     if cmd is not None and {"uv run", "uvx"} & set(cmd.wrappers):
         return None, "uv picks the server's Python"
@@ -116,7 +116,8 @@ def read_target(command: Sequence[str], env: Mapping[str, str] | None = None, en
     interp, how = find_interpreter(argv, full_env, cmd)
     return Target(
         argv=argv, env=full_env, engine=cmd.engine, model=model or cmd.model,
-        model_path=resolve_model_dir(local) if local else None, host=cmd.host, port=cmd.port, tp=cmd.tp or 1,
+        model_path=resolve_model_dir(local) if local else None, tp=cmd.tp or 1,
+        host=cmd.reach_host, port=cmd.reach_port,  # on this machine: a container's published port
         gpu_util=(_float(cmd.value(*GPU_UTIL_FLAGS)) or VLLM_DEFAULT_GPU_UTIL) if cmd.engine == "vllm" else None,
         visible_devices=visible, interpreter=interp, interpreter_source=how, command=cmd,
     )

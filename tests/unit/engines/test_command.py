@@ -75,6 +75,8 @@ CASES: list[tuple[str, dict[str, str] | None, dict[str, Any]]] = [
     ("sh -c 'cd /srv; python -m vllm.entrypoints.openai.api_server --model /m' sh", None,
      dict(engine="vllm", model="/m", wrappers=("sh -c",))),
     ("uv run --python 3.12 --with vllm vllm serve m", None, dict(engine="vllm", model="m", wrappers=("uv run",))),
+    ("uv run --frozen -m vllm.entrypoints.openai.api_server --model /m", None,
+     dict(engine="vllm", model="/m", module="vllm.entrypoints.openai.api_server")),
     ("uvx --from vllm vllm serve m --port 8002", None, dict(engine="vllm", model="m", port=8002)),
     ("nohup nice -n 10 taskset -c 0-7 vllm serve m", None, dict(engine="vllm", model="m")),
     # --- llama.cpp ------------------------------------------------------------------------------------------------
@@ -248,3 +250,9 @@ def test_the_api_guesses_the_url_and_the_model_from_the_same_reading(tmp_path: P
             "--host", "0.0.0.0", "--port", "8124"]
     assert _url_from_command(argv, get_profile("vllm")) == "http://127.0.0.1:8124"
     assert os.path.samefile(read_target(argv).model_path or "", tmp_path)
+
+
+def test_preflight_checks_the_port_a_container_publishes_on_this_machine() -> None:
+    t = read_target(["docker", "run", "-p", "127.0.0.1:9001:8000", "vllm/vllm-openai", "--model", "m"], env={})
+    assert (t.host, t.port, t.interpreter) == ("127.0.0.1", 9001, None)
+    assert "container image vllm/vllm-openai" in t.interpreter_source
