@@ -197,6 +197,7 @@ def _take_env(u: _Unwrapped, rest: list[str]) -> list[str]:
             u.env_set.pop(name, None)
         elif flag.startswith("--unset="):
             u.env.pop(flag.split("=", 1)[1], None)
+            u.env_set.pop(flag.split("=", 1)[1], None)
         elif flag in ("-i", "--ignore-environment", "-"):
             u.env = dict(u.env_set)
         elif flag in ("-C", "--chdir", "-S", "--split-string") and rest:
@@ -208,18 +209,14 @@ def _take_env(u: _Unwrapped, rest: list[str]) -> list[str]:
     return rest
 
 
-def _skip_options(rest: list[str], takes_value: frozenset[str] | None = None,
-                  is_switch: frozenset[str] | None = None) -> list[str]:
-    """Drop a launcher's options up to its command (``--`` ends them). An option takes a value when it is in
-    ``takes_value``, or when it is not in ``is_switch`` (give one of the two)."""
+def _skip_options(rest: list[str], takes_value: frozenset[str]) -> list[str]:
+    """Drop a launcher's options up to its command (``--`` ends them); those in ``takes_value`` take the next
+    word (unless written ``--opt=V``)."""
     while rest and rest[0].startswith("-"):
         opt = rest.pop(0)
         if opt == "--":
             break
-        if "=" in opt and opt.startswith("--"):
-            continue
-        valued = opt in takes_value if takes_value is not None else opt not in (is_switch or frozenset())
-        if valued and rest:
+        if opt in takes_value and rest:
             rest.pop(0)
     return rest
 
