@@ -74,8 +74,10 @@ class ServerCommand:
     argv: tuple[str, ...]  # as given
     server: tuple[str, ...]  # the server's own command line, the wrappers taken off
     wrappers: tuple[str, ...] = ()  # what was taken off, outermost first: "env", "uv run", "docker run", "bash -c"
-    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # what the server will see
-    env_set: tuple[tuple[str, str], ...] = ()  # what the command itself sets (env A=1, docker -e A=1)
+    # the environment the server will see, and what the command itself sets (env A=1, docker -e A=1); never in
+    # the repr: it holds tokens
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    env_set: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     engine: str | None = None
     named_by_program: bool = False  # the engine is the program itself, not a word further on
     module: str | None = None  # python -m MODULE

@@ -256,3 +256,10 @@ def test_preflight_checks_the_port_a_container_publishes_on_this_machine() -> No
     t = read_target(["docker", "run", "-p", "127.0.0.1:9001:8000", "vllm/vllm-openai", "--model", "m"], env={})
     assert (t.host, t.port, t.interpreter) == ("127.0.0.1", 9001, None)
     assert "container image vllm/vllm-openai" in t.interpreter_source
+
+
+def test_the_environment_never_reaches_the_reading_s_repr() -> None:
+    cmd = read_command(["env", "HF_TOKEN=hf_secret123", "vllm", "serve", "m"], env={"OPENAI_API_KEY": "sk-abc"})
+    assert dict(cmd.env_set) == {"HF_TOKEN": "hf_secret123"} and cmd.env["OPENAI_API_KEY"] == "sk-abc"
+    assert "sk-abc" not in repr(cmd)
+    assert repr(cmd).count("hf_secret123") == 1  # in argv only, as given (command lines go through the redactor)
