@@ -32,7 +32,7 @@ from types import TracebackType
 import psutil
 
 from firstlight.config import Config, HistoryConfig, JudgeConfig, ProbeConfig
-from firstlight.engines import command_url, detect_from_command, get_profile
+from firstlight.engines import detect_from_command, get_profile, read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.logreplay import ReplayReport, replay_lines, replay_log
 from firstlight.preflight import DEADLINE_S, PreflightOptions, PreflightReport, read_target
@@ -41,7 +41,6 @@ from firstlight.redact import Redactor
 from firstlight.report.base import ForwardingReporter, QuietReporter, Reporter
 from firstlight.result import RunResult
 from firstlight.runner.session import Outcome, Session
-from firstlight.samplers.weights import model_path_from_command
 from firstlight.serving import ServingStatus
 from firstlight.timeline import Interrupted
 from firstlight.vocab import INTERRUPTED
@@ -271,7 +270,7 @@ def watch(url: str, *, pid: int | None = None, log: str | Path | None = None, lo
                           served_model=served_model, api_key=api_key, connect_timeout=connect_timeout,
                           read_timeout=read_timeout, generation_timeout=generation_timeout)
     if model is None and command:
-        model = model_path_from_command(command)
+        model = read_command(command, engine=engine).model_local
     cfg = Config(command=[], pid=pid, log_file=Path(log) if log else None, log_from_start=log_from_start,
                  watched_command=command, engine=engine or detect_from_command(command),
                  model_path=Path(model) if model else None, probe=probe,
@@ -324,7 +323,7 @@ def _where(url: str | None, port: int | None) -> str | None:
 
 
 def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
-    url = command_url(list(command), profile)
+    url = read_command(command, engine=profile.name, env=os.environ).url  # the server inherits this environment
     if url is None:
         raise ValueError("cannot tell the server's port from its command line; pass url= or port=")
     return url

@@ -40,6 +40,7 @@ import httpx
 
 from firstlight.bench.client import BenchConfig, http_get, run_bench, with_model
 from firstlight.bench.metrics import BenchResult
+from firstlight.engines import read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.wire import WireError, parse_json
 from firstlight.wire.content import parse_prometheus
@@ -67,25 +68,14 @@ class SpecSnapshot:
                 "notes": self.notes, "method": self.method}
 
 
-def _flag_value(command: Sequence[str], *flags: str) -> str | None:
-    """The value of the last ``--flag VALUE`` / ``--flag=VALUE`` in a command line; '' for a bare flag."""
-    found: str | None = None
-    for i, arg in enumerate(command):
-        for flag in flags:
-            if arg == flag:
-                found = command[i + 1] if i + 1 < len(command) else ""
-            elif arg.startswith(flag + "="):
-                found = arg[len(flag) + 1:]
-    return found
-
-
 def configured_from_command(engine: str | None, command: Sequence[str]) -> tuple[bool | None, str | None]:
     """Whether the server's own command line turns speculative decoding on, and the method it names.
     ``(None, None)`` when the command does not tell (no command, another engine, or only a draft model)."""
     if not command:
         return None, None
+    cmd = read_command(command, engine=engine)
     if engine == "vllm":
-        raw = _flag_value(command, "--speculative-config", "--speculative_config", "-sc")
+        raw = cmd.value( "--speculative-config", "--speculative_config", "-sc")
         if raw is None:
             return False, None  # vLLM 0.32 has no other way to turn it on
         try:
@@ -95,7 +85,7 @@ def configured_from_command(engine: str | None, command: Sequence[str]) -> tuple
         method = conf.get("method") if isinstance(conf, dict) else None
         return True, str(method) if method else None
     if engine == "llamacpp":
-        types = _flag_value(command, "--spec-type")
+        types = cmd.value("--spec-type")
         if types is None:
             return None, None  # b11434 may infer a type from the draft GGUF's metadata: ask /slots
         names = [t for t in types.split(",") if t and t != "none"]

@@ -48,7 +48,7 @@ from firstlight.cli.run import make_reporters, run_watch
 from firstlight.cli.unit import replay_unit, unit_options, watch_unit
 from firstlight.config import Config, JudgeConfig
 from firstlight.containers.command import parse_run
-from firstlight.engines import detect_from_command, get_profile
+from firstlight.engines import detect_from_command, get_profile, read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.probes.ladder import Ladder
 from firstlight.redact import Redactor
@@ -56,7 +56,6 @@ from firstlight.runner.output import nonblocking_stderr
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
 from firstlight.runner.serving import ServingWatch
 from firstlight.runner.session import Outcome, Session
-from firstlight.samplers.weights import model_path_from_command
 from firstlight.sim.scenarios import SCENARIOS
 from firstlight.timeline import Level
 from firstlight.vocab import ALL_FAILURES, EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE
@@ -237,7 +236,7 @@ def _watch_setup(url: str, pid: int | None, log_file: Path | None, kw: dict[str,
     after, history = after_ready_config(kw)
     model_path = kw["model_path"]
     if model_path is None and command:
-        model = model_path_from_command(command)
+        model = read_command(command, engine=kw["engine"]).model_local
         model_path = Path(model) if model else None
     cfg = Config(command=[], pid=pid, log_file=log_file, log_from_start=kw.get("log_from_start", False),
                  watched_command=command,

@@ -31,9 +31,8 @@ from firstlight.config import Config
 from firstlight.containers.command import RunCommand
 from firstlight.containers.runtime import RUNTIMES, Container, Runtime, RuntimeFailure
 from firstlight.containers.watch import ContainerSession, Tracker
-from firstlight.engines import command_host, command_port, detect_from_command
+from firstlight.engines import detect_from_command, read_command
 from firstlight.engines.profile import EngineProfile
-from firstlight.samplers.weights import model_path_from_command
 
 
 def container_options() -> Decorator:
@@ -65,11 +64,12 @@ def _find(ref: str, which: str) -> tuple[Runtime, Container]:
 def container_url(c: Container, command: list[str], profile: EngineProfile) -> str | None:
     """Where the container's server answers from this machine: its port published on the host, the port
     itself on the host's network, else the container's own address (rootful bridge networks)."""
-    port = command_port(command, profile)
+    cmd = read_command(command, engine=profile.name)
+    port = cmd.port
     if not port:
         return None
     if c.network_mode == "host":
-        host = command_host(command, profile) or "127.0.0.1"
+        host = cmd.host or "127.0.0.1"
         return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{port}"
     if port in c.ports:
         return f"http://127.0.0.1:{c.ports[port]}"
@@ -119,7 +119,7 @@ def up_container(run: RunCommand, url: str | None, kw: dict[str, Any], cfg_kw: d
     inner = run.inner
     profile = profile_for(kw["engine"], inner)
     if url is None:
-        port = command_port(inner, profile)
+        port = read_command(inner, engine=profile.name).port
         host_port = run.host_port(port) if port else None
         if host_port is None:
             raise UsageFailure(f"{run.runtime} run: cannot tell where the server answers from this machine "
@@ -133,7 +133,7 @@ def up_container(run: RunCommand, url: str | None, kw: dict[str, Any], cfg_kw: d
         launch = run.with_cidfile(workdir / "cid")
     try:
         after, history = after_ready_config(kw)
-        model = kw["model_path"] or model_path_from_command(inner)  # sized where the host sees the same path
+        model = kw["model_path"] or read_command(list(run.argv)).model_local  # where this machine sees it (-v)
         cfg = Config(after=after, history=history, command=list(run.argv), watched_command=inner,
                      model_path=Path(model) if model and Path(model).exists() else None,
                      engine=kw["engine"] or detect_from_command(inner), probe=probe_config(url, profile, kw),

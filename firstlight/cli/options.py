@@ -12,6 +12,7 @@ host that does not resolve would look like a server that never opens its port.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import IO, Any
 import click
 
 from firstlight.config import AfterReadyConfig, HistoryConfig, JudgeConfig, ProbeConfig
-from firstlight.engines import command_url, detect_from_command, get_profile
+from firstlight.engines import detect_from_command, get_profile, read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.redact import Redactor
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE
@@ -259,7 +260,7 @@ def after_ready_config(kw: dict[str, Any]) -> tuple[AfterReadyConfig, HistoryCon
 
 
 def url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
-    url = command_url(list(command), profile)
+    url = read_command(command, engine=profile.name, env=os.environ).url  # the server inherits this environment
     if url is None:
         raise UsageFailure("cannot tell the server's port from its command line; pass --url")
     return url

@@ -26,8 +26,7 @@ from firstlight.cli.options import (
 )
 from firstlight.cli.run import run_watch
 from firstlight.config import Config
-from firstlight.engines import detect_from_command
-from firstlight.samplers.weights import model_path_from_command
+from firstlight.engines import detect_from_command, read_command
 from firstlight.units import unit_name
 from firstlight.units.journal import JournalError, is_journal_file, journal_lines
 from firstlight.units.systemctl import Systemctl, SystemctlError, UnitState
@@ -101,7 +100,7 @@ def watch_unit(url: str | None, kw: dict[str, Any], restart_first: bool = False,
     after, history = after_ready_config(kw)
     model_path = kw["model_path"]
     if model_path is None and command:
-        model = model_path_from_command(command)
+        model = read_command(command, engine=kw["engine"]).model_local
         model_path = Path(model) if model else None
     cfg = Config(command=[], watched_command=command, after=after, history=history,
                  engine=kw["engine"] or detect_from_command(command), model_path=model_path,

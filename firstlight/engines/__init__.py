@@ -6,8 +6,9 @@ True
 
 Layout: ``profile`` (dataclasses, PHASES, FAILURE_CATEGORIES, the classifier), ``common`` (PyTorch/CUDA/NCCL/
 HF signatures shared by engines), one data module per engine (``sglang``, ``vllm``, ``llamacpp``, ``tgi``,
-``trtllm``, ``lmdeploy``, ``ollama``, ``generic``) and ``detect`` (command/log/endpoint detection, port and
-host flags). Pure data and matching: nothing here drives the judge (``firstlight.drive`` does).
+``trtllm``, ``lmdeploy``, ``ollama``, ``generic``), ``command`` (the one reader of a launch command: engine,
+model, host and port, parallelism) and ``detect`` (log and endpoint detection). Pure data and matching:
+nothing here drives the judge (``firstlight.drive`` does).
 
 Adding an engine is a data change: write an :class:`EngineProfile` (markers, signatures, endpoints, flags,
 ``detect_patterns``) in a new module and add it to ``PROFILES`` below (or call :func:`register_profile`).
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from . import command as _command
 from . import detect as _detect
+from .command import ServerCommand
 from .detect import DETECTION_ENDPOINTS, EngineDetector, detect_from_endpoint
 from .generic import GENERIC
 from .llamacpp import LLAMACPP
@@ -64,9 +67,17 @@ def _engines() -> list[EngineProfile]:
     return [p for n, p in PROFILES.items() if n != "generic"]
 
 
-def detect_from_command(argv: Sequence[str]) -> str | None:
+def read_command(argv: Sequence[str] | str, *, engine: str | None = None,
+                 env: Mapping[str, str] | None = None) -> ServerCommand:
+    """The one reading of a launch command (argv list, or one shell string): engine, model, host and port,
+    parallelism, quantization, through every wrapper (``env``, ``uv run``, ``torchrun``, ``docker run``, a shell).
+    ``engine`` overrides the one the command names; ``env`` is the environment it will be started in."""
+    return _command.parse_command(argv, PROFILES, engine=engine, env=env)
+
+
+def detect_from_command(argv: Sequence[str] | str) -> str | None:
     """Engine name from a launch command (argv list, or one shell string), or ``None``."""
-    return _detect.detect_from_command(argv, _engines())
+    return read_command(argv).engine
 
 
 def detect_from_lines(lines: Iterable[str], max_lines: int = 5000) -> str | None:
@@ -77,22 +88,6 @@ def detect_from_lines(lines: Iterable[str], max_lines: int = 5000) -> str | None
 def new_detector() -> EngineDetector:
     """An incremental detector over the registered engines (for live log readers)."""
     return EngineDetector(_engines())
-
-
-def command_port(
-    argv: Sequence[str], profile: EngineProfile, env: Mapping[str, str] | None = None
-) -> int | None:
-    return _detect.command_port(argv, profile, env)
-
-
-def command_host(
-    argv: Sequence[str], profile: EngineProfile, env: Mapping[str, str] | None = None
-) -> str | None:
-    return _detect.command_host(argv, profile, env)
-
-
-def command_url(argv: Sequence[str], profile: EngineProfile) -> str | None:
-    return _detect.command_url(argv, profile)
 
 
 __all__ = [
@@ -109,15 +104,14 @@ __all__ = [
     "PhaseMarker",
     "Progress",
     "ProgressMarker",
+    "ServerCommand",
     "SpecMetric",
     "clean_line",
-    "command_host",
-    "command_port",
-    "command_url",
     "detect_from_command",
     "detect_from_endpoint",
     "detect_from_lines",
     "get_profile",
     "new_detector",
+    "read_command",
     "register_profile",
 ]

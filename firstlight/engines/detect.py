@@ -1,11 +1,9 @@
-"""Engine detection from a launch command, from log lines, and from one HTTP response; command-line
-port/host parsing."""
+"""Engine detection from log lines and from one HTTP response (from a launch command: ``command.py``)."""
 
 from __future__ import annotations
 
 import re
-import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from firstlight.logtext import classify_prefix
@@ -71,120 +69,6 @@ def detect_from_lines(
             break
         det.feed(line)
     return det.best()
-
-
-def _flatten(argv: Sequence[str] | str) -> list[str]:
-    if isinstance(argv, str):
-        argv = [argv]
-    out: list[str] = []
-    for tok in argv:
-        if any(c.isspace() for c in tok):
-            try:
-                out.extend(shlex.split(tok))
-            except ValueError:
-                out.extend(tok.split())
-        else:
-            out.append(tok)
-    return out
-
-
-def detect_from_command(argv: Sequence[str] | str, profiles: Sequence[EngineProfile]) -> str | None:
-    joined = " ".join(_flatten(argv))
-    best: tuple[int, int, str] | None = None
-    for order, p in enumerate(profiles):
-        for pattern in p.command_patterns:
-            m = re.search(pattern, joined)
-            if m is not None:
-                key = (m.start(), order, p.name)
-                if best is None or key < best:
-                    best = key
-    return best[2] if best else None
-
-
-def flag_value(tokens: Sequence[str], flags: Sequence[str]) -> str | None:
-    """The value of the last of ``flags`` in a command line (``--flag V`` or ``--flag=V``)."""
-    value: str | None = None
-    for i, tok in enumerate(tokens):
-        for flag in flags:
-            if tok == flag and i + 1 < len(tokens):
-                value = tokens[i + 1]
-            elif flag.startswith("--") and tok.startswith(flag + "="):
-                value = tok[len(flag) + 1 :]
-    return value
-
-
-_HOSTPORT_RE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://)?(?P<host>\[[^\]]*\]|[^:/]*)?(?::(?P<port>\d+))?/?$")
-
-
-def _split_hostport(value: str) -> tuple[str | None, int | None]:
-    m = _HOSTPORT_RE.match(value.strip())
-    if m is None:
-        return None, None
-    host = m.group("host") or None
-    port = int(m.group("port")) if m.group("port") else None
-    return host, port
-
-
-def _port(value: str | None) -> int | None:
-    """A flag value: a plain port number (a "8080:80" docker publish mapping is not one)."""
-    if value is None or not value.strip().isdigit():
-        return None
-    number = int(value)
-    return number if 0 < number < 65536 else None
-
-
-def _env_port(value: str) -> int | None:
-    """An environment value: a port, or host:port / scheme://host:port (OLLAMA_HOST)."""
-    return _port(value) if value.strip().isdigit() else _split_hostport(value)[1]
-
-
-def command_port(
-    argv: Sequence[str] | str, profile: EngineProfile, env: Mapping[str, str] | None = None
-) -> int | None:
-    """The port the engine will listen on: the last port flag in ``argv``, else the profile's port
-    environment variables (``env``), else the engine's default; ``None`` when unknown."""
-    tokens = _flatten(argv)
-    port = _port(flag_value(tokens, profile.port_flags))
-    if port is not None:
-        return port
-    if env:
-        for name in profile.port_env:
-            if name in env:
-                from_env = _env_port(env[name])
-                if from_env is not None:
-                    return from_env
-    return profile.default_port or None
-
-
-def command_url(argv: Sequence[str] | str, profile: EngineProfile) -> str | None:
-    """Where to reach the server the command starts, from this machine: its host (a wildcard bind is reached on
-    127.0.0.1) and port; ``None`` when the port cannot be told (port 0 would silently become port 80)."""
-    host = command_host(argv, profile) or "127.0.0.1"
-    if host in ("0.0.0.0", "::", "[::]", ""):
-        host = "127.0.0.1"
-    port = command_port(argv, profile)
-    if not port:
-        return None
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    return f"http://{host}:{port}"
-
-
-def command_host(
-    argv: Sequence[str] | str, profile: EngineProfile, env: Mapping[str, str] | None = None
-) -> str | None:
-    """The host/interface the engine binds: the last host flag, else env, else the engine default."""
-    tokens = _flatten(argv)
-    host = flag_value(tokens, profile.host_flags)
-    if host:
-        return host
-    if env:
-        for name in profile.host_env:
-            if name in env and env[name].strip():
-                h, _ = _split_hostport(env[name])
-                if h:
-                    return h.strip("[]")
-    return profile.default_host
 
 
 # --- endpoint detection -----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 from .common import SERVED_MARKERS, TORCH_FAILURES
 from .profile import (
     WRAPPER_RANK,
+    CommandFlags,
     Endpoints,
     EngineProfile,
     FailureSignature,
@@ -198,6 +199,8 @@ LLAMACPP = EngineProfile(
         M("log", r"draft acceptance rate = (?P<value>[\d.]+)", "log: draft acceptance rate"),
         M("slots", "speculative", "/slots: each slot's speculative flag (it has a drafter)"),
     ),
+    flags=CommandFlags(model=("-m", "--model", "-hf", "--hf-repo"), model_env=("LLAMA_ARG_MODEL",), tp=(), pp=(),
+                       dp=(), nnodes=(), quantization=(), rpc=("--rpc",)),
     port_flags=("--port",),
     host_flags=("--host",),
     port_env=("LLAMA_ARG_PORT",),

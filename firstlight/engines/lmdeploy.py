@@ -8,7 +8,7 @@ prints "HINT:    Please open http://... in a browser for detailed api usage!!!" 
 from __future__ import annotations
 
 from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
-from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker
+from .profile import WRAPPER_RANK, CommandFlags, Endpoints, EngineProfile, FailureSignature, PhaseMarker
 
 S = FailureSignature
 P = PhaseMarker
@@ -63,6 +63,8 @@ LMDEPLOY = EngineProfile(
     ),
     ready_markers=(r"^Application startup complete\.", r"Uvicorn running on \S+", *SERVED_MARKERS),
     listening_markers=(r"Uvicorn running on \S+",),
+    flags=CommandFlags(model=(), model_after=("api_server",), tp=("--tp",), pp=("--pp",), dp=("--dp",),
+                       quantization=("--model-format",)),
     port_flags=("--server-port",),
     host_flags=("--server-name",),
     detect_patterns=(

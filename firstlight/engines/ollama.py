@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .common import SERVED_MARKERS
 from .llamacpp import LLAMACPP_FAILURES, LLAMACPP_PHASES
-from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker, ProgressMarker
+from .profile import WRAPPER_RANK, CommandFlags, Endpoints, EngineProfile, FailureSignature, PhaseMarker, ProgressMarker
 
 S = FailureSignature
 P = PhaseMarker
@@ -87,6 +87,7 @@ OLLAMA = EngineProfile(
                    *SERVED_MARKERS),
     # the daemon's (since 0.1.3x: msg="Listening on ... (version X)"; before: "routes.go:572: Listening on ...")
     listening_markers=(r"msg=\"Listening on \S+ \(version \S+\)\"", r"\broutes\.go:\d+: (?:INFO )?Listening on \S+"),
+    flags=CommandFlags(model=(), tp=(), pp=(), dp=(), nnodes=(), quantization=()),
     port_flags=(),
     host_flags=(),
     port_env=("OLLAMA_HOST",),

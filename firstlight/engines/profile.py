@@ -137,6 +137,25 @@ class Endpoints:
 
 
 @dataclass(frozen=True)
+class CommandFlags:
+    """How an engine's command line names what the command reader (``engines/command.py``) reads: the model, the
+    parallelism, the quantization and llama.cpp's RPC workers. ``--flag V`` and ``--flag=V`` both count; the
+    last one given wins, as in argparse."""
+
+    model: tuple[str, ...] = ("--model", "--model-path", "--model-id", "-m")
+    # the model as the positional word right after one of these leading words, the program's name included
+    # (``vllm serve MODEL``, ``lmdeploy serve api_server MODEL``, ``trtllm-serve [serve] MODEL``); empty: none
+    model_after: tuple[str, ...] = ()
+    model_env: tuple[str, ...] = ()  # environment variables holding the model (TGI's MODEL_ID)
+    tp: tuple[str, ...] = ("--tp", "--tp-size", "--tensor-parallel-size", "-tp")
+    pp: tuple[str, ...] = ("--pp", "--pp-size", "--pipeline-parallel-size", "-pp")
+    dp: tuple[str, ...] = ("--dp", "--dp-size", "--data-parallel-size", "-dp")
+    nnodes: tuple[str, ...] = ("--nnodes",)
+    quantization: tuple[str, ...] = ("--quantization",)
+    rpc: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class EngineProfile:
     name: str
     display_name: str
@@ -155,6 +174,7 @@ class EngineProfile:
     port_env: tuple[str, ...] = ()  # environment variables holding the port (or host:port)
     host_env: tuple[str, ...] = ()
     default_host: str | None = None
+    flags: CommandFlags = CommandFlags()  # the rest of the command line: model, parallelism, quantization
     # log-based detection: (regex, weight); an engine needs a total weight of DETECT_THRESHOLD
     detect_patterns: tuple[tuple[str, int], ...] = ()
     # engines whose log lines can appear inside this engine's log (SGLang prints vLLM-style loader

@@ -13,6 +13,7 @@ from __future__ import annotations
 from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
 from .profile import (
     WRAPPER_RANK,
+    CommandFlags,
     Endpoints,
     EngineProfile,
     FailureSignature,
@@ -243,6 +244,9 @@ SGLANG = EngineProfile(
         SpecMetric("log", r"accept len: (?P<value>[\d.]+)", "Decode batch line: mean accept length"),
         SpecMetric("log", r"accept rate: (?P<value>[\d.]+)", "Decode batch line (0.5.x): accept rate"),
     ),
+    flags=CommandFlags(model=("--model-path", "--model"), tp=("--tp-size", "--tp", "--tensor-parallel-size"),
+                       pp=("--pp-size", "--pp", "--pipeline-parallel-size"),
+                       dp=("--dp-size", "--dp", "--data-parallel-size")),
     port_flags=("--port",),
     host_flags=("--host",),
     detect_patterns=(

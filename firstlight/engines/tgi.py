@@ -12,6 +12,7 @@ from __future__ import annotations
 from .common import FRAME_MARKERS, SERVED_MARKERS, TORCH_FAILURES
 from .profile import (
     WRAPPER_RANK,
+    CommandFlags,
     Endpoints,
     EngineProfile,
     FailureSignature,
@@ -155,6 +156,8 @@ TGI = EngineProfile(
     spec_decoding=(
         M("prometheus", "tgi_request_skipped_tokens", "histogram: speculated tokens accepted per request"),
     ),
+    flags=CommandFlags(model=("--model-id",), model_env=("MODEL_ID",), tp=("--num-shard",), pp=(), dp=(), nnodes=(),
+                       quantization=("--quantize",)),
     port_flags=("--port", "-p"),
     host_flags=("--hostname",),
     port_env=("PORT",),

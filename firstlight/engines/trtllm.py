@@ -10,7 +10,7 @@ ready to accept requests".
 from __future__ import annotations
 
 from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
-from .profile import WRAPPER_RANK, Endpoints, EngineProfile, FailureSignature, PhaseMarker
+from .profile import WRAPPER_RANK, CommandFlags, Endpoints, EngineProfile, FailureSignature, PhaseMarker
 from .profile import SpecMetric as M
 
 S = FailureSignature
@@ -98,6 +98,8 @@ TRTLLM = EngineProfile(
         M("perf_metrics", "speculative_decoding.total_accepted_draft_tokens", "per request"),
         M("perf_metrics", "speculative_decoding.total_draft_tokens", "per request"),
     ),
+    flags=CommandFlags(model=(), model_after=("trtllm-serve", "serve"), tp=("--tp_size", "--tp-size"),
+                       pp=("--pp_size", "--pp-size"), dp=(), nnodes=(), quantization=()),
     port_flags=("--port",),
     host_flags=("--host",),
     detect_patterns=(

@@ -22,6 +22,7 @@ from __future__ import annotations
 from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
 from .profile import (
     WRAPPER_RANK,
+    CommandFlags,
     CompileCacheMarker,
     Endpoints,
     EngineProfile,
@@ -264,6 +265,9 @@ VLLM = EngineProfile(
             "per request with --per-request-spec-decode-metrics (experimental)",
         ),
     ),
+    flags=CommandFlags(model=("--model",), model_after=("serve",), tp=("-tp", "--tensor-parallel-size"),
+                       pp=("-pp", "--pipeline-parallel-size"), dp=("-dp", "--data-parallel-size"),
+                       quantization=("-q", "--quantization")),
     port_flags=("--port",),
     host_flags=("--host",),
     detect_patterns=(

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import psutil
 
-from firstlight.engines import command_port, detect_from_command, get_profile
+from firstlight.engines import ServerCommand, read_command
 from firstlight.preflight.base import FAIL, OK, WARN, Check
 from firstlight.preflight.procinfo import proc_info
-from firstlight.preflight.target import Target, split_env_prefix
+from firstlight.preflight.target import Target
 from firstlight.redact import Redactor
-from firstlight.samplers.weights import model_path_from_command
 
 NAME = "stale_server"
 
@@ -47,13 +46,11 @@ def _is_firstlight(cmdline: list[str]) -> bool:
     return "firstlight" in head
 
 
-def _matches(target: Target, cmdline: list[str], cwd: str | None) -> tuple[bool, bool]:
+def _matches(target: Target, cmd: ServerCommand, cwd: str | None) -> tuple[bool, bool]:
     """(same model, same port) for a process of the target's engine."""
-    argv, env = split_env_prefix(cmdline, {})
-    model = model_path_from_command(argv)
+    model = cmd.model
     same_model = model is not None and (model == target.model or _same_path(model, target.model_path, cwd))
-    port = command_port(argv, get_profile(target.engine or "generic"), env)
-    return same_model, port is not None and port == target.port
+    return same_model, cmd.port is not None and cmd.port == target.port
 
 
 def check_stale(target: Target, redactor: Redactor | None = None) -> Check:
@@ -65,8 +62,11 @@ def check_stale(target: Target, redactor: Redactor | None = None) -> Check:
     # The engine must be the program itself (``llama-server``, ``python -m sglang...``, ``vllm serve``), not
     # a word further on (a build of llama-server, an editor with a file of that name).
     for proc in psutil.process_iter(["pid", "ppid", "cmdline"]):
-        cmd = proc.info.get("cmdline")
-        if proc.pid in ours or not cmd or _is_firstlight(cmd) or detect_from_command(cmd[:3]) != target.engine:
+        cmdline = proc.info.get("cmdline")
+        if proc.pid in ours or not cmdline or _is_firstlight(cmdline):
+            continue
+        cmd = read_command(cmdline, env={})
+        if not cmd.named_by_program or cmd.engine != target.engine:
             continue
         try:
             cwd: str | None = proc.cwd()

@@ -1,8 +1,9 @@
-"""What the launch command will use, read from the command line and the environment without running it:
-the engine, the model path, the host and port, the tensor-parallel size, the GPUs (CUDA_VISIBLE_DEVICES),
-vLLM's --gpu-memory-utilization, and the Python interpreter that will run the server (``python -m ...``,
-or the shebang of a console script such as ``vllm``), so the checks read that interpreter's packages,
-not firstlight's own.
+"""What the launch command will use, read without running it: the command as the one command reader
+(``firstlight.engines.command``) sees it (engine, model, host and port, tensor-parallel size, through ``env``,
+``uv run``, ``torchrun``, ``docker run`` and shell wrappers), the model on disk, the GPUs (CUDA_VISIBLE_DEVICES),
+vLLM's --gpu-memory-utilization, and the Python interpreter that will run the server (``python -m ...``, or the
+shebang of a console script such as ``vllm``), so the checks read that interpreter's packages, not firstlight's
+own.
 """
 
 from __future__ import annotations
@@ -14,22 +15,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from firstlight.engines import command_host, command_port, detect_from_command, get_profile
-from firstlight.engines.detect import flag_value
+from firstlight.engines import ServerCommand, read_command
 from firstlight.files import open_regular
-from firstlight.samplers.weights import model_path_from_command, resolve_model_dir
+from firstlight.samplers.weights import resolve_model_dir
 
-TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size", "-tp")
 GPU_UTIL_FLAGS = ("--gpu-memory-utilization",)
 VLLM_DEFAULT_GPU_UTIL = 0.9  # vllm/config/cache.py CacheConfig.gpu_memory_utilization
-_ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 @dataclass
 class Target:
     """The launch command as the checks see it."""
 
-    argv: list[str]
+    argv: list[str]  # the server's own command line (wrappers taken off)
     env: dict[str, str]
     engine: str | None
     model: str | None  # as written in the command
@@ -41,37 +39,12 @@ class Target:
     visible_devices: list[str] | None  # CUDA_VISIBLE_DEVICES entries, None when unset
     interpreter: str | None  # the Python that will run the server, None for a native binary
     interpreter_source: str = ""  # how it was found
+    command: ServerCommand | None = None  # the whole reading
 
     @property
     def gpu_indices_hint(self) -> str:
         cvd = "unset" if self.visible_devices is None else ",".join(self.visible_devices) or "(empty)"
         return f"CUDA_VISIBLE_DEVICES={cvd}, TP {self.tp}"
-
-
-def split_env_prefix(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
-    """``env A=1 B=2 cmd ...`` and ``A=1 cmd ...``: the command proper and the environment it will get."""
-    out_env = dict(env)
-    rest = list(argv)
-    if rest and os.path.basename(rest[0]) == "env":
-        rest = rest[1:]
-        while rest and rest[0].startswith("-"):  # env -i / -u NAME: rare; drop the flag (and -u's argument)
-            flag = rest.pop(0)
-            if flag in ("-u", "--unset") and rest:
-                out_env.pop(rest.pop(0), None)
-            elif flag in ("-i", "--ignore-environment", "-"):
-                out_env = {}
-    while rest and _ENV_ASSIGN.match(rest[0]):
-        name, value = rest.pop(0).split("=", 1)
-        out_env[name] = value
-    return rest, out_env
-
-
-def _positive_int(text: str | None, default: int) -> int:
-    try:
-        n = int(text) if text is not None else default
-    except ValueError:
-        return default
-    return n if n > 0 else default
 
 
 def _float(text: str | None) -> float | None:
@@ -110,8 +83,14 @@ def shebang_interpreter(script: Path) -> str | None:
     return None
 
 
-def find_interpreter(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str | None, str]:
-    """(interpreter, how it was found) for the command; (None, why) for a native binary."""
+def find_interpreter(argv: Sequence[str], env: Mapping[str, str],
+                     cmd: ServerCommand | None = None) -> tuple[str | None, str]:
+    """(interpreter, how it was found) for the server's command line; (None, why) for a native binary, a server
+    in a container, or one that ``uv`` starts in an environment it picks."""
+    if cmd is not None and cmd.in_container:
+        return None, f"the server runs in the container image {cmd.image}"
+    if cmd is not None and {"uv run", "uvx"} & set(cmd.wrappers):
+        return None, "uv picks the server's Python"
     if not argv:
         return None, "empty command"
     exe = argv[0]
@@ -129,18 +108,16 @@ def find_interpreter(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str |
 def read_target(command: Sequence[str], env: Mapping[str, str] | None = None, engine: str | None = None,
                 model: str | None = None) -> Target:
     """Everything the checks need from the command (``engine``/``model`` override what the command says)."""
-    argv, full_env = split_env_prefix(list(command), os.environ if env is None else env)
-    engine = engine or detect_from_command(argv)
-    profile = get_profile(engine or "generic")
-    model = model or model_path_from_command(argv)
-    model_path = resolve_model_dir(model) if model else None
+    cmd = read_command(list(command), engine=engine, env=os.environ if env is None else env)
+    argv, full_env = list(cmd.server), dict(cmd.env)
+    local = model or cmd.model_local
     cvd = full_env.get("CUDA_VISIBLE_DEVICES")
     visible = None if cvd is None else [d.strip() for d in cvd.split(",") if d.strip()]
-    interp, how = find_interpreter(argv, full_env)
+    interp, how = find_interpreter(argv, full_env, cmd)
     return Target(
-        argv=argv, env=full_env, engine=engine, model=model, model_path=model_path,
-        host=command_host(argv, profile, full_env), port=command_port(argv, profile, full_env),
-        tp=_positive_int(flag_value(argv, TP_FLAGS), 1),
-        gpu_util=(_float(flag_value(argv, GPU_UTIL_FLAGS)) or VLLM_DEFAULT_GPU_UTIL) if engine == "vllm" else None,
-        visible_devices=visible, interpreter=interp, interpreter_source=how,
+        argv=argv, env=full_env, engine=cmd.engine, model=model or cmd.model,
+        model_path=resolve_model_dir(local) if local else None, tp=cmd.tp or 1,
+        host=cmd.reach_host, port=cmd.reach_port,  # on this machine: a container's published port
+        gpu_util=(_float(cmd.value(*GPU_UTIL_FLAGS)) or VLLM_DEFAULT_GPU_UTIL) if cmd.engine == "vllm" else None,
+        visible_devices=visible, interpreter=interp, interpreter_source=how, command=cmd,
     )

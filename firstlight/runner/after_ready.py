@@ -14,15 +14,16 @@ from firstlight.anatomy import compare
 from firstlight.bench.client import BenchConfig, BenchError, run_warmup
 from firstlight.bench.spec import bench_with_spec
 from firstlight.config import Config
+from firstlight.engines import read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import DeploymentKey, History, HistoryError
 from firstlight.redact import Redactor
 from firstlight.result import RunResult
-from firstlight.samplers.weights import model_path_from_command
 
 
 def deployment_key(cfg: Config, profile: EngineProfile, command: list[str], redactor: Redactor) -> DeploymentKey:
-    model = str(cfg.model_path) if cfg.model_path else model_path_from_command(command) or cfg.probe.model
+    named = read_command(command, engine=profile.name).model
+    model = str(cfg.model_path) if cfg.model_path else named or cfg.probe.model
     return DeploymentKey.create(profile.name, model, command or None, visible_gpu_count(), redactor)
 
 

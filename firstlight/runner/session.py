@@ -39,8 +39,7 @@ from firstlight.runner.after_ready import compare_with_history, deployment_key, 
 from firstlight.runner.guard import RecordFile, guard_reporter
 from firstlight.runner.pump import Pump, drain
 from firstlight.runner.serving import ServingWatch
-from firstlight.runner.sources import Sources
-from firstlight.samplers.weights import model_path_from_command
+from firstlight.runner.sources import Sources, server_command
 from firstlight.serving import ServingStatus
 from firstlight.timeline import Interrupted, Level, LogLine, Observation, PortConflict, Probe, SourceNote, Started
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, READY, TIMEOUT
@@ -163,7 +162,7 @@ class Session:
     def _model_named(self) -> str | None:
         """The model path or id the command names (``--model``), masked: for the reporters' labels."""
         cfg = self.cfg
-        model = str(cfg.model_path) if cfg.model_path else model_path_from_command(cfg.command or cfg.watched_command)
+        model = str(cfg.model_path) if cfg.model_path else server_command(cfg).model
         return self.redactor.text(model) if model else None
 
     def _launch_failed(self, judge: Judge, started_at: float) -> Outcome:

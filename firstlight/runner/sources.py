@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 
 from firstlight.config import Config
+from firstlight.engines import ServerCommand, read_command
 from firstlight.engines.profile import Endpoints
 from firstlight.preflight.disk import mount_of
 from firstlight.preflight.pagecache import resident_bytes
@@ -27,13 +28,21 @@ from firstlight.samplers.logs import FileFollower, PipeReader
 from firstlight.samplers.oom import OomTraces
 from firstlight.samplers.ports import accepts, foreign_listener
 from firstlight.samplers.process import ProcessTreeSampler
-from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
+from firstlight.samplers.weights import resolve_model_dir, total_weight_bytes
 from firstlight.timeline import Observation, Probe, SourceNote, WeightsTotal
 
 Sink = Callable[[Observation], None]
 WEIGHTS_WAIT_S = 5.0  # ms on a healthy mount; seconds only for a machine so loaded that its threads wait their turn
 Echo = Callable[[str, str], None]
 
+
+
+def server_command(cfg: Config) -> ServerCommand:
+    """The server's command as the one command reader sees it: the launched one, in this environment (the server
+    inherits it), or the watched one (its environment unknown)."""
+    if cfg.command:
+        return read_command(cfg.command, engine=cfg.engine, env=os.environ)
+    return read_command(cfg.watched_command, engine=cfg.engine, env={})
 
 class Sources:
     def __init__(self, cfg: Config, sink: Sink, echo: Echo, identify: bool,
@@ -174,8 +183,12 @@ class Sources:
             sized.set()
 
     def _size_weights(self) -> None:
-        model = str(self.cfg.model_path) if self.cfg.model_path else model_path_from_command(self.cfg.command)
+        cmd = server_command(self.cfg)
+        model = str(self.cfg.model_path) if self.cfg.model_path else cmd.model_local
         if not model:
+            if cmd.model and cmd.image:
+                self.sink(SourceNote(self.clock(), "weights", f"model {cmd.model!r} is inside the container "
+                                     f"{cmd.image} (no bind mount holds it); weights fraction unavailable"))
             return
         path = resolve_model_dir(model)
         if path is None:

@@ -1,32 +1,12 @@
-"""Model weights on disk: the total bytes to read, for the fraction-read progress and its ETA."""
+"""Model weights on disk: the total bytes to read, for the fraction-read progress and its ETA (the model a
+command names: ``firstlight.engines.read_command``)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 
 WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
-MODEL_FLAGS = ("--model", "--model-path", "--model-id", "-m")
-
-
-def model_path_from_command(argv: Sequence[str]) -> str | None:
-    """The model argument of a launch command (``--model X``, ``--model=X``, ``-m X``; ``vllm serve X``)."""
-    python = bool(argv) and os.path.basename(argv[0]).startswith("python")
-    for i, arg in enumerate(argv):
-        if python and i == 1 and arg == "-m":
-            continue  # python -m MODULE
-        for flag in MODEL_FLAGS:
-            if arg == flag and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(flag + "=") and flag.startswith("--"):
-                return arg.split("=", 1)[1]
-    for i, arg in enumerate(argv[:-1]):
-        if arg == "serve" and os.path.basename(argv[i - 1] if i else "") in ("vllm", "trtllm-serve"):
-            nxt = argv[i + 1]
-            if not nxt.startswith("-"):
-                return nxt
-    return None
 
 
 def resolve_model_dir(model: str) -> Path | None:

@@ -18,12 +18,11 @@ from firstlight.engines import (
     EngineProfile,
     LineMatch,
     clean_line,
-    command_host,
-    command_port,
     detect_from_command,
     detect_from_endpoint,
     detect_from_lines,
     get_profile,
+    read_command,
 )
 from firstlight.engines.profile import CATEGORY_RANK, required_literal
 from firstlight.logreplay import replay_log
@@ -214,7 +213,7 @@ def test_new_engine_is_a_data_change() -> None:
     register_profile(toy)
     try:
         assert detect_from_command(["toy-serve", "--port", "1"]) == "toy"
-        assert command_port(["toy-serve", "--port", "1"], toy) == 1
+        assert read_command(["toy-serve", "--port", "1"]).port == 1
         assert detect_from_lines(["toy starting"]) == "toy"
         assert replay_lines(["toy starting", "loading weights", "toy ready"]).outcome == "ready"
         rep = replay_lines(["toy starting", "loading weights", "toy exploded"])
@@ -410,19 +409,19 @@ def test_detection_endpoints_are_valid() -> None:
 def test_command_port_and_host(
     engine: str, argv: list[str], env: dict[str, str] | None, port: int | None, host: str | None
 ) -> None:
-    profile = get_profile(engine)
-    assert command_port(argv, profile, env) == port
-    assert command_host(argv, profile, env) == host
+    cmd = read_command(argv, engine=engine, env=env)
+    assert (cmd.port, cmd.host) == (port, host)
 
 
 def test_command_port_ignores_bad_values() -> None:
     tgi = get_profile("tgi")
     # docker's "-p 8080:80" publish mapping is not TGI's port flag value
     assert (
-        command_port(["docker", "run", "-p", "8080:80", "ghcr.io/huggingface/text-generation-inference"], tgi)
+        read_command(["docker", "run", "-p", "8080:80", "ghcr.io/huggingface/text-generation-inference"],
+                     engine=tgi.name).port
         == 3000
     )
-    assert command_port(["vllm", "serve", "m", "--port", "notaport"], get_profile("vllm")) == 8000
+    assert read_command(["vllm", "serve", "m", "--port", "notaport"]).port == 8000
 
 
 # --- LineSplitter -----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 from firstlight.logtext import LineSplitter
 from firstlight.samplers.gpu import GpuSampler, NvmlSnapshot
 from firstlight.samplers.logs import FileFollower
-from firstlight.samplers.weights import model_path_from_command, resolve_model_dir, total_weight_bytes
+from firstlight.samplers.weights import resolve_model_dir, total_weight_bytes
 from firstlight.timeline import GpuSample, LogLine, Observation, SourceNote
 from tests.support.common import FIXTURES as _FIXTURES
 from tests.support.common import wait_for
@@ -92,18 +92,6 @@ def test_gpu_sampler_without_a_gpu_says_so_once():
 def test_gpu_sampler_on_this_machine_never_raises():
     out = GpuSampler().sample()  # CI has no GPU: a note; a GPU machine: a sample
     assert len(out) == 1 and isinstance(out[0], (SourceNote, GpuSample))
-
-
-@pytest.mark.parametrize("argv, model", [
-    (["python", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "1"], "/m"),
-    (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model=/x"], "/x"),
-    (["vllm", "serve", "org/name", "--port", "8000"], "org/name"),
-    (["llama-server", "-m", "a.gguf"], "a.gguf"),
-    (["text-generation-launcher", "--model-id", "org/x"], "org/x"),
-    (["python", "-m", "firstlight.sim"], None),
-])
-def test_model_path_from_command(argv: list[str], model: str | None):
-    assert model_path_from_command(argv) == model
 
 
 def test_weights_total_and_hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -1,0 +1,265 @@
+"""The one reader of a server's launch command (firstlight/engines/command.py), over every engine's real launch
+forms: ``python -m``, console scripts, ``env``, ``uv run``, ``torchrun``, ``docker``/``podman run``, shell
+wrappers (``bash -c``, a script file); and the readers that use it agree (preflight, the live weights, the URL
+guess, the history key)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firstlight.config import Config, ProbeConfig
+from firstlight.engines import detect_from_command, get_profile, read_command
+from firstlight.preflight.target import read_target
+from firstlight.redact import Redactor
+from firstlight.runner.after_ready import deployment_key
+from firstlight.runner.sources import server_command
+
+HF = "-v ~/.cache/huggingface:/root/.cache/huggingface"
+
+# (command, environment it starts in, what the reader must say). Only the named fields are checked; ``url`` is
+# where this machine reaches the server (a container's published port).
+CASES: list[tuple[str, dict[str, str] | None, dict[str, Any]]] = [
+    # --- SGLang ---------------------------------------------------------------------------------------------------
+    ("python -m sglang.launch_server --model-path /m --port 30010 --host 0.0.0.0 --tp 2", None,
+     dict(engine="sglang", model="/m", port=30010, host="0.0.0.0", tp=2, url="http://127.0.0.1:30010")),
+    ("python3 -m sglang.launch_server --model-path=Qwen/Qwen2.5-7B --tp-size=4 --dp-size 2 --pp-size 2 --nnodes 2 "
+     "--quantization fp8", None,
+     dict(engine="sglang", model="Qwen/Qwen2.5-7B", tp=4, dp=2, pp=2, nnodes=2, quantization="fp8", port=30000,
+          url="http://127.0.0.1:30000")),
+    ("/opt/venv/bin/python3.11 -u -X faulthandler -m sglang.launch_server --model /m", None,
+     dict(engine="sglang", model="/m", module="sglang.launch_server")),
+    ("sglang serve --model-path m --port 30011", None, dict(engine="sglang", model="m", port=30011)),
+    ("torchrun --nproc_per_node 8 --nnodes 2 --node-rank 0 -m sglang.launch_server --model-path /m", None,
+     dict(engine="sglang", model="/m", nnodes=2, wrappers=("torchrun",))),
+    ("uv run --with sglang[all] python -m sglang.launch_server --model-path /m --port 30012", None,
+     dict(engine="sglang", model="/m", port=30012, wrappers=("uv run",))),
+    (f"docker run --gpus all --shm-size 32g -p 30000:30000 {HF} --env HF_TOKEN=x --ipc=host lmsysorg/sglang:latest "
+     "python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --host 0.0.0.0 --port 30000",
+     None,
+     dict(engine="sglang", model="meta-llama/Llama-3.1-8B-Instruct", model_local="meta-llama/Llama-3.1-8B-Instruct",
+          image="lmsysorg/sglang:latest", env_set=(("HF_TOKEN", "x"),), url="http://127.0.0.1:30000",
+          wrappers=("docker run",))),
+    # --- vLLM -----------------------------------------------------------------------------------------------------
+    ("env VLLM_CPU_KVCACHE_SPACE=1 python -m vllm.entrypoints.openai.api_server --model /d", None,
+     dict(engine="vllm", model="/d", model_local="/d", port=8000, env_set=(("VLLM_CPU_KVCACHE_SPACE", "1"),),
+          wrappers=("env",), module="vllm.entrypoints.openai.api_server", url="http://127.0.0.1:8000")),
+    ("python3 -m vllm.entrypoints.openai.api_server --model=/x --port=8001 --host=127.0.0.1", None,
+     dict(engine="vllm", model="/x", port=8001, host="127.0.0.1", url="http://127.0.0.1:8001")),
+    ("vllm serve Qwen/Qwen3-8B --tensor-parallel-size 4 -pp 2 --quantization awq --port 8001", None,
+     dict(engine="vllm", model="Qwen/Qwen3-8B", tp=4, pp=2, quantization="awq", port=8001)),
+    ("vllm serve /m -tp 2 --data-parallel-size=2 --nnodes 2 -q fp8", None,
+     dict(engine="vllm", model="/m", tp=2, dp=2, nnodes=2, quantization="fp8")),
+    ("VLLM_USE_V1=1 CUDA_VISIBLE_DEVICES=0,1 vllm serve m", None,
+     dict(engine="vllm", model="m", env_set=(("VLLM_USE_V1", "1"), ("CUDA_VISIBLE_DEVICES", "0,1")))),
+    (f"docker run --runtime nvidia --gpus all {HF} --env HF_TOKEN=t -p 8000:8000 --ipc=host vllm/vllm-openai:latest "
+     "--model mistralai/Mistral-7B-v0.1", None,
+     dict(engine="vllm", model="mistralai/Mistral-7B-v0.1", server=("vllm", "serve", "--model",
+                                                                    "mistralai/Mistral-7B-v0.1"),
+          url="http://127.0.0.1:8000")),
+    ("docker run -it --rm -v /data/models:/models -p 9000:8000 vllm/vllm-openai:v0.8.4 /models/qwen --port 8000",
+     None,
+     dict(engine="vllm", model="/models/qwen", model_local="/data/models/qwen", port=8000, url="http://127.0.0.1:9000")),
+    ("podman run --rm --network host vllm/vllm-openai --model m --port 8100", None,
+     dict(engine="vllm", model="m", url="http://127.0.0.1:8100", wrappers=("podman run",))),
+    ("docker run -p 8000:8000 vllm/vllm-openai --model /models/q", None,
+     dict(engine="vllm", model="/models/q", model_local=None)),  # inside the container, no mount holds it
+    ("bash -c 'source /venv/bin/activate && exec vllm serve m --port 9000'", None,
+     dict(engine="vllm", model="m", port=9000, wrappers=("bash -c",), server=("vllm", "serve", "m", "--port", "9000"))),
+    ("sh -c 'cd /srv; python -m vllm.entrypoints.openai.api_server --model /m' sh", None,
+     dict(engine="vllm", model="/m", wrappers=("sh -c",))),
+    ("uv run --python 3.12 --with vllm vllm serve m", None, dict(engine="vllm", model="m", wrappers=("uv run",))),
+    ("uv run --frozen -m vllm.entrypoints.openai.api_server --model /m", None,
+     dict(engine="vllm", model="/m", module="vllm.entrypoints.openai.api_server")),
+    ("uvx --from vllm vllm serve m --port 8002", None, dict(engine="vllm", model="m", port=8002)),
+    ("nohup nice -n 10 taskset -c 0-7 vllm serve m", None, dict(engine="vllm", model="m")),
+    # --- llama.cpp ------------------------------------------------------------------------------------------------
+    ("llama-server -m a.gguf --port 8081 --host 0.0.0.0", None,
+     dict(engine="llamacpp", model="a.gguf", port=8081, host="0.0.0.0", url="http://127.0.0.1:8081")),
+    ("./build/bin/llama-server --model=/m/a.gguf --rpc 192.168.1.2:50052,192.168.1.3:50052", None,
+     dict(engine="llamacpp", model="/m/a.gguf", port=8080, host="127.0.0.1",
+          rpc=("192.168.1.2:50052", "192.168.1.3:50052"))),
+    ("llama-server -hf ggml-org/gemma-3-1b-it-GGUF", None,
+     dict(engine="llamacpp", model="ggml-org/gemma-3-1b-it-GGUF")),
+    ("env LLAMA_ARG_PORT=9999 llama-server -m a.gguf", None, dict(engine="llamacpp", port=9999, model="a.gguf")),
+    ("llama-server -m a.gguf", {"LLAMA_ARG_PORT": "9998"}, dict(port=9998)),  # inherited from the environment
+    ("LLAMA_ARG_MODEL=/m/a.gguf llama-server", None, dict(engine="llamacpp", model="/m/a.gguf")),
+    ("docker run -p 8080:8080 -v /srv/models:/models ghcr.io/ggml-org/llama.cpp:server -m /models/7B/q4_0.gguf "
+     "--port 8080 --host 0.0.0.0", None,
+     dict(engine="llamacpp", model="/models/7B/q4_0.gguf", model_local="/srv/models/7B/q4_0.gguf",
+          url="http://127.0.0.1:8080", server=("llama-server", "-m", "/models/7B/q4_0.gguf", "--port", "8080",
+                                               "--host", "0.0.0.0"))),
+    # --- TGI ------------------------------------------------------------------------------------------------------
+    ("text-generation-launcher --model-id org/x --num-shard 2 --quantize gptq --port 8080", None,
+     dict(engine="tgi", model="org/x", tp=2, quantization="gptq", port=8080, host="0.0.0.0")),
+    ("docker run --gpus all --shm-size 1g -p 8080:80 -v /srv/data:/data "
+     "ghcr.io/huggingface/text-generation-inference:3.3.4 --model-id /data/m --port 80", None,
+     dict(engine="tgi", model="/data/m", model_local="/srv/data/m", port=80, url="http://127.0.0.1:8080")),
+    ("docker run -e MODEL_ID=org/x -e PORT=80 -p 127.0.0.2:8081:80 ghcr.io/huggingface/text-generation-inference:3.0",
+     None, dict(engine="tgi", model="org/x", port=80, url="http://127.0.0.2:8081")),
+    # --- TensorRT-LLM ---------------------------------------------------------------------------------------------
+    ("trtllm-serve meta-llama/Llama-3.1-8B --tp_size 2 --pp_size 2 --port 8002", None,
+     dict(engine="trtllm", model="meta-llama/Llama-3.1-8B", tp=2, pp=2, port=8002, url="http://localhost:8002")),
+    ("trtllm-serve serve /engines/llama --host 0.0.0.0", None,
+     dict(engine="trtllm", model="/engines/llama", url="http://127.0.0.1:8000")),
+    ("docker run --gpus all -p 8003:8000 -v /e:/engines nvcr.io/nvidia/tensorrt-llm/release:1.0.0 "
+     "trtllm-serve /engines/llama --host 0.0.0.0", None,
+     dict(engine="trtllm", model_local="/e/llama", url="http://127.0.0.1:8003")),
+    # --- LMDeploy -------------------------------------------------------------------------------------------------
+    ("lmdeploy serve api_server internlm/internlm2_5-7b-chat --server-port 23334 --tp 2 --model-format awq", None,
+     dict(engine="lmdeploy", model="internlm/internlm2_5-7b-chat", port=23334, tp=2, quantization="awq")),
+    ("python -m lmdeploy serve api_server /m --server-name 127.0.0.1", None,
+     dict(engine="lmdeploy", model="/m", host="127.0.0.1", port=23333)),
+    ("docker run --gpus all -p 23333:23333 openmmlab/lmdeploy:latest lmdeploy serve api_server internlm/x", None,
+     dict(engine="lmdeploy", model="internlm/x", url="http://127.0.0.1:23333")),
+    # --- Ollama ---------------------------------------------------------------------------------------------------
+    ("ollama serve", None, dict(engine="ollama", model=None, port=11434, host="127.0.0.1")),
+    ("env OLLAMA_HOST=0.0.0.0:11500 ollama serve", None, dict(engine="ollama", port=11500, host="0.0.0.0",
+                                                            url="http://127.0.0.1:11500")),
+    ("docker run -d -v ollama:/root/.ollama -p 11434:11434 --name ollama ollama/ollama", None,
+     dict(engine="ollama", server=("ollama", "serve"), url="http://127.0.0.1:11434")),
+    # --- no known engine ------------------------------------------------------------------------------------------
+    ("env X=1 python -m firstlight.sim --model-path /d --port 9", None,
+     dict(engine=None, model="/d", port=9, url="http://127.0.0.1:9")),
+    ("python -m firstlight.sim", None, dict(engine=None, model=None, url=None)),
+    ("torchrun --nproc-per-node=2 /srv/serve.py --model /m --port 8007", None,
+     dict(engine=None, model="/m", port=8007, server=("python", "/srv/serve.py", "--model", "/m", "--port", "8007"))),
+    ("python my_server.py --port 7000", None, dict(engine=None, model=None, port=7000)),
+    ("python -c 'import srv; srv.main()' --port 7001 --model /m", None, dict(engine=None, model="/m", port=7001)),
+]
+
+
+@pytest.mark.parametrize(("command", "env", "expect"), CASES, ids=[c[0][:70] for c in CASES])
+def test_every_launch_form_of_every_engine(command: str, env: dict[str, str] | None, expect: dict[str, Any]) -> None:
+    cmd = read_command(shlex.split(command), env=env)
+    got = {k: getattr(cmd, k) for k in expect}
+    assert got == expect
+    assert read_command(command, env=env) == cmd  # one shell string reads as its words
+
+
+def test_the_engine_is_told_from_the_program_for_every_launch_form() -> None:
+    for command, _, expect in CASES:
+        cmd = read_command(shlex.split(command))
+        assert cmd.named_by_program == (expect.get("engine", cmd.engine) is not None), command
+        assert detect_from_command(shlex.split(command)) == cmd.engine
+
+
+def test_a_word_further_on_does_not_make_the_program_an_engine() -> None:
+    cmd = read_command(["python", "bench.py", "--compare-with", "llama-server"])
+    assert not cmd.named_by_program  # the stale-server check skips it
+    assert read_command(["./llama-server", "-m", "a.gguf"]).named_by_program
+
+
+def test_the_engine_given_overrides_the_command_and_the_generic_model_flags_still_count() -> None:
+    cmd = read_command(["python", "-m", "firstlight.sim", "--dialect", "vllm", "--model-path", "/d"], engine="vllm")
+    assert (cmd.engine, cmd.model, cmd.port) == ("vllm", "/d", 8000)
+
+
+def test_a_container_starts_from_its_own_environment_and_takes_named_variables_from_this_one() -> None:
+    cmd = read_command(["docker", "run", "-e", "HF_TOKEN", "-e", "A=1", "vllm/vllm-openai", "--model", "m"],
+                       env={"HF_TOKEN": "t", "PATH": "/usr/bin", "LLAMA_ARG_PORT": "1"})
+    assert dict(cmd.env) == {"HF_TOKEN": "t", "A": "1"} and cmd.in_container
+
+
+def test_env_i_and_u_change_the_environment_the_server_sees() -> None:
+    cmd = read_command(["env", "-u", "A", "B=2", "vllm", "serve", "m"], env={"A": "1", "C": "3"})
+    assert dict(cmd.env) == {"B": "2", "C": "3"}
+    assert dict(read_command(["env", "-i", "B=2", "vllm", "serve", "m"], env={"C": "3"}).env) == {"B": "2"}
+
+
+def _script(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_a_shell_script_file_is_read_for_the_line_that_starts_the_server(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    script = _script(tmp_path / "serve.sh", "#!/usr/bin/env bash\nset -euo pipefail\nsource /venv/bin/activate\n"
+                     "exec python -m vllm.entrypoints.openai.api_server --model /m \"$@\"  # the server\n")
+    cmd = read_command([str(script), "--port", "8011"])
+    assert (cmd.engine, cmd.model, cmd.port, cmd.wrappers) == ("vllm", "/m", 8011, ("serve.sh",))
+    monkeypatch.chdir(tmp_path)
+    cmd = read_command(["bash", "serve.sh", "--port", "8012"])
+    assert (cmd.engine, cmd.model, cmd.port, cmd.wrappers) == ("vllm", "/m", 8012, ("bash serve.sh",))
+
+
+def test_a_script_that_names_no_engine_and_a_python_console_script_are_left_as_they_are(tmp_path: Path) -> None:
+    plain = _script(tmp_path / "run.sh", "#!/bin/sh\necho hello\n")
+    assert read_command([str(plain), "--port", "1"]).server == (str(plain), "--port", "1")
+    # pip's trampoline for a long interpreter path: a shell line, then the console script's Python
+    trampoline = _script(tmp_path / "sglang", "#!/bin/sh\n'''exec' \"/x/python\" \"$0\" \"$@\"\n' '''\n"
+                         "from sglang.launch_server import main\nmain()\n")
+    cmd = read_command([str(trampoline), "--model-path", "/m"])
+    assert cmd.wrappers == () and cmd.server == (str(trampoline), "--model-path", "/m") and cmd.model == "/m"
+
+
+def test_the_reading_is_a_frozen_value() -> None:
+    cmd = read_command(["vllm", "serve", "m"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cmd.model = "x"  # type: ignore[misc]
+
+
+def test_a_port_that_is_no_port_falls_back_to_the_engine_default() -> None:
+    assert read_command(["vllm", "serve", "m", "--port", "notaport"]).port == 8000
+    assert read_command(["python", "serve.py"]).url is None  # no port known: no URL guessed
+
+
+# --- the readers agree ------------------------------------------------------------------------------------------
+FORMS = [
+    "env VLLM_CPU_KVCACHE_SPACE=1 python -m vllm.entrypoints.openai.api_server --model {d} --port 8123",
+    "python3 -m sglang.launch_server --model-path {d} --port 8123",
+    "vllm serve {d} --port 8123",
+    "uv run --with vllm python -m vllm.entrypoints.openai.api_server --model={d} --port=8123",
+    "torchrun --nproc-per-node 2 -m sglang.launch_server --model-path {d} --port 8123",
+    "bash -c 'exec vllm serve {d} --port 8123'",
+    "docker run -v {parent}:/models -p 8123:8000 vllm/vllm-openai /models/{name}",
+    "env X=1 python -m firstlight.sim --model-path {d} --port 8123",
+]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_preflight_the_live_weights_the_url_guess_and_the_history_key_read_the_same_model(tmp_path: Path,
+                                                                                        form: str) -> None:
+    from firstlight.cli.options import url_from_command
+
+    d = tmp_path / "model"
+    d.mkdir()
+    argv = shlex.split(form.format(d=d, parent=tmp_path, name="model"))
+    target = read_target(argv)
+    assert target.model_path == d  # preflight
+    cfg = Config(command=argv, probe=ProbeConfig())
+    live = server_command(cfg)
+    assert live.model_local is not None and Path(live.model_local) == d  # what `up` sizes for the weights fraction
+    profile = get_profile(target.engine or "generic")
+    assert url_from_command(argv, profile) == "http://127.0.0.1:8123"  # the URL guess
+    key = deployment_key(cfg, profile, argv, Redactor())
+    assert key.model == live.model and key.model not in ("vllm.entrypoints.openai.api_server", "firstlight.sim")
+
+
+def test_the_api_guesses_the_url_and_the_model_from_the_same_reading(tmp_path: Path) -> None:
+    from firstlight.api import _url_from_command
+
+    argv = ["env", "A=1", "python", "-m", "vllm.entrypoints.openai.api_server", "--model", str(tmp_path),
+            "--host", "0.0.0.0", "--port", "8124"]
+    assert _url_from_command(argv, get_profile("vllm")) == "http://127.0.0.1:8124"
+    assert os.path.samefile(read_target(argv).model_path or "", tmp_path)
+
+
+def test_preflight_checks_the_port_a_container_publishes_on_this_machine() -> None:
+    t = read_target(["docker", "run", "-p", "127.0.0.1:9001:8000", "vllm/vllm-openai", "--model", "m"], env={})
+    assert (t.host, t.port, t.interpreter) == ("127.0.0.1", 9001, None)
+    assert "container image vllm/vllm-openai" in t.interpreter_source
+
+
+def test_the_environment_never_reaches_the_reading_s_repr() -> None:
+    cmd = read_command(["env", "HF_TOKEN=hf_secret123", "vllm", "serve", "m"], env={"OPENAI_API_KEY": "sk-abc"})
+    assert dict(cmd.env_set) == {"HF_TOKEN": "hf_secret123"} and cmd.env["OPENAI_API_KEY"] == "sk-abc"
+    assert "sk-abc" not in repr(cmd)
+    assert repr(cmd).count("hf_secret123") == 1  # in argv only, as given (command lines go through the redactor)
