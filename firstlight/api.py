@@ -84,8 +84,13 @@ class Server:
     result: RunResult
     pid: int | None
     launched: bool
-    serving: ServingStatus | None = None  # the last serving check's state (``up`` only; None before the first)
     _run: _Run | None = field(default=None, repr=False)
+
+    @property
+    def serving(self) -> ServingStatus | None:
+        """The serving checks' state now (``up`` only): live in the block, the last one once it has exited;
+        None before the first check (it was set only on exit: None for the whole block)."""
+        return self._run.tracker.status_now if self._run is not None else None
 
     @property
     def alive(self) -> bool | None:
@@ -210,7 +215,6 @@ class _Context:
         server = self.server
         assert server is not None
         self._run.stop()
-        server.serving = self._run.tracker.status_now
         try:
             server.result = self._run.final()
         except NotReady as e:  # the server died in the block: said, unless the block already raises
