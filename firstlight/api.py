@@ -75,7 +75,7 @@ def reason(result: RunResult) -> str:
     return " ".join(line.split())  # one line, whatever the evidence quotes
 
 
-@dataclass
+@dataclass(repr=False)
 class Server:
     """What ``up`` and ``watch`` enter with. ``result`` is the READY result while the server serves; once the
     run has ended (the server died in the block, or the block exited) it is the final one."""
@@ -85,6 +85,12 @@ class Server:
     pid: int | None
     launched: bool
     _run: _Run | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        # Masked as every output is: pytest prints a failing assertion's objects, and the URL may hold a password.
+        state = self.serving.state if self.serving is not None else None
+        return (f"Server(url={Redactor().url(self.url)!r}, pid={self.pid}, launched={self.launched}, "
+                f"verdict={self.result.verdict!r}, serving={state!r})")
 
     @property
     def serving(self) -> ServingStatus | None:

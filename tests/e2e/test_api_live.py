@@ -26,3 +26,13 @@ def test_server_serving_follows_the_serving_checks_inside_the_block():
         wait_for(lambda: server.serving is not None and server.serving.state == "serving", 60,
                  "serving again once it runs again")
     assert server.serving is not None  # the last state stays after the block
+
+
+def test_repr_of_a_server_masks_the_urls_password_and_secret_query():
+    port = free_port()
+    url = f"http://admin:Pa55-repr-word@127.0.0.1:{port}/?api_key=ak-repr-0123456789"
+    with firstlight.up(sim_cmd("normal", port, "--load-seconds", "0.2"), url=url, timeout=60, history=False) as server:
+        shown = repr(server)
+    assert "Pa55-repr-word" not in shown and "ak-repr-0123456789" not in shown, shown
+    assert "127.0.0.1" in shown and "verdict='ready'" in shown, shown
+    assert "Pa55-repr-word" in server.url  # the caller's own URL stays usable
