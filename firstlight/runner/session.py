@@ -196,6 +196,7 @@ class Session:
             self.cfg, self.profile, self.sources.model, self.reporter.message)), daemon=True)
         worker.start()
         while worker.is_alive():
+            self._heartbeat()  # the server serves meanwhile: systemd's watchdog must not starve (--warmup 9 s)
             worker.join(0.1)
             for obs in drain(self.q):
                 if isinstance(obs, Interrupted):
@@ -214,8 +215,16 @@ class Session:
             self.reporter.message(f"REGRESSION: {r['message']}")
         return result
 
+    def _heartbeat(self) -> None:
+        """Between READY and the serving checks: the server still serves while its process lives."""
+        server = self.sources.server
+        if server is None or server.poll() is None or server.daemon_serving():
+            self.reporter.heartbeat()
+
     def _after_verdict(self, result: RunResult) -> RunResult:
         server = self.sources.server
+        if result.serving:
+            self._heartbeat()  # after the history's writes, before supervision's first check
         if server is None:
             return result
         ctx = policy.Context(server, self.cfg, self.reporter.message, self.q, self.clock,
