@@ -141,7 +141,10 @@ class Session:
         self.reporter.started({"started_at": started_at, "pid": self.sources.pid,
                                "launched": self.sources.server is not None, "engine": self.profile.name,
                                "url": self.redactor.text(self.cfg.probe.url),
-                               "command": " ".join(shown) if shown else None, "model": self._model_named()})
+                               "command": " ".join(shown) if shown else None, "model": self._model_named(),
+                               # False in the sidecar: a --timeout there is no verdict, the same start is
+                               # watched on (counted once, at its real verdict)
+                               "timeout_is_verdict": self.record_timeout})
         self._launch_error = error
         if error is not None:
             return None
