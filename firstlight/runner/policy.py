@@ -90,6 +90,8 @@ class Supervise:
         while True:
             code = ctx.server.poll()
             if code is not None and not self._daemon_lives(ctx, code, daemon):
+                if daemon:  # the daemon's own end, not its launcher's exit 0 (None: not ours to reap)
+                    code = ctx.server.exit_of(daemon)
                 return result.died_serving(code, ctx.clock())
             if watch is not None:
                 watch.step()
