@@ -232,7 +232,8 @@ class Session:
             return result
         ctx = policy.Context(server, self.cfg, self.reporter.message, self.q, self.clock,
                              server_log=str(self.sources.server_log) if self.sources.server_log else None,
-                             on_serving=self.reporter.summary, serving=self.serving_watch)
+                             on_serving=self.reporter.summary, serving=self.serving_watch,
+                             oom=self.sources.oom_evidence)
         return policy.choose(self.cfg, result).apply(ctx, result)
 
     def serving_watch(self, result: RunResult, pid: int | None = None) -> ServingWatch:
