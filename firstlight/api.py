@@ -74,7 +74,7 @@ def reason(result: RunResult) -> str:
     return " ".join(line.split())  # one line, whatever the evidence quotes
 
 
-@dataclass
+@dataclass(repr=False)
 class Server:
     """What ``up`` and ``watch`` enter with. ``result`` is the READY result while the server serves; once the
     run has ended (the server died in the block, or the block exited) it is the final one."""
@@ -83,8 +83,19 @@ class Server:
     result: RunResult
     pid: int | None
     launched: bool
-    serving: ServingStatus | None = None  # the last serving check's state (``up`` only; None before the first)
     _run: _Run | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        # Masked as every output is: pytest prints a failing assertion's objects, and the URL may hold a password.
+        state = self.serving.state if self.serving is not None else None
+        return (f"Server(url={Redactor().url(self.url)!r}, pid={self.pid}, launched={self.launched}, "
+                f"verdict={self.result.verdict!r}, serving={state!r})")
+
+    @property
+    def serving(self) -> ServingStatus | None:
+        """The serving checks' state now (``up`` only): live in the block, the last one once it has exited;
+        None before the first check (it was set only on exit: None for the whole block)."""
+        return self._run.tracker.status_now if self._run is not None else None
 
     @property
     def alive(self) -> bool | None:
@@ -209,7 +220,6 @@ class _Context:
         server = self.server
         assert server is not None
         self._run.stop()
-        server.serving = self._run.tracker.status_now
         try:
             server.result = self._run.final()
         except NotReady as e:  # the server died in the block: said, unless the block already raises

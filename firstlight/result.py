@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from firstlight.anatomy import anatomy
-from firstlight.deaths import CRASH_SIGNALS, crash_hint, describe_exit, exit_signal
+from firstlight.deaths import CRASH_SIGNALS, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
 from firstlight.vocab import FAILED, INTERRUPTED, READY, REGRESSION, SERVING_VERDICTS, TIMEOUT, exit_code
 
 if TYPE_CHECKING:
@@ -167,11 +167,17 @@ class RunResult:
         ev = {"signal": "signal", "value": f"{signal} received {when}", "since": t}
         return dataclasses.replace(self, verdict=INTERRUPTED, evidence=(ev,), ended_at=t)
 
-    def died_serving(self, code: int | None, now: float) -> RunResult:
+    def died_serving(self, code: int | None, now: float, oom: tuple[str, ...] = ()) -> RunResult:
+        """``oom``: the OOM-kill traces seen meanwhile (the server's cgroup counters, the kernel log), read as
+        before READY: a kill by a signal, or an end nobody could tell, with such a trace is ``oom``."""
         served = now - (self.ready_at or now)
         ev = {"signal": "process", "value": f"server {describe_exit(code)} after serving for {served:.0f}s",
               "since": now}
         name = exit_signal(code)
+        if oom and (name is not None or code is None):
+            traces = tuple({"signal": "memory", "value": f"OOM kill: {t}", "since": now} for t in oom)
+            return dataclasses.replace(self, verdict=FAILED, phase="serving", failure="oom", ended_at=now,
+                                       hint=OOM_HOST_HINT, evidence=(ev, *traces))
         if name in CRASH_SIGNALS:  # a native crash while serving is named like one at startup
             return dataclasses.replace(self, verdict=FAILED, phase="serving", failure="crashed", ended_at=now,
                                        hint=crash_hint(name), evidence=(ev,))

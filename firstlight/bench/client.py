@@ -32,6 +32,7 @@ from firstlight.wire import (
     WireError,
     chunk_text,
     clean_text,
+    join_url,
     model_ids,
     normalise_url,
     parse_json,
@@ -155,7 +156,7 @@ def list_models(url: str, *, api_key: str | None = None, connect_timeout: float 
         status, body = http_get(url, path, api_key=api_key, connect_timeout=connect_timeout,
                                 read_timeout=read_timeout)
     except WireError as e:
-        raise BenchError(f"GET {shown_url}{path}: {e}") from None
+        raise BenchError(f"GET {join_url(shown_url, path)}: {e}") from None
     if status in (404, 405):
         return None
     if status != 200:

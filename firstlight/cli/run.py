@@ -101,10 +101,11 @@ def run_watch(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor:
     artifacts.warn = lambda m: click.echo(f"firstlight: {m}", err=True)
     outcome: Outcome | None = None
     try:
+        record = artifacts.stream(reporter.message)  # a --record that fails is one warning among the run's lines
         if runner is not None:  # a unit's attempts (firstlight.units)
-            outcome = runner(reporter, artifacts.stream())
+            outcome = runner(reporter, record)
         else:
-            outcome = Session(cfg, profile, reporter, redactor, artifacts.stream(), preflight=preflight).run()
+            outcome = Session(cfg, profile, reporter, redactor, record, preflight=preflight).run()
         return outcome
     finally:
         reporter.close()

@@ -192,7 +192,8 @@ LLAMACPP = EngineProfile(
     # tools/server/server-task.cpp to_metrics(): n_decode_total moves with every decode step, tokens_predicted_total
     # at each request's end; requests_processing = busy slots, requests_deferred = waiting for one (needs --metrics)
     serving=ServingCounters(done=("llamacpp:tokens_predicted_total", "llamacpp:n_decode_total"),
-                            busy=("llamacpp:requests_processing", "llamacpp:requests_deferred")),
+                            busy=("llamacpp:requests_processing", "llamacpp:requests_deferred"),
+                            slots="/slots"),
     spec_decoding=(
         M("response_timings", "timings.draft_n", "per response: draft tokens proposed"),
         M("response_timings", "timings.draft_n_accepted", "per response: draft tokens accepted"),

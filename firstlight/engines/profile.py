@@ -119,6 +119,9 @@ class ServingCounters(NamedTuple):
 
     done: tuple[str, ...] = ()  # counters: any rise means requests (or decode steps) completed
     busy: tuple[str, ...] = ()  # gauges: above 0 means requests in flight or waiting
+    # A per-slot progress endpoint (llama-server's /slots: each busy slot's tokens decoded so far): tokens still
+    # coming for a request in flight are serving, though the one slot makes every check wait behind it.
+    slots: str | None = None
 
 
 NO_SERVING_COUNTERS = ServingCounters()  # an engine without metrics: only active checks tell

@@ -12,6 +12,7 @@ Whether a check is due and what the answers mean is :mod:`firstlight.serving`'s 
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from firstlight.engines.profile import Endpoints, ServingCounters
 from firstlight.probes.ladder import Ladder
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.timeline import Level, Observation, ProcessSample
-from firstlight.wire import Wire, WireError, clean_text
+from firstlight.wire import NotJSON, Wire, WireError, clean_text
 from firstlight.wire.content import parse_prometheus
 
 
@@ -49,6 +50,7 @@ class CheckAnswer(Observation):
 
 
 Sink = Callable[[Observation], None]
+SLOT_TOKENS = "slots:n_decoded"  # the busy slots' tokens so far, a "done" counter (a rise: tokens still come)
 
 
 class ServingProbe:
@@ -58,6 +60,7 @@ class ServingProbe:
         self.sink, self.clock, self.scrape_s = sink, clock, scrape_s
         self.counters = counters
         self.metrics_path = endpoints.metrics if counters.done or counters.busy else None
+        self.slots_path = counters.slots
         one_token = dataclasses.replace(probe, max_tokens=1, model=probe.model or model)
         self.ladder = Ladder(one_token, clock, endpoints)
         self.wire = Wire(probe.url, api_key=probe.api_key, connect_timeout=probe.connect_timeout)
@@ -100,8 +103,11 @@ class ServingProbe:
         if self.sampler is not None:
             samples = [s for s in self.sampler.sample() if isinstance(s, ProcessSample) and s.alive]
             cpu = samples[0].cpu_seconds if samples else None
+        slots = self._slots()
         t = self.clock()
         if self.metrics_path is None:
+            if slots is not None:
+                return CountersSample(self.clock(), {SLOT_TOKENS: slots[0]}, slots[1], None, cpu)
             return CountersSample(t, None, 0.0, None, cpu)
         try:
             r = self.wire.get(self.metrics_path, read_timeout=self.read_timeout)
@@ -115,7 +121,38 @@ class ServingProbe:
         values = parse_prometheus(r.body.decode("utf-8", "replace"))
         done = {k: values[k] for k in self.counters.done if k in values}
         busy = sum(values.get(k, 0.0) for k in self.counters.busy)
+        if slots is not None:  # llama's counters move only at a request's end or now and then: the slots per token
+            done[SLOT_TOKENS] = slots[0]
+            busy = max(busy, slots[1])
         return CountersSample(self.clock(), done, busy, None, cpu)
+
+    def _slots(self) -> tuple[float, float] | None:
+        """Tokens decoded so far by the busy slots, and how many are busy; None without a slots endpoint."""
+        if self.slots_path is None:
+            return None
+        try:
+            r = self.wire.get(self.slots_path, read_timeout=self.read_timeout)
+        except WireError:
+            return None
+        if r.status in (404, 405, 501):  # --no-slots: the metrics and the checks tell
+            self.slots_path = None
+            return None
+        try:
+            data = r.json() if r.status == 200 else None
+        except NotJSON:
+            return None
+        if not isinstance(data, list):
+            return None
+        decoded, busy = 0.0, 0.0
+        for slot in data:
+            if not isinstance(slot, dict) or slot.get("is_processing") is not True:
+                continue
+            busy += 1
+            for nt in slot.get("next_token") or ():
+                n = nt.get("n_decoded") if isinstance(nt, dict) else None
+                if isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n):
+                    decoded += n
+        return decoded, busy
 
     def _check_loop(self) -> None:
         while not self.stop_event.is_set():

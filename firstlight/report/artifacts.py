@@ -39,10 +39,11 @@ class RunArtifacts:
             self._kept = os.fdopen(fd, "w+", encoding="utf-8")
             self._kept_path = Path(name)
 
-    def stream(self) -> IO[str] | None:
-        """The session's ``record``: None when nothing is kept."""
+    def stream(self, warn: Callable[[str], None] | None = None) -> IO[str] | None:
+        """The session's ``record``: None when nothing is kept. A tee reports a failing ``--record`` itself,
+        through ``warn`` (the run's reporters), and keeps the private copy going."""
         if self._kept is not None:
-            self._tee = RecordTee(self._user, self._kept)
+            self._tee = RecordTee(self._user, self._kept, warn=warn or self.warn)
             return self._tee  # type: ignore[return-value]
         return self._user
 
@@ -52,9 +53,16 @@ class RunArtifacts:
             return []
         if self._tee is not None:
             self._tee.finish()
-        self._kept.flush()
-        self._kept.seek(0)
-        observations = parse_lines(self._kept).observations
+        # What reached the disk is read back by name: a flush that fails (a full disk, a file-size limit) leaves
+        # the buffer unwritable, and a record cut mid-line is read up to its last whole line.
+        with contextlib.suppress(OSError, ValueError):
+            self._kept.flush()
+        try:
+            with open(self._kept_path or "", encoding="utf-8", errors="replace") as f:
+                observations = parse_lines(f).observations
+        except OSError as e:
+            self.warn(f"report and history timeline not written: cannot read this run's copy ({e.strerror})")
+            return []
         if not observations:
             return []
         written: list[Path] = []
@@ -77,7 +85,7 @@ class RunArtifacts:
     def close(self) -> None:
         for f in (self._user, self._kept):
             if f is not None:
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError, ValueError):
                     f.close()
         if self._kept_path is not None:
             self._kept_path.unlink(missing_ok=True)

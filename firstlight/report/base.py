@@ -32,11 +32,12 @@ class Reporter(Protocol):
     def verdict(self, result: RunResult) -> None: ...
     def summary(self, result: RunResult) -> None: ...
     def serving(self, status: ServingStatus, changed: bool) -> None: ...
+    def heartbeat(self) -> None: ...
     def close(self) -> None: ...
 
 
 REPORTER_METHODS = ("started", "event", "status", "observe", "server_line", "message", "verdict", "summary",
-                    "serving", "close")
+                    "serving", "heartbeat", "close")
 
 
 class QuietReporter:
@@ -69,6 +70,10 @@ class QuietReporter:
 
     def serving(self, status: ServingStatus, changed: bool) -> None:
         """After READY, at every step of the serving checks (``changed``: the state just changed)."""
+
+    def heartbeat(self) -> None:
+        """After READY=1 and before the serving checks start (warm-up, benchmark, the history), at least every
+        0.1 s while the server's process lives: it still serves (systemd's watchdog is fed from it)."""
 
     def close(self) -> None:
         pass
@@ -110,6 +115,9 @@ class ForwardingReporter:
 
     def serving(self, status: ServingStatus, changed: bool) -> None:
         self.forward("serving", status, changed)
+
+    def heartbeat(self) -> None:
+        self.forward("heartbeat")
 
     def close(self) -> None:
         self.forward("close")

@@ -36,6 +36,7 @@ from firstlight.vocab import (
     SERVING_GAUGE,
     SERVING_PHASE,
     STARTING,
+    TIMEOUT,
     VERDICTS,
 )
 
@@ -128,6 +129,7 @@ class PrometheusExporter(QuietReporter):
         self._phases: list[tuple[str, float]] = []  # (name, start) of the current start
         self._t0: float | None = None
         self._pending = False  # a verdict was given and its start is not counted yet
+        self._timeout_counts = True  # a --timeout ends the start (False: the sidecar watches the same start on)
         self._reset_start()
         self.verdict_.state("starting")
         self.phase.state("process_start")
@@ -144,6 +146,7 @@ class PrometheusExporter(QuietReporter):
     # -- the Reporter protocol -------------------------------------------------------------------------------
     def started(self, info: dict[str, Any]) -> None:
         self._t0 = info.get("started_at")
+        self._timeout_counts = info.get("timeout_is_verdict", True) is not False
         self._phases = [("process_start", self._t0)] if self._t0 is not None else []
         self.start_time.set(_num(self._t0))
         self._reset_start()
@@ -179,6 +182,8 @@ class PrometheusExporter(QuietReporter):
         self._render(result)
         if self._pending and result.verdict != STARTING:
             self._pending = False
+            if result.verdict == TIMEOUT and not self._timeout_counts:
+                return  # the sidecar watches the same start on: one slow start is one start, not one per --timeout
             self.starts.labels(result.verdict, result.failure or "").inc()
             if result.serving and result.cold_start_s is not None:
                 self.time_to_ready.observe(result.cold_start_s)

@@ -43,7 +43,7 @@ ENDPOINTS = ("/readyz", "/livez", "/startupz")
 NOT_LIVE = (HUNG, FAILED)
 MAX_CONCURRENT = 16  # a kubelet sends one probe per period; this leaves room for people and scrapers
 REQUEST_TIMEOUT_S = 5.0  # per connection: read the request line and headers, write the answer
-MAX_CONNECTIONS = 64  # connection threads at once (a trickling client holds one until REQUEST_TIMEOUT_S)
+MAX_CONNECTIONS = 64  # connections still sending their request at once; beyond, the oldest is cut (shed by age)
 
 
 def parse_bind(spec: str, option: str = "--serve-readiness") -> tuple[str, int]:
@@ -99,19 +99,47 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, addr: tuple[str, int], state: ReadinessState) -> None:
         self.state = state
         self.slots = threading.BoundedSemaphore(MAX_CONCURRENT)
-        self.connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._lock = threading.Lock()
+        # Connections with a thread, oldest first: socket -> True once its request was read (it is answered).
+        self._open: dict[Any, bool] = {}
+        self._shed: set[Any] = set()  # cut to make room: their threads end at once
         self.address_family = socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
         super().__init__(addr, _Handler)
 
+    def _admit(self, request: Any) -> bool:
+        """Room for one more connection: beyond MAX_CONNECTIONS, the oldest one still sending its request is cut
+        (shed by age: 80 slow clients held all 64 and refused the kubelet's /livez). A probe sends its request
+        at once and is answered in milliseconds, so it is never the oldest still sending."""
+        with self._lock:
+            if len(self._open) - len(self._shed) >= MAX_CONNECTIONS:
+                oldest = next((r for r, answering in self._open.items() if not answering and r not in self._shed),
+                              None)
+                if oldest is None or len(self._open) >= 2 * MAX_CONNECTIONS:  # every one answered, or cuts pending
+                    return False
+                self._shed.add(oldest)
+                _cut(oldest)
+            self._open[request] = False
+            return True
+
+    def answering(self, request: Any) -> None:
+        with self._lock:
+            if request in self._open:
+                self._open[request] = True
+
+    def _closed(self, request: Any) -> None:
+        with self._lock:
+            self._open.pop(request, None)
+            self._shed.discard(request)
+
     def process_request(self, request: Any, client_address: Any) -> None:
-        """One thread per connection, at most MAX_CONNECTIONS: beyond, the connection is closed at once."""
-        if not self.connections.acquire(blocking=False):
+        """One thread per connection, at most MAX_CONNECTIONS sending their requests (see _admit)."""
+        if not self._admit(request):
             self.shutdown_request(request)
             return
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self.connections.release()
+            self._closed(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
@@ -124,7 +152,7 @@ class _Server(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             deadline.cancel()
-            self.connections.release()
+            self._closed(request)
 
 
 def _cut(sock: socket.socket) -> None:
@@ -153,6 +181,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
     def _get(self, head: bool) -> None:
+        self.server.answering(self.request)  # its request is in: no longer one to shed
         if not self.server.slots.acquire(blocking=False):
             self._send(503, {"error": "too many concurrent requests"}, head)
             return

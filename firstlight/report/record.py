@@ -22,7 +22,7 @@ import types
 import typing
 import zlib
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -188,8 +188,9 @@ def read_summary(path: Path) -> dict[str, Any]:
 
 class RecordTee:
     """A ``--record`` stream that writes the user's record and a private copy (kept for the report and the
-    history). The private copy failing (a full /tmp) only drops that copy; the user's record failing is the
-    session's to report, as without the copy.
+    history). The private copy failing (a full /tmp) only drops that copy; the user's record failing (a full
+    disk, a file-size limit) is one warning through ``warn`` and stops that record only: the private copy goes
+    on, so the report and the history still have the whole run. It never raises.
 
     The private copy is bounded as it is written: past ``cap`` bytes, log lines (what a flood is made of) are
     no longer written but kept in a ring of the last ``tail`` ones; the other observations after the cap are
@@ -198,8 +199,9 @@ class RecordTee:
     A 25 s log flood made a 72 MB copy that took 11-20 s to read back."""
 
     def __init__(self, user: IO[str] | None, private: IO[str], cap: int = KEPT_CAP_BYTES,
-                 tail: int = KEPT_TAIL_LINES) -> None:
+                 tail: int = KEPT_TAIL_LINES, warn: Callable[[str], None] | None = None) -> None:
         self.user = user
+        self.warn = warn or (lambda m: None)
         self.private: IO[str] | None = private
         self.cap = cap
         self.kept_bytes = 0
@@ -220,7 +222,21 @@ class RecordTee:
                     self.held.append((self.fed, text))
             else:
                 self._keep(text)
-        return self.user.write(text) if self.user is not None else len(text)
+        if self.user is not None:
+            try:
+                self.user.write(text)
+            except (OSError, ValueError) as e:
+                self._user_failed(e)
+        return len(text)
+
+    def _user_failed(self, e: Exception) -> None:
+        user, self.user = self.user, None
+        with contextlib.suppress(OSError, ValueError):  # what is still buffered cannot be written either
+            if user is not None:
+                user.close()
+        reason = getattr(e, "strerror", None) or str(e)
+        name = getattr(user, "name", "the record file")
+        self.warn(f"warning: --record {name}: cannot write ({reason}); recording stopped, the run goes on")
 
     def _keep(self, text: str) -> None:
         if self.private is None:
@@ -248,7 +264,18 @@ class RecordTee:
 
     def flush(self) -> None:
         if self.user is not None:
-            self.user.flush()
+            try:
+                self.user.flush()
+            except (OSError, ValueError) as e:
+                self._user_failed(e)
+
+    def close(self) -> None:
+        """The user's record only: the private copy is its owner's (:class:`RunArtifacts`) to read and close."""
+        self.flush()
+        if self.user is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.user.close()
+            self.user = None
 
 
 # -- the compact timeline of the history --------------------------------------------------------------------

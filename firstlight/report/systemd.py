@@ -5,8 +5,9 @@
 - ``EXTEND_TIMEOUT_USEC=`` while the judge sees progress: a slow start is not killed by TimeoutStartSec,
   a hung one is (the extension stops as soon as the verdict is hung, failed or timeout);
 - ``WATCHDOG=1`` at half ``WATCHDOG_USEC`` (a unit with ``WatchdogSec=``) while the start progresses (the
-  judge's verdict is still ``starting``) and, after READY, while the serving checks say it serves (serving or
-  degraded); none once it is hung or not serving, so systemd restarts the unit (``Restart=``): the restart
+  judge's verdict is still ``starting``), between READY=1 and the serving checks (warm-up, benchmark, the
+  history) while the server's process lives, and, after that, while the serving checks say it serves (serving
+  or degraded); none once it is hung or not serving, so systemd restarts the unit (``Restart=``): the restart
   policy is systemd's. Sent from the calls that carry the state (the judge's status at every assessment, the
   serving checks at every step), so a wedged firstlight stops feeding the watchdog too.
 """
@@ -108,6 +109,9 @@ class SystemdNotifier(QuietReporter):
             self.feed_watchdog()
         if changed:
             self.notify(f"STATUS={status.state}: {status.reason}")
+
+    def heartbeat(self) -> None:
+        self.feed_watchdog()
 
     def close(self) -> None:
         if self._sock is not None:

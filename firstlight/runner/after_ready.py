@@ -44,11 +44,16 @@ def visible_gpu_count() -> int | None:
         return None
 
 
+HISTORY_BUSY_S = 1.0  # the longest a run waits on another process's lock of the history, each time
+
+
 def open_history(cfg: Config, redactor: Redactor, warn: Callable[[str], None]) -> History | None:
     if not cfg.history.enabled:
         return None
     try:
-        return History(cfg.history.path, redactor=redactor, warn=warn)
+        # Opened before the launch: another process's lock (EXCLUSIVE locking mode, a long write) is waited for
+        # a second at most, then the run goes on unrecorded (it waited out 30 s, and the cold start read 30 s).
+        return History(cfg.history.path, redactor=redactor, warn=warn, busy_timeout=HISTORY_BUSY_S)
     except HistoryError as e:
         warn(f"history unavailable, not recorded: {e}")
         return None

@@ -142,6 +142,7 @@ class ServerProcess:
         self.popen: subprocess.Popen[bytes] | None = None
         self.watchdog: subprocess.Popen[bytes] | None = None
         self.left_group: dict[int, str] = {}  # pid -> name of processes that left the server's process group
+        self.reaped: dict[int, int] = {}  # pid -> exit code (Popen's convention) of the adopted ones reaped here
         self._tracked: dict[int, str] = {}  # pid -> start ticks, as told to the watchdog
         self._known: dict[int, tuple[int, psutil.Process]] = {}  # pid -> (start ticks, process): made once
         self._tree = proctable.TreeReader()  # the server's tree
@@ -281,7 +282,9 @@ class ServerProcess:
                     continue  # one of firstlight's own helpers: its own code waits for it
                 if st.state == "Z":
                     with contextlib.suppress(ChildProcessError):
-                        os.waitpid(st.pid, os.WNOHANG)  # reap what we adopted, or it stays a zombie
+                        pid, status = os.waitpid(st.pid, os.WNOHANG)  # reap what we adopted, or it stays a zombie
+                        if pid:  # kept: a daemon's SIGSEGV after READY must not read as its launcher's exit 0
+                            self.reaped[pid] = os.waitstatus_to_exitcode(status)
                     continue
                 p = self._process(st)
                 if p is None or p.create_time() + 1 < self._launched_at:
@@ -318,6 +321,14 @@ class ServerProcess:
                 self._tell_watchdog(f"track {p.pid} {ticks}")
             new.append((p.pid, name))
         return new
+
+    def exit_of(self, pids: list[int]) -> int | None:
+        """How the first of ``pids`` that firstlight reaped ended (Popen's convention), a signal before an exit
+        code; None when none was reaped here (not firstlight's child: nobody can tell)."""
+        self.adopted()  # reaps the ones that died since the last sample
+        codes = [self.reaped[p] for p in pids if p in self.reaped]
+        signalled = [c for c in codes if c < 0]
+        return signalled[0] if signalled else (codes[0] if codes else None)
 
     def daemon_serving(self) -> list[psutil.Process]:
         """When the root exited 0 and left processes behind (a launcher that daemonized the real server):

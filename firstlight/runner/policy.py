@@ -36,6 +36,7 @@ class Context:
     server_log: str | None = None
     on_serving: Callable[[RunResult], None] | None = None  # told the READY result before supervision starts
     serving: Callable[[RunResult], ServingWatch] | None = None  # the serving checks while supervising
+    oom: Callable[[], tuple[str, ...]] = lambda: ()  # OOM-kill traces since the watch began (cgroup, kernel log)
 
 
 class Policy(Protocol):
@@ -90,7 +91,9 @@ class Supervise:
         while True:
             code = ctx.server.poll()
             if code is not None and not self._daemon_lives(ctx, code, daemon):
-                return result.died_serving(code, ctx.clock())
+                if daemon:  # the daemon's own end, not its launcher's exit 0 (None: not ours to reap)
+                    code = ctx.server.exit_of(daemon)
+                return result.died_serving(code, ctx.clock(), ctx.oom())
             if watch is not None:
                 watch.step()
             try:

@@ -38,6 +38,7 @@ from firstlight.report.base import Reporter
 from firstlight.result import RunResult
 from firstlight.runner.serving import ServingWatch
 from firstlight.runner.session import STOP_SIGNALS, Outcome
+from firstlight.samplers.process import zombie_exit_code
 from firstlight.vocab import INTERRUPTED, SERVING_VERDICTS, TIMEOUT
 
 
@@ -271,7 +272,11 @@ class Rewatch:
                     gone = closed_in_a_row >= 2  # one refused connect may be a blip; two in a row is a closed port
                     signal_name, what = "probe:port", f"{self.url} stopped accepting connections"
                 if gone:
-                    ended = outcome.result.ended_serving(signal_name, what, self.clock())
+                    # Named as before READY where it can be known: the wait status of a zombie not yet reaped
+                    # by its parent (a SIGSEGV after READY was "server pid N exited")
+                    code = zombie_exit_code(target.pid) if target.pid is not None else None
+                    ended = (outcome.result.died_serving(code, self.clock()) if code is not None
+                             else outcome.result.ended_serving(signal_name, what, self.clock()))
                     self.reporter.summary(ended)
                     return Outcome(ended, ended.exit_code())
                 self.stop.wait(self.poll_s)

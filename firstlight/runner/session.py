@@ -140,7 +140,10 @@ class Session:
         self.reporter.started({"started_at": started_at, "pid": self.sources.pid,
                                "launched": self.sources.server is not None, "engine": self.profile.name,
                                "url": self.redactor.text(self.cfg.probe.url),
-                               "command": " ".join(shown) if shown else None, "model": self._model_named()})
+                               "command": " ".join(shown) if shown else None, "model": self._model_named(),
+                               # False in the sidecar: a --timeout there is no verdict, the same start is
+                               # watched on (counted once, at its real verdict)
+                               "timeout_is_verdict": self.record_timeout})
         self._launch_error = error
         if error is not None:
             return None
@@ -195,6 +198,7 @@ class Session:
             self.cfg, self.profile, self.sources.model, self.reporter.message)), daemon=True)
         worker.start()
         while worker.is_alive():
+            self._heartbeat()  # the server serves meanwhile: systemd's watchdog must not starve (--warmup 9 s)
             worker.join(0.1)
             for obs in drain(self.q):
                 if isinstance(obs, Interrupted):
@@ -213,13 +217,22 @@ class Session:
             self.reporter.message(f"REGRESSION: {r['message']}")
         return result
 
+    def _heartbeat(self) -> None:
+        """Between READY and the serving checks: the server still serves while its process lives."""
+        server = self.sources.server
+        if server is None or server.poll() is None or server.daemon_serving():
+            self.reporter.heartbeat()
+
     def _after_verdict(self, result: RunResult) -> RunResult:
         server = self.sources.server
+        if result.serving:
+            self._heartbeat()  # after the history's writes, before supervision's first check
         if server is None:
             return result
         ctx = policy.Context(server, self.cfg, self.reporter.message, self.q, self.clock,
                              server_log=str(self.sources.server_log) if self.sources.server_log else None,
-                             on_serving=self.reporter.summary, serving=self.serving_watch)
+                             on_serving=self.reporter.summary, serving=self.serving_watch,
+                             oom=self.sources.oom_evidence)
         return policy.choose(self.cfg, result).apply(ctx, result)
 
     def serving_watch(self, result: RunResult, pid: int | None = None) -> ServingWatch:

@@ -56,6 +56,7 @@ class Sources:
         self.identify = identify  # ask the server's endpoints which engine it is
         self.server: ServerProcess | None = None
         self.server_log: Path | None = None
+        self.oom: OomTraces | None = None  # the server's OOM counters, read when the watch began
         self.samplers: list[Sampler] = []
         self.followers: list[FileFollower] = []
         self.readers: list[PipeReader] = []
@@ -97,11 +98,15 @@ class Sources:
         """What samples the server's processes: its process tree (a unit's cgroup: firstlight.units)."""
         if self.pid is None:
             return None
+        self.oom = OomTraces(self.server.pid if self.server is not None else self.pid)  # read again after READY
         if self.server is not None:  # the tree includes what firstlight adopted as the subreaper
             return ProcessTreeSampler(self.server.pid, self.cfg.sample_interval, self.server.poll, self.clock,
-                                      self.server.descendants, self.server.note_left_group,
-                                      OomTraces(self.server.pid))
-        return ProcessTreeSampler(self.pid, self.cfg.sample_interval, None, self.clock, oom=OomTraces(self.pid))
+                                      self.server.descendants, self.server.note_left_group, self.oom)
+        return ProcessTreeSampler(self.pid, self.cfg.sample_interval, None, self.clock, oom=self.oom)
+
+    def oom_evidence(self) -> tuple[str, ...]:
+        """The OOM-kill traces since the watch began (none without a process to watch)."""
+        return self.oom.evidence() if self.oom is not None else ()
 
     def _launch(self) -> str | None:
         output = None

@@ -27,7 +27,7 @@ from firstlight.wire.content import (
     says_unhealthy,
 )
 from firstlight.wire.errors import WireError, describe_error
-from firstlight.wire.urls import normalise_url, split_url
+from firstlight.wire.urls import join_url, normalise_url, split_url
 
 __all__ = [
     "MAX_BODY",
@@ -44,6 +44,7 @@ __all__ = [
     "describe_error",
     "generated_text",
     "headers",
+    "join_url",
     "model_ids",
     "normalise_url",
     "parse_json",

@@ -19,7 +19,7 @@ import httpx
 from firstlight.wire.content import MAX_BODY, parse_json, snippet
 from firstlight.wire.deadline import DeadlineBackend, async_transport, deadline, transport
 from firstlight.wire.errors import WireError, describe_error, wire_error
-from firstlight.wire.urls import normalise_url, split_url
+from firstlight.wire.urls import normalise_url, split_query, split_url
 
 USER_AGENT = "firstlight"
 
@@ -64,7 +64,8 @@ class Wire:
         self.base = normalise_url(url)
         self.host, self.port = split_url(self.base)
         self.connect_timeout = connect_timeout
-        self._client = httpx.Client(base_url=self.base, headers=headers(api_key, user_agent),
+        root, query = split_query(self.base)  # the base's query goes after each request's path
+        self._client = httpx.Client(base_url=root, params=query, headers=headers(api_key, user_agent),
                                     transport=transport_ or transport(max_connections), follow_redirects=False,
                                     trust_env=False, timeout=_timeout(connect_timeout, connect_timeout))
 
@@ -137,7 +138,8 @@ class AsyncWire:
                  read_timeout: float = 120.0, concurrency: int = 1, user_agent: str = USER_AGENT) -> None:
         self.base = normalise_url(url)
         self.connect_timeout = connect_timeout
-        self._client = httpx.AsyncClient(base_url=self.base, headers=headers(api_key, user_agent),
+        root, query = split_query(self.base)  # as in Wire
+        self._client = httpx.AsyncClient(base_url=root, params=query, headers=headers(api_key, user_agent),
                                          transport=async_transport(concurrency), follow_redirects=False,
                                          trust_env=False,
                                          timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout,

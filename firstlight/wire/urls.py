@@ -33,3 +33,16 @@ def normalise_url(url: str) -> str:
     if path.endswith("/v1"):
         path = path[: -len("/v1")]
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def split_query(url: str) -> tuple[str, str]:
+    """``url`` without its query, and the query: a base URL's query (``?api_key=K``) is sent with every request,
+    after the request's path (appended to the whole URL, ``/v1/models`` landed inside the query's value)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), parts.query
+
+
+def join_url(base: str, path: str) -> str:
+    """The URL of ``path`` on the server at ``base``: the path after the base's own path, before its query."""
+    root, query = split_query(base)
+    return root.rstrip("/") + path + (f"?{query}" if query else "")

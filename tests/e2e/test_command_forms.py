@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from firstlight.sim.server import free_port
-from tests.conftest import run_firstlight
+from tests.support.common import run_firstlight
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
 SHIM = """import sys

@@ -8,8 +8,7 @@ from firstlight.config import JudgeConfig
 from firstlight.drive import judge_timeline
 from firstlight.engines import get_profile
 from firstlight.timeline import Observation, Started
-from tests.support.journal_rules import T0
-from tests.support.judge import proc
+from tests.support.judge import T0, proc
 
 DEFAULTS = JudgeConfig()
 
