@@ -14,8 +14,8 @@ import pytest
 
 from firstlight.sim.server import free_port
 from tests.support.common import firstlight_cmd, wait_for
-from tests.support.readiness import answers, get
 from tests.support.llama_server import llama  # noqa: F401 (llama is a fixture)
+from tests.support.readiness import answers, get
 
 pytestmark = pytest.mark.llama
 STREAM_S = 16.0  # longer than two checks' interval + generation timeout (2 x (2 + 6) = 16 s) would take to fail
