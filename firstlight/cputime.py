@@ -7,6 +7,7 @@ with a threshold goes through ``reaches``, so the answer is the kernel's, not th
 
 from __future__ import annotations
 
+import math
 import os
 
 CLK_TCK: int = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # not Linux: the usual USER_HZ
@@ -17,8 +18,9 @@ _ROUNDING = 1e-6  # of a tick: far under the resolution, far over a float's erro
 
 def reaches(used_s: float, threshold_s: float) -> bool:
     """``used_s >= threshold_s`` to the resolution CPU time is counted in: ``used_s`` is taken as the whole
-    number of ticks it stands for (float noise removed), and reaches the threshold when those ticks do."""
-    return round(used_s * CLK_TCK) >= threshold_s * CLK_TCK - _ROUNDING
+    number of ticks it stands for (float noise removed, never rounded up to the next tick), and reaches the
+    threshold when those ticks do."""
+    return math.floor(used_s * CLK_TCK + _ROUNDING) >= threshold_s * CLK_TCK - _ROUNDING
 
 
 def rate_reaches(used_s: float, seconds: float, cores: float) -> bool:

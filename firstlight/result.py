@@ -167,11 +167,14 @@ class RunResult:
         ev = {"signal": "signal", "value": f"{signal} received {when}", "since": t}
         return dataclasses.replace(self, verdict=INTERRUPTED, evidence=(ev,), ended_at=t)
 
-    def died_serving(self, code: int | None, now: float, oom: tuple[str, ...] = ()) -> RunResult:
+    def died_serving(self, code: int | None, now: float, oom: tuple[str, ...] = (), pid: int | None = None
+                     ) -> RunResult:
         """``oom``: the OOM-kill traces seen meanwhile (the server's cgroup counters, the kernel log), read as
-        before READY: a kill by a signal, or an end nobody could tell, with such a trace is ``oom``."""
+        before READY: a kill by a signal, or an end nobody could tell, with such a trace is ``oom``. ``pid``:
+        the process that ended, where it is not the one launched (a sidecar's watched pid)."""
         served = now - (self.ready_at or now)
-        ev = {"signal": "process", "value": f"server {describe_exit(code)} after serving for {served:.0f}s",
+        who = f"server pid {pid}" if pid is not None else "server"
+        ev = {"signal": "process", "value": f"{who} {describe_exit(code)} after serving for {served:.0f}s",
               "since": now}
         name = exit_signal(code)
         if oom and (name is not None or code is None):

@@ -61,7 +61,7 @@ for i in $(seq 1 "$runs"); do
      </dev/null >"$out/run-$i.log" 2>&1)
   rc=$?
   stop_hogs
-  echo "flake-hunt: run $i (loaded: $load): exit $rc in $((SECONDS - start)) s; $(grep -E '^=+ .*(passed|failed).* =+$' "$out/run-$i.log" | tail -1)" \
+  echo "flake-hunt: run $i (loaded: $load): exit $rc in $((SECONDS - start)) s; $(grep -E '^(=+ )?[0-9]+ (passed|failed)' "$out/run-$i.log" | tail -1)" \
     | tee -a "$out/runs.txt" >&2
 done
 

@@ -275,7 +275,7 @@ class Rewatch:
                     # Named as before READY where it can be known: the wait status of a zombie not yet reaped
                     # by its parent (a SIGSEGV after READY was "server pid N exited")
                     code = zombie_exit_code(target.pid) if target.pid is not None else None
-                    ended = (outcome.result.died_serving(code, self.clock()) if code is not None
+                    ended = (outcome.result.died_serving(code, self.clock(), pid=target.pid) if code is not None
                              else outcome.result.ended_serving(signal_name, what, self.clock()))
                     self.reporter.summary(ended)
                     return Outcome(ended, ended.exit_code())

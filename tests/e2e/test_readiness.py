@@ -91,7 +91,9 @@ def test_rewatch_reports_the_end_of_serving_and_watches_the_next_process():
     assert watched == [first.pid, second.pid]
     ended = reporter.summaries[0]
     assert ended["verdict"] == "failed" and ended["phase"] == "serving"
-    assert f"pid {first.pid} exited after serving" in ended["evidence"][0]["value"]
+    # how it ended, where its wait status could still be read (a zombie not yet reaped), or that it exited
+    assert f"server pid {first.pid} exited" in ended["evidence"][0]["value"], ended["evidence"]
+    assert "after serving" in ended["evidence"][0]["value"]
     assert out.verdict == "interrupted" and out.exit_code == 130
 
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.common import run_firstlight
+from tests.support.common import firstlight_peak_cmd, run_firstlight
 from tests.support.faults import fault_server
 
 FAST = ["--poll-min", "0.05", "--poll-max", "0.3", "--sample-interval", "0.2"]
@@ -49,24 +48,10 @@ def test_bench_cannot_hang_on_a_server_that_trickles_header_bytes():
     assert r.rc in (1, 3) and "Traceback" not in r.stderr, r.stderr
 
 
-# The bench's own peak memory, read from /proc/self/status (VmHWM) as it exits. Not rusage: a child's ru_maxrss
-# includes the RSS of the forked copy of its parent before exec (a long pytest run is hundreds of MB).
-_PEAK = """import atexit, sys
-PEAK = sys.argv.pop(1)
-def _peak():
-    with open("/proc/self/status") as f, open(PEAK, "w") as out:
-        out.write(next(line.split()[1] for line in f if line.startswith("VmHWM:")))
-atexit.register(_peak)
-sys.argv[0] = "firstlight"
-from firstlight.cli import main
-main()
-"""
-
-
 def test_bench_memory_is_bounded_on_a_stream_line_that_never_ends(tmp_path: Path):
     out, peak = tmp_path / "out.json", tmp_path / "peak"
     with fault_server("sse_no_newline") as s, open(out, "wb") as stdout:
-        p = subprocess.run([sys.executable, "-c", _PEAK, str(peak), "bench", s.url, "--model", "m", "--requests",
+        p = subprocess.run([*firstlight_peak_cmd(peak, "bench"), s.url, "--model", "m", "--requests",
                             "1", "--warmup", "0", "--request-timeout", "60", "--no-history", "--json"],
                            stdout=stdout, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, timeout=120)
     result = json.loads(out.read_text())

@@ -99,3 +99,23 @@ def require(present: bool, what: str) -> None:
     if IN_CI:
         pytest.fail(f"CI: {what} is missing (the setup must provide it)", pytrace=False)
     pytest.skip(f"{what} is missing")
+
+
+# The CLI's own peak memory, read from /proc/self/status (VmHWM) as it exits. Not rusage: a child's ru_maxrss keeps
+# the high-water mark of the process it was forked or vforked from (Linux carries it across exec), and a pytest
+# worker late in a run is hundreds of MB (a 300 MB bound read 474 MiB).
+_PEAK = """import atexit, sys
+PEAK = sys.argv.pop(1)
+def _peak():
+    with open("/proc/self/status") as f, open(PEAK, "w") as out:
+        out.write(next(line.split()[1] for line in f if line.startswith("VmHWM:")))
+atexit.register(_peak)
+sys.argv[0] = "firstlight"
+from firstlight.cli import main
+main()
+"""
+
+
+def firstlight_peak_cmd(peak: Path, *args: str) -> list[str]:
+    """``firstlight ARGS`` that writes its own peak RSS (KiB) to ``peak`` as it exits."""
+    return [sys.executable, "-c", _PEAK, str(peak), *args]

@@ -12,6 +12,10 @@ def test_a_float_sum_of_ticks_reaches_the_threshold_it_reaches_in_ticks():
     assert reaches(0.09 + 0.01, 0.1)
 
 
+def test_a_fraction_of_a_tick_is_not_rounded_up_to_the_tick():
+    assert not reaches(0.099, 0.1)  # 9.9 ticks: the kernel shows 9
+
+
 def test_one_tick_under_the_threshold_does_not_reach_it():
     assert not reaches(0.1 - TICK_S, 0.1)
     assert reaches(0.1, 0.1) and reaches(0.1 + TICK_S, 0.1)

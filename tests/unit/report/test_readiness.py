@@ -108,7 +108,9 @@ def test_connection_threads_are_capped():
             peak = max(peak, threading.active_count())
             time.sleep(0.05)
         assert len(socks) > 2 * MAX_CONNECTIONS
-        assert peak <= base + 2 * MAX_CONNECTIONS, peak - base  # a handler and its deadline timer each
+        # at most 2 x MAX_CONNECTIONS open (MAX still sending, as many being cut to make room: their threads end
+        # at once), each a handler and its deadline timer
+        assert peak <= base + 4 * MAX_CONNECTIONS, peak - base
     finally:
         for s in socks:
             s.close()
