@@ -10,10 +10,14 @@ privileges (then it says so rather than guessing).
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import psutil
+
+from firstlight.cputime import CLK_TCK
+from firstlight.samplers.proctable import read_stat
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,24 @@ def accepts(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+def _started_at(pid: int) -> float | None:
+    """When ``pid`` started, to the clock tick: its start in ticks after boot, and the boot's time from
+    ``/proc/uptime`` (hundredths). psutil's ``create_time`` adds the boot time in whole seconds (``btime``), up to
+    a second early: podman's conmon, started just after the launch, read as there before it."""
+    st = read_stat(pid)
+    if st is None:
+        return None
+    try:
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        try:
+            return psutil.Process(pid).create_time()
+        except psutil.Error:
+            return None
+    return time.time() - uptime + st.start_ticks / CLK_TCK
+
+
 def foreign_listener(tree: Iterable[psutil.Process], port: int, launched_at: float) -> str | None:
     """Evidence for ``port_in_use`` when ``port`` is held by a process outside the launched tree that is older
     than the launch (a server that was there first); None when the tree listens, or when no such holder can
@@ -92,11 +114,9 @@ def foreign_listener(tree: Iterable[psutil.Process], port: int, launched_at: flo
     for h in found:
         if h.pid is None or h.pid in mine:
             continue
-        try:
-            if psutil.Process(h.pid).create_time() < launched_at:
-                older.append(h)
-        except psutil.Error:
-            continue
+        started = _started_at(h.pid)
+        if started is not None and started < launched_at:
+            older.append(h)
     if not older:
         return None
     return f"port {port} is held by " + ", ".join(h.describe() for h in older) + \

@@ -204,7 +204,8 @@ def test_a_container_killed_from_outside_is_named_from_the_runtimes_record(real_
     assert s["verdict"] == "failed" and s["failure"] != "oom"
     values = " | ".join(e["value"] for e in s["evidence"])
     assert "SIGKILL" in values and "from outside" in values
-    assert any("podman inspect" in t and "killed by SIGKILL (exit code 137)" in t for t in notes(run)), notes(run)
+    # the runtime's record: what `podman inspect` says, also when the container ended before its processes were seen
+    assert any("killed by SIGKILL (exit code 137)" in t for t in notes(run)), notes(run)
 
 
 def test_a_container_over_its_memory_limit_is_an_oom_kill(real_podman: Podman):
