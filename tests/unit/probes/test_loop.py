@@ -3,6 +3,7 @@ quiet round, up to the maximum."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -88,3 +89,96 @@ def test_a_stopped_loop_sinks_no_engine_and_no_probe():
     loop.stop.set()
     loop._identify_first()
     assert seen == []
+
+
+# -- the loop itself (LadderLoop._run), in process: a scripted ladder, and the waits it asks for recorded ----
+class _Scripted(_Ladder):
+    """Each climb answers the next list of (level, ok) of its script."""
+
+    def __init__(self, script: list[list[tuple[Level, bool]]]) -> None:
+        super().__init__(ok_to=Level.NONE)
+        self.script = script
+        self.endpoints: list[object] = []
+
+    def climb(self, top: Level, sink: Callable[[Probe], None]) -> list[Probe]:
+        self.tops.append(top)
+        out = [Probe(1.0, lv, ok) for lv, ok in self.script.pop(0)]
+        for p in out:
+            sink(p)
+        return out
+
+    def use_endpoints(self, endpoints: object) -> None:
+        self.endpoints.append(endpoints)
+
+
+class _Waits(threading.Event):
+    """The loop's wake event: records each wait's period and returns at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.periods: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.periods.append(round(timeout or 0.0, 6))
+        return False
+
+
+P, H, G = Level.PORT, Level.HTTP, Level.GENERATION
+
+
+def test_the_loop_polls_at_the_minimum_after_a_change_backs_off_when_quiet_and_ends_at_generation():
+    ladder = _Scripted([
+        [(Level.PROCESS, True), (P, True), (H, False)],  # new: the minimum
+        [(Level.PROCESS, True), (P, True), (H, False)],  # quiet: x1.5
+        [(Level.PROCESS, True), (P, True)],  # the same top, but its last rung now answers: a change
+        [(G, True)],
+    ])
+    seen: list[Observation] = []
+    loop = LadderLoop(ladder, seen.append, 0.01, 0.05)  # type: ignore[arg-type]
+    loop.wake = _Waits()
+    loop._run()
+    assert loop.wake.periods == [0.01, 0.015, 0.01]
+    assert ladder.tops == [G, G, G, G] and ladder.script == []
+
+
+def test_the_loop_asks_the_engine_first_then_climbs_on_at_once():
+    ladder = _Scripted([[(P, True), (H, True)], [(G, True)]])
+    seen: list[Observation] = []
+    loop = LadderLoop(ladder, seen.append, 0.01, 0.05, identify=True)  # type: ignore[arg-type]
+    loop.wake = _Waits()
+    loop._run()
+    assert ladder.tops == [H, G] and loop.wake.periods == [] and ladder.identified == 1
+    assert EngineIdentified(5.0, "vllm", "/version") in seen
+
+
+def test_endpoints_learnt_by_the_session_reach_the_ladder_before_the_next_climb():
+    ladder = _Scripted([[(G, True)]])
+    loop = LadderLoop(ladder, lambda o: None, 0.01, 0.05)  # type: ignore[arg-type]
+    marker = object()
+    loop.use_endpoints(marker)  # type: ignore[arg-type]
+    loop._run()
+    assert ladder.endpoints == [marker]
+
+
+def test_a_failure_inside_a_climb_is_a_note_with_its_first_160_characters_and_the_climb_sinks_probes():
+    from firstlight.timeline import SourceNote
+    from firstlight.wire import clean_text
+
+    class _Broken(_Ladder):
+        def climb(self, top: Level, sink: Callable[[Probe], None]) -> list[Probe]:
+            raise RuntimeError("x" * 300)
+
+    seen: list[Observation] = []
+    assert LadderLoop(_Broken(Level.NONE), seen.append, 0.01, 0.05)._climb() == []  # type: ignore[arg-type]
+    assert seen == [SourceNote(5.0, "probe", f"probe failed inside firstlight: RuntimeError: {'x' * 160}…")]
+    assert clean_text("x" * 300, 160) == "x" * 160 + "…"
+    ladder = _Ladder(ok_to=Level.HTTP)
+    seen.clear()
+    LadderLoop(ladder, seen.append, 0.01, 0.05)._climb()  # type: ignore[arg-type]
+    assert ladder.tops == [G] and [type(o) for o in seen] == [Probe] * 6
+
+
+def test_the_loop_thread_is_a_named_daemon_and_asks_no_engine_unless_told():
+    loop = LadderLoop(_Ladder(Level.NONE), lambda o: None, 0.01, 0.05)  # type: ignore[arg-type]
+    assert loop.identify is False
+    assert loop.thread.name == "firstlight-ladder" and loop.thread.daemon is True
