@@ -6,6 +6,7 @@
 #
 #   scripts/mutation.sh                       every rule module (hours on 2 cores)
 #   scripts/mutation.sh interpret wire/content   just these
+#   scripts/mutation.sh rules                 the alert rules' own values (scripts/mutate_rules.py, promtool)
 #   MUTATION_TIME_S=600 scripts/mutation.sh ...  each module's time bound (default 1200 s)
 #   MUTATION_TIMEOUT_MULTIPLIER=15 scripts/mutation.sh ...  a mutant's tests are stopped (and count as killed: a
 #                                  mutant that disables a deadline waits forever) after this many times their clean
@@ -19,7 +20,8 @@
 # Each module runs in its own copy of the working tree under .mutation/<module> (mutmut mutates a copy,
 # never your files), against its in-process tests under tests/unit/ (tests_of below): fast, no real engines. A
 # module cut off by its time bound is resumed by the next run (mutmut keeps its results). Its summary goes to
-# .mutation/<module>.txt.
+# .mutation/<module>.txt (scripts/mutation_count.py: flake kills rechecked and listed apart, "no tests" mutants
+# listed per function as reached only by e2e/subprocess tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
