@@ -6,6 +6,7 @@
 #
 #   scripts/mutation.sh                       every rule module (hours on 2 cores)
 #   scripts/mutation.sh interpret wire/content   just these
+#   scripts/mutation.sh rules                 the alert rules' own values (scripts/mutate_rules.py, promtool)
 #   MUTATION_TIME_S=600 scripts/mutation.sh ...  each module's time bound (default 1200 s)
 #   MUTATION_TIMEOUT_MULTIPLIER=15 scripts/mutation.sh ...  a mutant's tests are stopped (and count as killed: a
 #                                  mutant that disables a deadline waits forever) after this many times their clean
@@ -19,7 +20,8 @@
 # Each module runs in its own copy of the working tree under .mutation/<module> (mutmut mutates a copy,
 # never your files), against its in-process tests under tests/unit/ (tests_of below): fast, no real engines. A
 # module cut off by its time bound is resumed by the next run (mutmut keeps its results). Its summary goes to
-# .mutation/<module>.txt.
+# .mutation/<module>.txt (scripts/mutation_count.py: flake kills rechecked and listed apart, "no tests" mutants
+# listed per function as reached only by e2e/subprocess tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -30,33 +32,50 @@ time_s=${MUTATION_TIME_S:-1200}
 timeout_multiplier=${MUTATION_TIMEOUT_MULTIPLIER:-15}
 children=${MUTATION_CHILDREN:-2}
 
-# module (a file, or a folder of them) -> its fast tests, read from the layout of tests/unit/ (which mirrors the
-# package): firstlight/a/b.py -> tests/unit/a/test_b.py and the folder tests/unit/a/b/ (its tests in several
-# files); a folder firstlight/a -> tests/unit/a/ and tests/unit/test_a.py.
+# module (a file, or a folder of them) -> its fast tests, read from the tree: the layout of tests/unit/ (which
+# mirrors the package): firstlight/a/b.py -> tests/unit/a/test_b.py and the folder tests/unit/a/b/ (its tests in
+# several files); a folder firstlight/a -> tests/unit/a/ and tests/unit/test_a.py; and every in-process test file
+# that imports the module (`from firstlight.a.b import`, `import firstlight.a.b`, `from firstlight.a import b`):
+# mutmut then runs, for each mutant, only those of them that reach the function it changed.
 tests_of() {
-  local m=$1 dir base
+  local m=$1 dir base mod pkg
   local -a out=()
+  dir=$(dirname "$m"); base=$(basename "$m")
+  [ "$dir" = . ] && dir="" || dir="$dir/"
   if [ -d "firstlight/$m" ]; then
-    dir=$(dirname "$m"); base=$(basename "$m")
-    [ "$dir" = . ] && dir="" || dir="$dir/"
     [ -d "tests/unit/$m" ] && out+=("tests/unit/$m")
     [ -f "tests/unit/${dir}test_$base.py" ] && out+=("tests/unit/${dir}test_$base.py")
   elif [ -f "firstlight/$m.py" ]; then
-    dir=$(dirname "$m"); base=$(basename "$m")
-    [ "$dir" = . ] && dir="" || dir="$dir/"
     [ -f "tests/unit/${dir}test_$base.py" ] && out+=("tests/unit/${dir}test_$base.py")
     [ -d "tests/unit/${dir}$base" ] && out+=("tests/unit/${dir}$base")
+    mod="firstlight.${m//\//.}"; pkg="${mod%.*}"
+    while IFS= read -r f; do
+      case " ${out[*]} " in *" $f "*|*" ${f%/*} "*) ;; *) out+=("$f") ;; esac
+    done < <(grep -rlE "(from $mod import|import $mod( |$)|from $pkg import (.*[ ,(])?$base([ ,)]|$))" tests/unit \
+               --include='test_*.py' 2>/dev/null | sort)
   fi
   echo "${out[*]}"
 }
-ORDER=(interpret wire/content wire/deadline preflight/checkpoint judge probes wire preflight units/journal samplers anatomy)
-# single files of the folders above, to run one at a time: probes/ladder preflight/quantization preflight/gpus
-# preflight/port samplers/process
+# every module that holds a rule, and the rules file (`rules`: scripts/mutate_rules.py mutates its values and runs
+# the promtool tests of deploy/prometheus/tests/ against each mutant)
+ORDER=(serving deaths redact cputime framing engines/command samplers/ports report/readiness probes/loop api drive
+       config pytest_plugin cli/options samplers/oom report/prometheus runner containers preflight
+       interpret wire/content wire/deadline judge probes/ladder wire units/journal samplers/process anatomy rules)
+# single files of the folders above, to run one at a time: runner/serving runner/watchdog preflight/stale
+# preflight/checkpoint containers/watch ...
 modules=("$@")
 [ ${#modules[@]} -gt 0 ] || modules=("${ORDER[@]}")
 
 for m in "${modules[@]}"; do
+  if [ "$m" = rules ]; then  # the alert rules: their own mutation of YAML values, against the promtool tests
+    mkdir -p "$repo/.mutation"
+    nice -n "${MUTATION_NICE:-15}" "$py" scripts/mutate_rules.py | tee "$repo/.mutation/rules.txt"
+    continue
+  fi
   tests=$(tests_of "$m")
+  # a module with no in-process tests of its own is measured against its package's: its mutants then show as
+  # "no tests" (reached only by e2e/subprocess tests), counted apart and listed, never dropped
+  [ -n "$tests" ] || [ "$(dirname "$m")" = . ] || tests=$(tests_of "$(dirname "$m")")
   if [ -z "$tests" ]; then
     echo "mutation.sh: no module firstlight/$m with tests under tests/unit/ (e.g. one of: ${ORDER[*]})" >&2
     exit 64
@@ -76,34 +95,21 @@ for m in "${modules[@]}"; do
     for t in $tests; do printf '"%s", ' "$t"; done
     echo ']'
     echo 'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q"]'
-    echo "also_copy = [\"firstlight\", \"tests\", \"scripts\"]"
+    echo "also_copy = [\"firstlight\", \"tests\", \"scripts\", \"deploy\", \"docs\", \"README.md\"]"
     echo "use_setproctitle = false"  # tests read their own process name (preflight procinfo)
     echo "timeout_multiplier = $timeout_multiplier"
   } >>"$work/pyproject.toml"
   echo "mutation.sh: $m against $tests (at most ${time_s} s)" >&2
   rc=0
+  start=$SECONDS
   # python -m, not the mutmut script: tests read their own process name, which must stay "python"
-  (cd "$work" && timeout "$time_s" nice -n 10 "$py" -m mutmut run --max-children "$children") >"$work.log" 2>&1 || rc=$?
+  (cd "$work" && timeout "$time_s" nice -n "${MUTATION_NICE:-15}" "$py" -m mutmut run --max-children "$children") >"$work.log" 2>&1 || rc=$?
   [ "$rc" = 124 ] && echo "mutation.sh: $m stopped by its time bound; run again to resume" >&2
+  # the module's time over all its runs (a module cut off is resumed)
+  echo $((SECONDS - start)) >>"$work.seconds"
   (cd "$work" && "$py" -m mutmut results --all true) >"$work.results" 2>&1 || true
-  "$py" - "$work.results" "$m" <<'EOF' | tee "$work.txt"
-import collections, sys
-counts = collections.Counter()
-survivors = []
-for line in open(sys.argv[1]):
-    name, _, status = line.strip().rpartition(": ")
-    if not name:
-        continue
-    counts[status] += 1
-    if status == "survived":
-        survivors.append(name)
-decided = counts["killed"] + counts["survived"] + counts["timeout"] + counts["segfault"]
-if not decided:
-    print(f"{sys.argv[2]}: no result: the clean run of its tests failed or was cut short (see its .log)")
-    sys.exit(0)
-score = 100 * (decided - counts["survived"]) / decided
-print(f"{sys.argv[2]}: {score:.1f}% killed of {decided} decided; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-for s in survivors:
-    print(f"  survived: {s}")
-EOF
+  # the honest count: kills by a test that fails on the clean code too (flaky) are rerun without it and, if the
+  # mutant then lives, listed as flake kills; "no tests" mutants are listed per function, never dropped
+  nice -n "${MUTATION_NICE:-15}" "$py" scripts/mutation_count.py "$work" "$m" "$work.results" \
+    "$(paste -sd+ "$work.seconds" | bc)" | tee "$work.txt"
 done

@@ -8,7 +8,15 @@ import signal
 
 import pytest
 
-from firstlight.deaths import CRASH_HINTS, CRASH_SIGNALS, crash_hint, describe_exit
+from firstlight.deaths import (
+    CRASH_HINT,
+    CRASH_HINTS,
+    CRASH_SIGNALS,
+    crash_hint,
+    describe_exit,
+    exit_signal,
+    wait_status_code,
+)
 from firstlight.result import RunResult
 from tests.support.judge import proc, run
 
@@ -44,3 +52,28 @@ def test_a_signal_from_outside_is_not_a_crash(sig: signal.Signals):
     assert sig.name not in CRASH_SIGNALS
     ready = RunResult("ready", "ready", 0.0, 10.0, "generic", "http://127.0.0.1:1", ready_at=10.0)
     assert ready.died_serving(-sig.value, 70.0).failure != "crashed"
+
+
+def test_exit_code_zero_is_an_exit_not_a_signal():
+    # Popen's -N is a signal; 0 (a clean exit) and a positive code are exits, never "died of signal 0"
+    assert exit_signal(0) is None and exit_signal(1) is None and exit_signal(None) is None
+    assert exit_signal(-11) == "SIGSEGV"
+    assert describe_exit(0) == "exited with code 0"
+    assert describe_exit(1) == "exited with code 1"
+
+
+def test_a_crash_signal_without_a_hint_of_its_own_gets_the_native_crash_hint():
+    assert "SIGSEGV" not in CRASH_HINTS
+    assert crash_hint("SIGSEGV") == CRASH_HINT
+
+
+@pytest.mark.parametrize(("status", "code"), [
+    (0, 0),                      # exited 0
+    (1 << 8, 1),                 # exited 1
+    (255 << 8, 255),             # exited 255 (the high byte only)
+    (signal.SIGKILL, -9),        # killed by SIGKILL
+    (signal.SIGSEGV | 0x80, -11),  # SIGSEGV with a core dumped: the core flag is not the signal
+    ((signal.SIGSTOP << 8) | 0x7F, None),  # stopped: neither an exit nor a death
+])
+def test_a_raw_wait_status_is_a_popen_style_code(status: int, code: int | None):
+    assert wait_status_code(status) == code

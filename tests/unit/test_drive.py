@@ -342,3 +342,23 @@ def test_a_phase_the_generic_reading_already_reported_is_not_reported_twice():
     for i, text in enumerate(["Loading model weights", *VLLM_LINES], start=1):
         told += [(e.message, e.t) for e in d.feed(LogLine(float(i), text, lineno=i)).events if e.type == "phase"]
     assert len(told) == len(set(told)), told
+
+
+# -- named by the mutation run of firstlight/drive.py ----------------------------------------------------------
+def test_an_empty_timeline_is_refused_with_its_reason():
+    with pytest.raises(ValueError, match=r"^empty timeline$"):
+        drive.judge_timeline([], JudgeConfig(), get_profile("generic"), 0.0)
+
+
+def test_the_history_estimate_reaches_the_judge_and_survives_a_swap_of_it():
+    d = Driver(JudgeConfig(expected_total_s=100.0), get_profile("generic"), 0.0, detect=True)
+    assert d.judge.expected_total_s == 100.0
+    d._swap("vllm", None, "engine named", t=1.0)  # judged again from the start: a new judge
+    assert d.judge.profile.name == "vllm" and d.judge.expected_total_s == 100.0
+    d.expect_total(50.0)
+    assert d.judge.expected_total_s == 50.0
+
+
+def test_a_swap_in_place_without_an_observation_feeds_nothing_and_notes_why():
+    d = Driver(JudgeConfig(), get_profile("generic"), 0.0)
+    assert d._swap("vllm", None, "engine named", t=1.0) == [Event(1.0, "note", "engine named")]

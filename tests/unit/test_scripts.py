@@ -15,12 +15,53 @@ def test_test_sh_reports_coverage_and_mutation_sh_covers_every_rule_module_with_
     order = _re.search(r"^ORDER=\(([^)]*)\)$", script, _re.M)
     assert order, "mutation.sh has no ORDER=(...) of its modules"
     modules = order.group(1).split()
-    for module in ("judge", "interpret", "wire", "preflight", "probes", "units/journal", "samplers"):
+    for module in ("judge", "interpret", "wire", "preflight", "probes/ladder", "units/journal", "samplers/process"):
+        assert module in modules, module
+    for module in ("serving", "runner", "deaths", "samplers/oom", "samplers/ports", "report/prometheus",
+                   "report/readiness", "api", "pytest_plugin", "drive", "redact", "config", "cli/options",
+                   "probes/loop", "preflight", "cputime", "framing", "engines/command", "containers", "rules"):
         assert module in modules, module
     unit = REPO / "tests" / "unit"
-    for module in modules:  # the tests mutation.sh reads from the layout (tests_of): each module has some
+    importers = {p: p.read_text() for p in unit.rglob("test_*.py")}
+    for module in modules:  # the tests mutation.sh reads from the tree (tests_of): each module has some
+        if module == "rules":  # the alert rules: scripts/mutate_rules.py against the promtool tests
+            assert (REPO / "scripts" / "mutate_rules.py").is_file()
+            assert list((REPO / "deploy" / "prometheus" / "tests").glob("*.test.yml"))
+            continue
         parent, _, base = module.rpartition("/")
         where = unit / parent if parent else unit
-        found = [p for p in (unit / module, where / f"test_{base}.py") if p.exists()]
         assert (REPO / "firstlight" / module).is_dir() or (REPO / "firstlight" / f"{module}.py").is_file(), module
-        assert found, f"{module}: neither tests/unit/{module}/ nor {where.relative_to(REPO)}/test_{base}.py"
+        found = [p for p in (unit / module, where / f"test_{base}.py") if p.exists()]
+        dotted = "firstlight." + module.replace("/", ".")
+        found += [p for p, text in importers.items() if f"from {dotted} import" in text or f"import {dotted}\n" in text]
+        if not found and parent:  # none of its own: measured against its package's (its mutants show as "no tests")
+            found = [p for p in (unit / parent,) if p.is_dir()]
+        assert found, f"{module}: no tests under tests/unit/ by layout, by import, or of its package"
+
+
+def test_mutate_rules_changes_each_for_window_threshold_and_factor_and_never_a_label_value():
+    import importlib.util
+    import sys
+
+    from tests.support.common import REPO
+
+    spec = importlib.util.spec_from_file_location("mutate_rules", REPO / "scripts" / "mutate_rules.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["mutate_rules"] = mod  # its dataclass looks its module up
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        del sys.modules["mutate_rules"]
+    lines = [
+        "  - alert: A\n",
+        "    expr: |\n",
+        '      (sum(increase(x{verdict="2"}[15m])) >= 3)\n',
+        "      * scalar(vector(1.5))\n",
+        "    for: 1m\n",
+        "    labels:\n",
+        "      severity: 5m\n",
+    ]
+    got = {(m.line, m.old, m.new) for m in mod.mutants(lines)}
+    assert got == {(3, "15m", "30m"), (3, "15m", "7m"), (3, "3", "4"), (3, "3", "2"), (3, ">=", ">"),
+                   (4, "1.5", "1.6"), (4, "1.5", "1.4"), (5, "1m", "2m"), (5, "1m", "30s")}

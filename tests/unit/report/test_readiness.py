@@ -120,3 +120,37 @@ def test_connection_threads_are_capped():
         assert httpx.get(f"{server.url}/livez", timeout=5).status_code == 200
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("spec, port", [("0", 0), ("127.0.0.1:65535", 65535), ("HOSTX:80", 80)])
+def test_bind_ports_0_to_65535_and_the_host_kept_as_given(spec: str, port: int):
+    host, got = parse_bind(spec)
+    assert got == port and host == ("HOSTX" if spec.startswith("HOSTX") else "127.0.0.1")
+
+
+@pytest.mark.parametrize("spec", ["65536", "127.0.0.1:x", "host:"])
+def test_a_bad_bind_spec_is_one_line_naming_the_option_and_the_range(spec: str):
+    with pytest.raises(ValueError) as e:
+        parse_bind(spec, "--serve-readiness")
+    assert str(e.value) == (f"--serve-readiness {spec!r}: expected HOST:PORT with a port 0..65535 "
+                            "(e.g. 127.0.0.1:8081)")
+
+
+def test_the_state_a_start_resets_and_a_summary_takes_phase_level_progress_and_pid():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        st = server.state
+        server.started({"pid": 4242})
+        assert (st.phase, st.level, st.pid, st.serving, st.reached_ready) == ("process_start", "none", 4242, None,
+                                                                                False)
+        server.status(_assessment())
+        ready = _outcome("ready", level="generation", ready_at=1.0,
+                         progress={"weights_fraction": 1.0, "eta_total_s": 7.0}).result
+        server.summary(ready)
+        assert (st.verdict, st.phase, st.level, st.progress, st.eta_s, st.pid) == (
+            "ready", "ready", "generation", {"weights_fraction": 1.0, "eta_total_s": 7.0}, 7.0, 4242)
+        server.started({"pid": 5})
+        server.summary(_outcome("hung", pid=77).result)
+        assert (st.phase, st.pid) == ("weights_loading", 77)
+    finally:
+        server.close()
