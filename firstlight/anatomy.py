@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firstlight.logtext import one_line
-from firstlight.timeline import LogLine, ProcessSample, WeightsTotal
+from firstlight.timeline import EngineClock, LogLine, ProcessSample, WeightsTotal
 
 __all__ = ["NETWORK_FS", "Signals", "anatomy", "compare", "human_lines"]
 
@@ -59,6 +59,7 @@ class Signals:
     compiler_runs: int = 0
     downloads: list[float] = field(default_factory=list)  # times of download progress lines
     weights: WeightsTotal | None = None
+    clocks: list[EngineClock] = field(default_factory=list)  # the engine's own figures (firstlight.engine_clock)
 
     def feed(self, obs: Any) -> None:
         if isinstance(obs, ProcessSample) and obs.alive and len(self.points) < MAX_POINTS:
@@ -68,6 +69,12 @@ class Signals:
             self.log_times.append(obs.t)
         elif isinstance(obs, WeightsTotal):
             self.weights = obs
+        elif isinstance(obs, EngineClock):
+            self.engine_clock(obs)
+
+    def engine_clock(self, obs: EngineClock) -> None:
+        if len(self.clocks) < 64:
+            self.clocks.append(obs)
 
     def compile_line(self, t: float, state: str, seconds: float | None, text: str) -> None:
         if len(self.compile_lines) < 64:
