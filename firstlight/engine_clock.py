@@ -65,7 +65,7 @@ def compare_clocks(anat: dict[str, Any] | None, clocks: list[EngineClock]) -> di
                                "engine_s": engine_s, "firstlight_s": fl, "differs": False, "note": None,
                                "at": c.t, "text": c.text}
         if c.phases and fl is None:
-            row["note"] = f"firstlight saw no {_phase_name(c.phases)} phase"
+            row["note"] = f"firstlight saw no {_phase_name(c.phases)} phase" + _then(c, engine_s, phases)
         elif fl is not None and differs(engine_s, fl):
             row["differs"] = True
             row["note"] = _why(c, engine_s, fl, began)
@@ -73,6 +73,14 @@ def compare_clocks(anat: dict[str, Any] | None, clocks: list[EngineClock]) -> di
     sources = list(dict.fromkeys(r["source"] for r in rows))
     return {"source": ", ".join(sources), "phases": rows,
             "findings": [f"{r['stage']}: {r['note']}" for r in rows if r["differs"]]}
+
+
+def _then(c: EngineClock, engine_s: float, phases: dict[str, dict[str, Any]]) -> str:
+    """The phases firstlight was in while the engine's stage ran (its end minus its seconds, to its end)."""
+    lo, hi = c.t - engine_s, c.t
+    names = [n for n, p in phases.items()
+             if float(p["start"]) <= hi and float(p["start"]) + float(p["seconds"]) >= lo]
+    return f": it was in {', '.join(names)} then" if names else ""
 
 
 def _firstlight_seconds(c: EngineClock, phases: dict[str, dict[str, Any]], origin: float | None
