@@ -10,6 +10,8 @@ An event sent while it reconnects is not seen (the stream does not replay): its 
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -65,11 +67,14 @@ class ModelsSSE:
     def stop(self) -> None:
         self._stop.set()
         resp = self._resp
-        if resp is not None:  # unblocks a read in progress
-            try:
-                resp.close()
-            except Exception:  # closing from another thread: whatever it says, the thread ends
-                pass
+        if resp is None:
+            return
+        # a read in progress: closing the response does not wake it, shutting its socket down does
+        stream = resp.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def join(self, timeout: float) -> None:
         if self._thread is not None:
