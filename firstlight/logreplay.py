@@ -27,10 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from firstlight.anatomy import anatomy
+from firstlight.anatomy import anatomy, compare_clocks
 from firstlight.config import JudgeConfig
 from firstlight.drive import Driver
-from firstlight.engine_clock import compare_clocks
 from firstlight.engines import get_profile
 from firstlight.engines.profile import EngineProfile
 from firstlight.interpret import LineInterpreter
@@ -61,7 +60,7 @@ class ReplayReport:
     ready_line: int | None = None
     listening_line: int | None = None
     anatomy: dict[str, Any] | None = None  # firstlight.anatomy over the same judge (log lines only: no idle)
-    engine_clock: dict[str, Any] | None = None  # the engine's own figures beside the anatomy (firstlight.engine_clock)
+    engine_clock: dict[str, Any] | None = None  # the engine's own figures beside the anatomy (firstlight.anatomy)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

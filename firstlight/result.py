@@ -13,9 +13,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from firstlight.anatomy import anatomy
+from firstlight.anatomy import anatomy, compare_clocks
 from firstlight.deaths import CRASH_SIGNALS, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
-from firstlight.engine_clock import compare_clocks
 from firstlight.vocab import FAILED, INTERRUPTED, READY, REGRESSION, SERVING_VERDICTS, TIMEOUT, exit_code
 
 if TYPE_CHECKING:
@@ -76,7 +75,7 @@ class RunResult:
     server_stopped: str | None = None
     unit: dict[str, Any] | None = None  # --unit: the unit, the invocation judged, every attempt
     anatomy: dict[str, Any] | None = None  # where the time went and what bound it (firstlight.anatomy)
-    engine_clock: dict[str, Any] | None = None  # the engine's own figures beside the anatomy (firstlight.engine_clock)
+    engine_clock: dict[str, Any] | None = None  # the engine's own figures beside the anatomy (firstlight.anatomy)
 
     # -- reading -------------------------------------------------------------------------------------------
     @property

@@ -15,11 +15,9 @@ from typing import Any
 
 import click
 
-from firstlight.anatomy import anatomy, human_lines
+from firstlight.anatomy import anatomy, clock_lines, compare_clocks, human_lines
 from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import JudgeConfig
-from firstlight.engine_clock import compare_clocks
-from firstlight.engine_clock import human_lines as clock_lines
 from firstlight.files import kind
 from firstlight.history import History, HistoryError
 from firstlight.logreplay import replay_log

@@ -30,7 +30,7 @@ from firstlight.timeline import EngineClock
 __all__ = ["ENDPOINTS", "LLAMA_STAGES", "SGLANG_STAGES", "TRTLLM_STAGES", "ModelsStream", "sglang_metrics",
            "sglang_startup_time", "trtllm_startup_metrics"]
 
-WHOLE = ("*",)  # the whole start up to the figure's end (firstlight.engine_clock.WHOLE)
+WHOLE = ("*",)  # the whole start up to the figure's end (firstlight.anatomy.WHOLE)
 
 # llama.cpp's load stages (progress.stages) -> firstlight's phases; "load" is the whole model load of the router
 LLAMA_STAGES: dict[str, tuple[str, ...]] = {

@@ -195,7 +195,7 @@ class EngineProfile:
     # traceback frames that tell in which phase a crash happened: (regex, phase), applied forward-only
     frame_markers: tuple[PhaseMarker, ...] = ()
     compile_cache: tuple[CompileCacheMarker, ...] = ()
-    engine_clock: tuple[ClockMarker, ...] = ()  # its own startup figures in its log (firstlight.engine_clock)
+    engine_clock: tuple[ClockMarker, ...] = ()  # its own startup figures in its log (firstlight.anatomy.compare_clocks)
     notes: str = ""
 
     def __post_init__(self) -> None:

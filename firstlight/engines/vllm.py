@@ -310,7 +310,7 @@ VLLM = EngineProfile(
     )),
     # its own startup figures, as 0.32's source prints them (v1/worker/gpu_model_runner.py, model_loader/
     # default_loader.py, compilation/monitor.py, v1/engine/core.py) and vllm#49687's proposed total: each
-    # one printed is a row beside firstlight's seconds for the same phases (firstlight.engine_clock)
+    # one printed is a row beside firstlight's seconds for the same phases (firstlight.anatomy.compare_clocks)
     engine_clock=tuple(ClockMarker(*m) for m in (
         (r"^Model loading took [\d.]+ ?GiB(?: memory)? and (?P<seconds>[\d.]+) seconds", "model_loading",
          ("weights_loading",)),

@@ -14,8 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from firstlight.anatomy import human_lines
-from firstlight.engine_clock import human_lines as clock_lines
+from firstlight.anatomy import clock_lines, human_lines
 from firstlight.judge import Assessment, Event
 from firstlight.logtext import one_line
 from firstlight.report.base import QuietReporter

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from firstlight.engine_clock import differs
+from firstlight.anatomy import clock_differs
 from firstlight.sim.server import free_port
 from tests.support.common import FIXTURES, run_firstlight, sim_cmd
 
@@ -34,7 +34,7 @@ def test_server_info_startup_time_sits_beside_firstlights_phases(weights: Path, 
     w = rows["load_weight"]
     assert (w["engine_s"], w["phase"], w["firstlight_s"]) == (11.0, "weights_loading", phases["weights_loading"])
     # the simulator loads in about a second: the engine's 11 s differs, and the note carries both numbers
-    assert w["differs"] is differs(11.0, phases["weights_loading"]) is True
+    assert w["differs"] is clock_differs(11.0, phases["weights_loading"]) is True
     assert w["note"].startswith(f"the engine counts 11.0s, firstlight saw {phases['weights_loading']:.1f}s")
     assert rows["cuda_graph"]["engine_s"] == 8.0 and rows["tokenizer_e2e"]["phase"] == "start"
     assert "load_weight: the engine counts 11.0s" in " ".join(clock["findings"])

@@ -1,12 +1,12 @@
-"""The engine's own clock beside firstlight's (firstlight.engine_clock): the 10 % / 2 s rule, the rows, the notes
-with both numbers, a stream's marks paired into figures."""
+"""The engine's own clock beside firstlight's (firstlight.anatomy.compare_clocks): the 10 % / 2 s rule, the rows,
+the notes with both numbers, a stream's marks paired into figures."""
 
 from __future__ import annotations
 
 import pytest
 
-from firstlight.engine_clock import DIFF_S, DIFF_SHARE, compare_clocks, differs, human_lines
-from firstlight.timeline import EngineClock
+from firstlight.anatomy import CLOCK_DIFF_S, CLOCK_DIFF_SHARE, clock_differs, clock_lines, compare_clocks
+from firstlight.timeline import EngineClock, from_dict
 
 T0 = 1_800_000_000.0
 
@@ -17,7 +17,7 @@ def _anat(*phases: tuple[str, float, float]) -> dict:
 
 
 def test_the_thresholds_are_two_seconds_and_ten_percent():
-    assert (DIFF_S, DIFF_SHARE) == (2.0, 0.10)
+    assert (CLOCK_DIFF_S, CLOCK_DIFF_SHARE) == (2.0, 0.10)
 
 
 @pytest.mark.parametrize(("engine", "firstlight", "expected"), [
@@ -30,7 +30,7 @@ def test_the_thresholds_are_two_seconds_and_ten_percent():
     (55.1, 50.0, True),  # the engine counting more: the same bound, 10 % of firstlight's
 ])
 def test_differs_by_more_than_two_seconds_and_ten_percent(engine: float, firstlight: float, expected: bool):
-    assert differs(engine, firstlight) is expected
+    assert clock_differs(engine, firstlight) is expected
 
 
 def test_the_engine_counts_less_because_its_clock_starts_late():
@@ -110,8 +110,13 @@ def test_nothing_published_is_no_section():
 def test_the_table_shows_both_numbers_and_the_note():
     anat = _anat(("weights_loading", 10, 58.0))
     sec = compare_clocks(anat, [EngineClock(T0 + 68, "log", "model_loading", ("weights_loading",), 41.2)])
-    lines = human_lines(sec)
+    lines = clock_lines(sec)
     assert lines[0].startswith("engine clock (log)")
     assert "41.2s" in lines[1] and "58.0s" in lines[1] and "DIFFERS" in lines[1]
     assert lines[2].strip().startswith("the engine counts 41.2s, firstlight saw 58.0s")
-    assert human_lines(None) == []
+    assert clock_lines(None) == []
+
+
+def test_an_engine_clock_observation_round_trips_through_a_record():
+    c = EngineClock(T0, "models_sse", "text_model", ("weights_loading",), None, mark="end", text="{}")
+    assert from_dict(c.to_dict()) == c
