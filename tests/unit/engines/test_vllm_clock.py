@@ -86,6 +86,8 @@ def test_vllm_v1_gpu_start():
         ("graph_capturing", 4.0, None, False),  # no "Capturing CUDA graphs" line: firstlight has no such phase
         ("init_engine", 16.55, 18.0, False),
     ]
+    note = replay_log(ENGINES / "vllm-v1-ready.log", "vllm").engine_clock["phases"][2]["note"]  # type: ignore[index]
+    assert "the engine's clock starts 4.2s before firstlight's compile began" in note
 
 
 def test_the_shared_logs_figures():
