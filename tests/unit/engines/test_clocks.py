@@ -51,6 +51,15 @@ def test_a_stage_ends_when_the_next_begins_or_the_model_has_loaded():
     assert s.feed(json.dumps(ev), 4.0) == []  # after loaded: nothing
 
 
+def test_a_stage_at_its_end_repeated_does_not_begin_again():
+    s = ModelsStream()
+    done = {"model": "m", "event": "status_change",
+            "data": {"status": "loading", "progress": {"stages": ["a"], "current": "a", "value": 1.0}}}
+    assert [(m.stage, m.mark) for m in s.feed(json.dumps(done), 1.0)] == [("load", "begin"), ("a", "begin"),
+                                                                          ("a", "end")]
+    assert s.feed(json.dumps(done), 2.0) == []
+
+
 def test_other_models_and_malformed_events_are_skipped():
     s = ModelsStream("mine")
     other = {"model": "other", "event": "model_status", "data": {"status": "loading"}}
