@@ -18,7 +18,8 @@ CLOCKS = FIXTURES / "clocks"
 
 def _up(tmp_path: Path, weights: Path, *extra: str):
     port = free_port()
-    return run_firstlight("up", "--json", "--stop-when-ready", "--history", str(tmp_path / "h.db"), *FAST, "--",
+    return run_firstlight("up", "--json", "--stop-when-ready", "--history", str(tmp_path / "h.db"),
+                          "--record", str(tmp_path / "start.jsonl"), *FAST, "--",
                           *sim_cmd("normal", port, "--model-path", str(weights), "--load-seconds", "1", *extra))
 
 
@@ -43,6 +44,13 @@ def test_server_info_startup_time_sits_beside_firstlights_phases(weights: Path, 
     assert e.rc == 0 and "engine clock (server_info)" in e.stderr and "load_weight" in e.stderr, e.stderr
     j = run_firstlight("explain", "--last", "--json", "--history", str(tmp_path / "h.db"))
     assert json.loads(j.stdout)["engine_clock"]["phases"][0]["stage"] == "load_weight"
+    # the record keeps the answer read after READY: judged again (explain, report), the same rows
+    rec = json.loads(run_firstlight("explain", str(tmp_path / "start.jsonl"), "--json").stdout)["engine_clock"]
+    assert [(x["stage"], x["engine_s"]) for x in rec["phases"]] == [(x["stage"], x["engine_s"])
+                                                                    for x in clock["phases"]]
+    page = tmp_path / "report.html"
+    assert run_firstlight("report", str(tmp_path / "start.jsonl"), "-o", str(page)).rc == 0
+    assert '<table id="engine-clock">' in page.read_text() and "load_weight" in page.read_text()
 
 
 def test_the_startup_gauges_when_server_info_has_none(weights: Path, tmp_path: Path):
