@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firstlight.logtext import one_line
-from firstlight.timeline import LogLine, ProcessSample, WeightsTotal
+from firstlight.timeline import EngineClock, LogLine, ProcessSample, WeightsTotal
 
-__all__ = ["NETWORK_FS", "Signals", "anatomy", "compare", "human_lines"]
+__all__ = ["CLOCK_DIFF_S", "CLOCK_DIFF_SHARE", "NETWORK_FS", "WHOLE", "Signals", "anatomy", "clock_differs",
+           "clock_lines", "compare", "compare_clocks", "human_lines"]
 
 NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "fuse.s3fs", "fuse.gcsfuse",
                         "fuse.juicefs", "lustre", "gpfs", "ceph", "fuse.ceph", "glusterfs", "fuse.glusterfs",
@@ -59,6 +60,7 @@ class Signals:
     compiler_runs: int = 0
     downloads: list[float] = field(default_factory=list)  # times of download progress lines
     weights: WeightsTotal | None = None
+    clocks: list[EngineClock] = field(default_factory=list)  # the engine's own figures (compare_clocks)
 
     def feed(self, obs: Any) -> None:
         if isinstance(obs, ProcessSample) and obs.alive and len(self.points) < MAX_POINTS:
@@ -68,6 +70,12 @@ class Signals:
             self.log_times.append(obs.t)
         elif isinstance(obs, WeightsTotal):
             self.weights = obs
+        elif isinstance(obs, EngineClock):
+            self.engine_clock(obs)
+
+    def engine_clock(self, obs: EngineClock) -> None:
+        if len(self.clocks) < 64:
+            self.clocks.append(obs)
 
     def compile_line(self, t: float, state: str, seconds: float | None, text: str) -> None:
         if len(self.compile_lines) < 64:
@@ -410,4 +418,116 @@ def human_lines(anat: dict[str, Any], verdict: str = "ready") -> list[str]:
     vs = anat.get("vs_baseline")
     if vs:
         lines.append(f"  vs baseline{' run ' + str(vs['run']) if vs.get('run') else ''}: {vs['message']}")
+    return lines
+
+# -- the engine's own clock beside the anatomy -------------------------------------------------------------------
+# Per stage the engine timed (firstlight.timeline.EngineClock, read by firstlight.engines.clocks from its log lines,
+# endpoints and progress stream): the engine's seconds, firstlight's for the same phases, and a note where they
+# differ. Two readings of one start that disagree are a finding (a stretch the engine does not count, a clock that
+# starts at process creation); two that agree are evidence. A row differs when
+# |engine - firstlight| > max(CLOCK_DIFF_S, CLOCK_DIFF_SHARE * firstlight): 2 s absorbs the granularity of log
+# timestamps and of a sampled stream, 10 % the noise of a long phase.
+CLOCK_DIFF_S = 2.0
+CLOCK_DIFF_SHARE = 0.10
+WHOLE = "*"  # a stage that covers the whole start up to its end (vLLM's "Startup took", SGLang's e2e)
+MAX_CLOCK_ROWS = 32
+
+
+def clock_differs(engine_s: float, firstlight_s: float) -> bool:
+    """The engine's and firstlight's seconds disagree by more than 2 s and more than 10 % of firstlight's."""
+    return abs(engine_s - firstlight_s) > max(CLOCK_DIFF_S, CLOCK_DIFF_SHARE * firstlight_s)
+
+
+def _stream_rows(marks: list[EngineClock]) -> list[EngineClock]:
+    """A progress stream's begin/end marks, paired per stage into figures: its seconds are the time between the
+    stage's first mark and its end (as the marks arrived), ending where the end mark came."""
+    out: list[EngineClock] = []
+    begun: dict[tuple[str, str], EngineClock] = {}
+    for m in marks:
+        key = (m.source, m.stage)
+        if m.mark == "begin":
+            begun.setdefault(key, m)
+        elif m.mark == "end" and key in begun:
+            b = begun.pop(key)
+            out.append(EngineClock(m.t, m.source, m.stage, m.phases, round(m.t - b.t, 3), text=m.text))
+    return out
+
+
+def _phase_name(phases: tuple[str, ...]) -> str:
+    return "start" if phases == (WHOLE,) else "+".join(phases)
+
+
+def compare_clocks(anat: dict[str, Any] | None, clocks: list[EngineClock]) -> dict[str, Any] | None:
+    """The summary's ``engine_clock`` section, or None when the engine published nothing."""
+    figures = [c for c in clocks if c.seconds is not None and not c.mark] + _stream_rows(
+        [c for c in clocks if c.mark])
+    if not figures:
+        return None
+    phases = {p["name"]: p for p in (anat or {}).get("phases", [])}
+    origin = min((float(p["start"]) for p in phases.values()), default=None)
+    rows: list[dict[str, Any]] = []
+    for c in sorted(figures, key=lambda c: c.t)[:MAX_CLOCK_ROWS]:
+        assert c.seconds is not None
+        engine_s = round(c.seconds, 3)
+        fl, began = _firstlight_seconds(c, phases, origin)
+        row: dict[str, Any] = {"stage": c.stage, "source": c.source, "phase": _phase_name(c.phases) or None,
+                               "engine_s": engine_s, "firstlight_s": fl, "differs": False, "note": None,
+                               "at": c.t, "text": c.text}
+        if c.phases and fl is None:
+            row["note"] = f"firstlight saw no {_phase_name(c.phases)} phase" + _then(c, engine_s, phases)
+        elif fl is not None and clock_differs(engine_s, fl):
+            row["differs"] = True
+            row["note"] = _why(c, engine_s, fl, began)
+        rows.append(row)
+    sources = list(dict.fromkeys(r["source"] for r in rows))
+    return {"source": ", ".join(sources), "phases": rows,
+            "findings": [f"{r['stage']}: {r['note']}" for r in rows if r["differs"]]}
+
+
+def _then(c: EngineClock, engine_s: float, phases: dict[str, dict[str, Any]]) -> str:
+    """The phases firstlight was in while the engine's stage ran (its end minus its seconds, to its end)."""
+    lo, hi = c.t - engine_s, c.t
+    names = [n for n, p in phases.items()
+             if float(p["start"]) <= hi and float(p["start"]) + float(p["seconds"]) >= lo]
+    return f": it was in {', '.join(names)} then" if names else ""
+
+
+def _firstlight_seconds(c: EngineClock, phases: dict[str, dict[str, Any]], origin: float | None
+                        ) -> tuple[float | None, float | None]:
+    """firstlight's seconds for the phases a figure covers, and when the first of them began."""
+    if not c.phases:
+        return None, None
+    if c.phases == (WHOLE,):
+        return (round(c.t - origin, 3), origin) if origin is not None else (None, None)
+    seen = [phases[p] for p in c.phases if p in phases]
+    if not seen:
+        return None, None
+    return round(sum(float(p["seconds"]) for p in seen), 3), min(float(p["start"]) for p in seen)
+
+
+def _why(c: EngineClock, engine_s: float, fl: float, began: float | None) -> str:
+    """What the disagreement says, with both numbers and where the engine's clock must have started."""
+    what = _phase_name(c.phases)
+    head = f"the engine counts {engine_s:.1f}s, firstlight saw {fl:.1f}s of {what}"
+    if began is None:
+        return head
+    lead = (c.t - engine_s) - began  # the engine's clock started this long after firstlight's phase began
+    if engine_s < fl:
+        return (f"{head}: the engine's clock starts {lead:.1f}s after firstlight's {what} began"
+                if lead > 0 else f"{head}: {fl - engine_s:.1f}s of it the engine does not count")
+    return (f"{head}: the engine's clock starts {-lead:.1f}s before firstlight's {what} began "
+            "(at the process's creation, or in a phase firstlight names differently)")
+
+
+def clock_lines(section: dict[str, Any] | None) -> list[str]:
+    """The side-by-side table for a person."""
+    if not section or not section.get("phases"):
+        return []
+    lines = [f"engine clock ({section.get('source')}): stage, phase, engine s, firstlight s"]
+    for r in section["phases"]:
+        fl = "-" if r.get("firstlight_s") is None else f"{r['firstlight_s']:.1f}s"
+        mark = "  DIFFERS" if r.get("differs") else ""
+        lines.append(f"  {r['stage']:<22}{r.get('phase') or '-'!s:<34}{r['engine_s']:>9.1f}s {fl:>9}{mark}")
+        if r.get("note"):
+            lines.append(f"    {r['note']}")
     return lines

@@ -19,7 +19,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from firstlight.engines.profile import NO_MATCH, EngineProfile, Failure, LineMatch, Progress, clean_line
+from firstlight.engines.profile import NO_MATCH, ClockMarker, EngineProfile, Failure, LineMatch, Progress, clean_line
 from firstlight.logtext import is_access_line
 from firstlight.vocab import PHASE_INDEX
 
@@ -83,6 +83,7 @@ class Reading:
     listening: bool = False  # the engine says its port is open, first time
     serving: bool = False  # seen after the engine's ready line
     compile_cache: tuple[str, float | None] | None = None  # the engine's compile-cache word: hit | miss | total
+    engine_clock: tuple[ClockMarker, float] | None = None  # the engine's own figure for a stage, and its seconds
 
 
 @dataclass
@@ -129,8 +130,9 @@ class LineInterpreter:
         # compile-cache lines are compile or phase lines: the rest of the log costs no regex
         cache = (self.profile.compile_cache_state(cleaned)
                  if final and ("ompil" in cleaned or m.phase is not None) else None)
+        clock = self.profile.clock_reading(cleaned) if final else None
         if m is NO_MATCH:
-            return Reading(lineno, clip(text), m, progress_line, compile_cache=cache)
+            return Reading(lineno, clip(text), m, progress_line, compile_cache=cache, engine_clock=clock)
         if m.progress is not None:
             self.progress, self.progress_at = m.progress, lineno
         hit = FailureHit(lineno, clip(text), m.failure, t) if m.failure is not None and final else None
@@ -147,7 +149,7 @@ class LineInterpreter:
             self.listening_line = self.listening_line or lineno
             self.phase = phase = "ready"
         return Reading(lineno, clip(text), m, progress_line, phase, hit, first_fatal, ready, listening,
-                       compile_cache=cache)
+                       compile_cache=cache, engine_clock=clock)
 
     def _after_ready(self, lineno: int, text: str, m: LineMatch, hit: FailureHit | None,
                      progress_line: bool) -> Reading:

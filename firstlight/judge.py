@@ -26,6 +26,7 @@ from firstlight.engines.profile import EngineProfile
 from firstlight.interpret import FailureHit, LineInterpreter, Reading
 from firstlight.logtext import is_access_line, one_line
 from firstlight.timeline import (
+    EngineClock,
     GpuSample,
     Interrupted,
     Level,
@@ -197,6 +198,10 @@ class Judge:
             self._recent_logs.append(line.t)
         if r.compile_cache is not None:
             self.signals.compile_line(line.t, *r.compile_cache, r.text)
+        if r.engine_clock is not None:
+            marker, seconds = r.engine_clock
+            self.signals.engine_clock(EngineClock(line.t, "log", marker.stage, marker.phases, seconds,
+                                                  text=_clip(line.text, 200)))
         if r.phase is not None and self.ready_at is None and (r.phase != "ready" or self.rules.ready_from_log):
             # live, the engine's ready line is a claim: READY is the generation's to say
             events += self._enter_phase(line.t, r.phase, "log", r.line)

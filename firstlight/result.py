@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from firstlight.anatomy import anatomy
+from firstlight.anatomy import anatomy, compare_clocks
 from firstlight.deaths import CRASH_SIGNALS, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
 from firstlight.vocab import FAILED, INTERRUPTED, READY, REGRESSION, SERVING_VERDICTS, TIMEOUT, exit_code
 
@@ -75,6 +75,7 @@ class RunResult:
     server_stopped: str | None = None
     unit: dict[str, Any] | None = None  # --unit: the unit, the invocation judged, every attempt
     anatomy: dict[str, Any] | None = None  # where the time went and what bound it (firstlight.anatomy)
+    engine_clock: dict[str, Any] | None = None  # the engine's own figures beside the anatomy (firstlight.anatomy)
 
     # -- reading -------------------------------------------------------------------------------------------
     @property
@@ -100,6 +101,10 @@ class RunResult:
     # -- building ------------------------------------------------------------------------------------------
     @classmethod
     def from_judge(cls, judge: Judge, a: Assessment, facts: RunFacts) -> RunResult:
+        anat = anatomy(judge.phases_dicts(), judge.signals, facts.started_at + a.elapsed_s,
+                       first_generation_s=(judge.first_generation or {}).get("latency_s"),
+                       device_rate=(facts.disk or {}).get("rate"), cache_rate=(facts.disk or {}).get("cache_rate"),
+                       reached=a.phase)
         return cls(
             verdict=a.verdict, phase=a.phase, detail=a.detail, failure=a.failure, hint=a.hint,
             evidence=tuple(e.to_dict() for e in a.evidence),
@@ -112,10 +117,7 @@ class RunResult:
             requests=dict(facts.requests),
             notes=tuple(n.message if n.source in n.message else f"{n.source}: {n.message}" for n in judge.notes),
             server_log=facts.server_log,
-            anatomy=anatomy(judge.phases_dicts(), judge.signals, facts.started_at + a.elapsed_s,
-                            first_generation_s=(judge.first_generation or {}).get("latency_s"),
-                            device_rate=(facts.disk or {}).get("rate"), cache_rate=(facts.disk or {}).get("cache_rate"),
-                            reached=a.phase),
+            anatomy=anat, engine_clock=compare_clocks(anat, judge.signals.clocks),
         )
 
     @classmethod
@@ -155,6 +157,10 @@ class RunResult:
         if self.anatomy is None or vs is None:
             return self
         return dataclasses.replace(self, anatomy={**self.anatomy, "vs_baseline": vs})
+
+    def with_engine_clock(self, judge: Judge) -> RunResult:
+        """The engine's figures again, with those read after READY (its endpoints) fed to the judge's signals."""
+        return dataclasses.replace(self, engine_clock=compare_clocks(self.anatomy, judge.signals.clocks))
 
     def with_preflight(self, report: dict[str, Any] | None) -> RunResult:
         return dataclasses.replace(self, preflight=report)

@@ -167,6 +167,21 @@ class WeightsTotal(Observation):
 
 
 @dataclass(frozen=True)
+class EngineClock(Observation):
+    """The engine's own account of a stage of its start (firstlight.engines.clocks): a figure it published (a log
+    line's seconds, ``/server_info``), or a mark of its progress stream (llama.cpp's ``/models/sse``: ``begin`` and
+    ``end`` of a stage, timed here as they arrive)."""
+
+    source: str  # log | server_info | metrics | models_sse | startup_metrics
+    stage: str  # the engine's own name for it
+    phases: tuple[str, ...] = ()  # firstlight's phases it covers (empty: shown, not compared)
+    seconds: float | None = None  # the engine's figure; None for a stream's mark
+    mark: str = ""  # a stream's: begin | end
+    text: str = ""  # the line or value it came from, clipped
+    kind: ClassVar[str] = "engine_clock"
+
+
+@dataclass(frozen=True)
 class PortConflict(Observation):
     """The port answers, but another process listens on it (not the launched server's tree)."""
 
@@ -183,7 +198,7 @@ class Interrupted(Observation):
 _KINDS: dict[str, type[Observation]] = {
     cls.kind: cls
     for cls in (Started, ProcessSample, LogLine, Probe, GpuSample, SourceNote, WeightsTotal, Interrupted,
-                PortConflict)
+                PortConflict, EngineClock)
 }
 
 
@@ -198,6 +213,8 @@ def from_dict(d: dict[str, Any]) -> Observation:
         d["died"] = tuple(ProcInfo(**p) for p in d.get("died", ()))
         d["zombies"] = tuple(ProcInfo(**p) for p in d.get("zombies", ()))
         d["oom"] = tuple(d.get("oom", ()))
+    if cls is EngineClock:
+        d["phases"] = tuple(d.get("phases", ()))
     if cls is GpuSample:
         d["devices"] = tuple(GpuDevice(**x) for x in d.get("devices", ()))
         d["processes"] = tuple(GpuProcess(**x) for x in d.get("processes", ()))

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from firstlight.anatomy import anatomy, human_lines
+from firstlight.anatomy import anatomy, clock_lines, compare_clocks, human_lines
 from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.config import JudgeConfig
 from firstlight.files import kind
@@ -49,10 +49,13 @@ def _check_file(path: Path) -> None:
                            f"{EXPLAIN_MAX_BYTES >> 30} GiB")
 
 
-def _from_file(path: Path, engine: str | None) -> tuple[dict[str, Any] | None, str]:
+Found = tuple[dict[str, Any] | None, str, Any]  # the anatomy, the verdict, the engine's clock beside it
+
+
+def _from_file(path: Path, engine: str | None) -> Found:
     try:
         summary = read_summary(path)
-        return summary.get("anatomy"), str(summary.get("verdict", "ready"))
+        return summary.get("anatomy"), str(summary.get("verdict", "ready")), summary.get("engine_clock")
     except RecordError:
         pass
     try:
@@ -63,15 +66,16 @@ def _from_file(path: Path, engine: str | None) -> tuple[dict[str, Any] | None, s
         r = replay(rec.observations, JudgeConfig(), profile_for(rec.observations, engine))
         end = r.observations[-1].t
         first = (r.judge.first_generation or {}).get("latency_s")
-        return (anatomy(r.judge.phases_dicts(), r.judge.signals, end, first_generation_s=first,
-                        reached=r.assessment.phase), r.assessment.verdict)
+        anat = anatomy(r.judge.phases_dicts(), r.judge.signals, end, first_generation_s=first,
+                       reached=r.assessment.phase)
+        return anat, r.assessment.verdict, compare_clocks(anat, r.judge.signals.clocks)
     report = replay_log(path, engine)
     if not report.phases and report.outcome == "incomplete":
-        return None, report.outcome  # no phase recognised: not a startup log (replay says the same)
-    return report.anatomy, report.outcome
+        return None, report.outcome, None  # no phase recognised: not a startup log (replay says the same)
+    return report.anatomy, report.outcome, report.engine_clock
 
 
-def _from_history(path: Path | None, run_id: int | None) -> tuple[dict[str, Any] | None, str]:
+def _from_history(path: Path | None, run_id: int | None) -> Found:
     try:
         with History(path, readonly=True) as h:
             run = h.get(run_id) if run_id is not None else next(iter(h.runs(limit=1)), None)
@@ -79,7 +83,7 @@ def _from_history(path: Path | None, run_id: int | None) -> tuple[dict[str, Any]
         raise UsageFailure(f"history: {e}") from None
     if run is None:
         raise UsageFailure(f"no run {run_id} in the history" if run_id is not None else "the history has no run")
-    return run.summary.get("anatomy"), str(run.summary.get("verdict", "ready"))
+    return run.summary.get("anatomy"), str(run.summary.get("verdict", "ready")), run.summary.get("engine_clock")
 
 
 @click.command("explain", cls=Command, epilog=EXIT_HELP)
@@ -102,16 +106,16 @@ def explain_command(source: Path | None, run_id: int | None, last: bool, engine:
         raise UsageFailure("give exactly one of: a file, --run N, --last")
     if source is not None:
         _check_file(source)
-        anat, verdict = _from_file(source, engine)
+        anat, verdict, clock = _from_file(source, engine)
     else:
-        anat, verdict = _from_history(history_path, run_id)
+        anat, verdict, clock = _from_history(history_path, run_id)
     if not isinstance(anat, dict) or not anat.get("phases"):
         print("firstlight: explain: no anatomy in it (no phase was seen, or a run recorded before anatomies)",
               file=sys.stderr)
         sys.exit(EXIT_FAILED)
     try:  # a hand-edited history row or --json file may hold anything in any field
-        lines = human_lines(anat, verdict)
-        shown = json.dumps(anat, allow_nan=False) if as_json else None
+        lines = human_lines(anat, verdict) + clock_lines(clock if isinstance(clock, dict) else None)
+        shown = json.dumps({**anat, "engine_clock": clock} if clock else anat, allow_nan=False) if as_json else None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
         print(f"firstlight: explain: the anatomy in it is damaged ({type(e).__name__}); nothing shown",
               file=sys.stderr)

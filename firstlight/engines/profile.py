@@ -114,6 +114,15 @@ class CompileCacheMarker(NamedTuple):
     state: str  # hit | miss | total
 
 
+class ClockMarker(NamedTuple):
+    """The engine's own figure for a stage of its start, in a log line: its seconds in a ``seconds`` group, the
+    engine's name for the stage, and firstlight's phases it covers (``("*",)``: the whole start up to the line)."""
+
+    pattern: str
+    stage: str
+    phases: tuple[str, ...]
+
+
 class ServingCounters(NamedTuple):
     """The engine's own Prometheus series that tell, after READY, whether it still serves (at no cost to it)."""
 
@@ -186,6 +195,7 @@ class EngineProfile:
     # traceback frames that tell in which phase a crash happened: (regex, phase), applied forward-only
     frame_markers: tuple[PhaseMarker, ...] = ()
     compile_cache: tuple[CompileCacheMarker, ...] = ()
+    engine_clock: tuple[ClockMarker, ...] = ()  # its own startup figures in its log (firstlight.anatomy.compare_clocks)
     notes: str = ""
 
     def __post_init__(self) -> None:
@@ -202,6 +212,7 @@ class EngineProfile:
         norm("frame_markers", PhaseMarker)
         norm("spec_decoding", SpecMetric)
         norm("compile_cache", CompileCacheMarker)
+        norm("engine_clock", ClockMarker)
 
     def compile_cache_state(self, text: str) -> tuple[str, float | None] | None:
         """(hit | miss | total, seconds) for one of the engine's compile-cache lines (cleaned), else None."""
@@ -215,6 +226,24 @@ class EngineProfile:
     @cached_property
     def _compile_cache_rx(self) -> tuple[tuple[re.Pattern[str], str], ...]:
         return tuple((re.compile(m.pattern), m.state) for m in self.compile_cache)
+
+    def clock_reading(self, text: str) -> tuple[ClockMarker, float] | None:
+        """(marker, the engine's seconds) for one of the engine's own startup figures (a cleaned line), else None."""
+        for lits, rx, marker in self._clock_rx:
+            if lits and not any(lit in text for lit in lits):  # a literal the regex needs: most lines cost no regex
+                continue
+            m = rx.search(text)
+            if m:
+                try:
+                    return marker, float(m.group("seconds"))
+                except (IndexError, ValueError):
+                    return None
+        return None
+
+    @cached_property
+    def _clock_rx(self) -> tuple[tuple[tuple[str, ...], re.Pattern[str], ClockMarker], ...]:
+        return tuple(((required_literal(m.pattern) or ((), False))[0], re.compile(m.pattern), m)
+                     for m in self.engine_clock)
 
     def classify(self, line: str) -> LineMatch:
         """Classify one log line (pure; strips ANSI colours and TP/worker/time prefixes)."""
@@ -631,6 +660,7 @@ __all__ = [
     "PHASES",
     "PHASE_INDEX",
     "WRAPPER_RANK",
+    "ClockMarker",
     "Endpoints",
     "EngineProfile",
     "Failure",

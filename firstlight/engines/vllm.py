@@ -22,6 +22,7 @@ from __future__ import annotations
 from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
 from .profile import (
     WRAPPER_RANK,
+    ClockMarker,
     CommandFlags,
     CompileCacheMarker,
     Endpoints,
@@ -306,6 +307,20 @@ VLLM = EngineProfile(
         (r"torch\.compile (?:takes|took) (?P<seconds>[\d.]+) s in total|"
          r"torch\.compile and initial profiling/warmup run together took (?P<seconds2>[\d.]+) s|"
          r"Initial profiling/warmup run took (?P<seconds3>[\d.]+) s", "total"),
+    )),
+    # its own startup figures, as 0.32's source prints them (v1/worker/gpu_model_runner.py, model_loader/
+    # default_loader.py, compilation/monitor.py, v1/engine/core.py) and vllm#49687's proposed total: each
+    # one printed is a row beside firstlight's seconds for the same phases (firstlight.anatomy.compare_clocks)
+    engine_clock=tuple(ClockMarker(*m) for m in (
+        (r"^Model loading took [\d.]+ ?GiB(?: memory)? and (?P<seconds>[\d.]+) seconds", "model_loading",
+         ("weights_loading",)),
+        (r"^Loading weights took (?P<seconds>[\d.]+) seconds", "loading_weights", ("weights_loading",)),
+        (r"torch\.compile (?:takes|took) (?P<seconds>[\d.]+) s in total", "torch_compile", ("compile",)),
+        (r"Initial profiling/warmup run took (?P<seconds>[\d.]+) s", "profiling_warmup_run", ("compile",)),
+        (r"^Graph capturing finished in (?P<seconds>\d+) secs", "graph_capturing", ("cuda_graph",)),
+        (r"^init engine \(profile, create kv cache, warmup model\) took (?P<seconds>[\d.]+) s", "init_engine",
+         ("weights_loaded", "compile", "kv_cache", "cuda_graph")),
+        (r"vLLM API server is ready\. Startup took (?P<seconds>[\d.]+) seconds", "startup", ("*",)),
     )),
     notes="Binds the port before loading but listens only when ready: connection refused while loading.",
 )

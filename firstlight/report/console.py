@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from firstlight.anatomy import human_lines
+from firstlight.anatomy import clock_lines, human_lines
 from firstlight.judge import Assessment, Event
 from firstlight.logtext import one_line
 from firstlight.report.base import QuietReporter
@@ -43,6 +43,7 @@ class ConsoleReporter(QuietReporter):
         self._t0: float | None = None
         self._shown: str | None = None  # the verdict already rendered
         self._vs_shown = False  # the anatomy's comparison with the baseline, shown once
+        self._clock_shown = False  # the engine's own clock beside the anatomy, shown once (after the endpoints)
         if self.tty:
             self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
             self._live.start()
@@ -111,6 +112,10 @@ class ConsoleReporter(QuietReporter):
         if vs and not self._vs_shown:  # the history's comparison comes after the verdict
             self._vs_shown = True
             self._line(None, "  anatomy", f"vs baseline: {vs['message']}")
+        if result.engine_clock and not self._clock_shown:
+            self._clock_shown = True
+            for line in clock_lines(result.engine_clock):
+                self._line(None, "  clock", line.strip())
         if self._shown != result.verdict:  # the verdict changed after it was shown (serving ended, regression)
             self._shown = result.verdict
             self._render(result)

@@ -134,6 +134,7 @@ def render_html(view: RunView) -> str:
     if view.baseline is not None:
         parts.append(_baseline_table(view))
     parts.append(_anatomy(view))
+    parts.append(_engine_clock(view))
     if view.charts:
         parts.append('<h2>Resources</h2>')
         parts += [_chart(c, axis, view.windows) for c in view.charts]
@@ -424,6 +425,21 @@ def _anatomy(v: RunView) -> str:
             + (f"<p>{esc(vs)}</p>" if vs else "")
             + '<div class="scroll"><table id="anatomy-phases"><tr><th>phase</th><th>time</th><th>bound</th>'
             f'<th>evidence</th></tr>{rows}</table></div>' + (f'<ul id="anatomy-cuts">{cuts}</ul>' if cuts else ""))
+
+
+def _engine_clock(v: RunView) -> str:
+    """The engine's own clock beside firstlight's: one row per stage it timed, a disagreement marked with its note."""
+    c = v.engine_clock
+    if not isinstance(c, dict) or not c.get("phases"):
+        return ""
+    rows = "".join(
+        f'<tr{" class=differs" if r.get("differs") else ""}><td>{esc(r.get("stage"))}</td>'
+        f'<td>{esc(r.get("phase") or "-")}</td><td>{esc(secs(r.get("engine_s")))}</td>'
+        f'<td>{esc("-" if r.get("firstlight_s") is None else secs(r.get("firstlight_s")))}</td>'
+        f'<td>{esc(r.get("note") or "")}</td></tr>' for r in c["phases"])
+    return (f'<h2>The engine\'s own clock ({esc(c.get("source"))})</h2><div class="scroll"><table id="engine-clock">'
+            "<tr><th>stage</th><th>phase</th><th>engine</th><th>firstlight</th><th>note</th></tr>"
+            f"{rows}</table></div>")
 
 
 def _after_ready(v: RunView) -> str:

@@ -14,14 +14,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from firstlight.anatomy import anatomy
+from firstlight.anatomy import anatomy, compare_clocks
 from firstlight.config import JudgeConfig
 from firstlight.drive import Driver
 from firstlight.engines import get_profile
 from firstlight.engines.profile import EngineProfile
 from firstlight.judge import Assessment, Event, Judge
 from firstlight.result import RunFacts, RunResult
-from firstlight.timeline import GpuSample, LogLine, Observation, ProcessSample, Started
+from firstlight.timeline import EngineClock, GpuSample, LogLine, Observation, ProcessSample, Started
 from firstlight.vocab import HUNG
 
 MAX_POINTS = 600  # per series: enough for a 1000-px chart, small enough for a phone
@@ -113,6 +113,7 @@ class RunView:
     regression: list[dict[str, Any]] | None = None
     source: str = ""  # where the data came from: "record run.jsonl", "history run 12"
     anatomy: dict[str, Any] | None = None  # firstlight.anatomy: the live run's, else from the replayed judge
+    engine_clock: dict[str, Any] | None = None  # the engine's own figures beside it (firstlight.anatomy.compare_clocks)
 
     def level_markers(self) -> list[Marker]:
         return [m for m in self.markers if m.kind == "level"]
@@ -160,7 +161,7 @@ def replay(observations: Sequence[Observation], rules: JudgeConfig, profile: Eng
     progress: list[tuple[float, float | None]] = []
     fed: list[Observation] = []
     a = driver.assess(observations[0].t)
-    for obs in observations:
+    for i, obs in enumerate(observations):
         fed.append(obs)
         step = driver.feed(obs)
         events += step.events
@@ -168,6 +169,10 @@ def replay(observations: Sequence[Observation], rules: JudgeConfig, profile: Eng
             progress.append((obs.t, driver.judge.progress(obs.t).weights_fraction))
         a = step.assessment
         if a.final:
+            # the engine's own figures read after READY (its endpoints) belong to this start's anatomy
+            for later in observations[i + 1:]:
+                if isinstance(later, EngineClock):
+                    driver.judge.signals.engine_clock(later)
             break
     else:
         a = driver.assess(observations[-1].t)
@@ -222,6 +227,7 @@ def build_view(observations: Sequence[Observation], summary: dict[str, Any] | No
     view.log_tail = [(o.t - t0, o.text) for o in r.observations if isinstance(o, LogLine)][-LOG_TAIL:]
     view.anatomy = s.get("anatomy") or anatomy(r.judge.phases_dicts(), r.judge.signals, end_abs,
                                                reached=r.assessment.phase)
+    view.engine_clock = s.get("engine_clock") or compare_clocks(view.anatomy, r.judge.signals.clocks)
     if baseline:
         bt0 = float(baseline.get("started_at") or 0.0)
         bend = float(baseline.get("ready_at") or baseline.get("ended_at") or bt0)

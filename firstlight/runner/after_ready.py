@@ -15,10 +15,16 @@ from firstlight.bench.client import BenchConfig, BenchError, run_warmup
 from firstlight.bench.spec import bench_with_spec
 from firstlight.config import Config
 from firstlight.engines import read_command
+from firstlight.engines.clocks import ENDPOINTS
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import DeploymentKey, History, HistoryError
 from firstlight.redact import Redactor
 from firstlight.result import RunResult
+from firstlight.timeline import EngineClock
+from firstlight.wire.client import Wire
+from firstlight.wire.errors import WireError
+
+CLOCK_READ_TIMEOUT_S = 3.0  # each of the engine's startup endpoints, once, after READY
 
 
 def deployment_key(cfg: Config, profile: EngineProfile, command: list[str], redactor: Redactor) -> DeploymentKey:
@@ -94,6 +100,26 @@ def post_ready_checks(cfg: Config, profile: EngineProfile, model: str | None,
         out["post_ready_error"] = str(e)
         say(f"after READY: {e}")
     return out
+
+
+def engine_clock_endpoints(cfg: Config, profile: EngineProfile, clock: Callable[[], float]) -> list[EngineClock]:
+    """The engine's own startup breakdown from its endpoints (firstlight.engines.clocks.ENDPOINTS): one request
+    each with a deadline, the first that answers with figures wins; nothing when none does."""
+    readers = ENDPOINTS.get(profile.name, ())
+    if not readers:
+        return []
+    with Wire(cfg.probe.url, api_key=cfg.probe.api_key, connect_timeout=1.0) as wire:
+        for path, read in readers:
+            try:
+                answer = wire.get(path, read_timeout=CLOCK_READ_TIMEOUT_S)
+            except WireError:
+                continue
+            if answer.status != 200 or answer.truncated:
+                continue
+            figures = read(answer.body.decode("utf-8", "replace"), clock())
+            if figures:
+                return list(figures)
+    return []
 
 
 def anatomy_baseline(history: History, key: DeploymentKey, result: RunResult) -> dict[str, Any] | None:

@@ -35,7 +35,13 @@ from firstlight.redact import Redactor
 from firstlight.report.base import Reporter
 from firstlight.result import RunFacts, RunResult
 from firstlight.runner import policy
-from firstlight.runner.after_ready import compare_with_history, deployment_key, open_history, post_ready_checks
+from firstlight.runner.after_ready import (
+    compare_with_history,
+    deployment_key,
+    engine_clock_endpoints,
+    open_history,
+    post_ready_checks,
+)
 from firstlight.runner.guard import RecordFile, guard_reporter
 from firstlight.runner.pump import Pump, drain
 from firstlight.runner.serving import ServingWatch
@@ -120,6 +126,7 @@ class Session:
                 result = result.with_preflight(self.preflight.to_dict() if self.preflight else None)
                 result = self._honour_stop_signal(result)
                 if result.verdict == READY:
+                    result = self._engine_clock(result)
                     result = self._check_after_ready(result)
                 result = self._remember(result)
                 result = self._after_verdict(result)
@@ -187,6 +194,14 @@ class Session:
         result = self._remember(result)
         self.reporter.summary(result)
         return Outcome(result, result.exit_code())
+
+    def _engine_clock(self, result: RunResult) -> RunResult:
+        """The engine's own startup figures from its endpoints, once READY holds: judged (and recorded) like every
+        observation, then set beside the anatomy with those its log and stream gave."""
+        for obs in engine_clock_endpoints(self.cfg, self.profile, self.clock):
+            self._feed(obs)
+        judge = self.judge
+        return result if judge is None else result.with_engine_clock(judge)
 
     def _check_after_ready(self, result: RunResult) -> RunResult:
         """Warm-up and benchmark in a thread, so that a stop signal meanwhile is honoured at once (the server

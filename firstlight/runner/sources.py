@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psutil
 
@@ -25,6 +26,7 @@ from firstlight.runner.launcher import LaunchError, ServerProcess
 from firstlight.samplers.base import Backoff, Sampler, idle_cap
 from firstlight.samplers.gpu import GpuSampler
 from firstlight.samplers.logs import FileFollower, PipeReader
+from firstlight.samplers.models_sse import ModelsSSE, is_router
 from firstlight.samplers.oom import OomTraces
 from firstlight.samplers.ports import accepts, foreign_listener
 from firstlight.samplers.process import ProcessTreeSampler
@@ -60,6 +62,7 @@ class Sources:
         self.samplers: list[Sampler] = []
         self.followers: list[FileFollower] = []
         self.readers: list[PipeReader] = []
+        self.streams: list[ModelsSSE] = []  # the engine's own progress stream (llama.cpp's router)
         self.ladder_loop: LadderLoop | None = None
         self._rungs: dict[int, bool] = {}  # probe level -> whether it answered last time
 
@@ -89,10 +92,20 @@ class Sources:
         self.samplers.append(GpuSampler(self.cfg.sample_interval, clock=self.clock))
         for s in self.samplers:
             s.start(self.sink)
+        self._engine_streams()
         self.ladder_loop = LadderLoop(Ladder(self.cfg.probe, self.clock), self._probed, self.cfg.probe.min_interval,
                                       self.cfg.probe.max_interval, identify=self.identify)
         self.ladder_loop.start()
         return None
+
+    def _engine_streams(self) -> None:
+        """The engine's own model-load stream, where its command starts one (llama-server in router mode)."""
+        argv = self.cfg.command or self.cfg.watched_command
+        if is_router(argv, dict(os.environ) if self.cfg.command else None):
+            parts = urlsplit(self.cfg.probe.url)
+            stream = ModelsSSE(f"{parts.scheme}://{parts.netloc}", self.cfg.probe.api_key, self.clock)
+            stream.start(self.sink)
+            self.streams.append(stream)
 
     def process_sampler(self) -> Sampler | None:
         """What samples the server's processes: its process tree (a unit's cgroup: firstlight.units)."""
@@ -253,5 +266,7 @@ class Sources:
             self.ladder_loop.wake.set()
         for s in self.samplers:
             s.stop()
+        for m in self.streams:
+            m.stop()
         for f in self.followers:
             f.stop()

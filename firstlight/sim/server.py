@@ -399,8 +399,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"model_path": sim.args.model_path, "is_generation": True})
         elif path in ("/server_info", "/get_server_info") and dialect == "sglang":
             states = [{"avg_spec_accept_length": st.spec_accept}] if st.spec_accept is not None else [{}]
+            extra = _json_file(sim.args.server_info) if st.ready else {}  # the engine's answer once it is up
             self._json(200, {"version": "0.5.23-sim", "internal_states": states,
-                             "speculative_algorithm": "EAGLE" if st.spec_accept is not None else None})
+                             "speculative_algorithm": "EAGLE" if st.spec_accept is not None else None, **extra})
         elif path == "/props" and dialect == "llamacpp":
             if st.ready:
                 self._json(200, {"model_path": sim.args.model_path, "total_slots": 1, "build_info": "b11434-sim"})
@@ -495,9 +496,21 @@ class _Handler(BaseHTTPRequestHandler):
         self._access(200)
 
 
+def _json_file(path: str | None) -> dict[str, Any]:
+    """--server-info: a captured answer's fields, served as they are."""
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    return data if isinstance(data, dict) else {}
+
+
 def _metrics(sim: Sim) -> str:
     st = sim.state
     lines = []
+    if sim.args.extra_metrics and st.ready:  # a captured exposition (the engine's startup gauges)
+        with open(sim.args.extra_metrics, encoding="utf-8") as f:
+            lines += f.read().splitlines()
     if sim.dialect.name == "vllm":
         lines += [f"vllm:generation_tokens_total {st.tokens_out}", f"vllm:request_success_total {st.requests}"]
         if st.spec_accept is not None:
@@ -531,6 +544,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="speculative decoding: mean acceptance length to report (1.0: nothing accepted)")
     ap.add_argument("--ready-file", help="write the moment it can first serve (epoch seconds) here")
     ap.add_argument("--api-key", default=None)
+    ap.add_argument("--server-info", metavar="FILE", help="JSON fields to add to SGLang's /server_info once ready "
+                                                          "(a captured answer: its startup_time)")
+    ap.add_argument("--extra-metrics", metavar="FILE", help="Prometheus text to add to /metrics once ready")
     ap.add_argument("--ignore-term", action="store_true", help="ignore SIGTERM (to test escalation to SIGKILL)")
     ap.add_argument("--replay-log", metavar="FILE", help="print a real startup log with its timing instead of a "
                     "scenario; the port opens and /health flips where that engine's log says so")

@@ -171,6 +171,24 @@ def test_phases_follow_vllms_own_order(served: dict[str, Any]):
     assert {"weights_loading", "compile", "ready"} <= set(names), names
 
 
+def test_vllms_own_startup_figures_sit_beside_firstlights_phases(served: dict[str, Any]):
+    """vLLM 0.32's own figures (its "took" lines), read by the one interpreter, beside the anatomy's seconds."""
+    s = served["summary"]
+    clock = s["engine_clock"]
+    assert clock is not None and clock["source"] == "log", s.get("engine_clock")
+    rows = {x["stage"]: x for x in clock["phases"]}
+    assert {"loading_weights", "profiling_warmup_run", "init_engine"} <= set(rows), rows
+    phases = {p["name"]: p["seconds"] for p in s["anatomy"]["phases"]}
+    w = rows["loading_weights"]
+    assert w["firstlight_s"] == phases["weights_loading"] and w["engine_s"] > 0, w
+    init = rows["init_engine"]
+    assert init["firstlight_s"] == round(sum(phases.get(p, 0.0) for p in ("weights_loaded", "compile", "kv_cache",
+                                                                          "cuda_graph")), 3), (init, phases)
+    for row in clock["phases"]:  # each disagreement is a note with both numbers
+        assert (row["note"] is not None) == row["differs"] or row["firstlight_s"] is None, row
+    assert "clock  engine clock (log)" in served["stderr"] and "init_engine" in served["stderr"]
+
+
 # The line of vLLM 0.32 (this configuration) that begins each phase firstlight reads from the log.
 PHASE_LINES = {"weights_loading": "Starting to load model ", "weights_loaded": "Loading weights took ",
                "compile": "Warming up model for the compilation", "kv_cache": "GiB for KV cache",

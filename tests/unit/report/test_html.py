@@ -115,3 +115,22 @@ def test_bench_warmup_and_speculative_decoding_results_are_shown_when_the_run_ha
     assert 'id="warmup"' in page and "steady from request 2" in page
     assert 'id="spec-decoding"' in page and "zero_acceptance" in page and "accepted NO draft token" in page
     assert 'id="bench"' not in render_html(build_view(obs))
+
+
+def test_the_engines_own_clock_is_a_table_beside_the_anatomy():
+    """A record's engine figures (a stream's marks, as the live source fed them) drawn as rows, a disagreement marked
+    and its note (escaped) shown."""
+    from firstlight.timeline import EngineClock
+
+    obs = [*ready_timeline(),
+           EngineClock(T0 + 0.5, "models_sse", "load", ("*",), mark="begin"),
+           EngineClock(T0 + 0.6, "models_sse", "never_phase", ("weights_loading",), mark="begin"),
+           EngineClock(T0 + 0.9, "models_sse", "never_phase", ("weights_loading",), mark="end", text="<b>x</b>"),
+           EngineClock(T0 + 1.0, "models_sse", "load", ("*",), mark="end")]
+    view = build_view(obs, source="test")
+    assert view.engine_clock is not None and [r["stage"] for r in view.engine_clock["phases"]] == [
+        "never_phase", "load"]
+    page = render_html(view)
+    assert '<table id="engine-clock">' in page and "The engine's own clock (models_sse)" in page
+    assert page.count("<tr", page.index('id="engine-clock"')) >= 3 and "<b>x</b>" not in page
+    assert render_html(build_view(ready_timeline(), source="test")).count('id="engine-clock"') == 0

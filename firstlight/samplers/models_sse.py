@@ -1,0 +1,130 @@
+"""llama.cpp's router (``llama-server --models-dir DIR``) streams its model loads at ``GET /models/sse``: this
+source follows that stream during the start and puts each stage's begin and end on the sink as
+:class:`firstlight.timeline.EngineClock` marks (parsed by ``firstlight.engines.clocks.ModelsStream``).
+
+It only observes, on its own thread: every connect has a timeout, a failed one is retried with a doubling back-off
+(up to BACKOFF_MAX_S), a quiet stream is reconnected after READ_TIMEOUT_S, lines are capped (SSELines), and it
+stops at the model's ``loaded`` event, after MAX_EVENTS events, or when stopped. The driver never waits on it.
+An event sent while it reconnects is not seen (the stream does not replay): its stage then has no figure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+import httpx
+
+from firstlight.engines.clocks import ModelsStream
+from firstlight.samplers.base import Sink
+from firstlight.timeline import SourceNote
+from firstlight.wire.client import headers
+from firstlight.wire.content import LineTooLong, SSELines
+
+PATH = "/models/sse"
+CONNECT_TIMEOUT_S = 2.0
+READ_TIMEOUT_S = 10.0  # a load's stages can be quiet this long (SmolLM2's 18 s on a loaded machine): reconnect
+BACKOFF_MIN_S = 0.2
+BACKOFF_MAX_S = 5.0
+MAX_EVENTS = 10_000  # a stream that never says "loaded" stops costing anything after these
+ROUTER_FLAGS = ("--models-dir", "--models-preset")  # llama-server's router mode (common/arg.cpp)
+ROUTER_ENV = ("LLAMA_ARG_MODELS_DIR", "LLAMA_ARG_MODELS_PRESET")
+
+
+def is_router(argv: list[str] | None, env: dict[str, str] | None = None) -> bool:
+    """The command starts llama-server in router mode (its models from a directory or a preset file)."""
+    if not argv:
+        return False
+    flagged = any(a in ROUTER_FLAGS or a.split("=", 1)[0] in ROUTER_FLAGS for a in argv)
+    return flagged or any((env or {}).get(k) for k in ROUTER_ENV)
+
+
+class ModelsSSE:
+    """Follows ``base_url``'s /models/sse on a daemon thread until the model has loaded or ``stop``."""
+
+    name = "models-sse"
+
+    def __init__(self, base_url: str, api_key: str | None = None, clock: Callable[[], float] = time.time,
+                 read_timeout: float = READ_TIMEOUT_S) -> None:
+        self.url = base_url.rstrip("/") + PATH
+        self.api_key = api_key
+        self.clock = clock
+        self.read_timeout = read_timeout
+        self.stream = ModelsStream()
+        self.events = 0
+        self.connects = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._resp: httpx.Response | None = None
+
+    def start(self, sink: Sink) -> None:
+        self._thread = threading.Thread(target=self._run, args=(sink,), name="firstlight-models-sse", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        resp = self._resp
+        if resp is None:
+            return
+        # a read in progress: closing the response does not wake it, shutting its socket down does
+        stream = resp.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def join(self, timeout: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _done(self) -> bool:
+        return self._stop.is_set() or self.stream.loaded or self.events >= MAX_EVENTS
+
+    def _run(self, sink: Sink) -> None:
+        wait = BACKOFF_MIN_S
+        noted = False
+        timeout = httpx.Timeout(connect=CONNECT_TIMEOUT_S, read=self.read_timeout, write=CONNECT_TIMEOUT_S,
+                                pool=CONNECT_TIMEOUT_S)
+        with httpx.Client(timeout=timeout, headers=headers(self.api_key), trust_env=False) as client:
+            while not self._done():
+                try:
+                    self._follow(client, sink)
+                    wait = BACKOFF_MIN_S  # it answered: the next try at once
+                    continue
+                except httpx.ReadTimeout:
+                    continue  # quiet, not gone
+                except LineTooLong as e:
+                    if not noted:
+                        sink(SourceNote(self.clock(), "engine_clock", f"{PATH}: {e}; reconnecting"))
+                        noted = True
+                except (httpx.HTTPError, OSError, RuntimeError):
+                    pass  # not up yet, or closed by stop(): retried after the back-off
+                finally:
+                    self._resp = None
+                if self._stop.wait(wait):
+                    return
+                wait = min(wait * 2, BACKOFF_MAX_S)
+
+    def _follow(self, client: httpx.Client, sink: Sink) -> None:
+        with client.stream("GET", self.url, headers={"Accept": "text/event-stream"}) as resp:
+            self._resp = resp
+            if resp.status_code == 404:  # not a router, or a build without it: nothing to follow
+                sink(SourceNote(self.clock(), "engine_clock", f"{PATH} -> 404: no model-load stream to read"))
+                self._stop.set()
+                return
+            if resp.status_code != 200:
+                raise httpx.HTTPError(f"{PATH} -> {resp.status_code}")
+            self.connects += 1
+            lines = SSELines()
+            for chunk in resp.iter_raw():
+                for line in lines.feed(chunk):
+                    if not line.startswith("data:"):
+                        continue
+                    self.events += 1
+                    for mark in self.stream.feed(line[5:].strip(), self.clock()):
+                        sink(mark)
+                    if self._done():
+                        return

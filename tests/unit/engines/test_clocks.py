@@ -1,0 +1,118 @@
+"""The engines' publications of their start timing read as data (firstlight.engines.clocks): llama.cpp's
+/models/sse as the real b11434 sent it, SGLang's startup_time and gauges, TensorRT-LLM's startup_metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from firstlight.engines.clocks import (
+    ModelsStream,
+    sglang_metrics,
+    sglang_startup_time,
+    trtllm_startup_metrics,
+)
+from tests.support.common import FIXTURES
+
+CLOCKS = FIXTURES / "clocks"
+
+
+def _payloads() -> list[str]:
+    text = (CLOCKS / "llamacpp-b11434-models-sse.txt").read_text()
+    return [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+
+
+def test_the_real_b11434_stream_gives_the_load_and_its_text_model_stage():
+    s = ModelsStream()
+    marks = []
+    for i, payload in enumerate(_payloads()):  # one second apart
+        marks += s.feed(payload, 100.0 + i)
+    assert s.model == "SmolLM2-135M-Instruct.Q4_1" and s.loaded
+    assert [(m.stage, m.mark, m.t) for m in marks] == [
+        ("load", "begin", 100.0),  # model_status loading
+        ("text_model", "begin", 101.0),  # its first progress event (value 0.0)
+        ("text_model", "end", 103.0),  # value 1.0 (the repeated 0.0 before it begins nothing)
+        ("load", "end", 104.0),  # loaded
+    ]
+    assert [m.phases for m in marks] == [("*",), ("weights_loading",), ("weights_loading",), ("*",)]
+    assert all(m.source == "models_sse" and m.seconds is None for m in marks)
+
+
+def test_a_stage_ends_when_the_next_begins_or_the_model_has_loaded():
+    s = ModelsStream()
+    ev = {"model": "m", "event": "status_change",
+          "data": {"status": "loading", "progress": {"stages": ["a", "b"], "current": "a", "value": 0.5}}}
+    assert [(m.stage, m.mark) for m in s.feed(json.dumps(ev), 1.0)] == [("load", "begin"), ("a", "begin")]
+    ev["data"]["progress"]["current"] = "b"  # type: ignore[index]
+    assert [(m.stage, m.mark) for m in s.feed(json.dumps(ev), 2.0)] == [("a", "end"), ("b", "begin")]
+    loaded = {"model": "m", "event": "status_change", "data": {"status": "loaded"}}
+    assert [(m.stage, m.mark) for m in s.feed(json.dumps(loaded), 3.0)] == [("b", "end"), ("load", "end")]
+    assert s.feed(json.dumps(ev), 4.0) == []  # after loaded: nothing
+
+
+def test_a_stage_at_its_end_repeated_does_not_begin_again():
+    s = ModelsStream()
+    done = {"model": "m", "event": "status_change",
+            "data": {"status": "loading", "progress": {"stages": ["a"], "current": "a", "value": 1.0}}}
+    assert [(m.stage, m.mark) for m in s.feed(json.dumps(done), 1.0)] == [("load", "begin"), ("a", "begin"),
+                                                                          ("a", "end")]
+    assert s.feed(json.dumps(done), 2.0) == []
+
+
+def test_other_models_and_malformed_events_are_skipped():
+    s = ModelsStream("mine")
+    other = {"model": "other", "event": "model_status", "data": {"status": "loading"}}
+    assert s.feed(json.dumps(other), 1.0) == []
+    for bad in ("not json", "[1, 2]", '{"model": "mine"}', '{"model": "mine", "data": 3}', "{" * 100):
+        assert s.feed(bad, 1.0) == []
+    assert not s.loaded
+
+
+def test_sglang_server_info_startup_time():
+    info = json.loads((CLOCKS / "sglang-server-info-startup-time.json").read_text())
+    got = {c.stage: (c.seconds, c.phases) for c in sglang_startup_time(info, 5.0)}
+    assert got["load_weight"] == (11.0, ("weights_loading",))
+    assert got["kv_cache_allocation"] == (4.0, ("kv_cache",))
+    assert got["cuda_graph"] == (8.0, ("cuda_graph",))  # prefill 3 + decode 5: captured one after the other
+    assert got["tokenizer_e2e"] == (35.0, ("*",))
+    assert got["scheduler_e2e"][0] == 27.5
+    assert all(c.source == "server_info" and c.t == 5.0 for c in sglang_startup_time(info, 5.0))
+
+
+def test_sglang_startup_time_in_internal_states_and_unknown_registry_phases():
+    info = {"internal_states": [{"startup_time": {"load_weight": "2.5", "deepgemm_jit": 65.4}}]}
+    got = {c.stage: (c.seconds, c.phases) for c in sglang_startup_time(info, 0.0)}
+    assert got == {"load_weight": (2.5, ("weights_loading",)), "deepgemm_jit": (65.4, ())}
+
+
+@pytest.mark.parametrize("info", [None, [], {}, {"startup_time": None}, {"startup_time": "x"},
+                                  {"startup_time": {"load_weight": "nan"}}, {"startup_time": {"load_weight": -1}},
+                                  {"startup_time": {"load_weight": True}}, {"startup_time": {"cuda_graph": {}}},
+                                  {"startup_time": {"load_weight": 1e12}}])
+def test_sglang_answers_without_figures_give_none(info: object):
+    assert sglang_startup_time(info, 0.0) == []
+
+
+def test_sglang_gauges_as_emitted():
+    got = {c.stage: c.seconds for c in sglang_metrics((CLOCKS / "sglang-startup-metrics.prom").read_text(), 1.0)}
+    assert got == {"load_weight": 10.0, "kv_cache_allocation": 3.0, "e2e": 20.0, "cuda_graph": 9.0}
+
+
+def test_sglang_gauges_take_the_slowest_rank_and_ignore_the_rest():
+    text = ('sglang:startup_time_seconds{phase="load_weight",rank="0"} 10\n'
+            'sglang:startup_time_seconds{phase="load_weight",rank="1"} 12\n'
+            'sglang:num_running_reqs 3\n')
+    assert [(c.stage, c.seconds, c.source) for c in sglang_metrics(text, 0.0)] == [("load_weight", 12.0, "metrics")]
+    assert sglang_metrics("sglang:num_running_reqs 3\n", 0.0) == []
+    assert sglang_metrics("garbage {{{", 0.0) == []
+
+
+def test_trtllm_startup_metrics():
+    m = json.loads((CLOCKS / "trtllm-startup-metrics.json").read_text())
+    got = {c.stage: (c.seconds, c.phases) for c in trtllm_startup_metrics(m, 0.0)}
+    assert got["total_model_loading"] == (41.2, ("weights_loading",))
+    assert got["cuda_graph_warmup"] == (12.0, ("cuda_graph",))
+    assert got["weight_population"] == (35.6, ())
+    assert trtllm_startup_metrics({"a": {"b": {"c": {"d": {"deep_seconds": 1}}}}}, 0.0) == []  # bounded depth
+    assert trtllm_startup_metrics("x", 0.0) == []
