@@ -197,6 +197,8 @@ class Judge:
             self._recent_logs.append(line.t)
         if r.compile_cache is not None:
             self.signals.compile_line(line.t, *r.compile_cache, r.text)
+        if r.start_line is not None:
+            self.signals.start_line(line.t, *r.start_line)
         if r.phase is not None and self.ready_at is None and (r.phase != "ready" or self.rules.ready_from_log):
             # live, the engine's ready line is a claim: READY is the generation's to say
             events += self._enter_phase(line.t, r.phase, "log", r.line)

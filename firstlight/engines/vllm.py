@@ -307,5 +307,6 @@ VLLM = EngineProfile(
          r"torch\.compile and initial profiling/warmup run together took (?P<seconds2>[\d.]+) s|"
          r"Initial profiling/warmup run took (?P<seconds3>[\d.]+) s", "total"),
     )),
+    version_line=r"vLLM API server version (?P<version>\S+)",  # vllm/entrypoints/openai/api_server.py
     notes="Binds the port before loading but listens only when ready: connection refused while loading.",
 )

@@ -82,16 +82,24 @@ class StartEstimate:
         return asdict(self)
 
 
+def base_type(start_type: str | None) -> str | None:
+    """How the weights got there, the first label (``warm_page_cache`` of ``warm_page_cache+compile_cache_hit``):
+    what an ETA and a regression compare on (a compile-cache miss after an upgrade is a regression to report)."""
+    return start_type.split("+", 1)[0] if start_type else None
+
+
 def estimate(starts: Sequence[tuple[str | None, float]], start_type: str | None) -> StartEstimate | None:
-    """The ETA from ``starts`` (type, seconds to READY), newest first, for a start of ``start_type``."""
-    same = [s for t, s in starts if t == start_type][:ETA_WINDOW] if start_type is not None else []
+    """The ETA from ``starts`` (type, seconds to READY), newest first, for a start of ``start_type`` (compared by
+    :func:`base_type`)."""
+    start_type = base_type(start_type)
+    same = [s for t, s in starts if base_type(t) == start_type][:ETA_WINDOW] if start_type is not None else []
     if start_type is not None and same:
         return StartEstimate(median(same), len(same), start_type, {start_type: len(same)},
                              f"ETA from {len(same)} {start_type} start{'s' if len(same) != 1 else ''}")
     used = list(starts[:ETA_WINDOW])
     if not used:
         return None
-    counts = Counter(t or "untyped" for t, _ in used)
+    counts = Counter(base_type(t) or "untyped" for t, _ in used)
     said = ", ".join(f"{n} {t} start{'s' if n != 1 else ''}" for t, n in counts.most_common())
     note = f"ETA from {said}" if start_type is None else f"no {start_type} starts yet: ETA from {said}"
     return StartEstimate(median([s for _, s in used]), len(used), start_type, dict(counts), note)

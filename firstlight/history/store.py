@@ -28,6 +28,7 @@ from firstlight.history.policy import (
     KINDS,
     Regression,
     StartEstimate,
+    base_type,
     estimate,
     extract_metrics,
     is_good,
@@ -246,8 +247,9 @@ class History(Database):
             f"SELECT m.value, r.summary, {self._typed()} FROM runs r JOIN metrics m ON m.run_id = r.id WHERE "
             "r.deployment = ? AND r.ok = 1 AND m.name = ? AND (? IS NULL OR r.id < ?) ORDER BY r.id DESC LIMIT ?",
             (h, metric, before, before, window * 10))
-        if start_type is not None and any(r[2] == start_type for r in rows):
-            rows = [r for r in rows if r[2] == start_type]
+        start_type = base_type(start_type)
+        if start_type is not None and any(base_type(_opt_str(r[2])) == start_type for r in rows):
+            rows = [r for r in rows if base_type(_opt_str(r[2])) == start_type]
         rows = rows[:window]
         values = numbers(rows, 0)
         if not values:
@@ -300,7 +302,7 @@ class History(Database):
                 continue
             if metric not in DIRECTION:
                 raise ValueError(f"unknown metric {metric!r}; known: {', '.join(DIRECTION)}")
-            typed = start_type if metric == "cold_start_s" else None
+            typed = base_type(start_type) if metric == "cold_start_s" else None
             b = self._baseline(deployment, metric, before, 10, start_type=typed)
             if b is None or b[0] <= 0:
                 continue
