@@ -78,6 +78,7 @@ class RunResult:
     anatomy: dict[str, Any] | None = None  # where the time went and what bound it (firstlight.anatomy)
     start_type: dict[str, Any] | None = None  # cold, warm_page_cache, restored, ... with evidence (firstlight.starts)
     engine_version: str | None = None  # as the engine's log says it
+    eta: dict[str, Any] | None = None  # the ETA this start was given from the history, and what it came from
 
     # -- reading -------------------------------------------------------------------------------------------
     @property
@@ -110,6 +111,7 @@ class RunResult:
         phases = [str(p["name"]) for p in judge.phases_dicts()]
         kind = classify(phases=phases, signals=judge.signals, anatomy=anat, log_lines=judge.log_lines,
                         cold_start_s=facts.cold_start_s, ready=a.verdict in SERVING_VERDICTS, command=facts.command)
+        anat["start_type"] = kind  # with the anatomy, so that `explain` of a --json file or a history run says it
         evidence = tuple(e.to_dict() for e in a.evidence)
         if "restored" in kind["labels"]:  # a silent start that serves: say why the stall rules did not fire
             rules = judge.rules
@@ -166,6 +168,10 @@ class RunResult:
         return dataclasses.replace(self, verdict=verdict, baseline=baseline,
                                    regression=tuple(regression) if regression else None,
                                    history_run=history_run, notes=notes)
+
+    def with_eta(self, eta: dict[str, Any] | None) -> RunResult:
+        """The history's ETA of this start (``firstlight.history.policy.StartEstimate``)."""
+        return dataclasses.replace(self, eta=eta)
 
     def with_anatomy_baseline(self, vs: dict[str, Any] | None) -> RunResult:
         """The anatomy against the deployment's baseline run's (firstlight.anatomy.compare)."""

@@ -216,6 +216,7 @@ class Session:
         key = deployment_key(self.cfg, self.profile, self.cfg.command or self.cfg.watched_command, self.redactor)
         kind = "up" if self.cfg.command else "watch"
         self.history.set_busy_timeout(1.0)  # another writer's lock must not hold up stopping the server
+        result = result.with_eta(self.eta.to_dict() if self.eta else None)
         result = compare_with_history(self.history, key, kind, result, self.cfg.history.margin)
         for r in result.regression or ():
             self.reporter.message(f"REGRESSION: {r['message']}")
