@@ -158,3 +158,37 @@ def numbers(rows: list[tuple[Any, ...]], col: int) -> list[float]:
         except (TypeError, ValueError):
             continue
     return out
+
+
+VERSION_MARGIN = 0.2  # `history`: a type's median start this much slower on a newer version is a regression
+
+
+def start_groups(starts: Sequence[tuple[str, str | None, str | None, float]]) -> list[dict[str, Any]]:
+    """Good starts (deployment, start type, engine version, seconds), oldest first, grouped by deployment, type
+    (:func:`base_type`) and version, in the order each group first appears."""
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for dep, kind, version, seconds in starts:
+        groups.setdefault((dep, base_type(kind) or "untyped", version or "unknown"), []).append(seconds)
+    return [{"deployment": d, "start_type": t, "version": v, "starts": len(s), "median_s": median(s),
+             "min_s": min(s), "max_s": max(s)} for (d, t, v), s in groups.items()]
+
+
+def version_regressions(groups: Sequence[dict[str, Any]], margin: float = VERSION_MARGIN) -> list[dict[str, Any]]:
+    """Per deployment and start type, each version whose median start is slower than the version before it by
+    more than ``margin``: a regression that names both versions (never across types: a cold start after a warm
+    one is no regression)."""
+    out: list[dict[str, Any]] = []
+    last: dict[tuple[str, str], dict[str, Any]] = {}
+    for g in groups:
+        key = (g["deployment"], g["start_type"])
+        before = last.get(key)
+        if before is not None and g["version"] != before["version"] and before["median_s"] > 0:
+            ratio = g["median_s"] / before["median_s"]
+            if ratio > 1 + margin:
+                out.append({"deployment": g["deployment"], "start_type": g["start_type"],
+                            "from_version": before["version"], "to_version": g["version"], "ratio": ratio,
+                            "message": f"{g['start_type']} starts {ratio:.2f}x slower after {before['version']} -> "
+                                       f"{g['version']}: median {g['median_s']:.1f}s ({g['starts']}) vs "
+                                       f"{before['median_s']:.1f}s ({before['starts']})"})
+        last[key] = g
+    return out
