@@ -61,6 +61,8 @@ class Signals:
     downloads: list[float] = field(default_factory=list)  # times of download progress lines
     weights: WeightsTotal | None = None
     clocks: list[EngineClock] = field(default_factory=list)  # the engine's own figures (compare_clocks)
+    peer_lines: list[tuple[float, str]] = field(default_factory=list)  # the engine's peer-load lines: t, text
+    engine_version: tuple[float, str] | None = None  # t, the version its log says
 
     def feed(self, obs: Any) -> None:
         if isinstance(obs, ProcessSample) and obs.alive and len(self.points) < MAX_POINTS:
@@ -80,6 +82,12 @@ class Signals:
     def compile_line(self, t: float, state: str, seconds: float | None, text: str) -> None:
         if len(self.compile_lines) < 64:
             self.compile_lines.append((t, state, seconds, text[:200]))
+
+    def start_line(self, t: float, kind: str, value: str) -> None:
+        if kind == "version" and self.engine_version is None:
+            self.engine_version = (t, value[:80])
+        elif kind == "peer" and len(self.peer_lines) < 8:
+            self.peer_lines.append((t, value[:200]))
 
     def compiler_ran(self, cpu_seconds: float) -> None:
         self.compiler_runs += 1

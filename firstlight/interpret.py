@@ -84,6 +84,7 @@ class Reading:
     serving: bool = False  # seen after the engine's ready line
     compile_cache: tuple[str, float | None] | None = None  # the engine's compile-cache word: hit | miss | total
     engine_clock: tuple[ClockMarker, float] | None = None  # the engine's own figure for a stage, and its seconds
+    start_line: tuple[str, str] | None = None  # ("peer", text) or ("version", V): the start type's lines
 
 
 @dataclass
@@ -131,8 +132,11 @@ class LineInterpreter:
         cache = (self.profile.compile_cache_state(cleaned)
                  if final and ("ompil" in cleaned or m.phase is not None) else None)
         clock = self.profile.clock_reading(cleaned) if final else None
+        # before READY only: a peer-load or version line is the start's
+        start = self.profile.start_line(cleaned) if final and self.ready_line is None else None
         if m is NO_MATCH:
-            return Reading(lineno, clip(text), m, progress_line, compile_cache=cache, engine_clock=clock)
+            return Reading(lineno, clip(text), m, progress_line, compile_cache=cache, engine_clock=clock,
+                           start_line=start)
         if m.progress is not None:
             self.progress, self.progress_at = m.progress, lineno
         hit = FailureHit(lineno, clip(text), m.failure, t) if m.failure is not None and final else None
@@ -149,7 +153,7 @@ class LineInterpreter:
             self.listening_line = self.listening_line or lineno
             self.phase = phase = "ready"
         return Reading(lineno, clip(text), m, progress_line, phase, hit, first_fatal, ready, listening,
-                       compile_cache=cache, engine_clock=clock)
+                       compile_cache=cache, engine_clock=clock, start_line=start)
 
     def _after_ready(self, lineno: int, text: str, m: LineMatch, hit: FailureHit | None,
                      progress_line: bool) -> Reading:

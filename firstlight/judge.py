@@ -202,6 +202,8 @@ class Judge:
             marker, seconds = r.engine_clock
             self.signals.engine_clock(EngineClock(line.t, "log", marker.stage, marker.phases, seconds,
                                                   text=_clip(line.text, 200)))
+        if r.start_line is not None:
+            self.signals.start_line(line.t, *r.start_line)
         if r.phase is not None and self.ready_at is None and (r.phase != "ready" or self.rules.ready_from_log):
             # live, the engine's ready line is a claim: READY is the generation's to say
             events += self._enter_phase(line.t, r.phase, "log", r.line)

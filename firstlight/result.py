@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from firstlight.anatomy import anatomy, compare_clocks
 from firstlight.deaths import CRASH_SIGNALS, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
+from firstlight.starts import classify
 from firstlight.vocab import FAILED, INTERRUPTED, READY, REGRESSION, SERVING_VERDICTS, TIMEOUT, exit_code
 
 if TYPE_CHECKING:
@@ -76,6 +77,9 @@ class RunResult:
     unit: dict[str, Any] | None = None  # --unit: the unit, the invocation judged, every attempt
     anatomy: dict[str, Any] | None = None  # where the time went and what bound it (firstlight.anatomy)
     engine_clock: dict[str, Any] | None = None  # the engine's own figures beside the anatomy (firstlight.anatomy)
+    start_type: dict[str, Any] | None = None  # cold, warm_page_cache, restored, ... with evidence (firstlight.starts)
+    engine_version: str | None = None  # as the engine's log says it
+    eta: dict[str, Any] | None = None  # the ETA this start was given from the history, and what it came from
 
     # -- reading -------------------------------------------------------------------------------------------
     @property
@@ -105,9 +109,23 @@ class RunResult:
                        first_generation_s=(judge.first_generation or {}).get("latency_s"),
                        device_rate=(facts.disk or {}).get("rate"), cache_rate=(facts.disk or {}).get("cache_rate"),
                        reached=a.phase)
+        phases = [str(p["name"]) for p in judge.phases_dicts()]
+        kind = classify(phases=phases, signals=judge.signals, anatomy=anat, log_lines=judge.log_lines,
+                        cold_start_s=facts.cold_start_s, ready=a.verdict in SERVING_VERDICTS, command=facts.command)
+        anat["start_type"] = kind  # with the anatomy, so that `explain` of a --json file or a history run says it
+        evidence = tuple(e.to_dict() for e in a.evidence)
+        if "restored" in kind["labels"]:  # a silent start that serves: say why the stall rules did not fire
+            rules = judge.rules
+            why = (f"did not fire: READY {facts.cold_start_s:.1f}s after the start, before stall_timeout "
+                   f"{rules.stall_timeout:g}s (no progress) and spin_timeout {rules.spin_timeout:g}s (busy without "
+                   "progress) could pass; a silent start that serves is restored, not hung")
+            stall = {"signal": "stall_rules", "value": why, "since": None}
+            evidence = (*evidence, *kind["evidence"]["restored"], stall)
+        version = judge.signals.engine_version
         return cls(
+            start_type=kind, engine_version=version[1] if version else None,
             verdict=a.verdict, phase=a.phase, detail=a.detail, failure=a.failure, hint=a.hint,
-            evidence=tuple(e.to_dict() for e in a.evidence),
+            evidence=evidence,
             started_at=facts.started_at, ended_at=facts.started_at + a.elapsed_s, ready_at=judge.ready_at,
             cold_start_s=facts.cold_start_s, level=a.level.label,
             levels={lv.label: t for lv, t in sorted(judge.level_since.items())},
@@ -151,6 +169,10 @@ class RunResult:
         return dataclasses.replace(self, verdict=verdict, baseline=baseline,
                                    regression=tuple(regression) if regression else None,
                                    history_run=history_run, notes=notes)
+
+    def with_eta(self, eta: dict[str, Any] | None) -> RunResult:
+        """The history's ETA of this start (``firstlight.history.policy.StartEstimate``)."""
+        return dataclasses.replace(self, eta=eta)
 
     def with_anatomy_baseline(self, vs: dict[str, Any] | None) -> RunResult:
         """The anatomy against the deployment's baseline run's (firstlight.anatomy.compare)."""

@@ -24,6 +24,7 @@ from firstlight.logreplay import replay_log
 from firstlight.logtext import one_line
 from firstlight.report.record import RecordError, read_record, read_summary
 from firstlight.report.series import profile_for, replay
+from firstlight.starts import classify, describe
 
 EXIT_HELP = """\b
 Exit codes:
@@ -68,6 +69,10 @@ def _from_file(path: Path, engine: str | None) -> Found:
         first = (r.judge.first_generation or {}).get("latency_s")
         anat = anatomy(r.judge.phases_dicts(), r.judge.signals, end, first_generation_s=first,
                        reached=r.assessment.phase)
+        ready = r.judge.ready_at
+        anat["start_type"] = classify(phases=[str(p["name"]) for p in r.judge.phases_dicts()], signals=r.judge.signals,
+                                      anatomy=anat, log_lines=r.judge.log_lines, ready=ready is not None,
+                                      cold_start_s=None if ready is None else ready - r.judge.started_at)
         return anat, r.assessment.verdict, compare_clocks(anat, r.judge.signals.clocks)
     report = replay_log(path, engine)
     if not report.phases and report.outcome == "incomplete":
@@ -109,12 +114,15 @@ def explain_command(source: Path | None, run_id: int | None, last: bool, engine:
         anat, verdict, clock = _from_file(source, engine)
     else:
         anat, verdict, clock = _from_history(history_path, run_id)
-    if not isinstance(anat, dict) or not anat.get("phases"):
+    kind = anat.get("start_type") if isinstance(anat, dict) else None
+    typed = describe(kind) if isinstance(kind, dict) and isinstance(kind.get("evidence"), dict) else None
+    if not isinstance(anat, dict) or not (anat.get("phases") or typed):
         print("firstlight: explain: no anatomy in it (no phase was seen, or a run recorded before anatomies)",
               file=sys.stderr)
         sys.exit(EXIT_FAILED)
     try:  # a hand-edited history row or --json file may hold anything in any field
-        lines = human_lines(anat, verdict) + clock_lines(clock if isinstance(clock, dict) else None)
+        lines = ([typed] if typed else []) + human_lines(anat, verdict) + clock_lines(
+            clock if isinstance(clock, dict) else None)
         shown = json.dumps({**anat, "engine_clock": clock} if clock else anat, allow_nan=False) if as_json else None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
         print(f"firstlight: explain: the anatomy in it is damaged ({type(e).__name__}); nothing shown",

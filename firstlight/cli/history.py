@@ -13,6 +13,7 @@ import click
 from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
 from firstlight.history import DIRECTION, History, HistoryError, Run, default_path
 from firstlight.history.k8s import format_budget, probe_budget
+from firstlight.history.policy import start_groups, version_regressions
 
 EXIT_HELP = """\b
 Exit codes:
@@ -54,6 +55,16 @@ def _compile(summary: dict[str, Any]) -> str:
     return str(((summary.get("anatomy") or {}).get("cache") or {}).get("compile_cache") or "-")
 
 
+def format_groups(groups: list[dict[str, Any]]) -> str:
+    """Good starts by deployment, start type and engine version."""
+    lines = [f"{'deployment':12}  {'start type':16}  {'version':16}  {'starts':>6}  {'median s':>8}  "
+             f"{'min s':>7}  {'max s':>7}"]
+    for g in groups:
+        lines.append(f"{g['deployment']:12}  {g['start_type'][:16]:16}  {g['version'][:16]:16}  {g['starts']:>6}  "
+                     f"{g['median_s']:>8.1f}  {g['min_s']:>7.1f}  {g['max_s']:>7.1f}")
+    return "\n".join(lines)
+
+
 def format_compare(c: dict[str, Any]) -> str:
     a, b = c["a"], c["b"]
     lines = [f"run {a['id']} ({a['kind']}, {a['deployment']}) -> run {b['id']} ({b['kind']}, {b['deployment']})"]
@@ -88,7 +99,8 @@ def format_compare(c: dict[str, Any]) -> str:
 def history_command(history_path: Path | None, as_json: bool, deployment: str | None,
                     compare: tuple[int, int] | None, pin: int | None, unpin: bool, limit: int,
                     k8s_probe: str | None, readiness_port: int) -> None:
-    """Past starts and benchmarks, per deployment (engine + model + command + GPU count).
+    """Past starts and benchmarks, per deployment (engine, model, parallelism, quantization, the flags that change
+    the start, GPU count; not the port), with good starts grouped by start type and engine version.
 
     \b
     firstlight history --deployment 3f2a9c
@@ -145,10 +157,18 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
                     d = deployments[0]
                     out["baselines"] = {m: v for m in DIRECTION if (v := h.baseline(d, m)) is not None}
                     out["expected_start_seconds"] = h.expected_start_seconds(d)
+                starts = [(r.deployment, r.start_type, r.engine_version, r.metrics["cold_start_s"])
+                          for r in reversed(runs) if r.ok and r.kind in ("up", "watch") and "cold_start_s" in r.metrics]
+                out["groups"] = start_groups(starts)
+                out["version_regressions"] = version_regressions(out["groups"])
                 if as_json:
                     click.echo(json.dumps(out, default=str))
                 else:
                     click.echo(format_runs(runs) if runs else f"no runs in {path}")
+                    if out["groups"]:
+                        click.echo(format_groups(out["groups"]))
+                    for reg in out["version_regressions"]:
+                        click.echo(f"REGRESSION {reg['deployment']}: {reg['message']}")
                     for m, v in (out.get("baselines") or {}).items():
                         click.echo(f"baseline {m}: {v:.4g}")
                     if out.get("expected_start_seconds") is not None:

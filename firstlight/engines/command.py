@@ -94,6 +94,9 @@ class ServerCommand:
     nnodes: int | None = None
     quantization: str | None = None
     rpc: tuple[str, ...] = ()  # llama.cpp --rpc HOST:PORT workers
+    # the server's arguments without where it listens (its port and host flags): what changes the start, for
+    # the history's deployment key (the same server on another port is the same deployment)
+    start_flags: tuple[str, ...] = ()
 
     @property
     def in_container(self) -> bool:
@@ -130,6 +133,19 @@ def flag_value(tokens: Sequence[str], flags: Sequence[str]) -> str | None:
             if name in names:
                 value = given
     return value
+
+
+def drop_flags(tokens: Sequence[str], flags: Sequence[str]) -> list[str]:
+    """``tokens`` without ``flags`` and their values (``--flag V`` and ``--flag=V``)."""
+    names, out, skip = set(flags), [], False
+    for tok in tokens:
+        if skip:
+            skip = False
+        elif tok in names:
+            skip = True
+        elif not (tok.startswith("--") and "=" in tok and tok.partition("=")[0] in names):
+            out.append(tok)
+    return out
 
 
 def split_words(argv: Sequence[str] | str) -> list[str]:
@@ -604,5 +620,6 @@ def parse_command(argv: Sequence[str] | str, profiles: Mapping[str, EngineProfil
         dp=_int(flag_value(args, flags.dp)) if flags.dp else None,
         nnodes=nnodes or u.nnodes, quantization=flag_value(args, flags.quantization) if flags.quantization else None,
         rpc=tuple(w for w in (rpc or "").split(",") if w),
+        start_flags=tuple(drop_flags(args, (*profile.port_flags, *profile.host_flags))),
     )
 

@@ -207,5 +207,6 @@ LLAMACPP = EngineProfile(
     port_env=("LLAMA_ARG_PORT",),
     host_env=("LLAMA_ARG_HOST",),
     detect_patterns=LLAMACPP_DETECT,
+    version_line=r"^build: (?P<version>\d+ \([0-9a-f]+\))",  # tools/server/server.cpp: "build: N (commit) with ..."
     notes="Listens before loading: /health 503 while loading, /v1/models 200 throughout.",
 )

@@ -196,6 +196,10 @@ class EngineProfile:
     frame_markers: tuple[PhaseMarker, ...] = ()
     compile_cache: tuple[CompileCacheMarker, ...] = ()
     engine_clock: tuple[ClockMarker, ...] = ()  # its own startup figures in its log (firstlight.anatomy.compare_clocks)
+    # the engine's lines that say its weights come from a peer (another running instance), not from storage
+    peer_load: tuple[str, ...] = ()
+    # the engine's line that says its version, its version in a ``version`` group ("" when it prints none)
+    version_line: str = ""
     notes: str = ""
 
     def __post_init__(self) -> None:
@@ -222,6 +226,22 @@ class EngineProfile:
                 secs = next((v for k, v in m.groupdict().items() if k.startswith("seconds") and v), None)
                 return state, float(secs) if secs else None
         return None
+
+    def start_line(self, text: str) -> tuple[str, str] | None:
+        """("peer", text) for a peer-load line, ("version", V) for a version line (cleaned), else None."""
+        rx = self._start_rx
+        if rx is None:
+            return None
+        m = rx.search(text)
+        if m is None:
+            return None
+        v = m.groupdict().get("version")
+        return ("version", v) if v else ("peer", text)
+
+    @cached_property
+    def _start_rx(self) -> re.Pattern[str] | None:
+        alts = [f"(?:{p})" for p in self.peer_load] + ([f"(?:{self.version_line})"] if self.version_line else [])
+        return re.compile("|".join(alts)) if alts else None
 
     @cached_property
     def _compile_cache_rx(self) -> tuple[tuple[re.Pattern[str], str], ...]:

@@ -268,5 +268,8 @@ SGLANG = EngineProfile(
     ),
     embeds=("vllm",),
     frame_markers=FRAME_MARKERS,
+    # sglang/srt/model_loader/loader.py, RemoteInstanceModelLoader (--load-format remote_instance): NCCL or
+    # TransferEngine from a seed instance, or ModelExpress
+    peer_load=(r"^Loading weights from remote instance \.\.\.", r"^ModelExpress: weight transfer complete for "),
     notes="Port opens before warmup; /health is 503 until warmup on 0.5.x but always 200 on 0.4.x.",
 )

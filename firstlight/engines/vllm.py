@@ -322,5 +322,6 @@ VLLM = EngineProfile(
          ("weights_loaded", "compile", "kv_cache", "cuda_graph")),
         (r"vLLM API server is ready\. Startup took (?P<seconds>[\d.]+) seconds", "startup", ("*",)),
     )),
+    version_line=r"vLLM API server version (?P<version>\S+)",  # vllm/entrypoints/openai/api_server.py
     notes="Binds the port before loading but listens only when ready: connection refused while loading.",
 )

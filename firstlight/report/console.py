@@ -21,6 +21,7 @@ from firstlight.report.base import QuietReporter
 from firstlight.report.format import duration, status_line
 from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
+from firstlight.starts import describe
 
 _STYLES = {"ready": "bold green", "regression": "bold yellow", "failed": "bold red", "hung": "bold red",
            "timeout": "bold yellow",
@@ -148,6 +149,11 @@ class ConsoleReporter(QuietReporter):
             self._line(None, "  fix", r.hint)
         for note in r.notes:
             self._line(None, "  note", note)
+        kind = describe(r.start_type)
+        if kind and r.serving:
+            self._line(None, "  start", kind)
+        if r.eta and r.eta.get("note"):
+            self._line(None, "  history", f"{r.eta['note']}: {r.eta['seconds']:.1f}s expected")
         if r.anatomy and r.verdict != "interrupted":
             for line in human_lines(r.anatomy, r.verdict):
                 self._line(None, "  anatomy", line.strip())

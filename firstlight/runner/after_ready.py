@@ -139,12 +139,17 @@ def compare_with_history(history: History, key: DeploymentKey, kind: str, result
     """The result with this deployment's baseline and regressions, then the run recorded in the history."""
     bench = result.bench
     throughput = bench.get("output_throughput") if isinstance(bench, dict) else None
+    start_type = (result.start_type or {}).get("type")
     try:
         regressions = history.check_regression(key, cold_start_s=result.cold_start_s,
-                                               output_throughput=throughput, margin=margin)
+                                               output_throughput=throughput, margin=margin, start_type=start_type,
+                                               version=result.engine_version)
+        eta = history.expected_start(key, start_type)
         baseline = {
             "deployment": key.hash,
-            "cold_start_s": history.baseline(key, "cold_start_s"),
+            "start_type": start_type,
+            "eta": eta.to_dict() if eta else None,  # what the next start of this type will be told
+            "cold_start_s": history.baseline(key, "cold_start_s", start_type=start_type),
             "output_throughput": history.baseline(key, "output_throughput"),
             "margin": margin,
         }

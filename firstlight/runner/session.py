@@ -23,10 +23,11 @@ from typing import IO, TYPE_CHECKING, Any
 
 import psutil
 
+from firstlight.anatomy import RESIDENT_WARM
 from firstlight.config import Config
 from firstlight.drive import Driver, Step
 from firstlight.engines.profile import EngineProfile
-from firstlight.history.store import History, HistoryError
+from firstlight.history.store import History, HistoryError, StartEstimate
 from firstlight.judge import Assessment, Evidence, Judge
 from firstlight.logtext import is_access_line
 from firstlight.preflight.disk import device_id
@@ -95,6 +96,9 @@ class Session:
         self._profile = profile  # until the driver exists, which then owns it (the engine may be learnt)
         self.detect = cfg.engine is None and profile.name == "generic"  # engine not named nor told: learn it
         self.expected_total_s = cfg.judge.expected_total_s  # the whole-start estimate, from the history
+        self.eta: StartEstimate | None = None  # ... and what it is from
+        self._eta_said: str | None = None
+        self._weights_seen = False
         self.sources = Sources(cfg, self._sink, self._echo, identify=self.detect, clock=clock, backlog=self.q.qsize)
         self.history: History | None = None
         self.driver: Driver | None = None
@@ -227,6 +231,7 @@ class Session:
         key = deployment_key(self.cfg, self.profile, self.cfg.command or self.cfg.watched_command, self.redactor)
         kind = "up" if self.cfg.command else "watch"
         self.history.set_busy_timeout(1.0)  # another writer's lock must not hold up stopping the server
+        result = result.with_eta(self.eta.to_dict() if self.eta else None)
         result = compare_with_history(self.history, key, kind, result, self.cfg.history.margin)
         for r in result.regression or ():
             self.reporter.message(f"REGRESSION: {r['message']}")
@@ -346,6 +351,10 @@ class Session:
         """The driver's step to the reporters; an engine learnt with it also changes what is probed and expected."""
         assert self.driver is not None
         a = step.assessment
+        if self.judge is not None and self.judge.signals.weights is not None and not self._weights_seen:
+            self._weights_seen = True  # the page cache at start is known: the ETA of this type of start
+            self._expect_from_history()
+            self.driver.expect_total(self.expected_total_s)
         if step.engine is not None:
             self.sources.use_endpoints(self.driver.profile.endpoints)
             self._expect_from_history()  # the deployment key names the engine: look again now it is known
@@ -369,7 +378,19 @@ class Session:
             return
         key = deployment_key(self.cfg, self.profile, self.cfg.command or self.cfg.watched_command, self.redactor)
         with contextlib.suppress(HistoryError):
-            self.expected_total_s = self.history.expected_start_seconds(key)
+            self.eta = self.history.expected_start(key, self._predicted_type())
+            self.expected_total_s = self.eta.seconds if self.eta else None
+            if self.eta is not None and self.eta.note != self._eta_said:
+                self._eta_said = self.eta.note
+                self.reporter.message(f"history: {self.eta.note}: {self.eta.seconds:.1f}s")
+
+    def _predicted_type(self) -> str | None:
+        """This start's type as far as it is known before the engine says more: the page cache at start."""
+        j = self.judge
+        w = j.signals.weights if j is not None else None
+        if w is None or w.resident is None or not w.bytes:
+            return None
+        return "warm_page_cache" if w.resident / w.bytes >= RESIDENT_WARM else "cold"
 
     def _facts(self, judge: Judge, started_at: float) -> RunFacts:
         return RunFacts(

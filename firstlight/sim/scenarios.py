@@ -125,6 +125,9 @@ def scenario(name: str, load_s: float = 1.0, workers: int = 0) -> list[Step]:
     tail: list[Step] = [Log("weights_end"), Log("kv_cache"), Burn(2.0), Log("kv_end"), *_http(), Ready(), Log("ready")]
     match["anatomy_disk"] = [*anatomy, ReadWeights(load_s, progress=False), *tail]
     match["anatomy_cpu"] = [*anatomy, ReadWeights(load_s, progress=False, spin=True), *tail]
+    # Restored from a snapshot (CRIU / cuda-checkpoint): no load, compile or graph line at all, the port open and a
+    # generation served within a second; READY with the type ``restored``, never ``hung``.
+    match["restored"] = [Sleep(0.3), Listen(), Ready()]
     if name == "demo":
         # A large-model start compressed to about 30 s: 8 TP workers, a long quiet weight read, graphs, warmup.
         return [*_prelude(8), Log("weights_begin"), ReadWeights(12.0), *_loaded(6.0), *_http(),
@@ -135,4 +138,4 @@ def scenario(name: str, load_s: float = 1.0, workers: int = 0) -> list[Step]:
 
 
 SCENARIOS = ("normal", "slow_first_request", "crash_oom", "gpu_occupied", "hang", "hang_after_load", "busy_wait",
-             "slow_disk_silent", "worker_dies", "demo", "anatomy_disk", "anatomy_cpu")
+             "slow_disk_silent", "worker_dies", "demo", "anatomy_disk", "anatomy_cpu", "restored")

@@ -1,0 +1,194 @@
+"""What the history compares and how: the metrics of a run, which runs may be a baseline, the regression rule and
+the ETA of a start from past starts of the same type.
+
+Start types (``firstlight.starts``): a start's ETA is the median time to READY of the last good starts of the same
+deployment and the same type; with none of that type, of all its good starts, with a note that says so ("no
+warm_page_cache starts yet: ETA from 3 cold starts"). A start is compared with the starts of its own type (a warm
+start is never the baseline of a cold one); when the baseline's starts ran another engine version, a regression
+names both versions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from firstlight.bench.metrics import median
+
+KINDS = ("up", "watch", "bench")
+# metric -> True when lower is better
+DIRECTION: dict[str, bool] = {
+    "cold_start_s": True,
+    "output_throughput": False,
+    "request_throughput": False,
+    "total_token_throughput": False,
+    "ttft_median_ms": True,
+    "tpot_median_ms": True,
+    "itl_median_ms": True,
+    "e2el_median_ms": True,
+}
+ETA_WINDOW = 10  # the last good starts an ETA is the median of
+
+
+@dataclass
+class Regression:
+    """A metric worse than its baseline by more than the margin; carries both numbers (and, for a start, its type
+    and the engine versions of the baseline and of this run when they differ)."""
+
+    metric: str
+    value: float
+    baseline: float
+    ratio: float  # value / baseline
+    margin: float
+    baseline_runs: int  # how many runs the baseline is the median of (1 when pinned)
+    pinned_run: int | None
+    start_type: str | None = None
+    baseline_version: str | None = None
+    version: str | None = None
+
+    @property
+    def version_changed(self) -> bool:
+        return bool(self.baseline_version and self.version and self.baseline_version != self.version)
+
+    @property
+    def message(self) -> str:
+        worse = "slower" if DIRECTION.get(self.metric, True) else "lower"
+        kind = f" {self.start_type}" if self.start_type else ""
+        base = f"pinned run {self.pinned_run}" if self.pinned_run else f"median of {self.baseline_runs}{kind} runs"
+        text = (f"{self.metric} {self.value:.4g} vs baseline {self.baseline:.4g} ({base}): {self.ratio:.2f}x, "
+                f"{abs(self.ratio - 1) * 100:.0f}% {worse} (margin {self.margin * 100:.0f}%)")
+        if self.version_changed:
+            text += f"; after an engine upgrade: {self.baseline_version} -> {self.version}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "message": self.message}
+
+
+@dataclass(frozen=True)
+class StartEstimate:
+    """An ETA from past starts: the seconds, how many starts of which types it is from, and a note when they are
+    not of the type asked for."""
+
+    seconds: float
+    runs: int
+    start_type: str | None  # the type it was asked for
+    from_types: dict[str, int]
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def base_type(start_type: str | None) -> str | None:
+    """How the weights got there, the first label (``warm_page_cache`` of ``warm_page_cache+compile_cache_hit``):
+    what an ETA and a regression compare on (a compile-cache miss after an upgrade is a regression to report)."""
+    return start_type.split("+", 1)[0] if start_type else None
+
+
+def estimate(starts: Sequence[tuple[str | None, float]], start_type: str | None) -> StartEstimate | None:
+    """The ETA from ``starts`` (type, seconds to READY), newest first, for a start of ``start_type`` (compared by
+    :func:`base_type`)."""
+    start_type = base_type(start_type)
+    same = [s for t, s in starts if base_type(t) == start_type][:ETA_WINDOW] if start_type is not None else []
+    if start_type is not None and same:
+        return StartEstimate(median(same), len(same), start_type, {start_type: len(same)},
+                             f"ETA from {len(same)} {start_type} start{'s' if len(same) != 1 else ''}")
+    used = list(starts[:ETA_WINDOW])
+    if not used:
+        return None
+    counts = Counter(base_type(t) or "untyped" for t, _ in used)
+    said = ", ".join(f"{n} {t} start{'s' if n != 1 else ''}" for t, n in counts.most_common())
+    note = f"ETA from {said}" if start_type is None else f"no {start_type} starts yet: ETA from {said}"
+    return StartEstimate(median([s for _, s in used]), len(used), start_type, dict(counts), note)
+
+
+def extract_metrics(summary: dict[str, Any], bench: dict[str, Any] | None) -> dict[str, float]:
+    """The numbers a run is compared on: time to ready (ready runs only) and benchmark figures."""
+    out: dict[str, float] = {}
+    cold = summary.get("cold_start_s")
+    # Older summaries have no cold_start_s: from READY. One that says None saw no start it could time (a watch
+    # attached to a server already up): never a 0 s start, which would size a k8s probe to one period.
+    if "cold_start_s" not in summary and summary.get("verdict") == "ready":
+        ready_at, started_at = summary.get("ready_at"), summary.get("started_at")
+        if isinstance(ready_at, int | float) and isinstance(started_at, int | float):
+            cold = ready_at - started_at
+    if isinstance(cold, int | float) and cold >= 0:
+        out["cold_start_s"] = float(cold)
+    if bench:
+        for k in ("output_throughput", "request_throughput", "total_token_throughput"):
+            if isinstance(bench.get(k), int | float):
+                out[k] = float(bench[k])
+        for k in ("ttft", "tpot", "itl", "e2el"):
+            v = (bench.get(f"{k}_ms") or {}).get("median")
+            if isinstance(v, int | float):
+                out[f"{k}_median_ms"] = float(v)
+    return out
+
+
+def is_good(kind: str, summary: dict[str, Any], bench: dict[str, Any] | None) -> bool:
+    """A run fit to be a baseline: the server got ready, and a benchmark (if any) had no failed request."""
+    if kind in ("up", "watch") and summary.get("verdict") != "ready":
+        return False
+    if bench is not None:
+        return bool(bench.get("completed")) and not bench.get("errors") and not bench.get("timeouts")
+    return True
+
+
+def start_type_of(summary: dict[str, Any]) -> str | None:
+    """The start type a summary carries (``start_type.type``), else None (older runs, bench runs)."""
+    st = summary.get("start_type")
+    t = st.get("type") if isinstance(st, dict) else None
+    return t if isinstance(t, str) and t else None
+
+
+def version_of(summary: dict[str, Any]) -> str | None:
+    v = summary.get("engine_version")
+    return v if isinstance(v, str) and v else None
+
+
+def numbers(rows: list[tuple[Any, ...]], col: int) -> list[float]:
+    """The column's values that are numbers (a damaged row's text is left out)."""
+    out = []
+    for r in rows:
+        try:
+            out.append(float(r[col]))
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+VERSION_MARGIN = 0.2  # `history`: a type's median start this much slower on a newer version is a regression
+
+
+def start_groups(starts: Sequence[tuple[str, str | None, str | None, float]]) -> list[dict[str, Any]]:
+    """Good starts (deployment, start type, engine version, seconds), oldest first, grouped by deployment, type
+    (:func:`base_type`) and version, in the order each group first appears."""
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for dep, kind, version, seconds in starts:
+        groups.setdefault((dep, base_type(kind) or "untyped", version or "unknown"), []).append(seconds)
+    return [{"deployment": d, "start_type": t, "version": v, "starts": len(s), "median_s": median(s),
+             "min_s": min(s), "max_s": max(s)} for (d, t, v), s in groups.items()]
+
+
+def version_regressions(groups: Sequence[dict[str, Any]], margin: float = VERSION_MARGIN) -> list[dict[str, Any]]:
+    """Per deployment and start type, each version whose median start is slower than the version before it by
+    more than ``margin``: a regression that names both versions (never across types: a cold start after a warm
+    one is no regression)."""
+    out: list[dict[str, Any]] = []
+    last: dict[tuple[str, str], dict[str, Any]] = {}
+    for g in groups:
+        key = (g["deployment"], g["start_type"])
+        before = last.get(key)
+        if before is not None and g["version"] != before["version"] and before["median_s"] > 0:
+            ratio = g["median_s"] / before["median_s"]
+            if ratio > 1 + margin:
+                out.append({"deployment": g["deployment"], "start_type": g["start_type"],
+                            "from_version": before["version"], "to_version": g["version"], "ratio": ratio,
+                            "message": f"{g['start_type']} starts {ratio:.2f}x slower after {before['version']} -> "
+                                       f"{g['version']}: median {g['median_s']:.1f}s ({g['starts']}) vs "
+                                       f"{before['median_s']:.1f}s ({before['starts']})"})
+        last[key] = g
+    return out

@@ -1,0 +1,87 @@
+"""The type of a start, from evidence: how the weights got there and whether the engine compiled.
+
+Labels, each with its evidence (signal, value):
+
+- ``peer_loaded``: the engine said it took its weights from a peer (its profile's ``peer_load`` lines: SGLang's
+  ``Loading weights from remote instance ...``), or the command asked for it (``--load-format remote_instance`` /
+  ``mx``);
+- ``restored``: READY within :data:`RESTORED_MAX_S` with no load, compile or graph phase seen at all and at most
+  :data:`RESTORED_MAX_LINES` log lines (a CRIU / cuda-checkpoint restore prints none of them);
+- ``warm_page_cache`` / ``cold``: at least / under :data:`firstlight.anatomy.RESIDENT_WARM` of the weights were in
+  the page cache at start (``preflight.pagecache``, measured before the launch);
+- ``compile_cache_hit`` / ``compile_cache_miss``: the engine's own compile-cache lines (its ``compile_cache``
+  markers: vLLM's ``Directly load the compiled graph(s) ... from the cache`` vs ``Compiling a graph for ...``).
+
+The type is the labels joined by ``+`` in that order (``warm_page_cache+compile_cache_hit``); ``None`` when no label
+has evidence (no weights file measured, no engine lines). A restored or peer-loaded start carries no page-cache label
+(its weights were not read from storage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from firstlight.anatomy import RESIDENT_WARM, Signals
+from firstlight.engines.command import flag_value
+
+RESTORED_MAX_S = 10.0  # a restore from a snapshot serves in seconds (Dynamo Snapshot: under 5 s)
+RESTORED_MAX_LINES = 20  # a restored process prints its server banner at most, never a load line
+PEER_LOAD_FORMATS = frozenset({"remote_instance", "mx"})  # SGLang R-Fork, ModelExpress
+_WORK_PHASES = frozenset({"distributed_init", "weights_loading", "weights_loaded", "compile", "kv_cache",
+                          "cuda_graph"})
+ORDER = ("peer_loaded", "restored", "warm_page_cache", "cold", "compile_cache_hit", "compile_cache_miss")
+
+
+def _ev(signal: str, value: str, since: float | None = None) -> dict[str, Any]:
+    return {"signal": signal, "value": value, "since": since}
+
+
+def restored_evidence(phases: Sequence[str], log_lines: int, cold_start_s: float | None,
+                      ready: bool) -> list[dict[str, Any]] | None:
+    """The evidence that a start was restored from a snapshot, else None."""
+    if not ready or cold_start_s is None or cold_start_s > RESTORED_MAX_S:
+        return None
+    work = sorted(set(phases) & _WORK_PHASES)
+    if work or log_lines > RESTORED_MAX_LINES:
+        return None
+    return [_ev("phases", "no load, compile or graph phase seen (" + (", ".join(phases) or "none") + ")"),
+            _ev("log", f"{log_lines} log lines before READY (at most {RESTORED_MAX_LINES})"),
+            _ev("ready", f"READY {cold_start_s:.1f}s after the start (at most {RESTORED_MAX_S:g}s)")]
+
+
+def classify(*, phases: Sequence[str], signals: Signals, anatomy: dict[str, Any] | None, log_lines: int,
+             cold_start_s: float | None, ready: bool, command: Sequence[str] | None = None) -> dict[str, Any]:
+    """``{"type": "warm_page_cache+compile_cache_hit" | None, "labels": [...], "evidence": {label: [...]}}``."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    peer = [_ev("log", text, t) for t, text in signals.peer_lines]
+    fmt = flag_value(list(command or ()), ("--load-format",))
+    if fmt in PEER_LOAD_FORMATS:
+        peer.append(_ev("command", f"--load-format {fmt}"))
+    if peer:
+        found["peer_loaded"] = peer
+    restored = restored_evidence(phases, log_lines, cold_start_s, ready) if not peer else None
+    if restored:
+        found["restored"] = restored
+    cache = (anatomy or {}).get("cache") or {}
+    resident = cache.get("page_cache_resident")
+    if not peer and not restored and isinstance(resident, int | float):
+        label = "warm_page_cache" if resident >= RESIDENT_WARM else "cold"
+        found[label] = [_ev("page_cache", f"{resident:.0%} of the weights resident at start "
+                                          f"({'at least' if label != 'cold' else 'under'} {RESIDENT_WARM:.0%})")]
+    state = cache.get("compile_cache")
+    if state in ("hit", "miss"):
+        lines = [(t, text) for t, s, _, text in signals.compile_lines if s == state]
+        found[f"compile_cache_{state}"] = [_ev("log", text, t) for t, text in lines[:2]] or [
+            _ev("log", f"compile cache {state}")]
+    labels = [x for x in ORDER if x in found]
+    return {"type": "+".join(labels) or None, "labels": labels, "evidence": {x: found[x] for x in labels}}
+
+
+def describe(start_type: dict[str, Any] | None) -> str | None:
+    """One line: ``start type: warm_page_cache+compile_cache_hit (page_cache: 100% of ...; log: ...)``."""
+    if not start_type or not start_type.get("type"):
+        return None
+    why = "; ".join(f"{e['signal']}: {e['value']}" for x in start_type.get("labels", [])
+                    for e in start_type["evidence"].get(x, [])[:1])
+    return f"start type: {start_type['type']} ({why})"

@@ -1,0 +1,79 @@
+"""The deployment key without the port (``firstlight.history.key``) and the migration of a schema-1 database
+(``firstlight.history.db``).
+
+``tests/fixtures/history/schema1.sqlite3`` was written by the old code (``firstlight/history/store.py`` at commit
+831da3d, schema 1): three ready ``up`` runs of ``python -m vllm.entrypoints.openai.api_server --model /models/qwen
+--tensor-parallel-size 2 --api-key sk-...``, runs 1 and 2 on ``--port 8000`` (old hash ``7b096d27baa3``, run 1
+pinned), run 3 on ``--port 8001`` (old hash ``22f7a4dcded2``), 30 s, 32 s and 31 s, engine version 0.10.1.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from firstlight.history import DeploymentKey, History
+from firstlight.history.db import SCHEMA_VERSION
+from tests.support.common import FIXTURES
+
+OLD_DB = FIXTURES / "history" / "schema1.sqlite3"
+VLLM = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/qwen"]
+
+
+def _key(*extra: str, engine: str = "vllm") -> DeploymentKey:
+    return DeploymentKey.create(engine, "/models/qwen", [*VLLM, *extra], 2)
+
+
+def test_the_same_server_on_another_port_or_host_is_the_same_deployment():
+    a = _key("--port", "8000", "--tensor-parallel-size", "2")
+    assert _key("--port=9000", "--tensor-parallel-size", "2", "--host", "0.0.0.0").hash == a.hash
+    assert _key("--port", "8000", "--tensor-parallel-size", "2").command != _key("--port", "9001",
+                                                                                 "--tensor-parallel-size", "2").command
+    assert a.parallelism == "tp=2"
+
+
+@pytest.mark.parametrize("extra", [("--tensor-parallel-size", "4"), ("--quantization", "fp8"),
+                                   ("--enforce-eager",), ("--max-model-len", "4096")])
+def test_parallelism_quantization_and_start_flags_make_another_deployment(extra: tuple[str, ...]):
+    assert _key("--port", "8000", "--tensor-parallel-size", "2", *extra).hash != \
+        _key("--port", "8000", "--tensor-parallel-size", "2").hash
+
+
+def test_the_key_reads_the_command_through_the_one_reader_env_and_docker_wrappers_included():
+    plain = DeploymentKey.create("vllm", "m", ["vllm", "serve", "m", "--port", "8000"], 1)
+    wrapped = DeploymentKey.create("vllm", "m", ["env", "A=1", "vllm", "serve", "m", "--port", "8001"], 1)
+    assert plain.hash == wrapped.hash
+    q = DeploymentKey.create("vllm", "m", ["vllm", "serve", "m", "--quantization", "awq"], 1)
+    assert q.quantization == "awq"
+
+
+def test_a_secret_in_the_command_is_masked_in_the_key():
+    k = _key("--api-key", "sk-verysecret123456", "--port", "1")
+    assert "verysecret" not in (k.command or "") and "verysecret" not in (k.start_flags or "")
+
+
+def test_a_schema_1_database_written_by_the_old_code_is_migrated_and_its_rows_keep_working(tmp_path: Path):
+    db = tmp_path / "h.db"
+    shutil.copy(OLD_DB, db)
+    with History(db, readonly=True) as h:  # a listing reads the old file as it is, migrates nothing
+        assert [r.deployment for r in h.runs()] == ["22f7a4dcded2", "7b096d27baa3", "7b096d27baa3"]
+        assert h.runs()[0].start_type is None
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 1
+    with History(db) as h:
+        assert h.schema == SCHEMA_VERSION == 2
+        runs = h.runs()
+        assert len(runs) == 3 and len({r.deployment for r in runs}) == 1  # ports 8000 and 8001: one deployment
+        key = DeploymentKey.create("vllm", "/models/qwen", [*VLLM, "--port", "8123", "--tensor-parallel-size", "2",
+                                                            "--api-key", "sk-other"], 2)
+        assert runs[0].deployment == key.hash  # a new run of it on a third port finds the old ones
+        assert [r.engine_version for r in runs] == ["0.10.1"] * 3
+        assert [r.id for r in h.runs("7b096d27baa3")] == [2, 1]  # an old hash (--deployment) finds its old rows
+        assert h.baseline(key, "cold_start_s") == 30.0  # the pinned run 1 is still the baseline
+        assert h.expected_start_seconds(key) == 31.0  # the median of 30, 32 and 31
+        new = h.record_run("up", {"verdict": "ready", "cold_start_s": 33.0}, key)
+        assert h.get(new) is not None and h.get(new).deployment == key.hash  # type: ignore[union-attr]
+    with History(db) as h:  # opened again: nothing migrated twice
+        assert len(h.runs()) == 4 and len({r.deployment for r in h.runs()}) == 1

@@ -1,0 +1,83 @@
+"""The ETA and regression policy by start type (``firstlight.history.policy``) and through ``History``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from firstlight.history import DeploymentKey, History
+from firstlight.history.policy import ETA_WINDOW, VERSION_MARGIN, estimate, start_groups, version_regressions
+from firstlight.redact import Redactor
+
+
+def test_the_numbers_are_pinned():
+    assert (ETA_WINDOW, VERSION_MARGIN) == (10, 0.2)
+
+
+def test_the_eta_of_a_warm_start_comes_from_warm_starts_only():
+    starts = [("cold", 60.0), ("warm_page_cache+compile_cache_hit", 10.0), ("cold", 62.0),
+              ("warm_page_cache", 12.0)]
+    e = estimate(starts, "warm_page_cache")
+    assert e is not None and e.seconds == 11.0 and e.from_types == {"warm_page_cache": 2}
+    assert e.note == "ETA from 2 warm_page_cache starts"
+
+
+def test_without_starts_of_its_type_the_eta_falls_back_to_all_with_a_note():
+    e = estimate([("cold", 60.0), ("cold", 64.0), ("cold", 62.0)], "warm_page_cache")
+    assert e is not None and e.seconds == 62.0
+    assert e.note == "no warm_page_cache starts yet: ETA from 3 cold starts"
+    assert estimate([], "cold") is None
+    untyped = estimate([(None, 5.0)], None)
+    assert untyped is not None and untyped.note == "ETA from 1 untyped start"
+
+
+def test_the_eta_window_is_the_last_10_starts_of_the_type():
+    starts = [("cold", 10.0)] * 10 + [("cold", 1000.0)] * 5  # newest first: the old slow ones are out
+    e = estimate(starts, "cold")
+    assert e is not None and e.seconds == 10.0 and e.runs == 10
+
+
+def _history(tmp_path: Path) -> tuple[History, DeploymentKey]:
+    h = History(tmp_path / "h.db", redactor=Redactor())
+    return h, DeploymentKey.create("vllm", "/m", ["vllm", "serve", "/m", "--port", "8000"], 1)
+
+
+def _start(h: History, key: DeploymentKey, kind: str, seconds: float, version: str) -> int:
+    return h.record_run("up", {"verdict": "ready", "cold_start_s": seconds, "engine_version": version,
+                               "start_type": {"type": kind, "labels": [kind], "evidence": {}}}, key)
+
+
+def test_a_cold_start_is_never_a_regression_against_warm_ones(tmp_path: Path):
+    h, key = _history(tmp_path)
+    for _ in range(3):
+        _start(h, key, "warm_page_cache", 10.0, "0.10.1")
+    _start(h, key, "cold", 60.0, "0.10.1")
+    assert h.check_regression(key, cold_start_s=61.0, start_type="cold", version="0.10.1") == []
+    # untyped (the old rule): the median of all good starts, and 61 s against 10 s is one
+    assert h.check_regression(key, cold_start_s=61.0)
+
+
+def test_a_slower_start_of_the_same_type_after_an_upgrade_names_both_versions(tmp_path: Path):
+    h, key = _history(tmp_path)
+    for s in (10.0, 11.0, 12.0):
+        _start(h, key, "warm_page_cache", s, "0.10.1")
+    regs = h.check_regression(key, cold_start_s=15.0, start_type="warm_page_cache+compile_cache_miss",
+                              version="0.11.0")
+    assert len(regs) == 1 and regs[0].baseline == 11.0 and regs[0].version_changed
+    assert regs[0].message == ("cold_start_s 15 vs baseline 11 (median of 3 warm_page_cache runs): 1.36x, 36% slower "
+                               "(margin 20%); after an engine upgrade: 0.10.1 -> 0.11.0")
+    assert h.check_regression(key, cold_start_s=13.0, start_type="warm_page_cache", version="0.11.0") == []
+
+
+def test_history_groups_starts_by_type_and_version_and_flags_a_slower_version(tmp_path: Path):
+    starts = [("d", "cold", "0.10.1", 60.0), ("d", "warm_page_cache", "0.10.1", 10.0),
+              ("d", "warm_page_cache", "0.10.1", 12.0), ("d", "cold", "0.11.0", 61.0),
+              ("d", "warm_page_cache+compile_cache_miss", "0.11.0", 20.0)]
+    groups = start_groups(starts)
+    assert [(g["start_type"], g["version"], g["starts"], g["median_s"]) for g in groups] == [
+        ("cold", "0.10.1", 1, 60.0), ("warm_page_cache", "0.10.1", 2, 11.0), ("cold", "0.11.0", 1, 61.0),
+        ("warm_page_cache", "0.11.0", 1, 20.0)]
+    regs = version_regressions(groups)
+    assert [(r["start_type"], r["from_version"], r["to_version"]) for r in regs] == [
+        ("warm_page_cache", "0.10.1", "0.11.0")]
+    assert regs[0]["message"] == ("warm_page_cache starts 1.82x slower after 0.10.1 -> 0.11.0: median 20.0s (1) vs "
+                                  "11.0s (2)")

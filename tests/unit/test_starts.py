@@ -1,0 +1,110 @@
+"""Start types from evidence (``firstlight.starts``): each label, its threshold and its evidence, fed through a
+Judge as a live start or a replay would feed it (the engine's real lines: vLLM's compile-cache and version lines,
+SGLang's remote-instance loader, llama.cpp's build line)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from firstlight.anatomy import RESIDENT_WARM, anatomy
+from firstlight.config import JudgeConfig
+from firstlight.engines import get_profile
+from firstlight.judge import Judge
+from firstlight.starts import RESTORED_MAX_LINES, RESTORED_MAX_S, classify, describe
+from firstlight.timeline import LogLine, Started, WeightsTotal
+
+T0 = 1_000_000.0
+GB = 1_000_000_000
+VLLM = "INFO 12-01 10:00:00 [x.py:1] "
+
+
+def _judge(engine: str = "vllm", resident: int | None = None) -> Judge:
+    j = Judge(JudgeConfig(), get_profile(engine), T0)
+    j.feed(Started(T0, pid=1, launched=True))
+    if resident is not None:
+        j.feed(WeightsTotal(T0 + 0.1, 4 * GB, 2, "/models/m", resident, "ext4"))
+    return j
+
+
+def _kind(j: Judge, cold_start_s: float | None = 60.0, ready: bool = True,
+          command: list[str] | None = None) -> dict[str, Any]:
+    anat = anatomy(j.phases_dicts(), j.signals, T0 + 100)
+    return classify(phases=[p["name"] for p in j.phases_dicts()], signals=j.signals, anatomy=anat,
+                    log_lines=j.log_lines, cold_start_s=cold_start_s, ready=ready, command=command)
+
+
+def test_the_thresholds_are_pinned():
+    assert (RESIDENT_WARM, RESTORED_MAX_S, RESTORED_MAX_LINES) == (0.9, 10.0, 20)
+
+
+@pytest.mark.parametrize(("share", "label"), [(0.9, "warm_page_cache"), (0.89, "cold"), (0.0, "cold")])
+def test_the_page_cache_at_start_makes_a_start_warm_from_90_percent(share: float, label: str):
+    j = _judge(resident=int(4 * GB * share))
+    j.feed(LogLine(T0 + 1, VLLM + "Starting to load model /models/m..."))
+    k = _kind(j)
+    assert k["type"] == label
+    assert k["evidence"][label][0]["signal"] == "page_cache" and f"{share:.0%}" in k["evidence"][label][0]["value"]
+
+
+def test_a_compile_cache_hit_is_combined_with_the_page_cache_and_carries_the_engines_line():
+    j = _judge(resident=4 * GB)
+    j.feed(LogLine(T0 + 1, VLLM + "Starting to load model /models/m..."))
+    line = "Directly load the compiled graph(s) for dynamic shape from the cache, took 0.4 s"
+    j.feed(LogLine(T0 + 2, VLLM + line))
+    j.feed(LogLine(T0 + 3, VLLM + "Available KV cache memory: 1.00 GiB"))
+    k = _kind(j)
+    assert k["type"] == "warm_page_cache+compile_cache_hit"
+    assert line in k["evidence"]["compile_cache_hit"][0]["value"]
+    assert (describe(k) or "").startswith("start type: warm_page_cache+compile_cache_hit (")
+
+
+def test_a_compiling_vllm_is_a_compile_cache_miss():
+    j = _judge(resident=0)
+    j.feed(LogLine(T0 + 1, VLLM + "Compiling a graph for dynamic shape takes 20.1 s"))
+    j.feed(LogLine(T0 + 2, VLLM + "Available KV cache memory: 1.00 GiB"))
+    assert _kind(j)["type"] == "cold+compile_cache_miss"
+
+
+def test_sglangs_remote_instance_loader_line_is_peer_loaded_whatever_the_page_cache():
+    j = _judge("sglang", resident=0)
+    j.feed(LogLine(T0 + 1, "[2026-04-01 10:00:00] Loading weights from remote instance ..."))
+    k = _kind(j)
+    assert k["type"] == "peer_loaded" and "remote instance" in k["evidence"]["peer_loaded"][0]["value"]
+
+
+def test_the_command_asking_for_a_peer_load_is_evidence_too():
+    k = _kind(_judge("sglang"), command=["python", "-m", "sglang.launch_server", "--load-format", "remote_instance"])
+    assert k["labels"] == ["peer_loaded"] and k["evidence"]["peer_loaded"][0]["signal"] == "command"
+
+
+@pytest.mark.parametrize(("cold", "lines", "restored"), [(10.0, 20, True), (10.1, 0, False), (1.0, 21, False)])
+def test_a_fast_silent_start_is_restored_within_10_s_and_20_lines(cold: float, lines: int, restored: bool):
+    j = _judge()
+    for i in range(lines):
+        j.feed(LogLine(T0 + 0.01 * i, f"banner {i}"))
+    assert ("restored" in _kind(j, cold_start_s=cold)["labels"]) is restored
+
+
+def test_a_start_with_a_load_phase_or_not_ready_is_never_restored():
+    j = _judge()
+    j.feed(LogLine(T0 + 0.5, VLLM + "Starting to load model /models/m..."))
+    assert "restored" not in _kind(j, cold_start_s=1.0)["labels"]
+    assert "restored" not in _kind(_judge(), cold_start_s=1.0, ready=False)["labels"]
+
+
+def test_nothing_known_is_no_type():
+    k = _kind(_judge())
+    assert k == {"type": None, "labels": [], "evidence": {}} and describe(k) is None
+
+
+@pytest.mark.parametrize(("engine", "line", "version"), [
+    ("vllm", VLLM + "vLLM API server version 0.11.0", "0.11.0"),
+    ("llamacpp", "build: 4205 (c6bc7395) with Apple clang version 16.0.0 for arm64-apple-darwin23.6.0",
+     "4205 (c6bc7395)"),
+])
+def test_the_engine_version_is_read_from_its_own_line(engine: str, line: str, version: str):
+    j = _judge(engine)
+    j.feed(LogLine(T0 + 0.1, line))
+    assert j.signals.engine_version == (T0 + 0.1, version)
