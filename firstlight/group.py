@@ -120,13 +120,14 @@ def decide_group(leader_verdict: str, leader_last_progress_at: float | None, mem
     nodes += [(m.last_progress_at if m.last_progress_at is not None else (m.unreachable_since or now), m)
               for m in members if not m.ok]
     if nodes and now - max(t for t, _ in nodes) >= stall_timeout_s:
-        t, m = min(nodes, key=lambda n: n[0])
-        if m is None:
+        t, oldest = min(nodes, key=lambda n: n[0])
+        if oldest is None:
             return GroupVerdict(HUNG, False, ({"signal": "group_progress", "member": LEADER, "since": t,
                                                "message": f"the leader made no progress since {t}, no member "
                                                           f"either, for {stall_timeout_s:g} s"},), LEADER)
-        return GroupVerdict(HUNG, False, (_ev(m, f"{member_name(m)} made no progress since {t} (the oldest in the "
-                                                 f"group; none for {stall_timeout_s:g} s): {_why(m)}"),), m.url)
+        return GroupVerdict(HUNG, False, (_ev(oldest, f"{member_name(oldest)} made no progress since {t} (the oldest "
+                                                      f"in the group; none for {stall_timeout_s:g} s): "
+                                                      f"{_why(oldest)}"),), oldest.url)
     waiting = [m for m in members if not m.ok]
     return GroupVerdict(STARTING, False, tuple(_ev(m, f"waiting for {member_name(m)}: {_why(m)}")
                                                for m in waiting))

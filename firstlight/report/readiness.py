@@ -30,6 +30,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -72,21 +73,31 @@ class ReadinessState:
         self.pid: int | None = None
         self.reached_ready = False  # in the current start
         self.serving: dict[str, Any] | None = None  # the serving checks' status after READY (None: none yet)
+        self.last_progress_at: float | None = None  # wall clock of this node's last progress (docs/multinode.md)
+        self.node_rank: int | None = None
+        self.role: str | None = None
+        self.members: list[dict[str, Any]] = []  # each member's last state (runner/members.py), leader only
+        self.group: dict[str, Any] | None = None  # the group verdict (firstlight/group.py); None: no members
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
             return {"verdict": self.verdict, "phase": self.phase, "level": self.level, "progress": self.progress,
                     "eta_s": self.eta_s, "evidence": self.evidence, "start": self.start, "pid": self.pid,
-                    "reached_ready": self.reached_ready, "serving": self.serving}
+                    "reached_ready": self.reached_ready, "serving": self.serving,
+                    "last_progress_at": self.last_progress_at, "node_rank": self.node_rank, "role": self.role,
+                    "members": self.members, "group": self.group}
 
 
 def answer(path: str, s: dict[str, Any]) -> int:
     """The HTTP status of endpoint ``path`` for state snapshot ``s`` (404 for anything else)."""
     serving = s.get("serving") or {}
-    if path == "/readyz":
-        return 200 if s["verdict"] in SERVING_VERDICTS and serving.get("ready", True) else 503
+    group = s.get("group") or {}
+    if path == "/readyz":  # with members: the group's readiness (every member ready too)
+        return 200 if (s["verdict"] in SERVING_VERDICTS and serving.get("ready", True)
+                       and group.get("serving", True)) else 503
     if path == "/livez":
-        return 503 if s["verdict"] in NOT_LIVE or not serving.get("live", True) else 200
+        return 503 if (s["verdict"] in NOT_LIVE or not serving.get("live", True)
+                       or group.get("verdict") in NOT_LIVE) else 200
     if path == "/startupz":
         return 200 if s["reached_ready"] and s["verdict"] not in NOT_LIVE else 503
     return 404
@@ -155,6 +166,18 @@ class _Server(ThreadingHTTPServer):
             self._closed(request)
 
 
+def _progressed_at(st: ReadinessState, a: Assessment, now: float) -> float | None:
+    """This node's last progress: a new phase, more weight bytes read, a new progress line, or its last log line."""
+    p = a.progress
+    old = st.progress or {}
+    if (a.phase != st.phase or p.read_bytes > int(old.get("read_bytes") or 0)
+            or (p.progress_line and p.progress_line != old.get("progress_line"))):
+        return now
+    if p.since_last_log_s is not None:
+        return max(st.last_progress_at or 0.0, now - p.since_last_log_s)
+    return st.last_progress_at
+
+
 def _cut(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
@@ -193,7 +216,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(404, {"error": f"unknown path {path[:100]}", "endpoints": list(ENDPOINTS)}, head)
                 return
             body = {"ok": status == 200, **{k: s[k] for k in ("phase", "level", "progress", "eta_s", "verdict",
-                                                              "evidence", "start", "pid", "serving")}}
+                                                              "evidence", "start", "pid", "serving",
+                                                              "last_progress_at", "node_rank", "role",
+                                                              "members", "group")}}
             self._send(status, body, head)
         finally:
             self.server.slots.release()
@@ -216,8 +241,10 @@ class _Handler(BaseHTTPRequestHandler):
 class ReadinessServer(QuietReporter):
     """A Reporter that serves /readyz, /livez and /startupz. Binds at once; raises OSError when it cannot."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, node_rank: int | None = None,
+                 role: str | None = None) -> None:
         self.state = ReadinessState()
+        self.state.node_rank, self.state.role = node_rank, role
         self._server = _Server((host, port), self.state)
         self.host = host
         self.port = int(self._server.server_address[1])
@@ -240,6 +267,7 @@ class ReadinessServer(QuietReporter):
             st.pid = info.get("pid")
             st.reached_ready = False
             st.serving = None
+            st.last_progress_at = time.time()
 
     def serving(self, status: ServingStatus, changed: bool) -> None:
         if changed:
@@ -254,6 +282,7 @@ class ReadinessServer(QuietReporter):
             st = self.state
             if st.verdict != STARTING:  # the verdict is out: only a new start changes the state again
                 return
+            st.last_progress_at = _progressed_at(st, a, time.time())
             st.phase, st.level = a.phase, a.level.label
             st.progress = a.progress.to_dict()
             st.eta_s = a.progress.eta_total_s
@@ -277,6 +306,11 @@ class ReadinessServer(QuietReporter):
                 st.reached_ready = True
             if s.get("pid") is not None:
                 st.pid = s["pid"]
+
+    def group_update(self, members: list[dict[str, Any]], group: dict[str, Any]) -> None:
+        """The members' last states and the group verdict, told by runner/members.py (rendered, not decided)."""
+        with self.state.lock:
+            self.state.members, self.state.group = members, group
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
