@@ -44,6 +44,7 @@ ENDPOINTS = ("/readyz", "/livez", "/startupz")
 NOT_LIVE = (HUNG, FAILED)
 MAX_CONCURRENT = 16  # a kubelet sends one probe per period; this leaves room for people and scrapers
 REQUEST_TIMEOUT_S = 5.0  # per connection: read the request line and headers, write the answer
+LINGER_S = 5.0  # a failed/hung node that was being probed answers until its verdict was read once (multinode)
 MAX_CONNECTIONS = 64  # connections still sending their request at once; beyond, the oldest is cut (shed by age)
 
 
@@ -78,6 +79,8 @@ class ReadinessState:
         self.role: str | None = None
         self.members: list[dict[str, Any]] = []  # each member's last state (runner/members.py), leader only
         self.group: dict[str, Any] | None = None  # the group verdict (firstlight/group.py); None: no members
+        self.probed = False  # someone read an endpoint: a leader or a kubelet watches this node
+        self.final_read = threading.Event()  # a failed/hung verdict was answered once
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
@@ -212,6 +215,9 @@ class _Handler(BaseHTTPRequestHandler):
             path = self.path.split("?", 1)[0]
             s = self.server.state.snapshot()
             status = answer(path, s)
+            self.server.state.probed = True
+            if s["verdict"] in NOT_LIVE:
+                self.server.state.final_read.set()
             if status == 404:
                 self._send(404, {"error": f"unknown path {path[:100]}", "endpoints": list(ENDPOINTS)}, head)
                 return
@@ -262,6 +268,7 @@ class ReadinessServer(QuietReporter):
         with self.state.lock:
             st = self.state
             st.start += 1
+            st.final_read.clear()
             st.verdict, st.phase, st.level = STARTING, "process_start", "none"
             st.progress, st.eta_s, st.evidence = {}, None, []
             st.pid = info.get("pid")
@@ -313,6 +320,10 @@ class ReadinessServer(QuietReporter):
             self.state.members, self.state.group = members, group
 
     def close(self) -> None:
+        # A node whose start failed or hung, and which someone probes (its group's leader), answers until that
+        # verdict was read once, at most LINGER_S: the leader names its verdict, not just "unreachable".
+        if self.state.probed and self.state.verdict in NOT_LIVE:
+            self.state.final_read.wait(LINGER_S)
         with contextlib.suppress(OSError):
             self._server.shutdown()
             self._server.server_close()
