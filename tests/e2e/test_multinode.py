@@ -43,7 +43,7 @@ class Group:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[str]] = []
 
-    def node(self, n: int, scenario: str, members: list[str] = ()) -> str:  # type: ignore[assignment]
+    def node(self, n: int, scenario: str, members: tuple[str, ...] = ()) -> str:
         host = f"127.0.1.{n}"
         rport, eport = _port(host), _port(host)
         cmd = firstlight_cmd("up", "--plain", "--serve-readiness", f"{host}:{rport}", "--stall-timeout",
@@ -72,14 +72,14 @@ def group() -> Iterator[Group]:
 
 
 def _group(url: str, verdict: str) -> dict[str, Any] | None:
-    status, body = readyz(url)
+    _status, body = readyz(url)
     g = body.get("group") or {}
     return body if g.get("verdict") == verdict else None
 
 
 def test_healthy_group_is_ready_with_every_member_listed(group: Group) -> None:
     members = [group.node(2, "normal"), group.node(3, "normal")]
-    leader = group.node(1, "normal", members)
+    leader = group.node(1, "normal", tuple(members))
     body = wait_for(lambda: readyz(leader)[0] == 200 and readyz(leader)[1], DEADLINE_S, "group READY")
     assert body["group"]["verdict"] == "ready" and body["group"]["serving"]
     assert [m["url"] for m in body["members"]] == members
@@ -88,7 +88,7 @@ def test_healthy_group_is_ready_with_every_member_listed(group: Group) -> None:
 
 def test_a_member_hung_at_start_hangs_the_group_naming_it(group: Group) -> None:
     members = [group.node(2, "normal"), group.node(3, "hang")]
-    leader = group.node(1, "normal", members)
+    leader = group.node(1, "normal", tuple(members))
     body = wait_for(lambda: _group(leader, "hung"), DEADLINE_S, "group hung")
     assert body["group"]["culprit"] == members[1]
     assert members[1] in body["group"]["evidence"][0]["message"]
@@ -97,7 +97,7 @@ def test_a_member_hung_at_start_hangs_the_group_naming_it(group: Group) -> None:
 
 def test_a_member_that_dies_fails_the_group_naming_it(group: Group) -> None:
     members = [group.node(2, "normal"), group.node(3, "crash_oom")]
-    leader = group.node(1, "normal", members)
+    leader = group.node(1, "normal", tuple(members))
     body = wait_for(lambda: _group(leader, "failed"), DEADLINE_S, "group failed")
     assert body["group"]["culprit"] == members[1]
     assert "failed" in body["group"]["evidence"][0]["message"]
@@ -106,7 +106,7 @@ def test_a_member_that_dies_fails_the_group_naming_it(group: Group) -> None:
 
 def test_after_ready_a_frozen_member_turns_the_leader_503_within_the_bound(group: Group) -> None:
     members = [group.node(2, "normal"), group.node(3, "normal")]
-    leader = group.node(1, "normal", members)
+    leader = group.node(1, "normal", tuple(members))
     wait_for(lambda: readyz(leader)[0] == 200, DEADLINE_S, "group READY")
     assert AFTER_READY_BOUND_S == 3.0  # docs/multinode.md
     os.killpg(group.procs[1].pid, signal.SIGSTOP)  # the member's firstlight and its engine

@@ -76,3 +76,26 @@ def test_member_from_body_reads_any_status() -> None:
     assert member_from_body("http://a:1", 200, {"verdict": "ready"}).ok
     bad = member_from_body("http://a:1", 200, "<html>")
     assert bad.error and "not a firstlight readiness body" in bad.error
+
+
+def test_worker_node_failure_lines_are_fatal_in_the_profiles() -> None:
+    from firstlight.engines.sglang import SGLANG
+    from firstlight.engines.vllm import VLLM
+    sg = SGLANG.classify("[2026-01-01 00:00:00] Scheduler or DataParallelController 4242 terminated with -9")
+    assert sg.failure is not None and sg.failure.fatal
+    vl = VLLM.classify("RuntimeError: Did not receive response from front-end process within 5 minutes")
+    assert vl.failure is not None and vl.failure.fatal
+
+
+def test_the_numbers_in_docs_multinode() -> None:
+    from firstlight.report.readiness import LINGER_S
+    from firstlight.runner.members import AFTER_READY_BOUND_S, LWS_MEMBER_PORT, POLL_S, REQUEST_TIMEOUT_S
+    assert (POLL_S, REQUEST_TIMEOUT_S, AFTER_READY_BOUND_S, LINGER_S, LWS_MEMBER_PORT) == (1.0, 2.0, 3.0, 5.0, 8081)
+
+
+def test_members_from_the_leaderworkerset_env() -> None:
+    from firstlight.runner.members import members_from_lws
+    env = {"LWS_LEADER_ADDRESS": "sgl-0.sgl.default", "LWS_GROUP_SIZE": "3", "LWS_WORKER_INDEX": "0"}
+    assert members_from_lws(env, 8081) == ["http://sgl-0-1.sgl.default:8081", "http://sgl-0-2.sgl.default:8081"]
+    assert members_from_lws({**env, "LWS_WORKER_INDEX": "1"}) == []
+    assert members_from_lws({}) == []
