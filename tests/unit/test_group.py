@@ -99,3 +99,12 @@ def test_members_from_the_leaderworkerset_env() -> None:
     assert members_from_lws(env, 8081) == ["http://sgl-0-1.sgl.default:8081", "http://sgl-0-2.sgl.default:8081"]
     assert members_from_lws({**env, "LWS_WORKER_INDEX": "1"}) == []
     assert members_from_lws({}) == []
+
+
+def test_the_leaders_readyz_answers_for_the_group() -> None:
+    from firstlight.report.readiness import ReadinessState, answer
+    s = ReadinessState().snapshot() | {"verdict": READY, "reached_ready": True}
+    assert answer("/readyz", s) == 200  # no members: as before
+    assert answer("/readyz", s | {"group": {"verdict": READY, "serving": True}}) == 200
+    assert answer("/readyz", s | {"group": {"verdict": READY, "serving": False}}) == 503
+    assert answer("/livez", s | {"group": {"verdict": HUNG, "serving": False}}) == 503
