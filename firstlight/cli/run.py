@@ -16,6 +16,7 @@ import click
 
 from firstlight.cli.options import UsageFailure, redactor_for
 from firstlight.config import Config
+from firstlight.engines import read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.preflight import PreflightReport
 from firstlight.redact import Redactor
@@ -116,6 +117,12 @@ def run_watch(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor:
         raise UsageFailure(f"--record {kw['record']}: cannot write ({e.strerror})") from None
     reporter = make_reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"),
                               kw.get("serve_readiness"), kw.get("plain", False), kw.get("deployment"), kw)
+    argv = cfg.command or cfg.watched_command
+    rpc = read_command(argv, engine=cfg.engine, env={}).rpc if argv else ()
+    if rpc and len(rpc) != len(kw.get("members") or ()):  # each rpc worker is a member with its own firstlight
+        reporter.message(f"warning: the command names {len(rpc)} --rpc worker(s) ({', '.join(rpc)}) but "
+                         f"{len(kw.get('members') or ())} --member URL(s) were given: the group verdict "
+                         "covers only the members given")
     # After the summary, which stays the last JSON line: what was written goes to stderr only.
     artifacts.warn = lambda m: click.echo(f"firstlight: {m}", err=True)
     outcome: Outcome | None = None
