@@ -258,7 +258,7 @@ def _sidecar(url: str, pid: int | None, matcher: ProcessMatcher | None, log_file
     if first is not None and first.command:
         matcher = ProcessMatcher.exact(list(first.command))
     reporter = make_reporters(kw["as_json"], True, kw.get("metrics_port"), kw["serve_readiness"],
-                          deployment=kw.get("deployment"))
+                          deployment=kw.get("deployment"), kw=kw)
     born = psutil.Process().create_time()
     sessions: list[Session] = []  # the last start's session: its serving checks and history
 

@@ -195,6 +195,11 @@ watch_options = options(  # up and watch (the long-running commands): when to gi
     click.option("--serve-readiness", default=None, metavar="HOST:PORT",
                  help="Serve /readyz, /livez and /startupz (Kubernetes probes) from firstlight's state; "
                       "PORT alone binds 127.0.0.1. With watch: a sidecar that watches start after start."),
+    click.option("--member", "members", multiple=True, metavar="URL",
+                 help="A member of a multi-node start (repeatable): the base URL of that node's own firstlight "
+                      "--serve-readiness. The leader's /readyz is then the group's (docs/multinode.md)."),
+    click.option("--member-port", type=click.IntRange(1, 65535), default=8081, show_default=True,
+                 help="Under LeaderWorkerSet (LWS_* env, on the leader): the members' readiness port."),
 )
 
 

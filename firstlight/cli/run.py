@@ -16,6 +16,7 @@ import click
 
 from firstlight.cli.options import UsageFailure, redactor_for
 from firstlight.config import Config
+from firstlight.engines import read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.preflight import PreflightReport
 from firstlight.redact import Redactor
@@ -27,19 +28,27 @@ from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.report.prometheus import PrometheusExporter
 from firstlight.report.readiness import ReadinessServer, parse_bind
 from firstlight.report.systemd import SystemdNotifier
+from firstlight.runner.members import MemberWatch, members_from_lws
 from firstlight.runner.session import Outcome, Session
 
 
 def make_reporters(as_json: bool, echo: bool, metrics_port: str | None = None, readiness: str | None = None,
-                   plain: bool = False, deployment: str | None = None) -> Reporter:
+                   plain: bool = False, deployment: str | None = None, kw: dict[str, Any] | None = None) -> Reporter:
     """The reporters the options ask for; a listener that cannot listen is a usage error, the others closed."""
     live = sys.stderr.isatty() and not (plain or as_json)  # the dashboard; plain lines otherwise
     chosen: list[Reporter] = [DashboardReporter(echo_server=echo) if live else
                               ConsoleReporter(echo_server=echo, live=False if plain or as_json else None)]
     if as_json:
         chosen.append(JsonLinesReporter())
+    members = group_members(kw or {}, readiness)
     if readiness is not None:
-        chosen.append(_readiness_server(readiness, chosen[0]))
+        server = _readiness_server(readiness, chosen[0])
+        chosen.append(server)
+        if members:
+            assert isinstance(server, ReadinessServer)
+            chosen[0].message(f"group: {len(members)} member(s): {', '.join(members)}")
+            chosen.append(MemberWatch(members, server, float((kw or {}).get("stall_timeout") or 120.0),
+                                      chosen[0].message))
     if metrics_port is not None:
         try:
             host, port = parse_bind(metrics_port, "--metrics-port")
@@ -56,6 +65,17 @@ def make_reporters(as_json: bool, echo: bool, metrics_port: str | None = None, r
     if notifier.enabled:  # running as a Type=notify unit
         chosen.append(notifier)
     return chosen[0] if len(chosen) == 1 else Reporters(*chosen)
+
+
+def group_members(kw: dict[str, Any], readiness: str | None) -> list[str]:
+    """--member URLs, else the LeaderWorkerSet env's (docs/multinode.md); a usage error without --serve-readiness."""
+    members = list(kw.get("members") or ()) or members_from_lws(os.environ, int(kw.get("member_port") or 8081))
+    for url in members:
+        if not url.startswith(("http://", "https://")):
+            raise UsageFailure(f"--member {url!r}: expected a URL (http://HOST:PORT of that node's firstlight)")
+    if members and readiness is None:
+        raise UsageFailure("--member: the group's readiness is served on --serve-readiness HOST:PORT; give it")
+    return members
 
 
 def _is_loopback(host: str) -> bool:
@@ -96,7 +116,13 @@ def run_watch(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor:
     except OSError as e:
         raise UsageFailure(f"--record {kw['record']}: cannot write ({e.strerror})") from None
     reporter = make_reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"),
-                              kw.get("serve_readiness"), kw.get("plain", False), kw.get("deployment"))
+                              kw.get("serve_readiness"), kw.get("plain", False), kw.get("deployment"), kw)
+    argv = cfg.command or cfg.watched_command
+    rpc = read_command(argv, engine=cfg.engine, env={}).rpc if argv else ()
+    if rpc and len(rpc) != len(kw.get("members") or ()):  # each rpc worker is a member with its own firstlight
+        reporter.message(f"warning: the command names {len(rpc)} --rpc worker(s) ({', '.join(rpc)}) but "
+                         f"{len(kw.get('members') or ())} --member URL(s) were given: the group verdict "
+                         "covers only the members given")
     # After the summary, which stays the last JSON line: what was written goes to stderr only.
     artifacts.warn = lambda m: click.echo(f"firstlight: {m}", err=True)
     outcome: Outcome | None = None

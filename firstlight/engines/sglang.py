@@ -152,6 +152,14 @@ FAILURES: tuple[FailureSignature, ...] = (
         True,
         WRAPPER_RANK,
     ),
+    S(  # a worker node (--node-rank >= 1) after its schedulers were ready: one of them ended (multi-node)
+        r"Scheduler or DataParallelController \d+ terminated with -?\d+",
+        "other",
+        "a scheduler of this node ended (exit -9 = OOM killer): see the lines above; its dummy /health answered 200 "
+        "regardless",
+        True,
+        WRAPPER_RANK,
+    ),
     S(
         r"Received sigquit from a child process",
         "other",

@@ -182,6 +182,14 @@ FAILURES: tuple[FailureSignature, ...] = (
         True,
         WRAPPER_RANK,
     ),
+    S(  # a --headless worker node whose head never answered the handshake (multi-node)
+        r"Did not receive response from front-end process within \d+ minutes",
+        "other",
+        "this headless node never heard from the head node: check the head is up and --data-parallel-address / "
+        "--master-addr reach it",
+        True,
+        25,
+    ),
     S(
         r"Engine core initialization failed",
         "other",

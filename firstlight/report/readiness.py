@@ -30,6 +30,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -43,6 +44,7 @@ ENDPOINTS = ("/readyz", "/livez", "/startupz")
 NOT_LIVE = (HUNG, FAILED)
 MAX_CONCURRENT = 16  # a kubelet sends one probe per period; this leaves room for people and scrapers
 REQUEST_TIMEOUT_S = 5.0  # per connection: read the request line and headers, write the answer
+LINGER_S = 5.0  # a failed/hung node that was being probed answers until its verdict was read once (multinode)
 MAX_CONNECTIONS = 64  # connections still sending their request at once; beyond, the oldest is cut (shed by age)
 
 
@@ -72,21 +74,33 @@ class ReadinessState:
         self.pid: int | None = None
         self.reached_ready = False  # in the current start
         self.serving: dict[str, Any] | None = None  # the serving checks' status after READY (None: none yet)
+        self.last_progress_at: float | None = None  # wall clock of this node's last progress (docs/multinode.md)
+        self.node_rank: int | None = None
+        self.role: str | None = None
+        self.members: list[dict[str, Any]] = []  # each member's last state (runner/members.py), leader only
+        self.group: dict[str, Any] | None = None  # the group verdict (firstlight/group.py); None: no members
+        self.probed = False  # someone read an endpoint: a leader or a kubelet watches this node
+        self.final_read = threading.Event()  # a failed/hung verdict was answered once
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
             return {"verdict": self.verdict, "phase": self.phase, "level": self.level, "progress": self.progress,
                     "eta_s": self.eta_s, "evidence": self.evidence, "start": self.start, "pid": self.pid,
-                    "reached_ready": self.reached_ready, "serving": self.serving}
+                    "reached_ready": self.reached_ready, "serving": self.serving,
+                    "last_progress_at": self.last_progress_at, "node_rank": self.node_rank, "role": self.role,
+                    "members": self.members, "group": self.group}
 
 
 def answer(path: str, s: dict[str, Any]) -> int:
     """The HTTP status of endpoint ``path`` for state snapshot ``s`` (404 for anything else)."""
     serving = s.get("serving") or {}
-    if path == "/readyz":
-        return 200 if s["verdict"] in SERVING_VERDICTS and serving.get("ready", True) else 503
+    group = s.get("group") or {}
+    if path == "/readyz":  # with members: the group's readiness (every member ready too)
+        return 200 if (s["verdict"] in SERVING_VERDICTS and serving.get("ready", True)
+                       and group.get("serving", True)) else 503
     if path == "/livez":
-        return 503 if s["verdict"] in NOT_LIVE or not serving.get("live", True) else 200
+        return 503 if (s["verdict"] in NOT_LIVE or not serving.get("live", True)
+                       or group.get("verdict") in NOT_LIVE) else 200
     if path == "/startupz":
         return 200 if s["reached_ready"] and s["verdict"] not in NOT_LIVE else 503
     return 404
@@ -155,6 +169,18 @@ class _Server(ThreadingHTTPServer):
             self._closed(request)
 
 
+def _progressed_at(st: ReadinessState, a: Assessment, now: float) -> float | None:
+    """This node's last progress: a new phase, more weight bytes read, a new progress line, or its last log line."""
+    p = a.progress
+    old = st.progress or {}
+    if (a.phase != st.phase or p.read_bytes > int(old.get("read_bytes") or 0)
+            or (p.progress_line and p.progress_line != old.get("progress_line"))):
+        return now
+    if p.since_last_log_s is not None:
+        return max(st.last_progress_at or 0.0, now - p.since_last_log_s)
+    return st.last_progress_at
+
+
 def _cut(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
@@ -189,11 +215,16 @@ class _Handler(BaseHTTPRequestHandler):
             path = self.path.split("?", 1)[0]
             s = self.server.state.snapshot()
             status = answer(path, s)
+            self.server.state.probed = True
+            if s["verdict"] in NOT_LIVE:
+                self.server.state.final_read.set()
             if status == 404:
                 self._send(404, {"error": f"unknown path {path[:100]}", "endpoints": list(ENDPOINTS)}, head)
                 return
             body = {"ok": status == 200, **{k: s[k] for k in ("phase", "level", "progress", "eta_s", "verdict",
-                                                              "evidence", "start", "pid", "serving")}}
+                                                              "evidence", "start", "pid", "serving",
+                                                              "last_progress_at", "node_rank", "role",
+                                                              "members", "group")}}
             self._send(status, body, head)
         finally:
             self.server.slots.release()
@@ -216,8 +247,10 @@ class _Handler(BaseHTTPRequestHandler):
 class ReadinessServer(QuietReporter):
     """A Reporter that serves /readyz, /livez and /startupz. Binds at once; raises OSError when it cannot."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, node_rank: int | None = None,
+                 role: str | None = None) -> None:
         self.state = ReadinessState()
+        self.state.node_rank, self.state.role = node_rank, role
         self._server = _Server((host, port), self.state)
         self.host = host
         self.port = int(self._server.server_address[1])
@@ -235,11 +268,13 @@ class ReadinessServer(QuietReporter):
         with self.state.lock:
             st = self.state
             st.start += 1
+            st.final_read.clear()
             st.verdict, st.phase, st.level = STARTING, "process_start", "none"
             st.progress, st.eta_s, st.evidence = {}, None, []
             st.pid = info.get("pid")
             st.reached_ready = False
             st.serving = None
+            st.last_progress_at = time.time()
 
     def serving(self, status: ServingStatus, changed: bool) -> None:
         if changed:
@@ -254,6 +289,7 @@ class ReadinessServer(QuietReporter):
             st = self.state
             if st.verdict != STARTING:  # the verdict is out: only a new start changes the state again
                 return
+            st.last_progress_at = _progressed_at(st, a, time.time())
             st.phase, st.level = a.phase, a.level.label
             st.progress = a.progress.to_dict()
             st.eta_s = a.progress.eta_total_s
@@ -278,7 +314,16 @@ class ReadinessServer(QuietReporter):
             if s.get("pid") is not None:
                 st.pid = s["pid"]
 
+    def group_update(self, members: list[dict[str, Any]], group: dict[str, Any]) -> None:
+        """The members' last states and the group verdict, told by runner/members.py (rendered, not decided)."""
+        with self.state.lock:
+            self.state.members, self.state.group = members, group
+
     def close(self) -> None:
+        # A node whose start failed or hung, and which someone probes (its group's leader), answers until that
+        # verdict was read once, at most LINGER_S: the leader names its verdict, not just "unreachable".
+        if self.state.probed and self.state.verdict in NOT_LIVE:
+            self.state.final_read.wait(LINGER_S)
         with contextlib.suppress(OSError):
             self._server.shutdown()
             self._server.server_close()

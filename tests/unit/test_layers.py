@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Observations in, verdict out: the judge, its typed result, the anatomy of a start, the serving tracker.
     ("judge", ("firstlight.judge", "firstlight.assessment", "firstlight.trackers", "firstlight.result",
                "firstlight.starts",
-               "firstlight.anatomy", "firstlight.serving")),
+               "firstlight.anatomy", "firstlight.serving", "firstlight.group")),
     # The one code that feeds a judge (issue 24) and the replay of a log through it.
     ("drive", ("firstlight.drive", "firstlight.logreplay")),
     # What is told to people and machines: reporters, the report, the record.

@@ -132,6 +132,10 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     ("tgi", "other", "2024-05-01T10:00:00.000000Z ERROR text_generation_launcher: Webserver Crashed"),
     # server/text_generation_server/server.py, serve_inner: logger.exception
     ("tgi", "other", "2024-05-01T10:00:00.000000Z ERROR text_generation_launcher: Error when initializing model"),
+    # sglang/srt/entrypoints/engine.py, _launch_subprocesses: a worker node (node_rank >= 1) joins its schedulers
+    ("sglang", "other", "[2026-01-01 00:00:00] Scheduler or DataParallelController 4242 terminated with -9"),
+    # vllm/v1/engine/core.py, startup_handshake (HANDSHAKE_TIMEOUT_MINS = 5): a --headless node without its head
+    ("vllm", "other", "RuntimeError: Did not receive response from front-end process within 5 minutes"),
     # --- TensorRT-LLM --------------------------------------------------------------------------------------------
     # tensorrt_llm/executor/proxy.py, GenerationExecutorProxy: a worker failed to start
     ("trtllm", "other", "RuntimeError: Executor worker returned error"),

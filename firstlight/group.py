@@ -1,0 +1,133 @@
+"""One start across many nodes: the group verdict (issue 33, docs/multinode.md).
+
+A start has members: the leader (rank 0, which serves; judged by its own firstlight as today) and workers, each
+watched by its own ``firstlight up --serve-readiness HOST:PORT``. The leader reads each member's ``/readyz`` body
+(``member_from_body``; an unreachable member is ``unreachable``) and ``decide_group`` turns the leader's verdict and
+the members' states into the group's. Pure functions of their inputs: no clock, no I/O (the caller passes ``now``).
+
+Rules, in order:
+1. a member whose own verdict is ``failed`` -> the group is ``failed``, naming it, its verdict and its evidence;
+2. a member whose own verdict is ``hung``, or the whole group without progress for ``stall_timeout_s`` (no node's
+   ``last_progress_at`` within it) -> ``hung``, naming the member hung itself, else the node whose last progress is
+   the oldest (the one that stopped first); an unreachable member's last progress is its last one seen;
+3. the leader ``ready`` and every member ready or serving (its ``/readyz`` 200) -> ``ready``;
+4. otherwise ``starting`` (a slow member that progresses keeps the group starting); once the group reached READY,
+   a member that stops answering 200 makes the group not serving (``serving`` False: the leader's /readyz 503).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from firstlight.vocab import FAILED, HUNG, READY, SERVING_VERDICTS, STARTING
+
+LEADER = "leader"
+
+
+@dataclass(frozen=True)
+class MemberState:
+    """What one member's firstlight said last (or that it could not be read)."""
+
+    url: str
+    verdict: str | None = None  # its own verdict; None when never read
+    ok: bool = False  # its /readyz answered 200: its own ranks ready / serving
+    node_rank: int | None = None
+    role: str | None = None
+    phase: str | None = None
+    last_progress_at: float | None = None  # wall-clock epoch seconds of that node's last progress
+    evidence: tuple[dict[str, Any], ...] = ()
+    error: str | None = None  # why it could not be read (None: read)
+    unreachable_since: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "node_rank": self.node_rank, "role": self.role,
+                "state": "unreachable" if self.error else ("ready" if self.ok else (self.verdict or STARTING)),
+                "verdict": self.verdict, "phase": self.phase, "ok": self.ok,
+                "last_progress_at": self.last_progress_at, "evidence": list(self.evidence),
+                "error": self.error, "unreachable_since": self.unreachable_since}
+
+
+def member_from_body(url: str, status: int, body: Any, previous: MemberState | None = None) -> MemberState:
+    """A member's state from its /readyz answer (any status carries the JSON body)."""
+    if not isinstance(body, dict):
+        return unreachable(url, f"HTTP {status}: not a firstlight readiness body", previous, None)
+    rank = body.get("node_rank")
+    lp = body.get("last_progress_at")
+    return MemberState(url=url, verdict=str(body.get("verdict") or STARTING), ok=status == 200,
+                       node_rank=rank if isinstance(rank, int) else None,
+                       role=body.get("role") if isinstance(body.get("role"), str) else None,
+                       phase=body.get("phase") if isinstance(body.get("phase"), str) else None,
+                       last_progress_at=float(lp) if isinstance(lp, (int, float)) else None,
+                       evidence=tuple(e for e in body.get("evidence") or () if isinstance(e, dict)))
+
+
+def unreachable(url: str, error: str, previous: MemberState | None, now: float | None) -> MemberState:
+    """A member that could not be read: keeps what was last seen of it, and since when it is unreachable."""
+    since = previous.unreachable_since if previous is not None and previous.error else now
+    base = previous or MemberState(url=url)
+    return MemberState(url=url, verdict=base.verdict, ok=False, node_rank=base.node_rank, role=base.role,
+                       phase=base.phase, last_progress_at=base.last_progress_at, evidence=base.evidence,
+                       error=error, unreachable_since=since)
+
+
+def member_name(m: MemberState) -> str:
+    return f"member {m.url}" + (f" (node_rank {m.node_rank})" if m.node_rank is not None else "")
+
+
+@dataclass(frozen=True)
+class GroupVerdict:
+    verdict: str  # starting / ready / failed / hung
+    serving: bool  # the group serves (the leader's /readyz may answer 200)
+    evidence: tuple[dict[str, Any], ...] = field(default=())
+    culprit: str | None = None  # the member named (its url), or LEADER
+
+
+def _why(m: MemberState) -> str:
+    if m.error:
+        return f"unreachable since {m.unreachable_since}: {m.error}"
+    ev = "; ".join(str(e.get("message") or e.get("signal") or e) for e in m.evidence[:3])
+    return f"verdict {m.verdict}" + (f", phase {m.phase}" if m.phase else "") + (f": {ev}" if ev else "")
+
+
+def _ev(m: MemberState, message: str) -> dict[str, Any]:
+    return {"signal": "group_member", "member": m.url, "node_rank": m.node_rank, "value": m.verdict,
+            "since": m.unreachable_since if m.error else m.last_progress_at, "message": message,
+            "member_evidence": list(m.evidence)}
+
+
+def decide_group(leader_verdict: str, leader_last_progress_at: float | None, members: list[MemberState],
+                 stall_timeout_s: float, now: float, reached_ready: bool = False) -> GroupVerdict:
+    """The group's verdict from the leader's own verdict and each member's last state (rules in the module doc)."""
+    for m in members:
+        if m.verdict == FAILED and not m.error:
+            return GroupVerdict(FAILED, False, (_ev(m, f"{member_name(m)} failed: {_why(m)}"),), m.url)
+    for m in members:
+        if m.verdict == HUNG and not m.error:
+            return GroupVerdict(HUNG, False, (_ev(m, f"{member_name(m)} hung: {_why(m)}"),), m.url)
+    if leader_verdict in (FAILED, HUNG):
+        return GroupVerdict(leader_verdict, False, (), LEADER)
+    all_ok = all(m.ok for m in members)
+    if leader_verdict in SERVING_VERDICTS and all_ok:
+        return GroupVerdict(READY, True, tuple(_ev(m, f"{member_name(m)} ready") for m in members))
+    if reached_ready:  # after READY: a member that stops serving makes the group not serving
+        bad = [m for m in members if not m.ok] or members
+        return GroupVerdict(READY, False, tuple(_ev(m, f"{member_name(m)} not serving: {_why(m)}") for m in bad),
+                            bad[0].url if bad else LEADER)
+    # No node's progress within the stall timeout: the group is hung; name the node that stopped first.
+    nodes: list[tuple[float, MemberState | None]] = [(lp, None) for lp in [leader_last_progress_at]
+                                                     if lp is not None and leader_verdict not in SERVING_VERDICTS]
+    nodes += [(m.last_progress_at if m.last_progress_at is not None else (m.unreachable_since or now), m)
+              for m in members if not m.ok]
+    if nodes and now - max(t for t, _ in nodes) >= stall_timeout_s:
+        t, oldest = min(nodes, key=lambda n: n[0])
+        if oldest is None:
+            return GroupVerdict(HUNG, False, ({"signal": "group_progress", "member": LEADER, "since": t,
+                                               "message": f"the leader made no progress since {t}, no member "
+                                                          f"either, for {stall_timeout_s:g} s"},), LEADER)
+        return GroupVerdict(HUNG, False, (_ev(oldest, f"{member_name(oldest)} made no progress since {t} (the oldest "
+                                                      f"in the group; none for {stall_timeout_s:g} s): "
+                                                      f"{_why(oldest)}"),), oldest.url)
+    waiting = [m for m in members if not m.ok]
+    return GroupVerdict(STARTING, False, tuple(_ev(m, f"waiting for {member_name(m)}: {_why(m)}")
+                                               for m in waiting))

@@ -1,0 +1,94 @@
+"""The leader's view of its members (``--member URL``, docs/multinode.md): a thread reads each member's
+``GET URL/readyz`` every ``POLL_S`` with a deadline of ``REQUEST_TIMEOUT_S``, and tells the readiness endpoints the
+members' states and the group verdict (decided by ``firstlight.group``). Observes and forwards; decides nothing.
+
+Bound (pinned in tests/e2e/test_multinode.py): after READY, a member whose /readyz stops answering 200 turns the
+leader's /readyz 503 within ``POLL_S + REQUEST_TIMEOUT_S`` (``AFTER_READY_BOUND_S``) of that member's change.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+import httpx
+
+from firstlight.group import GroupVerdict, MemberState, decide_group, member_from_body, unreachable
+from firstlight.report.base import QuietReporter
+from firstlight.report.readiness import ReadinessServer
+from firstlight.vocab import READY
+
+POLL_S = 1.0
+REQUEST_TIMEOUT_S = 2.0
+AFTER_READY_BOUND_S = POLL_S + REQUEST_TIMEOUT_S
+LWS_MEMBER_PORT = 8081  # the member readiness port on every LeaderWorkerSet pod (--member-port)
+
+
+def members_from_lws(env: Mapping[str, str], port: int = LWS_MEMBER_PORT) -> list[str]:
+    """On the LeaderWorkerSet leader (``LWS_WORKER_INDEX`` 0), its workers' readiness URLs.
+
+    LWS names worker pods ``<leader pod>-<index>`` in the same headless service as the leader, whose address is
+    ``LWS_LEADER_ADDRESS`` = ``<leader pod>.<service>.<namespace>``; so worker i (1..LWS_GROUP_SIZE-1) answers on
+    ``http://<leader pod>-<i>.<service>.<namespace>:<port>``. Not the leader, or no LWS env: no members."""
+    addr, size, index = env.get("LWS_LEADER_ADDRESS"), env.get("LWS_GROUP_SIZE"), env.get("LWS_WORKER_INDEX")
+    if not addr or not size or not size.isdigit() or index not in ("0", None):
+        return []
+    pod, _, rest = addr.partition(".")
+    return [f"http://{pod}-{i}{'.' + rest if rest else ''}:{port}" for i in range(1, int(size))]
+
+
+class MemberWatch(QuietReporter):
+    """Polls the members and feeds the leader's readiness endpoints the group verdict; closed with the others."""
+
+    def __init__(self, urls: list[str], server: ReadinessServer, stall_timeout_s: float,
+                 message: Callable[[str], None] = lambda m: None) -> None:
+        self.urls = [u.rstrip("/") for u in urls]
+        self.server = server
+        self.stall_timeout_s = stall_timeout_s
+        self._say = message
+        self.states: dict[str, MemberState] = {}
+        self.group: GroupVerdict | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="firstlight-members", daemon=True)
+        self._thread.start()
+
+    def _read(self, client: httpx.Client, url: str) -> MemberState:
+        prev = self.states.get(url)
+        try:
+            r = client.get(f"{url}/readyz", timeout=REQUEST_TIMEOUT_S)
+            try:
+                body = r.json()
+            except ValueError:
+                body = None
+            return member_from_body(url, r.status_code, body, prev)
+        except httpx.HTTPError as e:
+            return unreachable(url, f"{type(e).__name__}: {str(e)[:160] or 'no answer'}", prev, time.time())
+
+    def poll_once(self, client: httpx.Client) -> GroupVerdict:
+        for url in self.urls:
+            self.states[url] = self._read(client, url)
+        s = self.server.state.snapshot()
+        members = [self.states[u] for u in self.urls]
+        g = decide_group(s["verdict"], s["last_progress_at"], members, self.stall_timeout_s, time.time(),
+                         reached_ready=self.group is not None and self.group.verdict == READY)
+        self.server.group_update([m.to_dict() for m in members],
+                                 {"verdict": g.verdict, "serving": g.serving, "culprit": g.culprit,
+                                  "evidence": list(g.evidence)})
+        if self.group is None or (g.verdict, g.serving, g.culprit) != (self.group.verdict, self.group.serving,
+                                                                       self.group.culprit):
+            why = "; ".join(str(e.get("message")) for e in g.evidence[:3])
+            self._say(f"group: {g.verdict}{'' if g.serving or g.verdict != 'ready' else ' (not serving)'}"
+                         f" ({len(members)} member(s)){': ' + why if why else ''}")
+        self.group = g
+        return g
+
+    def _loop(self) -> None:
+        with httpx.Client(trust_env=False) as client:
+            while not self._stop.is_set():
+                self.poll_once(client)
+                self._stop.wait(POLL_S)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=REQUEST_TIMEOUT_S * (len(self.urls) + 1))

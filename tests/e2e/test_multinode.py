@@ -1,0 +1,117 @@
+"""A leader and its members, each under its own ``firstlight up --serve-readiness 127.0.1.N:PORT`` with a simulated
+engine: the group verdict on the leader's /readyz (docs/multinode.md, firstlight/group.py, runner/members.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from firstlight.runner.members import AFTER_READY_BOUND_S
+from tests.support.common import firstlight_cmd, sim_cmd, wait_for
+
+STALL_S = 4.0  # small stall timeouts, generous deadlines
+DEADLINE_S = 90.0
+
+
+def _port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def readyz(url: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"{url}/readyz", timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+    except OSError:
+        return 0, {}
+
+
+class Group:
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def node(self, n: int, scenario: str, members: tuple[str, ...] = ()) -> str:
+        host = f"127.0.1.{n}"
+        rport, eport = _port(host), _port(host)
+        cmd = firstlight_cmd("up", "--plain", "--serve-readiness", f"{host}:{rport}", "--stall-timeout",
+                             str(STALL_S), "--url", f"http://{host}:{eport}",
+                             *[a for m in members for a in ("--member", m)],
+                             "--", *sim_cmd(scenario, eport, "--host", host))
+        self.procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                           stdin=subprocess.DEVNULL, start_new_session=True))
+        return f"http://{host}:{rport}"
+
+    def close(self) -> None:
+        for p in self.procs:
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
+            p.wait(timeout=30)
+
+
+@pytest.fixture
+def group() -> Iterator[Group]:
+    g = Group()
+    yield g
+    g.close()
+
+
+def _group(url: str, verdict: str) -> dict[str, Any] | None:
+    _status, body = readyz(url)
+    g = body.get("group") or {}
+    return body if g.get("verdict") == verdict else None
+
+
+def test_healthy_group_is_ready_with_every_member_listed(group: Group) -> None:
+    members = [group.node(2, "normal"), group.node(3, "normal")]
+    leader = group.node(1, "normal", tuple(members))
+    body = wait_for(lambda: readyz(leader)[0] == 200 and readyz(leader)[1], DEADLINE_S, "group READY")
+    assert body["group"]["verdict"] == "ready" and body["group"]["serving"]
+    assert [m["url"] for m in body["members"]] == members
+    assert all(m["state"] == "ready" and m["last_progress_at"] for m in body["members"])
+
+
+def test_a_member_hung_at_start_hangs_the_group_naming_it(group: Group) -> None:
+    members = [group.node(2, "normal"), group.node(3, "hang")]
+    leader = group.node(1, "normal", tuple(members))
+    body = wait_for(lambda: _group(leader, "hung"), DEADLINE_S, "group hung")
+    assert body["group"]["culprit"] == members[1]
+    assert members[1] in body["group"]["evidence"][0]["message"]
+    assert readyz(leader)[0] == 503
+
+
+def test_a_member_that_dies_fails_the_group_naming_it(group: Group) -> None:
+    members = [group.node(2, "normal"), group.node(3, "crash_oom")]
+    leader = group.node(1, "normal", tuple(members))
+    body = wait_for(lambda: _group(leader, "failed"), DEADLINE_S, "group failed")
+    assert body["group"]["culprit"] == members[1]
+    assert "failed" in body["group"]["evidence"][0]["message"]
+    assert readyz(leader)[0] == 503
+
+
+def test_after_ready_a_frozen_member_turns_the_leader_503_within_the_bound(group: Group) -> None:
+    members = [group.node(2, "normal"), group.node(3, "normal")]
+    leader = group.node(1, "normal", tuple(members))
+    wait_for(lambda: readyz(leader)[0] == 200, DEADLINE_S, "group READY")
+    assert AFTER_READY_BOUND_S == 3.0  # docs/multinode.md
+    os.killpg(group.procs[1].pid, signal.SIGSTOP)  # the member's firstlight and its engine
+    t0 = time.monotonic()
+    wait_for(lambda: readyz(leader)[0] == 503, DEADLINE_S, "leader 503")
+    took = time.monotonic() - t0
+    assert took <= AFTER_READY_BOUND_S + 5.0, took  # the bound plus a busy machine's slack
+    assert readyz(leader)[1]["group"]["culprit"] == members[1]

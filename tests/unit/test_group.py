@@ -1,0 +1,110 @@
+"""The group verdict rules (firstlight/group.py), fed member states."""
+
+from __future__ import annotations
+
+from firstlight.group import MemberState, decide_group, member_from_body, unreachable
+from firstlight.vocab import FAILED, HUNG, READY, STARTING
+
+NOW = 1000.0
+STALL = 30.0
+
+
+def m(url: str, verdict: str = STARTING, ok: bool = False, lp: float | None = NOW - 1, rank: int = 1) -> MemberState:
+    return MemberState(url=url, verdict=verdict, ok=ok, node_rank=rank, last_progress_at=lp,
+                       evidence=({"signal": "log", "message": f"{url} says {verdict}"},))
+
+
+def test_ready_only_when_leader_ready_and_every_member_ready() -> None:
+    a, b = m("http://127.0.1.2:9", READY, True), m("http://127.0.1.3:9", READY, True, rank=2)
+    g = decide_group(READY, NOW, [a, b], STALL, NOW)
+    assert (g.verdict, g.serving) == (READY, True)
+    assert decide_group(STARTING, NOW, [a, b], STALL, NOW).verdict == STARTING
+    g = decide_group(READY, NOW, [a, m("http://127.0.1.3:9")], STALL, NOW)
+    assert (g.verdict, g.serving) == (STARTING, False)
+    assert "waiting for member http://127.0.1.3:9" in g.evidence[0]["message"]
+
+
+def test_failed_member_is_named_with_its_verdict_and_evidence() -> None:
+    g = decide_group(STARTING, NOW, [m("http://a:1"), m("http://b:1", FAILED, rank=2)], STALL, NOW)
+    assert (g.verdict, g.culprit) == (FAILED, "http://b:1")
+    assert "member http://b:1 (node_rank 2) failed" in g.evidence[0]["message"]
+    assert "http://b:1 says failed" in g.evidence[0]["message"]
+
+
+def test_hung_names_the_member_whose_progress_is_oldest() -> None:
+    members = [m("http://a:1", lp=NOW - 40), m("http://b:1", lp=NOW - 100), m("http://c:1", lp=NOW - 35)]
+    g = decide_group(STARTING, NOW - 31, members, STALL, NOW)
+    assert (g.verdict, g.culprit) == (HUNG, "http://b:1")
+    assert "no progress since 900.0" in g.evidence[0]["message"]
+
+
+def test_a_slow_member_that_progresses_keeps_the_group_starting() -> None:
+    members = [m("http://a:1", lp=NOW - 100), m("http://b:1", lp=NOW - 29)]
+    assert decide_group(STARTING, NOW - 200, members, STALL, NOW).verdict == STARTING
+
+
+def test_a_member_hung_by_its_own_judge_hangs_the_group() -> None:
+    g = decide_group(STARTING, NOW, [m("http://a:1"), m("http://b:1", HUNG)], STALL, NOW)
+    assert (g.verdict, g.culprit) == (HUNG, "http://b:1")
+
+
+def test_unreachable_member_is_evidence_and_hangs_after_the_stall_timeout() -> None:
+    first = unreachable("http://a:1", "connection refused", None, NOW - 10)
+    again = unreachable("http://a:1", "connection refused", first, NOW)
+    assert again.unreachable_since == NOW - 10  # since the first failure, not the last
+    g = decide_group(STARTING, NOW, [again], STALL, NOW)
+    assert g.verdict == STARTING and "unreachable since 990.0: connection refused" in g.evidence[0]["message"]
+    late = unreachable("http://a:1", "timed out", first, NOW + 40)
+    g = decide_group(STARTING, NOW + 5, [late], STALL, NOW + 40)
+    assert (g.verdict, g.culprit) == (HUNG, "http://a:1")
+    assert "unreachable since 990.0: timed out" in g.evidence[0]["message"]
+
+
+def test_after_ready_a_member_that_stops_serving_stops_the_group_serving() -> None:
+    a = m("http://a:1", READY, True)
+    assert decide_group(READY, NOW, [a], STALL, NOW, reached_ready=True).serving
+    gone = unreachable("http://a:1", "connection refused", a, NOW)
+    g = decide_group(READY, NOW, [gone], STALL, NOW, reached_ready=True)
+    assert not g.serving and g.culprit == "http://a:1"
+    assert "not serving: unreachable since 1000.0" in g.evidence[0]["message"]
+
+
+def test_member_from_body_reads_any_status() -> None:
+    s = member_from_body("http://a:1", 503, {"verdict": "starting", "node_rank": 1, "last_progress_at": 5,
+                                             "phase": "distributed_init", "evidence": [{"message": "x"}]})
+    assert (s.ok, s.node_rank, s.last_progress_at, s.phase) == (False, 1, 5.0, "distributed_init")
+    assert member_from_body("http://a:1", 200, {"verdict": "ready"}).ok
+    bad = member_from_body("http://a:1", 200, "<html>")
+    assert bad.error and "not a firstlight readiness body" in bad.error
+
+
+def test_worker_node_failure_lines_are_fatal_in_the_profiles() -> None:
+    from firstlight.engines.sglang import SGLANG
+    from firstlight.engines.vllm import VLLM
+    sg = SGLANG.classify("[2026-01-01 00:00:00] Scheduler or DataParallelController 4242 terminated with -9")
+    assert sg.failure is not None and sg.failure.fatal
+    vl = VLLM.classify("RuntimeError: Did not receive response from front-end process within 5 minutes")
+    assert vl.failure is not None and vl.failure.fatal
+
+
+def test_the_numbers_in_docs_multinode() -> None:
+    from firstlight.report.readiness import LINGER_S
+    from firstlight.runner.members import AFTER_READY_BOUND_S, LWS_MEMBER_PORT, POLL_S, REQUEST_TIMEOUT_S
+    assert (POLL_S, REQUEST_TIMEOUT_S, AFTER_READY_BOUND_S, LINGER_S, LWS_MEMBER_PORT) == (1.0, 2.0, 3.0, 5.0, 8081)
+
+
+def test_members_from_the_leaderworkerset_env() -> None:
+    from firstlight.runner.members import members_from_lws
+    env = {"LWS_LEADER_ADDRESS": "sgl-0.sgl.default", "LWS_GROUP_SIZE": "3", "LWS_WORKER_INDEX": "0"}
+    assert members_from_lws(env, 8081) == ["http://sgl-0-1.sgl.default:8081", "http://sgl-0-2.sgl.default:8081"]
+    assert members_from_lws({**env, "LWS_WORKER_INDEX": "1"}) == []
+    assert members_from_lws({}) == []
+
+
+def test_the_leaders_readyz_answers_for_the_group() -> None:
+    from firstlight.report.readiness import ReadinessState, answer
+    s = ReadinessState().snapshot() | {"verdict": READY, "reached_ready": True}
+    assert answer("/readyz", s) == 200  # no members: as before
+    assert answer("/readyz", s | {"group": {"verdict": READY, "serving": True}}) == 200
+    assert answer("/readyz", s | {"group": {"verdict": READY, "serving": False}}) == 503
+    assert answer("/livez", s | {"group": {"verdict": HUNG, "serving": False}}) == 503
