@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from firstlight.sim.server import free_port
-from tests.support.common import run_firstlight, sim_cmd
+from tests.support.common import Output, run_firstlight, sim_cmd
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
 
@@ -71,7 +71,7 @@ def test_sigint_during_the_benchmark_stops_at_once(tmp_path: Path, weights: Path
     import subprocess
     import time
 
-    from tests.support.common import firstlight_cmd, pids_in_group, wait_for
+    from tests.support.common import firstlight_cmd, pids_in_group
 
     port = free_port()
     fl = subprocess.Popen(firstlight_cmd("up", "--json", "--history", str(tmp_path / "h.sqlite3"), *FAST, "--bench",
@@ -79,13 +79,12 @@ def test_sigint_during_the_benchmark_stops_at_once(tmp_path: Path, weights: Path
                                          *sim_cmd("normal", port, "--model-path", str(weights), "--token-rate", "20")),
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
     try:
-        assert fl.stdout is not None
-        verdict = wait_for(lambda: (line := fl.stdout.readline()) and '"event": "verdict"' in line and line, 60,
-                           "the READY verdict")
+        output = Output(fl)
+        verdict = output.wait_line(lambda line: '"event": "verdict"' in line and line, 60, "the READY verdict")
         assert json.loads(verdict)["verdict"] == "ready"
         t0 = time.monotonic()
         fl.send_signal(signal.SIGINT)
-        out, _ = fl.communicate(timeout=30)
+        out, _ = output.rest(timeout=30)
         took = time.monotonic() - t0
     finally:
         if fl.poll() is None:

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from firstlight.sim.server import free_port
-from tests.support.common import firstlight_cmd, sim_cmd, wait_for
+from tests.support.common import Output, firstlight_cmd, sim_cmd
 
 
 def test_a_daemonized_server_that_segfaults_after_ready_is_a_crash(weights: Path):
@@ -24,16 +24,15 @@ def test_a_daemonized_server_that_segfaults_after_ready_is_a_crash(weights: Path
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
     daemon = None
     try:
-        assert fl.stdout is not None
+        output = Output(fl)
 
-        def daemon_named() -> int | None:
-            line = fl.stdout.readline()
+        def daemon_named(line: str) -> int | None:
             m = re.search(r"left the server running as pid (\d+)", line)
             return int(m.group(1)) if m else None
 
-        daemon = wait_for(daemon_named, 90, "supervision to follow the daemon")
+        daemon = output.wait_line(daemon_named, 90, "supervision to follow the daemon")
         os.kill(daemon, signal.SIGSEGV)
-        out, _ = fl.communicate(timeout=60)
+        out, _ = output.rest(timeout=60)
     finally:
         if fl.poll() is None:
             fl.kill()
@@ -53,16 +52,10 @@ def test_the_sidecar_names_a_segfault_after_ready(weights: Path):
                                               "--serve-readiness", "127.0.0.1:0"),
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
     try:
-        assert sidecar.stdout is not None
-
-        def summary(verdict: str) -> dict | None:
-            line = sidecar.stdout.readline()
-            ev = json.loads(line) if line.startswith("{") else {}
-            return ev if ev.get("event") == "summary" and ev.get("verdict") == verdict else None
-
-        wait_for(lambda: summary("ready"), 90, "READY")
+        output = Output(sidecar)
+        output.wait_event("summary", 90, "READY", verdict="ready")
         os.kill(engine.pid, signal.SIGSEGV)
-        ended = wait_for(lambda: summary("failed"), 60, "the end of serving")
+        ended = output.wait_event("summary", 60, "the end of serving", verdict="failed")
     finally:
         sidecar.terminate()
         sidecar.wait(30)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from firstlight.sim.server import free_port
-from tests.support.common import firstlight_cmd, wait_for
+from tests.support.common import Output, firstlight_cmd, wait_for
 
 LIMIT = 400 << 20
 
@@ -79,10 +79,10 @@ def test_a_kernel_oom_kill_after_ready_is_oom(tmp_path: Path, memory_cgroup: Pat
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL,
                           preexec_fn=join_cgroup)
     try:
-        assert fl.stdout is not None
-        wait_for(lambda: (line := fl.stdout.readline()) and '"event": "summary"' in line, 90, "READY")
+        output = Output(fl)
+        output.wait_event("summary", 90, "READY")
         trigger.write_text("now")
-        out, _ = fl.communicate(timeout=120)
+        out, _ = output.rest(timeout=120)
     finally:
         if fl.poll() is None:
             fl.kill()

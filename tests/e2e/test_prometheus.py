@@ -18,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from firstlight.sim.server import free_port
-from tests.support.common import firstlight_cmd, require, run_firstlight, sim_cmd, wait_for
+from tests.support.common import Output, firstlight_cmd, require, run_firstlight, sim_cmd, wait_for
 from tests.support.prometheus import (
     _one_start,
     _result,
@@ -49,14 +49,14 @@ def test_metrics_follow_the_start_and_stay_up_while_serving(weights: Path):
         loading = wait_for(lambda: (m := scrape(mport)).get("firstlight_phase{weights_loading}") == 1 and m, 30,
                            "the weights_loading phase in the scrape")
         assert loading["firstlight_verdict{starting}"] == 1 and loading["firstlight_ready"] == 0
-        assert fl.stdout is not None
-        wait_for(lambda: '"verdict": "ready"' in (fl.stdout.readline() or ""), 60, "READY")
+        output = Output(fl)
+        output.wait_event("summary", 60, "READY", verdict="ready")
         serving = wait_for(lambda: (m := scrape(mport)).get("firstlight_ready") == 1 and m, 10, "ready in the scrape")
         assert serving["firstlight_verdict{ready}"] == 1 and serving["firstlight_phase{serving}"] == 1
         assert serving["firstlight_readiness_level"] == 6
         assert 2.5 < serving["firstlight_cold_start_seconds"] < 30
         fl.send_signal(signal.SIGINT)
-        out, _ = fl.communicate(timeout=30)
+        out, _ = output.rest(timeout=30)
     finally:
         if fl.poll() is None:
             fl.kill()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from firstlight.sim.server import free_port
-from tests.support.common import firstlight_cmd, pids_in_group, sim_cmd, wait_for
+from tests.support.common import Output, firstlight_cmd, pids_in_group, sim_cmd, wait_for
 
 
 def _read_all(sock: socket.socket, got: list[str]) -> None:
@@ -47,12 +47,12 @@ def test_the_watchdog_is_fed_between_ready_and_the_serving_checks(tmp_path: Path
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL,
                           env=env)
     try:
-        assert fl.stdout is not None
+        output = Output(fl)
         # The READY summary comes as supervision starts, after the warm-up or benchmark.
-        wait_for(lambda: (line := fl.stdout.readline()) and '"event": "summary"' in line, 120, "supervision")
+        output.wait_event("summary", 120, "supervision")
         wait_for(lambda: any(d.startswith("STATUS=serving") for d in got), 60, "the first serving check's STATUS=")
         fl.send_signal(signal.SIGTERM)
-        out, _ = fl.communicate(timeout=60)
+        out, _ = output.rest(timeout=60)
     finally:
         if fl.poll() is None:
             fl.kill()

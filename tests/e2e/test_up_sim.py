@@ -13,7 +13,7 @@ import httpx
 import psutil
 
 from firstlight.sim.server import free_port
-from tests.support.common import children, firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
+from tests.support.common import Output, children, firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
 
@@ -120,11 +120,11 @@ def test_sigint_after_ready_stops_the_supervised_server(weights: Path):
     fl = _start_up("--", *sim_cmd("normal", port, "--model-path", str(weights)))
     try:
         pid = _server_pid(fl)
-        assert fl.stdout is not None
-        wait_for(lambda: '"verdict": "ready"' in (fl.stdout.readline() or ""), 60, "READY")
+        output = Output(fl)
+        output.wait_event("summary", 60, "READY", verdict="ready")
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
         fl.send_signal(signal.SIGINT)
-        _, err = fl.communicate(timeout=30)
+        _, err = output.rest(timeout=30)
     finally:
         if fl.poll() is None:
             fl.kill()
@@ -138,11 +138,11 @@ def test_a_server_ignoring_sigterm_is_killed_after_the_grace_period(weights: Pat
                                                   "--load-seconds", "60", "--ignore-term"))
     try:
         pid = _server_pid(fl)
-        assert fl.stdout is not None
+        output = Output(fl)
         # Its first phase line comes after it set SIGTERM to be ignored.
-        wait_for(lambda: '"event": "phase"' in (fl.stdout.readline() or ""), 30, "the server's first phase")
+        output.wait_line(lambda line: '"event": "phase"' in line, 30, "the server's first phase")
         fl.send_signal(signal.SIGTERM)
-        _, err = fl.communicate(timeout=30)
+        _, err = output.rest(timeout=30)
     finally:
         if fl.poll() is None:
             fl.kill()

@@ -40,7 +40,7 @@ from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level
-from tests.support.common import REPO, children, firstlight_cmd, require, run_firstlight, wait_for
+from tests.support.common import REPO, Output, children, firstlight_cmd, require, run_firstlight, wait_for
 from tests.support.slow_disk import Throttle, evict, why_no_throttle
 
 # Under pytest-xdist the whole module is one unit of work on one worker (tests/conftest.py): its servers are
@@ -288,18 +288,13 @@ def _start_up(setup: dict[str, str], port: int, cache: Path, *opts: str, extra: 
                             env={**os.environ, **vllm_env(cache)})
 
 
-def _next_event(fl: subprocess.Popen[str], want: Any, what: str) -> dict[str, Any]:
+def _next_event(output: Output, want: Any, what: str) -> dict[str, Any]:
     """Read firstlight's JSON Lines until ``want(event)`` holds (firstlight exiting first fails the test)."""
-    assert fl.stdout is not None
-
-    def step() -> dict[str, Any] | None:
-        line = fl.stdout.readline()  # type: ignore[union-attr]
-        if not line and fl.poll() is not None:
-            raise AssertionError(f"firstlight exited {fl.returncode} before {what}")
+    def match(line: str) -> dict[str, Any] | None:
         event = json.loads(line) if line.startswith("{") else {}
         return event if event and want(event) else None
 
-    return wait_for(step, START_TIMEOUT, what, interval=0)
+    return output.wait_line(match, START_TIMEOUT, what, stop=lambda line: '"event": "summary"' in line)
 
 
 def _is_ready_summary(e: dict[str, Any]) -> bool:
@@ -310,11 +305,10 @@ def _is_compile(e: dict[str, Any]) -> bool:
     return e.get("event") == "phase" and e.get("message") == "compile"
 
 
-def _stop_and_check(fl: subprocess.Popen[str], procs: list[psutil.Process], sig: signal.Signals
-                    ) -> tuple[str, str]:
-    fl.send_signal(sig)
-    out, err = fl.communicate(timeout=120)
-    assert fl.returncode == 130, out[-2000:]
+def _stop_and_check(output: Output, procs: list[psutil.Process], sig: signal.Signals) -> tuple[str, str]:
+    output.proc.send_signal(sig)
+    out, err = output.rest(timeout=120)
+    assert output.proc.returncode == 130, out[-2000:]
     _, left = psutil.wait_procs(alive(procs), timeout=15)
     kill_tree(left)
     assert not left, [(p.pid, p.name()) for p in left]  # API server, engine core and worker all gone
@@ -329,14 +323,15 @@ def test_signal_after_ready_leaves_no_vllm_process(vllm_setup: dict[str, str], c
     # Without --speculative-config the benchmark reads not_configured.
     opts = BENCH if sig == signal.SIGTERM else ()
     fl = _start_up(vllm_setup, free_port(), compile_cache, *opts, extra=("-O0",))
+    output = Output(fl)
     try:
-        s = _next_event(fl, _is_ready_summary, "READY")
+        s = _next_event(output, _is_ready_summary, "READY")
         procs = tree(s["pid"])
         assert len(alive(procs)) >= 3, procs
         if sig == signal.SIGTERM:
             assert s["spec_decoding"]["status"] == "not_configured", s["spec_decoding"]
             assert s["bench"]["completed"] == 6
-        out, _ = _stop_and_check(fl, procs, sig)
+        out, _ = _stop_and_check(output, procs, sig)
     finally:
         if fl.poll() is None:
             fl.kill()
@@ -349,12 +344,13 @@ def test_signal_after_ready_leaves_no_vllm_process(vllm_setup: dict[str, str], c
 def test_signal_during_the_compile_leaves_no_vllm_process(vllm_setup: dict[str, str], compile_cache: Path,
                                                          one_vllm: None, sig: signal.Signals):
     fl = _start_up(vllm_setup, free_port(), compile_cache, extra=("--max-num-seqs", "8"))
+    output = Output(fl)
     try:
-        _next_event(fl, _is_compile, "the compile phase")
+        _next_event(output, _is_compile, "the compile phase")
         server = psutil.Process(wait_for(lambda: next(iter(children(fl.pid)), None), 30,
                                          "the vLLM process").pid)
         procs = wait_for(lambda: len(t := tree(server.pid)) >= 3 and t, 60, "engine core and worker")
-        _stop_and_check(fl, procs, sig)
+        _stop_and_check(output, procs, sig)
     finally:
         if fl.poll() is None:
             fl.kill()

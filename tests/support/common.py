@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +33,96 @@ def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+class Output:
+    """A running subprocess's stdout (and stderr, when piped) read on threads, so that every wait on a line has a
+    deadline. A bare ``proc.stdout.readline()`` inside :func:`wait_for` blocks until the process writes or exits,
+    and no deadline can stop it (CI: a run whose summary said ``regression``, not ``ready``, wrote nothing more
+    and held the test until pytest-timeout killed it 300 s later)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        self.proc = proc
+        self.seen: list[str] = []  # stdout lines the waits consumed, for the failure messages
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._err: list[str] = []
+        self._threads = [threading.Thread(target=self._pump, args=(proc.stdout, self._lines.put), daemon=True)]
+        if proc.stderr is not None:
+            self._threads.append(threading.Thread(target=self._pump, args=(proc.stderr, self._err.append),
+                                                  daemon=True))
+        for t in self._threads:
+            t.start()
+
+    @staticmethod
+    def _pump(stream: Any, put: Callable[[Any], None]) -> None:
+        for line in iter(stream.readline, ""):
+            put(line)
+        put(None)  # end of the stream
+
+    def wait_line(self, cond: Callable[[str], Any], timeout: float, what: str,
+                  stop: Callable[[str], Any] | None = None) -> Any:
+        """The first truthy ``cond(line)`` of the next stdout lines; fails the test after ``timeout`` seconds, at
+        the end of the output, or at once on a line for which ``stop(line)`` is truthy (a final verdict that is not
+        the one waited for)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}; last lines: {self._tail()}")
+            try:
+                line = self._lines.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                continue
+            if line is None:
+                self._lines.put(None)
+                raise AssertionError(f"the output ended before {what}; last lines: {self._tail()}")
+            self.seen.append(line)
+            value = cond(line)
+            if value:
+                return value
+            if stop is not None and stop(line):
+                raise AssertionError(f"waiting for {what}, got: {line.strip()[:2000]}")
+
+    def wait_event(self, event: str, timeout: float, what: str, **fields: Any) -> dict[str, Any]:
+        """The next JSON event named ``event`` whose ``fields`` match; a ``summary`` event that does not match
+        fails at once (nothing follows a summary but supervision)."""
+        def match(line: str) -> dict[str, Any] | None:
+            e = _event(line)
+            return e if e.get("event") == event and all(e.get(k) == v for k, v in fields.items()) else None
+
+        return self.wait_line(match, timeout, what, stop=lambda line: _event(line).get("event") == "summary")
+
+    def rest(self, timeout: float) -> tuple[str, str]:
+        """Like ``communicate``: waits for the process to exit (``subprocess.TimeoutExpired`` after ``timeout``)
+        and returns the stdout the waits did not consume and the whole stderr."""
+        self.proc.wait(timeout=timeout)
+        for t in self._threads:
+            t.join(timeout=10)  # a grandchild holding the pipe open: the output up to now is what there is
+        out = []
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                break
+            if line is None:
+                self._lines.put(None)
+                break
+            out.append(line)
+        return "".join(out), "".join(x for x in self._err if x is not None)
+
+    def _tail(self) -> str:
+        return repr([x.strip()[:300] for x in self.seen[-5:]])
+
+
+def _event(line: str) -> dict[str, Any]:
+    if not line.startswith("{"):
+        return {}
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 @dataclass

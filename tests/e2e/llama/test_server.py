@@ -29,7 +29,7 @@ from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
 from firstlight.sim.server import free_port
 from firstlight.timeline import Level
-from tests.support.common import children, firstlight_cmd, run_firstlight, wait_for
+from tests.support.common import Output, children, firstlight_cmd, run_firstlight, wait_for
 from tests.support.llama_server import (
     FAST,
     SLOW_LOAD,
@@ -215,9 +215,10 @@ def test_signal_after_ready_stops_the_supervised_server(llama: dict[str, str], s
     fl = _start_up(llama, port)
     try:
         server = _server_of(fl)
-        _wait_ready(fl)
+        output = Output(fl)
+        _wait_ready(output)
         fl.send_signal(sig)
-        out, _ = fl.communicate(timeout=30)
+        out, _ = output.rest(timeout=30)
     finally:
         if fl.poll() is None:
             fl.kill()
@@ -235,7 +236,8 @@ def test_sigterm_during_a_long_completion_escalates(llama: dict[str, str]):  # n
     client_done = threading.Event()
     try:
         server = _server_of(fl)
-        _wait_ready(fl)
+        output = Output(fl)
+        _wait_ready(output)
 
         def long_completion() -> None:
             try:
@@ -249,7 +251,7 @@ def test_sigterm_during_a_long_completion_escalates(llama: dict[str, str]):  # n
         wait_for(lambda: _metric(url, "llamacpp:requests_processing") >= 1, 30, "the completion in flight")
         t0 = time.monotonic()
         fl.send_signal(signal.SIGTERM)
-        _, err = fl.communicate(timeout=60)
+        _, err = output.rest(timeout=60)
         assert _gone_within(server, 2 + 5), "llama-server survived the grace period"
         took = time.monotonic() - t0
     finally:
@@ -275,15 +277,8 @@ def test_detach_leaves_the_server_serving(llama: dict[str, str], tmp_path: Path)
         os.killpg(pid, signal.SIGKILL)
 
 
-def _wait_ready(fl: subprocess.Popen[str]) -> dict[str, Any]:
-    assert fl.stdout is not None
-
-    def ready() -> dict[str, Any] | None:
-        line = fl.stdout.readline()  # type: ignore[union-attr]
-        event = json.loads(line) if line.startswith("{") else {}
-        return event if event.get("event") == "summary" and event.get("verdict") == "ready" else None
-
-    return wait_for(ready, 60, "READY")
+def _wait_ready(output: Output) -> dict[str, Any]:
+    return output.wait_event("summary", 60, "READY", verdict="ready")
 
 
 def _status(url: str) -> int | None:
