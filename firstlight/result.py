@@ -3,7 +3,7 @@
 The session makes it from the judge's final assessment (``from_judge``), then derives new versions as the run
 goes on (checks after READY, the history's comparison, serving that ended, the server stopped): each step
 returns a new ``RunResult`` instead of rewriting a shared dict, so every reporter (console, JSON Lines,
-systemd, Prometheus, readiness endpoints) reads the same facts. ``to_dict`` is the JSON summary the README
+systemd, Prometheus, readiness endpoints) reads the same facts. ``to_dict`` is the JSON summary docs/usage.md
 documents.
 """
 

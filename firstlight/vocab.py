@@ -1,8 +1,8 @@
 """firstlight's vocabulary: verdicts, phases, failure categories and exit codes.
 
 Dependency-free on purpose (like Supervisor's ``states`` module): the judge, the reporters, the CLI's help
-texts and the README's tables all name these words, and tests check every one of them against this module,
-so a word cannot be added in one place and forgotten in another.
+texts and the tables of docs/usage.md all name these words, and tests check every one of them against this
+module, so a word cannot be added in one place and forgotten in another.
 """
 
 from __future__ import annotations

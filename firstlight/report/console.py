@@ -155,10 +155,18 @@ class ConsoleReporter(QuietReporter):
         if r.eta and r.eta.get("note"):
             self._line(None, "  history", f"{r.eta['note']}: {r.eta['seconds']:.1f}s expected")
         if r.anatomy and r.verdict != "interrupted":
-            for line in human_lines(r.anatomy, r.verdict):
-                self._line(None, "  anatomy", line.strip())
+            lines = human_lines(r.anatomy, r.verdict)
+            # The tag already says "anatomy": the head line's own "anatomy" becomes "total" ("anatomy total: 1.5s").
+            for i, line in enumerate(lines):
+                self._line(None, "  anatomy", _anatomy_head(line) if i == 0 else line.strip())
 
     def close(self) -> None:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+
+def _anatomy_head(line: str) -> str:
+    """``anatomy: 1.5s`` -> ``total: 1.5s``; ``anatomy (reached X; ...): 9.0s`` -> ``(reached X; ...): 9.0s``."""
+    rest = line.removeprefix("anatomy")
+    return "total" + rest if rest.startswith(":") else rest.strip()

@@ -1,35 +1,28 @@
-"""The README is for users: its first screen gets a new user to a first ``up``, its links lead somewhere, it says
-why each dependency is there, and its map of the packages names what is in ``firstlight/``."""
+"""The README is for users and fits a screen: what firstlight is, install, a first ``up`` and what its output
+means, the two commands, a map of the docs pages and why each dependency is there (at most 300 lines). The pages
+under ``docs/`` hold the reference: every link leads somewhere, every option of every command is documented
+somewhere, and the architecture page's map names what is in ``firstlight/``."""
 
 from __future__ import annotations
 
 import re
 
+import click
 import pytest
 
+from firstlight.cli import cli
 from tests.support.common import REPO as _REPO
+from tests.support.docs import PAGES as DOCS
+from tests.support.docs import README, README_LINES_MAX, TEXT, headings
 
 REPO = _REPO
-README = (REPO / "README.md").read_text(encoding="utf-8")
-DOCS = {p.relative_to(REPO).as_posix(): p.read_text(encoding="utf-8") for p in (REPO / "docs").glob("*.md")}
-
-
-def _headings(text: str) -> list[str]:
-    """Headings outside fenced code blocks."""
-    out, fenced = [], False
-    for line in text.splitlines():
-        if line.startswith("```"):
-            fenced = not fenced
-        elif not fenced and re.match(r"#{1,6} ", line):
-            out.append(line.lstrip("#").strip())
-    return out
 
 
 def _anchors(text: str) -> set[str]:
     """GitHub's anchors: lower case, punctuation dropped, spaces to hyphens, repeats numbered."""
     seen: dict[str, int] = {}
     anchors = set()
-    for title in _headings(text):
+    for _, title, _ in headings(text):
         slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
         n = seen.get(slug, 0)
         seen[slug] = n + 1
@@ -43,24 +36,46 @@ def _section(text: str, title: str) -> str:
     return text[start:end if end != -1 else None]
 
 
-def test_first_screen_is_what_it_is_install_first_command_and_what_the_output_means_then_the_reference():
-    order = ["## Install", "## First start", "## What the output means", "## Two commands", "## Contents",
-             "## Reference"]
+def test_the_readme_fits_a_screen_of_what_it_is_install_first_command_output_commands_map_and_dependencies():
+    assert len(README.splitlines()) <= README_LINES_MAX
+    order = ["## Install", "## First start", "## What the output means", "## Two commands", "## Documentation",
+             "## Python API", "## Dependencies, and why"]
     at = [README.index(f"\n{h}\n") for h in order]
     assert at == sorted(at), order
+    assert [f"## {t}" for level, t, _ in headings(README) if level == 2] == order  # and nothing else
     first = README[: at[2]]
     assert "firstlight up -- " in first  # the first command, against a real server
     assert "scripts/demo.sh" in first  # and the demo, on the simulator
     assert "READY" in README[at[2]: at[3]] and "real completion" in README[at[2]: at[3]]
     for word in ("CI timings", "1183 s", "1295 tests", "mutants"):  # development figures live in docs/
-        assert word not in README[: at[-1]], word
+        assert word not in README, word
 
 
-def test_the_two_commands_are_near_the_top():
-    two = _section(README, "## Two commands")
-    assert "bash scripts/demo.sh" in two and "bash scripts/test.sh" in two
-    assert README.index("bash scripts/test.sh") < len(README) // 8
-    assert (REPO / "scripts" / "demo.sh").is_file() and (REPO / "scripts" / "test.sh").is_file()
+def test_the_readmes_map_links_every_docs_page():
+    docmap = _section(README, "## Documentation")
+    linked = set(re.findall(r"\]\((docs/[\w\-]+\.md)[#)]", docmap))
+    assert linked == set(DOCS), (sorted(set(DOCS) - linked), sorted(linked - set(DOCS)))
+
+
+def _options(command: click.Command, path: str) -> list[tuple[str, str]]:
+    out = []
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            out += _options(sub, f"{path} {name}")
+    for param in command.params:
+        if isinstance(param, click.Option) and not param.hidden:
+            out += [(path, o) for o in (*param.opts, *param.secondary_opts) if o.startswith("--") and o != "--help"]
+    return out
+
+
+@pytest.mark.parametrize("command, option", _options(cli, "firstlight"))
+def test_every_option_of_every_command_is_documented_somewhere(command: str, option: str):
+    assert re.search(re.escape(option) + r"(?![\w-])", TEXT), f"{command} {option}: in no docs page nor the README"
+
+
+def test_the_option_check_can_fail():
+    assert not re.search(re.escape("--no-such-option") + r"(?![\w-])", TEXT)
+    assert ("firstlight bench", "--prompt-len") in _options(cli, "firstlight")
 
 
 @pytest.mark.parametrize("name", ["README.md", *sorted(DOCS)])
@@ -82,7 +97,7 @@ def test_every_dependency_is_in_the_readme_with_its_reason():
     lists = re.findall(r'^(?:dependencies|test) = \[\n(.*?)^\]', pyproject, re.M | re.S)
     names = re.findall(r'^\s*"([A-Za-z0-9_.\-]+)', "".join(lists), re.M)
     assert "click" in names and "pytest" in names, names
-    deps = _section(README, "### Dependencies, and why")
+    deps = _section(README, "## Dependencies, and why")
     for name in names:
         assert f"`{name}`" in deps, name
     for row in re.findall(r"^\| `([\w\-]+)` \| (.*) \|$", deps, re.M):
@@ -90,7 +105,7 @@ def test_every_dependency_is_in_the_readme_with_its_reason():
 
 
 def test_the_map_of_the_packages_names_every_package_and_module_and_only_those():
-    built = _section(README, "## How it is built")
+    built = DOCS["docs/architecture.md"]
     block = built[built.index("```\nfirstlight/\n") + 4: built.index("\n```", built.index("```\nfirstlight/\n") + 4)]
     named = set(re.findall(r"^    (\S+?/?)\s", block, re.M))
     present = {p.name + ("/" if p.is_dir() else "") for p in (REPO / "firstlight").iterdir()
@@ -100,3 +115,11 @@ def test_the_map_of_the_packages_names_every_package_and_module_and_only_those()
     for package, text in re.findall(r"^    (\w+)/\s+(.*(?:\n {21}.*)*)", block, re.M):
         for module in re.findall(r"\b(\w+)\.py\b", text):
             assert (REPO / "firstlight" / package / f"{module}.py").is_file(), (package, module)
+
+
+def test_the_first_starts_sample_output_is_in_time_order_and_says_no_word_twice():
+    sample = README[README.index("```text\n$ firstlight up"):]
+    sample = sample[: sample.index("\n```")]
+    times = [float(t) for t in re.findall(r"^\[\s*([\d.]+)s\]", sample, re.M)]
+    assert len(times) > 5 and times == sorted(times), times
+    assert not re.search(r"\b(\w+) \1\b", sample), re.search(r"\b(\w+) \1\b", sample)

@@ -1,4 +1,4 @@
-"""Every number the README states about behaviour is the code's number (issue 35, item 2).
+"""Every number the README and the docs pages state about behaviour is the code's number (issue 35, item 2).
 
 Each row quotes the README's own words as a pattern (whitespace-insensitive: the README wraps lines), reads the
 stated figure(s) from it, and compares them with every place in the code that holds that number (the constant,
@@ -40,9 +40,10 @@ from firstlight.samplers import logs, process
 from firstlight.serving import SLOW_FACTOR, SLOW_FLOOR_S, ServingConfig
 from firstlight.units import systemctl
 from firstlight.wire.content import MAX_BODY
+from tests.support.docs import TEXT as DOCS_TEXT
 
 REPO = Path(__file__).resolve().parents[2]
-README = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+README = " ".join(DOCS_TEXT.split())  # the README and the docs pages (tests/support/docs.py)
 RULES_TEXT = (REPO / "deploy" / "prometheus" / "firstlight-rules.yml").read_text(encoding="utf-8")
 RULES = yaml.safe_load(RULES_TEXT)
 

@@ -1,21 +1,15 @@
 """The vocabulary (verdicts, phases, failure categories, exit codes) lives in ``firstlight.vocab``; the help
-texts and the README's tables say the same words and numbers."""
+texts and the documentation's tables (docs/usage.md) say the same words and numbers."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
+
 from firstlight import vocab
 from firstlight.cli import EXIT_HELP
-from tests.support.common import REPO as _REPO
-
-README = (_REPO / "README.md").read_text(encoding="utf-8")
-
-
-def _section(title: str) -> str:
-    start = README.index(title)
-    end = README.find("\n#", start + len(title))
-    return README[start:end if end != -1 else None]
+from tests.support.docs import section as _section
 
 
 def test_exit_help_lists_every_exit_code_with_its_verdict():
@@ -27,15 +21,16 @@ def test_exit_help_lists_every_exit_code_with_its_verdict():
 
 
 def test_readme_exit_code_table_matches_the_vocabulary():
-    table = dict(re.findall(r"^\| (\d+) \| `(\w+)`", _section("### Exit codes"), re.M))
+    table = dict(re.findall(r"^\| (\d+) \| `(\w+)`", _section("Exit codes"), re.M))
     expected = {str(c): v for v, c in vocab.EXIT_CODES.items()}
     expected[str(vocab.EXIT_REGRESSION)] = vocab.REGRESSION
     assert table == expected
-    assert f"| {vocab.EXIT_USAGE} |" in README and f"| {vocab.EXIT_INTERNAL} |" in README
+    codes = _section("Exit codes")
+    assert f"| {vocab.EXIT_USAGE} |" in codes and f"| {vocab.EXIT_INTERNAL} |" in codes
 
 
 def test_readme_names_every_failure_category_and_no_other():
-    text = _section("### JSON output")
+    text = _section("JSON output")
     para = text[text.index("`failure` is one of"):]
     para = para[: para.index("(the server answers, but not with valid text)")]
     named = set(re.findall(r"`(\w+)`", para)) - {"failure", "hint"}
@@ -43,7 +38,7 @@ def test_readme_names_every_failure_category_and_no_other():
 
 
 def test_readme_names_every_phase_in_order():
-    text = _section("### JSON output")
+    text = _section("JSON output")
     para = text[text.index("`phase` is the engine-neutral phase") + len("`phase` is"):]
     named = re.findall(r"`(\w+)`", para[: para.index(").")])
     assert tuple(named) == vocab.ALL_PHASES
@@ -88,3 +83,29 @@ def test_help_lists_every_failure_category():
         listed = out[out.index("Failure categories"):]
         named = set(re.findall(r"\b[a-z_]+\b", listed.split(":", 1)[1]))
         assert set(vocab.ALL_FAILURES) <= named, (command, set(vocab.ALL_FAILURES) - named)
+
+
+def _exit_codes_of(command: str) -> dict[int, str]:
+    """The exit codes a command's --help states, with their text (both forms: one line or a table)."""
+    from click.testing import CliRunner
+
+    from firstlight.cli import cli
+
+    text = CliRunner().invoke(cli, [command, "--help"], terminal_width=110).output
+    block = text[text.index("Exit codes:") + len("Exit codes:"):]
+    return {int(m.group(1)): m.group(2).strip() for m in re.finditer(r"(?:^|;)[ \t]*(\d+)[ \t]+([^;\n]+)", block, re.M)}
+
+
+@pytest.mark.parametrize("command", ["up", "watch", "probe", "replay", "bench", "history", "preflight", "report",
+                                     "explain"])
+def test_every_commands_exit_code_text_uses_the_vocabularys_codes(command: str):
+    codes = _exit_codes_of(command)
+    known = {*vocab.EXIT_CODES.values(), vocab.EXIT_REGRESSION, vocab.EXIT_USAGE, vocab.EXIT_INTERNAL}
+    assert codes and set(codes) <= known, (command, codes)
+    assert 0 in codes and vocab.EXIT_USAGE in codes, (command, codes)  # each says what success and misuse exit
+    assert "usage" in codes[vocab.EXIT_USAGE], codes[vocab.EXIT_USAGE]
+    if vocab.EXIT_INTERNAL in codes:
+        assert "internal" in codes[vocab.EXIT_INTERNAL]
+    for verdict in (vocab.HUNG, vocab.TIMEOUT, vocab.INTERRUPTED):
+        if vocab.EXIT_CODES[verdict] in codes and command in ("up", "watch"):
+            assert verdict in codes[vocab.EXIT_CODES[verdict]], (verdict, codes)

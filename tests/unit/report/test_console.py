@@ -1,0 +1,36 @@
+"""The console reporter's lines (firstlight.report.console): what a person reads at the verdict."""
+
+from __future__ import annotations
+
+import io
+
+from firstlight.report.console import ConsoleReporter
+from firstlight.result import RunResult
+from firstlight.vocab import FAILED, READY
+
+ANATOMY = {"total_s": 1.5, "reached": "warmup", "phases": [
+    {"name": "weights_loading", "seconds": 0.7, "bound": "page_cache", "evidence": [{"value": "100% resident"}]},
+    {"name": "warmup", "seconds": 0.8, "bound": "cpu", "evidence": [{"value": "0.97 cores"}]}]}
+
+
+def _shown(result: RunResult) -> list[str]:
+    out = io.StringIO()
+    reporter = ConsoleReporter(out, live=False)
+    reporter.verdict(result)
+    return [line.strip() for line in out.getvalue().splitlines()]
+
+
+def test_the_anatomy_block_says_anatomy_once_per_line_with_the_total_first():
+    ready = RunResult(verdict=READY, phase="ready", started_at=0.0, ended_at=1.5, engine="sim",
+                      url="http://127.0.0.1:1", ready_at=1.5, cold_start_s=1.5, anatomy=ANATOMY)
+    lines = [x for x in _shown(ready) if x.startswith("anatomy")]
+    assert lines[0] == "anatomy total: 1.5s", lines
+    assert not any("anatomy anatomy" in x for x in lines)
+    assert lines[1].split()[:3] == ["anatomy", "weights_loading", "0.7s"]
+
+
+def test_a_failed_starts_anatomy_head_says_how_far_it_got():
+    failed = RunResult(verdict=FAILED, phase="warmup", started_at=0.0, ended_at=1.5, engine="sim",
+                       url="http://127.0.0.1:1", failure="crash", anatomy=ANATOMY)
+    head = next(x for x in _shown(failed) if x.startswith("anatomy"))
+    assert head == "anatomy (reached warmup; how far each phase got): 1.5s", head
