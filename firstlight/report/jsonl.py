@@ -1,4 +1,7 @@
-"""JSON Lines on stdout: one object per event, a status object per second, and a last summary object."""
+"""JSON Lines on stdout: one object per event, a status object per second, and a last summary object.
+
+The objects are built by the ``*_event`` functions below, the one rendering of firstlight's events: the readiness
+server's ``/events`` stream (``firstlight.report.readiness``) sends the same objects."""
 
 from __future__ import annotations
 
@@ -8,10 +11,41 @@ import threading
 import time
 from typing import IO, Any
 
-from firstlight.judge import Assessment, Event
+from firstlight.assessment import Assessment, Event
 from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
+
+
+def started_event(info: dict[str, Any]) -> dict[str, Any]:
+    return {"event": "started", "t": info.get("started_at"), **info}
+
+
+def judge_event(ev: Event, a: Assessment) -> dict[str, Any]:
+    """A phase, level, engine or note event of the judge."""
+    return {"event": ev.type, "t": ev.t, "message": ev.message, "phase": a.phase, **ev.data}
+
+
+def status_event(a: Assessment) -> dict[str, Any]:
+    return {"event": "status", "t": time.time(), "phase": a.phase, "level": a.level.label, "verdict": a.verdict,
+            "engine_ready": a.engine_ready, "elapsed_s": round(a.elapsed_s, 3), **a.progress.to_dict()}
+
+
+def message_event(text: str) -> dict[str, Any]:
+    return {"event": "message", "t": time.time(), "message": text}
+
+
+def verdict_event(result: RunResult) -> dict[str, Any]:
+    return {"event": "verdict", "t": result.ended_at, "verdict": result.verdict, "phase": result.phase,
+            "failure": result.failure}
+
+
+def summary_event(result: RunResult) -> dict[str, Any]:
+    return {"event": "summary", **result.to_dict()}
+
+
+def serving_event(status: ServingStatus) -> dict[str, Any]:
+    return {"event": "serving", "t": status.since, **status.to_dict()}
 
 
 class JsonLinesReporter(QuietReporter):
@@ -30,36 +64,33 @@ class JsonLinesReporter(QuietReporter):
                 pass  # a reader that went away must not take the server down with it
 
     def started(self, info: dict[str, Any]) -> None:
-        self._write({"event": "started", "t": info["started_at"], **info})
+        self._write(started_event(info))
 
     def event(self, ev: Event, a: Assessment) -> None:
-        self._write({"event": ev.type, "t": ev.t, "message": ev.message, "phase": a.phase, **ev.data})
+        self._write(judge_event(ev, a))
 
     def status(self, a: Assessment) -> None:
         now = time.monotonic()
         if now - self._last_status < self.status_interval:
             return
         self._last_status = now
-        self._write({"event": "status", "t": time.time(), "phase": a.phase, "level": a.level.label,
-                     "verdict": a.verdict, "engine_ready": a.engine_ready, "elapsed_s": round(a.elapsed_s, 3),
-                     **a.progress.to_dict()})
+        self._write(status_event(a))
 
     def server_line(self, stream: str, text: str) -> None:
         pass  # server lines are in the log; the JSON stream carries what firstlight concluded
 
     def message(self, text: str) -> None:
-        self._write({"event": "message", "t": time.time(), "message": text})
+        self._write(message_event(text))
 
     def verdict(self, result: RunResult) -> None:
-        self._write({"event": "verdict", "t": result.ended_at, "verdict": result.verdict, "phase": result.phase,
-                     "failure": result.failure})
+        self._write(verdict_event(result))
 
     def summary(self, result: RunResult) -> None:
-        self._write({"event": "summary", **result.to_dict()})
+        self._write(summary_event(result))
 
     def serving(self, status: ServingStatus, changed: bool) -> None:
         if changed:
-            self._write({"event": "serving", "t": status.since, **status.to_dict()})
+            self._write(serving_event(status))
 
     def close(self) -> None:
         pass

@@ -1,4 +1,5 @@
-"""Kubernetes-style health endpoints (``--serve-readiness HOST:PORT``): ``/readyz``, ``/livez``, ``/startupz``.
+"""Kubernetes-style health endpoints (``--serve-readiness HOST:PORT``): ``/readyz``, ``/livez``, ``/startupz``,
+and ``/events``, the watch's events as they happen (server-sent events).
 
 A reporter like the others: it renders the state it is told (started, status, verdict, summary) and decides
 nothing. Every answer comes from that state, under a lock, in microseconds: a kubelet probing every second never
@@ -15,8 +16,18 @@ causes a generation, a model-list request or even a TCP connect to the engine.
   the kubelet runs its startup probe again, and it must wait for the new start's READY); 503 before, and
   after the start ends in ``hung``/``failed``.
 
-Each answer's body is the same JSON object: ``{phase, level, progress, eta_s, verdict, evidence}`` plus
-``ok``, ``start`` (1 for the first start watched), ``pid`` and ``serving`` (the serving checks' last status).
+Each answer's body is the same JSON object: ``{state, phase, detail, elapsed_seconds, level, progress, eta_s,
+verdict, evidence}`` plus ``ok``, ``start`` (1 for the first start watched), ``pid``, ``serving`` (the serving
+checks' last status) and, on a group's leader, ``members`` and ``group``. ``state`` is ``starting`` until the
+verdict, then the serving checks' state (``serving``, ``degraded``, ``not_serving``, ``hung``) or, before the first
+check or without one, the verdict; ``elapsed_seconds`` is the judge's time since the start began, frozen at the
+verdict; ``detail`` is the judge's note on the phase (e.g. "busy-wait suspected").
+
+- ``/events``   ``text/event-stream``: every event the JSON Lines output carries (started, phase, level, engine,
+  status at most once a second, serving, verdict, summary, messages), the same objects, each with its id;
+  ``Last-Event-ID`` resumes after that id (``firstlight.report.events``). At most ``MAX_CLIENTS`` streams; the
+  per-connection deadline ends when the stream begins, and a client that stops reading is dropped after
+  ``REQUEST_TIMEOUT_S`` on a blocked write.
 
 The server is the standard library's ThreadingHTTPServer in a daemon thread, bounded: at most
 ``MAX_CONCURRENT`` requests in flight (more get a 503 at once), a socket timeout on every connection (a
@@ -34,16 +45,27 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from firstlight.judge import Assessment, Event
+from firstlight.assessment import Assessment, Event
+from firstlight.report import events as event_log
 from firstlight.report.base import QuietReporter
+from firstlight.report.jsonl import (
+    judge_event,
+    message_event,
+    serving_event,
+    started_event,
+    status_event,
+    summary_event,
+    verdict_event,
+)
 from firstlight.result import RunResult, summary_dict
 from firstlight.serving import ServingStatus
 from firstlight.vocab import FAILED, HUNG, SERVING_VERDICTS, STARTING
 
-ENDPOINTS = ("/readyz", "/livez", "/startupz")
+ENDPOINTS = ("/readyz", "/livez", "/startupz", "/events")
 NOT_LIVE = (HUNG, FAILED)
 MAX_CONCURRENT = 16  # a kubelet sends one probe per period; this leaves room for people and scrapers
 REQUEST_TIMEOUT_S = 5.0  # per connection: read the request line and headers, write the answer
+STATUS_EVENT_S = 1.0  # status events on /events at most this often (as in the JSON Lines output)
 LINGER_S = 5.0  # a failed/hung node that was being probed answers until its verdict was read once (multinode)
 MAX_CONNECTIONS = 64  # connections still sending their request at once; beyond, the oldest is cut (shed by age)
 
@@ -66,6 +88,8 @@ class ReadinessState:
         self.lock = threading.Lock()
         self.verdict = STARTING
         self.phase: str | None = None
+        self.detail: str | None = None
+        self.elapsed_s: float | None = None  # the judge's, since the start began; frozen at the verdict
         self.level = "none"
         self.progress: dict[str, Any] = {}
         self.eta_s: float | None = None
@@ -84,11 +108,21 @@ class ReadinessState:
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
-            return {"verdict": self.verdict, "phase": self.phase, "level": self.level, "progress": self.progress,
+            return {"state": self._state(), "detail": self.detail,
+                    "elapsed_seconds": None if self.elapsed_s is None else round(self.elapsed_s, 3),
+                    "verdict": self.verdict, "phase": self.phase, "level": self.level, "progress": self.progress,
                     "eta_s": self.eta_s, "evidence": self.evidence, "start": self.start, "pid": self.pid,
                     "reached_ready": self.reached_ready, "serving": self.serving,
                     "last_progress_at": self.last_progress_at, "node_rank": self.node_rank, "role": self.role,
                     "members": self.members, "group": self.group}
+
+
+    def _state(self) -> str:
+        if self.verdict == STARTING or self.start == 0:
+            return STARTING
+        if self.serving and self.verdict in SERVING_VERDICTS and self.serving.get("state"):
+            return str(self.serving["state"])
+        return self.verdict
 
 
 def answer(path: str, s: dict[str, Any]) -> int:
@@ -117,6 +151,8 @@ class _Server(ThreadingHTTPServer):
         # Connections with a thread, oldest first: socket -> True once its request was read (it is answered).
         self._open: dict[Any, bool] = {}
         self._shed: set[Any] = set()  # cut to make room: their threads end at once
+        self._deadlines: dict[Any, threading.Timer] = {}
+        self.events = event_log.EventLog()
         self.address_family = socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
         super().__init__(addr, _Handler)
 
@@ -144,6 +180,15 @@ class _Server(ThreadingHTTPServer):
         with self._lock:
             self._open.pop(request, None)
             self._shed.discard(request)
+            self._deadlines.pop(request, None)
+
+    def streaming(self, request: Any) -> None:
+        """A stream began on this connection: its request was read in time, and the stream lasts; the whole-request
+        deadline no longer applies (each blocked write still times out: REQUEST_TIMEOUT_S)."""
+        with self._lock:
+            timer = self._deadlines.pop(request, None)
+        if timer is not None:
+            timer.cancel()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """One thread per connection, at most MAX_CONNECTIONS sending their requests (see _admit)."""
@@ -161,6 +206,8 @@ class _Server(ThreadingHTTPServer):
         # lets a client trickle one byte every few seconds and hold its thread forever.
         deadline = threading.Timer(REQUEST_TIMEOUT_S, _cut, (request,))
         deadline.daemon = True
+        with self._lock:
+            self._deadlines[request] = deadline
         deadline.start()
         try:
             super().process_request_thread(request, client_address)
@@ -208,6 +255,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _get(self, head: bool) -> None:
         self.server.answering(self.request)  # its request is in: no longer one to shed
+        if self.path.split("?", 1)[0] == "/events":
+            self._stream(head)
+            return
         if not self.server.slots.acquire(blocking=False):
             self._send(503, {"error": "too many concurrent requests"}, head)
             return
@@ -221,13 +271,53 @@ class _Handler(BaseHTTPRequestHandler):
             if status == 404:
                 self._send(404, {"error": f"unknown path {path[:100]}", "endpoints": list(ENDPOINTS)}, head)
                 return
-            body = {"ok": status == 200, **{k: s[k] for k in ("phase", "level", "progress", "eta_s", "verdict",
+            body = {"ok": status == 200, **{k: s[k] for k in ("state", "phase", "detail", "elapsed_seconds",
+                                                              "level", "progress", "eta_s", "verdict",
                                                               "evidence", "start", "pid", "serving",
                                                               "last_progress_at", "node_rank", "role",
                                                               "members", "group")}}
             self._send(status, body, head)
         finally:
             self.server.slots.release()
+
+    def _stream(self, head: bool) -> None:
+        """``/events``: the events after ``Last-Event-ID``, then each one as it comes, until the watch ends or the
+        client goes."""
+        log = self.server.events
+        if not log.join():
+            self._send(503, {"error": f"too many event streams (at most {log.max_clients})"}, head)
+            return
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Accel-Buffering", "no")  # nginx in front: pass each event on, do not buffer
+            # A dashboard on another origin may follow it (a browser's EventSource); the objects are the JSON
+            # Lines output's, secrets already redacted, and the other endpoints answer anyone who asks too.
+            self.send_header("Access-Control-Allow-Origin", "*")
+            self.end_headers()
+            if head:
+                return
+            self.server.streaming(self.request)
+            last = event_log.last_event_id(self.headers.get("Last-Event-ID"))
+            self.wfile.write(f"retry: {event_log.RETRY_MS}\n\n".encode())
+            self.wfile.flush()
+            while True:
+                batch, missed = log.after(last, event_log.KEEPALIVE_S)
+                out = [f": {missed} earlier events are no longer kept\n\n".encode()] if missed else []
+                out += [event_log.frame(i, data) for i, data in batch]
+                if not batch and not log.closed:
+                    out.append(b": keep-alive\n\n")
+                self.wfile.write(b"".join(out))
+                self.wfile.flush()
+                if batch:
+                    last = batch[-1][0]
+                elif log.closed:
+                    return
+        except OSError:
+            return  # the client went, or stopped reading and a write timed out
+        finally:
+            log.leave()
 
     def do_GET(self) -> None:
         self._get(head=False)
@@ -254,6 +344,8 @@ class ReadinessServer(QuietReporter):
         self._server = _Server((host, port), self.state)
         self.host = host
         self.port = int(self._server.server_address[1])
+        self.events = self._server.events
+        self._last_status_event = 0.0
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
                                         name="firstlight-readiness", daemon=True)
         self._thread.start()
@@ -265,12 +357,14 @@ class ReadinessServer(QuietReporter):
 
     # -- the Reporter protocol -------------------------------------------------------------------------------
     def started(self, info: dict[str, Any]) -> None:
+        self.events.append(started_event(info))
         with self.state.lock:
             st = self.state
             st.start += 1
             st.final_read.clear()
             st.verdict, st.phase, st.level = STARTING, "process_start", "none"
             st.progress, st.eta_s, st.evidence = {}, None, []
+            st.detail, st.elapsed_s = None, 0.0
             st.pid = info.get("pid")
             st.reached_ready = False
             st.serving = None
@@ -280,11 +374,23 @@ class ReadinessServer(QuietReporter):
         if changed:
             with self.state.lock:
                 self.state.serving = status.to_dict()
+            self.events.append(serving_event(status))
 
     def event(self, ev: Event, a: Assessment) -> None:
-        self.status(a)
+        self.events.append(judge_event(ev, a))
+        self._assessed(a)
+
+    def message(self, text: str) -> None:
+        self.events.append(message_event(text))
 
     def status(self, a: Assessment) -> None:
+        now = time.monotonic()
+        if now - self._last_status_event >= STATUS_EVENT_S:
+            self._last_status_event = now
+            self.events.append(status_event(a))
+        self._assessed(a)
+
+    def _assessed(self, a: Assessment) -> None:
         with self.state.lock:
             st = self.state
             if st.verdict != STARTING:  # the verdict is out: only a new start changes the state again
@@ -294,11 +400,17 @@ class ReadinessServer(QuietReporter):
             st.progress = a.progress.to_dict()
             st.eta_s = a.progress.eta_total_s
             st.evidence = [e.to_dict() for e in a.evidence]
+            st.detail, st.elapsed_s = a.detail, a.elapsed_s
 
     def verdict(self, result: RunResult) -> None:
-        self.summary(result)
+        self.events.append(verdict_event(result))
+        self._ended(result)
 
     def summary(self, result: RunResult) -> None:
+        self.events.append(summary_event(result))
+        self._ended(result)
+
+    def _ended(self, result: RunResult) -> None:
         s = summary_dict(result)
         with self.state.lock:
             st = self.state
@@ -309,6 +421,9 @@ class ReadinessServer(QuietReporter):
                 st.progress = s["progress"]
                 st.eta_s = s["progress"].get("eta_total_s")
             st.evidence = list(s.get("evidence") or [])
+            st.detail = s.get("detail") or st.detail
+            if result.ended_at is not None and result.started_at is not None and st.verdict != STARTING:
+                st.elapsed_s = max(0.0, (result.ready_at or result.ended_at) - result.started_at)
             if st.verdict in SERVING_VERDICTS:
                 st.reached_ready = True
             if s.get("pid") is not None:
@@ -320,6 +435,7 @@ class ReadinessServer(QuietReporter):
             self.state.members, self.state.group = members, group
 
     def close(self) -> None:
+        self.events.close(event_log.DRAIN_S)  # every stream sends what is left (the summary) and ends
         # A node whose start failed or hung, and which someone probes (its group's leader), answers until that
         # verdict was read once, at most LINGER_S: the leader names its verdict, not just "unreachable".
         if self.state.probed and self.state.verdict in NOT_LIVE:

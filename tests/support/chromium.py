@@ -1,4 +1,5 @@
-"""Headless Chromium for the report tests: the DOM a browser builds from a page, and a screenshot of it.
+"""Headless Chromium for the report and event-stream tests: the DOM a browser builds from a page, a screenshot of
+it, and what a page's ``EventSource`` receives.
 
 Debian's ``chromium`` (installed by scripts/test.sh). Outside CI a missing browser skips the test with the
 reason; under CI it fails it. Every call has a timeout; the browser gets a private profile directory and no
@@ -7,15 +8,18 @@ network features, so nothing leaves the machine.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
 import subprocess
 import tempfile
+import threading
 import zlib
 from html.parser import HTMLParser
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
@@ -143,3 +147,64 @@ def png_colours(data: bytes) -> int:
             seen.update(bytes(cur[i: i + channels]) for i in range(0, stride, channels * 4))
         prev = cur
     return len(seen)
+
+
+# -- a page that follows an event stream ---------------------------------------------------------------------
+FOLLOW_PAGE = """<!doctype html><html><head><title>events</title></head><body><ul id="log"></ul><script>
+const seen = [];
+const es = new EventSource(%(url)s);
+es.onmessage = (m) => {
+  const e = JSON.parse(m.data);
+  seen.push({id: Number(m.lastEventId), event: e.event, message: e.message || e.verdict || "", t: e.t,
+             at: Date.now() / 1000});
+  const li = document.createElement("li");
+  li.textContent = e.event + " " + (e.message || e.verdict || "");
+  document.getElementById("log").appendChild(li);
+  if (e.event === "summary") { es.close(); fetch("/done", {method: "POST", body: JSON.stringify(seen)}); }
+};
+</script><iframe src="/hold"></iframe></body></html>"""
+
+
+def follow_events(events_url: str, timeout: float = 90) -> tuple[list[dict[str, Any]], str]:
+    """What a real browser's ``EventSource`` receives from ``events_url`` until a ``summary`` event: each event's
+    id, type, message, its ``t`` and the browser's clock when it arrived; and the DOM the page built.
+
+    The page comes from a server on its own loopback port (another origin, as a dashboard would be). Headless
+    Chromium dumps the DOM at the page's load event, which waits for an iframe that this server holds until the
+    page has posted what it received (or ``timeout``), so no sleep decides when the browser is done."""
+    done, got = threading.Event(), {}
+    page = (FOLLOW_PAGE % {"url": json.dumps(events_url)}).encode()
+
+    class Page(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _answer(self, body: bytes, kind: str = "text/html") -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            if self.path == "/hold":
+                done.wait(timeout)
+                self._answer(b"<p>released</p>")
+            else:
+                self._answer(page)
+
+        def do_POST(self) -> None:
+            got["seen"] = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            done.set()
+            self._answer(b"", "text/plain")
+
+    host = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    host.daemon_threads = True
+    threading.Thread(target=host.serve_forever, daemon=True).start()
+    try:
+        p = _run(["--dump-dom", f"http://127.0.0.1:{host.server_address[1]}/"], timeout=timeout + 30)
+    finally:
+        host.shutdown()
+        host.server_close()
+    assert p.returncode == 0 and done.is_set(), (p.returncode, p.stderr[-2000:])
+    return got["seen"], p.stdout

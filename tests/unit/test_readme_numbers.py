@@ -34,6 +34,8 @@ from firstlight.probes import loop
 from firstlight.probes.identify import IDENTIFY_BUDGET_S
 from firstlight.redact import Redactor
 from firstlight.report import dashboard, html, readiness, record
+from firstlight.report import events as event_log
+from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.report.prometheus import COLD_START_BUCKETS
 from firstlight.runner import output, policy, pump
 from firstlight.samplers import logs, process
@@ -48,7 +50,7 @@ RULES_TEXT = (REPO / "deploy" / "prometheus" / "firstlight-rules.yml").read_text
 RULES = yaml.safe_load(RULES_TEXT)
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-WORDS = {"one": 1, "two": 2, "three": 3, "twice": 2, "half": 0.5}
+WORDS = {"one": 1, "once": 1, "two": 2, "three": 3, "twice": 2, "half": 0.5}
 
 
 def _cli_default(command: str, option: str) -> Any:
@@ -167,6 +169,14 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
      (1, 1), lambda: (readiness.MAX_CONCURRENT, readiness.REQUEST_TIMEOUT_S)),
     ("readiness connections", r"trickles its request at the (\d+) s request deadline and hold at most (\d+) "
      r"connections", (1, 1), lambda: (readiness.REQUEST_TIMEOUT_S, readiness.MAX_CONNECTIONS)),
+    ("event stream status", r"`status` at most (once) a second", (1,),
+     lambda: _everywhere(readiness.STATUS_EVENT_S, JsonLinesReporter().status_interval)),
+    ("event stream kept", r"the last (\d+) are kept", (1,), lambda: (event_log.CAPACITY,)),
+    ("event stream clients", r"At most (\d+) streams at once \(more get a 503\); the (\d+) s deadline", (1, 1),
+     lambda: (event_log.MAX_CLIENTS, readiness.REQUEST_TIMEOUT_S)),
+    ("event stream writes", r"dropped when a write blocks (\d+) s, a comment line every (\d+) s", (1, 1),
+     lambda: (readiness.REQUEST_TIMEOUT_S, event_log.KEEPALIVE_S)),
+    ("event stream drain", r"each stream gets up to (\d+) s to send its last", (1,), lambda: (event_log.DRAIN_S,)),
     ("startup budget", r"good cold starts \(the last (\d+);.*?times a \*\*safety factor of ([\d.]+)\*\*", (1, 1),
      lambda: (cli_history.K8S_WINDOW, k8s.SAFETY_FACTOR)),
     ("progress deadline", r"its (\d+) s default trips on a ten-minute start\): the budget plus (\d+) s for "
@@ -205,7 +215,8 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
     # -- Reliability --------------------------------------------------------------------------------------------
     ("known secrets", r"masked wherever it appears once it has (\d+) characters or more", (1,),
      lambda: _shortest_secret()),  # + tests/unit/test_redact.py (longest first, 4 to 7 characters)
-    ("assessment period", r"the judge assessed at least every (\d+) ms", (0.001,), lambda: (pump.ASSESS_EVERY_S,)),
+    ("assessment period", r"the judge assessed within (\d+) ms of an observation, every (\d+) ms while none arrives",
+     (0.001, 0.001), lambda: (pump.ASSESS_EVERY_S, pump.IDLE_ASSESS_S)),
     ("classified prefix", r"looks at the first (\d+) KiB of a line", (KiB,), lambda: (CLASSIFY_CHARS,)),
     ("log buffer", r"only moves bytes into a bounded buffer \((\d+) MiB\)", (MiB,),
      lambda: (logs.MAX_PENDING_BYTES,)),

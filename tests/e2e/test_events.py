@@ -1,0 +1,97 @@
+"""``/events`` and ``/startupz`` of a live ``firstlight up --serve-readiness`` on the simulated server: a real HTTP
+client and a real browser (headless Chromium's ``EventSource``) follow a start's events as they happen, and they
+are the JSON Lines objects of the same run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from firstlight.sim.server import free_port
+from tests.support.chromium import follow_events, parse_dom
+from tests.support.common import Output, firstlight_cmd, sim_cmd, wait_for
+from tests.support.readiness import FAST, get
+
+LOAD_S = 4.0  # the simulated load: long enough that the stream is open before the start ends
+
+
+def _up(weights: Path, rport: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(firstlight_cmd("up", "--json", "--stop-when-ready", "--serve-readiness",
+                                           f"127.0.0.1:{rport}", *FAST, "--",
+                                           *sim_cmd("normal", free_port(), "--model-path", str(weights),
+                                                    "--load-seconds", str(LOAD_S))),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def _key(e: dict[str, Any]) -> tuple[Any, ...]:
+    return e["event"], e.get("message"), e.get("verdict"), e.get("phase")
+
+
+def _stdout_events(out: str, seen: list[str]) -> list[dict[str, Any]]:
+    """The JSON Lines objects of the watch (the preflight's comes before it, printed by the command: it is in the
+    summary, not in the stream)."""
+    lines = [json.loads(x) for x in [*seen, *out.splitlines()] if x.startswith("{")]
+    return [e for e in lines if e["event"] != "preflight"]
+
+
+def test_a_client_follows_a_live_start_on_events_and_gets_the_json_lines_objects(weights: Path):
+    rport = free_port()
+    fl = _up(weights, rport)
+    output = Output(fl)
+    got: list[tuple[int, dict[str, Any], float]] = []
+    try:
+        starting = wait_for(lambda: (b := get(rport, "/startupz")[1]).get("state") == "starting" and b, 30,
+                            "/startupz while starting")
+        assert {"state", "phase", "detail", "elapsed_seconds", "progress", "eta_s"} <= set(starting)
+        with httpx.stream("GET", f"http://127.0.0.1:{rport}/events", timeout=httpx.Timeout(60, connect=5)) as r:
+            assert r.headers["content-type"] == "text/event-stream"
+            event_id = 0
+            for line in r.iter_lines():
+                if line.startswith("id: "):
+                    event_id = int(line[4:])
+                elif line.startswith("data: "):
+                    got.append((event_id, json.loads(line[6:]), time.monotonic()))
+        # The stream ended when firstlight did (--stop-when-ready), after its last event: the drain at the close.
+        out, err = output.rest(timeout=60)
+    finally:
+        if fl.poll() is None:
+            fl.kill()
+    assert fl.returncode == 0, err[-3000:]
+    ids = [i for i, _, _ in got]
+    assert ids == list(range(1, len(ids) + 1))  # every event, in order, none lost
+    streamed = [_key(e) for _, e, _ in got if e["event"] != "status"]
+    printed = [_key(e) for e in _stdout_events(out, output.seen) if e["event"] != "status"]
+    assert streamed == printed, (streamed, printed)  # the same objects as the JSON Lines output
+    phases = [e["message"] for _, e, _ in got if e["event"] == "phase"]
+    assert "weights_loading" in phases and phases[-1] == "ready", phases
+    # As they happen: the stream was open while the start ran, so its events came spread over the load, not at once.
+    assert got[-1][1]["event"] == "summary"
+    summary_at = next(at for _, e, at in got if e["event"] == "summary")
+    assert any(summary_at - at > LOAD_S / 4 for _, e, at in got if e["event"] in ("phase", "level")), got
+
+
+def test_a_browser_eventsource_receives_a_live_starts_events_as_they_happen(weights: Path):
+    rport = free_port()
+    fl = _up(weights, rport)
+    output = Output(fl)
+    try:
+        wait_for(lambda: get(rport, "/startupz")[0] == 503, 30, "the readiness endpoints")
+        seen, dom = follow_events(f"http://127.0.0.1:{rport}/events")
+        _, err = output.rest(timeout=60)
+    finally:
+        if fl.poll() is None:
+            fl.kill()
+    assert fl.returncode == 0, err[-3000:]
+    assert [e["id"] for e in seen] == sorted(e["id"] for e in seen) and seen[-1]["event"] == "summary"
+    kinds = [e["event"] for e in seen]
+    assert kinds[0] == "started" and "phase" in kinds and "verdict" in kinds, kinds
+    assert [e["message"] for e in seen if e["event"] == "phase"][-1] == "ready"
+    # Received while the start ran: the browser had phase events well before the summary came.
+    assert any(seen[-1]["at"] - e["at"] > LOAD_S / 4 for e in seen if e["event"] in ("phase", "level")), seen
+    items = [el.text for el in parse_dom(dom).elements if el.tag == "li"]
+    assert items[0].startswith("started") and items[-1] == "summary ready", items
