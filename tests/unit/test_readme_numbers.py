@@ -21,13 +21,14 @@ import pytest
 import yaml
 
 import firstlight.api as api
-from firstlight import anatomy, vocab
+from firstlight import anatomy, starts, vocab
 from firstlight.cli import history as cli_history
 from firstlight.cli import options
 from firstlight.cli import preflight as cli_preflight
 from firstlight.cli.app import cli
 from firstlight.config import Config, HistoryConfig, JudgeConfig, ProbeConfig
-from firstlight.history import k8s
+from firstlight.history import History, k8s
+from firstlight.history import policy as history_policy
 from firstlight.logtext import CLASSIFY_CHARS
 from firstlight.preflight import DEADLINE_S, PreflightOptions, checkpoint, disk, gpus, pagecache
 from firstlight.probes import loop
@@ -177,6 +178,17 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
     ("event stream writes", r"dropped when a write blocks (\d+) s, a comment line every (\d+) s", (1, 1),
      lambda: (readiness.REQUEST_TIMEOUT_S, event_log.KEEPALIVE_S)),
     ("event stream drain", r"each stream gets up to (\d+) s to send its last", (1,), lambda: (event_log.DRAIN_S,)),
+    # -- History (docs/history.md) -------------------------------------------------------------------------------
+    ("restored start", r"READY within (\d+) s with no load, compile or graph phase seen at all and at most (\d+) log "
+     r"lines", (1, 1), lambda: (starts.RESTORED_MAX_S, starts.RESTORED_MAX_LINES)),
+    ("warm page cache", r"at least / under (\d+) % of the weights in the page cache at start", (0.01,),
+     lambda: (anatomy.RESIDENT_WARM,)),
+    ("ETA window", r"median time to READY of the last (\d+) good starts of the same deployment", (1,),
+     lambda: (history_policy.ETA_WINDOW,)),
+    ("baseline window", r"else the median of the last (\d+) good runs \*\*of the same start type\*\*", (1,),
+     lambda: (inspect.signature(History.baseline).parameters["window"].default,)),
+    ("version regression", r"a type's median start more than (\d+) % slower", (0.01,),
+     lambda: (history_policy.VERSION_MARGIN,)),
     ("startup budget", r"good cold starts \(the last (\d+);.*?times a \*\*safety factor of ([\d.]+)\*\*", (1, 1),
      lambda: (cli_history.K8S_WINDOW, k8s.SAFETY_FACTOR)),
     ("progress deadline", r"its (\d+) s default trips on a ten-minute start\): the budget plus (\d+) s for "
