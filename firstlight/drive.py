@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from firstlight.assessment import Assessment, Event
 from firstlight.config import JudgeConfig
 from firstlight.engines import get_profile, new_detector
 from firstlight.engines.detect import EngineDetector
 from firstlight.engines.profile import EngineProfile
-from firstlight.judge import Assessment, Event, Judge
+from firstlight.judge import Judge
 from firstlight.timeline import LogLine, Observation
 
 DETECT_LINES = 50_000  # final log lines read for the engine before it is left generic

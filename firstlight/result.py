@@ -19,7 +19,8 @@ from firstlight.starts import classify
 from firstlight.vocab import FAILED, INTERRUPTED, READY, REGRESSION, SERVING_VERDICTS, TIMEOUT, exit_code
 
 if TYPE_CHECKING:
-    from firstlight.judge import Assessment, Evidence, Judge
+    from firstlight.assessment import Assessment, Evidence
+    from firstlight.judge import Judge
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from firstlight.judge import Assessment, Event
+from firstlight.assessment import Assessment, Event
 from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
 from firstlight.timeline import Observation

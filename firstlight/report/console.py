@@ -15,7 +15,7 @@ from rich.live import Live
 from rich.text import Text
 
 from firstlight.anatomy import clock_lines, human_lines
-from firstlight.judge import Assessment, Event
+from firstlight.assessment import Assessment, Event
 from firstlight.logtext import one_line
 from firstlight.report.base import QuietReporter
 from firstlight.report.format import duration, status_line

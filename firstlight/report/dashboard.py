@@ -23,7 +23,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from firstlight.judge import Assessment, Event
+from firstlight.assessment import Assessment, Event
 from firstlight.report.console import ConsoleReporter
 from firstlight.report.format import duration, size
 from firstlight.timeline import GpuSample, Level, LogLine, Observation, ProcessSample

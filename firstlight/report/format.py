@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from firstlight.judge import Assessment, Progress
+from firstlight.assessment import Assessment, Progress
 
 
 def size(n: float | None) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from firstlight.files import bounded_lines
-from firstlight.judge import is_access_line
+from firstlight.logtext import is_access_line
 from firstlight.timeline import GpuSample, Level, LogLine, Observation, Probe, ProcessSample, SourceNote, from_dict
 
 TIMELINE_CAP_BYTES = 1 << 20  # uncompressed JSON Lines per run in the history (gzip makes it ~10x smaller)

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firstlight.anatomy import anatomy, compare_clocks
+from firstlight.assessment import Assessment, Event
 from firstlight.config import JudgeConfig
 from firstlight.drive import Driver
 from firstlight.engines import get_profile
 from firstlight.engines.profile import EngineProfile
-from firstlight.judge import Assessment, Event, Judge
+from firstlight.judge import Judge
 from firstlight.result import RunFacts, RunResult
 from firstlight.timeline import EngineClock, GpuSample, LogLine, Observation, ProcessSample, Started
 from firstlight.vocab import HUNG

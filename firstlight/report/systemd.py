@@ -20,7 +20,7 @@ import socket
 import time
 from typing import Any
 
-from firstlight.judge import Assessment
+from firstlight.assessment import Assessment
 from firstlight.report.base import QuietReporter
 from firstlight.report.format import status_line
 from firstlight.result import RunResult

@@ -13,7 +13,7 @@ import queue
 import time
 from collections.abc import Callable
 
-from firstlight.judge import Assessment
+from firstlight.assessment import Assessment
 from firstlight.timeline import Interrupted, LogLine, Observation, ProcessSample
 
 ASSESS_EVERY_S = 0.05

@@ -24,11 +24,12 @@ from typing import IO, TYPE_CHECKING, Any
 import psutil
 
 from firstlight.anatomy import RESIDENT_WARM
+from firstlight.assessment import Assessment, Evidence
 from firstlight.config import Config
 from firstlight.drive import Driver, Step
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import History, HistoryError, StartEstimate
-from firstlight.judge import Assessment, Evidence, Judge
+from firstlight.judge import Judge
 from firstlight.logtext import is_access_line
 from firstlight.preflight.disk import device_id
 from firstlight.probes.loop import EngineIdentified

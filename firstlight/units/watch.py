@@ -27,10 +27,10 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
+from firstlight.assessment import Assessment, Event
 from firstlight.config import Config
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import HistoryError
-from firstlight.judge import Assessment, Event
 from firstlight.redact import Redactor
 from firstlight.report.base import ForwardingReporter, Reporter
 from firstlight.result import RunResult

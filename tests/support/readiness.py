@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from firstlight.judge import Assessment, Progress
+from firstlight.assessment import Assessment, Progress
 from firstlight.result import RunResult
 from firstlight.runner.session import Outcome
 from firstlight.timeline import Level

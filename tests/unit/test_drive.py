@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 import firstlight.drive as drive
+from firstlight.assessment import Assessment, Event
 from firstlight.config import JudgeConfig
 from firstlight.drive import Driver
 from firstlight.engines import get_profile
-from firstlight.judge import Assessment, Event
 from firstlight.logreplay import REPLAY_RULES
 from firstlight.timeline import Interrupted, Level, LogLine, Observation, Probe, ProcessSample, Started
 from firstlight.vocab import FAILED, HUNG, INTERRUPTED, STARTING

@@ -237,3 +237,27 @@ def test_the_checks_find_an_upward_import_a_late_one_and_a_cycle(tmp_path: Path)
     assert ("firstlight.wire.identify", "firstlight.engines") in upward_imports(graph)
     assert cycles(graph) == [["firstlight.engines", "firstlight.engines.detect", "firstlight.wire",
                               "firstlight.wire.identify"]]
+
+
+# The waist (issue 36, item 3): the judge's value types (Assessment, Event, Evidence, Progress) live in
+# firstlight.assessment, and everything that only reads a verdict (every reporter, the report, the units, the pump)
+# imports them from there. Only what holds a judge names firstlight.judge: the one driver and the replay of a log,
+# the session's steps (its facts), the result's constructors (``RunResult.from_judge``) and the report's replay.
+JUDGE_HOLDERS = {"firstlight.drive", "firstlight.logreplay", "firstlight.runner.session", "firstlight.result",
+                 "firstlight.report.series"}
+
+
+def judge_importers(graph: Mapping[str, set[str]]) -> set[str]:
+    return {name for name, targets in graph.items() if "firstlight.judge" in targets and name != "firstlight.judge"}
+
+
+def test_only_what_holds_a_judge_imports_the_judge():
+    graph = import_graph(modules())
+    extra = judge_importers(graph) - JUDGE_HOLDERS - {n for n in graph if layer_of(n) == len(LAYERS) - 1}
+    assert not extra, f"import the value types from firstlight.assessment instead: {sorted(extra)}"
+
+
+def test_the_waist_rule_sees_a_reporter_importing_the_judge():
+    graph = import_graph(modules())
+    graph["firstlight.report.console"] = {*graph["firstlight.report.console"], "firstlight.judge"}
+    assert "firstlight.report.console" in judge_importers(graph) - JUDGE_HOLDERS

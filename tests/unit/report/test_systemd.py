@@ -8,7 +8,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from firstlight.judge import Assessment, Progress
+from firstlight.assessment import Assessment, Progress
 from firstlight.report.systemd import SystemdNotifier
 from firstlight.result import RunResult
 from firstlight.timeline import Level

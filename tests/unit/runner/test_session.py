@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
+from firstlight.assessment import Assessment, Event
 from firstlight.config import Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import get_profile
 from firstlight.engines.profile import Endpoints, EngineProfile
-from firstlight.judge import Assessment, Event
 from firstlight.probes.loop import EngineIdentified
 from firstlight.report import series
 from firstlight.report.base import QuietReporter
