@@ -22,7 +22,7 @@ from typing import Any
 import click
 import psutil
 
-from firstlight import __version__
+from firstlight._version import __version__
 from firstlight.cli.bench import bench_command
 from firstlight.cli.container import container_options, up_container, watch_container
 from firstlight.cli.explain import explain_command

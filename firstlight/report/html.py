@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from firstlight import __version__
+from firstlight._version import __version__
 from firstlight.logtext import UNSAFE_RE
 from firstlight.report.series import Chart, RunView, Span, Window
 from firstlight.vocab import PHASES

@@ -19,7 +19,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info, start_http_server
 
-from firstlight import __version__
+from firstlight._version import __version__
 from firstlight.assessment import Assessment, Event
 from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult

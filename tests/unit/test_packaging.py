@@ -17,3 +17,15 @@ def test_license_is_an_spdx_string_and_the_build_needs_a_setuptools_that_reads_i
     assert requires is not None
     m = re.search(r'"setuptools>=(\d+)', requires[1])
     assert m is not None and int(m[1]) >= 77, requires[1]
+
+
+def test_the_version_is_written_once_and_the_installed_metadata_says_it():
+    import importlib.metadata
+
+    from firstlight import __version__
+    from firstlight._version import __version__ as leaf
+
+    assert __version__ is leaf
+    assert importlib.metadata.version("firstlight") == leaf
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject and "\nversion = " not in pyproject.split("[tool.")[0]
