@@ -21,6 +21,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from firstlight.formats import mbps as _mbps
 from firstlight.logtext import one_line
 from firstlight.timeline import EngineClock, LogLine, ProcessSample, WeightsTotal
 
@@ -96,13 +97,6 @@ class Signals:
 
 def _r(x: float | None, n: int = 3) -> float | None:
     return None if x is None else round(x, n)
-
-
-def _mbps(rate: float | None) -> str:
-    """A rate as evidence: a slow one keeps its first decimal (0.3 MB/s is not "0 MB/s")."""
-    if rate is None:
-        return "?"
-    return f"{rate / 1e6:.1f} MB/s" if rate < 9.95e6 else f"{rate / 1e6:.0f} MB/s"
 
 
 @dataclass

@@ -41,13 +41,6 @@ class Check:
                 "hint": self.hint}
 
 
-def human_bytes(n: float) -> str:
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= div:
-            return f"{n / div:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
 def worst(statuses: list[str]) -> str:
     return max(statuses, key=_RANK.__getitem__, default=OK)
 

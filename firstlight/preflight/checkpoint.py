@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from firstlight.files import NotRegularFile, kind, open_regular
-from firstlight.preflight.base import FAIL, OK, WARN, Check, human_bytes
+from firstlight.formats import size as human_bytes
+from firstlight.preflight.base import FAIL, OK, WARN, Check
 from firstlight.preflight.gguf import GgufError, read_layout
 from firstlight.preflight.target import Target
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 
+from firstlight.formats import gib
 from firstlight.preflight.base import FAIL, OK, WARN, Check
 from firstlight.preflight.procinfo import proc_info
 from firstlight.preflight.target import Target
@@ -36,10 +37,6 @@ def read_gpus(nvml: object | None = None) -> GpuSample | str:
         if isinstance(obs, SourceNote):
             return obs.message
     return "no reading"
-
-
-def _gib(n: int) -> str:
-    return f"{n / GIB:.1f} GiB"
 
 
 def selected_devices(target: Target, devices: tuple[GpuDevice, ...]) -> tuple[list[GpuDevice], str | None]:
@@ -69,15 +66,15 @@ def _rule_failures(target: Target, used: list[GpuDevice]) -> list[str]:
         if lo < SGLANG_BALANCE * hi:
             worst = min(free, key=free.__getitem__)
             failures.append(f"SGLang's rule fails: the least free memory in the TP group (GPU {worst}: "
-                            f"{_gib(lo)}) is under 0.9 x the most ({_gib(hi)}), so SGLang will stop with "
+                            f"{gib(lo)}) is under 0.9 x the most ({gib(hi)}), so SGLang will stop with "
                             "\"The memory capacity is unbalanced\"")
     if target.engine == "vllm" and target.gpu_util is not None:
         for d in used:
             want = target.gpu_util * d.memory_total
             if free[d.index] < want:
-                failures.append(f"vLLM's rule fails on GPU {d.index}: free {_gib(free[d.index])} of "
-                                f"{_gib(d.memory_total)} is less than --gpu-memory-utilization {target.gpu_util} "
-                                f"x total ({_gib(int(want))})")
+                failures.append(f"vLLM's rule fails on GPU {d.index}: free {gib(free[d.index])} of "
+                                f"{gib(d.memory_total)} is less than --gpu-memory-utilization {target.gpu_util} "
+                                f"x total ({gib(int(want))})")
     return failures
 
 
@@ -95,11 +92,11 @@ def check_gpus(target: Target, reading: GpuSample | str, redactor: Redactor | No
     for p in reading.processes:
         if p.gpu in indices and p.pid not in mine:
             info = proc_info(p.pid, redactor)
-            mem = "?" if p.memory_used is None else _gib(p.memory_used)
+            mem = "?" if p.memory_used is None else gib(p.memory_used)
             foreign.append((p, f"GPU {p.gpu}: {mem} held by {info.describe()}"))
             if info.stop_hint() not in hints:
                 hints.append(info.stop_hint())
-    gpus = "; ".join(f"GPU {d.index} {_gib(d.memory_total - d.memory_used)} free of {_gib(d.memory_total)}"
+    gpus = "; ".join(f"GPU {d.index} {gib(d.memory_total - d.memory_used)} free of {gib(d.memory_total)}"
                      for d in used)
     parts = [f"NVML: {gpus} ({target.gpu_indices_hint})"] + [text for _, text in foreign]
     failures = _rule_failures(target, used)

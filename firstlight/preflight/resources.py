@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import psutil
 
-from firstlight.preflight.base import OK, WARN, Check, human_bytes
+from firstlight.formats import size as human_bytes
+from firstlight.preflight.base import OK, WARN, Check
 from firstlight.preflight.checkpoint import Scan
 from firstlight.preflight.gpus import selected_devices
 from firstlight.preflight.pagecache import cached_bytes, sample_read_rate

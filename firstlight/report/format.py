@@ -3,28 +3,9 @@
 from __future__ import annotations
 
 from firstlight.assessment import Assessment, Progress
+from firstlight.formats import duration, size
 
-
-def size(n: float | None) -> str:
-    if n is None:
-        return "?"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def duration(s: float | None) -> str:
-    if s is None:
-        return "?"
-    s = max(0.0, s)
-    if s < 60:
-        return f"{s:.0f}s" if s >= 10 else f"{s:.1f}s"
-    m, sec = divmod(int(s), 60)
-    if m < 60:
-        return f"{m}m{sec:02d}s"
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m"
+__all__ = ["duration", "size"]  # the formatters live in firstlight.formats; here for the reporters' imports
 
 
 def progress_parts(p: Progress) -> list[str]:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from firstlight._version import __version__
+from firstlight.formats import seconds as secs
 from firstlight.logtext import UNSAFE_RE
 from firstlight.report.series import Chart, RunView, Span, Window
 from firstlight.vocab import PHASES
@@ -75,17 +76,6 @@ footer { color: #6b7280; font-size: 12px; margin-top: 2em; }
 def esc(text: Any) -> str:
     """Text for HTML or SVG, never markup: escaped, and control characters made visible."""
     return html.escape(_CONTROL.sub("\ufffd", str(text)), quote=True)
-
-
-def secs(s: float | None) -> str:
-    if s is None:
-        return "?"
-    if abs(s) < 1:
-        return f"{s * 1000:.0f} ms"
-    if abs(s) < 60:
-        return f"{s:.1f} s"
-    m, sec = divmod(round(abs(s)), 60)
-    return f"{'-' if s < 0 else ''}{m} min {sec:02d} s"
 
 
 def signed(s: float) -> str:
