@@ -135,6 +135,10 @@ class Session:
                     result = self._check_after_ready(result)
                 result = self._remember(result)
                 result = self._after_verdict(result)
+                if self.sources.server is None:
+                    # Watched, not launched: nothing reads the queue after this (a sidecar goes back to its own
+                    # loop), so a signal that came during the checks after READY is honoured here, not lost.
+                    result = self._honour_stop_signal(result, "after READY, during the checks")
                 self.reporter.summary(result)  # always the last line
                 return Outcome(result, result.exit_code(self.cfg.history.fail_on_regression))
             except BaseException:
@@ -297,13 +301,13 @@ class Session:
             self.stop_signal = obs
         self.q.put(obs)
 
-    def _honour_stop_signal(self, result: RunResult) -> RunResult:
+    def _honour_stop_signal(self, result: RunResult, when: str = "as READY was reached") -> RunResult:
         """A stop signal fed to the judge after READY was final (it arrived with the probe that made READY, or
         while the console was blocked) is ignored by the judge: never supervise on as if it had not come."""
         sig = self.stop_signal
         if sig is None or not result.serving:
             return result
-        return result.interrupted(sig.signal, sig.t, "as READY was reached")
+        return result.interrupted(sig.signal, sig.t, when)
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from firstlight.history import DeploymentKey, History
+from firstlight.history.db import SCHEMA_VERSION
 from firstlight.report.record import pack_timeline
 from firstlight.sim.server import free_port
 from tests.support.common import run_firstlight, sim_cmd
@@ -43,8 +44,8 @@ def test_report_run_from_history_and_a_database_without_timelines(tmp_path: Path
         assert h.timeline(old) is None  # no timelines table yet: an older database reads as "none kept"
         new = h.record_run("up", summary, key)
         h.store_timeline(new, pack_timeline(obs))
-    with sqlite3.connect(db) as con:  # the schema version did not change: older firstlight keeps working
-        assert con.execute("PRAGMA user_version").fetchone()[0] == 1
+    with sqlite3.connect(db) as con:  # timelines did not change the schema's version (the key's migration did)
+        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     out = tmp_path / "r.html"
     r = run_firstlight("report", "--run", str(new), "--history", str(db), "-o", str(out))
     assert r.rc == 0, r.stderr
