@@ -129,7 +129,8 @@ def scenario(name: str, load_s: float = 1.0, workers: int = 0) -> list[Step]:
     # generation served within a second; READY with the type ``restored``, never ``hung``.
     match["restored"] = [Sleep(0.3), Listen(), Ready()]
     if name == "demo":
-        # A large-model start compressed to about 30 s: 8 TP workers, a long quiet weight read, graphs, warmup.
+        # A large-model start compressed to about 25 s (READY at ~22 s): 8 TP workers, a long quiet weight read,
+        # graphs, warmup.
         return [*_prelude(8), Log("weights_begin"), ReadWeights(12.0), *_loaded(6.0), *_http(),
                 Log("warmup"), Log("warmup_gen"), Sleep(1.0), Log("ready"), Ready(first_request_s=2.0)]
     if name not in match:
