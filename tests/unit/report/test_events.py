@@ -75,7 +75,7 @@ def test_a_line_break_in_an_event_stays_inside_its_json():
     assert "\n" not in data
 
 
-@pytest.mark.parametrize("header, expected", [(None, 0), ("", 0), ("12", 12), (" 5 ", 5), ("-1", 0), ("x", 0),
+@pytest.mark.parametrize("header, expected", [(None, 0), ("", 0), ("12", 12), (" 5 ", 5), ("-1", 0), ("x", 0), ("0", 0),
                                               ("9" * 30, 0)])
 def test_last_event_id_is_a_whole_number_or_the_start(header: str | None, expected: int):
     assert last_event_id(header) == expected
@@ -90,3 +90,23 @@ def test_closing_waits_for_the_streams_to_have_sent_what_is_left_and_no_longer()
     assert stuck.join()
     t0 = time.monotonic()
     assert stuck.close(drain_s=0.1) is False and time.monotonic() - t0 < 10
+
+
+def test_an_id_of_up_to_18_digits_is_read_and_a_longer_one_is_the_start():
+    assert last_event_id("9" * 18) == int("9" * 18) and last_event_id("9" * 19) == 0
+
+
+def test_a_value_json_cannot_write_is_sent_as_its_text():
+    from pathlib import Path
+
+    log = EventLog()
+    log.append({"event": "note", "path": Path("/models/m")})
+    (_, data), = log.after(0, timeout=0)[0]
+    assert '"path": "/models/m"' in data
+
+
+def test_closing_by_default_does_not_wait_for_the_streams():
+    log = EventLog()
+    assert log.join()
+    t0 = time.monotonic()
+    assert log.close() is False and time.monotonic() - t0 < 0.9  # a stream still open: no wait asked, none made
