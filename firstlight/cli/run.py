@@ -54,7 +54,10 @@ def make_reporters(as_json: bool, echo: bool, metrics_port: str | None = None, r
             host, port = parse_bind(metrics_port, "--metrics-port")
             if port == 0:
                 raise ValueError(f"--metrics-port {metrics_port!r}: a scrape needs a fixed port (1..65535)")
-            chosen.append(PrometheusExporter(port, host, deployment=deployment))
+            exporter = PrometheusExporter(port, host, deployment=deployment)
+            chosen.append(exporter)
+            for watch in (r for r in chosen if isinstance(r, MemberWatch)):
+                watch.sinks.append(exporter)  # the group's state in the scrape too
         except (ValueError, OSError) as e:
             for r in chosen:  # the console, and a readiness server already listening
                 r.close()

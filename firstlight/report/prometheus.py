@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info, start_http_server
 
@@ -50,6 +51,17 @@ PREFLIGHT_STATUSES = ("ok", "warn", "fail")
 
 def _num(v: float | int | None) -> float:
     return math.nan if v is None else float(v)
+
+
+def member_label(url: str) -> str:
+    """A member as a label: its ``host:port``, never a user, password, path or query the URL may carry."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        return f"[{host}]:{parts.port}" if ":" in host and parts.port else f"{host}:{parts.port}" if parts.port \
+            else host
+    except ValueError:
+        return ""
 
 
 def model_label(model: str | None) -> str:
@@ -126,6 +138,12 @@ class PrometheusExporter(QuietReporter):
             self.starts.labels(FAILED, category)
         for status in PREFLIGHT_STATUSES:
             self.preflight.labels(status).set(0)
+        # a group's leader only (group_update): created with the first update
+        self.group_verdict: Enum | None = None
+        self.group_serving: Gauge | None = None
+        self.member_ready: Gauge | None = None
+        self.member_progress: Gauge | None = None
+        self.member_unreachable: Gauge | None = None
         self._phases: list[tuple[str, float]] = []  # (name, start) of the current start
         self._t0: float | None = None
         self._pending = False  # a verdict was given and its start is not counted yet
@@ -211,6 +229,36 @@ class PrometheusExporter(QuietReporter):
 
     def serving(self, status: ServingStatus, changed: bool) -> None:
         self.serving_state(status.state)
+
+    def group_update(self, members: list[dict[str, Any]], group: dict[str, Any]) -> None:
+        """On a group's leader (``--member``): the group verdict and each member's state, as runner/members.py
+        tells them (rendered, not decided). The series appear with the first update: a node without members has
+        none, rather than a group forever ``starting``."""
+        if self.group_verdict is None:
+            r = self.registry
+            self.group_verdict = Enum("firstlight_group_verdict", "The verdict of the group this leader answers for "
+                                      "(every member ready too)", states=list(VERDICTS), registry=r)
+            self.group_serving = Gauge("firstlight_group_serving", "1 while the group serves: the leader and every "
+                                       "member ready", registry=r)
+            self.member_ready = Gauge("firstlight_group_member_ready", "1 while a member's own /readyz answers 200",
+                                      ["member", "node_rank"], registry=r)
+            self.member_progress = Gauge("firstlight_group_member_last_progress_timestamp_seconds", "When a "
+                                         "member last progressed (Unix time); NaN when never read",
+                                         ["member", "node_rank"], registry=r)
+            self.member_unreachable = Gauge("firstlight_group_member_unreachable", "1 while a member's "
+                                            "firstlight cannot be read", ["member", "node_rank"], registry=r)
+        verdict = group.get("verdict")
+        if verdict in VERDICTS:
+            self.group_verdict.state(verdict)
+        assert self.group_serving is not None and self.member_ready is not None
+        assert self.member_progress is not None and self.member_unreachable is not None
+        self.group_serving.set(1.0 if group.get("serving") else 0.0)
+        for m in members:
+            rank = m.get("node_rank")
+            labels = (member_label(str(m.get("url") or "")), "" if rank is None else str(rank))
+            self.member_ready.labels(*labels).set(1.0 if m.get("ok") else 0.0)
+            self.member_progress.labels(*labels).set(_num(m.get("last_progress_at")))
+            self.member_unreachable.labels(*labels).set(1.0 if m.get("error") else 0.0)
 
     def close(self) -> None:
         self._server.shutdown()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import httpx
 
@@ -18,6 +19,11 @@ from firstlight.group import GroupVerdict, MemberState, decide_group, member_fro
 from firstlight.report.base import QuietReporter
 from firstlight.report.readiness import ReadinessServer
 from firstlight.vocab import READY
+
+
+class GroupSink(Protocol):
+    def group_update(self, members: list[dict[str, Any]], group: dict[str, Any]) -> None: ...
+
 
 POLL_S = 1.0
 REQUEST_TIMEOUT_S = 2.0
@@ -45,6 +51,7 @@ class MemberWatch(QuietReporter):
                  message: Callable[[str], None] = lambda m: None) -> None:
         self.urls = [u.rstrip("/") for u in urls]
         self.server = server
+        self.sinks: list[GroupSink] = []  # told the same as the readiness server (the Prometheus exporter)
         self.stall_timeout_s = stall_timeout_s
         self._say = message
         self.states: dict[str, MemberState] = {}
@@ -72,9 +79,11 @@ class MemberWatch(QuietReporter):
         members = [self.states[u] for u in self.urls]
         g = decide_group(s["verdict"], s["last_progress_at"], members, self.stall_timeout_s, time.time(),
                          reached_ready=self.group is not None and self.group.verdict == READY)
-        self.server.group_update([m.to_dict() for m in members],
-                                 {"verdict": g.verdict, "serving": g.serving, "culprit": g.culprit,
-                                  "evidence": list(g.evidence)})
+        told = [m.to_dict() for m in members]
+        verdict = {"verdict": g.verdict, "serving": g.serving, "culprit": g.culprit, "evidence": list(g.evidence)}
+        self.server.group_update(told, verdict)
+        for sink in self.sinks:
+            sink.group_update(told, verdict)
         if self.group is None or (g.verdict, g.serving, g.culprit) != (self.group.verdict, self.group.serving,
                                                                        self.group.culprit):
             why = "; ".join(str(e.get("message")) for e in g.evidence[:3])

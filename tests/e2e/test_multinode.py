@@ -43,12 +43,12 @@ class Group:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[str]] = []
 
-    def node(self, n: int, scenario: str, members: tuple[str, ...] = ()) -> str:
+    def node(self, n: int, scenario: str, members: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> str:
         host = f"127.0.1.{n}"
         rport, eport = _port(host), _port(host)
         cmd = firstlight_cmd("up", "--plain", "--serve-readiness", f"{host}:{rport}", "--stall-timeout",
                              str(STALL_S), "--url", f"http://{host}:{eport}",
-                             *[a for m in members for a in ("--member", m)],
+                             *[a for m in members for a in ("--member", m)], *extra,
                              "--", *sim_cmd(scenario, eport, "--host", host))
         self.procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                            stdin=subprocess.DEVNULL, start_new_session=True))
@@ -77,13 +77,29 @@ def _group(url: str, verdict: str) -> dict[str, Any] | None:
     return body if g.get("verdict") == verdict else None
 
 
+def _scrape(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return str(r.read().decode())
+    except OSError:
+        return ""
+
+
 def test_healthy_group_is_ready_with_every_member_listed(group: Group) -> None:
     members = [group.node(2, "normal"), group.node(3, "normal")]
-    leader = group.node(1, "normal", tuple(members))
+    mport = _port("127.0.1.1")
+    leader = group.node(1, "normal", tuple(members), ("--metrics-port", f"127.0.1.1:{mport}"))
     body = wait_for(lambda: readyz(leader)[0] == 200 and readyz(leader)[1], DEADLINE_S, "group READY")
     assert body["group"]["verdict"] == "ready" and body["group"]["serving"]
     assert [m["url"] for m in body["members"]] == members
     assert all(m["state"] == "ready" and m["last_progress_at"] for m in body["members"])
+    # the scrape says the same: the group's verdict and each member by its address and rank
+    metrics = wait_for(lambda: (t := _scrape(f"http://127.0.1.1:{mport}/metrics"))
+                       and "firstlight_group_serving 1.0" in t and t, 30, "the group in the scrape")
+    assert 'firstlight_group_verdict{firstlight_group_verdict="ready"} 1.0' in metrics
+    for m in members:
+        address = m.removeprefix("http://")
+        assert f'firstlight_group_member_ready{{member="{address}",node_rank=""}} 1.0' in metrics, metrics[-3000:]
 
 
 def test_a_member_hung_at_start_hangs_the_group_naming_it(group: Group) -> None:

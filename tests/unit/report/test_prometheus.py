@@ -136,3 +136,30 @@ def test_the_cold_start_buckets_span_seconds_to_an_hour_at_most_1_5x_apart_above
     b = COLD_START_BUCKETS
     assert b[0] == 1 and b[-1] == 3600 and list(b) == sorted(set(b))
     assert all(hi / lo <= 1.5 for lo, hi in itertools.pairwise(b) if lo >= 10)
+
+
+def test_a_leader_exports_the_group_verdict_and_each_members_state_by_member_and_node_rank():
+    from prometheus_client import generate_latest
+
+    from firstlight.report.prometheus import PrometheusExporter
+
+    leader = PrometheusExporter(0)
+    try:
+        before = generate_latest(leader.registry).decode()
+        assert "firstlight_group_" not in before  # a node without members has no group series
+        members = [{"url": "http://user:s3cr3tpw@127.0.1.2:8081/x?token=t0k3nval", "node_rank": 1, "ok": True,
+                    "last_progress_at": 1700000000.5, "error": None},
+                   {"url": "http://127.0.1.3:8081", "node_rank": None, "ok": False, "last_progress_at": None,
+                    "error": "ConnectError: refused"}]
+        leader.group_update(members, {"verdict": "hung", "serving": False})
+        text = generate_latest(leader.registry).decode()
+        assert 'firstlight_group_verdict{firstlight_group_verdict="hung"} 1.0' in text
+        assert "firstlight_group_serving 0.0" in text
+        assert 'firstlight_group_member_ready{member="127.0.1.2:8081",node_rank="1"} 1.0' in text
+        assert 'firstlight_group_member_ready{member="127.0.1.3:8081",node_rank=""} 0.0' in text
+        assert 'firstlight_group_member_unreachable{member="127.0.1.3:8081",node_rank=""} 1.0' in text
+        assert ('firstlight_group_member_last_progress_timestamp_seconds{member="127.0.1.2:8081",node_rank="1"} '
+                "1.7000000005e+09") in text
+        assert "s3cr3tpw" not in text and "t0k3nval" not in text  # a member's URL never brings its secrets into a label
+    finally:
+        leader.close()
