@@ -103,6 +103,11 @@ import zipfile
 from pathlib import Path
 from typing import IO
 
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))  # setup_common, beside this file, however this script is loaded
+from setup_common import SetupError, default_cache, on_sigterm, run_main, sha256_file  # noqa: E402
+
 PROG = "setup_llama_server"
 
 # --- pins -------------------------------------------------------------------
@@ -177,30 +182,11 @@ CMAKE_FLAGS = [
 ]
 
 
-class SetupError(Exception):
-    """An expected failure: reported as one line, exit status 1."""
-
-
 def log(msg: str) -> None:
     print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
 
 
 # --- helpers -----------------------------------------------------------------
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def default_cache() -> Path:
-    env = os.environ.get("FIRSTLIGHT_CACHE")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "firstlight"
-
-
 def cpu_flags() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
@@ -826,14 +812,6 @@ def ensure_server(layouts: list[Layout], jobs: int, *, build: bool) -> tuple[Lay
 
 
 # --- main --------------------------------------------------------------------
-class Terminated(BaseException):
-    """Raised from the SIGTERM handler so that `finally` blocks clean up."""
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated()
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog=PROG,
@@ -878,7 +856,7 @@ def main(argv: list[str] | None = None) -> int:
             return 3
         layout, version, built = chosen, valid_server(chosen), False
     else:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        signal.signal(signal.SIGTERM, on_sigterm)
         with CacheLock(first.lock):
             clean_stale(first.llama_root)
             clean_stale(first.models)
@@ -903,17 +881,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except SetupError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        print(f"{PROG}: error: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except OSError as e:  # e.g. an unwritable cache directory
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        sys.exit(1)
-    except Terminated:
-        print(f"{PROG}: error: terminated (SIGTERM); nothing half-built was kept", file=sys.stderr)
-        sys.exit(143)
+    run_main(PROG, main, "half-built")

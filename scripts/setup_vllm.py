@@ -72,6 +72,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))  # setup_common, beside this file, however this script is loaded
+from setup_common import SetupError, default_cache, on_sigterm, run_main, sha256_file  # noqa: E402
+
 PROG = "setup_vllm"
 T = TypeVar("T")
 HERE = Path(__file__).resolve().parent
@@ -109,29 +114,8 @@ PIP_TIMEOUT = 3600  # seconds for the big install (3.5 GB of wheels on a slow mi
 CONVERT_TIMEOUT = 900
 
 
-class SetupError(Exception):
-    """An expected failure: reported as one line, exit status 1."""
-
-
-class Terminated(BaseException):
-    """SIGTERM: unwind (removing temporary files) and exit 143."""
-
-
 def log(msg: str) -> None:
     print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
-
-
-def default_cache() -> Path:
-    env = os.environ.get("FIRSTLIGHT_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "firstlight"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def llama_setup() -> ModuleType:
@@ -402,10 +386,6 @@ def smoke_checked(layout: Layout, steps: Steps) -> None:
         raise SetupError(f"the installed vLLM does not serve: {problem}")
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated()
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--cache", type=Path, help="cache directory (default: $FIRSTLIGHT_CACHE or ~/.cache/firstlight)")
@@ -420,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = Steps()
     installed = converted = False
     if args.check_only:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        signal.signal(signal.SIGTERM, on_sigterm)
         with llama_setup().CacheLock(layout.lock):
             if not (valid_venv(layout) and valid_model(layout)):
                 raise SetupError(f"--check-only: vLLM or the model is not installed ({layout.venv}, {layout.model})")
@@ -437,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
             log("not installed or invalid: " + ", ".join(missing) + f"; run: python {sys.argv[0]}")
             return 3
     else:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        signal.signal(signal.SIGTERM, on_sigterm)
         llama = llama_setup()
         with llama.CacheLock(layout.lock):
             clean_stale(layout.models)
@@ -471,17 +451,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except SetupError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        print(f"{PROG}: error: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except Terminated:
-        print(f"{PROG}: error: terminated (SIGTERM); nothing half-made was kept", file=sys.stderr)
-        sys.exit(143)
-    except OSError as e:  # e.g. an unwritable cache directory
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        sys.exit(1)
+    run_main(PROG, main, "half-made")

@@ -1,0 +1,58 @@
+"""What the two set-up scripts (setup_llama_server.py, setup_vllm.py) share: the cache's place, a file's hash,
+the two ways a set-up ends early (an expected failure, SIGTERM) and the one exit-status mapping of each ending.
+
+Standard library only: it runs before any venv of the project exists."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
+
+
+class SetupError(Exception):
+    """An expected failure: reported as one line, exit status 1."""
+
+
+class Terminated(BaseException):
+    """SIGTERM: unwind (removing temporary files) and exit 143."""
+
+
+def on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def default_cache() -> Path:
+    """``$FIRSTLIGHT_CACHE``, else ``~/.cache/firstlight``."""
+    env = os.environ.get("FIRSTLIGHT_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "firstlight"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def run_main(prog: str, main: Callable[[], int], unkept: str) -> NoReturn:
+    """Run a set-up's ``main`` and exit: its status; 1 for an expected failure or an OS error (an unwritable cache),
+    each one line; 130 for Ctrl-C; 143 for SIGTERM, saying that nothing ``unkept`` ("half-built") was kept."""
+    try:
+        sys.exit(main())
+    except SetupError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print(f"{prog}: error: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Terminated:
+        print(f"{prog}: error: terminated (SIGTERM); nothing {unkept} was kept", file=sys.stderr)
+        sys.exit(143)
+    except OSError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        sys.exit(1)
