@@ -5,8 +5,10 @@ are the JSON Lines objects of the same run."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import httpx
 from firstlight.sim.server import free_port
 from tests.support.chromium import follow_events, parse_dom
 from tests.support.common import Output, firstlight_cmd, sim_cmd, wait_for
-from tests.support.readiness import FAST, get
+from tests.support.readiness import FAST, answers, get
 
 LOAD_S = 4.0  # the simulated load: long enough that the stream is open before the start ends
 
@@ -75,23 +77,38 @@ def test_a_client_follows_a_live_start_on_events_and_gets_the_json_lines_objects
     assert any(summary_at - at > LOAD_S / 4 for _, e, at in got if e["event"] in ("phase", "level")), got
 
 
-def test_a_browser_eventsource_receives_a_live_starts_events_as_they_happen(weights: Path):
-    rport = free_port()
-    fl = _up(weights, rport)
+def test_a_browser_eventsource_receives_a_starts_events_as_they_happen(weights: Path, reap: list[int]):
+    """A sidecar waits for its engine; the engine is started only once the browser's stream is open, so every
+    event of the start reaches the browser live, none from the log's past."""
+    port, rport, token = free_port(), free_port(), f"tok-{uuid.uuid4().hex[:8]}"
+    fl = subprocess.Popen(firstlight_cmd("watch", f"http://127.0.0.1:{port}", "--pid-from", token, *FAST,
+                                         "--no-history", "--serve-readiness", f"127.0.0.1:{rport}"),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     output = Output(fl)
+    launched: list[float] = []
+
+    def launch() -> None:
+        sim = subprocess.Popen(sim_cmd("normal", port, "--model-path", str(weights), "--served-model-name", token,
+                                       "--load-seconds", str(LOAD_S)),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        reap.append(sim.pid)
+        launched.append(time.time())
+
     try:
-        wait_for(lambda: get(rport, "/startupz")[0] == 503, 30, "the readiness endpoints")
-        seen, dom = follow_events(f"http://127.0.0.1:{rport}/events")
-        _, err = output.rest(timeout=60)
+        wait_for(lambda: answers(rport, "/livez", 200, start=0), 60, "the sidecar, waiting for its engine")
+        seen, dom = follow_events(f"http://127.0.0.1:{rport}/events", on_open=launch)
+        fl.send_signal(signal.SIGTERM)
+        output.rest(timeout=60)
     finally:
         if fl.poll() is None:
             fl.kill()
-    assert fl.returncode == 0, err[-3000:]
-    assert [e["id"] for e in seen] == sorted(e["id"] for e in seen) and seen[-1]["event"] == "summary"
+    assert launched, "the engine was started once the browser's stream was open"
+    assert [e["id"] for e in seen] == list(range(1, len(seen) + 1)) and seen[-1]["event"] == "summary"
     kinds = [e["event"] for e in seen]
-    assert kinds[0] == "started" and "phase" in kinds and "verdict" in kinds, kinds
+    assert "started" in kinds and kinds.index("started") < kinds.index("phase") < kinds.index("verdict"), kinds
     assert [e["message"] for e in seen if e["event"] == "phase"][-1] == "ready"
-    # Received while the start ran: the browser had phase events well before the summary came.
-    assert any(seen[-1]["at"] - e["at"] > LOAD_S / 4 for e in seen if e["event"] in ("phase", "level")), seen
+    # Live: the browser had the start's first events well before its summary (the load takes LOAD_S).
+    started = next(e for e in seen if e["event"] == "started")
+    assert seen[-1]["at"] - started["at"] > LOAD_S / 2, seen
     items = [el.text for el in parse_dom(dom).elements if el.tag == "li"]
-    assert items[0].startswith("started") and items[-1] == "summary ready", items
+    assert any(x.startswith("started") for x in items) and items[-1] == "summary ready", items

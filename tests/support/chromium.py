@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import threading
 import zlib
+from collections.abc import Callable
 from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -153,6 +154,7 @@ def png_colours(data: bytes) -> int:
 FOLLOW_PAGE = """<!doctype html><html><head><title>events</title></head><body><ul id="log"></ul><script>
 const seen = [];
 const es = new EventSource(%(url)s);
+es.onopen = () => { if (!window.opened) { window.opened = true; fetch("/open", {method: "POST", body: ""}); } };
 es.onmessage = (m) => {
   const e = JSON.parse(m.data);
   seen.push({id: Number(m.lastEventId), event: e.event, message: e.message || e.verdict || "", t: e.t,
@@ -165,9 +167,11 @@ es.onmessage = (m) => {
 </script><iframe src="/hold"></iframe></body></html>"""
 
 
-def follow_events(events_url: str, timeout: float = 90) -> tuple[list[dict[str, Any]], str]:
+def follow_events(events_url: str, timeout: float = 90, on_open: Callable[[], None] = lambda: None
+                  ) -> tuple[list[dict[str, Any]], str]:
     """What a real browser's ``EventSource`` receives from ``events_url`` until a ``summary`` event: each event's
     id, type, message, its ``t`` and the browser's clock when it arrived; and the DOM the page built.
+    ``on_open`` runs once the browser's stream is open (the page says so), e.g. to start what it is to follow.
 
     The page comes from a server on its own loopback port (another origin, as a dashboard would be). Headless
     Chromium dumps the DOM at the page's load event, which waits for an iframe that this server holds until the
@@ -194,7 +198,12 @@ def follow_events(events_url: str, timeout: float = 90) -> tuple[list[dict[str, 
                 self._answer(page)
 
         def do_POST(self) -> None:
-            got["seen"] = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path == "/open":
+                self._answer(b"", "text/plain")
+                on_open()
+                return
+            got["seen"] = json.loads(body)
             done.set()
             self._answer(b"", "text/plain")
 
