@@ -122,6 +122,9 @@ class Judge:
         # Only the process tree (its reads, memory, CPU) can tell a silent-but-loading server from a stuck one:
         # log silence or a flat GPU alone cannot, so without it firstlight never says "hung".
         self.has_stillness_signal = False
+        # The process sampler's failure, while it lasts: its stillness is a missing signal, not a still server,
+        # so no `hung` is judged from it; every verdict's evidence names it instead.
+        self.process_failed: SourceNote | None = None
         self.procs = ProcessTracker(rules, self.compiles)
         self.gpus = GpuTracker(rules.gpu_mem_step_bytes)
         self.weights_total: WeightsTotal | None = None
@@ -159,7 +162,9 @@ class Judge:
             return [Event(obs.t, "warning", f"the port is not the server's: {obs.detail}")]
         if isinstance(obs, SourceNote):
             self.notes.append(obs)
-            return [Event(obs.t, "note", f"{obs.source}: {obs.message}")]
+            if obs.source == "process":  # the process tree's sampler failed, or works again
+                self.process_failed = obs if obs.failed else None
+            return [Event(obs.t, "warning" if obs.failed else "note", f"{obs.source}: {obs.message}")]
         return []
 
     def _strong(self, t: float, signal: str, value: str) -> None:
@@ -479,6 +484,8 @@ class Judge:
     def _hang(self, now: float) -> Assessment | None:
         if not self.has_stillness_signal:
             return None  # no process tree to watch: a quiet log and a closed port are what a slow load looks like too
+        if self.process_failed is not None:
+            return None  # the process tree's signal is missing (its sampler failed), not still: only --timeout
         r = self.rules
         strong_idle = now - self.last_strong.t
         last_any = max(self.last_strong.t, self.last_weak.t if self.last_weak else 0.0)
@@ -502,6 +509,9 @@ class Judge:
 
     def _context_evidence(self, now: float, last_progress: bool = True) -> list[Evidence]:
         ev = []
+        if self.process_failed is not None:
+            f = self.process_failed
+            ev.append(Evidence("sampler:process", f.message, f.t))
         if last_progress:
             ev.append(Evidence(self.last_strong.signal, f"last progress: {self.last_strong.value}",
                                self.last_strong.t))

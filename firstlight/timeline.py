@@ -149,10 +149,12 @@ class GpuSample(Observation):
 
 @dataclass(frozen=True)
 class SourceNote(Observation):
-    """A signal source reports on itself once: 'no GPU', 'log rotated', 'cannot read /proc/PID/io'."""
+    """A signal source reports on itself once: 'no GPU', 'log rotated', 'cannot read /proc/PID/io'. ``failed``: its
+    sampler raised, so its signal is missing from then on (until a sample succeeds again: ``failed`` False)."""
 
     source: str
     message: str
+    failed: bool = False
     kind: ClassVar[str] = "note"
 
 

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from firstlight.timeline import Observation
+from firstlight.timeline import Observation, SourceNote
 
 Sink = Callable[[Observation], None]
 # the idle back-off's ceiling: far below any stall timeout (default 120 s), so a stall is judged as late as that
@@ -49,6 +49,9 @@ class Sampler:
     name = "sampler"
 
     def __init__(self, interval: float) -> None:
+        self.clock: Callable[[], float] = time.time
+        self.failure: str | None = None  # the last exception of ``sample``, while it keeps failing
+        self.failures = 0  # samples that raised, in all
         self.interval = interval
         self.moved = True
         self.backoff: Backoff | None = None
@@ -80,7 +83,7 @@ class Sampler:
         while not self._stop.is_set():
             t0 = time.monotonic()
             self.moved = True
-            for obs in self.sample():
+            for obs in self._sample_reported(sink):
                 sink(obs)
             wait = self.backoff.after(self.moved) if self.backoff is not None else self.interval
             deadline = t0 + wait
@@ -91,3 +94,24 @@ class Sampler:
                 if self._nudged.wait(left):
                     self._nudged.clear()
                     deadline = min(deadline, t0 + self.interval)
+
+    def _sample_reported(self, sink: Sink) -> list[Observation]:
+        """``sample``, with its failure reported instead of killing the thread: a sampler that raises (a bug, an
+        answer of the OS nobody foresaw) says so in a note marked ``failed``, once per distinct error, and keeps
+        trying at its idle back-off; the first sample that works again says so too. The judge then knows the
+        signal is missing rather than still (firstlight.judge: no ``hung`` from a signal it no longer gets)."""
+        try:
+            observations = self.sample()
+        except Exception as e:
+            self.failures += 1
+            self.moved = False
+            text = f"{type(e).__name__}: {str(e)[:200] or 'no message'}"
+            if text == self.failure:
+                return []
+            self.failure = text
+            return [SourceNote(self.clock(), self.name, f"sampler failed: {text}; its signal is missing until it "
+                                                         "samples again", failed=True)]
+        if self.failure is not None:
+            self.failure = None
+            return [SourceNote(self.clock(), self.name, "sampler works again"), *observations]
+        return observations

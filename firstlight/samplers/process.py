@@ -37,6 +37,8 @@ class ProcessTreeSampler(Sampler):
     """
 
     name = "process"
+
+    name = "process"
     tree_from_table = True  # the tree is what the process table has below the root (a unit's cgroup lists its own)
 
     def __init__(self, pid: int, interval: float = 1.0,

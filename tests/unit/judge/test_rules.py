@@ -227,3 +227,27 @@ def test_a_log_line_never_moves_the_phase_back_behind_a_probe():
                    "stderr", 2))
     names = [p.name for p in j.phases]
     assert names == sorted(names, key=PHASE_INDEX.__getitem__), names
+
+
+def test_a_failed_process_sampler_is_a_missing_signal_not_a_hang_and_the_verdict_names_it():
+    from firstlight.timeline import SourceNote
+
+    rules = JudgeConfig(timeout=60, stall_timeout=10, spin_timeout=900)
+    failed = SourceNote(T0 + 2, "process", "sampler failed: OSError: [Errno 5] Input/output error; its signal is "
+                                           "missing until it samples again", failed=True)
+    obs = [proc(0), proc(1), failed]
+    assert run(obs, 30, rules=rules).verdict == "starting"  # 28 s without a sample: no `hung` from a lost signal
+    timeout = run(obs, 61, rules=rules)
+    assert timeout.verdict == "timeout"
+    assert any(e.signal == "sampler:process" and "Input/output error" in e.value for e in timeout.evidence)
+    # it works again: stillness is a signal again, and a stall is a hang
+    again = SourceNote(T0 + 3, "process", "sampler works again")
+    assert run([*obs, again, proc(3)], 30, rules=rules).verdict == "hung"
+
+
+def test_only_the_process_samplers_failure_suspends_the_stall_rule():
+    from firstlight.timeline import SourceNote
+
+    rules = JudgeConfig(timeout=60, stall_timeout=10, spin_timeout=900)
+    gpu = SourceNote(T0 + 2, "gpu", "sampler failed: NVMLError: Unknown Error", failed=True)
+    assert run([proc(0), proc(1), gpu], 30, rules=rules).verdict == "hung"

@@ -5,10 +5,11 @@ The in-process tests of this subject; the others: ``tests/e2e/test_sampler_backo
 
 from __future__ import annotations
 
+import queue
 import threading
 
 from firstlight.samplers.base import IDLE_CAP_S, Backoff, Sampler, idle_cap
-from firstlight.timeline import Observation
+from firstlight.timeline import Observation, SourceNote, WeightsTotal
 from tests.support.common import wait_for
 
 
@@ -72,3 +73,68 @@ def test_a_moving_sampler_never_backs_off():
         assert s.backoff.interval == 0.01
     finally:
         s.stop()
+
+
+# -- a sample that raises is reported, never a silent thread death -----------------------------------------
+class Flaky(Sampler):
+    """Raises on the samples it is told to, returns one observation otherwise."""
+
+    name = "flaky"
+
+    def __init__(self, fail: list[bool]) -> None:
+        super().__init__(0.01)
+        self.plan = list(fail)
+        self.done = threading.Event()
+
+    def sample(self) -> list[Observation]:
+        if not self.plan:
+            self.done.set()
+            return []
+        if self.plan.pop(0):
+            raise OSError(5, "Input/output error")
+        return [WeightsTotal(self.clock(), 1, 1)]
+
+
+def _run(plan: list[bool]) -> tuple[list[Observation], Flaky]:
+    got: queue.Queue[Observation] = queue.Queue()
+    s = Flaky(plan)
+    s.start(got.put)
+    assert s.done.wait(30), "the sampler's thread died"
+    s.stop()
+    out = []
+    while not got.empty():
+        out.append(got.get())
+    return out, s
+
+
+def test_a_sample_that_raises_is_one_failed_note_and_the_sampler_goes_on():
+    out, s = _run([True, True, True, False])
+    notes = [o for o in out if isinstance(o, SourceNote)]
+    assert [n.failed for n in notes] == [True, False]  # one note for three identical failures, then "works again"
+    assert notes[0].source == "flaky" and "OSError" in notes[0].message and "Input/output error" in notes[0].message
+    assert notes[1].message == "sampler works again"
+    assert sum(isinstance(o, WeightsTotal) for o in out) == 1 and s.failures == 3
+
+
+def test_a_new_error_is_reported_again():
+    class Two(Flaky):
+        def sample(self) -> list[Observation]:
+            if len(self.plan) == 2:
+                self.plan.pop()
+                raise ValueError("first")
+            if len(self.plan) == 1:
+                self.plan.pop()
+                raise KeyError("second")
+            self.done.set()
+            return []
+
+    got: queue.Queue[Observation] = queue.Queue()
+    s = Two([True, True])
+    s.start(got.put)
+    assert s.done.wait(30)
+    s.stop()
+    notes = []
+    while not got.empty():
+        notes.append(got.get())
+    failed = [n for n in notes if isinstance(n, SourceNote) and n.failed]
+    assert [("ValueError" in n.message, "KeyError" in n.message) for n in failed] == [(True, False), (False, True)]
