@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import IO
+from urllib.parse import urlsplit
 
 import click
 
@@ -61,10 +62,16 @@ def _redactor(command: Sequence[str]) -> Redactor:
 
 def preflight(command: Sequence[str], engine: str | None = None, model: str | None = None,
               disk_sample: bool = True, redactor: Redactor | None = None,
-              deadline_s: float = DEADLINE_S) -> PreflightReport:
-    """Run every check against ``command``; secrets masked in the evidence."""
+              deadline_s: float = DEADLINE_S, url: str | None = None) -> PreflightReport:
+    """Run every check against ``command``; secrets masked in the evidence. ``url``: where the watch will reach
+    the server (its port is the one checked)."""
     r = redactor or _redactor(command)
-    report = run_preflight(read_target(command, engine=engine, model=model),
+    reach = None
+    if url:
+        parts = urlsplit(url)
+        with contextlib.suppress(ValueError):
+            reach = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+    report = run_preflight(read_target(command, engine=engine, model=model, reach=reach),
                            PreflightOptions(disk_sample, deadline_s=deadline_s), r)
     # Belt and braces: the evidence quotes command lines and paths.
     report.checks = [replace(c, evidence=r.text(c.evidence), hint=r.text(c.hint) if c.hint else None)
@@ -119,7 +126,8 @@ def preflight_before_launch(cfg: Config, as_json: bool, disk_sample: bool, redac
     which keeps them with the run and, when one failed, ends the run before launch."""
     with _sigterm_interrupts():
         report = preflight(cfg.command, cfg.engine, str(cfg.model_path) if cfg.model_path else None, disk_sample,
-                           redactor, min(DEADLINE_S, cfg.judge.timeout))  # --timeout bounds them too
+                           redactor, min(DEADLINE_S, cfg.judge.timeout),  # --timeout bounds them too
+                           url=cfg.probe.url)  # the port the watch probes, named by --url or by the command
     try:
         show(report, as_json)
     except (ValueError, OSError):  # a reader that went away: the run goes on, that stream silenced

@@ -106,8 +106,10 @@ def find_interpreter(argv: Sequence[str], env: Mapping[str, str],
 
 
 def read_target(command: Sequence[str], env: Mapping[str, str] | None = None, engine: str | None = None,
-                model: str | None = None) -> Target:
-    """Everything the checks need from the command (``engine``/``model`` override what the command says)."""
+                model: str | None = None, reach: tuple[str | None, int | None] | None = None) -> Target:
+    """Everything the checks need from the command (``engine``/``model`` override what the command says;
+    ``reach``, the host and port the watch will probe (``up --url``), overrides where the command says it
+    listens: a command that names no port is not checked on its engine's default port)."""
     cmd = read_command(list(command), engine=engine, env=os.environ if env is None else env)
     argv, full_env = list(cmd.server), dict(cmd.env)
     local = model or cmd.model_local
@@ -117,7 +119,8 @@ def read_target(command: Sequence[str], env: Mapping[str, str] | None = None, en
     return Target(
         argv=argv, env=full_env, engine=cmd.engine, model=model or cmd.model,
         model_path=resolve_model_dir(local) if local else None, tp=cmd.tp or 1,
-        host=cmd.reach_host, port=cmd.reach_port,  # on this machine: a container's published port
+        host=reach[0] if reach else cmd.reach_host,  # on this machine: a container's published port
+        port=reach[1] if reach else cmd.reach_port,
         gpu_util=(_float(cmd.value(*GPU_UTIL_FLAGS)) or VLLM_DEFAULT_GPU_UTIL) if cmd.engine == "vllm" else None,
         visible_devices=visible, interpreter=interp, interpreter_source=how, command=cmd,
     )

@@ -96,3 +96,19 @@ def test_a_host_that_does_not_resolve_is_a_warning_naming_it():
     assert e.strerror is not None and e.strerror.startswith("cannot resolve 'no-such-host.invalid': ")
     c = check_port(target(8000, host="no-such-host.invalid"))
     assert c.status == WARN and "cannot bind no-such-host.invalid:8000: cannot resolve" in c.evidence, c
+
+
+def test_up_checks_the_port_it_will_probe_not_the_engines_default():
+    """``up --url http://127.0.0.1:P -- llama-server -m m.gguf``: the command names no port, the URL does; the
+    check binds P, never llama.cpp's default 8080 (another server there is not this start's problem: a hunt run
+    failed a crash test as port_in_use on 8080, held by a container test's llama-server)."""
+    from firstlight.cli.preflight import preflight
+
+    assert read_target(["llama-server", "-m", "m.gguf"]).port == 8080  # the default, without a URL
+    assert read_target(["llama-server", "-m", "m.gguf"], reach=("127.0.0.1", 41234)).port == 41234
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))  # bound, so no server could bind it
+        port = held.getsockname()[1]
+        report = preflight(["llama-server", "-m", "m.gguf"], disk_sample=False, url=f"http://127.0.0.1:{port}")
+    check = next(c for c in report.checks if c.name == "port")
+    assert check.status == FAIL and f"127.0.0.1:{port}" in check.evidence, check
