@@ -98,7 +98,7 @@ def _readiness_server(spec: str, console: Reporter) -> Reporter:
         console.close()
         why = str(e) if isinstance(e, ValueError) else f"--serve-readiness {spec}: cannot listen ({e.strerror or e})"
         raise UsageFailure(why) from None
-    console.message(f"readiness endpoints: {server.url}/readyz /livez /startupz")
+    console.message(f"readiness endpoints: {server.url}/readyz /livez /startupz /events")
     if not _is_loopback(server.host):
         console.message(f"warning: --serve-readiness {spec} answers on every address it binds (not only this "
                         "machine): the pid, phase and evidence are visible to anyone who can reach the port")
