@@ -310,9 +310,12 @@ def test_the_endpoints_never_show_a_secret(weights: Path, reap: list[int]):
             return r.status_code == 200
 
         wait_for(ready, 60, "/readyz 200 with an API key")
-    finally:
         fl.send_signal(signal.SIGTERM)
-        fl.wait(timeout=30)
+        assert fl.wait(timeout=30) == 130
+    finally:
+        if fl.poll() is None:  # a sidecar that did not stop is not left behind
+            fl.kill()
+            fl.wait()
     assert len(bodies) > 1 and not [b for b in bodies if secret in b]
 
 
