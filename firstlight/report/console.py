@@ -16,9 +16,10 @@ from rich.text import Text
 
 from firstlight.anatomy import clock_lines, human_lines
 from firstlight.assessment import Assessment, Event
+from firstlight.formats import duration
 from firstlight.logtext import one_line
 from firstlight.report.base import QuietReporter
-from firstlight.report.format import duration, status_line
+from firstlight.report.format import status_line
 from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
 from firstlight.starts import describe

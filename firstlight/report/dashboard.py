@@ -24,8 +24,8 @@ from rich.table import Table
 from rich.text import Text
 
 from firstlight.assessment import Assessment, Event
+from firstlight.formats import duration, size
 from firstlight.report.console import ConsoleReporter
-from firstlight.report.format import duration, size
 from firstlight.timeline import GpuSample, Level, LogLine, Observation, ProcessSample
 from firstlight.vocab import PHASE_INDEX
 

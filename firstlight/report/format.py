@@ -5,8 +5,6 @@ from __future__ import annotations
 from firstlight.assessment import Assessment, Progress
 from firstlight.formats import duration, size
 
-__all__ = ["duration", "size"]  # the formatters live in firstlight.formats; here for the reporters' imports
-
 
 def progress_parts(p: Progress) -> list[str]:
     parts = []
