@@ -57,7 +57,8 @@ for i in $(seq 1 "$runs"); do
     env_cache=("FIRSTLIGHT_CACHE=$out/cache-$i")
   fi
   start=$SECONDS
-  (cd "$clone" && env CI=true "${env_cache[@]}" bash scripts/test.sh --junitxml="$out/run-$i.xml" \
+  # -v -v (after test.sh's -q): one line per test as it ends, so a run cut short still names its failures.
+  (cd "$clone" && env CI=true "${env_cache[@]}" bash scripts/test.sh -v -v --junitxml="$out/run-$i.xml" \
      </dev/null >"$out/run-$i.log" 2>&1)
   rc=$?
   stop_hogs
