@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -31,8 +30,8 @@ from types import TracebackType
 
 import psutil
 
-from firstlight.config import Config, HistoryConfig, JudgeConfig, ProbeConfig
-from firstlight.engines import detect_from_command, get_profile, read_command
+from firstlight import settings
+from firstlight.config import Config, HistoryConfig
 from firstlight.engines.profile import EngineProfile
 from firstlight.logreplay import ReplayReport, replay_lines, replay_log
 from firstlight.preflight import DEADLINE_S, PreflightOptions, PreflightReport, read_target
@@ -44,8 +43,6 @@ from firstlight.runner.session import Outcome, Session
 from firstlight.serving import ServingStatus
 from firstlight.timeline import Interrupted
 from firstlight.vocab import INTERRUPTED
-from firstlight.wire import normalise_url, split_url
-from firstlight.wire.deadline import resolve
 
 __all__ = ["NotReady", "Server", "replay", "run_preflight", "up", "watch"]
 
@@ -246,16 +243,15 @@ def up(command: Sequence[str], *, url: str | None = None, port: int | None = Non
     command = [str(c) for c in command]
     if not command or not command[0]:
         raise ValueError("up: no command to launch")
-    profile = _profile(engine, command)
-    probe = _probe_config(_where(url, port) or _url_from_command(command, profile), profile, api=api, prompt=prompt,
-                          expect=expect, max_tokens=max_tokens, served_model=served_model, api_key=api_key,
-                          connect_timeout=connect_timeout, read_timeout=read_timeout,
-                          generation_timeout=generation_timeout)
-    cfg = Config(command=command, engine=engine or detect_from_command(command),
-                 model_path=Path(model) if model else None, probe=probe,
-                 judge=_judge_config(timeout, stall_timeout, spin_timeout), history=_history(history),
-                 grace=_positive("grace", grace), serving_interval=serving_interval, after_ready="supervise")
-    run = _Run(cfg, profile, reporter, _redactor(command, api_key), preflight=not no_preflight)
+    profile = settings.profile(engine, command)
+    probe = settings.probe(settings.where(url, port) or settings.url_from_command(command, profile), profile,
+                           api=api, prompt=prompt, expect=expect, max_tokens=max_tokens, served_model=served_model,
+                           api_key=api_key, connect_timeout=connect_timeout, read_timeout=read_timeout,
+                           generation_timeout=generation_timeout)
+    cfg = settings.config(probe=probe, judge=settings.judge(timeout, stall_timeout, spin_timeout), command=command,
+                          engine=engine, model_path=Path(model) if model else None, history=_history(history),
+                          grace=grace, serving_interval=serving_interval, after_ready="supervise")
+    run = _Run(cfg, profile, reporter, settings.redactor(command, api_key), preflight=not no_preflight)
     return _Context(run, probe.url, launched=True)
 
 
@@ -275,17 +271,15 @@ def watch(url: str, *, pid: int | None = None, log: str | Path | None = None, lo
     if pid is not None:
         with contextlib.suppress(psutil.Error):  # another user's: watched without its command line
             command = psutil.Process(pid).cmdline()
-    profile = _profile(engine, command)
-    probe = _probe_config(url, profile, api=api, prompt=prompt, expect=expect, max_tokens=max_tokens,
-                          served_model=served_model, api_key=api_key, connect_timeout=connect_timeout,
-                          read_timeout=read_timeout, generation_timeout=generation_timeout)
-    if model is None and command:
-        model = read_command(command, engine=engine).model_local
-    cfg = Config(command=[], pid=pid, log_file=Path(log) if log else None, log_from_start=log_from_start,
-                 watched_command=command, engine=engine or detect_from_command(command),
-                 model_path=Path(model) if model else None, probe=probe,
-                 judge=_judge_config(timeout, stall_timeout, spin_timeout), history=_history(history))
-    return _Context(_Run(cfg, profile, reporter, _redactor(command, api_key)), probe.url, launched=False)
+    profile = settings.profile(engine, command)
+    probe = settings.probe(url, profile, api=api, prompt=prompt, expect=expect, max_tokens=max_tokens,
+                           served_model=served_model, api_key=api_key, connect_timeout=connect_timeout,
+                           read_timeout=read_timeout, generation_timeout=generation_timeout)
+    cfg = settings.config(probe=probe, judge=settings.judge(timeout, stall_timeout, spin_timeout),
+                          watched_command=command, engine=engine, pid=pid, log_file=Path(log) if log else None,
+                          log_from_start=log_from_start, model_path=settings.watch_model(model, command, engine),
+                          history=_history(history))
+    return _Context(_Run(cfg, profile, reporter, settings.redactor(command, api_key)), probe.url, launched=False)
 
 
 def run_preflight(command: Sequence[str], *, engine: str | None = None, model: str | Path | None = None,
@@ -296,9 +290,12 @@ def run_preflight(command: Sequence[str], *, engine: str | None = None, model: s
     if not command or not command[0]:
         raise ValueError("run_preflight: no command to check")
     if engine is not None:
-        _profile(engine, command)
-    return _preflight(command, engine, Path(model) if model else None, disk_sample, _redactor(command, None),
-                      _positive("deadline_s", deadline_s))
+        settings.profile(engine, command)
+    if not 0 < deadline_s <= settings.DAY_S:  # nan too
+        raise settings.SettingError("deadline_s", deadline_s, f"give a number of seconds above 0 and at most "
+                                                              f"{settings.DAY_S:g}")
+    return _preflight(command, engine, Path(model) if model else None, disk_sample,
+                      settings.redactor(command, None), float(deadline_s))
 
 
 def replay(source: str | os.PathLike[str] | Iterable[str], *, engine: str | None = None) -> ReplayReport:
@@ -306,7 +303,7 @@ def replay(source: str | os.PathLike[str] | Iterable[str], *, engine: str | None
     the last ``phase``, the ``failure`` category, ``hint``, ``evidence`` and ``phases``. ``source`` is a path, or
     the log's lines."""
     if engine is not None:
-        _profile(engine)
+        settings.profile(engine)
     return _replay(source, engine)
 
 
@@ -317,80 +314,12 @@ def _replay(source: str | os.PathLike[str] | Iterable[str], engine: str | None) 
     return replay_lines(source, engine)
 
 
-# -- building the Config, as the CLI does ----------------------------------------------------------------------
-def _profile(engine: str | None, command: Sequence[str] = ()) -> EngineProfile:
-    return get_profile(engine or detect_from_command(list(command)) or "generic")  # ValueError names the choices
-
-
-def _where(url: str | None, port: int | None) -> str | None:
-    if url is not None and port is not None:
-        raise ValueError("give url or port, not both")
-    if port is not None:
-        if not 0 < port < 65536:
-            raise ValueError(f"port {port} is not a port (1..65535)")
-        return f"http://127.0.0.1:{port}"
-    return url
-
-
-def _url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
-    url = read_command(command, engine=profile.name, env=os.environ).url  # the server inherits this environment
-    if url is None:
-        raise ValueError("cannot tell the server's port from its command line; pass url= or port=")
-    return url
-
-
-def _probe_config(url: str, profile: EngineProfile, *, api: str, prompt: str | None, expect: str | None,
-                  max_tokens: int, served_model: str | None, api_key: str | None, connect_timeout: float,
-                  read_timeout: float, generation_timeout: float) -> ProbeConfig:
-    url = normalise_url(url)  # ValueError: a URL that is no URL
-    host, port = split_url(url)
-    try:  # a typo in the host would otherwise look like a server that never opens its port, until the timeout
-        resolve(host, port, _RESOLVE_S)
-    except TimeoutError:
-        raise ValueError(f"cannot resolve host {host!r} of {url} (no answer from the resolver)") from None
-    except OSError as e:
-        raise ValueError(f"cannot resolve host {host!r} of {url} ({e.strerror or e})") from None
-    if api not in ("completions", "chat"):
-        raise ValueError(f"api must be 'completions' or 'chat', not {api!r}")
-    if not 1 <= max_tokens <= 4096:
-        raise ValueError(f"max_tokens must be within 1..4096, not {max_tokens}")
-    if expect is not None:
-        try:
-            re.compile(expect)
-        except re.error as e:
-            raise ValueError(f"expect is not a valid regular expression: {e}") from None
-    ep = profile.endpoints
-    return ProbeConfig(url=url, api=api, prompt=prompt, max_tokens=max_tokens, expect=expect, model=served_model,
-                       api_key=api_key, health_path=ep.health, models_path=ep.models,
-                       completions_path=ep.completions, chat_path=ep.chat,
-                       connect_timeout=_positive("connect_timeout", connect_timeout),
-                       read_timeout=_positive("read_timeout", read_timeout),
-                       generation_timeout=_positive("generation_timeout", generation_timeout))
-
-
-def _positive(name: str, value: float) -> float:
-    if not value > 0 or value == float("inf"):  # NaN too
-        raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
-    return float(value)
-
-
-def _judge_config(timeout: float, stall_timeout: float, spin_timeout: float) -> JudgeConfig:
-    return JudgeConfig(timeout=_positive("timeout", timeout), stall_timeout=_positive("stall_timeout", stall_timeout),
-                       spin_timeout=_positive("spin_timeout", spin_timeout))
-
-
+# -- what the API adds to the one settings path (firstlight.settings) ------------------------------------------
 def _history(history: bool | str | Path) -> HistoryConfig:
+    """``history``: True (the user's, or $FIRSTLIGHT_HISTORY), False (none), or a database path."""
     if isinstance(history, bool):
-        return HistoryConfig(enabled=history)
-    return HistoryConfig(enabled=True, path=Path(history))
-
-
-def _redactor(command: Sequence[str], api_key: str | None) -> Redactor:
-    r = Redactor()
-    r.add_from_argv(command)
-    r.add_from_env()
-    r.add(api_key)
-    return r
+        return settings.history(enabled=history)
+    return settings.history(path=history)
 
 
 def _preflight(command: list[str], engine: str | None, model: Path | None, disk_sample: bool, redactor: Redactor,

@@ -22,6 +22,7 @@ from typing import Any
 import click
 import psutil
 
+from firstlight import settings
 from firstlight._version import __version__
 from firstlight.cli.bench import bench_command
 from firstlight.cli.container import container_options, up_container, watch_container
@@ -34,21 +35,23 @@ from firstlight.cli.options import (
     after_ready_config,
     after_ready_options,
     check_expect,
+    engine_option,
     judge_config,
     probe_config,
     probe_options,
     profile_for,
     redactor_for,
     url_from_command,
+    usage,
     watch_options,
 )
 from firstlight.cli.preflight import preflight_before_launch, preflight_command
 from firstlight.cli.report import report_command
 from firstlight.cli.run import make_reporters, run_watch
 from firstlight.cli.unit import replay_unit, unit_options, watch_unit
-from firstlight.config import Config, JudgeConfig
+from firstlight.config import Config
 from firstlight.containers.command import parse_run
-from firstlight.engines import detect_from_command, get_profile, read_command
+from firstlight.engines import get_profile
 from firstlight.engines.profile import EngineProfile
 from firstlight.probes.ladder import Ladder
 from firstlight.redact import Redactor
@@ -140,12 +143,11 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
     profile = profile_for(kw["engine"], command)
     probe = probe_config(url or url_from_command(command, profile), profile, kw)
     after, history = after_ready_config(kw)
-    cfg = Config(after=after, history=history, command=list(command),
-                 engine=kw["engine"] or detect_from_command(command), model_path=kw["model_path"], probe=probe,
-                 judge=judge_config(kw), sample_interval=kw["sample_interval"], grace=grace,
-                 keep_on_failure=keep_on_failure, echo_server_output=not quiet_server,
-                 after_ready="detach" if detach else "stop" if stop_when_ready else "supervise",
-                 serving_interval=kw["serving_interval"])
+    cfg = usage(settings.config, probe=probe, judge=judge_config(kw), command=command, engine=kw["engine"],
+                after=after, history=history, model_path=kw["model_path"], sample_interval=kw["sample_interval"],
+                grace=grace, keep_on_failure=keep_on_failure, echo_server_output=not quiet_server,
+                after_ready="detach" if detach else "stop" if stop_when_ready else "supervise",
+                serving_interval=kw["serving_interval"])
     redactor = redactor_for(command, kw["api_key"])
     # A failed check ends the run before launch (verdict failed, the check's category, no server process).
     report = None if no_preflight else preflight_before_launch(cfg, kw["as_json"], not no_disk_sample, redactor)
@@ -234,16 +236,10 @@ def _watch_setup(url: str, pid: int | None, log_file: Path | None, kw: dict[str,
     profile = profile_for(kw["engine"], command)
     probe = probe_config(url, profile, kw)
     after, history = after_ready_config(kw)
-    model_path = kw["model_path"]
-    if model_path is None and command:
-        model = read_command(command, engine=kw["engine"]).model_local
-        model_path = Path(model) if model else None
-    cfg = Config(command=[], pid=pid, log_file=log_file, log_from_start=kw.get("log_from_start", False),
-                 watched_command=command,
-                 after=after, history=history,
-                 engine=kw["engine"] or detect_from_command(command),
-                 model_path=model_path, probe=probe, judge=judge_config(kw),
-                 sample_interval=kw["sample_interval"], serving_interval=kw["serving_interval"])
+    cfg = usage(settings.config, probe=probe, judge=judge_config(kw), watched_command=command, engine=kw["engine"],
+                pid=pid, log_file=log_file, log_from_start=kw.get("log_from_start", False), after=after,
+                history=history, model_path=settings.watch_model(kw["model_path"], command, kw["engine"]),
+                sample_interval=kw["sample_interval"], serving_interval=kw["serving_interval"])
     return cfg, profile
 
 
@@ -351,8 +347,8 @@ def demo(scenario: str, dialect: str, real: bool, as_json: bool) -> None:
               "api_key": None, "health_path": None, "connect_timeout": 1.0, "read_timeout": 5.0,
               "generation_timeout": 60.0, "as_json": as_json, "record": None}
         probe_cfg = probe_config(f"http://127.0.0.1:{port}", profile, kw)
-        cfg = Config(command=command, engine=dialect, probe=probe_cfg, after_ready="stop",
-                     judge=JudgeConfig(timeout=180, stall_timeout=20, spin_timeout=60))
+        cfg = settings.config(probe=probe_cfg, judge=settings.judge(timeout=180, stall_timeout=20, spin_timeout=60),
+                              command=command, engine=dialect, after_ready="stop")
         outcome = run_watch(cfg, profile, kw, Redactor())
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -361,7 +357,7 @@ def demo(scenario: str, dialect: str, real: bool, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("logfile", type=click.Path(path_type=Path), required=False)
-@click.option("--engine", default=None, help="Engine profile (default: detect from the log).")
+@engine_option("detect from the log")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--unit", default=None, help="Replay this systemd unit's lines from --journal-file.")
 @click.option("--journal-file", type=click.Path(path_type=Path, dir_okay=False), default=None,

@@ -30,11 +30,13 @@ from firstlight.cli.options import (
     EXIT_TIMEOUT,
     TIMEOUT,
     Command,
-    FiniteRange,
     Seconds,
     UsageFailure,
+    engine_option,
+    history_option,
+    number_option,
 )
-from firstlight.engines import PROFILES, get_profile
+from firstlight.engines import get_profile
 from firstlight.history import DeploymentKey, History, HistoryError
 from firstlight.redact import Redactor
 from firstlight.wire import clean_text
@@ -97,7 +99,8 @@ def format_result(r: BenchResult, engine: str | None, warm: WarmupResult | None,
 @click.command("bench", cls=Command, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("url")
 @click.option("--api", type=click.Choice(["completions", "chat"]), default="completions", show_default=True)
-@click.option("--model", default=None, help="Model name sent in requests (default: the first /v1/models lists).")
+@click.option("--served-model", "--model", "model", default=None,
+              help="Model name sent in requests (default: the first /v1/models lists); as up's --served-model.")
 @click.option("--concurrency", "-c", type=click.IntRange(1, 4096), default=1, show_default=True,
               help="Requests in flight at once.")
 @click.option("--requests", "num_requests", type=click.IntRange(min=1), default=None,
@@ -108,10 +111,8 @@ def format_result(r: BenchResult, engine: str | None, warm: WarmupResult | None,
               help="Approximate prompt length in tokens (synthetic prompts).")
 @click.option("--output-len", type=click.IntRange(1, 1_000_000), default=128, show_default=True,
               help="max_tokens of each request.")
-@click.option("--warmup", type=click.IntRange(0, 1000), default=1, show_default=True,
-              help="Sequential warm-up requests before the benchmark, not counted.")
-@click.option("--engine", type=click.Choice(sorted(PROFILES)), default=None,
-              help="Engine profile (default: detect from the server's endpoints).")
+@number_option("warmup", "Sequential warm-up requests before the benchmark, not counted.", default=1)
+@engine_option("detect from the server's endpoints")
 @click.option("--ignore-eos/--no-ignore-eos", default=None,
               help="Send ignore_eos so every request generates --output-len tokens (default: on for engines "
                    "that accept it).")
@@ -123,13 +124,11 @@ def format_result(r: BenchResult, engine: str | None, warm: WarmupResult | None,
               help="Bearer token for the server (or FIRSTLIGHT_API_KEY). Never printed or stored.")
 @click.option("--gpus", type=click.IntRange(min=0), default=None, help="GPU count, part of the deployment key.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-@click.option("--history", "history_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="History database (default: the user data directory).")
+@history_option()
 @click.option("--no-history", is_flag=True, help="Neither read nor write the history.")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit 4 when output throughput is below the baseline by more than --margin.")
-@click.option("--margin", type=FiniteRange(0, 10), default=0.2, show_default=True,
-              help="Allowed slack against the baseline (0.2: 20%).")
+@number_option("margin", "Allowed slack against the baseline (0.2: 20%).")
 def bench_command(url: str, api: str, model: str | None, concurrency: int, num_requests: int | None,
                   duration: float | None, prompt_len: int, output_len: int, warmup: int, engine: str | None,
                   ignore_eos: bool | None, request_timeout: float, connect_timeout: float, api_key: str | None,

@@ -15,6 +15,7 @@ from typing import IO, Any
 import click
 import psutil
 
+from firstlight import settings
 from firstlight.cli.options import (
     Decorator,
     UsageFailure,
@@ -25,13 +26,13 @@ from firstlight.cli.options import (
     probe_config,
     profile_for,
     redactor_for,
+    usage,
 )
 from firstlight.cli.run import run_watch
-from firstlight.config import Config
 from firstlight.containers.command import RunCommand
 from firstlight.containers.runtime import RUNTIMES, Container, Runtime, RuntimeFailure
 from firstlight.containers.watch import ContainerSession, Tracker
-from firstlight.engines import detect_from_command, read_command
+from firstlight.engines import read_command
 from firstlight.engines.profile import EngineProfile
 
 
@@ -97,10 +98,10 @@ def watch_container(url: str | None, kw: dict[str, Any]) -> None:
         raise UsageFailure(f"--container {kw['container']}: cannot tell where its server answers (no published "
                            "port for it, not on the host's network): pass the URL")
     after, history = after_ready_config(kw)
-    cfg = Config(command=[], pid=c.pid, watched_command=command, after=after, history=history,
-                 engine=kw["engine"] or detect_from_command(command), probe=probe_config(url, profile, kw),
-                 judge=judge_config(kw), sample_interval=kw["sample_interval"],
-                 serving_interval=kw["serving_interval"], echo_server_output=False)  # as --log: not echoed
+    cfg = usage(settings.config, probe=probe_config(url, profile, kw), judge=judge_config(kw),
+                watched_command=command, engine=kw["engine"], pid=c.pid, after=after, history=history,
+                sample_interval=kw["sample_interval"], serving_interval=kw["serving_interval"],
+                echo_server_output=False)  # as --log: not echoed
     redactor = redactor_for(command, kw["api_key"])
     tracker = Tracker(runtime, ref=c.id)
     tracker.last = c
@@ -134,11 +135,10 @@ def up_container(run: RunCommand, url: str | None, kw: dict[str, Any], cfg_kw: d
     try:
         after, history = after_ready_config(kw)
         model = kw["model_path"] or read_command(list(run.argv)).model_local  # where this machine sees it (-v)
-        cfg = Config(after=after, history=history, command=list(run.argv), watched_command=inner,
-                     model_path=Path(model) if model and Path(model).exists() else None,
-                     engine=kw["engine"] or detect_from_command(inner), probe=probe_config(url, profile, kw),
-                     judge=judge_config(kw), sample_interval=kw["sample_interval"],
-                     serving_interval=kw["serving_interval"], **cfg_kw)
+        cfg = usage(settings.config, probe=probe_config(url, profile, kw), judge=judge_config(kw),
+                    command=run.argv, watched_command=inner, engine=kw["engine"], after=after, history=history,
+                    model_path=Path(model) if model and Path(model).exists() else None,
+                    sample_interval=kw["sample_interval"], serving_interval=kw["serving_interval"], **cfg_kw)
         redactor = redactor_for(run.argv, kw["api_key"])
         tracker = Tracker(Runtime(run.runtime, run.argv[0]), ref=run.name, cidfile=launch.cidfile)
         if not kw["as_json"]:

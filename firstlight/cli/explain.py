@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from firstlight.anatomy import anatomy, clock_lines, compare_clocks, human_lines
-from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure, engine_option, history_option
 from firstlight.config import JudgeConfig
 from firstlight.files import kind
 from firstlight.history import History, HistoryError
@@ -95,9 +95,8 @@ def _from_history(path: Path | None, run_id: int | None) -> Found:
 @click.argument("source", type=click.Path(path_type=Path, dir_okay=False), required=False)
 @click.option("--run", "run_id", type=int, default=None, help="A run of the history (see `firstlight history`).")
 @click.option("--last", is_flag=True, help="The newest run of the history.")
-@click.option("--engine", default=None, help="Engine profile for a log or record (default: detect).")
-@click.option("--history", "history_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="The history database (default: the user's).")
+@engine_option("detect from the log or record")
+@history_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the anatomy object on stdout.")
 def explain_command(source: Path | None, run_id: int | None, last: bool, engine: str | None,
                     history_path: Path | None, as_json: bool) -> None:

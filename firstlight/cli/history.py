@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure, history_option
 from firstlight.history import DIRECTION, History, HistoryError, Run, default_path
 from firstlight.history.k8s import format_budget, probe_budget
 from firstlight.history.policy import start_groups, version_regressions
@@ -82,8 +82,7 @@ def format_compare(c: dict[str, Any]) -> str:
 
 
 @click.command("history", cls=Command, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--history", "history_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="History database (default: the user data directory).")
+@history_option()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option("--deployment", default=None, metavar="HASH", help="Only this deployment (a hash or its prefix).")
 @click.option("--compare", type=(int, int), default=None, metavar="RUN_A RUN_B", help="Compare two runs.")

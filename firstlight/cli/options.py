@@ -11,28 +11,26 @@ host that does not resolve would look like a server that never opens its port.
 
 from __future__ import annotations
 
-import math
-import os
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import click
 
+from firstlight import settings
 from firstlight.config import AfterReadyConfig, HistoryConfig, JudgeConfig, ProbeConfig
-from firstlight.engines import detect_from_command, get_profile, read_command
+from firstlight.engines import PROFILES
 from firstlight.engines.profile import EngineProfile
 from firstlight.redact import Redactor
+from firstlight.settings import DAY_S, HOUR_S, NUMBERS, Number, SettingError
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE
-from firstlight.wire import normalise_url, split_url
-from firstlight.wire.deadline import resolve
 
 EXIT_OK = 0
 EXIT_FAILED = EXIT_CODES["failed"]
 EXIT_TIMEOUT = EXIT_CODES["timeout"]
 EXIT_INTERRUPTED = EXIT_CODES["interrupted"]
-MAX_TIMEOUT_S = 86_400.0  # one day: longer than any cold start, small enough for every timer
+MAX_TIMEOUT_S = DAY_S
+T = TypeVar("T")
 
 
 class UsageFailure(click.UsageError):
@@ -66,42 +64,47 @@ class Command(click.Command):
 
 
 # -- checked option types --------------------------------------------------------------------------------------
-class Seconds(click.ParamType):
-    """A number of seconds: finite, above 0 and at most ``maximum``."""
+class Setting(click.ParamType):
+    """An option checked by its one declaration in :mod:`firstlight.settings` (range, unit, whole or not): the
+    API refuses the same values with the same words."""
 
-    name = "seconds"
+    name = "number"
 
-    def __init__(self, maximum: float = MAX_TIMEOUT_S) -> None:
-        self.maximum = maximum
+    def __init__(self, number: Number) -> None:
+        self.number = number
+        self.name = number.unit or ("integer" if number.integer else "number")
 
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        if isinstance(value, float | int) and not isinstance(value, bool):
-            number = float(value)
-        else:
-            try:
-                number = float(str(value))
-            except ValueError:
-                number = math.nan
-        name = param.opts[0] if param is not None and param.opts else "value"
-        if not math.isfinite(number) or number <= 0 or number > self.maximum:
-            raise UsageFailure(f"{name} {value}: give a number of seconds above 0 and at most {self.maximum:g}")
-        return number
-
-
-class FiniteRange(click.FloatRange):
-    """A FloatRange that also refuses ``nan`` (which passes every comparison) and infinities."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return self.number.check(value)
+        except SettingError as e:
             name = param.opts[0] if param is not None and param.opts else "value"
-            raise UsageFailure(f"{name} {value}: give a finite number")
-        return number
+            raise UsageFailure(f"{name} {value}: {e.need}") from None
+
+
+def Seconds(maximum: float = MAX_TIMEOUT_S) -> Setting:
+    """A number of seconds: finite, above 0 and at most ``maximum``."""
+    return Setting(Number("seconds", 1.0, 0.0, maximum, low_open=True, unit="seconds"))
+
+
+def number_option(name: str, help: str | None = None, **kw: Any) -> Decorator:
+    """``--NAME`` for the setting ``name``: its type, range and default from its one declaration."""
+    n = NUMBERS[name]
+    kw.setdefault("default", n.default)
+    return click.option(f"--{name.replace('_', '-')}", name, type=Setting(n), show_default=True, help=help, **kw)
+
+
+def usage(build: Callable[..., T], *args: Any, **kw: Any) -> T:
+    """A settings builder called for the CLI: its refusal is the one-line usage error, naming the option."""
+    try:
+        return build(*args, **kw)
+    except SettingError as e:
+        raise UsageFailure(e.as_option()) from None
 
 
 TIMEOUT = Seconds()
-PERIOD = Seconds(maximum=3600.0)  # sampling and polling periods: above 0, so nothing busy-loops
-GRACE = Seconds(maximum=3600.0)
+PERIOD = Seconds(maximum=HOUR_S)  # sampling and polling periods: above 0, so nothing busy-loops
+GRACE = Seconds(maximum=HOUR_S)
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -117,14 +120,38 @@ def options(*opts: Decorator) -> Decorator:
     return apply
 
 
+# -- options that several commands share, each declared once ----------------------------------------------------
+def history_option() -> Decorator:
+    return click.option("--history", "history_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                        help="Run history database (default: $FIRSTLIGHT_HISTORY, else the user data directory).")
+
+
+def _known_engine(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and value not in PROFILES:  # read at parse time: a plugin may have added a profile
+        raise UsageFailure(f"--engine {value}: give one of {', '.join(sorted(PROFILES))}")
+    return value
+
+
+def engine_option(default: str = "detect") -> Decorator:
+    return click.option("--engine", default=None, callback=_known_engine, metavar="ENGINE",
+                        help=f"Engine profile (default: {default}): one of sglang, vllm, llamacpp, tgi, trtllm, "
+                             "lmdeploy, ollama, generic.")
+
+
+judge_options = (  # up, watch and report: when the verdict gives up
+    number_option("timeout", "Overall deadline in seconds."),
+    number_option("stall_timeout", "No progress of any kind for this long: hung."),
+    number_option("spin_timeout", "Only CPU/GPU busy, nothing else moving, for this long: hung (busy-wait)."),
+)
+
+
 # -- the option groups of the start commands -------------------------------------------------------------------
 probe_options = options(  # up, watch and probe: how to talk to the server
-    click.option("--engine", default=None, help="Engine profile (default: detect). "
-                 "One of: sglang, vllm, llamacpp, tgi, trtllm, lmdeploy, ollama, generic."),
+    engine_option(),
     click.option("--api", type=click.Choice(["completions", "chat"]), default="completions", show_default=True,
                  help="Which endpoint the generation probe uses."),
     click.option("--prompt", default=None, help="Prompt of the generation probe (deterministic: temperature 0)."),
-    click.option("--max-tokens", type=click.IntRange(1, 4096), default=8, show_default=True),
+    number_option("max_tokens", "Tokens the generation probe asks for."),
     click.option("--expect", default=None, metavar="REGEX",
                  help="The generated text must match this regular expression."),
     click.option("--served-model", default=None,
@@ -132,53 +159,37 @@ probe_options = options(  # up, watch and probe: how to talk to the server
     click.option("--api-key", envvar="FIRSTLIGHT_API_KEY", default=None,
                  help="Bearer token for the server (or FIRSTLIGHT_API_KEY). Never printed."),
     click.option("--health-path", default=None, help="Override the engine's health endpoint."),
-    click.option("--connect-timeout", type=TIMEOUT, default=1.0, show_default=True,
-                 help="Connect timeout of every probe, seconds."),
-    click.option("--read-timeout", type=TIMEOUT, default=5.0, show_default=True,
-                 help="Read timeout of health and model-list requests (each request must also end within "
+    number_option("connect_timeout", "Connect timeout of every probe, seconds."),
+    number_option("read_timeout", "Read timeout of health and model-list requests (each request must also end within "
                       "connect + read timeout, however the server trickles)."),
-    click.option("--generation-timeout", type=TIMEOUT, default=120.0, show_default=True,
-                 help="Read timeout of a generation probe (separate from the polling period)."),
+    number_option("generation_timeout", "Read timeout of a generation probe (separate from the polling period)."),
     click.option("--json", "as_json", is_flag=True, help="JSON Lines events on stdout; the last is the summary."),
 )
 
 after_ready_options = options(  # up and watch: what to do once READY holds, and how to remember it
-    click.option("--warmup", type=click.IntRange(0, 1000), default=0, show_default=True,
-                 help="After READY, send N requests one by one: first vs steady-state latency."),
+    number_option("warmup", "After READY, send N requests one by one: first vs steady-state latency."),
     click.option("--bench", "bench", is_flag=True, help="After READY, run a short streaming benchmark "
                  "(TTFT, ITL, TPOT, throughput) and read speculative-decoding acceptance."),
-    click.option("--bench-requests", type=click.IntRange(1), default=32, show_default=True),
-    click.option("--bench-concurrency", type=click.IntRange(1, 4096), default=4, show_default=True),
-    click.option("--bench-duration", type=click.FloatRange(0, min_open=True), default=60.0, show_default=True,
-                 help="Upper bound on the benchmark's time, seconds."),
-    click.option("--bench-output-len", type=click.IntRange(1), default=64, show_default=True),
-    click.option("--history", "history_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-                 help="Run history database (default: $FIRSTLIGHT_HISTORY, else the user data directory)."),
+    number_option("bench_requests", "Requests of the benchmark after READY."),
+    number_option("bench_concurrency", "Requests in flight at once during that benchmark."),
+    number_option("bench_duration", "Upper bound on the benchmark's time, seconds."),
+    number_option("bench_output_len", "Tokens each benchmark request generates."),
+    history_option(),
     click.option("--no-history", is_flag=True, help="Neither read nor write the run history."),
     click.option("--fail-on-regression", is_flag=True,
                  help="Exit 4 when the cold start or throughput is worse than the baseline by over --margin."),
-    click.option("--margin", type=click.FloatRange(0, 10), default=0.2, show_default=True,
-                 help="Regression margin, as a fraction of the baseline."),
+    number_option("margin", "Regression margin, as a fraction of the baseline."),
 )
 
 watch_options = options(  # up and watch (the long-running commands): when to give up, what to sample
-    click.option("--timeout", type=TIMEOUT, default=3600.0, show_default=True,
-                 help="Overall deadline in seconds."),
-    click.option("--stall-timeout", type=TIMEOUT, default=120.0, show_default=True,
-                 help="No progress of any kind for this long: hung."),
-    click.option("--spin-timeout", type=TIMEOUT, default=900.0, show_default=True,
-                 help="Only CPU/GPU busy, nothing else moving, for this long: hung (busy-wait)."),
-    click.option("--serving-interval", type=FiniteRange(0, 3600), default=10.0, show_default=True,
-                 help="After READY, while supervising or as a sidecar: one 1-token generation when the "
+    *judge_options,
+    number_option("serving_interval", "After READY, while supervising or as a sidecar: one 1-token generation when the "
                       "engine's counters showed nothing completed for this long (0: no serving checks)."),
     click.option("--model", "model_path", type=click.Path(path_type=Path), default=None,
                  help="Model weights on disk, for the fraction read (default: from the command line)."),
-    click.option("--poll-min", type=PERIOD, default=0.1, show_default=True,
-                 help="Polling period right after a change or a new log line."),
-    click.option("--poll-max", type=PERIOD, default=1.0, show_default=True,
-                 help="Polling period after a quiet spell."),
-    click.option("--sample-interval", type=PERIOD, default=1.0, show_default=True,
-                 help="Process and GPU sampling period."),
+    number_option("poll_min", "Polling period right after a change or a new log line."),
+    number_option("poll_max", "Polling period after a quiet spell."),
+    number_option("sample_interval", "Process and GPU sampling period."),
     click.option("--record", type=click.Path(path_type=Path), default=None,
                  help="Write every observation to this JSON Lines file (to replay through the judge)."),
     click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -198,89 +209,53 @@ watch_options = options(  # up and watch (the long-running commands): when to gi
     click.option("--member", "members", multiple=True, metavar="URL",
                  help="A member of a multi-node start (repeatable): the base URL of that node's own firstlight "
                       "--serve-readiness. The leader's /readyz is then the group's (docs/multinode.md)."),
-    click.option("--member-port", type=click.IntRange(1, 65535), default=8081, show_default=True,
-                 help="Under LeaderWorkerSet (LWS_* env, on the leader): the members' readiness port."),
+    number_option("member_port", "Under LeaderWorkerSet (LWS_* env, on the leader): the members' readiness port."),
 )
 
 
-# -- the Config parts built from them ------------------------------------------------------------------------
+# -- the Config parts built from them, by firstlight.settings ----------------------------------------------------
 def profile_for(engine: str | None, command: Sequence[str] = ()) -> EngineProfile:
     """``--engine``, else the one the command line names, else generic."""
-    name = engine or detect_from_command(list(command)) or "generic"
-    try:
-        return get_profile(name)
-    except ValueError as e:
-        raise UsageFailure(str(e)) from None
+    return usage(settings.profile, engine, command)
 
 
-def probe_config(url: str, profile: EngineProfile, kw: dict[str, Any], resolve_within: float = 10.0) -> ProbeConfig:
-    try:
-        url = normalise_url(url)
-        host, port = split_url(url)
-    except ValueError as e:
-        raise UsageFailure(str(e)) from None
-    if kw.get("poll_min", 0.1) > kw.get("poll_max", 1.0):
-        raise UsageFailure("--poll-min must not be above --poll-max")
-    try:  # a typo in the host would otherwise look like a server that never opens its port, until --timeout
-        resolve(host, port, resolve_within)  # bounded: getaddrinfo itself has no timeout
-    except TimeoutError:
-        raise UsageFailure(f"cannot resolve host {host!r} of {url} (no answer from the resolver)") from None
-    except OSError as e:
-        raise UsageFailure(f"cannot resolve host {host!r} of {url} ({e.strerror or e})") from None
-    ep = profile.endpoints
-    return ProbeConfig(
-        url=url, api=kw["api"], prompt=kw["prompt"], max_tokens=kw["max_tokens"], expect=kw["expect"],
-        model=kw["served_model"], api_key=kw["api_key"], health_path=kw["health_path"] or ep.health,
-        models_path=ep.models, completions_path=ep.completions, chat_path=ep.chat,
-        connect_timeout=kw["connect_timeout"], read_timeout=kw["read_timeout"],
-        generation_timeout=kw["generation_timeout"],
-        min_interval=kw.get("poll_min", 0.1), max_interval=kw.get("poll_max", 1.0),
-        explicit=frozenset({"health_path"} if kw["health_path"] else ()),
-    )
+def probe_config(url: str, profile: EngineProfile, kw: dict[str, Any],
+                 resolve_within: float = settings.RESOLVE_S) -> ProbeConfig:
+    return usage(settings.probe, url, profile, api=kw["api"], prompt=kw["prompt"], expect=kw["expect"],
+                 max_tokens=kw["max_tokens"], served_model=kw["served_model"], api_key=kw["api_key"],
+                 health_path=kw["health_path"], connect_timeout=kw["connect_timeout"],
+                 read_timeout=kw["read_timeout"], generation_timeout=kw["generation_timeout"],
+                 poll_min=kw.get("poll_min", NUMBERS["poll_min"].default),
+                 poll_max=kw.get("poll_max", NUMBERS["poll_max"].default), resolve_within=resolve_within)
 
 
 def check_expect(expect: str | None) -> None:
-    if expect is None:
-        return
-    try:
-        re.compile(expect)
-    except re.error as e:
-        raise UsageFailure(f"--expect is not a valid regular expression: {e}") from None
+    usage(settings.check_expect, expect)
 
 
 def judge_config(kw: dict[str, Any]) -> JudgeConfig:
-    for name in ("timeout", "stall_timeout", "spin_timeout"):
-        if kw[name] <= 0:
-            raise UsageFailure(f"--{name.replace('_', '-')} must be positive")
-    return JudgeConfig(timeout=kw["timeout"], stall_timeout=kw["stall_timeout"], spin_timeout=kw["spin_timeout"])
+    return usage(settings.judge, kw["timeout"], kw["stall_timeout"], kw["spin_timeout"])
 
 
 def after_ready_config(kw: dict[str, Any]) -> tuple[AfterReadyConfig, HistoryConfig]:
-    after = AfterReadyConfig(warmup=kw["warmup"], bench=kw["bench"], bench_requests=kw["bench_requests"],
-                             bench_concurrency=kw["bench_concurrency"], bench_duration=kw["bench_duration"],
-                             bench_output_len=kw["bench_output_len"])
-    history = HistoryConfig(enabled=not kw["no_history"], path=kw["history_path"],
-                            fail_on_regression=kw["fail_on_regression"], margin=kw["margin"])
+    after = usage(settings.after_ready, kw["warmup"], kw["bench"], kw["bench_requests"], kw["bench_concurrency"],
+                  kw["bench_duration"], kw["bench_output_len"])
+    history = usage(settings.history, not kw["no_history"], kw["history_path"], kw["fail_on_regression"],
+                    kw["margin"])
     return after, history
 
 
 def url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
-    url = read_command(command, engine=profile.name, env=os.environ).url  # the server inherits this environment
-    if url is None:
-        raise UsageFailure("cannot tell the server's port from its command line; pass --url")
-    return url
+    return usage(settings.url_from_command, command, profile)
 
 
 def redactor_for(command: Sequence[str], api_key: str | None) -> Redactor:
     """The secrets of this run: in the server's command line, the environment, and the API key."""
-    r = Redactor()
-    r.add_from_argv(command)
-    r.add_from_env()
-    r.add(api_key)
-    return r
+    return settings.redactor(command, api_key)
 
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "EXIT_TIMEOUT",
-           "EXIT_USAGE", "GRACE", "PERIOD", "TIMEOUT", "Command", "FiniteRange", "Seconds", "UsageFailure",
-           "after_ready_config", "after_ready_options", "check_expect", "judge_config", "options", "probe_config",
-           "probe_options", "profile_for", "redactor_for", "url_from_command", "watch_options"]
+           "EXIT_USAGE", "GRACE", "PERIOD", "TIMEOUT", "Command", "Seconds", "Setting", "UsageFailure",
+           "after_ready_config", "after_ready_options", "check_expect", "engine_option", "history_option",
+           "judge_config", "judge_options", "number_option", "options", "probe_config", "probe_options",
+           "profile_for", "redactor_for", "url_from_command", "usage", "watch_options"]

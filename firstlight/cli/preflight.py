@@ -19,9 +19,8 @@ from urllib.parse import urlsplit
 
 import click
 
-from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure, engine_option, history_option
 from firstlight.config import Config
-from firstlight.engines import PROFILES
 from firstlight.history import History, HistoryError
 from firstlight.logtext import one_line
 from firstlight.preflight import DEADLINE_S, FAIL, OK, PreflightOptions, PreflightReport, read_target, run_preflight
@@ -141,16 +140,14 @@ def preflight_before_launch(cfg: Config, as_json: bool, disk_sample: bool, redac
 
 @click.command("preflight", cls=Command, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
-@click.option("--engine", type=click.Choice(sorted(PROFILES)), default=None,
-              help="Engine profile (default: detect from the command).")
+@engine_option("detect from the command")
 @click.option("--model", default=None, help="Model path or id (default: from the command line).")
 @click.option("--no-disk-sample", is_flag=True, help="Skip the bounded read-rate sample of the weights.")
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines on stdout; the last is the preflight event.")
 @click.option("--disk", is_flag=True, help="Measure the sequential read rate of the filesystem holding the weights "
               "(at most 2 GiB and 5 s of uncached files, evicted afterwards) and keep it in the history for the "
               "anatomy.")
-@click.option("--history", "history_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="--disk: the history database (default: the user's).")
+@history_option()
 def preflight_command(command: tuple[str, ...], engine: str | None, model: str | None, no_disk_sample: bool,
                       as_json: bool, disk: bool = False, history_path: Path | None = None) -> None:
     """Check what a launch command will use, without starting it: the GPUs (foreign processes, SGLang's and

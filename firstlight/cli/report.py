@@ -13,7 +13,17 @@ from pathlib import Path
 
 import click
 
-from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure
+from firstlight import settings
+from firstlight.cli.options import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Command,
+    UsageFailure,
+    history_option,
+    judge_options,
+    options,
+    usage,
+)
 from firstlight.config import JudgeConfig
 from firstlight.history import History, HistoryError, default_path
 from firstlight.report.record import RecordError, read_record, read_summary
@@ -43,13 +53,9 @@ BAD_FIELDS = (TypeError, ValueError, KeyError, AttributeError, OverflowError, In
 @click.option("--run", "run_id", type=int, default=None, help="A run from the history (see firstlight history).")
 @click.option("--last", is_flag=True, help="The latest start in the history (of --deployment, if given).")
 @click.option("--deployment", default=None, metavar="HASH", help="With --last: that deployment's latest start.")
-@click.option("--history", "history_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="History database (default: $FIRSTLIGHT_HISTORY, else the user data directory).")
+@history_option()
 @click.option("--no-baseline", is_flag=True, help="Do not draw the deployment's baseline start.")
-@click.option("--timeout", type=click.FloatRange(0, min_open=True), default=3600.0, show_default=True,
-              help="The rules the run was watched with (a record does not carry them): as for up/watch.")
-@click.option("--stall-timeout", type=click.FloatRange(0, min_open=True), default=120.0, show_default=True)
-@click.option("--spin-timeout", type=click.FloatRange(0, min_open=True), default=900.0, show_default=True)
+@options(*judge_options)  # the rules the run was watched with (a record does not carry them), as for up/watch
 def report_command(record: Path | None, html_path: Path | None, trace_path: Path | None, summary_path: Path | None,
                    run_id: int | None, last: bool, deployment: str | None, history_path: Path | None,
                    no_baseline: bool, timeout: float, stall_timeout: float, spin_timeout: float) -> None:
@@ -76,7 +82,7 @@ def report_command(record: Path | None, html_path: Path | None, trace_path: Path
     for option, path in (("-o", html_path), ("--trace", trace_path)):
         if path is not None and not os.access(path.parent.resolve(), os.W_OK):
             raise UsageFailure(f"{option} {path}: cannot write in {path.parent}")
-    rules = JudgeConfig(timeout=timeout, stall_timeout=stall_timeout, spin_timeout=spin_timeout)
+    rules = usage(settings.judge, timeout, stall_timeout, spin_timeout)
     try:
         if record is not None:
             rec = read_record(record)

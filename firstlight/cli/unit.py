@@ -12,21 +12,22 @@ from typing import IO, Any
 
 import click
 
+from firstlight import settings
 from firstlight.cli.options import (
     Decorator,
     UsageFailure,
     after_ready_config,
     check_expect,
     judge_config,
+    number_option,
     options,
     probe_config,
     profile_for,
     redactor_for,
     url_from_command,
+    usage,
 )
 from firstlight.cli.run import run_watch
-from firstlight.config import Config
-from firstlight.engines import detect_from_command, read_command
 from firstlight.units import unit_name
 from firstlight.units.journal import JournalError, is_journal_file, journal_lines
 from firstlight.units.systemctl import Systemctl, SystemctlError, UnitState
@@ -35,15 +36,13 @@ from firstlight.units.watch import UnitOptions, UnitWatch, engine_command
 
 def unit_options(up: bool = False) -> Decorator:
     """``--unit`` and its companions (watch: ``--journal-file``; up: ``--stop-on-interrupt``)."""
-    opts = [
+    opts: list[Decorator] = [
         click.option("--unit", default=None, metavar="UNIT",
                      help="A systemd unit: its processes (cgroup), its journal and its restarts"
                           + (" (restarted, or started, then watched)." if up else ".")),
-        click.option("--max-attempts", type=click.IntRange(1, 100), default=1, show_default=True,
-                     help="With --unit: a restart by Restart=on-failure is a new attempt; report each failed "
-                          "one and keep watching, up to N attempts."),
-        click.option("--restart-wait", type=click.FloatRange(0), default=120.0, show_default=True,
-                     help="With --unit: seconds to wait for systemd's next attempt after a failed one."),
+        number_option("max_attempts", "With --unit: a restart by Restart=on-failure is a new attempt; report each "
+                                      "failed one and keep watching, up to N attempts."),
+        number_option("restart_wait", "With --unit: seconds to wait for systemd's next attempt after a failed one."),
         click.option("--cgroup", "cgroup_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
                      help="With --unit: the unit's cgroup directory (default: /sys/fs/cgroup + its ControlGroup)."),
     ]
@@ -98,14 +97,10 @@ def watch_unit(url: str | None, kw: dict[str, Any], restart_first: bool = False,
     if url is None:
         raise UsageFailure("--unit with --journal-file needs the server's URL (--url or the URL argument)")
     after, history = after_ready_config(kw)
-    model_path = kw["model_path"]
-    if model_path is None and command:
-        model = read_command(command, engine=kw["engine"]).model_local
-        model_path = Path(model) if model else None
-    cfg = Config(command=[], watched_command=command, after=after, history=history,
-                 engine=kw["engine"] or detect_from_command(command), model_path=model_path,
-                 probe=probe_config(url, profile, kw), judge=judge_config(kw),
-                 sample_interval=kw["sample_interval"], echo_server_output=echo)
+    cfg = usage(settings.config, probe=probe_config(url, profile, kw), judge=judge_config(kw),
+                watched_command=command, engine=kw["engine"], after=after, history=history,
+                model_path=settings.watch_model(kw["model_path"], command, kw["engine"]),
+                sample_interval=kw["sample_interval"], echo_server_output=echo)
     opts = UnitOptions(unit, journal_file, kw.get("cgroup_dir"), kw["max_attempts"], kw["restart_wait"],
                        restart_first, kw.get("stop_on_interrupt", False))
     if restart_first:

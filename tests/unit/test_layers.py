@@ -44,8 +44,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("drive", ("firstlight.drive", "firstlight.logreplay")),
     # What is told to people and machines: reporters, the report, the record.
     ("report", ("firstlight.report",)),
-    # A watch: the session, the launcher, the supervision after READY.
-    ("runner", ("firstlight.runner",)),
+    # A watch: the session, the launcher, the supervision after READY; the one builder of its settings.
+    ("runner", ("firstlight.runner", "firstlight.settings")),
     # Watches of a different shape: a systemd unit's attempts; a container; the simulated server (a demo and a test
     # fixture).
     ("units", ("firstlight.units", "firstlight.containers", "firstlight.sim")),

@@ -34,10 +34,17 @@ NGRAM_NO_HITS = ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "1
 
 
 # --- the real server ---------------------------------------------------------------------------------------
+# A start, three benchmark requests with a draft model drafting for itself: 135 s on an idle 2-core machine, over
+# 300 s (pytest's default limit) beside two busy processes (flake hunt E). The subprocess's limit is the test's
+# bound, and pytest's is above it, so a slow run fails with firstlight's output, not with a stack of select().
+UP_BENCH_S = 800
+slow = pytest.mark.timeout(UP_BENCH_S + 100)
+
+
 def _up_bench(llama: dict[str, str], *extra: str) -> dict[str, Any]:  # noqa: F811
     port = free_port()
     r = run_firstlight("up", "--json", "--stop-when-ready", "--no-history", *FAST, *BENCH, "--",
-                       *server_cmd(llama, port, "-c", "2048", *extra), timeout=500)
+                       *server_cmd(llama, port, "-c", "2048", *extra), timeout=UP_BENCH_S)
     assert r.rc == 0, r.stderr[-3000:]
     s = r.summary
     assert s["bench"]["completed"] == 3 and s["bench"]["errors"] == 0, s["bench"]
@@ -45,6 +52,7 @@ def _up_bench(llama: dict[str, str], *extra: str) -> dict[str, Any]:  # noqa: F8
 
 
 @pytest.mark.llama
+@slow
 def test_draft_model_is_ok_with_the_acceptance_length(llama: dict[str, str]):  # noqa: F811
     spec = _up_bench(llama, "-md", llama["model"], "--spec-type", "draft-simple")
     # The model drafts for itself at temperature 0: nearly every draft token is accepted.
@@ -54,6 +62,7 @@ def test_draft_model_is_ok_with_the_acceptance_length(llama: dict[str, str]):  #
 
 
 @pytest.mark.llama
+@slow
 def test_ngram_drafter_with_no_hits_is_no_data_not_off(llama: dict[str, str]):  # noqa: F811
     spec = _up_bench(llama, *NGRAM_NO_HITS)
     assert spec["status"] == "no_data", spec
@@ -61,6 +70,7 @@ def test_ngram_drafter_with_no_hits_is_no_data_not_off(llama: dict[str, str]):  
 
 
 @pytest.mark.llama
+@slow
 def test_draft_model_without_spec_type_is_not_configured(llama: dict[str, str]):  # noqa: F811
     # b11434's default --spec-type is none: a draft model alone drafts nothing, and /slots says so.
     spec = _up_bench(llama, "-md", llama["model"])
@@ -68,6 +78,7 @@ def test_draft_model_without_spec_type_is_not_configured(llama: dict[str, str]):
 
 
 @pytest.mark.llama
+@slow
 def test_bench_url_reads_the_servers_own_configuration(llama: dict[str, str]):  # noqa: F811
     # `bench URL` has no command line: "configured" comes from /slots alone.
     port = free_port()

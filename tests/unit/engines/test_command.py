@@ -244,7 +244,7 @@ def test_preflight_the_live_weights_the_url_guess_and_the_history_key_read_the_s
 
 
 def test_the_api_guesses_the_url_and_the_model_from_the_same_reading(tmp_path: Path) -> None:
-    from firstlight.api import _url_from_command
+    from firstlight.settings import url_from_command as _url_from_command
 
     argv = ["env", "A=1", "python", "-m", "vllm.entrypoints.openai.api_server", "--model", str(tmp_path),
             "--host", "0.0.0.0", "--port", "8124"]

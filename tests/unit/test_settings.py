@@ -1,0 +1,226 @@
+"""The one settings path (firstlight/settings.py): every number declared once, refused with the same words by the
+CLI and the Python API; the probe, judge, after-READY and history settings built from what the user gave; the
+run's Config. In process: the CLI is parsed by click (``make_context``), nothing is launched."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from firstlight import api, settings
+from firstlight.cli import cli
+from firstlight.cli import options as cli_options
+from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
+from firstlight.engines import get_profile
+from firstlight.settings import NUMBERS, SettingError
+
+VLLM = get_profile("vllm")
+START_COMMANDS = ("up", "watch")
+
+
+def probe(**kw: Any) -> ProbeConfig:
+    args: dict[str, Any] = {"api": "chat", "prompt": "Hi", "expect": "Paris", "max_tokens": 8,
+                            "served_model": "m", "api_key": "k-1234", "connect_timeout": 1.5, "read_timeout": 2.5,
+                            "generation_timeout": 30.0}
+    return settings.probe("127.0.0.1:8000", VLLM, **{**args, **kw})
+
+
+def parsed(command: str, *args: str) -> dict[str, Any]:
+    tail = ["--", "llama-server"] if command == "up" else ["http://127.0.0.1:1"]
+    return cli.commands[command].make_context(command, [*args, *tail]).params
+
+
+# -- the probe settings -------------------------------------------------------------------------------------------
+def test_each_argument_lands_in_its_field_with_the_profiles_endpoints():
+    c = probe()
+    ep = VLLM.endpoints
+    assert (c.url, c.api, c.prompt, c.max_tokens, c.expect, c.model, c.api_key) == (
+        "http://127.0.0.1:8000", "chat", "Hi", 8, "Paris", "m", "k-1234")
+    assert (c.health_path, c.models_path, c.completions_path, c.chat_path) == (
+        ep.health, ep.models, ep.completions, ep.chat)
+    assert (c.connect_timeout, c.read_timeout, c.generation_timeout) == (1.5, 2.5, 30.0)
+    assert c.explicit == frozenset() and probe(api="completions").api == "completions"
+
+
+def test_a_health_path_given_replaces_the_engines_and_is_marked_explicit():
+    c = probe(health_path="/ping")
+    assert c.health_path == "/ping" and c.explicit == {"health_path"}
+
+
+@pytest.mark.parametrize("n", [1, 4096])
+def test_max_tokens_1_to_4096_are_taken(n: int):
+    assert probe(max_tokens=n).max_tokens == n
+
+
+@pytest.mark.parametrize("n", [0, 4097, 8.5])
+def test_max_tokens_outside_1_to_4096_or_not_whole_is_refused(n: float):
+    with pytest.raises(SettingError, match=rf"^max_tokens {n!r}: give a whole number from 1 to 4096$"):
+        probe(max_tokens=n)
+
+
+def test_an_unknown_api_and_a_bad_expect_are_refused_with_their_reason():
+    with pytest.raises(SettingError, match=r"^api 'x': give 'completions' or 'chat'$"):
+        probe(api="x")
+    with pytest.raises(SettingError, match=r"^expect '\(': not a valid regular expression: "):
+        probe(expect="(")
+    assert probe(expect=None).expect is None
+
+
+@pytest.mark.parametrize("field", ["connect_timeout", "read_timeout", "generation_timeout"])
+@pytest.mark.parametrize("value", [0.0, -1.0, math.inf, math.nan, 86_400.5, True, "soon"])
+def test_each_timeout_must_be_finite_above_0_and_at_most_a_day(field: str, value: object):
+    with pytest.raises(SettingError, match=rf"^{field} .*: give a number of seconds above 0 and at most 86400$"):
+        probe(**{field: value})
+
+
+def test_poll_min_above_poll_max_is_refused():
+    assert probe(poll_min=0.5, poll_max=0.5).min_interval == 0.5
+    with pytest.raises(SettingError, match=r"^poll_min 2\.0: must not be above poll_max \(1\)$"):
+        probe(poll_min=2.0, poll_max=1.0)
+
+
+def test_a_url_that_is_no_url_or_does_not_resolve_is_refused_naming_it():
+    with pytest.raises(SettingError, match=r"^url "):
+        settings.probe("http://", VLLM)
+    with pytest.raises(SettingError, match=r"cannot resolve host 'no-such-host\.invalid'"):
+        settings.probe("http://no-such-host.invalid:8000", VLLM)
+
+
+# -- the judge, after READY, history -------------------------------------------------------------------------------
+def test_the_judge_takes_the_three_timeouts_each_in_its_own_field():
+    c = settings.judge(3600.0, 120.0, 900.0)
+    assert (c.timeout, c.stall_timeout, c.spin_timeout) == (3600.0, 120.0, 900.0)
+    for name, args in (("timeout", (0, 1, 1)), ("stall_timeout", (1, 0, 1)), ("spin_timeout", (1, 1, 0))):
+        with pytest.raises(SettingError, match=rf"^{name} 0: give"):
+            settings.judge(*args)
+
+
+def test_after_ready_and_history_land_in_their_fields():
+    a = settings.after_ready(2, True, 10, 3, 5.0, 16)
+    assert (a.warmup, a.bench, a.bench_requests, a.bench_concurrency, a.bench_duration, a.bench_output_len) == (
+        2, True, 10, 3, 5.0, 16)
+    h = settings.history(False, "/tmp/h.db", True, 0.5)
+    assert (h.enabled, h.path, h.fail_on_regression, h.margin) == (False, Path("/tmp/h.db"), True, 0.5)
+    assert settings.history().path is None
+
+
+@pytest.mark.parametrize("margin", [math.nan, -0.1, 10.5, math.inf])
+def test_a_margin_outside_0_to_10_is_refused(margin: float):
+    with pytest.raises(SettingError, match=r"^margin .*: give a number from 0 to 10$"):
+        settings.history(margin=margin)
+
+
+def test_the_config_checks_its_periods_and_names_the_engine_of_the_watched_command():
+    judge = settings.judge()
+    c = settings.config(probe=probe(), judge=judge, command=["podman", "run", "img"],
+                        watched_command=["vllm", "serve", "m"], grace=3)
+    assert (c.engine, c.grace, c.command, c.watched_command) == ("vllm", 3.0, ["podman", "run", "img"],
+                                                                   ["vllm", "serve", "m"])
+    for name, bad in (("grace", 0), ("sample_interval", math.nan), ("serving_interval", -1)):
+        with pytest.raises(SettingError, match=rf"^{name} "):
+            settings.config(probe=probe(), judge=judge, **{name: bad})
+    assert settings.config(probe=probe(), judge=judge, serving_interval=0).serving_interval == 0.0
+
+
+def test_where_is_the_url_or_the_port_on_loopback_never_both():
+    assert settings.where(None, 8081) == "http://127.0.0.1:8081"
+    assert settings.where("http://h:1", None) == "http://h:1" and settings.where(None, None) is None
+    for url, port in (("http://h:1", 2), (None, 0), (None, 65536), (None, True)):
+        with pytest.raises(SettingError, match=r"^port "):
+            settings.where(url, port)
+
+
+def test_an_unknown_engine_is_refused_naming_the_choices():
+    with pytest.raises(SettingError, match=r"^engine 'nope': .*vllm"):
+        settings.profile("nope")
+    assert settings.profile(None, ["llama-server", "-m", "x"]).name == "llamacpp"
+
+
+# -- one declaration: the CLI and the API alike ---------------------------------------------------------------------
+def _config_default(name: str) -> Any:
+    where = {"poll_min": (ProbeConfig, "min_interval"), "poll_max": (ProbeConfig, "max_interval")}
+    if name in where:
+        cls, attr = where[name]
+        return next(f.default for f in fields(cls) if f.name == attr)
+    for cls in (JudgeConfig, ProbeConfig, AfterReadyConfig, HistoryConfig, Config):
+        for f in fields(cls):
+            if f.name == name:
+                return f.default
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(NUMBERS))
+def test_each_number_defaults_to_its_config_field_and_the_cli_option_to_that(name: str):
+    n = NUMBERS[name]
+    if (default := _config_default(name)) is not None:
+        assert n.default == default
+    for command in START_COMMANDS:
+        params = parsed(command)
+        if name in params:
+            assert params[name] == n.default, (command, name)
+
+
+@pytest.mark.parametrize("name", sorted(NUMBERS))
+@pytest.mark.parametrize("bad", ["nan", "inf", "1e12", "-1"])
+def test_the_cli_and_the_api_refuse_the_same_value_with_the_same_words(name: str, bad: str):
+    n = NUMBERS[name]
+    with pytest.raises(SettingError) as api_error:
+        n.check(bad)
+    flag = f"--{name.replace('_', '-')}"
+    for command in START_COMMANDS:
+        if name not in parsed(command):
+            continue
+        with pytest.raises(click.UsageError) as cli_error:
+            parsed(command, flag, bad)
+        assert cli_error.value.format_message() == f"{flag} {bad}: {api_error.value.need}"
+        assert cli_error.value.exit_code == 64
+
+
+def test_every_number_of_up_and_watch_is_one_declared_setting():
+    """Each numeric option of the start commands takes its range from settings.NUMBERS, none of its own."""
+    for command in START_COMMANDS:
+        for p in cli.commands[command].params:
+            if isinstance(p.type, click.types._NumberParamTypeBase | cli_options.Setting) and p.name != "pid":
+                assert isinstance(p.type, cli_options.Setting) and p.name in NUMBERS, (command, p.name)
+
+
+@pytest.mark.parametrize("kw, word", [({"timeout": 1e12}, "timeout"), ({"serving_interval": math.nan},
+                                                                         "serving_interval"),
+                                      ({"grace": 0}, "grace"), ({"max_tokens": 0}, "max_tokens")])
+def test_the_api_refuses_before_anything_starts(kw: dict[str, Any], word: str, tmp_path: Path):
+    marker = tmp_path / "started"
+    with pytest.raises(SettingError, match=rf"^{word} "):
+        api.up(["sh", "-c", f"touch {marker}"], port=9, history=False, **kw)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("command, margin", [("up", "nan"), ("bench", "nan"), ("up", "11"), ("bench", "11")])
+def test_the_margin_is_refused_alike_by_up_and_bench(command: str, margin: str):
+    c = cli.commands[command]
+    args = ["--margin", margin, *(["--", "llama-server"] if command == "up" else ["http://127.0.0.1:1"])]
+    with pytest.raises(click.UsageError, match=rf"^--margin {margin}: give a number from 0 to 10$"):
+        c.make_context(command, args)
+
+
+def test_history_and_engine_options_are_declared_once():
+    """--history means the same database wherever it is given, --engine the same profiles."""
+    helps = {}
+    for name, command in cli.commands.items():
+        for p in command.params:
+            if "--history" in p.opts:
+                helps[name] = (p.name, p.help)
+    assert len(helps) >= 6 and len(set(helps.values())) == 1, helps
+    with pytest.raises(click.UsageError, match=r"^--engine nope: give one of .*vllm"):
+        cli.commands["preflight"].make_context("preflight", ["--engine", "nope", "--", "x"])
+
+
+def test_the_unit_options_defaults_are_those_of_unit_options():
+    """settings sits below firstlight.units, so the two defaults are written twice: this keeps them one."""
+    from firstlight.units.watch import UnitOptions
+    u = UnitOptions("x")
+    assert (NUMBERS["max_attempts"].default, NUMBERS["restart_wait"].default) == (u.max_attempts, u.restart_wait)
