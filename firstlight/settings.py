@@ -179,7 +179,8 @@ def probe(url: str, engine: EngineProfile, *, api: str = ProbeConfig.api, prompt
                                            ("generation_timeout", generation_timeout),
                                            ("poll_min", poll_min), ("poll_max", poll_max))}
     if numbers["poll_min"] > numbers["poll_max"]:
-        raise SettingError("poll_min", poll_min, f"must not be above poll_max ({numbers['poll_max']:g})")
+        raise SettingError("poll_min", poll_min, f"the fastest polling period must not be above the slowest "
+                                                 f"({numbers['poll_max']:g} s)")
     try:  # bounded: getaddrinfo itself has no timeout
         resolve(host, port, resolve_within)
     except TimeoutError:

@@ -80,8 +80,12 @@ def test_each_timeout_must_be_finite_above_0_and_at_most_a_day(field: str, value
 
 def test_poll_min_above_poll_max_is_refused():
     assert probe(poll_min=0.5, poll_max=0.5).min_interval == 0.5
-    with pytest.raises(SettingError, match=r"^poll_min 2\.0: must not be above poll_max \(1\)$"):
+    with pytest.raises(SettingError, match=r"^poll_min 2\.0: the fastest polling period must not be above the "
+                                           r"slowest \(1 s\)$"):
         probe(poll_min=2.0, poll_max=1.0)
+    with pytest.raises(click.UsageError, match=r"^--poll-min 2(\.0)?: the fastest polling period must not be above"):
+        options_from_cli = parsed("watch", "--poll-min", "2", "--poll-max", "1")
+        cli_options.probe_config("http://127.0.0.1:1", VLLM, options_from_cli)
 
 
 def test_a_url_that_is_no_url_or_does_not_resolve_is_refused_naming_it():
