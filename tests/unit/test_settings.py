@@ -228,3 +228,11 @@ def test_the_unit_options_defaults_are_those_of_unit_options():
     from firstlight.units.watch import UnitOptions
     u = UnitOptions("x")
     assert (NUMBERS["max_attempts"].default, NUMBERS["restart_wait"].default) == (u.max_attempts, u.restart_wait)
+
+
+def test_the_api_refusal_that_docs_readiness_quotes_is_the_one_it_raises(tmp_path: Path):
+    from tests.support.docs import PAGES
+    text = " ".join(PAGES["docs/readiness.md"].split())
+    with pytest.raises(SettingError) as e:
+        api.up(["sh", "-c", f"touch {tmp_path / 'x'}"], port=9, history=False, timeout=1e12)
+    assert f"`timeout=1e12` raises `{e.value}`" in text
