@@ -236,3 +236,76 @@ def test_the_api_refusal_that_docs_readiness_quotes_is_the_one_it_raises(tmp_pat
     with pytest.raises(SettingError) as e:
         api.up(["sh", "-c", f"touch {tmp_path / 'x'}"], port=9, history=False, timeout=1e12)
     assert f"`timeout=1e12` raises `{e.value}`" in text
+
+
+# -- what the mutation run of firstlight/settings.py found untested ---------------------------------------------
+def test_the_probe_takes_every_endpoint_and_period_from_its_arguments():
+    import dataclasses
+    odd = dataclasses.replace(VLLM, endpoints=dataclasses.replace(
+        VLLM.endpoints, health="/h", models="/m", completions="/x", chat="/c"))
+    c = settings.probe("127.0.0.1:8000", odd, poll_min=0.2, poll_max=0.7)
+    assert (c.health_path, c.models_path, c.completions_path, c.chat_path) == ("/h", "/m", "/x", "/c")
+    assert (c.min_interval, c.max_interval) == (0.2, 0.7)
+    d = settings.probe("127.0.0.1:8000", VLLM)  # the defaults are ProbeConfig's own
+    assert (d.api, d.max_tokens, d.connect_timeout, d.read_timeout, d.generation_timeout, d.min_interval,
+            d.max_interval) == (ProbeConfig.api, 8, 1.0, 5.0, 120.0, 0.1, 1.0)
+
+
+def test_a_bad_url_and_a_resolver_that_fails_or_never_answers_are_each_worded(monkeypatch: pytest.MonkeyPatch):
+    with pytest.raises(SettingError) as e:
+        settings.probe("http://[::1", VLLM)
+    assert e.value.name == "url" and e.value.need and e.value.need != "None"
+    asked: list[tuple[str, int, float]] = []
+
+    def never(host: str, port: int, within: float) -> None:
+        asked.append((host, port, within))
+        raise TimeoutError
+
+    monkeypatch.setattr(settings, "resolve", never)
+    with pytest.raises(SettingError) as e:
+        settings.probe("http://h.example:8001", VLLM, resolve_within=3.0)
+    assert str(e.value) == "url 'http://h.example:8001': cannot resolve host 'h.example' (no answer from the resolver)"
+    assert asked == [("h.example", 8001, 3.0)]
+
+    def refused(host: str, port: int, within: float) -> None:
+        raise OSError(-2, "Name or service not known")
+
+    monkeypatch.setattr(settings, "resolve", refused)
+    with pytest.raises(SettingError) as e:
+        settings.probe("http://h.example:8001", VLLM)
+    assert str(e.value) == "url 'http://h.example:8001': cannot resolve host 'h.example' (Name or service not known)"
+
+
+def test_the_url_of_a_command_is_read_for_its_engine_and_a_command_without_one_is_worded():
+    assert settings.url_from_command(["vllm", "serve", "m"], VLLM) == "http://127.0.0.1:8000"
+    # the engine given decides the default port, not the one the command would be detected as
+    assert settings.url_from_command(["./my-wrapper"], get_profile("llamacpp")) == "http://127.0.0.1:8080"
+    with pytest.raises(SettingError) as e:
+        settings.url_from_command(["./my-wrapper"], get_profile("generic"))
+    assert str(e.value) == "url: cannot tell the server's port from its command line; give the URL"
+    assert e.value.as_option() == "--url: cannot tell the server's port from its command line; give the URL"
+
+
+def test_where_words_each_refusal():
+    with pytest.raises(SettingError, match=r"^port 2: give url or port, not both$"):
+        settings.where("http://h:1", 2)
+    with pytest.raises(SettingError, match=r"^port 0: give a port from 1 to 65535$"):
+        settings.where(None, 0)
+    assert settings.where(None, 1) == "http://127.0.0.1:1" and settings.where(None, 65535).endswith(":65535")
+
+
+def test_the_config_holds_the_probe_and_judge_given_and_the_defaults_are_the_configs():
+    p, j = probe(), settings.judge(10, 5, 7)
+    c = settings.config(probe=p, judge=j)
+    assert (c.probe, c.judge, c.command, c.watched_command, c.engine) == (p, j, [], [], None)
+    assert settings.config(probe=p, judge=j, engine="sglang", command=["vllm", "serve"]).engine == "sglang"
+    assert settings.config(probe=p, judge=j, command=["vllm", "serve", "m"]).engine == "vllm"
+    assert settings.history() == HistoryConfig() and settings.after_ready() == AfterReadyConfig()
+    assert settings.judge() == JudgeConfig()
+
+
+def test_a_setting_error_names_the_option_and_the_value_as_typed():
+    e = SettingError("stall_timeout", 1e12, "give X")
+    assert (str(e), e.as_option(), e.as_option("1e12")) == (
+        "stall_timeout 1000000000000.0: give X", "--stall-timeout 1000000000000.0: give X", "--stall-timeout 1e12: give X")
+    assert (e.name, e.value, e.need) == ("stall_timeout", 1e12, "give X")
