@@ -307,5 +307,6 @@ def test_the_config_holds_the_probe_and_judge_given_and_the_defaults_are_the_con
 def test_a_setting_error_names_the_option_and_the_value_as_typed():
     e = SettingError("stall_timeout", 1e12, "give X")
     assert (str(e), e.as_option(), e.as_option("1e12")) == (
-        "stall_timeout 1000000000000.0: give X", "--stall-timeout 1000000000000.0: give X", "--stall-timeout 1e12: give X")
+        "stall_timeout 1000000000000.0: give X", "--stall-timeout 1000000000000.0: give X",
+        "--stall-timeout 1e12: give X")
     assert (e.name, e.value, e.need) == ("stall_timeout", 1e12, "give X")
