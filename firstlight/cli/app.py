@@ -29,7 +29,6 @@ from firstlight.cli.container import container_options, up_container, watch_cont
 from firstlight.cli.explain import explain_command
 from firstlight.cli.history import history_command
 from firstlight.cli.options import (
-    GRACE,
     TIMEOUT,
     UsageFailure,
     after_ready_config,
@@ -37,6 +36,7 @@ from firstlight.cli.options import (
     check_expect,
     engine_option,
     judge_config,
+    number_option,
     probe_config,
     probe_options,
     profile_for,
@@ -102,8 +102,7 @@ def cli() -> None:
               "(its output goes to a log file).")
 @click.option("--stop-when-ready", is_flag=True, help="Stop the server at READY and exit 0 (a start check for CI).")
 @click.option("--keep-on-failure", is_flag=True, help="Leave a failed or hung server running for inspection.")
-@click.option("--grace", type=GRACE, default=10.0, show_default=True,
-              help="Seconds between SIGTERM and SIGKILL when stopping the server.")
+@number_option("grace", "Seconds between SIGTERM and SIGKILL when stopping the server.")
 @click.option("--quiet-server", is_flag=True, help="Do not echo the server's own output.")
 @click.option("--no-preflight", is_flag=True, help="Skip the checks before launch (see `firstlight preflight`).")
 @click.option("--no-disk-sample", is_flag=True, help="Preflight without the bounded read-rate sample.")

@@ -22,14 +22,13 @@ from firstlight.config import AfterReadyConfig, HistoryConfig, JudgeConfig, Prob
 from firstlight.engines import PROFILES
 from firstlight.engines.profile import EngineProfile
 from firstlight.redact import Redactor
-from firstlight.settings import DAY_S, HOUR_S, NUMBERS, Number, SettingError
+from firstlight.settings import DAY_S, NUMBERS, Number, SettingError
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE
 
 EXIT_OK = 0
 EXIT_FAILED = EXIT_CODES["failed"]
 EXIT_TIMEOUT = EXIT_CODES["timeout"]
 EXIT_INTERRUPTED = EXIT_CODES["interrupted"]
-MAX_TIMEOUT_S = DAY_S
 T = TypeVar("T")
 
 
@@ -82,7 +81,7 @@ class Setting(click.ParamType):
             raise UsageFailure(f"{name} {value}: {e.need}") from None
 
 
-def Seconds(maximum: float = MAX_TIMEOUT_S) -> Setting:
+def Seconds(maximum: float = DAY_S) -> Setting:
     """A number of seconds: finite, above 0 and at most ``maximum``."""
     return Setting(Number("seconds", 1.0, 0.0, maximum, low_open=True, unit="seconds"))
 
@@ -103,8 +102,6 @@ def usage(build: Callable[..., T], *args: Any, **kw: Any) -> T:
 
 
 TIMEOUT = Seconds()
-PERIOD = Seconds(maximum=HOUR_S)  # sampling and polling periods: above 0, so nothing busy-loops
-GRACE = Seconds(maximum=HOUR_S)
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -255,7 +252,7 @@ def redactor_for(command: Sequence[str], api_key: str | None) -> Redactor:
 
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "EXIT_TIMEOUT",
-           "EXIT_USAGE", "GRACE", "PERIOD", "TIMEOUT", "Command", "Seconds", "Setting", "UsageFailure",
+           "EXIT_USAGE", "TIMEOUT", "Command", "Seconds", "Setting", "UsageFailure",
            "after_ready_config", "after_ready_options", "check_expect", "engine_option", "history_option",
            "judge_config", "judge_options", "number_option", "options", "probe_config", "probe_options",
            "profile_for", "redactor_for", "url_from_command", "usage", "watch_options"]
