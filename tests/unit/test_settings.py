@@ -310,3 +310,26 @@ def test_a_setting_error_names_the_option_and_the_value_as_typed():
         "stall_timeout 1000000000000.0: give X", "--stall-timeout 1000000000000.0: give X",
         "--stall-timeout 1e12: give X")
     assert (e.name, e.value, e.need) == ("stall_timeout", 1e12, "give X")
+
+
+def test_the_url_of_a_command_reads_the_environment_the_server_inherits(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("LLAMA_ARG_PORT", "8133")
+    assert settings.url_from_command(["llama-server", "-m", "x.gguf"], get_profile("llamacpp")) == (
+        "http://127.0.0.1:8133")
+
+
+def test_the_probe_url_is_the_one_given_normalised():
+    assert settings.probe("127.0.0.1:8001", VLLM).url == "http://127.0.0.1:8001"
+
+
+def test_a_watched_servers_weights_are_the_ones_given_else_its_command_lines(tmp_path: Path):
+    assert settings.watch_model(tmp_path, ["vllm", "serve", "/elsewhere"], None) == tmp_path
+    assert settings.watch_model(None, ["vllm", "serve", str(tmp_path)], None) == tmp_path
+    assert settings.watch_model(None, [], None) is None
+
+
+def test_the_redactor_masks_the_key_the_command_line_and_the_environment(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_envsecret123456")
+    r = settings.redactor(["vllm", "serve", "m", "--api-key", "sk-cmdline-secret-1"], "sk-given-key-abcdef")
+    text = r.text("sk-cmdline-secret-1 hf_envsecret123456 sk-given-key-abcdef")
+    assert "secret" not in text and "abcdef" not in text, text
