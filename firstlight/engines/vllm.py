@@ -295,8 +295,10 @@ VLLM = EngineProfile(
             "v1[/\\]engine", "v1[/\\]worker", "v1[/\\]core", "v1[/\\]executor", "entrypoints", "engine", "worker",
             "model_executor", "executor", "distributed", "attention")),
         (r"^\s*File \"[^\"]*[/\\]vllm[/\\][\w/\\]+\.py\", line \d+, in ", 2),  # a frame of vLLM's (any of them)
-        # its progress bars: the checkpoint loader's (SGLang prints the same bar, but names itself first)
-        (r"^Loading (?:safetensors|pt) checkpoint shards:\s+\d+% Completed \| \d+/\d+", 4),
+        # its progress bars: the checkpoint loader's. SGLang prints the same bar, so it counts 2, never enough
+        # alone: a watch that joins an SGLang start at its bar (attached late, or its first second's lines before
+        # the process's start time) read it as vLLM
+        (r"^Loading (?:safetensors|pt) checkpoint shards:\s+\d+% Completed \| \d+/\d+", 2),
         (r"EngineCore(?:_DP\d+)?\b", 3),
         (r"^Capturing CUDA graphs \(", 3),
         (r"shm_broadcast\.py|No available shared memory broadcast block", 3),

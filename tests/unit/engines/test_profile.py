@@ -297,6 +297,24 @@ def test_detect_from_lines() -> None:
     )
 
 
+@pytest.mark.parametrize("name", ["sglang-llama31-8b-cudagraph-2024.log", "sglang-qwen25-7b-nocudagraph-2025-03.log",
+                                  "sglang-eagle-llama2-specdec.log"])
+def test_an_sglang_start_joined_at_its_checkpoint_bar_is_never_vllm(name: str) -> None:
+    # SGLang prints vLLM's checkpoint bar word for word: a watch that joins at the bar (attached late, or the
+    # start's first second dropped by the log's own timestamps) must wait for a line of SGLang's own.
+    lines = (SHARED_LOGS / name).read_text("utf-8", "replace").splitlines()
+    joined = lines[next(i for i, ln in enumerate(lines) if "checkpoint shards:" in ln):]
+    bars = [ln for ln in joined if "checkpoint shards:" in ln]
+    assert detect_from_lines(bars) is None
+    assert detect_from_lines(joined) == "sglang"
+
+
+def test_vllms_checkpoint_bar_after_one_of_its_own_lines_is_vllm() -> None:
+    assert detect_from_lines(["INFO 05-12 10:11:12 [default_loader.py:262] Loading weights took 0.2 seconds",
+                              "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.61s/it]"]
+                             ) == "vllm"
+
+
 def test_detect_from_lines_respects_max_lines() -> None:
     lines = ["nothing here"] * 10 + ["[2025-08-11 02:20:00] server_args=ServerArgs(model_path='m')"]
     assert detect_from_lines(lines, max_lines=5) is None
