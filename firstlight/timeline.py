@@ -197,6 +197,43 @@ class Interrupted(Observation):
     kind: ClassVar[str] = "interrupted"
 
 
+@dataclass(frozen=True)
+class CollectorStat:
+    """How one collector of a watch is doing (node_exporter's per-collector success and duration, blackbox_exporter's
+    per-probe success): a sampler (``kind`` "sampler": ``success`` is whether its last sample worked) or a rung of
+    the readiness ladder (``kind`` "probe": whether the rung held on its last check). Not an observation: the
+    exporter reads these when it is scraped, so a collector that stopped working is seen, never silent."""
+
+    kind: str  # "sampler" or "probe"
+    name: str  # the sampler's name ("process", "gpu"), or the rung's ("port", "health", "models", "generation")
+    runs: int = 0  # samples taken, or checks made
+    failures: int = 0  # samples that raised; checks whose rung did not hold
+    errors: int = 0  # checks that failed inside firstlight (a probe only: a bug or a hostile answer, not the server)
+    success: bool | None = None  # the last one's outcome; None before the first
+    duration_s: float | None = None  # the last one's wall time
+
+
+class CollectorBook:
+    """Counts one collector's runs as they end, for :class:`CollectorStat`. Written by the collector's own thread
+    and read by the exporter's; each field is replaced whole (an int or a float), so a read never sees a torn one."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind, self.name = kind, name
+        self.runs = self.failures = self.errors = 0
+        self.success: bool | None = None
+        self.duration_s: float | None = None
+
+    def record(self, ok: bool, duration_s: float, error: bool = False) -> None:
+        self.runs += 1
+        self.failures += 0 if ok else 1
+        self.errors += 1 if error else 0
+        self.success, self.duration_s = ok, max(0.0, duration_s)
+
+    def stat(self) -> CollectorStat:
+        return CollectorStat(self.kind, self.name, self.runs, self.failures, self.errors, self.success,
+                             self.duration_s)
+
+
 _KINDS: dict[str, type[Observation]] = {
     cls.kind: cls
     for cls in (Started, ProcessSample, LogLine, Probe, GpuSample, SourceNote, WeightsTotal, Interrupted,

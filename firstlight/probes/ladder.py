@@ -23,7 +23,7 @@ from typing import Any
 from firstlight.config import ProbeConfig
 from firstlight.engines.profile import Endpoints
 from firstlight.probes.identify import IDENTIFY_BUDGET_S, identify_engine, identify_paths
-from firstlight.timeline import Level, Probe
+from firstlight.timeline import CollectorBook, CollectorStat, Level, Probe
 from firstlight.wire import (
     Answer,
     NotJSON,
@@ -40,8 +40,9 @@ from firstlight.wire import (
 __all__ = ["Ladder", "normalise_url", "split_url"]
 
 ProbeSink = Callable[[Probe], None]
-_RUNGS: tuple[tuple[str, Level], ...] = (("port_open", Level.PORT), ("health", Level.HTTP),
-                                         ("models", Level.MODELS), ("generate", Level.GENERATION))
+# One signature for every rung: (the endpoints of this climb, the climb's deadline) -> its probes, lowest first.
+Rung = Callable[[Endpoints, float | None], list[Probe]]
+RUNG_NAMES = ("port", "health", "models", "generation")  # the rungs in climbing order, as the metrics name them
 
 
 class Ladder:
@@ -66,6 +67,12 @@ class Ladder:
         self.model: str | None = cfg.model
         self._requests: Counter[str] = Counter()
         self._count_lock = threading.Lock()
+        # (name, the lowest level it answers, the check): climbed in this order; each check is timed and
+        # counted in one place, _check, whichever rung it is
+        self._rungs: tuple[tuple[str, Level, Rung], ...] = (
+            ("port", Level.PORT, self._port_open), ("health", Level.HTTP, self._health),
+            ("models", Level.MODELS, self._models), ("generation", Level.GENERATION, self._generate))
+        self._books = {name: CollectorBook("probe", name) for name, _, _ in self._rungs}
 
     def close(self) -> None:
         self.wire.close()
@@ -107,6 +114,12 @@ class Ladder:
         with self._count_lock:
             self._requests[what] += n
 
+    def stats(self) -> list[CollectorStat]:
+        """Each rung's checks so far (blackbox_exporter's probe success and duration): how many, how many did not
+        hold, how many failed inside firstlight, the last one's outcome and wall time. Safe from another thread."""
+        with self._count_lock:
+            return [self._books[name].stat() for name in RUNG_NAMES]
+
     # -- the rungs -------------------------------------------------------------------------------------
     def climb(self, top: Level = Level.GENERATION, sink: ProbeSink | None = None,
               deadline_at: float | None = None) -> list[Probe]:
@@ -114,10 +127,10 @@ class Ladder:
         as it is known; ``deadline_at`` (``time.monotonic``) bounds the whole climb."""
         results: list[Probe] = []
         ep = self._endpoints  # one set of endpoints for the whole climb
-        for name, level in _RUNGS:
+        for name, level, rung in self._rungs:
             if level > top:  # a rung above the top is never asked: no generation sent for a lower top
                 return results
-            for p in self._check(name, level, ep, deadline_at):
+            for p in self._check(name, level, rung, ep, deadline_at):
                 if p.level > top:
                     return results
                 results.append(p)
@@ -129,16 +142,22 @@ class Ladder:
 
     def generate(self, deadline_at: float | None = None) -> Probe:
         """The top rung alone: one generation (the serving checks after READY, with their own max_tokens)."""
-        return self._check("generate", Level.GENERATION, self._endpoints, deadline_at)[-1]
+        return self._check("generation", Level.GENERATION, self._generate, self._endpoints, deadline_at)[-1]
 
-    def _check(self, name: str, level: Level, ep: Endpoints, deadline_at: float | None) -> list[Probe]:
-        t0 = self.clock()
+    def _check(self, name: str, level: Level, rung: Rung, ep: Endpoints, deadline_at: float | None) -> list[Probe]:
+        """One rung checked, timed and counted: it held when every probe it gave holds. Whatever a server sends,
+        a check ends as probes: an exception inside one is a failed probe with a note, and an error in the count."""
+        t0, started = self.clock(), time.monotonic()
+        error = False
         try:
-            rung: Callable[[Endpoints, float | None], list[Probe]] = getattr(self, "_" + name)
-            return rung(ep, deadline_at)
-        except Exception as e:  # whatever a server sends, a check ends as a failed probe
-            return [Probe(t0, level, False, f"{level.label} check failed inside firstlight: "
-                                            f"{type(e).__name__}: {clean_text(str(e), 160)}")]
+            probes = rung(ep, deadline_at)
+        except Exception as e:
+            error = True
+            probes = [Probe(t0, level, False, f"{level.label} check failed inside firstlight: "
+                                              f"{type(e).__name__}: {clean_text(str(e), 160)}")]
+        with self._count_lock:
+            self._books[name].record(bool(probes) and all(p.ok for p in probes), time.monotonic() - started, error)
+        return probes
 
     def _port_open(self, ep: Endpoints, deadline_at: float | None) -> list[Probe]:
         t0 = self.clock()

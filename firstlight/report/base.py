@@ -14,12 +14,16 @@ each of them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from firstlight.assessment import Assessment, Event
 from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
-from firstlight.timeline import Observation
+from firstlight.timeline import CollectorStat, Observation
+
+# How a reporter reads the watch's collectors (its samplers and readiness rungs) when it wants to: at a scrape.
+ReadCollectors = Callable[[], list[CollectorStat]]
 
 
 class Reporter(Protocol):
@@ -33,11 +37,12 @@ class Reporter(Protocol):
     def summary(self, result: RunResult) -> None: ...
     def serving(self, status: ServingStatus, changed: bool) -> None: ...
     def heartbeat(self) -> None: ...
+    def collectors(self, read: ReadCollectors) -> None: ...
     def close(self) -> None: ...
 
 
 REPORTER_METHODS = ("started", "event", "status", "observe", "server_line", "message", "verdict", "summary",
-                    "serving", "heartbeat", "close")
+                    "serving", "heartbeat", "collectors", "close")
 
 
 class QuietReporter:
@@ -74,6 +79,9 @@ class QuietReporter:
     def heartbeat(self) -> None:
         """After READY=1 and before the serving checks start (warm-up, benchmark, the history), at least every
         0.1 s while the server's process lives: it still serves (systemd's watchdog is fed from it)."""
+
+    def collectors(self, read: ReadCollectors) -> None:
+        """How to read the watch's collectors, once per watch (the exporter reads them at each scrape)."""
 
     def close(self) -> None:
         pass
@@ -118,6 +126,9 @@ class ForwardingReporter:
 
     def heartbeat(self) -> None:
         self.forward("heartbeat")
+
+    def collectors(self, read: ReadCollectors) -> None:
+        self.forward("collectors", read)
 
     def close(self) -> None:
         self.forward("close")

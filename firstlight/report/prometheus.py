@@ -14,15 +14,18 @@ last component of the (masked) model path or id: a home directory or a secret ne
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from firstlight._version import __version__
 from firstlight.assessment import Assessment, Event
-from firstlight.report.base import QuietReporter
+from firstlight.report.base import QuietReporter, ReadCollectors
 from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
 from firstlight.vocab import (
@@ -69,6 +72,58 @@ def model_label(model: str | None) -> str:
     if not model:
         return ""
     return PurePosixPath(model.rstrip("/")).name or model
+
+
+# (kind, label, what its success is about, what success means, (counter name, help), the failures' help)
+_COLLECTOR_KINDS = (
+    ("sampler", "sampler", "sampler's last sample", "worked", ("samples", "Samples the sampler took in this start"),
+     "Samples of the sampler that raised in this start"),
+    ("probe", "rung", "readiness rung's last check", "held", ("checks", "Checks of the readiness rung in this start"),
+     "Checks of the readiness rung that did not hold in this start"),
+)
+
+
+class CollectorsCollector(Collector):
+    """Each collector of the watch, read at the scrape (node_exporter's ``node_scrape_collector_success`` and
+    ``_duration_seconds``, blackbox_exporter's ``probe_success``): the samplers by ``sampler``, the readiness
+    rungs by ``rung``. A sampler that stopped working shows ``success 0`` and a rising failure count, never
+    silence; a rung that does not hold yet shows ``success 0`` too, and its errors count only the checks that
+    failed inside firstlight."""
+
+    def __init__(self) -> None:
+        self.read: ReadCollectors | None = None
+
+    def collect(self) -> Iterator[Any]:
+        read, ok = self.read, True
+        try:
+            stats = read() if read is not None else []
+        except Exception:  # a collector's state being replaced under the scrape: say so, serve the rest
+            stats, ok = [], False
+        read_ok = GaugeMetricFamily("firstlight_collectors_read_success", "1 when this scrape could read the "
+                                    "samplers' and rungs' state")
+        read_ok.add_metric([], 1.0 if ok else 0.0)
+        yield read_ok
+        for kind, label, what, held, runs_help, failed_help in _COLLECTOR_KINDS:
+            mine = [s for s in stats if s.kind == kind]
+            success = GaugeMetricFamily(f"firstlight_{kind}_success", f"1 when the {what} {held}, 0 when not, NaN "
+                                        "before the first", labels=[label])
+            duration = GaugeMetricFamily(f"firstlight_{kind}_duration_seconds", f"Wall time of the {what}",
+                                         labels=[label])
+            runs = CounterMetricFamily(f"firstlight_{kind}_{runs_help[0]}", runs_help[1], labels=[label])
+            failures = CounterMetricFamily(f"firstlight_{kind}_failures", failed_help, labels=[label])
+            for st in mine:
+                success.add_metric([st.name], math.nan if st.success is None else float(st.success))
+                duration.add_metric([st.name], _num(st.duration_s))
+                runs.add_metric([st.name], st.runs)
+                failures.add_metric([st.name], st.failures)
+            yield from (success, duration, runs, failures)
+            if kind == "probe":
+                errors = CounterMetricFamily("firstlight_probe_errors", "Checks of the rung that failed inside "
+                                             "firstlight (a bug, or an answer nobody foresaw), not because of the "
+                                             "server, in this start", labels=[label])
+                for st in mine:
+                    errors.add_metric([st.name], st.errors)
+                yield errors
 
 
 class PrometheusExporter(QuietReporter):
@@ -138,6 +193,8 @@ class PrometheusExporter(QuietReporter):
             self.starts.labels(FAILED, category)
         for status in PREFLIGHT_STATUSES:
             self.preflight.labels(status).set(0)
+        self._collectors = CollectorsCollector()
+        r.register(self._collectors)
         # a group's leader only (group_update): created with the first update
         self.group_verdict: Enum | None = None
         self.group_serving: Gauge | None = None
@@ -229,6 +286,10 @@ class PrometheusExporter(QuietReporter):
 
     def serving(self, status: ServingStatus, changed: bool) -> None:
         self.serving_state(status.state)
+
+    def collectors(self, read: ReadCollectors) -> None:
+        """The watch's samplers and rungs, read at each scrape from now on (a new watch gives its own)."""
+        self._collectors.read = read
 
     def group_update(self, members: list[dict[str, Any]], group: dict[str, Any]) -> None:
         """On a group's leader (``--member``): the group verdict and each member's state, as runner/members.py

@@ -163,6 +163,7 @@ class Session:
         self._launch_error = error
         if error is not None:
             return None
+        self.reporter.collectors(self.sources.collector_stats)
         self._feed(self.redactor.observation(Started(started_at, self.sources.pid, self.cfg.probe.url,
                                                      self.profile.name, launched=self.sources.server is not None)))
         if self.sources.pid is None and not self.cfg.command:

@@ -31,7 +31,7 @@ from firstlight.samplers.oom import OomTraces
 from firstlight.samplers.ports import accepts, foreign_listener
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.samplers.weights import resolve_model_dir, total_weight_bytes
-from firstlight.timeline import Observation, Probe, SourceNote, WeightsTotal
+from firstlight.timeline import CollectorStat, Observation, Probe, SourceNote, WeightsTotal
 
 Sink = Callable[[Observation], None]
 WEIGHTS_WAIT_S = 5.0  # ms on a healthy mount; seconds only for a machine so loaded that its threads wait their turn
@@ -239,6 +239,11 @@ class Sources:
     def _nudge(self) -> None:
         for s in self.samplers:
             s.nudge()
+
+    def collector_stats(self) -> list[CollectorStat]:
+        """Each sampler's and each readiness rung's runs, failures and last duration (read at a scrape)."""
+        ladder = self.ladder_loop.ladder.stats() if self.ladder_loop is not None else []
+        return [*(s.stat() for s in list(self.samplers)), *ladder]
 
     def use_endpoints(self, endpoints: Endpoints) -> None:
         """The engine became known: its endpoints, for the options the user did not set."""

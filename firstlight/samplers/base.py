@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from firstlight.timeline import Observation, SourceNote
+from firstlight.timeline import CollectorBook, CollectorStat, Observation, SourceNote
 
 Sink = Callable[[Observation], None]
 # the idle back-off's ceiling: far below any stall timeout (default 120 s), so a stall is judged as late as that
@@ -51,13 +51,22 @@ class Sampler:
     def __init__(self, interval: float) -> None:
         self.clock: Callable[[], float] = time.time
         self.failure: str | None = None  # the last exception of ``sample``, while it keeps failing
-        self.failures = 0  # samples that raised, in all
         self.interval = interval
         self.moved = True
         self.backoff: Backoff | None = None
         self._stop = threading.Event()
         self._nudged = threading.Event()  # a nudge or the stop: ends a backed-off wait early
         self._thread: threading.Thread | None = None
+        self._book = CollectorBook("sampler", self.name)  # its samples: how many, how many raised, how long
+
+    @property
+    def failures(self) -> int:
+        """Samples that raised, in all."""
+        return self._book.failures
+
+    def stat(self) -> CollectorStat:
+        """Its samples so far: how many, how many raised, the last one's outcome and wall time."""
+        return self._book.stat()
 
     def sample(self) -> list[Observation]:
         raise NotImplementedError
@@ -100,10 +109,11 @@ class Sampler:
         answer of the OS nobody foresaw) says so in a note marked ``failed``, once per distinct error, and keeps
         trying at its idle back-off; the first sample that works again says so too. The judge then knows the
         signal is missing rather than still (firstlight.judge: no ``hung`` from a signal it no longer gets)."""
+        book, t0 = self._book, time.monotonic()
         try:
             observations = self.sample()
         except Exception as e:
-            self.failures += 1
+            book.record(False, time.monotonic() - t0)
             self.moved = False
             text = f"{type(e).__name__}: {str(e)[:200] or 'no message'}"
             if text == self.failure:
@@ -111,6 +121,7 @@ class Sampler:
             self.failure = text
             return [SourceNote(self.clock(), self.name, f"sampler failed: {text}; its signal is missing until it "
                                                          "samples again", failed=True)]
+        book.record(True, time.monotonic() - t0)
         if self.failure is not None:
             self.failure = None
             return [SourceNote(self.clock(), self.name, "sampler works again"), *observations]

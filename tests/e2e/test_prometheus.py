@@ -55,6 +55,20 @@ def test_metrics_follow_the_start_and_stay_up_while_serving(weights: Path):
         assert serving["firstlight_verdict{ready}"] == 1 and serving["firstlight_phase{serving}"] == 1
         assert serving["firstlight_readiness_level"] == 6
         assert 2.5 < serving["firstlight_cold_start_seconds"] < 30
+        # every collector of the live watch, as node_exporter reports its own: the process sampler worked, each
+        # rung was checked and the generation held, none failed inside firstlight
+        assert serving["firstlight_collectors_read_success"] == 1
+        assert serving["firstlight_sampler_success{process}"] == 1
+        assert serving["firstlight_sampler_samples_total{process}"] > 1
+        assert serving["firstlight_sampler_failures_total{process}"] == 0
+        rungs = ("port", "health", "models", "generation")
+        assert serving["firstlight_probe_success{generation}"] == 1
+        assert all(serving[f"firstlight_probe_checks_total{{{rung}}}"] >= 1 for rung in rungs)
+        # 3 s of loading: some rung did not hold before READY, and none failed inside firstlight
+        assert sum(serving[f"firstlight_probe_failures_total{{{rung}}}"] for rung in rungs) >= 1
+        assert all(serving[f"firstlight_probe_errors_total{{{rung}}}"] == 0 for rung in rungs)
+        own = [k for k in serving if k.startswith(("firstlight_sampler", "firstlight_probe", "firstlight_collectors"))]
+        assert len(own) == 29, own  # docs/prometheus.md: 2 samplers x 4, 4 rungs x 5, and the read's success
         fl.send_signal(signal.SIGINT)
         out, _ = output.rest(timeout=30)
     finally:

@@ -92,7 +92,8 @@ def test_port_0_in_a_url_is_a_usage_error(command: str):
 def test_up_without_a_known_port_is_a_usage_error_not_port_80():
     r = run_firstlight("up", "--", "true")
     assert r.rc == 64 and "Traceback" not in r.stderr, r.stderr
-    assert r.stderr.strip().endswith("--url: cannot tell the server's port from its command line; give the URL"), r.stderr
+    want = "--url: cannot tell the server's port from its command line; give the URL"
+    assert r.stderr.strip().endswith(want), r.stderr
 
 
 def test_identification_by_endpoints_never_delays_ready():

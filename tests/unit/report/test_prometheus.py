@@ -163,3 +163,40 @@ def test_a_leader_exports_the_group_verdict_and_each_members_state_by_member_and
         assert "s3cr3tpw" not in text and "t0k3nval" not in text  # a member's URL never brings its secrets into a label
     finally:
         leader.close()
+
+
+def test_every_sampler_and_rung_has_its_success_duration_and_counts_in_the_scrape(exporter):  # noqa: F811
+    from firstlight.timeline import CollectorStat
+
+    ex, port = exporter
+    before = _samples(port)
+    assert before["firstlight_collectors_read_success{}"] == 1.0
+    assert not any(k.startswith(("firstlight_sampler_", "firstlight_probe_")) for k in before)  # no watch yet
+    stats = [CollectorStat("sampler", "process", runs=7, failures=2, success=False, duration_s=0.004),
+             CollectorStat("sampler", "gpu", runs=3, success=True, duration_s=0.25),
+             CollectorStat("probe", "port", runs=5, failures=1, success=True, duration_s=0.001),
+             CollectorStat("probe", "generation", runs=2, failures=2, errors=1, success=False, duration_s=1.5),
+             CollectorStat("probe", "models")]
+    ex.collectors(lambda: stats)
+    m = _samples(port)
+    assert m['firstlight_sampler_success{"sampler": "process"}'] == 0.0
+    assert m['firstlight_sampler_success{"sampler": "gpu"}'] == 1.0
+    assert m['firstlight_sampler_duration_seconds{"sampler": "gpu"}'] == 0.25
+    assert m['firstlight_sampler_samples_total{"sampler": "process"}'] == 7.0
+    assert m['firstlight_sampler_failures_total{"sampler": "process"}'] == 2.0
+    assert m['firstlight_probe_success{"rung": "port"}'] == 1.0
+    assert m['firstlight_probe_checks_total{"rung": "generation"}'] == 2.0
+    assert m['firstlight_probe_failures_total{"rung": "generation"}'] == 2.0
+    assert m['firstlight_probe_errors_total{"rung": "generation"}'] == 1.0
+    assert m['firstlight_probe_duration_seconds{"rung": "generation"}'] == 1.5
+    # a rung never checked yet: NaN, never a 0 that reads as "failed"
+    assert math.isnan(m['firstlight_probe_success{"rung": "models"}'])
+    assert math.isnan(m['firstlight_probe_duration_seconds{"rung": "models"}'])
+    assert not any("sampler" in k and "port" in k for k in m)  # each kind under its own names
+
+    def broken() -> list[CollectorStat]:
+        raise RuntimeError("replaced under the scrape")
+
+    ex.collectors(broken)
+    after = _samples(port)
+    assert after["firstlight_collectors_read_success{}"] == 0.0 and after["firstlight_ready{}"] == 0.0

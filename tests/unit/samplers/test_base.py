@@ -9,7 +9,7 @@ import queue
 import threading
 
 from firstlight.samplers.base import IDLE_CAP_S, Backoff, Sampler, idle_cap
-from firstlight.timeline import Observation, SourceNote, WeightsTotal
+from firstlight.timeline import CollectorStat, Observation, SourceNote, WeightsTotal
 from tests.support.common import wait_for
 
 
@@ -138,3 +138,18 @@ def test_a_new_error_is_reported_again():
         notes.append(got.get())
     failed = [n for n in notes if isinstance(n, SourceNote) and n.failed]
     assert [("ValueError" in n.message, "KeyError" in n.message) for n in failed] == [(True, False), (False, True)]
+
+
+def test_each_sample_is_counted_with_its_outcome_and_wall_time():
+    s = Flaky([False, True, True])
+    assert s.stat() == CollectorStat("sampler", "flaky")  # before the first sample: nothing known, not "failed"
+    outcomes = []
+    for _ in range(3):
+        s._sample_reported(lambda obs: None)
+        st = s.stat()
+        outcomes.append((st.runs, st.failures, st.success))
+        assert st.duration_s is not None and 0 <= st.duration_s < 5
+    assert outcomes == [(1, 0, True), (2, 1, False), (3, 2, False)]
+    assert s.failures == 2 and s.stat().errors == 0  # a sampler's failure is its own: no separate error count
+    s._sample_reported(lambda obs: None)  # the plan is done: a sample that works again
+    assert (s.stat().runs, s.stat().success) == (4, True)

@@ -319,11 +319,15 @@ def test_each_probe_goes_to_the_sink_as_it_is_known_and_top_stops_the_climb():
 def test_a_failure_inside_a_check_is_a_failed_probe_naming_it():
     with server(HEALTHY) as (url, _), ladder(url) as lad:
         boom: Callable[..., Any] = lambda *a: (_ for _ in ()).throw(ValueError("bad \x1b[31mthing"))  # noqa: E731
-        lad._models = boom  # type: ignore[method-assign]
+        lad._rungs = tuple((n, lv, boom if n == "models" else r) for n, lv, r in lad._rungs)
         probes = lad.climb()
+        stats = {s.name: s for s in lad.stats()}
     models = probes[-1]
     assert models.level == Level.MODELS and not models.ok and models.t == 1000.0
     assert models.detail == "models check failed inside firstlight: ValueError: bad thing"
+    # counted as the rung's failure and as an error of firstlight's own, not of the server's
+    assert (stats["models"].runs, stats["models"].failures, stats["models"].errors) == (1, 1, 1)
+    assert stats["models"].success is False and (stats["health"].success, stats["health"].errors) == (True, 0)
 
 
 def test_identify_counts_every_path_it_asks():
@@ -457,3 +461,20 @@ def test_expect_is_searched_in_the_first_64_kib_exactly():
         with server({**HEALTHY, ("POST", "/v1/completions"): (200, answer)}) as (url, _), \
                 ladder(url, expect="P") as lad:
             assert lad.generate().ok is found, before
+
+
+def test_every_rung_is_timed_and_counted_in_one_place():
+    starting = {**HEALTHY, ("GET", "/health"): (503, {"status": "loading"})}
+    with server(starting) as (url, rec), ladder(url) as lad:
+        assert [(s.kind, s.name, s.runs, s.success, s.duration_s) for s in lad.stats()] == [
+            ("probe", name, 0, None, None) for name in ("port", "health", "models", "generation")]
+        lad.climb()  # health says 503: the climb stops there, models and generation are not asked
+        first = {s.name: s for s in lad.stats()}
+        assert [(first[n].runs, first[n].failures, first[n].success) for n in ("port", "health", "models")] == [
+            (1, 0, True), (1, 1, False), (0, 0, None)]
+        rec.routes = HEALTHY
+        lad.climb()
+        stats = {s.name: s for s in lad.stats()}
+    assert [(stats[n].runs, stats[n].failures, stats[n].errors, stats[n].success) for n in stats] == [
+        (2, 0, 0, True), (2, 1, 0, True), (1, 0, 0, True), (1, 0, 0, True)]
+    assert all(s.duration_s is not None and 0 <= s.duration_s < 30 for s in stats.values())
