@@ -36,9 +36,11 @@ def members_from_lws(env: Mapping[str, str], port: int = LWS_MEMBER_PORT) -> lis
 
     LWS names worker pods ``<leader pod>-<index>`` in the same headless service as the leader, whose address is
     ``LWS_LEADER_ADDRESS`` = ``<leader pod>.<service>.<namespace>``; so worker i (1..LWS_GROUP_SIZE-1) answers on
-    ``http://<leader pod>-<i>.<service>.<namespace>:<port>``. Not the leader, or no LWS env: no members."""
+    ``http://<leader pod>-<i>.<service>.<namespace>:<port>``. Not the leader, or no LWS env: no members. No
+    ``LWS_WORKER_INDEX`` either: a worker that took itself for the leader would poll its own /readyz, whose answer
+    would wait on that poll (the manifests set it from the pod's worker-index label, for the sidecar too)."""
     addr, size, index = env.get("LWS_LEADER_ADDRESS"), env.get("LWS_GROUP_SIZE"), env.get("LWS_WORKER_INDEX")
-    if not addr or not size or not size.isdigit() or index not in ("0", None):
+    if not addr or not size or not size.isdigit() or index != "0":
         return []
     pod, _, rest = addr.partition(".")
     return [f"http://{pod}-{i}{'.' + rest if rest else ''}:{port}" for i in range(1, int(size))]

@@ -99,6 +99,8 @@ def test_members_from_the_leaderworkerset_env() -> None:
     assert members_from_lws(env, 8081) == ["http://sgl-0-1.sgl.default:8081", "http://sgl-0-2.sgl.default:8081"]
     assert members_from_lws({**env, "LWS_WORKER_INDEX": "1"}) == []
     assert members_from_lws({}) == []
+    # which pod this is unknown: never the leader (a worker would otherwise poll its own /readyz)
+    assert members_from_lws({k: v for k, v in env.items() if k != "LWS_WORKER_INDEX"}) == []
 
 
 def test_the_leaders_readyz_answers_for_the_group() -> None:
