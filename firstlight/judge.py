@@ -39,7 +39,7 @@ from firstlight.timeline import (
     Started,
     WeightsTotal,
 )
-from firstlight.trackers import CompileTracker, GpuTracker, ProcessTracker, gb
+from firstlight.trackers import CompileTracker, GpuTracker, LadderTracker, ProcessTracker, ProgressTracker, gb
 from firstlight.vocab import (
     BAD_GENERATION,
     CATEGORY_RANK,
@@ -95,8 +95,7 @@ class Judge:
         self.pid: int | None = None
         self.launched = False
         self.phases: list[PhaseSpan] = [PhaseSpan("process_start", started_at, source="start")]
-        self.level = Level.NONE
-        self.level_since: dict[Level, float] = {}
+        self.ladder = LadderTracker()  # the readiness levels that hold, and since when
         self.last_strong = _Mark(started_at, "watch", "firstlight started watching")
         self.last_weak: _Mark | None = None
         self.last_log: LogLine | None = None
@@ -105,12 +104,9 @@ class Judge:
         self.first_generation: dict[str, Any] | None = None
         self.ready_at: float | None = None
         self.engine_ready: LogLine | None = None
-        self.bad_answers: list[Probe] = []
-        self.last_probe_failure: Probe | None = None
         # The one interpretation of the server's lines (shared with replay): phase, progress, root cause.
         self.lines = LineInterpreter(profile)
         self.fatal: FailureHit | None = None  # the first fatal line, with its arrival time
-        self.expected_total_s = rules.expected_total_s
         self.log_ended: float | None = None  # replay: the log is over (the equivalent of the process exiting)
         self.compiles = CompileTracker()
         self._recent_logs: deque[float] = deque(maxlen=4096)  # arrival times of progress lines
@@ -127,9 +123,7 @@ class Judge:
         self.process_failed: SourceNote | None = None
         self.procs = ProcessTracker(rules, self.compiles)
         self.gpus = GpuTracker(rules.gpu_mem_step_bytes)
-        self.weights_total: WeightsTotal | None = None
-        self._shard: tuple[int, int, float, float] | None = None  # done, total, fraction, t
-        self._progress_line: str | None = None
+        self.progress_tracker = ProgressTracker(started_at, rules.expected_total_s)  # how far, and the ETAs
         self._final: Assessment | None = None
         self.signals = Signals()  # what the anatomy reads (firstlight.anatomy), from these same observations
 
@@ -145,7 +139,7 @@ class Judge:
         if isinstance(obs, GpuSample):
             return self._on_gpu(obs)
         if isinstance(obs, WeightsTotal):
-            self.weights_total = obs
+            self.progress_tracker.weights_total = obs
             return [Event(obs.t, "note", f"weights: {gb(obs.bytes)} in {obs.files} files at {one_line(obs.path)}")]
         if isinstance(obs, Started):
             self.pid, self.launched = obs.pid, obs.launched
@@ -178,7 +172,32 @@ class Judge:
 
     def expect_total(self, seconds: float | None) -> None:
         """The whole-start estimate (from this deployment's history), learnt once the engine is known."""
-        self.expected_total_s = seconds
+        self.progress_tracker.expected_total_s = seconds
+
+    @property
+    def level(self) -> Level:
+        """The highest readiness level that holds now."""
+        return self.ladder.level
+
+    @property
+    def level_since(self) -> dict[Level, float]:
+        return self.ladder.since
+
+    @property
+    def bad_answers(self) -> list[Probe]:
+        return self.ladder.bad_answers
+
+    @property
+    def last_probe_failure(self) -> Probe | None:
+        return self.ladder.last_failure
+
+    @property
+    def expected_total_s(self) -> float | None:
+        return self.progress_tracker.expected_total_s
+
+    @property
+    def weights_total(self) -> WeightsTotal | None:
+        return self.progress_tracker.weights_total
 
     def _enter_phase(self, t: float, name: str, source: str, line: int | None = None) -> list[Event]:
         """Phases only move forward within one start (whatever moved them: a log line or a probe)."""
@@ -230,11 +249,9 @@ class Judge:
     def _on_progress(self, line: LogLine, r: Reading) -> list[Event]:
         p = r.match.progress
         if p is not None:
-            self._progress_line = _clip(line.text, 120)
+            self.progress_tracker.progress_line(line.t, _clip(line.text, 120), p.kind, p.done, p.total)
             if p.kind == "download":
                 self.signals.downloads.append(line.t)
-            if p.kind == "shards" and p.done is not None and p.total:
-                self._shard = (p.done, p.total, p.done / p.total, line.t)
             self._strong(line.t, "log", _clip(line.text))
         return []
 
@@ -248,13 +265,9 @@ class Judge:
             return []
         events: list[Event] = []
         if p.ok:
-            if p.level > self.level:
-                for lv in Level:
-                    if self.level < lv <= p.level and lv not in self.level_since:
-                        self.level_since[lv] = p.t
-                        self._strong(p.t, f"probe:{lv.label}", f"{lv.label} reached")
-                        events.append(Event(p.t, "level", lv.label, {"detail": p.detail}))
-                self.level = p.level
+            for lv in self.ladder.held(p):
+                self._strong(p.t, f"probe:{lv.label}", f"{lv.label} reached")
+                events.append(Event(p.t, "level", lv.label, {"detail": p.detail}))
             if p.level == Level.GENERATION and self.first_generation is None:
                 self.first_generation = {"latency_s": p.latency_s, "text": p.text,
                                          "meanwhile": self.activity_during(p)}
@@ -269,14 +282,9 @@ class Judge:
                 events += self._enter_phase(p.t, "http_listening", "probe")
             return events
         # A failed rung: everything at and above it no longer holds.
-        self.last_probe_failure = p
-        if p.level <= self.level and self.ready_at is None:
+        if self.ladder.failed(p, ready=self.ready_at is not None):
             events.append(Event(p.t, "lost", p.level.label, {"detail": p.detail}))
-            self.level = Level(p.level - 1)
-        if p.level == Level.GENERATION and not p.transient:
-            self.bad_answers.append(p)
-        elif p.level == Level.GENERATION:
-            self.bad_answers.clear()
+        if p.level == Level.GENERATION and p.transient:
             meanwhile = self.activity_during(p)
             if meanwhile and (p.latency_s or 0) >= _SLOW_PROBE_S:
                 events.append(Event(p.t, "note", f"generation not answered after {p.latency_s or 0:.0f}s; "
@@ -316,9 +324,7 @@ class Judge:
             self.exited = s
             return [Event(s.t, "warning", f"server process {describe_exit(s.exit_code)}",
                           {"exit_code": s.exit_code, "signal": exit_signal(s.exit_code)})]
-        if self.level < Level.PROCESS:
-            self.level = Level.PROCESS
-            self.level_since.setdefault(Level.PROCESS, s.t)
+        self.ladder.process_seen(s.t)
         r = self.procs.feed(s)
         if r.weak is not None:
             self.last_weak = _Mark(s.t, "cpu", r.weak)
@@ -525,46 +531,8 @@ class Judge:
 
     # -- progress and ETA ------------------------------------------------------------------------------
     def progress(self, now: float) -> Progress:
-        p = Progress()
-        s = self.procs.prev
-        if s is not None and s.alive:
-            p.cpu_seconds, p.rss_bytes, p.procs = s.cpu_seconds, s.rss_bytes, len(s.procs)
-        base = self.procs.read_base or 0
-        if s is not None:
-            p.read_bytes = max(0, s.read_bytes - base)
-        win = self.procs.window
-        if len(win) >= 2 and win[-1].t > win[0].t:
-            dt = win[-1].t - win[0].t
-            p.read_rate = max(0, win[-1].read_bytes - win[0].read_bytes) / dt
-            p.cpu_cores = max(0.0, win[-1].cpu_seconds - win[0].cpu_seconds) / dt
-        if self.weights_total is not None and self.weights_total.bytes > 0:
-            p.weights_bytes = self.weights_total.bytes
-            if p.read_bytes > 0:
-                p.weights_fraction = min(1.0, p.read_bytes / self.weights_total.bytes)
-                p.weights_source = "disk"
-                if p.read_rate and p.weights_fraction < 1.0:
-                    p.eta_weights_s = (self.weights_total.bytes - p.read_bytes) / p.read_rate
-        if self._shard is not None:
-            done, total, frac, t = self._shard
-            p.shard = (done, total)
-            if p.weights_fraction is None:
-                p.weights_fraction, p.weights_source = frac, "log"
-                elapsed = t - self._phase_start("weights_loading", self.started_at)
-                if 0 < frac < 1 and elapsed > 0:
-                    p.eta_weights_s = max(0.0, elapsed / frac * (1 - frac) - (now - t))
-        if self.weights_total is not None and p.weights_fraction is not None and p.weights_fraction >= 1.0:
-            p.eta_weights_s = 0.0
-        p.progress_line = self._progress_line
-        if self.expected_total_s is not None:
-            p.eta_total_s = max(0.0, self.expected_total_s - (now - self.started_at))
-        if self.last_log is not None:
-            p.since_last_log_s = max(0.0, now - self.last_log.t)
-        g = self.gpus.last
-        if g is not None and g.devices:
-            p.gpu_memory_bytes = sum(d.memory_used for d in g.devices)
-            utils = [d.utilization for d in g.devices if d.utilization is not None]
-            p.gpu_util = sum(utils) / len(utils) if utils else None
-        return p
+        return self.progress_tracker.progress(now, self.procs, self.gpus, self.last_log,
+                                              self._phase_start("weights_loading", self.started_at))
 
     def _phase_start(self, name: str, default: float) -> float:
         for span in self.phases:

@@ -1,16 +1,16 @@
-"""What the judge follows besides the log: compiler runs in the process tree and the GPUs. Each tracker keeps its
-own state and says what a sample meant (a progress mark, a busy-wait hint, a warning); the judge weighs that
-against everything else (``firstlight.judge``)."""
+"""What the judge follows besides the log: compiler runs in the process tree, the GPUs, and the start's progress and
+ETA. Each tracker keeps its own state and says what a sample meant (a progress mark, a busy-wait hint, a warning,
+how far the weights are); the judge weighs that against everything else (``firstlight.judge``)."""
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
 
-from firstlight.assessment import Event, Evidence
+from firstlight.assessment import Event, Evidence, Progress
 from firstlight.config import JudgeConfig
 from firstlight.cputime import rate_reaches
-from firstlight.timeline import GpuSample, ProcessSample
+from firstlight.timeline import GpuSample, Level, LogLine, Probe, ProcessSample, WeightsTotal
 
 # Compiler runs (torch.compile/Inductor, Triton, DeepGEMM and flashinfer JIT, nvcc) are evidence of a compile:
 # strong progress, and reported as one aggregate, not a note per process.
@@ -227,3 +227,109 @@ class ProcessTracker:
 
 __all__ = ["COMPILERS", "COMPILE_WINDOW_S", "CompileTracker", "GpuReading", "GpuTracker", "ProcessReading",
            "ProcessTracker", "gb", "mb"]
+
+
+class LadderTracker:
+    """The readiness ladder as the probes climb it: the level that holds now, when each level was first reached,
+    the last rung that failed, and the generations that answered wrong in a row. It says which levels a probe
+    reached or lost; what that means (a phase, READY, a failure) is the judge's to say."""
+
+    def __init__(self) -> None:
+        self.level = Level.NONE
+        self.since: dict[Level, float] = {}  # each level's first time reached
+        self.last_failure: Probe | None = None
+        self.bad_answers: list[Probe] = []  # definitive wrong answers of the generation rung, in a row
+
+    def process_seen(self, t: float) -> None:
+        """The server's process is alive: the lowest rung holds."""
+        if self.level < Level.PROCESS:
+            self.level = Level.PROCESS
+            self.since.setdefault(Level.PROCESS, t)
+
+    def held(self, p: Probe) -> list[Level]:
+        """A rung held: the levels reached for the first time by it, lowest first."""
+        new: list[Level] = []
+        if p.level > self.level:
+            for lv in Level:
+                if self.level < lv <= p.level and lv not in self.since:
+                    self.since[lv] = p.t
+                    new.append(lv)
+            self.level = p.level
+        return new
+
+    def failed(self, p: Probe, ready: bool) -> bool:
+        """A rung failed: everything at and above it no longer holds (before READY). True when a level was lost."""
+        self.last_failure = p
+        lost = p.level <= self.level and not ready
+        if lost:
+            self.level = Level(p.level - 1)
+        if p.level == Level.GENERATION:
+            if p.transient:
+                self.bad_answers.clear()
+            else:
+                self.bad_answers.append(p)
+        return lost
+
+
+class ProgressTracker:
+    """How far the start is, and when it will be done: the weights read (the process tree's bytes read against
+    the weights' size on disk, else the engine's own shard bar), the last progress line, and the whole start's ETA
+    from this deployment's history. It reads the other trackers; it decides nothing."""
+
+    def __init__(self, started_at: float, expected_total_s: float | None) -> None:
+        self.started_at = started_at
+        self.expected_total_s = expected_total_s  # the whole-start estimate, from the history
+        self.weights_total: WeightsTotal | None = None
+        self.shard: tuple[int, int, float, float] | None = None  # done, total, fraction, when
+        self.line: str | None = None  # the last progress line, clipped
+
+    def progress_line(self, t: float, text: str, kind: str, done: int | None, total: int | None) -> None:
+        """One of the engine's progress lines: a shard bar gives the weights' fraction when the reads cannot."""
+        self.line = text
+        if kind == "shards" and done is not None and total:
+            self.shard = (done, total, done / total, t)
+
+    def progress(self, now: float, procs: ProcessTracker, gpus: GpuTracker, last_log: LogLine | None,
+                 weights_started: float) -> Progress:
+        """The progress at ``now``; ``weights_started``: when the weights phase began (the shard bar's ETA)."""
+        p = Progress()
+        s = procs.prev
+        if s is not None and s.alive:
+            p.cpu_seconds, p.rss_bytes, p.procs = s.cpu_seconds, s.rss_bytes, len(s.procs)
+        base = procs.read_base or 0
+        if s is not None:
+            p.read_bytes = max(0, s.read_bytes - base)
+        win = procs.window
+        if len(win) >= 2 and win[-1].t > win[0].t:
+            dt = win[-1].t - win[0].t
+            p.read_rate = max(0, win[-1].read_bytes - win[0].read_bytes) / dt
+            p.cpu_cores = max(0.0, win[-1].cpu_seconds - win[0].cpu_seconds) / dt
+        total = self.weights_total
+        if total is not None and total.bytes > 0:
+            p.weights_bytes = total.bytes
+            if p.read_bytes > 0:
+                p.weights_fraction = min(1.0, p.read_bytes / total.bytes)
+                p.weights_source = "disk"
+                if p.read_rate and p.weights_fraction < 1.0:
+                    p.eta_weights_s = (total.bytes - p.read_bytes) / p.read_rate
+        if self.shard is not None:
+            done, count, frac, t = self.shard
+            p.shard = (done, count)
+            if p.weights_fraction is None:
+                p.weights_fraction, p.weights_source = frac, "log"
+                elapsed = t - weights_started
+                if 0 < frac < 1 and elapsed > 0:
+                    p.eta_weights_s = max(0.0, elapsed / frac * (1 - frac) - (now - t))
+        if total is not None and p.weights_fraction is not None and p.weights_fraction >= 1.0:
+            p.eta_weights_s = 0.0
+        p.progress_line = self.line
+        if self.expected_total_s is not None:
+            p.eta_total_s = max(0.0, self.expected_total_s - (now - self.started_at))
+        if last_log is not None:
+            p.since_last_log_s = max(0.0, now - last_log.t)
+        g = gpus.last
+        if g is not None and g.devices:
+            p.gpu_memory_bytes = sum(d.memory_used for d in g.devices)
+            utils = [d.utilization for d in g.devices if d.utilization is not None]
+            p.gpu_util = sum(utils) / len(utils) if utils else None
+        return p

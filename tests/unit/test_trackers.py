@@ -32,3 +32,46 @@ def test_cpu_under_0_10_cores_is_no_progress_hung_after_the_120s_stall_timeout()
 
 def test_the_default_thresholds():
     assert (DEFAULTS.cpu_busy_cores, DEFAULTS.stall_timeout, DEFAULTS.spin_timeout) == (0.10, 120.0, 900.0)
+
+
+# -- the readiness ladder and the progress, each a tracker of its own ----------------------------------------
+def test_the_ladder_tracker_reaches_loses_and_counts_wrong_answers():
+    from firstlight.timeline import Level, Probe
+    from firstlight.trackers import LadderTracker
+
+    lad = LadderTracker()
+    lad.process_seen(1.0)
+    assert (lad.level, lad.since) == (Level.PROCESS, {Level.PROCESS: 1.0})
+    assert lad.held(Probe(2.0, Level.HTTP, True, "GET /health -> 503")) == [Level.PORT, Level.HTTP]
+    assert lad.held(Probe(3.0, Level.PORT, True, "again")) == [] and lad.level == Level.HTTP  # never down on a hold
+    port_lost = Probe(4.0, Level.PORT, False, "refused")
+    assert lad.failed(port_lost, ready=False) and lad.level == Level.PROCESS and lad.last_failure is port_lost
+    assert lad.held(Probe(5.0, Level.HTTP, True, "back")) == []  # reached before: its first time stays 2.0
+    assert lad.since[Level.HTTP] == 2.0 and lad.level == Level.HTTP
+    wrong = Probe(6.0, Level.GENERATION, False, "200 but empty", transient=False)
+    assert not lad.failed(wrong, ready=False)  # above the level that holds: nothing to lose
+    assert lad.failed(Probe(6.5, Level.PORT, False, "after READY"), ready=True) is False  # READY keeps its levels
+    lad.failed(wrong, ready=False)
+    assert lad.bad_answers == [wrong, wrong]
+    lad.failed(Probe(7.0, Level.GENERATION, False, "503 loading", transient=True), ready=False)
+    assert lad.bad_answers == []  # a server still loading is no wrong answer: the count starts again
+
+
+def test_the_progress_tracker_reads_the_weights_from_the_reads_else_the_shard_bar():
+    from firstlight.timeline import WeightsTotal
+    from firstlight.trackers import CompileTracker, GpuTracker, ProcessTracker, ProgressTracker
+
+    procs = ProcessTracker(DEFAULTS, CompileTracker())
+    gpus = GpuTracker(DEFAULTS.gpu_mem_step_bytes)
+    pt = ProgressTracker(T0, expected_total_s=100.0)
+    p = pt.progress(T0 + 30, procs, gpus, None, T0)
+    assert (p.weights_fraction, p.eta_total_s, p.since_last_log_s) == (None, 70.0, None)
+    pt.progress_line(T0 + 10, "Loading shards: 1/4", "shards", 1, 4)
+    p = pt.progress(T0 + 10, procs, gpus, None, T0)
+    assert (p.weights_fraction, p.weights_source, p.shard) == (0.25, "log", (1, 4))
+    assert p.progress_line == "Loading shards: 1/4"
+    assert p.eta_weights_s == 30.0  # 10 s for a quarter: 30 s for the rest
+    pt.weights_total = WeightsTotal(T0, 4_000, 4, "/m")
+    assert pt.progress(T0 + 10, procs, gpus, None, T0).weights_bytes == 4_000
+    pt.progress_line(T0 + 12, "Downloading 5%", "download", 5, 100)
+    assert pt.shard == (1, 4, 0.25, T0 + 10) and pt.line == "Downloading 5%"  # a download is no shard
