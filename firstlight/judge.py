@@ -284,7 +284,7 @@ class Judge:
         # A failed rung: everything at and above it no longer holds.
         if self.ladder.failed(p, ready=self.ready_at is not None):
             events.append(Event(p.t, "lost", p.level.label, {"detail": p.detail}))
-        if p.level == Level.GENERATION and p.transient:
+        if p.level == Level.GENERATION and p.state == "not_yet":
             meanwhile = self.activity_during(p)
             if meanwhile and (p.latency_s or 0) >= _SLOW_PROBE_S:
                 events.append(Event(p.t, "note", f"generation not answered after {p.latency_s or 0:.0f}s; "

@@ -111,7 +111,9 @@ class LogLine(Observation):
 
 @dataclass(frozen=True)
 class Probe(Observation):
-    """The result of checking one rung of the ladder."""
+    """The result of checking one rung of the ladder, in one of three states (:attr:`state`): it holds, it does
+    not hold yet (a server still loading: the next check may pass), or it answered wrong (garbage, an empty
+    generation, a 4xx for the model: not a matter of waiting)."""
 
     level: Level
     ok: bool
@@ -121,6 +123,11 @@ class Probe(Observation):
     text: str | None = None  # the generated text for GENERATION
     transient: bool = True  # False: a definitive bad answer (garbage, empty), not merely "not yet"
     kind: ClassVar[str] = "probe"
+
+    @property
+    def state(self) -> str:
+        """``ok``, ``not_yet`` or ``bad``."""
+        return "ok" if self.ok else "not_yet" if self.transient else "bad"
 
 
 @dataclass(frozen=True)

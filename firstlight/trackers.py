@@ -264,10 +264,10 @@ class LadderTracker:
         if lost:
             self.level = Level(p.level - 1)
         if p.level == Level.GENERATION:
-            if p.transient:
-                self.bad_answers.clear()
-            else:
+            if p.state == "bad":
                 self.bad_answers.append(p)
+            else:
+                self.bad_answers.clear()
         return lost
 
 

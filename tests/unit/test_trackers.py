@@ -53,7 +53,10 @@ def test_the_ladder_tracker_reaches_loses_and_counts_wrong_answers():
     assert lad.failed(Probe(6.5, Level.PORT, False, "after READY"), ready=True) is False  # READY keeps its levels
     lad.failed(wrong, ready=False)
     assert lad.bad_answers == [wrong, wrong]
-    lad.failed(Probe(7.0, Level.GENERATION, False, "503 loading", transient=True), ready=False)
+    assert (wrong.state, Probe(7.0, Level.PORT, True).state) == ("bad", "ok")
+    loading = Probe(7.0, Level.GENERATION, False, "503 loading", transient=True)
+    assert loading.state == "not_yet"
+    lad.failed(loading, ready=False)
     assert lad.bad_answers == []  # a server still loading is no wrong answer: the count starts again
 
 
