@@ -19,7 +19,8 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from firstlight.engines.profile import NO_MATCH, ClockMarker, EngineProfile, Failure, LineMatch, Progress, clean_line
+from firstlight.engines.lines import clean_line
+from firstlight.engines.profile import NO_MATCH, ClockMarker, EngineProfile, Failure, LineMatch, Progress
 from firstlight.logtext import is_access_line
 from firstlight.vocab import PHASE_INDEX
 

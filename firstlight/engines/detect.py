@@ -9,7 +9,9 @@ from typing import Any
 from firstlight.logtext import classify_prefix
 from firstlight.wire.content import NotJSON, parse_json
 
-from .profile import EngineProfile, _compile_rules, _may_match, _Rule, clean_line, strip_ansi
+from .lines import clean_line
+from .prefilter import Rule, compile_rules, may_match
+from .profile import EngineProfile, strip_ansi
 
 DETECT_THRESHOLD = 4
 
@@ -25,9 +27,9 @@ class EngineDetector:
     def __init__(self, profiles: Sequence[EngineProfile]) -> None:
         self._profiles = [p for p in profiles if p.detect_patterns]
         self._order = {p.name: i for i, p in enumerate(self._profiles)}
-        self._rules: list[tuple[str, _Rule]] = []
+        self._rules: list[tuple[str, Rule]] = []
         for p in self._profiles:
-            for rule in _compile_rules(list(p.detect_patterns)):
+            for rule in compile_rules(list(p.detect_patterns)):
                 self._rules.append((p.name, rule))
         self._seen: set[int] = set()
         self.scores: dict[str, int] = {p.name: 0 for p in self._profiles}
@@ -42,9 +44,9 @@ class EngineDetector:
         for idx, (name, rule) in enumerate(self._rules):
             if idx in self._seen:
                 continue
-            hit = _may_match(rule, raw, lower_raw) and rule.regex.search(raw) is not None
+            hit = may_match(rule, raw, lower_raw) and rule.regex.search(raw) is not None
             if not hit and cleaned != raw:
-                hit = _may_match(rule, cleaned, lower_clean) and rule.regex.search(cleaned) is not None
+                hit = may_match(rule, cleaned, lower_clean) and rule.regex.search(cleaned) is not None
             if hit:
                 self._seen.add(idx)
                 self.scores[name] += int(rule.payload)

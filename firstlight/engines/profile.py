@@ -7,27 +7,28 @@ line into a :class:`LineMatch`. Adding an engine or a message is a data change i
 Conventions for the regex data:
 
 * patterns are searched (not matched) in the line after ANSI colours, timestamps, log levels and
-  TP/worker/process prefixes are stripped (see :func:`clean_line`), so ``^`` anchors to the message itself;
+  TP/worker/process prefixes are stripped (``lines.py``, :func:`clean_line`), so ``^`` anchors to the message itself;
 * progress patterns use the named groups ``done``, ``total`` and/or ``pct`` (0..100) or ``frac`` (0..1);
 * a failure signature is (regex, category, hint, fatal[, rank]); ``fatal`` means the start is dead as soon
   as the line appears; ``rank`` (default: the category's) orders root causes, generic wrappers use 0;
-* speed: each regex gets a required literal and, where the regex guarantees it, a whole word; lines are
-  tokenised once and only rules whose word occurs are tried (``\b`` around bare identifiers such as
+* speed: each regex gets a required literal and, where the regex guarantees it, a whole word (``prefilter.py``);
+  lines are tokenised once and only rules whose word occurs are tried (``\b`` around bare identifiers such as
   ``\bncclSystemError\b`` lets a rule use the index; without it the rule still works, just costs a
   substring test per line).
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from firstlight.logtext import ANSI_RE as _ANSI_RE
-from firstlight.logtext import classify_prefix, strip_ansi
+from firstlight.logtext import strip_ansi
 from firstlight.vocab import CATEGORY_RANK, FAILURE_CATEGORIES, PHASE_INDEX, PHASES, WRAPPER_RANK
+
+from .lines import clean_line
+from .prefilter import WORD, compile_rules, may_match, required_literal
 
 
 @dataclass(frozen=True)
@@ -278,257 +279,6 @@ class EngineProfile:
         return _Matcher(self)
 
 
-# --- line cleaning ----------------------------------------------------------------------------------
-
-# Prefixes removed (repeatedly, up to 4 times) before classification. Each alternative is one layer:
-# container/journald wrappers, process tags, timestamps and log levels of the engines we know.
-_PREFIX_RE = re.compile(
-    r"^(?:"
-    r"[\w.-]+-\d+\s+\|\s?"  # docker compose: "vllm-1  | "
-    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "  # journald/syslog
-    r"|\((?:[\w.-]+)(?: [\w]+=[^)]*)?\)\s+"  # vLLM/Ray process tag: "(EngineCore_DP0 pid=17374) "
-    r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|TRACE) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
-    r" (?:\[[^\]]*\] |[\w.-]+:\d+\] )?"  # vLLM: "INFO 05-07 02:13:52 [core.py:396] "
-    r"|\[(?:(?:\d{4}-)?\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]{2,3}\d+)*\] "  # SGLang "[... TP0] "
-    r"|\[(?:gpu_id|rank|tp_rank)=\d+\] "  # old SGLang "[gpu_id=0] "
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"
-    r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR)\s+"  # TGI / tracing ISO
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? - [\w.\-]+ - [A-Z]+ - "  # python logging (LMDeploy)
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? (?:TRACE|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
-    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w./-]+:\d+\] "  # glog (torch C++ warnings)
-    r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+"  # uvicorn "INFO:     "
-    r"|\d+\.\d\d\.\d{3}\.\d{3} [IWEDT] "  # llama.cpp --log-timestamps/--log-prefix
-    r"|\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] "  # TensorRT-LLM "[11/20/2024-10:11:12] "
-    r"|\[TRT-LLM\](?: \[[A-Z]\])? "
-    r")"
-)
-
-
-def clean_line(line: str) -> str:
-    """ANSI-free, right-trimmed line with timestamp/level/TP/worker prefixes removed.
-
-    Carriage-return redraws are *not* handled here (see ``replay.split_redraws``); a ``\\r`` left in the
-    line keeps only the text after the last non-empty one. Only a bounded prefix of a line is kept, so that
-    no pattern applied to the result does unbounded work.
-    """
-    line = classify_prefix(line)
-    if "\x1b" in line:
-        line = _ANSI_RE.sub("", line)
-    line = line.rstrip("\r\n")
-    if "\r" in line:
-        parts = [p for p in line.split("\r") if p.strip()]
-        line = parts[-1] if parts else ""
-    for _ in range(4):
-        m = _PREFIX_RE.match(line)
-        if m is None or m.end() == 0:
-            break
-        line = line[m.end() :]
-    return line.rstrip()
-
-
-# --- literal pre-filter -----------------------------------------------------------------------------
-
-
-def _sre_parser() -> Any:
-    try:
-        return importlib.import_module("re._parser")  # Python >= 3.11
-    except ImportError:  # pragma: no cover - Python 3.10
-        return importlib.import_module("sre_parse")
-
-
-_PARSER = _sre_parser()
-
-
-class _Lit(NamedTuple):
-    text: str
-    left: bool  # the regex guarantees a word boundary before the literal
-    right: bool  # ... and after it
-
-
-_BOUNDARY_AT = frozenset(
-    {
-        "AT_BEGINNING",
-        "AT_BEGINNING_STRING",
-        "AT_BEGINNING_LINE",
-        "AT_BOUNDARY",
-        "AT_END",
-        "AT_END_STRING",
-        "AT_END_LINE",
-    }
-)
-
-
-def _opname(op: Any) -> str:
-    return getattr(op, "name", None) or str(op)
-
-
-def _is_boundary(item: Any) -> bool:
-    """A regex item that guarantees the neighbouring literal starts/ends a word."""
-    op, av = item
-    name = _opname(op)
-    if name == "AT":
-        return _opname(av) in _BOUNDARY_AT
-    if name == "LITERAL":
-        ch = chr(av)
-        return not (ch.isalnum() or ch == "_")
-    return False
-
-
-def _candidates(items: Any, out: list[tuple[_Lit, ...]], left: bool = False, right: bool = False) -> None:
-    """Collect literal sets every match must contain one member of (conservative): single runs of
-    consecutive literal characters, and alternations whose every branch has such a run. ``left``/``right``
-    tell whether the items are preceded/followed by a word boundary."""
-    seq = list(items)
-    n = len(seq)
-
-    def lb(i: int) -> bool:
-        return left if i == 0 else _is_boundary(seq[i - 1])
-
-    def rb(i: int) -> bool:
-        return right if i == n - 1 else _is_boundary(seq[i + 1])
-
-    run: list[str] = []
-    run_start = 0
-    for i, (op, av) in enumerate(seq):
-        name = _opname(op)
-        if name == "LITERAL":
-            if not run:
-                run_start = i
-            run.append(chr(av))
-            continue
-        if name == "AT" and not run:
-            continue
-        if run:
-            out.append((_Lit("".join(run), lb(run_start), _is_boundary(seq[i])),))
-            run = []
-        if name == "SUBPATTERN":
-            _candidates(av[-1], out, lb(i), rb(i))
-        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-            lo, _hi, sub = av
-            if lo >= 1:
-                _candidates(sub, out)
-        elif name == "ATOMIC_GROUP":
-            _candidates(av, out, lb(i), rb(i))
-        elif name == "BRANCH":
-            members: list[_Lit] = []
-            for branch in av[1]:
-                found: list[tuple[_Lit, ...]] = []
-                _candidates(branch, found, lb(i), rb(i))
-                best = _best(found)
-                if best is None:
-                    members = []
-                    break
-                members.extend(best)
-            if members:
-                out.append(tuple(dict.fromkeys(members)))
-        # IN, ANY, ASSERT, GROUPREF, ...: nothing required we can cheaply rely on
-    if run:
-        out.append((_Lit("".join(run), lb(run_start), right),))
-
-
-def _best(cands: list[tuple[_Lit, ...]]) -> tuple[_Lit, ...] | None:
-    """Prefer literal sets whose every member implies a whole word (usable by the word index), then the
-    longest shortest member, then fewer members."""
-    good = [c for c in cands if min(len(x.text) for x in c) >= 3]
-    if not good:
-        return None
-
-    def key(c: tuple[_Lit, ...]) -> tuple[int, int, int, int]:
-        anchors = [_anchor_word(x) for x in c]
-        anchored = all(a is not None for a in anchors)
-        shortest_anchor = min(len(a) for a in anchors if a is not None) if anchored else 0
-        return (anchored, min(shortest_anchor, 8), min(len(x.text) for x in c), -len(c))
-
-    return max(good, key=key)
-
-
-def _required(pattern: str) -> tuple[tuple[_Lit, ...], bool] | None:
-    try:
-        parsed = _PARSER.parse(pattern, 0)
-    except Exception:  # pragma: no cover - invalid patterns fail at compile time anyway
-        return None
-    ignore_case = bool(parsed.state.flags & re.IGNORECASE)
-    out: list[tuple[_Lit, ...]] = []
-    _candidates(parsed, out)
-    best = _best(out)
-    if best is None:
-        return None
-    if ignore_case:
-        best = tuple(x._replace(text=x.text.lower()) for x in best)
-    return best, ignore_case
-
-
-def required_literal(pattern: str) -> tuple[tuple[str, ...], bool] | None:
-    """Literal substrings one of which every match of ``pattern`` contains, and whether they are
-    case-insensitive. ``None`` when no literal of 3+ characters is required."""
-    req = _required(pattern)
-    if req is None:
-        return None
-    return tuple(x.text for x in req[0]), req[1]
-
-
-_WORD = re.compile(r"\w+")
-
-
-def _anchor_word(lit: _Lit) -> str | None:
-    r"""A word of the literal that any matching line contains as a whole ``\w+`` token: bounded by
-    non-word characters inside the literal, or by a boundary the regex guarantees (longest wins)."""
-    text = lit.text
-    words = [
-        m.group()
-        for m in _WORD.finditer(text)
-        if (m.start() > 0 or lit.left) and (m.end() < len(text) or lit.right)
-    ]
-    return max(words, key=len) if words else None
-
-
-class _Rule(NamedTuple):
-    regex: re.Pattern[str]
-    literals: tuple[str, ...] | None
-    nocase: bool
-    payload: Any
-    anchors: tuple[str | None, ...] | None  # per literal: a whole-token word it implies, if any
-
-
-def _compile_rules(items: list[tuple[str, Any]]) -> tuple[_Rule, ...]:
-    rules = []
-    for pattern, payload in items:
-        req = _required(pattern)
-        rules.append(
-            _Rule(
-                re.compile(pattern),
-                tuple(x.text for x in req[0]) if req else None,
-                req[1] if req else False,
-                payload,
-                tuple(_anchor_word(x) for x in req[0]) if req else None,
-            )
-        )
-    return tuple(rules)
-
-
-def _may_match(rule: _Rule, text: str, lower: list[str]) -> bool:
-    lits = rule.literals
-    if lits is None:
-        return True
-    if rule.nocase:
-        if not lower:
-            lower.append(text.lower())
-        text = lower[0]
-    if len(lits) == 1:
-        return lits[0] in text
-    return any(lit in text for lit in lits)
-
-
-def _first(rules: tuple[_Rule, ...], text: str, lower: list[str]) -> tuple[_Rule, re.Match[str]] | None:
-    for rule in rules:
-        if not _may_match(rule, text, lower):
-            continue
-        m = rule.regex.search(text)
-        if m is not None:
-            return rule, m
-    return None
-
-
 def _int(value: str | None) -> int | None:
     if value is None:
         return None
@@ -567,7 +317,7 @@ class _Matcher:
         items += [(p, _READY, True) for p in profile.ready_markers]
         items += [(p, _LISTEN, True) for p in profile.listening_markers]
         items += [(m.pattern, _FRAME, m) for m in profile.frame_markers]
-        self.rules = _compile_rules([(pattern, (kind, payload)) for pattern, kind, payload in items])
+        self.rules = compile_rules([(pattern, (kind, payload)) for pattern, kind, payload in items])
         self.index: dict[str, list[int]] = {}
         self.nocase_index: dict[str, list[int]] = {}
         always: list[int] = []
@@ -585,12 +335,12 @@ class _Matcher:
         self.nocase_keys = frozenset(self.nocase_index)
 
     def candidates(self, text: str) -> list[int]:
-        tokens = set(_WORD.findall(text))
+        tokens = set(WORD.findall(text))
         active = set(self.always)
         for w in tokens & self.keys:
             active.update(self.index[w])
         if self.nocase_keys:
-            for w in set(_WORD.findall(text.lower())) & self.nocase_keys:
+            for w in set(WORD.findall(text.lower())) & self.nocase_keys:
                 active.update(self.nocase_index[w])
         return sorted(active)
 
@@ -617,7 +367,7 @@ class _Matcher:
                 continue
             if kind == _FRAME and frame_phase is not None:
                 continue
-            if not _may_match(rule, text, lower):
+            if not may_match(rule, text, lower):
                 continue
             m = rule.regex.search(text)
             if m is None:
@@ -692,6 +442,5 @@ __all__ = [
     "ServingCounters",
     "SpecMetric",
     "clean_line",
-    "required_literal",
     "strip_ansi",
 ]

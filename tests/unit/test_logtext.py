@@ -15,6 +15,7 @@ import pytest
 from firstlight import interpret, logtext
 from firstlight import timestamps as replay_mod
 from firstlight.engines import PROFILES, get_profile, new_detector
+from firstlight.engines import lines as lines_mod
 from firstlight.engines import profile as profile_mod
 from firstlight.judge import is_access_line as judge_is_access_line
 from firstlight.logtext import CLASSIFY_CHARS, is_access_line
@@ -87,9 +88,9 @@ def test_every_engine_pattern_sees_a_bounded_prefix_of_a_1mib_line(name: str, mo
     profile = get_profile(name)
     matcher = profile._matcher
     monkeypatch.setattr(matcher, "rules", tuple(r._replace(regex=Recording(r.regex, seen)) for r in matcher.rules))
-    monkeypatch.setattr(profile_mod, "_PREFIX_RE", Recording(profile_mod._PREFIX_RE, seen))
-    monkeypatch.setattr(profile_mod, "_ANSI_RE", Recording(profile_mod._ANSI_RE, seen))
-    monkeypatch.setattr(profile_mod, "_WORD", Recording(profile_mod._WORD, seen))
+    monkeypatch.setattr(lines_mod, "_PREFIX_RE", Recording(lines_mod._PREFIX_RE, seen))
+    monkeypatch.setattr(lines_mod, "_ANSI_RE", Recording(lines_mod._ANSI_RE, seen))
+    monkeypatch.setattr(profile_mod, "WORD", Recording(profile_mod.WORD, seen))
     for line in _hostile_lines():
         profile.classify(line)
     assert seen and max(seen) <= CLASSIFY_CHARS

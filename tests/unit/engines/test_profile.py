@@ -24,7 +24,8 @@ from firstlight.engines import (
     get_profile,
     read_command,
 )
-from firstlight.engines.profile import CATEGORY_RANK, required_literal
+from firstlight.engines.prefilter import required_literal
+from firstlight.engines.profile import CATEGORY_RANK
 from firstlight.logreplay import replay_log
 from firstlight.logtext import LineSplitter, split_redraws
 from tests.support.common import FIXTURES as _FIXTURES
