@@ -193,6 +193,10 @@ class Database:
     def _connect_readonly(self) -> sqlite3.Connection:
         """Read-only; ``immutable`` where even the WAL's shared memory cannot be created (a read-only directory)."""
         uri = "file:" + urllib.parse.quote(str(self.path.absolute()))
+        # A header that says WAL (byte 19 is 2) makes even a read-only open create the -wal and -shm files: a
+        # damaged file's (1 random header in 300 says so) are removed again, so a listing leaves nothing behind.
+        sidecars = [self.path.with_name(self.path.name + suffix) for suffix in ("-wal", "-shm")]
+        existed = [f.exists() for f in sidecars]
         for extra in ("", "&immutable=1"):
             try:
                 con = sqlite3.connect(f"{uri}?mode=ro{extra}", uri=True, timeout=self.busy_timeout,
@@ -202,6 +206,10 @@ class Database:
                 return con
             except sqlite3.DatabaseError as e:
                 if _is_corruption(e):
+                    for f, was in zip(sidecars, existed, strict=True):
+                        if not was and f.is_file() and (f.name.endswith("-shm") or f.stat().st_size == 0):
+                            with contextlib.suppress(OSError):
+                                f.unlink()
                     raise _Corrupt(str(e)) from None
                 last = e
         raise last
