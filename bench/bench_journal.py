@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from firstlight.logreplay import replay_lines, replay_log  # noqa: E402
-from firstlight.units.journal import JournalFollower, journal_lines  # noqa: E402
+from firstlight.units.journal.follow import JournalFollower  # noqa: E402
+from firstlight.units.journal.invocations import journal_lines  # noqa: E402
 from tests.support.journal_export import UnitRun, write_journal  # noqa: E402
 
 UNIT = "llm.service"

@@ -29,7 +29,9 @@ from firstlight.cli.options import (
 )
 from firstlight.cli.run import run_watch
 from firstlight.units import unit_name
-from firstlight.units.journal import JournalError, is_journal_file, journal_lines
+from firstlight.units.journal.entries import JournalError
+from firstlight.units.journal.invocations import journal_lines
+from firstlight.units.journal.journalctl import is_journal_file
 from firstlight.units.systemctl import Systemctl, SystemctlError, UnitState
 from firstlight.units.watch import UnitOptions, UnitWatch, engine_command
 

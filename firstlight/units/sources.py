@@ -19,7 +19,7 @@ from firstlight.runner.session import Session
 from firstlight.runner.sources import Echo, Sink, Sources
 from firstlight.samplers.base import Sampler
 from firstlight.timeline import SourceNote
-from firstlight.units.journal import JournalSource
+from firstlight.units.journal.follow import JournalSource
 
 
 class UnitSources(Sources):

@@ -40,7 +40,7 @@ from firstlight.samplers.base import Sampler
 from firstlight.samplers.oom import OomTraces, memory_dirs
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.units.cgroup import CgroupSampler, cgroup_dir, read_pids
-from firstlight.units.journal import JournalFollower, JournalSource
+from firstlight.units.journal.follow import JournalFollower, JournalSource
 from firstlight.units.sources import UnitSession
 from firstlight.units.systemctl import Systemctl, SystemctlError, UnitState
 from firstlight.vocab import FAILED, HUNG, INTERRUPTED

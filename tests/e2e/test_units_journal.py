@@ -15,18 +15,10 @@ import psutil
 import pytest
 
 from firstlight.timeline import LogLine, Observation, ProcessSample, SourceNote
-from firstlight.units.journal import (
-    OMITTED,
-    JournalError,
-    JournalFollower,
-    JournalSource,
-    field_values,
-    journal_lines,
-    list_invocations,
-    parse_line,
-    pick_invocation,
-    read_entries,
-)
+from firstlight.units.journal.entries import OMITTED, JournalError, field_values, parse_line
+from firstlight.units.journal.follow import JournalFollower, JournalSource
+from firstlight.units.journal.invocations import journal_lines, list_invocations, pick_invocation
+from firstlight.units.journal.journalctl import read_entries
 from tests.support.common import wait_for
 from tests.support.journal_export import UnitRun, export_entry, write_journal
 from tests.support.units_journal import _collect
@@ -213,7 +205,8 @@ def test_systemds_exit_message_ends_the_attempt_with_its_code(tmp_path: Path):
 
 # -- units/journal.py: the invocation replayed by default is the last one that printed a line -----------------
 def test_an_invocation_without_lines_is_not_picked_over_the_last_one_that_has_some(tmp_path: Path):
-    from firstlight.units.journal import journal_lines, list_invocations, read_entries
+    from firstlight.units.journal.invocations import journal_lines, list_invocations
+    from firstlight.units.journal.journalctl import read_entries
     from tests.support.journal_export import UnitRun, write_journal
 
     unit, t0 = "llm.service", 1_790_000_000.0

@@ -18,17 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from firstlight.units.journal import (
-    MAX_ENTRY_BYTES,
-    MSG_PROCESS_EXIT,
-    MSG_UNIT_OUT_OF_MEMORY,
-    JournalError,
-    JournalFollower,
-    _bounded_lines,
-    journal_lines,
-    list_invocations,
-    read_entries,
-)
+from firstlight.units.journal.entries import MSG_PROCESS_EXIT, MSG_UNIT_OUT_OF_MEMORY, JournalError
+from firstlight.units.journal.follow import JournalFollower
+from firstlight.units.journal.invocations import journal_lines, list_invocations
+from firstlight.units.journal.journalctl import MAX_ENTRY_BYTES, bounded_lines, read_entries
 from tests.support.common import wait_for
 from tests.support.journal_export import MSG_FAILURE_RESULT, UnitRun, write_journal
 from tests.support.journal_rules import T0, UNIT, _follow
@@ -54,7 +47,7 @@ def _read_all(data: bytes) -> tuple[list[bytes], list[int]]:
     longs: list[int] = []
     f = _pipe(data)
     try:
-        lines = list(_bounded_lines(f, longs.append))
+        lines = list(bounded_lines(f, longs.append))
     finally:
         f.close()
         os.waitpid(f.pid, 0)  # type: ignore[attr-defined]

@@ -24,7 +24,8 @@ from firstlight.engines import get_profile
 from firstlight.redact import Redactor
 from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.sim.server import free_port
-from firstlight.units.journal import list_invocations, read_entries
+from firstlight.units.journal.invocations import list_invocations
+from firstlight.units.journal.journalctl import read_entries
 from firstlight.units.systemctl import UnitState
 from firstlight.units.watch import UnitOptions, UnitWatch, engine_command, start_timeout_warning
 from tests.support.common import FIXTURES as _FIXTURES

@@ -6,11 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from firstlight.units.journal import (
-    JournalEntry,
-    JournalFollower,
-    parse_line,
-)
+from firstlight.units.journal.entries import JournalEntry, parse_line
+from firstlight.units.journal.follow import JournalFollower
 from tests.support.common import wait_for
 
 UNIT = "llm.service"

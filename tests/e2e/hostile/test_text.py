@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from firstlight.sim.server import free_port
-from firstlight.units.journal import MSG_PROCESS_EXIT
+from firstlight.units.journal.entries import MSG_PROCESS_EXIT
 from tests.support.common import run_firstlight
 
 HOSTILE = ("\u202e", "\u2066", "\u200f", "\x00", "\x07")

@@ -11,11 +11,8 @@ from pathlib import Path
 
 from firstlight.timeline import Observation, SourceNote
 from firstlight.units import unit_name
-from firstlight.units.journal import (
-    JournalFollower,
-    JournalSource,
-    parse_line,
-)
+from firstlight.units.journal.entries import parse_line
+from firstlight.units.journal.follow import JournalFollower, JournalSource
 from tests.support.common import wait_for
 from tests.support.units_journal import _collect
 

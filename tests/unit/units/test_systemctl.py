@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from firstlight.units.journal import journalctl_argv
+from firstlight.units.journal.journalctl import journalctl_argv
 from firstlight.units.systemctl import (
     UnitState,
     parse_exec_start,

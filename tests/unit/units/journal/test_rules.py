@@ -16,27 +16,23 @@ from typing import Any
 import pytest
 
 from firstlight.timeline import LogLine, ProcessSample, SourceNote
-from firstlight.units.journal import (
+from firstlight.units.journal.entries import (
     MSG_PROCESS_EXIT,
     MSG_UNIT_OUT_OF_MEMORY,
     OMITTED,
-    Invocation,
     JournalEntry,
     JournalError,
-    JournalFollower,
-    JournalSource,
     exit_code_of,
     field_text,
     field_values,
-    journalctl_argv,
-    list_invocations,
     manager_observations,
     message_text,
     oom_trace_of,
     parse_entry,
-    pick_invocation,
-    read_entries,
 )
+from firstlight.units.journal.follow import JournalFollower, JournalSource
+from firstlight.units.journal.invocations import Invocation, list_invocations, pick_invocation
+from firstlight.units.journal.journalctl import journalctl_argv, read_entries
 from tests.support.journal_rules import T0, UNIT, _follow, entry
 
 
