@@ -9,30 +9,32 @@ line is text, never markup. Pure: data in, a string out.
 
 from __future__ import annotations
 
-import html
 import time
-from collections.abc import Iterable
 from typing import Any
 
 from firstlight._version import __version__
 from firstlight.formats import seconds as secs
-from firstlight.logtext import UNSAFE_RE
-from firstlight.report.series import Chart, RunView, Span, Window
-from firstlight.vocab import PHASES
+from firstlight.report.series import RunView, Span
+from firstlight.report.svg import (
+    LEFT,
+    RIGHT,
+    ROW,
+    Axis,
+    W,
+    chart,
+    esc,
+    ghost,
+    grid,
+    marker_row,
+    phase_colour,
+    phase_row,
+    signed,
+    svg_open,
+    window,
+)
 
-W = 1000  # SVG user units; the SVG scales to the page width
-LEFT = 190  # label gutter
-RIGHT = 80  # per-phase difference column
-PLOT = W - LEFT - RIGHT
-ROW = 22
-CHART_H = 96
-
-PHASE_COLOURS = ["#6b7280", "#8b5cf6", "#2563eb", "#0891b2", "#0d9488", "#ca8a04", "#ea580c", "#db2777",
-                 "#9333ea", "#16a34a"]
-SERIES_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#ca8a04", "#9333ea", "#0891b2", "#ea580c", "#db2777"]
 VERDICT_COLOURS = {"ready": "#15803d", "regression": "#b45309", "failed": "#b91c1c", "hung": "#b91c1c",
                    "timeout": "#b45309", "interrupted": "#6b7280", "starting": "#2563eb"}
-_CONTROL = UNSAFE_RE  # the controls and the bidi controls (U+202E would reorder the page's text)
 
 CSS = """
 .anatomy-row{display:flex;align-items:center;gap:8px;margin:4px 0}.anatomy-label{width:14em;font-size:13px}
@@ -73,42 +75,6 @@ footer { color: #6b7280; font-size: 12px; margin-top: 2em; }
 """
 
 
-def esc(text: Any) -> str:
-    """Text for HTML or SVG, never markup: escaped, and control characters made visible."""
-    return html.escape(_CONTROL.sub("\ufffd", str(text)), quote=True)
-
-
-def signed(s: float) -> str:
-    return ("+" if s >= 0 else "\u2212") + secs(abs(s))
-
-
-def nice_step(span: float, target: int = 8) -> float:
-    raw = max(span, 1e-3) / target
-    mag = 10 ** int(f"{raw:e}".split("e")[1])
-    for m in (1, 2, 5, 10):
-        if raw <= m * mag:
-            return float(m * mag)
-    return float(10 * mag)
-
-
-class Axis:
-    """The shared seconds axis: 0 .. end, mapped onto the plot area."""
-
-    def __init__(self, end: float) -> None:
-        self.end = max(end, 1e-3)
-        self.step = nice_step(self.end)
-
-    def x(self, t: float) -> float:
-        return LEFT + max(0.0, min(t, self.end)) / self.end * PLOT
-
-    def ticks(self) -> list[float]:
-        n = int(self.end / self.step + 1e-9)
-        return [i * self.step for i in range(n + 1)]
-
-    def label(self, t: float) -> str:
-        return f"{t:g}s" if self.step >= 1 else f"{t:.1f}s".replace(".0s", "s")
-
-
 def render_html(view: RunView) -> str:
     axis = Axis(view.end)
     parts = [
@@ -127,7 +93,7 @@ def render_html(view: RunView) -> str:
     parts.append(_engine_clock(view))
     if view.charts:
         parts.append('<h2>Resources</h2>')
-        parts += [_chart(c, axis, view.windows) for c in view.charts]
+        parts += [chart(c, axis, view.windows) for c in view.charts]
     parts += [_after_ready(view), _warnings(view), _log_tail(view), _notes(view), _footer(view), "</body></html>"]
     return "\n".join(p for p in parts if p)
 
@@ -167,10 +133,6 @@ def _header(v: RunView) -> str:
 
 # -- the timeline: phases, ghost bars, levels, first generation, hang window --------------------------------
 
-def _phase_colour(name: str) -> str:
-    i = PHASES.index(name) if name in PHASES else 0
-    return PHASE_COLOURS[i % len(PHASE_COLOURS)]
-
 
 def _timeline(v: RunView, axis: Axis) -> str:
     diffs = v.phase_diffs()
@@ -180,18 +142,18 @@ def _timeline(v: RunView, axis: Axis) -> str:
     rows: list[str] = []
     y = 24
     for i, span in enumerate(v.phases):
-        rows.append(_phase_row(span, i, y, axis, base_by_name.pop(span.name, []) if v.baseline else [],
+        rows.append(phase_row(span, i, y, axis, base_by_name.pop(span.name, []) if v.baseline else [],
                                diffs.get(span.name)))
         y += ROW + (6 if v.baseline else 0)
     for name, spans in base_by_name.items():  # phases only the baseline went through
         rows.append(f'<g class="ghost-row"><text x="{LEFT - 6}" y="{y + 14}" text-anchor="end" class="small">'
                     f'{esc(name)} (baseline only)</text>'
-                    + "".join(_ghost(s, y + 4, axis) for s in spans) + "</g>")
+                    + "".join(ghost(s, y + 4, axis) for s in spans) + "</g>")
         y += ROW
     y += 6
     rows.append(f'<line class="axis" x1="{LEFT}" x2="{W - RIGHT}" y1="{y - 3}" y2="{y - 3}"/>')
     for m in [m for m in v.markers if m.kind in ("level", "engine_ready", "generation")]:
-        rows.append(_marker_row(m.kind, m.label, m.t, y, axis))
+        rows.append(marker_row(m.kind, m.label, m.t, y, axis))
         y += ROW
     events = [m for m in v.markers if m.kind in ("warning", "failure_line")]
     if events:
@@ -203,162 +165,15 @@ def _timeline(v: RunView, axis: Axis) -> str:
                     f'</text>{marks}</g>')
         y += ROW
     height = y + 24
-    head = _svg_open(height, "Phases on a seconds axis")
-    grid = _grid(axis, 16, y + 2, height - 6)
-    shade = "".join(_window(w, axis, 16, y, label=True) for w in v.windows)
+    head = svg_open(height, "Phases on a seconds axis")
+    gridlines = grid(axis, 16, y + 2, height - 6)
+    shade = "".join(window(w, axis, 16, y, label=True) for w in v.windows)
     top = (f'<text x="{LEFT - 6}" y="12" text-anchor="end" class="small">phase</text>'
            f'<text x="{W - RIGHT + 6}" y="12" class="small">vs baseline</text>' if v.baseline else "")
-    return f'<div class="scroll">{head}{grid}{shade}{top}{"".join(rows)}</svg></div>'
-
-
-def _svg_open(height: float, label: str) -> str:
-    return (f'<svg viewBox="0 0 {W} {height:.0f}" role="img" aria-label="{esc(label)}" '
-            f'xmlns="http://www.w3.org/2000/svg"><defs><pattern id="hatch" width="6" height="6" '
-            f'patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" '
-            f'fill="#fee2e2"/><line x1="0" y1="0" x2="0" y2="6" stroke="#fca5a5" stroke-width="3"/>'
-            f'</pattern></defs>')
-
-
-def _phase_row(span: Span, i: int, y: float, axis: Axis, ghosts: list[Span], diff: float | None) -> str:
-    x0, x1 = axis.x(span.start), axis.x(span.end)
-    width = max(2.0, x1 - x0)
-    colour = _phase_colour(span.name)
-    label_x = x0 + width + 4
-    anchor = "start"
-    if label_x > W - RIGHT - 60:
-        label_x, anchor = x0 - 4, "end"
-    out = [f'<g class="phase-row" data-phase="{esc(span.name)}" data-index="{i}">',
-           f'<text x="{LEFT - 6}" y="{y + 14}" text-anchor="end">{esc(span.name)}</text>',
-           f'<rect class="phase-bar" data-phase="{esc(span.name)}" data-start="{span.start:.3f}" '
-           f'data-end="{span.end:.3f}" x="{x0:.1f}" y="{y + 2}" width="{width:.1f}" height="14" rx="2" '
-           f'fill="{colour}"><title>{esc(span.name)}: {esc(secs(span.start))} to {esc(secs(span.end))} '
-           f'({esc(secs(span.duration))}, from {esc(span.source)})</title></rect>',
-           f'<text x="{label_x:.1f}" y="{y + 14}" text-anchor="{anchor}" class="small duration">'
-           f'{esc(secs(span.duration))}</text>']
-    out += [_ghost(g, y + 18, axis) for g in ghosts]
-    if diff is not None:
-        base = sum(g.duration for g in ghosts)
-        notable = abs(diff) > max(0.05, 0.1 * base)  # small wobbles stay grey
-        cls = "small" if not notable else "slower" if diff > 0 else "faster"
-        out.append(f'<text x="{W - RIGHT + 6}" y="{y + 14}" class="{cls} diff">{esc(signed(diff))}</text>')
-    out.append("</g>")
-    return "".join(out)
-
-
-def _ghost(s: Span, y: float, axis: Axis) -> str:
-    x0, x1 = axis.x(s.start), axis.x(s.end)
-    return (f'<rect class="ghost-bar" data-phase="{esc(s.name)}" x="{x0:.1f}" y="{y}" width="{max(2.0, x1 - x0):.1f}" '
-            f'height="5"><title>baseline {esc(s.name)}: {esc(secs(s.duration))}</title></rect>')
-
-
-def _marker_row(kind: str, label: str, t: float, y: float, axis: Axis) -> str:
-    x = axis.x(t)
-    if kind == "generation":
-        shape = (f'<path class="marker generation" d="M{x:.1f},{y + 1} l3,6 6,1 -4.5,4 1,6.5 -5.5,-3 -5.5,3 1,-6.5 '
-                 f'-4.5,-4 6,-1 z" fill="#15803d"/>')
-        name = "first generation"
-    else:
-        colour = "#2563eb" if kind == "level" else "#0d9488"
-        shape = f'<path class="marker {kind}" d="M{x:.1f},{y + 3} l6,6 -6,6 -6,-6 z" fill="{colour}"/>'
-        name = label if kind == "level" else "engine says ready"
-    text_x, anchor = (x + 9, "start") if x < W - RIGHT - 200 else (x - 9, "end")
-    detail = f"{secs(t)}" + (f": {label}" if kind == "generation" else "")
-    return (f'<g class="marker-row" data-kind="{esc(kind)}" data-label="{esc(name)}">'
-            f'<text x="{LEFT - 6}" y="{y + 14}" text-anchor="end">{esc(name)}</text>'
-            f'<line class="grid" x1="{LEFT}" x2="{x:.1f}" y1="{y + 9}" y2="{y + 9}" stroke-dasharray="2 3"/>{shape}'
-            f'<text x="{text_x:.1f}" y="{y + 14}" text-anchor="{anchor}" class="small">{esc(detail)}</text></g>')
-
-
-def _grid(axis: Axis, y0: float, y1: float, label_y: float | None = None) -> str:
-    out = []
-    for t in axis.ticks():
-        x = axis.x(t)
-        out.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{y0}" y2="{y1}"/>')
-        if label_y is not None:
-            out.append(f'<text x="{x:.1f}" y="{label_y:.0f}" text-anchor="middle" class="small tick">'
-                       f'{esc(axis.label(t))}</text>')
-    return "".join(out)
-
-
-def _window(w: Window, axis: Axis, y0: float, y1: float, label: bool = False) -> str:
-    x0, x1 = axis.x(w.start), axis.x(w.end)
-    out = (f'<g class="window-group" data-window="{esc(w.label)}"><rect class="window" x="{x0:.1f}" y="{y0}" '
-           f'width="{max(1.0, x1 - x0):.1f}" height="{y1 - y0}"><title>{esc(w.label)}: {esc(secs(w.start))} to '
-           f'{esc(secs(w.end))}</title></rect><line class="window-edge" x1="{x0:.1f}" x2="{x0:.1f}" y1="{y0}" '
-           f'y2="{y1}"/>')
-    if label:
-        out += (f'<text x="{min(x0 + 4, W - RIGHT - 4):.1f}" y="{y0 - 4}" class="small slower">{esc(w.label)} for '
-                f'{esc(secs(w.end - w.start))}</text>')
-    return out + "</g>"
+    return f'<div class="scroll">{head}{gridlines}{shade}{top}{"".join(rows)}</svg></div>'
 
 
 # -- resource charts ----------------------------------------------------------------------------------------
-
-def _chart(c: Chart, axis: Axis, windows: Iterable[Window]) -> str:
-    top, bottom = 8, CHART_H - 18
-    values = [v for s in c.series for _, v in s.points]
-    y_max = c.y_max if c.y_max is not None else _nice_max(max(values, default=0.0))
-
-    def y(v: float) -> float:
-        return bottom - (max(0.0, v) / y_max) * (bottom - top) if y_max > 0 else bottom
-
-    body = [_svg_open(CHART_H, c.title), "".join(_window(w, axis, top, bottom) for w in windows),
-            _grid(axis, top, bottom, CHART_H - 4),
-            f'<line class="axis" x1="{LEFT}" x2="{W - RIGHT}" y1="{bottom}" y2="{bottom}"/>',
-            f'<text x="{LEFT - 6}" y="{top + 10}" text-anchor="end" class="small">{esc(_fmt(y_max))} {esc(c.unit)}'
-            f'</text><text x="{LEFT - 6}" y="{bottom}" text-anchor="end" class="small">0</text>',
-            f'<text x="{LEFT - 6}" y="{(top + bottom) / 2 + 4:.0f}" text-anchor="end">{esc(c.title)}</text>']
-    for i, s in enumerate(c.series):
-        colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
-        peak = max((v for _, v in s.points), default=0.0)
-        title = f"<title>{esc(s.name)}: peak {esc(_fmt(peak))} {esc(c.unit)}</title>"
-        if c.style == "bars":
-            w = max(1.0, PLOT / max(1.0, axis.end) * 0.8)
-            bars = "".join(f'<rect x="{axis.x(t):.1f}" y="{y(v):.1f}" width="{w:.1f}" height="{bottom - y(v):.1f}"/>'
-                           for t, v in s.points)
-            body.append(f'<g class="series" data-series="{esc(s.name)}" fill="{colour}">{title}{bars}</g>')
-        elif s.points:
-            d = _path(s.points, axis, y, step=c.style == "step")
-            body.append(f'<path class="series" data-series="{esc(s.name)}" d="{d}" fill="none" stroke="{colour}" '
-                        f'stroke-width="1.6" stroke-linejoin="round">{title}</path>')
-    legend = ""
-    if len(c.series) > 1:
-        legend = '<div class="legend">' + "".join(
-            f'<span style="--c:{SERIES_COLOURS[i % len(SERIES_COLOURS)]}">{esc(s.name)}</span>'
-            for i, s in enumerate(c.series)) + "</div>"
-    return f'<div class="chart" data-chart="{esc(c.key)}">{"".join(body)}</svg>{legend}</div>'
-
-
-def _path(points: list[tuple[float, float]], axis: Axis, y: Any, step: bool) -> str:
-    out = []
-    prev_y = None
-    for i, (t, v) in enumerate(points):
-        x, yy = axis.x(t), y(v)
-        if i == 0:
-            out.append(f"M{x:.1f},{yy:.1f}")
-        elif step:
-            out.append(f"H{x:.1f}V{yy:.1f}" if prev_y is not None else f"L{x:.1f},{yy:.1f}")
-        else:
-            out.append(f"L{x:.1f},{yy:.1f}")
-        prev_y = yy
-    if step and points:
-        out.append(f"H{axis.x(axis.end):.1f}")
-    return "".join(out)
-
-
-def _nice_max(v: float) -> float:
-    if v <= 0:
-        return 1.0
-    step = nice_step(v, 4)
-    return step * (int(v / step) + 1)
-
-
-def _fmt(v: float) -> str:
-    if v >= 100:
-        return f"{v:.0f}"
-    if v >= 10:
-        return f"{v:.1f}".rstrip("0").rstrip(".")
-    return f"{v:.2f}".rstrip("0").rstrip(".")
 
 
 # -- below the charts ---------------------------------------------------------------------------------------
@@ -390,7 +205,7 @@ def _anatomy_bar(label: str, anat: dict[str, Any], scale: float) -> str:
             continue
         title = f"{p['name']}: {secs(p['seconds'])}, bound {p['bound']}"
         segs.append(f'<div class="seg" data-phase="{esc(p["name"])}" title="{esc(title)}" style="width:{width:.3f}%;'
-                    f'background:{_phase_colour(p["name"])}"></div>')
+                    f'background:{phase_colour(p["name"])}"></div>')
     return (f'<div class="anatomy-row"><span class="anatomy-label">{esc(label)} {esc(secs(anat.get("total_s")))}'
             f'</span><div class="anatomy-bar">{"".join(segs)}</div></div>')
 
