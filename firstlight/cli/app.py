@@ -6,10 +6,8 @@ samples.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -47,22 +45,17 @@ from firstlight.cli.options import (
 )
 from firstlight.cli.preflight import preflight_before_launch, preflight_command
 from firstlight.cli.report import report_command
-from firstlight.cli.run import make_reporters, run_watch
+from firstlight.cli.run import run_watch
+from firstlight.cli.sidecar import process_matcher, run_sidecar, url_port, watch_config
 from firstlight.cli.unit import replay_unit, unit_options, watch_unit
-from firstlight.config import Config
 from firstlight.containers.command import parse_run
 from firstlight.engines import get_profile
-from firstlight.engines.profile import EngineProfile
 from firstlight.probes.ladder import Ladder
 from firstlight.redact import Redactor
 from firstlight.runner.output import nonblocking_stderr
-from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
-from firstlight.runner.serving import ServingWatch
-from firstlight.runner.session import Outcome, Session
 from firstlight.sim.scenarios import SCENARIOS
 from firstlight.timeline import Level
 from firstlight.vocab import ALL_FAILURES, EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE
-from firstlight.wire import split_url
 
 EXIT_HELP = """\b
 Exit codes:
@@ -195,88 +188,18 @@ def watch(url: str | None, url_option: str | None, pid: int | None, pid_from: st
     if url is None:
         raise UsageFailure("missing the server URL (argument or --url), or --unit UNIT")
     check_expect(kw["expect"])
-    matcher = _matcher(pid, pid_from)
+    matcher = process_matcher(pid, pid_from)
     if pid is not None and not psutil.pid_exists(pid):
         raise UsageFailure(f"no process with pid {pid}")
     if kw["serve_readiness"] is not None:
-        sys.exit(_sidecar(url, pid, matcher, log_file, kw).exit_code)
+        sys.exit(run_sidecar(url, pid, matcher, log_file, kw).exit_code)
     if matcher is not None:
-        found = matcher.find(_port(url))
+        found = matcher.find(url_port(url))
         if found is None:
             raise UsageFailure(f"--pid-from {pid_from!r}: no process matches")
         pid = found.pid
-    outcome = run_watch(*_watch_setup(url, pid, log_file, kw), kw)
+    outcome = run_watch(*watch_config(url, pid, log_file, kw), kw)
     sys.exit(outcome.exit_code)
-
-
-def _port(url: str) -> int | None:
-    """The URL's port, to prefer the --pid-from match that listens on it (None: a URL that is no URL)."""
-    try:
-        return split_url(url)[1]
-    except ValueError:
-        return None
-
-
-def _matcher(pid: int | None, pid_from: str | None) -> ProcessMatcher | None:
-    if pid is not None and pid_from is not None:
-        raise UsageFailure("--pid and --pid-from exclude each other")
-    try:
-        return ProcessMatcher(pid_from) if pid_from is not None else None
-    except re.error as e:
-        raise UsageFailure(f"--pid-from is not a valid regular expression: {e}") from None
-
-
-def _watch_setup(url: str, pid: int | None, log_file: Path | None, kw: dict[str, Any]
-                 ) -> tuple[Config, EngineProfile]:
-    command: list[str] = []
-    if pid is not None:
-        with contextlib.suppress(psutil.Error):  # gone, or another user's: watch it without its command line
-            command = psutil.Process(pid).cmdline()
-    profile = profile_for(kw["engine"], command)
-    probe = probe_config(url, profile, kw)
-    after, history = after_ready_config(kw)
-    cfg = usage(settings.config, probe=probe, judge=judge_config(kw), watched_command=command, engine=kw["engine"],
-                pid=pid, log_file=log_file, log_from_start=kw.get("log_from_start", False), after=after,
-                history=history, model_path=settings.watch_model(kw["model_path"], command, kw["engine"]),
-                sample_interval=kw["sample_interval"], serving_interval=kw["serving_interval"])
-    return cfg, profile
-
-
-def _sidecar(url: str, pid: int | None, matcher: ProcessMatcher | None, log_file: Path | None,
-             kw: dict[str, Any]) -> Outcome:
-    """watch --serve-readiness: start after start (runner/rewatch.py), one reporter set for all of them."""
-    if kw.get("record"):
-        raise UsageFailure("--record writes one start's observations: use it without --serve-readiness")
-    probe = probe_config(url, profile_for(kw["engine"]), kw)  # a bad URL is a usage error now, not at each start
-    judge_config(kw)
-    first = Target.of(pid) if pid is not None else None
-    if first is not None and first.command:
-        matcher = ProcessMatcher.exact(list(first.command))
-    reporter = make_reporters(kw["as_json"], True, kw.get("metrics_port"), kw["serve_readiness"],
-                          deployment=kw.get("deployment"), kw=kw)
-    born = psutil.Process().create_time()
-    sessions: list[Session] = []  # the last start's session: its serving checks and history
-
-    def run_start(target: Target) -> Outcome:
-        cfg, profile = _watch_setup(url, target.pid, log_file, kw)
-        if first is None and target.create_time is not None and target.create_time < born and cfg.history.enabled:
-            # --pid-from found an engine older than this sidecar: the sidecar restarted under a running engine,
-            # which is no cold start; keep it out of the budget (--pid names a start on purpose: recorded)
-            cfg = dataclasses.replace(cfg, history=dataclasses.replace(cfg.history, enabled=False))
-            reporter.message(f"pid {target.pid} started before this watch: not recorded in the history")
-        session = Session(cfg, profile, reporter, redactor_for(cfg.watched_command, kw["api_key"]),
-                          record_timeout=False)
-        sessions[:] = [session]
-        return session.run()
-
-    def serving(outcome: Outcome, target: Target) -> ServingWatch | None:
-        return sessions[-1].serving_watch(outcome.result, target.pid) if sessions else None
-
-    try:
-        return Rewatch(run_start, reporter, probe.url, matcher=matcher, first=first, log_file=log_file,
-                       engine=kw["engine"] or "generic", serving=serving).run()
-    finally:
-        reporter.close()
 
 
 @cli.command(epilog="""\b
