@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from firstlight.samplers.process import ProcessTreeSampler  # noqa: E402
-from firstlight.sim.server import free_port, make_weights  # noqa: E402
+from firstlight.sim.fixtures import free_port, make_weights  # noqa: E402
 
 INJECTED = {"distributed_init": (3.0, "idle"), "weights_loading": (4.0, None), "kv_cache": (2.0, "cpu")}
 BUSY_TREE = """

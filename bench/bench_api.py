@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import firstlight  # noqa: E402
-from firstlight.sim.server import free_port  # noqa: E402
+from firstlight.sim.fixtures import free_port  # noqa: E402
 
 
 def _import_s(statement: str, runs: int) -> float:

@@ -106,7 +106,7 @@ def vllm_case(repo: Path) -> dict[str, float]:
     counted), over that window."""
     setup = json.loads(subprocess.run([sys.executable, str(REPO / "scripts" / "setup_vllm.py"), "--print-paths"],
                                       capture_output=True, text=True, timeout=300, check=True).stdout)
-    from firstlight.sim.server import free_port
+    from firstlight.sim.fixtures import free_port
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryFile("w+") as stdout:
         env = dict(os.environ, PYTHONPATH=str(repo), VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=cache,
                    VLLM_NO_USAGE_STATS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")

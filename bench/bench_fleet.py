@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.fleet_cases import _epoch  # noqa: E402
 
-from firstlight.sim.server import free_port, make_weights  # noqa: E402
+from firstlight.sim.fixtures import free_port, make_weights  # noqa: E402
 from tests.support.fleet import Stack, binaries_present  # noqa: E402
 
 

@@ -117,7 +117,7 @@ main(sys.argv[1:])
 
 
 def stuck_preflight(runs: int) -> None:
-    from firstlight.sim.server import free_port, make_weights
+    from firstlight.sim.fixtures import free_port, make_weights
 
     took = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -33,7 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from firstlight.sim.server import free_port  # noqa: E402
+from firstlight.sim.fixtures import free_port  # noqa: E402
 from tests.support.slow_disk import Throttle, evict  # noqa: E402
 
 

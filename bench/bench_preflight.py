@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from firstlight.preflight import PreflightOptions, read_target, run_preflight  # noqa: E402
 from firstlight.preflight.checkpoint import scan_checkpoint  # noqa: E402
-from firstlight.sim.server import free_port  # noqa: E402
+from firstlight.sim.fixtures import free_port  # noqa: E402
 
 TOTAL = 300 * 10**9
 SHARDS = 64

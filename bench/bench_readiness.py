@@ -44,7 +44,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from firstlight.sim.server import free_port, make_weights  # noqa: E402
+from firstlight.sim.fixtures import free_port, make_weights  # noqa: E402
 
 
 class Reference(threading.Thread):

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from firstlight.samplers.process import ProcessTreeSampler  # noqa: E402
-from firstlight.sim.server import free_port, make_weights  # noqa: E402
+from firstlight.sim.fixtures import free_port, make_weights  # noqa: E402
 
 
 def sim(scenario: str, port: int, model: Path, *extra: str) -> subprocess.Popen[bytes]:

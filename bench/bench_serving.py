@@ -35,7 +35,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from firstlight.sim.server import free_port  # noqa: E402
+from firstlight.sim.fixtures import free_port  # noqa: E402
 
 STOP_LINE = re.compile(r"stop processing: n_tokens = (\d+)")
 CLIENT_PROMPT = "Count slowly from one to thirty, one number per line, and never stop: one, two, three, four,"

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 import httpx
 
 from firstlight.bench import BenchConfig, run_bench
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from firstlight.preflight.gpus import check_gpus, read_gpus
 from firstlight.preflight.target import read_target
-from firstlight.sim.server import make_weights
+from firstlight.sim.fixtures import make_weights
 from firstlight.timeline import GpuSample
 
 HOLD = """

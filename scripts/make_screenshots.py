@@ -34,7 +34,7 @@ from firstlight.judge import Judge  # noqa: E402
 from firstlight.report.dashboard import DashboardState, render  # noqa: E402
 from firstlight.report.record import read_record  # noqa: E402
 from firstlight.report.series import profile_for  # noqa: E402
-from firstlight.sim.server import free_port  # noqa: E402
+from firstlight.sim.fixtures import free_port  # noqa: E402
 from firstlight.timeline import Level, Probe, Started  # noqa: E402
 
 LIMIT = 300_000

@@ -250,7 +250,8 @@ def probe(url: str, level: str, timeout: float, **kw: Any) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def demo(scenario: str, dialect: str, real: bool, as_json: bool) -> None:
     """Watch a simulated large-model cold start (about 25 s) end to end: no GPU, no model needed."""
-    from firstlight.sim.server import REAL_LOG, free_port, make_weights
+    from firstlight.sim.fixtures import free_port, make_weights
+    from firstlight.sim.server import REAL_LOG
     port = free_port()
     workdir = Path(tempfile.mkdtemp(prefix="firstlight-demo-"))
     try:

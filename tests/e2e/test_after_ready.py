@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import Output, run_firstlight, sim_cmd
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]

@@ -18,7 +18,7 @@ import pytest
 
 from firstlight.history import History
 from firstlight.preflight.pagecache import cached_bytes
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.anatomy import (
     _phase,
     weights,  # noqa: F401 (a fixture)

@@ -20,7 +20,7 @@ import pytest
 
 import firstlight
 from firstlight.result import RunResult
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.api import SECRET, _crash_cmd
 from tests.support.common import REPO, children, pids_in_group, sim_cmd, wait_for
 from tests.support.llama_server import llama, server_cmd  # noqa: F401  (llama: the fixture)

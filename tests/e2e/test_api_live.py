@@ -7,7 +7,7 @@ import os
 import signal
 
 import firstlight
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import sim_cmd, wait_for
 
 

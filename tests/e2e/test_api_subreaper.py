@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import REPO, sim_cmd
 
 CALLER = textwrap.dedent("""\

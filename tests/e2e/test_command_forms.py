@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]

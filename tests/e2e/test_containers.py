@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 import pytest
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import IN_CI, REPO, Run, firstlight_cmd, require, run_firstlight, wait_for
 from tests.support.llama_server import llama  # noqa: F401  the fixture: the set-up's llama-server and model
 

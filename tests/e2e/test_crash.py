@@ -20,7 +20,7 @@ from firstlight.engines import get_profile
 from firstlight.history import History
 from firstlight.redact import Redactor
 from firstlight.report.jsonl import JsonLinesReporter
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from firstlight.units.systemctl import UnitState
 from firstlight.units.watch import UnitOptions, UnitWatch
 from tests.support.common import firstlight_cmd, run_firstlight, wait_for

@@ -11,7 +11,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import Output, firstlight_cmd, sim_cmd
 
 

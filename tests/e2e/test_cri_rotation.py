@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import firstlight_cmd, wait_for
 
 RUN_S = 180.0  # the whole watch, on a loaded 2-core machine

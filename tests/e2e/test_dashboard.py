@@ -13,7 +13,7 @@ from firstlight.engines import get_profile
 from firstlight.judge import Judge
 from firstlight.report.dashboard import DashboardState
 from firstlight.report.record import read_record
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from firstlight.timeline import GpuDevice, GpuSample
 from tests.support.common import FIXTURES as _FIXTURES
 from tests.support.common import run_firstlight, sim_cmd

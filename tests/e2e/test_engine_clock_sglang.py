@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from firstlight.anatomy import clock_differs
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import FIXTURES, run_firstlight, sim_cmd
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.chromium import follow_events, parse_dom
 from tests.support.common import Output, firstlight_cmd, sim_cmd, wait_for
 from tests.support.readiness import FAST, answers, get

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from firstlight.history.store import History
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight, sim_cmd
 
 

@@ -23,7 +23,7 @@ def test_a_recorded_real_run_replays_to_its_verdict(tmp_path: Path):
     import subprocess
     import sys
 
-    from firstlight.sim.server import free_port, make_weights
+    from firstlight.sim.fixtures import free_port, make_weights
 
     model = tmp_path / "model"
     make_weights(model, 16 << 20)

@@ -24,7 +24,7 @@ import pytest
 
 from firstlight.logreplay import Replayer, ReplayReport, replay_log
 from firstlight.logtext import read_line_events
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import FIXTURES as _FIXTURES
 from tests.support.common import SHARED, run_firstlight, sim_cmd
 from tests.support.live_vs_replay import Labelled, _index

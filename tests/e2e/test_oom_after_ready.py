@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import Output, firstlight_cmd, wait_for
 
 LIMIT = 400 << 20

@@ -24,7 +24,7 @@ import pytest
 
 from firstlight.preflight import FAIL, OK, WARN, PreflightOptions, read_target, run_preflight
 from firstlight.preflight.gguf import read_layout
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight, wait_for
 from tests.support.preflight import (
     _snapshot,
@@ -305,7 +305,7 @@ def test_up_with_a_truncated_model_given_by_model_starts_nothing(tmp_path: Path)
 
 def test_up_reports_a_passing_preflight_before_starting_and_keeps_it_with_the_run(tmp_path: Path):
     from firstlight.history import History
-    from firstlight.sim.server import make_weights
+    from firstlight.sim.fixtures import make_weights
 
     make_weights(tmp_path / "m", 4 << 20, shards=2)
     history = tmp_path / "history.sqlite3"

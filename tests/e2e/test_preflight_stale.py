@@ -14,7 +14,7 @@ import psutil
 from firstlight.preflight import read_target
 from firstlight.preflight.base import FAIL, WARN
 from firstlight.preflight.stale import check_stale
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import wait_for
 
 # bash under the name llama-server: its two forked subshells (the workers) keep its command line.

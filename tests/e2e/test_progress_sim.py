@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from firstlight.sim.server import free_port, make_weights
+from firstlight.sim.fixtures import free_port, make_weights
 from tests.support.common import FIXTURES as _FIXTURES
 from tests.support.common import run_firstlight, sim_cmd
 
@@ -112,11 +112,11 @@ def test_eta_is_reported_live_and_counts_down(tmp_path: Path):
 def test_free_ports_lie_below_the_ephemeral_range_and_are_never_handed_out_twice():
     import random
 
-    from firstlight.sim.server import _ephemeral_low, free_port
+    from firstlight.sim.fixtures import _ephemeral_low, free_port
 
     random.seed(25)  # both processes draw the same candidates: only the reservation keeps them apart
     mine = [free_port() for _ in range(20)]
-    code = ("import random; random.seed(25); from firstlight.sim.server import free_port; "
+    code = ("import random; random.seed(25); from firstlight.sim.fixtures import free_port; "
             "print(*(free_port() for _ in range(20)))")
     theirs = [int(p) for p in subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                              timeout=60, check=True).stdout.split()]

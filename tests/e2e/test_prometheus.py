@@ -17,7 +17,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import Output, firstlight_cmd, require, run_firstlight, sim_cmd, wait_for
 from tests.support.prometheus import (
     _one_start,

@@ -25,7 +25,7 @@ from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
 from firstlight.runner.session import Outcome
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import firstlight_cmd, run_firstlight, sim_cmd, wait_for
 from tests.support.readiness import FAST, _outcome, answers, get
 

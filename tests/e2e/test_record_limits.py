@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight, sim_cmd
 
 LIMIT = 1 << 20  # bytes any file firstlight writes may reach

@@ -12,7 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.chromium import dump_dom, parse_dom, png_colours, screenshot
 from tests.support.common import FIXTURES as _FIXTURES
 from tests.support.common import run_firstlight, sim_cmd

@@ -12,7 +12,7 @@ from pathlib import Path
 from firstlight.history import DeploymentKey, History
 from firstlight.history.db import SCHEMA_VERSION
 from firstlight.report.record import pack_timeline
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight, sim_cmd
 from tests.support.report import ready_timeline
 

@@ -13,7 +13,7 @@ import time
 import uuid
 
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import wait_for
 
 

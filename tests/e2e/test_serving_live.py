@@ -12,7 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import firstlight_cmd, sim_cmd, wait_for
 from tests.support.readiness import answers, get
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import firstlight_cmd, sim_cmd, wait_for
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from firstlight.sim.server import REAL_LOG, free_port
+from firstlight.sim.fixtures import free_port
+from firstlight.sim.server import REAL_LOG
 from tests.support.common import SHARED, run_firstlight, sim_cmd
 
 LOGS = SHARED / "logs"

@@ -14,7 +14,7 @@ from typing import Any
 
 from firstlight.history import History
 from firstlight.preflight.pagecache import cached_bytes
-from firstlight.sim.server import free_port, make_weights
+from firstlight.sim.fixtures import free_port, make_weights
 from tests.support.common import require, run_firstlight, sim_cmd
 from tests.support.slow_disk import evict
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight, sim_cmd
 
 

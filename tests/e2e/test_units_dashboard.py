@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import firstlight_cmd, wait_for
 from tests.support.journal_export import UnitRun, journal_remote, write_journal
 

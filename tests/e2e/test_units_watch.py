@@ -23,7 +23,7 @@ from firstlight.config import Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import get_profile
 from firstlight.redact import Redactor
 from firstlight.report.jsonl import JsonLinesReporter
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from firstlight.units.journal.invocations import list_invocations
 from firstlight.units.journal.journalctl import read_entries
 from firstlight.units.systemctl import UnitState

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import Output, children, firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]

@@ -38,7 +38,7 @@ import pytest
 
 from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from firstlight.timeline import Level
 from tests.support.common import REPO, Output, children, firstlight_cmd, require, run_firstlight, wait_for
 from tests.support.slow_disk import Throttle, evict, why_no_throttle

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import Run, run_firstlight, sim_cmd, wait_for
 from tests.support.faults import fault_server
 

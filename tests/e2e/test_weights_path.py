@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from firstlight.history import History
-from firstlight.sim.server import free_port, make_weights
+from firstlight.sim.fixtures import free_port, make_weights
 from tests.support.common import run_firstlight, sim_cmd
 
 TOKEN = "hf_q8VtZr3LmW0pXc7NbK2sYd5GfJ9hTa4Ue"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight, sim_cmd
 
 # A server that leaves a child unreaped: it forks a child that exits at once, then becomes the simulated server

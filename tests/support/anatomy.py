@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from firstlight.sim.server import make_weights
+from firstlight.sim.fixtures import make_weights
 
 
 def _phase(anat: dict[str, Any], name: str) -> dict[str, Any]:

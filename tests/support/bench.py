@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import sim_cmd, wait_for
 
 

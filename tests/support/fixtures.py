@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from firstlight.sim.server import make_weights
+from firstlight.sim.fixtures import make_weights
 from tests.support.common import SHARED, require
 
 

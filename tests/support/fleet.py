@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import yaml
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "firstlight-rules.yml"

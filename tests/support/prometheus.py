@@ -10,7 +10,7 @@ import pytest
 
 from firstlight.report.prometheus import PrometheusExporter
 from firstlight.result import RunResult
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 
 
 # -- the fleet's series, from the exporter on its own ----------------------------------------------------------

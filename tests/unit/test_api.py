@@ -15,7 +15,7 @@ import pytest
 import firstlight
 from firstlight.result import RunResult
 from firstlight.runner.serving import serving_config
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.api import _crash_cmd
 from tests.support.llama_server import llama, server_cmd  # noqa: F401  (llama: the fixture)
 

@@ -18,7 +18,7 @@ from firstlight.report.prometheus import PrometheusExporter
 from firstlight.report.readiness import answer
 from firstlight.report.systemd import SystemdNotifier, watchdog_interval
 from firstlight.serving import SLOW_FLOOR_S, ServingConfig, ServingStatus, ServingTracker
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from firstlight.vocab import DEGRADED, HUNG, NOT_SERVING, SERVING, SERVING_GAUGE, SERVING_STATES
 
 CFG = ServingConfig(interval=10.0, generation_timeout=5.0, stall_timeout=30.0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from firstlight.history import DeploymentKey, History
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import REPO, run_firstlight
 from tests.support.k8s import _arg, deployment
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import REPO as _REPO
 from tests.support.common import firstlight_cmd, sim_cmd, wait_for
 from tests.support.kubelet import Kubelet, run_until

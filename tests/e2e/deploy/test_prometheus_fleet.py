@@ -28,7 +28,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import firstlight_cmd, require, sim_cmd, wait_for
 from tests.support.fleet import FOR_S, Stack, binaries_present
 from tests.support.llama_server import llama, server_cmd  # noqa: F401 (llama is a fixture)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from firstlight.history import History
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
 from tests.support.hostile_history import _two_runs
 

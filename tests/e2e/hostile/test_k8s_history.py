@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight, sim_cmd, wait_for
 
 

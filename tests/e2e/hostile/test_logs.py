@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from firstlight.samplers.logs import FileFollower, PipeReader
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from firstlight.timeline import LogLine, Observation, SourceNote
 from tests.support.common import pids_in_group, run_firstlight, wait_for
 from tests.support.hostile_logs import _texts

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 
 from firstlight.samplers.ports import accepts, foreign_listener, holders, tree_listens
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import Run, run_firstlight, sim_cmd, wait_for
 from tests.support.llama_server import llama, server_cmd  # noqa: F401 - the real-engine fixture
 

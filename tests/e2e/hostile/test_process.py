@@ -18,7 +18,7 @@ from typing import IO, Any
 import psutil
 import pytest
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2", "--no-history"]

@@ -7,7 +7,7 @@ The process-starting tests of this subject; the others: ``tests/unit/report/test
 
 from __future__ import annotations
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight, sim_cmd
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import firstlight_peak_cmd, run_firstlight, sim_cmd
 
 

@@ -13,7 +13,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight
 
 ECHO_SERVER = r"""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import REPO, firstlight_cmd, pids_in_group, sim_cmd, wait_for
 from tests.support.hostile_signals import _full_pipe
 

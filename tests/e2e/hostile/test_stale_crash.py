@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import REPO, require, run_firstlight, sim_cmd
 
 OLD_OOM = (b"ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: "

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from firstlight.units.journal.entries import MSG_PROCESS_EXIT
 from tests.support.common import run_firstlight
 

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from firstlight.redact import MASK
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight, sim_cmd, wait_for
 
 SECRETS = ("Pa55-admin-word", "ak-0123456789", "tk-9876543210")

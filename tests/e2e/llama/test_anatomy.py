@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from firstlight.preflight.pagecache import cached_bytes
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight
 from tests.support.llama_server import FAST, llama, server_cmd  # noqa: F401  (llama: the fixture)
 from tests.support.slow_disk import evict

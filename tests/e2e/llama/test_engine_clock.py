@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight
 from tests.support.llama_server import FAST, llama  # noqa: F401  (llama: the fixture)
 

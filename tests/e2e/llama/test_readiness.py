@@ -12,7 +12,7 @@ import uuid
 import httpx
 import pytest
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import firstlight_cmd, wait_for
 from tests.support.llama_server import SLOW_LOAD, llama, server_cmd  # noqa: F401 (llama is a fixture)
 from tests.support.readiness import FAST, answers, get

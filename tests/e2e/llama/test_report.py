@@ -11,7 +11,7 @@ import pytest
 
 from firstlight.report.record import read_record
 from firstlight.report.series import build_view
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.chromium import dump_dom, parse_dom, png_colours, screenshot
 from tests.support.common import run_firstlight
 from tests.support.llama_server import FAST, SLOW_LOAD, llama, server_cmd  # noqa: F401 (llama is a fixture)

@@ -27,7 +27,7 @@ import pytest
 from firstlight.cli import main as cli_main
 from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from firstlight.timeline import Level
 from tests.support.common import Output, children, firstlight_cmd, run_firstlight, wait_for
 from tests.support.llama_server import (

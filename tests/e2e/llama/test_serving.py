@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import firstlight_cmd, wait_for
 from tests.support.llama_server import llama, server_cmd  # noqa: F401 (llama is a fixture)
 from tests.support.readiness import answers, get

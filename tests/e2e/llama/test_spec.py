@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight, wait_for
 from tests.support.llama_server import FAST, llama, server_cmd  # noqa: F401  (llama is a fixture)
 

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import pytest
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from firstlight.units.journal.invocations import journal_lines
 from tests.support.common import firstlight_cmd, run_firstlight, wait_for
 from tests.support.journal_export import UnitRun, journal_remote, write_journal

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight
 from tests.support.llama_server import FAST, SLOW_LOAD, llama, server_cmd  # noqa: F401 - llama is a fixture
 

@@ -16,7 +16,7 @@ import pytest
 from firstlight.bench import BenchConfig, BenchError, run_bench
 from firstlight.bench.client import synth_prompt
 from firstlight.bench.metrics import RequestResult, percentile, summarize
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.bench import _sse_head, fake_server
 
 

@@ -30,7 +30,7 @@ from firstlight.bench.spec import (
     spec_report,
 )
 from firstlight.engines import get_profile
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.llama_server import FAST, llama, server_cmd  # noqa: F401  (llama is a fixture)
 
 

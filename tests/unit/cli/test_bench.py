@@ -16,7 +16,7 @@ import pytest
 
 from firstlight.cli.bench import bench_command
 from firstlight.cli.history import history_command
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.bench import _sse_head, fake_server
 from tests.support.bench_cli import invoke
 

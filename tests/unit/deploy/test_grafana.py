@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from firstlight.report.prometheus import PrometheusExporter
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from tests.support.common import REPO
 
 GRAFANA = REPO / "deploy" / "grafana"

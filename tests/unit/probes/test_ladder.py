@@ -11,7 +11,7 @@ import pytest
 from firstlight.config import ProbeConfig
 from firstlight.engines import get_profile
 from firstlight.probes.ladder import Ladder
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from firstlight.timeline import Level
 from tests.support.faults import fault_server
 from tests.support.ladder_rules import server

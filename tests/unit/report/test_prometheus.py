@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from firstlight import __version__
 from firstlight.assessment import Assessment, Event, Progress
 from firstlight.report.prometheus import COLD_START_BUCKETS, PrometheusExporter
-from firstlight.sim.server import free_port
+from firstlight.sim.fixtures import free_port
 from firstlight.timeline import Level
 from firstlight.vocab import ALL_FAILURES
 from tests.support.prometheus import (
