@@ -153,3 +153,50 @@ def test_each_sample_is_counted_with_its_outcome_and_wall_time():
     assert s.failures == 2 and s.stat().errors == 0  # a sampler's failure is its own: no separate error count
     s._sample_reported(lambda obs: None)  # the plan is done: a sample that works again
     assert (s.stat().runs, s.stat().success) == (4, True)
+
+
+def test_a_failed_samples_note_words_time_and_idle_state():
+    class Raises(Sampler):
+        name = "raiser"
+
+        def __init__(self, errors: list[Exception | None]) -> None:
+            super().__init__(0.01)
+            self.errors = errors
+            self.clock = lambda: 1234.5
+
+        def sample(self) -> list[Observation]:
+            e = self.errors.pop(0)
+            if e is not None:
+                raise e
+            return []
+
+    s = Raises([RuntimeError(), ValueError("x" * 300), None])
+    (empty,) = s._sample_reported(lambda obs: None)
+    assert isinstance(empty, SourceNote) and (empty.t, empty.source, empty.failed) == (1234.5, "raiser", True)
+    assert empty.message == ("sampler failed: RuntimeError: no message; its signal is missing until it samples "
+                             "again")
+    assert s.moved is False  # a failed sample saw nothing move: the idle back-off applies
+    (long,) = s._sample_reported(lambda obs: None)
+    assert long.message == f"sampler failed: ValueError: {'x' * 200}; its signal is missing until it samples again"
+    s.moved = True
+    (back,) = s._sample_reported(lambda obs: None)
+    assert (back.t, back.source, back.message, back.failed) == (1234.5, "raiser", "sampler works again", False)
+    assert s.moved is True  # a sample that worked leaves ``moved`` to the sampler
+
+
+def test_a_first_sample_that_works_says_nothing_and_a_nudge_without_backoff_is_a_no_op():
+    s = Flaky([False])
+    out = s._sample_reported(lambda obs: None)
+    assert [type(o) for o in out] == [WeightsTotal]  # no "works again" before anything failed
+    assert s.backoff is None
+    s.nudge()  # no back-off to reset: nothing happens, nothing raises
+    assert not s._nudged.is_set()
+
+
+def test_the_samplers_thread_is_a_named_daemon():
+    s = Flaky([])
+    s.start(lambda obs: None)
+    try:
+        assert s._thread is not None and s._thread.name == "firstlight-flaky" and s._thread.daemon
+    finally:
+        s.stop()
