@@ -88,8 +88,8 @@ def flood(runs: int) -> None:
         q: queue.Queue[Observation] = queue.Queue()
         w = subprocess.Popen([sys.executable, "-c", FLOOD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert w.stdout is not None
-        reader = PipeReader(w.stdout, "stdout", q.put, backlog=q.qsize)  # type: ignore[arg-type]
-        reader.start()
+        reader = PipeReader(w.stdout, "stdout", backlog=q.qsize)  # type: ignore[arg-type]
+        reader.start(q.put)
         taken = 0
         while reader.thread.is_alive() or not q.empty():
             try:

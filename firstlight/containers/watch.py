@@ -248,8 +248,8 @@ class ContainerLog:
             return
         for pipe, name in ((self.popen.stdout, "stdout"), (self.popen.stderr, "stderr")):
             assert pipe is not None
-            reader = PipeReader(pipe, name, self.sink, self.echo, self.clock, backlog=self.backlog)
-            reader.start()
+            reader = PipeReader(pipe, name, self.echo, self.clock, backlog=self.backlog)
+            reader.start(self.sink)
             self.readers.append(reader)
 
     def settle(self, timeout: float) -> None:

@@ -42,19 +42,30 @@ class EngineIdentified(Observation):
 
 class LadderLoop:
 
-    def __init__(self, ladder: Ladder, sink: Callable[[Observation], None], min_interval: float,
-                 max_interval: float, identify: bool = False) -> None:
-        self.ladder, self.sink = ladder, sink
+    name = "probe"
+
+    def __init__(self, ladder: Ladder, min_interval: float, max_interval: float, identify: bool = False) -> None:
+        self.ladder = ladder
+        self.sink: Callable[[Observation], None] = lambda obs: None  # ``start`` gives the sink
         self.identify = identify  # engine unknown: ask its endpoints once HTTP answers
         self.min_interval, self.max_interval = min_interval, max_interval
         self.wake = threading.Event()
-        self.stop = threading.Event()
+        self.stopped = threading.Event()
         self._endpoints: Endpoints | None = None  # learnt by the session, applied by this thread between climbs
         self._lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="firstlight-ladder", daemon=True)
 
-    def start(self) -> None:
+    def start(self, sink: Callable[[Observation], None]) -> None:
+        self.sink = sink
         self.thread.start()
+
+    def stop(self) -> None:
+        """No climb after this one: the thread ends at its next check (a climb under way ends by its deadline)."""
+        self.stopped.set()
+        self.wake.set()
+
+    def sync(self, timeout: float) -> None:
+        """Nothing to wait for: each probe goes to the sink as it is known."""
 
     def use_endpoints(self, endpoints: Endpoints) -> None:
         """From the session's thread: the ladder takes them before its next climb (never during one)."""
@@ -63,7 +74,7 @@ class LadderLoop:
         self.wake.set()
 
     def _emit(self, p: Probe) -> None:
-        if not self.stop.is_set():
+        if not self.stopped.is_set():
             self.sink(p)
 
     def _climb(self, top: Level = Level.GENERATION) -> list[Probe]:
@@ -86,7 +97,7 @@ class LadderLoop:
             found = self.ladder.identify()
         except Exception:  # best effort: the generic profile keeps working
             found = None
-        if found is not None and not self.stop.is_set():
+        if found is not None and not self.stopped.is_set():
             self.sink(EngineIdentified(self.ladder.clock(), found[0], found[1]))
         return results
 
@@ -99,7 +110,7 @@ class LadderLoop:
     def _run(self) -> None:
         interval = self.min_interval
         last: tuple[int, bool] | None = None
-        while not self.stop.is_set():
+        while not self.stopped.is_set():
             self.wake.clear()
             self._take_endpoints()
             if self.identify:  # backs off like any climb while the port refuses (it polled at min_interval)
@@ -108,7 +119,7 @@ class LadderLoop:
                     continue  # HTTP answered: climb on at once
             else:
                 results = self._climb()
-            if self.stop.is_set():
+            if self.stopped.is_set():
                 return
             top = max((p.level for p in results if p.ok), default=Level.NONE)
             if top == Level.GENERATION:

@@ -23,7 +23,7 @@ from firstlight.preflight.pagecache import resident_bytes
 from firstlight.probes.ladder import Ladder, split_url
 from firstlight.probes.loop import LadderLoop
 from firstlight.runner.launcher import LaunchError, ServerProcess
-from firstlight.samplers.base import Backoff, Sampler, idle_cap
+from firstlight.samplers.base import Backoff, Sampler, Source, idle_cap
 from firstlight.samplers.gpu import GpuSampler
 from firstlight.samplers.logs import FileFollower, PipeReader
 from firstlight.samplers.models_sse import ModelsSSE, is_router
@@ -64,6 +64,7 @@ class Sources:
         self.readers: list[PipeReader] = []
         self.streams: list[ModelsSSE] = []  # the engine's own progress stream (llama.cpp's router)
         self.ladder_loop: LadderLoop | None = None
+        self.running: list[Source] = []  # every source started, whatever its kind: stopped alike
         self._rungs: dict[int, bool] = {}  # probe level -> whether it answered last time
 
     @property
@@ -91,12 +92,16 @@ class Sources:
             self.samplers.append(processes)
         self.samplers.append(GpuSampler(self.cfg.sample_interval, clock=self.clock))
         for s in self.samplers:
-            s.start(self.sink)
+            self._start(s)
         self._engine_streams()
-        self.ladder_loop = LadderLoop(Ladder(self.cfg.probe, self.clock), self._probed, self.cfg.probe.min_interval,
+        self.ladder_loop = LadderLoop(Ladder(self.cfg.probe, self.clock), self.cfg.probe.min_interval,
                                       self.cfg.probe.max_interval, identify=self.identify)
-        self.ladder_loop.start()
+        self._start(self.ladder_loop, self._probed)
         return None
+
+    def _start(self, source: Source, sink: Sink | None = None) -> None:
+        source.start(self.sink if sink is None else sink)
+        self.running.append(source)
 
     def _engine_streams(self) -> None:
         """The engine's own model-load stream, where its command starts one (llama-server in router mode)."""
@@ -104,7 +109,7 @@ class Sources:
         if is_router(argv, dict(os.environ) if self.cfg.command else None):
             parts = urlsplit(self.cfg.probe.url)
             stream = ModelsSSE(f"{parts.scheme}://{parts.netloc}", self.cfg.probe.api_key, self.clock)
-            stream.start(self.sink)
+            self._start(stream)
             self.streams.append(stream)
 
     def process_sampler(self) -> Sampler | None:
@@ -141,8 +146,8 @@ class Sources:
         echo = self.echo if self.cfg.echo_server_output else None
         for pipe, name in ((self.server.popen.stdout, "stdout"), (self.server.popen.stderr, "stderr")):
             assert pipe is not None
-            reader = PipeReader(pipe, name, self.sink, echo, self.clock, backlog=self.backlog)
-            reader.start()
+            reader = PipeReader(pipe, name, echo, self.clock, backlog=self.backlog)
+            self._start(reader)
             self.readers.append(reader)
         return None
 
@@ -151,9 +156,9 @@ class Sources:
         return ServerProcess(self.cfg.command, output=output, detachable=detachable)
 
     def _follow(self, path: Path, echo: bool, from_start: bool = False, since: float | None = None) -> None:
-        f = FileFollower(path, self.sink, clock=self.clock, echo=self.echo if echo else None, from_start=from_start,
+        f = FileFollower(path, clock=self.clock, echo=self.echo if echo else None, from_start=from_start,
                          since=since, backlog=self.backlog)
-        f.start()
+        self._start(f)
         self.followers.append(f)
 
     def _watched_start(self) -> float | None:
@@ -252,10 +257,9 @@ class Sources:
 
     def settle_logs(self, timeout: float = 2.0) -> None:
         """Wait (bounded) until the log sources have delivered what the exited process wrote."""
-        for r in self.readers:
-            r.thread.join(timeout=timeout)
-        for f in self.followers:
-            f.sync(timeout=timeout)
+        logs: list[Source] = [*self.readers, *self.followers]
+        for log in logs:
+            log.sync(timeout)
 
     def requests(self) -> dict[str, int]:
         return dict(self.ladder_loop.ladder.requests) if self.ladder_loop else {}
@@ -266,12 +270,5 @@ class Sources:
 
     def stop(self) -> None:
         """Stop observing (the server itself is the policy's business)."""
-        if self.ladder_loop is not None:
-            self.ladder_loop.stop.set()
-            self.ladder_loop.wake.set()
-        for s in self.samplers:
-            s.stop()
-        for m in self.streams:
-            m.stop()
-        for f in self.followers:
-            f.stop()
+        for source in self.running:
+            source.stop()

@@ -5,10 +5,25 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from firstlight.timeline import CollectorBook, CollectorStat, Observation, SourceNote
 
 Sink = Callable[[Observation], None]
+
+
+class Source(Protocol):
+    """Every kind of source a watch runs, in one shape: a sampler, a log file or pipe, the engine's own stream, the
+    readiness ladder, a unit's journal. ``start`` begins observing on its own thread and hands each observation to
+    ``sink``; ``stop`` ends it (promptly; it may still be finishing a read); ``sync`` returns once what it has seen
+    so far is delivered, or after ``timeout`` seconds."""
+
+    name: str
+
+    def start(self, sink: Sink) -> None: ...
+    def stop(self) -> None: ...
+    def sync(self, timeout: float) -> None: ...
+
 # the idle back-off's ceiling: far below any stall timeout (default 120 s), so a stall is judged as late as that
 IDLE_CAP_S = 4.0
 
@@ -79,6 +94,9 @@ class Sampler:
     def stop(self) -> None:
         self._stop.set()
         self._nudged.set()
+
+    def sync(self, timeout: float) -> None:
+        """Nothing to wait for: each sample goes to the sink as it is taken."""
 
     def nudge(self) -> None:
         """Something moved elsewhere: the next sample within ``interval`` of the last one, not after a backed-off

@@ -34,7 +34,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 from firstlight.samplers.base import Sink
-from firstlight.timeline import LogLine, SourceNote
+from firstlight.timeline import LogLine, Observation, SourceNote
 from firstlight.timestamps import TimestampParser  # the replay's parser: the same formats
 
 READ_BYTES = 1 << 20  # one read() of a pipe
@@ -63,12 +63,17 @@ class _Numbering:
         return out
 
 
+def _unbound(obs: Observation) -> None:
+    raise RuntimeError("a log source delivered before it was started")
+
+
 class _Delivery:
     """Bytes of one stream -> numbered LogLines to the sink (final ones echoed), paced by the consumer."""
 
-    def __init__(self, stream: str, sink: Sink, echo: Echo | None, clock: Callable[[], float],
+    def __init__(self, stream: str, echo: Echo | None, clock: Callable[[], float],
                  backlog: Callable[[], int] | None) -> None:
-        self.stream, self.sink, self.echo, self.clock, self.backlog = stream, sink, echo, clock, backlog
+        self.stream, self.echo, self.clock, self.backlog = stream, echo, clock, backlog
+        self.sink: Sink = _unbound  # the source's ``start`` gives the sink
         self.splitter = LineSplitter()
         self.lines = _Numbering()
         self.dropped_lines = 0  # in total, for the report
@@ -137,12 +142,12 @@ class PipeReader:
     ``dropped_lines`` counts what a flood cost.
     """
 
-    def __init__(self, pipe: IO[bytes], stream: str, sink: Sink, echo: Echo | None = None,
+    def __init__(self, pipe: IO[bytes], stream: str, echo: Echo | None = None,
                  clock: Callable[[], float] = time.time, backlog: Callable[[], int] | None = None,
                  max_pending: int = MAX_PENDING_BYTES) -> None:
-        self.pipe, self.stream = pipe, stream
+        self.pipe, self.stream, self.name = pipe, stream, stream
         self.max_pending = max(max_pending, 2 * DELIVER_BYTES)
-        self.delivery = _Delivery(stream, sink, echo, clock, backlog)
+        self.delivery = _Delivery(stream, echo, clock, backlog)
         self._pending = bytearray()
         self._dropped = (0, 0)
         self._eof = False
@@ -154,10 +159,18 @@ class PipeReader:
     def dropped_lines(self) -> int:
         return self.delivery.dropped_lines
 
-    def start(self) -> None:
+    def start(self, sink: Sink) -> None:
+        self.delivery.sink = sink
         _widen_pipe(self.pipe)
         self.reader.start()
         self.thread.start()
+
+    def stop(self) -> None:
+        """Nothing to stop: the pipe ends with the server, and every line it wrote is still handed on."""
+
+    def sync(self, timeout: float) -> None:
+        """Once the server is gone: wait (bounded) until every line it wrote is handed on."""
+        self.thread.join(timeout=timeout)
 
     def _read(self) -> None:
         """Only moves bytes: never waits on anything but the pipe, so the server never waits on us."""
@@ -230,15 +243,15 @@ class FileFollower:
 
     name = "log"
 
-    def __init__(self, path: Path, sink: Sink, interval: float = 0.2, clock: Callable[[], float] = time.time,
+    def __init__(self, path: Path, interval: float = 0.2, clock: Callable[[], float] = time.time,
                  echo: Echo | None = None, from_start: bool = False, backlog: Callable[[], int] | None = None,
                  max_pending: int = MAX_PENDING_BYTES, since: float | None = None,
                  start_size: int | None = None) -> None:
-        self.path, self.sink, self.interval, self.clock = path, sink, interval, clock
+        self.path, self.interval, self.clock = path, interval, clock
         self.from_start, self.since = from_start, since
         self.start_size = start_size if start_size is not None else regular_file_size(path)
         self.max_pending = max_pending
-        self.delivery = _Delivery("file", sink, echo, clock, backlog)
+        self.delivery = _Delivery("file", echo, clock, backlog)
         self._stop = threading.Event()
         self._pass = threading.Condition()
         self._passes = 0
@@ -248,7 +261,8 @@ class FileFollower:
     def dropped_lines(self) -> int:
         return self.delivery.dropped_lines
 
-    def start(self) -> None:
+    def start(self, sink: Sink) -> None:
+        self.delivery.sink = sink
         self.thread.start()
 
     def stop(self) -> None:
@@ -261,7 +275,7 @@ class FileFollower:
             self._pass.wait_for(lambda: self._passes >= target or not self.thread.is_alive(), timeout)
 
     def _note(self, message: str) -> None:
-        self.sink(SourceNote(self.clock(), "log", message))
+        self.delivery.sink(SourceNote(self.clock(), "log", message))
 
     def _pass_done(self) -> None:
         with self._pass:

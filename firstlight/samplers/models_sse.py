@@ -76,6 +76,9 @@ class ModelsSSE:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
+    def sync(self, timeout: float) -> None:
+        """Nothing to wait for: each event goes to the sink as it is read."""
+
     def join(self, timeout: float) -> None:
         if self._thread is not None:
             self._thread.join(timeout)

@@ -35,16 +35,12 @@ class UnitSources(Sources):
         for text in self.notes:
             self.sink(SourceNote(self.clock(), "systemd", text))
         self.journal.echo = self.echo if self.cfg.echo_server_output else None
-        self.journal.start(self.sink)
+        self._start(self.journal)
         return super().start()
 
     def settle_logs(self, timeout: float = 2.0) -> None:
         super().settle_logs(timeout)
         self.journal.sync(timeout)
-
-    def stop(self) -> None:
-        super().stop()
-        self.journal.stop()
 
 
 class UnitSession(Session):

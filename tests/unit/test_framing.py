@@ -461,8 +461,8 @@ def test_a_followed_cri_file_gives_the_peeled_lines_live(tmp_path: Path) -> None
             with lock:
                 got.append(obs)
 
-    follower = FileFollower(path, sink, interval=0.05, from_start=True)
-    follower.start()
+    follower = FileFollower(path, interval=0.05, from_start=True)
+    follower.start(sink)
     try:
         with path.open("ab") as fh:
             fh.write(b"2025-05-07T02:13:52.1Z stderr F INFO 05-07 02:13:52 [core.py:1] Waiting for init message\n"

@@ -25,8 +25,8 @@ def test_a_fifo_delivers_each_line_as_it_arrives(tmp_path: Path):
     fifo = tmp_path / "log.fifo"
     os.mkfifo(fifo)
     got: list[Observation] = []
-    f = FileFollower(fifo, got.append, interval=0.02)
-    f.start()
+    f = FileFollower(fifo, interval=0.02)
+    f.start(got.append)
     writer = subprocess.Popen([sys.executable, "-c", "import sys, time\nf = open(sys.argv[1], 'w')\n"
                                "f.write('first line\\n'); f.flush()\nsys.stdin.read()", str(fifo)],
                               stdin=subprocess.PIPE)
@@ -69,8 +69,8 @@ def test_a_50mb_per_s_flood_never_blocks_the_server_and_drops_with_a_count():
         echoed.append(text)
         time.sleep(0.0005)
 
-    reader = PipeReader(server.stdout, "stdout", q.put, slow_terminal, backlog=q.qsize, max_pending=256 << 10)
-    reader.start()
+    reader = PipeReader(server.stdout, "stdout", slow_terminal, backlog=q.qsize, max_pending=256 << 10)
+    reader.start(q.put)
     got: list[Observation] = []
     stop = threading.Event()
 

@@ -52,9 +52,15 @@ class _Ladder:
         return self.found
 
 
+def _sinking(sink: Callable[[Observation], None], loop: LadderLoop) -> LadderLoop:
+    """The loop with its sink, for a test that drives it on this thread (``start`` gives it one on its own)."""
+    loop.sink = sink
+    return loop
+
+
 def _loop(ladder: _Ladder) -> tuple[LadderLoop, list[Observation]]:
     seen: list[Observation] = []
-    return LadderLoop(ladder, seen.append, 0.01, 0.05, identify=True), seen  # type: ignore[arg-type]
+    return _sinking(seen.append, LadderLoop(ladder, 0.01, 0.05, identify=True)), seen  # type: ignore[arg-type]
 
 
 def test_engine_unknown_climbs_no_higher_than_http_and_asks_nothing_until_http_answers():
@@ -86,7 +92,7 @@ def test_an_engine_that_cannot_be_named_stays_generic_and_the_loop_climbs_on(fou
 def test_a_stopped_loop_sinks_no_engine_and_no_probe():
     ladder = _Ladder(ok_to=Level.HTTP)
     loop, seen = _loop(ladder)
-    loop.stop.set()
+    loop.stop()
     loop._identify_first()
     assert seen == []
 
@@ -134,7 +140,7 @@ def test_the_loop_polls_at_the_minimum_after_a_change_backs_off_when_quiet_and_e
         [(G, True)],
     ])
     seen: list[Observation] = []
-    loop = LadderLoop(ladder, seen.append, 0.01, 0.05)  # type: ignore[arg-type]
+    loop = _sinking(seen.append, LadderLoop(ladder, 0.01, 0.05))  # type: ignore[arg-type]
     loop.wake = _Waits()
     loop._run()
     assert loop.wake.periods == [0.01, 0.015, 0.01]
@@ -144,7 +150,7 @@ def test_the_loop_polls_at_the_minimum_after_a_change_backs_off_when_quiet_and_e
 def test_the_loop_asks_the_engine_first_then_climbs_on_at_once():
     ladder = _Scripted([[(P, True), (H, True)], [(G, True)]])
     seen: list[Observation] = []
-    loop = LadderLoop(ladder, seen.append, 0.01, 0.05, identify=True)  # type: ignore[arg-type]
+    loop = _sinking(seen.append, LadderLoop(ladder, 0.01, 0.05, identify=True))  # type: ignore[arg-type]
     loop.wake = _Waits()
     loop._run()
     assert ladder.tops == [H, G] and loop.wake.periods == [] and ladder.identified == 1
@@ -153,7 +159,7 @@ def test_the_loop_asks_the_engine_first_then_climbs_on_at_once():
 
 def test_endpoints_learnt_by_the_session_reach_the_ladder_before_the_next_climb():
     ladder = _Scripted([[(G, True)]])
-    loop = LadderLoop(ladder, lambda o: None, 0.01, 0.05)  # type: ignore[arg-type]
+    loop = _sinking(lambda o: None, LadderLoop(ladder, 0.01, 0.05))  # type: ignore[arg-type]
     marker = object()
     loop.use_endpoints(marker)  # type: ignore[arg-type]
     loop._run()
@@ -169,16 +175,16 @@ def test_a_failure_inside_a_climb_is_a_note_with_its_first_160_characters_and_th
             raise RuntimeError("x" * 300)
 
     seen: list[Observation] = []
-    assert LadderLoop(_Broken(Level.NONE), seen.append, 0.01, 0.05)._climb() == []  # type: ignore[arg-type]
+    assert _sinking(seen.append, LadderLoop(_Broken(Level.NONE), 0.01, 0.05))._climb() == []  # type: ignore[arg-type]
     assert seen == [SourceNote(5.0, "probe", f"probe failed inside firstlight: RuntimeError: {'x' * 160}…")]
     assert clean_text("x" * 300, 160) == "x" * 160 + "…"
     ladder = _Ladder(ok_to=Level.HTTP)
     seen.clear()
-    LadderLoop(ladder, seen.append, 0.01, 0.05)._climb()  # type: ignore[arg-type]
+    _sinking(seen.append, LadderLoop(ladder, 0.01, 0.05))._climb()  # type: ignore[arg-type]
     assert ladder.tops == [G] and [type(o) for o in seen] == [Probe] * 6
 
 
 def test_the_loop_thread_is_a_named_daemon_and_asks_no_engine_unless_told():
-    loop = LadderLoop(_Ladder(Level.NONE), lambda o: None, 0.01, 0.05)  # type: ignore[arg-type]
+    loop = _sinking(lambda o: None, LadderLoop(_Ladder(Level.NONE), 0.01, 0.05))  # type: ignore[arg-type]
     assert loop.identify is False
     assert loop.thread.name == "firstlight-ladder" and loop.thread.daemon is True

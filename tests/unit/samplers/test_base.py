@@ -200,3 +200,19 @@ def test_the_samplers_thread_is_a_named_daemon():
         assert s._thread is not None and s._thread.name == "firstlight-flaky" and s._thread.daemon
     finally:
         s.stop()
+
+
+def test_every_kind_of_source_has_the_one_shape():
+    import inspect
+
+    from firstlight.probes.loop import LadderLoop
+    from firstlight.samplers.gpu import GpuSampler
+    from firstlight.samplers.logs import FileFollower, PipeReader
+    from firstlight.samplers.models_sse import ModelsSSE
+    from firstlight.samplers.process import ProcessTreeSampler
+    from firstlight.units.journal.follow import JournalSource
+
+    for kind in (GpuSampler, ProcessTreeSampler, FileFollower, PipeReader, ModelsSSE, LadderLoop, JournalSource):
+        assert list(inspect.signature(kind.start).parameters) == ["self", "sink"], kind
+        assert list(inspect.signature(kind.stop).parameters) == ["self"], kind
+        assert list(inspect.signature(kind.sync).parameters) == ["self", "timeout"], kind

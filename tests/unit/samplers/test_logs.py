@@ -22,8 +22,8 @@ def test_an_existing_log_is_followed_from_its_end(tmp_path: Path):
     log = tmp_path / "server.log"
     log.write_bytes(OLD_RUN)
     got: list[Observation] = []
-    f = FileFollower(log, got.append, interval=0.02)
-    f.start()
+    f = FileFollower(log, interval=0.02)
+    f.start(got.append)
     try:
         f.sync(5)
         with open(log, "ab") as out:  # the restarted server appends
@@ -40,8 +40,8 @@ def test_log_from_start_reads_an_existing_log_whole(tmp_path: Path):
     log = tmp_path / "server.log"
     log.write_bytes(OLD_RUN)
     got: list[Observation] = []
-    f = FileFollower(log, got.append, interval=0.02, from_start=True)
-    f.start()
+    f = FileFollower(log, interval=0.02, from_start=True)
+    f.start(got.append)
     try:
         wait_for(lambda: len(_texts(got)) == 2, 5, "both old lines")
     finally:
@@ -56,8 +56,8 @@ def test_with_the_process_start_time_the_runs_own_earlier_lines_are_read(tmp_pat
     log = tmp_path / "server.log"
     log.write_bytes(OLD_RUN + f"[{stamp}] Load weight begin.\n".encode())
     got: list[Observation] = []
-    f = FileFollower(log, got.append, interval=0.02, since=now - 1)
-    f.start()
+    f = FileFollower(log, interval=0.02, since=now - 1)
+    f.start(got.append)
     try:
         f.sync(5)
     finally:

@@ -26,8 +26,8 @@ def _texts(obs: list[Observation]) -> list[str]:
 
 def _follow(log: Path, since: float) -> list[str]:
     got: list[Observation] = []
-    f = FileFollower(log, got.append, interval=0.02, since=since)
-    f.start()
+    f = FileFollower(log, interval=0.02, since=since)
+    f.start(got.append)
     try:
         f.sync(10)
         with open(log, "ab") as out:  # this run goes on writing

@@ -35,8 +35,8 @@ def test_line_splitter_handles_redraws_invalid_utf8_and_long_lines():
 def test_file_follower_follows_rotation_and_truncation(tmp_path: Path):
     log = tmp_path / "server.log"
     got: list[Observation] = []
-    f = FileFollower(log, got.append, interval=0.05)
-    f.start()
+    f = FileFollower(log, interval=0.05)
+    f.start(got.append)
     try:
         wait_for(lambda: any(isinstance(o, SourceNote) for o in got), 5, "the missing-file note")
         log.write_bytes(b"one\ntwo\n")

@@ -102,11 +102,10 @@ def test_the_probing_thread_survives_whatever_a_climb_raises():
 
     seen: list[Observation] = []
     with fault_server("ok") as s:
-        loop = LadderLoop(Exploding(_cfg(s.url)), seen.append, 0.01, 0.01)
-        loop.start()
+        loop = LadderLoop(Exploding(_cfg(s.url)), 0.01, 0.01)
+        loop.start(seen.append)
         wait_for(lambda: len(calls) >= 3, 30, "three climbs despite the exceptions")
-        loop.stop.set()
-        loop.wake.set()
+        loop.stop()
     notes = [o for o in seen if isinstance(o, SourceNote)]
     assert notes and "RecursionError" in notes[0].message
 
