@@ -200,3 +200,28 @@ def test_every_sampler_and_rung_has_its_success_duration_and_counts_in_the_scrap
     ex.collectors(broken)
     after = _samples(port)
     assert after["firstlight_collectors_read_success{}"] == 0.0 and after["firstlight_ready{}"] == 0.0
+
+
+def test_each_collector_series_says_what_it_means_in_its_help(exporter):  # noqa: F811
+    from firstlight.timeline import CollectorStat
+
+    ex, port = exporter
+    ex.collectors(lambda: [CollectorStat("sampler", "process"), CollectorStat("probe", "port")])
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    helps = [line for line in text.splitlines() if line.startswith(("# HELP firstlight_sampler",
+                                                                    "# HELP firstlight_probe",
+                                                                    "# HELP firstlight_collectors"))]
+    assert helps == [
+        "# HELP firstlight_collectors_read_success 1 when this scrape could read the samplers' and rungs' state",
+        "# HELP firstlight_sampler_success 1 when the sampler's last sample worked, 0 when not, NaN before the first",
+        "# HELP firstlight_sampler_duration_seconds Wall time of the sampler's last sample",
+        "# HELP firstlight_sampler_samples_total Samples the sampler took in this start",
+        "# HELP firstlight_sampler_failures_total Samples of the sampler that raised in this start",
+        "# HELP firstlight_probe_success 1 when the readiness rung's last check held, 0 when not, NaN before the "
+        "first",
+        "# HELP firstlight_probe_duration_seconds Wall time of the readiness rung's last check",
+        "# HELP firstlight_probe_checks_total Checks of the readiness rung in this start",
+        "# HELP firstlight_probe_failures_total Checks of the readiness rung that did not hold in this start",
+        "# HELP firstlight_probe_errors_total Checks of the rung that failed inside firstlight (a bug, or an answer "
+        "nobody foresaw), not because of the server, in this start",
+    ]
