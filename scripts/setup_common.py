@@ -1,5 +1,6 @@
 """What the two set-up scripts (setup_llama_server.py, setup_vllm.py) share: the cache's place, a file's hash,
-the two ways a set-up ends early (an expected failure, SIGTERM) and the one exit-status mapping of each ending.
+the temporary entries a killed run left in it, a free port and an exit status in words for the smoke checks, the
+two ways a set-up ends early (an expected failure, SIGTERM) and the one exit-status mapping of each ending.
 
 Standard library only: it runs before any venv of the project exists."""
 
@@ -7,6 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import signal
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +41,41 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def clean_stale(parent: Path) -> None:
+    """Remove the temporary entries (``.tmp-*``, ``.old-*``) killed runs left in ``parent`` (safe: the caller holds
+    the cache's lock)."""
+    if not parent.is_dir():
+        return
+    for p in parent.iterdir():
+        if p.name.startswith((".tmp-", ".old-")):
+            if p.is_dir() and not p.is_symlink():
+                remove_tree(p)
+            else:
+                p.unlink(missing_ok=True)
+
+
+def free_port() -> int:
+    """A loopback port free now, for a smoke check's server."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def exit_text(rc: int) -> str:
+    """As firstlight names an exit: ``died of SIGSEGV (signal 11)``, ``exited with code 1``."""
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = "an unknown signal"
+        return f"died of {name} (signal {-rc})"
+    return f"exited with code {rc}"
 
 
 def run_main(prog: str, main: Callable[[], int], unkept: str) -> NoReturn:

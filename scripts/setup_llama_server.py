@@ -92,7 +92,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -106,7 +105,17 @@ from typing import IO
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))  # setup_common, beside this file, however this script is loaded
-from setup_common import SetupError, default_cache, on_sigterm, run_main, sha256_file  # noqa: E402
+from setup_common import (  # noqa: E402
+    SetupError,
+    clean_stale,
+    default_cache,
+    exit_text,
+    free_port,
+    on_sigterm,
+    remove_tree,
+    run_main,
+    sha256_file,
+)
 
 PROG = "setup_llama_server"
 
@@ -295,22 +304,6 @@ def fetch_pinned(args: list[str], filename: str, sha: str, what: str, dest: Path
     return path
 
 
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def clean_stale(parent: Path) -> None:
-    """Remove temp dirs left by killed runs (safe: caller holds the lock)."""
-    if not parent.is_dir():
-        return
-    for p in parent.iterdir():
-        if p.name.startswith((".tmp-", ".old-")):
-            if p.is_dir() and not p.is_symlink():
-                remove_tree(p)
-            else:
-                p.unlink(missing_ok=True)
-
-
 class CacheLock:
     def __init__(self, path: Path):
         self.path = path
@@ -383,29 +376,12 @@ def valid_model(layout: Layout) -> bool:
 SMOKE_DEADLINE_S = 180.0  # start + load + one completion on a busy 2-core machine (~3 s when idle)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _exit_text(rc: int) -> str:
-    """As firstlight names an exit: ``died of SIGSEGV (signal 11)``, ``exited with code 1``."""
-    if rc < 0:
-        try:
-            name = signal.Signals(-rc).name
-        except ValueError:
-            name = "an unknown signal"
-        return f"died of {name} (signal {-rc})"
-    return f"exited with code {rc}"
-
-
 def smoke_check(server: Path, model: Path, log_path: Path) -> str | None:
     """Start llama-server on the model, ask one completion at temperature 0, stop it.
 
     Returns None when it served, else one line saying what went wrong (the signal a crash died of).
     The server's output goes to log_path, so the failure line can point at it."""
-    port = _free_port()
+    port = free_port()
     cmd = [str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "256", "-np", "1",
            "-t", str(min(2, n_jobs()))]
     deadline = time.monotonic() + SMOKE_DEADLINE_S
@@ -421,7 +397,7 @@ def smoke_check(server: Path, model: Path, log_path: Path) -> str | None:
             while True:
                 rc = proc.poll()
                 if rc is not None:
-                    return f"llama-server {_exit_text(rc)} before it served (its output: {log_path})"
+                    return f"llama-server {exit_text(rc)} before it served (its output: {log_path})"
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return f"llama-server did not serve a completion within {SMOKE_DEADLINE_S:.0f} s ({log_path})"

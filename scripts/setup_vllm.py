@@ -75,7 +75,16 @@ from typing import Any, TypeVar
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))  # setup_common, beside this file, however this script is loaded
-from setup_common import SetupError, default_cache, on_sigterm, run_main, sha256_file  # noqa: E402
+from setup_common import (  # noqa: E402
+    SetupError,
+    clean_stale,
+    default_cache,
+    exit_text,
+    free_port,
+    on_sigterm,
+    run_main,
+    sha256_file,
+)
 
 PROG = "setup_vllm"
 T = TypeVar("T")
@@ -288,8 +297,8 @@ SMOKE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_
 def smoke_check(layout: Layout) -> str | None:
     """Start the venv's vLLM on the model, ask one completion at temperature 0, stop it. None when it served,
     else one line saying what went wrong (the signal a crash died of), pointing at its output."""
-    sls = llama_setup()  # the same port, exit wording and polling as llama-server's smoke check
-    port = sls._free_port()
+    # the same port and exit wording as llama-server's smoke check (setup_common)
+    port = free_port()
     out_path = layout.root / "smoke.log"
     cmd = [str(layout.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(layout.model),
            "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "512", "-O0"]
@@ -308,7 +317,7 @@ def smoke_check(layout: Layout) -> str | None:
             while True:
                 rc = proc.poll()
                 if rc is not None:
-                    return f"vLLM {sls._exit_text(rc)} before it served (its output: {out_path})"
+                    return f"vLLM {exit_text(rc)} before it served (its output: {out_path})"
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return f"vLLM did not serve a completion within {SMOKE_DEADLINE_S:.0f} s ({out_path})"
@@ -345,13 +354,6 @@ def stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # EngineCore's worker, if it outlived the API server
     except OSError:
         pass
-
-
-def clean_stale(parent: Path) -> None:
-    if parent.is_dir():
-        for p in parent.iterdir():
-            if p.name.startswith(".tmp-") and p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
 
 
 def _smoke_key(layout: Layout) -> str:
