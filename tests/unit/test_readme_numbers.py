@@ -38,7 +38,7 @@ from firstlight.report import dashboard, html, readiness, record
 from firstlight.report import events as event_log
 from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.report.prometheus import COLD_START_BUCKETS
-from firstlight.runner import output, policy, pump
+from firstlight.runner import members, output, policy, pump
 from firstlight.samplers import logs, process
 from firstlight.serving import SLOW_FACTOR, SLOW_FLOOR_S, ServingConfig
 from firstlight.units import systemctl
@@ -217,6 +217,9 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
      lambda: (_vector(_record("firstlight:slow_start:factor")),)),
     ("not serving after READY", r"`FirstlightNotServingAfterReady` \| READY was reached and `firstlight_serving` "
      r"is 0 \| (\d+) m \|", (60,), lambda: (_for_s(_alert("FirstlightNotServingAfterReady")),)),
+    ("member unreachable", r"`FirstlightGroupMemberUnreachable` \| the leader cannot read a member's firstlight.*?"
+     r"within (\d+) s already\) \| (\d+) s \|", (1, 1),
+     lambda: (members.AFTER_READY_BOUND_S, _for_s(_alert("FirstlightGroupMemberUnreachable")))),
     ("degraded", r"`FirstlightServingDegraded` \| `firstlight_serving` was 0\.5 \(warning\) for (\d+) of the last "
      r"(\d+) minutes", (60, 60), lambda: _degraded_window(_alert("FirstlightServingDegraded")["expr"])),
     ("spec-decoding drop factor", r"`firstlight:spec_acceptance_drop:factor` \(([\d.]+)", (1,),

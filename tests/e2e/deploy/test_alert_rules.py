@@ -1,9 +1,9 @@
 """The alert rules (deploy/prometheus/firstlight-rules.yml) at the values the README states, run through
-promtool with their real durations: NotServingAfterReady's `for` (1 m) fires at exactly that long and not one
-evaluation before, the degraded alert at its 10th degraded evaluation of 30 s (5 of the last 10 minutes), the
-slow-start factor (1.5) and the speculative-decoding drop factor (0.8) fire just past the factor and not at it, the
-restart-loop and start-failed windows (15 m) hold an event 15 m and not 16 m. Each value moved either way in a copy
-of the rules makes the edge tests fail."""
+promtool with their real durations: NotServingAfterReady's `for` (1 m) and GroupMemberUnreachable's (60 s) fire
+at exactly that long and not one evaluation before, the degraded alert at its 10th degraded evaluation of 30 s
+(5 of the last 10 minutes), the slow-start factor (1.5) and the speculative-decoding drop factor (0.8) fire just
+past the factor and not at it, the restart-loop and start-failed windows (15 m) hold an event 15 m and not 16 m.
+Each value moved either way in a copy of the rules makes the edge tests fail."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ DAY = RULES_DIR / "tests" / "firstlight-rules-day.test.yml"  # the 1 d window, e
 # (what the rules file says, a moved value): each must make the edge tests fail
 MOVED = [
     ("for: 1m", "for: 30s"), ("for: 1m", "for: 90s"), ("for: 1m", "for: 2m"),
+    ("for: 60s", "for: 30s"), ("for: 60s", "for: 90s"),
     ("[10m:30s]) >= 10)", "[10m:30s]) >= 9)"), ("[10m:30s]) >= 10)", "[10m:30s]) >= 11)"),
     ("vector(1.5)", "vector(1.49)"), ("vector(1.5)", "vector(1.51)"),
     ("vector(0.8)", "vector(0.79)"), ("vector(0.8)", "vector(0.81)"),
