@@ -47,8 +47,9 @@ def make_reporters(as_json: bool, echo: bool, metrics_port: str | None = None, r
         if members:
             assert isinstance(server, ReadinessServer)
             chosen[0].message(f"group: {len(members)} member(s): {', '.join(members)}")
-            chosen.append(MemberWatch(members, server, float((kw or {}).get("stall_timeout") or 120.0),
-                                      chosen[0].message))
+            watch = MemberWatch(members, server, float((kw or {}).get("stall_timeout") or 120.0), chosen[0].message)
+            watch.sinks += [r for r in chosen if isinstance(r, JsonLinesReporter)]  # the group in --json too
+            chosen.append(watch)
     if metrics_port is not None:
         try:
             host, port = parse_bind(metrics_port, "--metrics-port")

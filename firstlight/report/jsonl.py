@@ -48,12 +48,26 @@ def serving_event(status: ServingStatus) -> dict[str, Any]:
     return {"event": "serving", "t": status.since, **status.to_dict()}
 
 
+def group_event(members: list[dict[str, Any]], group: dict[str, Any]) -> dict[str, Any]:
+    """A multi-node start's group, as its leader decided it (runner/members.py): the verdict, the member it blames
+    and each member's state (docs/multinode.md)."""
+    return {"event": "group", "t": time.time(), **group, "members": members}
+
+
+def _group_key(members: list[dict[str, Any]], group: dict[str, Any]) -> tuple[Any, ...]:
+    """What a change of the group is: its verdict, serving and culprit, and each member's state and reachability
+    (not its last progress, which moves with every line)."""
+    return (group.get("verdict"), group.get("serving"), group.get("culprit"),
+            tuple((m.get("url"), m.get("state"), m.get("ok"), bool(m.get("error"))) for m in members))
+
+
 class JsonLinesReporter(QuietReporter):
     def __init__(self, stream: IO[str] | None = None, status_interval: float = 1.0) -> None:
         self.stream = stream or sys.stdout
         self.status_interval = status_interval
         self._lock = threading.Lock()
         self._last_status = 0.0
+        self._last_group: tuple[Any, ...] | None = None
 
     def _write(self, obj: dict[str, Any]) -> None:
         with self._lock:
@@ -78,6 +92,13 @@ class JsonLinesReporter(QuietReporter):
 
     def server_line(self, stream: str, text: str) -> None:
         pass  # server lines are in the log; the JSON stream carries what firstlight concluded
+
+    def group_update(self, members: list[dict[str, Any]], group: dict[str, Any]) -> None:
+        """On a group's leader: one ``group`` object at each change of the group (polled every second)."""
+        key = _group_key(members, group)
+        if key != self._last_group:
+            self._last_group = key
+            self._write(group_event(members, group))
 
     def message(self, text: str) -> None:
         self._write(message_event(text))

@@ -88,7 +88,7 @@ def _scrape(url: str) -> str:
 def test_healthy_group_is_ready_with_every_member_listed(group: Group) -> None:
     members = [group.node(2, "normal"), group.node(3, "normal")]
     mport = _port("127.0.1.1")
-    leader = group.node(1, "normal", tuple(members), ("--metrics-port", f"127.0.1.1:{mport}"))
+    leader = group.node(1, "normal", tuple(members), ("--metrics-port", f"127.0.1.1:{mport}", "--json"))
     body = wait_for(lambda: readyz(leader)[0] == 200 and readyz(leader)[1], DEADLINE_S, "group READY")
     assert body["group"]["verdict"] == "ready" and body["group"]["serving"]
     assert [m["url"] for m in body["members"]] == members
@@ -100,6 +100,12 @@ def test_healthy_group_is_ready_with_every_member_listed(group: Group) -> None:
     for m in members:
         address = m.removeprefix("http://")
         assert f'firstlight_group_member_ready{{member="{address}",node_rank=""}} 1.0' in metrics, metrics[-3000:]
+    # and the leader's --json says it: a group object at each change, the last one ready with every member
+    group.close()
+    lines = (group.procs[-1].stdout.read() if group.procs[-1].stdout else "").splitlines()
+    objs = [json.loads(line) for line in lines if line.startswith('{"event": "group"')]
+    assert objs and objs[-1]["verdict"] == "ready" and objs[-1]["serving"], lines[-20:]
+    assert [m["url"] for m in objs[-1]["members"]] == members and all(m["ok"] for m in objs[-1]["members"])
 
 
 def test_a_member_hung_at_start_hangs_the_group_naming_it(group: Group) -> None:
