@@ -127,6 +127,9 @@ def server_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in source.items() if not k.startswith("NOTIFY_") and k not in _SYSTEMD_NOTIFY_VARS}
 
 
+EXIT_WAIT_S = 2.0  # how long a server seen gone is given to become a zombie whose wait status can be read
+
+
 class ServerProcess:
     def __init__(self, argv: Sequence[str], output: Path | None = None, env: dict[str, str] | None = None,
                  *, detachable: bool | None = None, backstop: bool = True) -> None:
@@ -143,6 +146,9 @@ class ServerProcess:
         self.watchdog: subprocess.Popen[bytes] | None = None
         self.left_group: dict[int, str] = {}  # pid -> name of processes that left the server's process group
         self.reaped: dict[int, int] = {}  # pid -> exit code (Popen's convention) of the adopted ones reaped here
+        # A reap and its record are one step: the sampler's thread reaps too, and a daemon's SIGSEGV read between
+        # its waitpid and its record was "no exit known" (failure `other`, once in a full test run)
+        self._reap_lock = threading.RLock()
         self._tracked: dict[int, str] = {}  # pid -> start ticks, as told to the watchdog
         self._known: dict[int, tuple[int, psutil.Process]] = {}  # pid -> (start ticks, process): made once
         self._tree = proctable.TreeReader()  # the server's tree
@@ -281,7 +287,7 @@ class ServerProcess:
                 if os.getsid(st.pid) == my_session:
                     continue  # one of firstlight's own helpers: its own code waits for it
                 if st.state == "Z":
-                    with contextlib.suppress(ChildProcessError):
+                    with self._reap_lock, contextlib.suppress(ChildProcessError):
                         pid, status = os.waitpid(st.pid, os.WNOHANG)  # reap what we adopted, or it stays a zombie
                         if pid:  # kept: a daemon's SIGSEGV after READY must not read as its launcher's exit 0
                             self.reaped[pid] = os.waitstatus_to_exitcode(status)
@@ -325,8 +331,15 @@ class ServerProcess:
     def exit_of(self, pids: list[int]) -> int | None:
         """How the first of ``pids`` that firstlight reaped ended (Popen's convention), a signal before an exit
         code; None when none was reaped here (not firstlight's child: nobody can tell)."""
-        self.adopted()  # reaps the ones that died since the last sample
-        codes = [self.reaped[p] for p in pids if p in self.reaped]
+        deadline = time.monotonic() + EXIT_WAIT_S
+        while True:
+            with self._reap_lock:  # after any reap under way on the sampler's thread has been recorded
+                self.adopted()  # reaps the ones that died since the last sample
+                codes = [self.reaped[p] for p in pids if p in self.reaped]
+            # a process seen gone may still be exiting (not yet a zombie to reap): wait for it, bounded
+            if codes or time.monotonic() >= deadline or not any(os.path.exists(f"/proc/{p}") for p in pids):
+                break
+            time.sleep(0.02)
         signalled = [c for c in codes if c < 0]
         return signalled[0] if signalled else (codes[0] if codes else None)
 
