@@ -212,8 +212,8 @@ class Judge:
         self.log_lines += 1
         self.last_log = line
         r = self.lines.feed(line.text, line.t, final=line.final, lineno=line.lineno or None)
-        if not line.final:
-            return self._on_progress(line, r)
+        if not line.final:  # a bar's redraw moves the interpreter's phase: the start enters it there too
+            return self._log_phase(line, r) + self._on_progress(line, r)
         if r.progress_line:
             self._tail.append(line)
         events: list[Event] = []
@@ -228,9 +228,7 @@ class Judge:
                                                   text=_clip(line.text, 200)))
         if r.start_line is not None:
             self.signals.start_line(line.t, *r.start_line)
-        if r.phase is not None and self.ready_at is None and (r.phase != "ready" or self.rules.ready_from_log):
-            # live, the engine's ready line is a claim: READY is the generation's to say
-            events += self._enter_phase(line.t, r.phase, "log", r.line)
+        events += self._log_phase(line, r)
         self._on_progress(line, r)
         if r.failure is not None:
             events.append(Event(line.t, "failure_line", _clip(line.text),
@@ -245,6 +243,11 @@ class Judge:
                 return [*events, *self._enter_phase(line.t, "ready", "log", r.line)]
             events.append(Event(line.t, "engine_ready", "engine reports ready; confirming with a generation"))
         return events
+
+    def _log_phase(self, line: LogLine, r: Reading) -> list[Event]:
+        if r.phase is None or self.ready_at is not None or (r.phase == "ready" and not self.rules.ready_from_log):
+            return []  # live, the engine's ready line is a claim: READY is the generation's to say
+        return self._enter_phase(line.t, r.phase, "log", r.line)
 
     def _on_progress(self, line: LogLine, r: Reading) -> list[Event]:
         p = r.match.progress

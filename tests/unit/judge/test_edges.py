@@ -280,6 +280,18 @@ def test_a_progress_bar_redraw_does_not_take_a_line_number():
     assert events == [_phase(2, "weights_loading", "log", 1)]
 
 
+def test_a_progress_bar_redraw_that_is_the_first_sign_of_a_phase_enters_it():
+    """A start joined at its checkpoint bar (the lines before it printed before the watch attached): the bar's
+    first redraw enters weights_loading at its own time, not the later final line (whose phase the interpreter
+    already holds, so it moves nothing)."""
+    j = _judge(get_profile("sglang"))
+    bar = "Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:00<00:00,  1.00it/s]"
+    events = j.feed(LogLine(T0 + 1, bar, "stderr", 0, final=False))
+    assert events == [_phase(1, "weights_loading", "log", 1)]
+    assert j.feed(LogLine(T0 + 2, bar.replace("25%", "100%").replace("1/4", "4/4"), "stderr", 0)) == []
+    assert [p.name for p in j.phases] == ["process_start", "weights_loading"]
+
+
 # -- GPU samples (Judge._on_gpu) ---------------------------------------------------------------------------------
 def _gpu(t: float, used: int, util: float = 0.0, pids: tuple[int, ...] = ()) -> GpuSample:
     return GpuSample(T0 + t, (GpuDevice(0, "H100", used, 80 << 30, util),),
