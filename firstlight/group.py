@@ -7,9 +7,11 @@ the members' states into the group's. Pure functions of their inputs: no clock, 
 
 Rules, in order:
 1. a member whose own verdict is ``failed`` -> the group is ``failed``, naming it, its verdict and its evidence;
-2. a member whose own verdict is ``hung``, or the whole group without progress for ``stall_timeout_s`` (no node's
-   ``last_progress_at`` within it) -> ``hung``, naming the member hung itself, else the node whose last progress is
-   the oldest (the one that stopped first); an unreachable member's last progress is its last one seen;
+2. a member whose own verdict is ``hung`` (or, after its own READY, whose serving checks say ``hung``: a frozen
+   worker), or the whole group without progress for ``stall_timeout_s`` (no node's ``last_progress_at`` within
+   it) -> ``hung``, naming the member hung itself, else a member whose own serving checks fail, else the node
+   whose last progress is the oldest (the one that stopped first); an unreachable member's last progress is its
+   last one seen;
 3. the leader ``ready`` and every member ready or serving (its ``/readyz`` 200) -> ``ready``;
 4. otherwise ``starting`` (a slow member that progresses keeps the group starting); once the group reached READY,
    a member that stops answering 200 makes the group not serving (``serving`` False: the leader's /readyz 503).
@@ -20,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from firstlight.vocab import FAILED, HUNG, READY, SERVING_VERDICTS, STARTING
+from firstlight.vocab import DEGRADED, FAILED, HUNG, NOT_SERVING, READY, SERVING_VERDICTS, STARTING
 
 LEADER = "leader"
 
@@ -39,13 +41,14 @@ class MemberState:
     evidence: tuple[dict[str, Any], ...] = ()
     error: str | None = None  # why it could not be read (None: read)
     unreachable_since: float | None = None
+    serving: str | None = None  # after its own READY: its serving checks' state (a frozen worker: hung)
 
     def to_dict(self) -> dict[str, Any]:
         return {"url": self.url, "node_rank": self.node_rank, "role": self.role,
                 "state": "unreachable" if self.error else ("ready" if self.ok else (self.verdict or STARTING)),
                 "verdict": self.verdict, "phase": self.phase, "ok": self.ok,
                 "last_progress_at": self.last_progress_at, "evidence": list(self.evidence),
-                "error": self.error, "unreachable_since": self.unreachable_since}
+                "error": self.error, "unreachable_since": self.unreachable_since, "serving": self.serving}
 
 
 def member_from_body(url: str, status: int, body: Any, previous: MemberState | None = None) -> MemberState:
@@ -54,12 +57,15 @@ def member_from_body(url: str, status: int, body: Any, previous: MemberState | N
         return unreachable(url, f"HTTP {status}: not a firstlight readiness body", previous, None)
     rank = body.get("node_rank")
     lp = body.get("last_progress_at")
+    serving = body.get("serving")
+    serving_state = serving.get("state") if isinstance(serving, dict) else None
     return MemberState(url=url, verdict=str(body.get("verdict") or STARTING), ok=status == 200,
                        node_rank=rank if isinstance(rank, int) else None,
                        role=body.get("role") if isinstance(body.get("role"), str) else None,
                        phase=body.get("phase") if isinstance(body.get("phase"), str) else None,
                        last_progress_at=float(lp) if isinstance(lp, (int, float)) else None,
-                       evidence=tuple(e for e in body.get("evidence") or () if isinstance(e, dict)))
+                       evidence=tuple(e for e in body.get("evidence") or () if isinstance(e, dict)),
+                       serving=serving_state if isinstance(serving_state, str) else None)
 
 
 def unreachable(url: str, error: str, previous: MemberState | None, now: float | None) -> MemberState:
@@ -68,7 +74,7 @@ def unreachable(url: str, error: str, previous: MemberState | None, now: float |
     base = previous or MemberState(url=url)
     return MemberState(url=url, verdict=base.verdict, ok=False, node_rank=base.node_rank, role=base.role,
                        phase=base.phase, last_progress_at=base.last_progress_at, evidence=base.evidence,
-                       error=error, unreachable_since=since)
+                       error=error, unreachable_since=since, serving=base.serving)
 
 
 def member_name(m: MemberState) -> str:
@@ -86,8 +92,9 @@ class GroupVerdict:
 def _why(m: MemberState) -> str:
     if m.error:
         return f"unreachable since {m.unreachable_since}: {m.error}"
-    ev = "; ".join(str(e.get("message") or e.get("signal") or e) for e in m.evidence[:3])
-    return f"verdict {m.verdict}" + (f", phase {m.phase}" if m.phase else "") + (f": {ev}" if ev else "")
+    ev = "; ".join(str(e.get("message") or e.get("value") or e.get("signal") or e) for e in m.evidence[:3])
+    return (f"verdict {m.verdict}" + (f", serving {m.serving}" if m.serving else "")
+            + (f", phase {m.phase}" if m.phase else "") + (f": {ev}" if ev else ""))
 
 
 def _ev(m: MemberState, message: str) -> dict[str, Any]:
@@ -102,8 +109,8 @@ def decide_group(leader_verdict: str, leader_last_progress_at: float | None, mem
     for m in members:
         if m.verdict == FAILED and not m.error:
             return GroupVerdict(FAILED, False, (_ev(m, f"{member_name(m)} failed: {_why(m)}"),), m.url)
-    for m in members:
-        if m.verdict == HUNG and not m.error:
+    for m in members:  # hung before its READY, or after it (its serving checks: a frozen worker)
+        if (m.verdict == HUNG or m.serving == HUNG) and not m.error:
             return GroupVerdict(HUNG, False, (_ev(m, f"{member_name(m)} hung: {_why(m)}"),), m.url)
     if leader_verdict in (FAILED, HUNG):
         return GroupVerdict(leader_verdict, False, (), LEADER)
@@ -120,7 +127,9 @@ def decide_group(leader_verdict: str, leader_last_progress_at: float | None, mem
     nodes += [(m.last_progress_at if m.last_progress_at is not None else (m.unreachable_since or now), m)
               for m in members if not m.ok]
     if nodes and now - max(t for t, _ in nodes) >= stall_timeout_s:
-        t, oldest = min(nodes, key=lambda n: n[0])
+        # a member whose own checks fail (it stopped serving) is what the others wait on, before the oldest
+        failing = [n for n in nodes if n[1] is not None and n[1].serving in (DEGRADED, NOT_SERVING)]
+        t, oldest = min(failing or nodes, key=lambda n: n[0])
         if oldest is None:
             return GroupVerdict(HUNG, False, ({"signal": "group_progress", "member": LEADER, "since": t,
                                                "message": f"the leader made no progress since {t}, no member "

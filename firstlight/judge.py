@@ -103,6 +103,7 @@ class Judge:
         self.log_lines = 0
         self.first_generation: dict[str, Any] | None = None
         self.ready_at: float | None = None
+        self.worker_listening: str | None = None  # a worker's READY: what its port rung saw (no generation)
         self.engine_ready: LogLine | None = None
         # The one interpretation of the server's lines (shared with replay): phase, progress, root cause.
         self.lines = LineInterpreter(profile)
@@ -276,6 +277,10 @@ class Judge:
                                          "meanwhile": self.activity_during(p)}
                 self.ready_at = p.t
                 events += self._enter_phase(p.t, "ready", "probe")
+            elif p.level == Level.PORT and self.profile.role == "worker" and self.ready_at is None:
+                # a worker generates nothing itself: its port, seen listening (never connected to), is its READY
+                self.ready_at, self.worker_listening = p.t, p.detail
+                events += self._enter_phase(p.t, "ready", "probe")
             elif (p.level == Level.HEALTH and self.engine_ready is None and self._before("warmup")
                   and self.profile.endpoints.health not in self.profile.endpoints.lying_while_loading):
                 # the engine's health says it is up (Ollama's "/" says so before any model loads: not a phase)
@@ -395,6 +400,8 @@ class Judge:
                 ev.append(Evidence("probe:generation",
                                    f"generation returned {g.get('text')!r} in {g.get('latency_s') or 0:.2f}s",
                                    self.ready_at))
+            if self.worker_listening is not None:
+                ev.append(Evidence("probe:port", f"worker ready: {self.worker_listening}", self.ready_at))
             if self.engine_ready is not None:
                 ev.append(Evidence("log", f"line {self.engine_ready.lineno}: {_clip(self.engine_ready.text)}",
                                    self.engine_ready.t))

@@ -25,6 +25,7 @@ from .command import ServerCommand
 from .detect import DETECTION_ENDPOINTS, EngineDetector, detect_from_endpoint
 from .generic import GENERIC
 from .llamacpp import LLAMACPP
+from .llamarpc import LLAMA_RPC
 from .lmdeploy import LMDEPLOY
 from .ollama import OLLAMA
 from .profile import (
@@ -47,7 +48,7 @@ from .trtllm import TRTLLM
 from .vllm import VLLM
 
 PROFILES: dict[str, EngineProfile] = {
-    p.name: p for p in (SGLANG, VLLM, LLAMACPP, TGI, TRTLLM, LMDEPLOY, OLLAMA, GENERIC)
+    p.name: p for p in (SGLANG, VLLM, LLAMACPP, LLAMA_RPC, TGI, TRTLLM, LMDEPLOY, OLLAMA, GENERIC)
 }
 
 

@@ -201,6 +201,9 @@ class EngineProfile:
     peer_load: tuple[str, ...] = ()
     # the engine's line that says its version, its version in a ``version`` group ("" when it prints none)
     version_line: str = ""
+    # "server": serves the API, READY after a real generation; "worker": a member of a multi-node start that
+    # serves no API (llama.cpp's RPC server): READY when its process tree listens on its port, observed in /proc
+    role: str = "server"
     notes: str = ""
 
     def __post_init__(self) -> None:

@@ -42,6 +42,8 @@ __all__ = ["Ladder", "normalise_url", "split_url"]
 ProbeSink = Callable[[Probe], None]
 # One signature for every rung: (the endpoints of this climb, the climb's deadline) -> its probes, lowest first.
 Rung = Callable[[Endpoints, float | None], list[Probe]]
+# A worker's readiness observed without a request (samplers/ports.worker_listening): (held, what was seen)
+Listener = Callable[[], tuple[bool, str]]
 RUNG_NAMES = ("port", "health", "models", "generation")  # the rungs in climbing order, as the metrics name them
 
 
@@ -51,10 +53,14 @@ class Ladder:
     The paths come from the ``ProbeConfig``; ``endpoints`` (at construction, or :meth:`use_endpoints` once the
     engine is known at run time) replace those the user did not set (``cfg.explicit``): an explicit
     ``--health-path`` always wins.
+
+    A worker of a multi-node start (its profile's ``role``) serves no API: given a ``listener``, the ladder is one
+    rung, its port, observed by the listener and never connected to; READY is the judge's to say from it.
     """
 
     def __init__(self, cfg: ProbeConfig, clock: Callable[[], float] = time.time,
-                 endpoints: Endpoints | None = None, wire: Wire | None = None) -> None:
+                 endpoints: Endpoints | None = None, wire: Wire | None = None,
+                 listener: Listener | None = None) -> None:
         self.cfg = cfg
         self.clock = clock
         self.wire = wire or Wire(cfg.url, api_key=cfg.api_key, connect_timeout=cfg.connect_timeout)
@@ -69,9 +75,12 @@ class Ladder:
         self._count_lock = threading.Lock()
         # (name, the lowest level it answers, the check): climbed in this order; each check is timed and
         # counted in one place, _check, whichever rung it is
+        self.listener = listener
         self._rungs: tuple[tuple[str, Level, Rung], ...] = (
             ("port", Level.PORT, self._port_open), ("health", Level.HTTP, self._health),
             ("models", Level.MODELS, self._models), ("generation", Level.GENERATION, self._generate))
+        if listener is not None:
+            self._rungs = (("port", Level.PORT, self._listening),)
         self._books = {name: CollectorBook("probe", name) for name, _, _ in self._rungs}
 
     def close(self) -> None:
@@ -118,7 +127,7 @@ class Ladder:
         """Each rung's checks so far (blackbox_exporter's probe success and duration): how many, how many did not
         hold, how many failed inside firstlight, the last one's outcome and wall time. Safe from another thread."""
         with self._count_lock:
-            return [self._books[name].stat() for name in RUNG_NAMES]
+            return [self._books[name].stat() for name in RUNG_NAMES if name in self._books]
 
     # -- the rungs -------------------------------------------------------------------------------------
     def climb(self, top: Level = Level.GENERATION, sink: ProbeSink | None = None,
@@ -141,7 +150,10 @@ class Ladder:
         return results
 
     def generate(self, deadline_at: float | None = None) -> Probe:
-        """The top rung alone: one generation (the serving checks after READY, with their own max_tokens)."""
+        """The top rung alone: one generation (the serving checks after READY, with their own max_tokens); a
+        worker's: its listening port, observed."""
+        if self.listener is not None:
+            return self._check("port", Level.PORT, self._listening, self._endpoints, deadline_at)[-1]
         return self._check("generation", Level.GENERATION, self._generate, self._endpoints, deadline_at)[-1]
 
     def _check(self, name: str, level: Level, rung: Rung, ep: Endpoints, deadline_at: float | None) -> list[Probe]:
@@ -168,6 +180,12 @@ class Ladder:
             return [Probe(t0, Level.PORT, False, f"connect {self.host}:{self.port}: {e}")]
         return [Probe(self.clock(), Level.PORT, True, f"{self.host}:{self.port} accepts connections",
                       latency_s=took)]
+
+    def _listening(self, ep: Endpoints, deadline_at: float | None) -> list[Probe]:
+        assert self.listener is not None
+        self._count("port")
+        held, seen = self.listener()
+        return [Probe(self.clock(), Level.PORT, held, seen)]
 
     def _health(self, ep: Endpoints, deadline_at: float | None) -> list[Probe]:
         path = self.health_path

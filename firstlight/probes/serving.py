@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from firstlight.config import ProbeConfig
 from firstlight.engines.profile import Endpoints, ServingCounters
-from firstlight.probes.ladder import Ladder
+from firstlight.probes.ladder import Ladder, Listener
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.timeline import Level, Observation, ProcessSample
 from firstlight.wire import NotJSON, Wire, WireError, clean_text
@@ -56,13 +56,13 @@ SLOT_TOKENS = "slots:n_decoded"  # the busy slots' tokens so far, a "done" count
 class ServingProbe:
     def __init__(self, probe: ProbeConfig, endpoints: Endpoints, counters: ServingCounters, sink: Sink, *,
                  pid: int | None = None, model: str | None = None, scrape_s: float = 1.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, listener: Listener | None = None) -> None:
         self.sink, self.clock, self.scrape_s = sink, clock, scrape_s
         self.counters = counters
         self.metrics_path = endpoints.metrics if counters.done or counters.busy else None
         self.slots_path = counters.slots
         one_token = dataclasses.replace(probe, max_tokens=1, model=probe.model or model)
-        self.ladder = Ladder(one_token, clock, endpoints)
+        self.ladder = Ladder(one_token, clock, endpoints, listener=listener)  # a worker: its port, observed
         self.wire = Wire(probe.url, api_key=probe.api_key, connect_timeout=probe.connect_timeout)
         self.read_timeout = probe.read_timeout
         self.sampler = ProcessTreeSampler(pid, interval=scrape_s, clock=clock) if pid is not None else None
@@ -163,7 +163,8 @@ class ServingProbe:
             self._emit(self.check())
 
     def check(self) -> CheckAnswer:
-        if self.ladder.model is None and self.ladder.paths.models:  # the model name, once, for the request body
+        if self.ladder.listener is None and self.ladder.model is None and self.ladder.paths.models:
+            # the model name, once, for the request body
             self.ladder.climb(Level.MODELS)
         p = self.ladder.generate()
         return CheckAnswer(self.clock(), p.ok, p.latency_s, clean_text(p.detail, 200))

@@ -131,9 +131,10 @@ class ConsoleReporter(QuietReporter):
     def _render(self, r: RunResult) -> None:
         end = r.ready_at or r.ended_at
         if r.serving and r.ready_at is not None:
-            g = r.first_generation or {}
-            text = (f"serving after {duration(r.ready_at - r.started_at)}: first generation "
-                    f"{g.get('text')!r} in {g.get('latency_s') or 0:.2f}s")
+            g = r.first_generation
+            text = f"serving after {duration(r.ready_at - r.started_at)}: " + (
+                f"first generation {g.get('text')!r} in {g.get('latency_s') or 0:.2f}s" if g is not None
+                else "a worker, ready when its port listens (it generates nothing itself)")
             if r.regression:
                 text += "; " + "; ".join(x.get("message", "") for x in r.regression)
         else:

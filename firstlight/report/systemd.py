@@ -91,8 +91,9 @@ class SystemdNotifier(QuietReporter):
 
     def verdict(self, result: RunResult) -> None:
         if result.serving:
-            g = result.first_generation or {}
-            self.notify("READY=1", f"STATUS=serving: first generation in {g.get('latency_s') or 0:.2f}s")
+            g = result.first_generation
+            self.notify("READY=1", f"STATUS=serving: first generation in {g.get('latency_s') or 0:.2f}s"
+                        if g is not None else "STATUS=serving: a worker, its port listening")
         else:
             self.notify(f"STATUS={result.verdict} in phase {result.phase}: {result.failure or ''}")
 

@@ -17,11 +17,23 @@ from collections.abc import Callable
 from firstlight.config import Config
 from firstlight.engines import get_profile
 from firstlight.engines.profile import EngineProfile
+from firstlight.probes.ladder import Listener, split_url
 from firstlight.probes.serving import CheckAnswer, CountersSample, ServingProbe
 from firstlight.report.base import Reporter
 from firstlight.result import RunResult
+from firstlight.samplers.ports import worker_listening
 from firstlight.serving import ServingConfig, ServingStatus, ServingTracker
 from firstlight.timeline import Observation
+
+
+def worker_listener(role: str, pid: int | None, url: str) -> Listener | None:
+    """A worker's readiness check (its engine profile's ``role``), before READY and after: its process tree
+    listening on the URL's port, seen in /proc; None for a server (its checks are real generations) or a worker
+    firstlight cannot see."""
+    if role != "worker" or pid is None:
+        return None
+    port = split_url(url)[1]
+    return lambda: worker_listening(pid, port)
 
 
 def serving_config(cfg: Config) -> ServingConfig:
@@ -40,7 +52,8 @@ class ServingWatch:
         self.tracker = ServingTracker(self.cfg, result.ready_at or clock(), first)
         self.q: queue.Queue[Observation] = queue.Queue()
         self.probe = ServingProbe(cfg.probe, profile.endpoints, profile.serving, self.q.put, pid=pid, model=model,
-                                  scrape_s=min(1.0, max(0.2, self.cfg.interval / 4)), clock=clock)
+                                  scrape_s=min(1.0, max(0.2, self.cfg.interval / 4)), clock=clock,
+                                  listener=worker_listener(profile.role, pid, cfg.probe.url))
         self.started = False
 
     @property

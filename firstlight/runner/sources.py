@@ -23,6 +23,7 @@ from firstlight.preflight.pagecache import resident_bytes
 from firstlight.probes.ladder import Ladder, split_url
 from firstlight.probes.loop import LadderLoop
 from firstlight.runner.launcher import LaunchError, ServerProcess
+from firstlight.runner.serving import worker_listener
 from firstlight.samplers.base import Backoff, Sampler, Source, idle_cap
 from firstlight.samplers.gpu import GpuSampler
 from firstlight.samplers.logs import FileFollower, PipeReader
@@ -48,10 +49,13 @@ def server_command(cfg: Config) -> ServerCommand:
 
 class Sources:
     def __init__(self, cfg: Config, sink: Sink, echo: Echo, identify: bool,
-                 clock: Callable[[], float] = time.time, backlog: Callable[[], int] | None = None) -> None:
+                 clock: Callable[[], float] = time.time, backlog: Callable[[], int] | None = None,
+                 role: str = "server") -> None:
         """``backlog``: how many observations the session has not taken yet; log sources wait while it is high
-        and drop (with a count) rather than block the server or flood the queue."""
+        and drop (with a count) rather than block the server or flood the queue. ``role``: the engine profile's
+        (a worker's readiness is its port, observed in /proc)."""
         self.cfg, self.sink, self.echo, self.clock = cfg, sink, echo, clock
+        self.role = role
         self.backlog = backlog
         self.port_conflict: str | None = None  # evidence that another process holds the server's port
         self._port_owned = False
@@ -94,8 +98,10 @@ class Sources:
         for s in self.samplers:
             self._start(s)
         self._engine_streams()
-        self.ladder_loop = LadderLoop(Ladder(self.cfg.probe, self.clock), self.cfg.probe.min_interval,
-                                      self.cfg.probe.max_interval, identify=self.identify)
+        listener = worker_listener(self.role, self.pid, self.cfg.probe.url)  # a worker: never connected to
+        self.ladder_loop = LadderLoop(Ladder(self.cfg.probe, self.clock, listener=listener),
+                                      self.cfg.probe.min_interval, self.cfg.probe.max_interval,
+                                      identify=self.identify and listener is None)
         self._start(self.ladder_loop, self._probed)
         return None
 

@@ -51,6 +51,27 @@ def tree_listens(procs: Iterable[psutil.Process], port: int) -> bool:
     return False
 
 
+def worker_listening(pid: int, port: int) -> tuple[bool, str]:
+    """A worker's readiness, observed in /proc without connecting (llama.cpp's RPC server serves one client with a
+    listen backlog of one): whether ``pid``'s process tree listens on ``port``; a stopped process (SIGSTOP, a
+    debugger) serves nothing, whatever its sockets say. (held, what was seen)."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return False, f"pid {pid} is gone"
+    for p in procs:
+        try:
+            status = p.status()
+        except psutil.Error:
+            continue
+        if status in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+            return False, f"pid {p.pid} is {status}: it serves nothing (port {port} not checked)"
+    if tree_listens(procs, port):
+        return True, f"pid {pid} listens on port {port} (seen in /proc, no connection made)"
+    return False, f"no process of pid {pid}'s tree listens on port {port}"
+
+
 def holders(port: int) -> tuple[list[Holder], str | None]:
     """Processes listening on ``port`` system-wide, and why the answer may be incomplete (None if complete)."""
     try:

@@ -48,6 +48,28 @@ def test_a_member_hung_by_its_own_judge_hangs_the_group() -> None:
     assert (g.verdict, g.culprit) == (HUNG, "http://b:1")
 
 
+def test_a_worker_whose_serving_checks_say_hung_hangs_the_group_before_the_leader_gives_up() -> None:
+    """A frozen worker was READY (it listened) and its own serving checks then found it stopped: the group is hung,
+    naming it, at once, although its verdict still says ready and the leader only waits."""
+    frozen = MemberState(url="http://b:1", verdict=READY, ok=False, node_rank=2, last_progress_at=NOW - 5,
+                         serving=HUNG, evidence=({"signal": "serving", "value": "pid 7 is stopped"},))
+    g = decide_group(STARTING, NOW, [m("http://a:1", READY, True), frozen], STALL, NOW)
+    assert (g.verdict, g.culprit) == (HUNG, "http://b:1")
+    assert "serving hung" in g.evidence[0]["message"] and "pid 7 is stopped" in g.evidence[0]["message"]
+    degraded = MemberState(url="http://b:1", verdict=READY, ok=False, serving="degraded", last_progress_at=NOW - 5)
+    assert decide_group(STARTING, NOW, [degraded], STALL, NOW).verdict == STARTING  # one failed check: not yet
+
+
+def test_a_group_without_progress_names_the_member_that_stopped_serving_not_the_oldest() -> None:
+    """The leader waits on a worker that stopped serving; an idle member's older progress is not the cause."""
+    idle = m("http://a:1", lp=NOW - 100)
+    stopped = MemberState(url="http://b:1", verdict=READY, ok=False, last_progress_at=NOW - 40, serving="not_serving")
+    g = decide_group(STARTING, NOW - 35, [idle, stopped], STALL, NOW)
+    assert (g.verdict, g.culprit) == (HUNG, "http://b:1")
+    g = decide_group(STARTING, NOW - 35, [idle, m("http://b:1", lp=NOW - 40)], STALL, NOW)
+    assert g.culprit == "http://a:1"  # without a failing member: the oldest, as before
+
+
 def test_unreachable_member_is_evidence_and_hangs_after_the_stall_timeout() -> None:
     first = unreachable("http://a:1", "connection refused", None, NOW - 10)
     again = unreachable("http://a:1", "connection refused", first, NOW)
@@ -74,6 +96,8 @@ def test_member_from_body_reads_any_status() -> None:
                                              "phase": "distributed_init", "evidence": [{"message": "x"}]})
     assert (s.ok, s.node_rank, s.last_progress_at, s.phase) == (False, 1, 5.0, "distributed_init")
     assert member_from_body("http://a:1", 200, {"verdict": "ready"}).ok
+    assert member_from_body("http://a:1", 503, {"verdict": "ready", "serving": {"state": "hung"}}).serving == HUNG
+    assert member_from_body("http://a:1", 503, {"verdict": "ready", "serving": "odd"}).serving is None
     bad = member_from_body("http://a:1", 200, "<html>")
     assert bad.error and "not a firstlight readiness body" in bad.error
 

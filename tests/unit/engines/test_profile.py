@@ -171,6 +171,11 @@ def test_profile_data_is_valid(engine: str) -> None:
         re.compile(s.pattern)
     for pat in (*p.ready_markers, *p.listening_markers, *p.command_patterns):
         re.compile(pat)
+    assert p.role in ("server", "worker")
+    if p.role == "worker":  # serves no HTTP: its readiness is its port, observed (probes/ladder.py)
+        assert not p.endpoints.health and p.endpoints.models is None and p.endpoints.metrics is None
+        assert not p.ready_markers and p.command_patterns and p.detect_patterns and p.default_port > 0
+        return
     assert p.endpoints.health.startswith("/")
     for path in (*p.endpoints.info, *p.endpoints.lying_while_loading):
         assert path.startswith("/")

@@ -33,6 +33,17 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     # python/sglang/srt/managers/detokenizer_manager.py, run_detokenizer_process
     ("sglang", "other", "[2025-09-20 10:01:02] DetokenizerManager hit an exception: Traceback (most recent call "
                         "last):"),
+    # --- llama.cpp's RPC server (b11434) ---------------------------------------------------------------------
+    # ggml/src/ggml-rpc/ggml-rpc.cpp, ggml_backend_rpc_start_server: socket_t::create_server failed (bind/listen)
+    ("llamarpc", "port_in_use", "Failed to create server socket"),
+    # tools/rpc/rpc-server.cpp, main: no device after the -d filter
+    ("llamarpc", "bad_argument", "No devices found"),
+    # tools/rpc/rpc-server.cpp, rpc_server_params_parse: an unknown flag
+    ("llamarpc", "bad_argument", "error: unknown argument: --bogus"),
+    # ggml/src/ggml-rpc/ggml-rpc.cpp, ggml_backend_rpc_start_server: rpc_transport_init failed
+    ("llamarpc", "crashed", "Failed to initialize RPC transport"),
+    # ggml/src/ggml-rpc/ggml-rpc.cpp, rpc_serve_client: a client of another protocol version
+    ("llamarpc", "bad_argument", "HELLO request size mismatch (8 vs 4) — client needs upgrade to protocol v3.x"),
     # --- PyTorch / CUDA, shared by every engine --------------------------------------------------------------
     # docs/en/faq.md of InternLM/lmdeploy (TurboMind's allocator): also the common "CUDA runtime error ... out of
     # memory" wording

@@ -292,6 +292,23 @@ def test_a_progress_bar_redraw_that_is_the_first_sign_of_a_phase_enters_it():
     assert [p.name for p in j.phases] == ["process_start", "weights_loading"]
 
 
+def test_a_worker_is_ready_when_its_port_is_seen_listening_and_a_server_never_is():
+    """llama.cpp's RPC server generates nothing itself: its port, seen listening in /proc, is its READY, with that
+    evidence; the same probe of a server (whose READY is a real generation) is only a level."""
+    seen = "pid 7 listens on port 50052 (seen in /proc, no connection made)"
+    w = _judge(get_profile("llamarpc"))
+    assert _feed(w, _fail(1, Level.PORT, "no process of pid 7's tree listens on port 50052")) == []
+    assert w.assess(T0 + 1).verdict == "starting"
+    events = _feed(w, _ok(2, Level.PORT, seen))
+    assert events == [_level(2, "process", seen), _level(2, "port", seen), _phase(2, "ready")]
+    a = w.assess(T0 + 2)
+    assert (a.verdict, w.ready_at) == ("ready", T0 + 2)
+    assert [(e.signal, e.value) for e in a.evidence] == [("probe:port", f"worker ready: {seen}")]
+    server = _judge(get_profile("llamacpp"))
+    _feed(server, _ok(2, Level.PORT, "127.0.0.1:8080 accepts connections"))
+    assert server.assess(T0 + 2).verdict == "starting" and server.ready_at is None
+
+
 # -- GPU samples (Judge._on_gpu) ---------------------------------------------------------------------------------
 def _gpu(t: float, used: int, util: float = 0.0, pids: tuple[int, ...] = ()) -> GpuSample:
     return GpuSample(T0 + t, (GpuDevice(0, "H100", used, 80 << 30, util),),

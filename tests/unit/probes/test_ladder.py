@@ -153,3 +153,26 @@ def test_a_whitespace_only_completion_is_not_a_generation(api: str, choice: dict
     last = results[-1]
     assert last.level == Level.GENERATION and not last.ok and not last.transient
     assert "empty completion" in last.detail
+
+
+def test_a_workers_ladder_is_its_port_observed_and_never_connected_to():
+    """A worker (llama.cpp's RPC server: one client, a listen backlog of one) is never sent a connection: its one
+    rung asks the listener, at every climb and for the serving checks alike, and is counted as the port rung."""
+    import socket
+
+    seen: list[tuple[bool, str]] = [(False, "no process of pid 7's tree listens on port 9")]
+    with socket.socket() as s:  # a listening socket nobody may connect to: a connection would be accepted
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        s.setblocking(False)
+        lad = Ladder(ProbeConfig(url=f"http://127.0.0.1:{s.getsockname()[1]}"), lambda: 5.0,
+                     listener=lambda: seen[-1])
+        first = lad.climb()
+        seen.append((True, "pid 7 listens on port 9 (seen in /proc, no connection made)"))
+        second, check = lad.climb(), lad.generate()
+        with pytest.raises(BlockingIOError):
+            s.accept()  # nothing connected to it
+    assert [(p.level, p.ok, p.detail) for p in first] == [(Level.PORT, False, seen[0][1])]
+    assert [(p.level, p.ok) for p in second] == [(Level.PORT, True)] and (check.level, check.ok) == (Level.PORT, True)
+    assert [(st.name, st.runs, st.failures, st.success) for st in lad.stats()] == [("port", 3, 1, True)]
+    assert lad.requests == {"port": 3}
