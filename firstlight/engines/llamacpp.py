@@ -99,6 +99,14 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
         True,
         25,
     ),
+    # ggml/src/ggml-rpc/ggml-rpc.cpp (b11434): GGML_ABORT when an --rpc worker's answer does not come (it died or
+    # its connection broke); the leader aborts at once
+    S(
+        r"Remote RPC server crashed or returned malformed response",
+        "other",
+        "an --rpc worker died or its connection broke: its own firstlight (the group's member) names what it did",
+        True,
+    ),
     S(
         r"couldn't bind HTTP server socket|couldn't bind to server socket",
         "port_in_use",

@@ -366,6 +366,7 @@ class ReadinessServer(QuietReporter):
             st.progress, st.eta_s, st.evidence = {}, None, []
             st.detail, st.elapsed_s = None, 0.0
             st.pid = info.get("pid")
+            st.role = st.role or info.get("role")  # the engine's (a worker of a multi-node start) unless told
             st.reached_ready = False
             st.serving = None
             st.last_progress_at = time.time()

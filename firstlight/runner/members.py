@@ -15,10 +15,11 @@ from typing import Any, Protocol
 
 import httpx
 
-from firstlight.group import GroupVerdict, MemberState, decide_group, member_from_body, unreachable
+from firstlight.group import LEADER, GroupVerdict, MemberState, decide_group, member_from_body, unreachable
 from firstlight.report.base import QuietReporter
 from firstlight.report.readiness import ReadinessServer
-from firstlight.vocab import READY
+from firstlight.result import RunResult
+from firstlight.vocab import FAILED, HUNG, READY
 
 
 class GroupSink(Protocol):
@@ -27,6 +28,10 @@ class GroupSink(Protocol):
 
 POLL_S = 1.0
 REQUEST_TIMEOUT_S = 2.0
+# The leader's own start failed or hung: before the group blames the leader, its members are read again for up to
+# this long, so that a worker whose death broke the leader (llama.cpp's "Remote RPC server crashed") is named; a
+# member's own watch sees its process end within its sample interval.
+SETTLE_S = 3.0
 AFTER_READY_BOUND_S = POLL_S + REQUEST_TIMEOUT_S
 LWS_MEMBER_PORT = 8081  # the member readiness port on every LeaderWorkerSet pod (--member-port)
 
@@ -59,6 +64,7 @@ class MemberWatch(QuietReporter):
         self.states: dict[str, MemberState] = {}
         self.group: GroupVerdict | None = None
         self._stop = threading.Event()
+        self._poll_lock = threading.Lock()  # the loop's polls and the verdict's settling, one at a time
         self._thread = threading.Thread(target=self._loop, name="firstlight-members", daemon=True)
         self._thread.start()
 
@@ -75,6 +81,10 @@ class MemberWatch(QuietReporter):
             return unreachable(url, f"{type(e).__name__}: {str(e)[:160] or 'no answer'}", prev, time.time())
 
     def poll_once(self, client: httpx.Client) -> GroupVerdict:
+        with self._poll_lock:
+            return self._poll(client)
+
+    def _poll(self, client: httpx.Client) -> GroupVerdict:
         for url in self.urls:
             self.states[url] = self._read(client, url)
         s = self.server.state.snapshot()
@@ -99,6 +109,16 @@ class MemberWatch(QuietReporter):
             while not self._stop.is_set():
                 self.poll_once(client)
                 self._stop.wait(POLL_S)
+
+    def summary(self, result: RunResult) -> None:
+        """The leader's start ended failed or hung: read the members again (``SETTLE_S`` at most) until one of them
+        explains it, so the group's last word names the worker whose end broke the leader, not the leader."""
+        if result.verdict not in (FAILED, HUNG):
+            return
+        deadline = time.monotonic() + SETTLE_S
+        with httpx.Client(trust_env=False) as client:
+            while self.poll_once(client).culprit in (None, LEADER) and time.monotonic() < deadline:
+                self._stop.wait(POLL_S / 4)
 
     def close(self) -> None:
         self._stop.set()

@@ -156,6 +156,7 @@ class Session:
         shown = self.redactor.argv(self.cfg.command) if self.cfg.command else None
         self.reporter.started({"started_at": started_at, "pid": self.sources.pid,
                                "launched": self.sources.server is not None, "engine": self.profile.name,
+                               "role": self.profile.role,
                                "url": self.redactor.text(self.cfg.probe.url),
                                "command": " ".join(shown) if shown else None, "model": self._model_named(),
                                # False in the sidecar: a --timeout there is no verdict, the same start is

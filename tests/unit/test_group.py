@@ -112,9 +112,17 @@ def test_worker_node_failure_lines_are_fatal_in_the_profiles() -> None:
 
 
 def test_the_numbers_in_docs_multinode() -> None:
+    from pathlib import Path
+
+    from firstlight.engines.llamarpc import RPC_DEFAULT_PORT
     from firstlight.report.readiness import LINGER_S
-    from firstlight.runner.members import AFTER_READY_BOUND_S, LWS_MEMBER_PORT, POLL_S, REQUEST_TIMEOUT_S
+    from firstlight.runner.members import AFTER_READY_BOUND_S, LWS_MEMBER_PORT, POLL_S, REQUEST_TIMEOUT_S, SETTLE_S
     assert (POLL_S, REQUEST_TIMEOUT_S, AFTER_READY_BOUND_S, LINGER_S, LWS_MEMBER_PORT) == (1.0, 2.0, 3.0, 5.0, 8081)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "multinode.md").read_text()
+    for name, value in (("POLL_S", POLL_S), ("REQUEST_TIMEOUT_S", REQUEST_TIMEOUT_S), ("LINGER_S", LINGER_S),
+                        ("SETTLE_S", SETTLE_S)):
+        assert f"`{name}` = {value:g} s" in doc, name
+    assert f"= {AFTER_READY_BOUND_S:g} s (`AFTER_READY_BOUND_S`)" in doc and f"127.0.0.1:{RPC_DEFAULT_PORT}" in doc
 
 
 def test_members_from_the_leaderworkerset_env() -> None:

@@ -308,3 +308,9 @@ def test_cpu_counts_as_work_only_above_0_10_cores(cores: float, state: str):
 
 def test_the_default_cpu_threshold_is_0_10_cores():
     assert ServingConfig().cpu_busy_cores == 0.10
+
+
+def test_a_workers_serving_starts_from_its_port_not_a_generation():
+    """A worker's READY was its port seen listening: its first serving state says so, not "a real generation"."""
+    assert ServingTracker(CFG, 0.0, None, worker=True).status.reason == "READY: the worker's port listens"
+    assert ServingTracker(CFG, 0.0, 0.1).status.reason == "READY: a real generation returned"
