@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -18,25 +17,10 @@ import pytest
 
 from firstlight.runner.members import AFTER_READY_BOUND_S
 from tests.support.common import firstlight_cmd, sim_cmd, wait_for
+from tests.support.multinode import free_port_on, readyz
 
 STALL_S = 4.0  # small stall timeouts, generous deadlines
 DEADLINE_S = 90.0
-
-
-def _port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def readyz(url: str) -> tuple[int, dict[str, Any]]:
-    try:
-        with urllib.request.urlopen(f"{url}/readyz", timeout=5) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-    except OSError:
-        return 0, {}
 
 
 class Group:
@@ -45,7 +29,7 @@ class Group:
 
     def node(self, n: int, scenario: str, members: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> str:
         host = f"127.0.1.{n}"
-        rport, eport = _port(host), _port(host)
+        rport, eport = free_port_on(host), free_port_on(host)
         cmd = firstlight_cmd("up", "--plain", "--serve-readiness", f"{host}:{rport}", "--stall-timeout",
                              str(STALL_S), "--url", f"http://{host}:{eport}",
                              *[a for m in members for a in ("--member", m)], *extra,
@@ -87,7 +71,7 @@ def _scrape(url: str) -> str:
 
 def test_healthy_group_is_ready_with_every_member_listed(group: Group) -> None:
     members = [group.node(2, "normal"), group.node(3, "normal")]
-    mport = _port("127.0.1.1")
+    mport = free_port_on("127.0.1.1")
     leader = group.node(1, "normal", tuple(members), ("--metrics-port", f"127.0.1.1:{mport}", "--json"))
     body = wait_for(lambda: readyz(leader)[0] == 200 and readyz(leader)[1], DEADLINE_S, "group READY")
     assert body["group"]["verdict"] == "ready" and body["group"]["serving"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,20 +16,14 @@ import psutil
 import pytest
 
 from firstlight.runner.members import AFTER_READY_BOUND_S
-from tests.e2e.test_multinode import readyz
 from tests.support.common import Output, firstlight_cmd, wait_for
 from tests.support.llama_server import llama  # noqa: F401 - the real-engine fixture
+from tests.support.multinode import free_port_on, readyz
 
 STALL_S = 6.0  # small stall timeouts, generous deadlines
 DEADLINE_S = 180.0
 SLACK_S = 5.0  # a busy 2-core machine's scheduling, on top of each stated bound
 SERVING_S = 1.0  # each member's --serving-interval: how soon its checks see a frozen worker
-
-
-def _port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 class Node:
@@ -45,12 +38,12 @@ class Node:
 
 
 class Group:
-    def __init__(self, llama: dict[str, str]) -> None:
-        self.llama = llama
+    def __init__(self, paths: dict[str, str]) -> None:
+        self.llama = paths  # setup_llama_server.py --print-paths
         self.nodes: list[Node] = []
 
     def _up(self, host: str, engine: list[str], engine_port: int, *extra: str) -> Node:
-        rport = _port(host)
+        rport = free_port_on(host)
         cmd = firstlight_cmd("up", "--plain", "--json", "--no-preflight", "--serve-readiness", f"{host}:{rport}",
                              "--stall-timeout", str(STALL_S), "--serving-interval", str(SERVING_S),
                              "--sample-interval", "0.2", "--no-history", *extra, "--", *engine)
@@ -62,12 +55,12 @@ class Group:
 
     def member(self, n: int) -> Node:
         host = f"127.0.1.{n}"
-        port = _port(host)
+        port = free_port_on(host)
         return self._up(host, [self.llama["rpc_server"], "-H", host, "-p", str(port), "-t", "1"], port)
 
     def leader(self, members: list[Node]) -> Node:
         host = "127.0.1.1"
-        port = _port(host)
+        port = free_port_on(host)
         rpc = ",".join(f"{m.readiness.split('//')[1].split(':')[0]}:{m.engine_port}" for m in members)
         engine = [self.llama["llama_server"], "-m", self.llama["model"], "--host", host, "--port", str(port),
                   "-np", "1", "-c", "512", "-t", "1", "--rpc", rpc]
