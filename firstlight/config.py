@@ -62,6 +62,9 @@ class JudgeConfig:
     expected_total_s: float | None = None  # a whole-start estimate from history, if any
     # Replay has no probes: the engine's own ready line stands in for the generation that READY needs live.
     ready_from_log: bool = False
+    # "worker": a member of a multi-node start that serves no API (the command reader's ServerCommand.role):
+    # READY when its port is seen listening, its serving checks the same; "server": READY after a real generation
+    role: str = "server"
 
 
 @dataclass(frozen=True)

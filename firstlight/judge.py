@@ -277,7 +277,7 @@ class Judge:
                                          "meanwhile": self.activity_during(p)}
                 self.ready_at = p.t
                 events += self._enter_phase(p.t, "ready", "probe")
-            elif p.level == Level.PORT and self.profile.role == "worker" and self.ready_at is None:
+            elif p.level == Level.PORT and self.rules.role == "worker" and self.ready_at is None:
                 # a worker generates nothing itself: its port, seen listening (never connected to), is its READY
                 self.ready_at, self.worker_listening = p.t, p.detail
                 events += self._enter_phase(p.t, "ready", "probe")

@@ -10,6 +10,7 @@ changed there is the default everywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -258,6 +259,9 @@ def config(*, probe: ProbeConfig, judge: JudgeConfig, command: Sequence[str] = (
         if name in rest:
             rest[name] = check(name, rest[name])
     named = engine or detect_from_command(list(watched_command or command))
+    server = list(watched_command or command)
+    if server:  # a worker of a multi-node start is judged by its port, not by a generation it cannot give
+        judge = dataclasses.replace(judge, role=read_command(server, engine=named).role)
     return Config(command=list(command), watched_command=list(watched_command), engine=named, probe=probe,
                   judge=judge, **rest)
 

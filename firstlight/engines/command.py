@@ -94,6 +94,10 @@ class ServerCommand:
     nnodes: int | None = None
     quantization: str | None = None
     rpc: tuple[str, ...] = ()  # llama.cpp --rpc HOST:PORT workers
+    node_rank: int | None = None  # --node-rank of a multi-node start
+    # "worker": a member of a multi-node start that serves no API of its own (llama.cpp's RPC server, an SGLang
+    # node of rank >= 1, a vLLM --headless node): READY when its port is seen listening; "server" otherwise
+    role: str = "server"
     # the server's arguments without where it listens (its port and host flags): what changes the start, for
     # the history's deployment key (the same server on another port is the same deployment)
     start_flags: tuple[str, ...] = ()
@@ -610,6 +614,9 @@ def parse_command(argv: Sequence[str] | str, profiles: Mapping[str, EngineProfil
         reach_host, reach_port = mapped[0] if mapped else (None, port)
     nnodes = _int(flag_value(args, flags.nnodes)) if flags.nnodes else None
     rpc = flag_value(args, flags.rpc) if flags.rpc else None
+    node_rank = _int(flag_value(args, flags.node_rank)) if flags.node_rank else None
+    worker = (profile.role == "worker" or (node_rank or 0) > 0
+              or any(tok in flags.worker_flags for tok in args))
     return ServerCommand(
         argv=given, server=tuple(tokens), wrappers=tuple(u.wrappers), env=MappingProxyType(dict(u.env)),
         env_set=tuple(u.env_set.items()), engine=name, named_by_program=named is not None, module=module,
@@ -620,6 +627,7 @@ def parse_command(argv: Sequence[str] | str, profiles: Mapping[str, EngineProfil
         dp=_int(flag_value(args, flags.dp)) if flags.dp else None,
         nnodes=nnodes or u.nnodes, quantization=flag_value(args, flags.quantization) if flags.quantization else None,
         rpc=tuple(w for w in (rpc or "").split(",") if w),
+        node_rank=node_rank, role="worker" if worker else "server",
         start_flags=tuple(drop_flags(args, (*profile.port_flags, *profile.host_flags))),
     )
 

@@ -166,6 +166,10 @@ class CommandFlags:
     nnodes: tuple[str, ...] = ("--nnodes",)
     quantization: tuple[str, ...] = ("--quantization",)
     rpc: tuple[str, ...] = ()
+    # a worker of a multi-node start: a node rank above 0 (SGLang's worker nodes run only schedulers), or a flag
+    # that says so (vLLM's --headless node serves no HTTP)
+    node_rank: tuple[str, ...] = ()
+    worker_flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -254,7 +254,10 @@ SGLANG = EngineProfile(
     ),
     flags=CommandFlags(model=("--model-path", "--model"), tp=("--tp-size", "--tp", "--tensor-parallel-size"),
                        pp=("--pp-size", "--pp", "--pipeline-parallel-size"),
-                       dp=("--dp-size", "--dp", "--data-parallel-size")),
+                       dp=("--dp-size", "--dp", "--data-parallel-size"),
+                       # a node of rank >= 1 runs only schedulers; its port opens (a dummy /health that answers
+                       # 200 forever) once they are ready: a worker, READY when that port is seen listening
+                       node_rank=("--node-rank",)),
     port_flags=("--port",),
     host_flags=("--host",),
     detect_patterns=(

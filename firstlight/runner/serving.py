@@ -49,11 +49,11 @@ class ServingWatch:
         self.cfg, self.reporter, self.clock, self.record = serving_config(cfg), reporter, clock, record
         profile = profile or get_profile(result.engine)
         first = (result.first_generation or {}).get("latency_s")
-        self.tracker = ServingTracker(self.cfg, result.ready_at or clock(), first, worker=profile.role == "worker")
+        self.tracker = ServingTracker(self.cfg, result.ready_at or clock(), first, worker=cfg.judge.role == "worker")
         self.q: queue.Queue[Observation] = queue.Queue()
         self.probe = ServingProbe(cfg.probe, profile.endpoints, profile.serving, self.q.put, pid=pid, model=model,
                                   scrape_s=min(1.0, max(0.2, self.cfg.interval / 4)), clock=clock,
-                                  listener=worker_listener(profile.role, pid, cfg.probe.url))
+                                  listener=worker_listener(cfg.judge.role, pid, cfg.probe.url))
         self.started = False
 
     @property

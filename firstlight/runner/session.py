@@ -101,7 +101,7 @@ class Session:
         self._eta_said: str | None = None
         self._weights_seen = False
         self.sources = Sources(cfg, self._sink, self._echo, identify=self.detect, clock=clock, backlog=self.q.qsize,
-                               role=profile.role)
+                               role=cfg.judge.role)
         self.history: History | None = None
         self.driver: Driver | None = None
         self.preflight = preflight  # the checks `up` ran before launch; kept with the run in the history
@@ -156,7 +156,7 @@ class Session:
         shown = self.redactor.argv(self.cfg.command) if self.cfg.command else None
         self.reporter.started({"started_at": started_at, "pid": self.sources.pid,
                                "launched": self.sources.server is not None, "engine": self.profile.name,
-                               "role": self.profile.role,
+                               "role": self.cfg.judge.role,
                                "url": self.redactor.text(self.cfg.probe.url),
                                "command": " ".join(shown) if shown else None, "model": self._model_named(),
                                # False in the sidecar: a --timeout there is no verdict, the same start is

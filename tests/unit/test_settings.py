@@ -333,3 +333,17 @@ def test_the_redactor_masks_the_key_the_command_line_and_the_environment(monkeyp
     r = settings.redactor(["vllm", "serve", "m", "--api-key", "sk-cmdline-secret-1"], "sk-given-key-abcdef")
     text = r.text("sk-cmdline-secret-1 hf_envsecret123456 sk-given-key-abcdef")
     assert "secret" not in text and "abcdef" not in text, text
+
+
+def test_the_commands_role_reaches_the_judges_rules():
+    """A worker of a multi-node start (the command reader says so) is judged by its port; a server by a generation."""
+    from firstlight import settings
+    from firstlight.config import ProbeConfig
+    probe = ProbeConfig(url="http://127.0.1.2:50111")
+    worker = settings.config(probe=probe, judge=settings.judge(), command=["ggml-rpc-server", "-p", "50111"])
+    assert (worker.engine, worker.judge.role) == ("llamarpc", "worker")
+    node = settings.config(probe=probe, judge=settings.judge(),
+                           watched_command=["python", "-m", "sglang.launch_server", "--node-rank", "1"])
+    assert node.judge.role == "worker"
+    server = settings.config(probe=probe, judge=settings.judge(), command=["llama-server", "-m", "a.gguf"])
+    assert server.judge.role == "server" and settings.config(probe=probe, judge=settings.judge()).judge.role == "server"

@@ -37,7 +37,12 @@ CASES: list[tuple[str, dict[str, str] | None, dict[str, Any]]] = [
      dict(engine="sglang", model="/m", module="sglang.launch_server")),
     ("sglang serve --model-path m --port 30011", None, dict(engine="sglang", model="m", port=30011)),
     ("torchrun --nproc_per_node 8 --nnodes 2 --node-rank 0 -m sglang.launch_server --model-path /m", None,
-     dict(engine="sglang", model="/m", nnodes=2, wrappers=("torchrun",))),
+     dict(engine="sglang", model="/m", nnodes=2, wrappers=("torchrun",), role="server")),
+    # an SGLang node of rank >= 1 runs only schedulers: a worker (its port opens once they are ready)
+    ("python -m sglang.launch_server --model-path /m --nnodes 2 --node-rank 1 --dist-init-addr 10.0.0.1:5000", None,
+     dict(engine="sglang", nnodes=2, node_rank=1, role="worker")),
+    ("python -m sglang.launch_server --model-path /m --nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.1:5000", None,
+     dict(engine="sglang", nnodes=2, role="server")),
     ("uv run --with sglang[all] python -m sglang.launch_server --model-path /m --port 30012", None,
      dict(engine="sglang", model="/m", port=30012, wrappers=("uv run",))),
     (f"docker run --gpus all --shm-size 32g -p 30000:30000 {HF} --env HF_TOKEN=x --ipc=host lmsysorg/sglang:latest "
@@ -85,6 +90,12 @@ CASES: list[tuple[str, dict[str, str] | None, dict[str, Any]]] = [
     ("./build/bin/llama-server --model=/m/a.gguf --rpc 192.168.1.2:50052,192.168.1.3:50052", None,
      dict(engine="llamacpp", model="/m/a.gguf", port=8080, host="127.0.0.1",
           rpc=("192.168.1.2:50052", "192.168.1.3:50052"))),
+    # llama.cpp's RPC server: a worker of a multi-node start (-H/-p, its own defaults), even under a path that
+    # names llama.cpp
+    ("/cache/llama.cpp/b11434/bin/ggml-rpc-server -H 127.0.1.2 -p 50111 -t 1", None,
+     dict(engine="llamarpc", host="127.0.1.2", port=50111, url="http://127.0.1.2:50111", role="worker")),
+    ("rpc-server --host 0.0.0.0", None, dict(engine="llamarpc", port=50052, role="worker")),
+    ("llama-server -m a.gguf --rpc 127.0.1.2:50052", None, dict(engine="llamacpp", role="server")),
     ("llama-server -hf ggml-org/gemma-3-1b-it-GGUF", None,
      dict(engine="llamacpp", model="ggml-org/gemma-3-1b-it-GGUF")),
     ("env LLAMA_ARG_PORT=9999 llama-server -m a.gguf", None, dict(engine="llamacpp", port=9999, model="a.gguf")),

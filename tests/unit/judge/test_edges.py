@@ -7,6 +7,8 @@ argument or a renamed key changes a result. Pure: recorded observations in, verd
 
 from __future__ import annotations
 
+import dataclasses
+
 from firstlight.assessment import Event, Evidence
 from firstlight.config import JudgeConfig
 from firstlight.deaths import KILLED_HINT, OOM_HOST_HINT, crash_hint
@@ -293,10 +295,10 @@ def test_a_progress_bar_redraw_that_is_the_first_sign_of_a_phase_enters_it():
 
 
 def test_a_worker_is_ready_when_its_port_is_seen_listening_and_a_server_never_is():
-    """llama.cpp's RPC server generates nothing itself: its port, seen listening in /proc, is its READY, with that
-    evidence; the same probe of a server (whose READY is a real generation) is only a level."""
+    """llama.cpp's RPC server generates nothing itself: its port, seen listening in /proc, is its READY (the role the
+    command reader gave the run's rules), with that evidence; for a server the same probe is only a level."""
     seen = "pid 7 listens on port 50052 (seen in /proc, no connection made)"
-    w = _judge(get_profile("llamarpc"))
+    w = _judge(get_profile("llamarpc"), dataclasses.replace(RULES, role="worker"))
     assert _feed(w, _fail(1, Level.PORT, "no process of pid 7's tree listens on port 50052")) == []
     assert w.assess(T0 + 1).verdict == "starting"
     events = _feed(w, _ok(2, Level.PORT, seen))
@@ -304,7 +306,7 @@ def test_a_worker_is_ready_when_its_port_is_seen_listening_and_a_server_never_is
     a = w.assess(T0 + 2)
     assert (a.verdict, w.ready_at) == ("ready", T0 + 2)
     assert [(e.signal, e.value) for e in a.evidence] == [("probe:port", f"worker ready: {seen}")]
-    server = _judge(get_profile("llamacpp"))
+    server = _judge(get_profile("llamarpc"))  # the same engine told it is a server: its READY is a generation
     _feed(server, _ok(2, Level.PORT, "127.0.0.1:8080 accepts connections"))
     assert server.assess(T0 + 2).verdict == "starting" and server.ready_at is None
 
