@@ -59,13 +59,15 @@ def member_from_body(url: str, status: int, body: Any, previous: MemberState | N
     lp = body.get("last_progress_at")
     serving = body.get("serving")
     serving_state = serving.get("state") if isinstance(serving, dict) else None
+    evidence = tuple(e for e in body.get("evidence") or () if isinstance(e, dict))
+    if isinstance(serving, dict) and serving_state not in (None, "serving"):  # why it stopped serving, first
+        evidence = tuple(e for e in serving.get("evidence") or () if isinstance(e, dict)) + evidence
     return MemberState(url=url, verdict=str(body.get("verdict") or STARTING), ok=status == 200,
                        node_rank=rank if isinstance(rank, int) else None,
                        role=body.get("role") if isinstance(body.get("role"), str) else None,
                        phase=body.get("phase") if isinstance(body.get("phase"), str) else None,
                        last_progress_at=float(lp) if isinstance(lp, (int, float)) else None,
-                       evidence=tuple(e for e in body.get("evidence") or () if isinstance(e, dict)),
-                       serving=serving_state if isinstance(serving_state, str) else None)
+                       evidence=evidence, serving=serving_state if isinstance(serving_state, str) else None)
 
 
 def unreachable(url: str, error: str, previous: MemberState | None, now: float | None) -> MemberState:

@@ -77,6 +77,7 @@ class ServingTracker:
         self.cpu_moved_at: float = ready_at
         self.cpu_known = False
         self.checks_sent = 0
+        self.last_failed: dict[str, object] | None = None  # the last failed check's evidence, kept for a hung state
 
     # -- what to do ---------------------------------------------------------------------------------------
     def want_check(self, now: float) -> bool:
@@ -121,6 +122,7 @@ class ServingTracker:
                 return self._to(DEGRADED, why, t, True, True, _ev("probe:serving", detail, t))
             return self._to(SERVING, "the serving check answered", t, True, True, _ev("probe:serving", detail, t))
         self.failures += 1
+        self.last_failed = _ev("probe:serving", detail, t)
         if self.status.state == HUNG:  # only progress ends hung: another failed check adds nothing
             return None
         if self.failures == 1:
@@ -138,17 +140,18 @@ class ServingTracker:
             if idle_cpu or not self.cpu_known:
                 cpu = "its process used no CPU" if self.cpu_known else "its process is not known"
                 return self._to(HUNG, f"nothing completed for {quiet:.0f}s and {cpu}", now, False, False,
-                                _ev("serving", f"no request completed for {quiet:.0f}s; {cpu}", now))
+                                _ev("serving", f"no request completed for {quiet:.0f}s; {cpu}", now),
+                                *([self.last_failed] if self.last_failed is not None else []))
             if self.busy > 0:
                 return self._to(NOT_SERVING, f"{self.busy:g} requests in flight, nothing completed for {quiet:.0f}s",
                                 now, False, True, _ev("metrics", f"{self.busy:g} in flight, none completed", now))
         return None
 
     def _to(self, state: str, reason: str, t: float, ready: bool, live: bool,
-            evidence: dict[str, object]) -> ServingStatus | None:
+            *evidence: dict[str, object]) -> ServingStatus | None:
         """The new status when what it says changed (state, ready, live); None when it holds as it was."""
         old = self.status
         if (old.state, old.ready, old.live) == (state, ready, live):
             return None
-        self.status = ServingStatus(state, reason, t, ready, live, (evidence,))
+        self.status = ServingStatus(state, reason, t, ready, live, evidence)
         return self.status

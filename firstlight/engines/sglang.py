@@ -52,6 +52,9 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"^Capture (?:draft (?:extend )?|piecewise )?(?:cuda|CUDA) graph end\.", "cuda_graph", weak=True),
     P(r"^Capture (?:target|draft) (?:decode|verify|prefill|extend) CUDA graph end", "cuda_graph", weak=True),
     *UVICORN_PHASES,
+    # a node of rank >= 1, its schedulers ready (srt/utils launch_dummy_health_check_server): its port opens
+    P(r"^(?:Starting dummy health check server|Dummy health check server scheduled on existing loop) at \S+",
+      "http_listening"),
     P(r"\"GET /(?:get_)?model_info HTTP/1\.[01]\" 200", "warmup"),
     P(r"\"POST /(?:generate|encode|v1/chat/completions) HTTP/1\.[01]\" 200", "warmup", weak=True),
 )

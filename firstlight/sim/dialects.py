@@ -51,6 +51,7 @@ SGLANG = Dialect(
         "scheduler_ready": "max_total_num_tokens=411510, chunked_prefill_size=8192, max_prefill_tokens=16384, "
                            "max_running_requests=4097, context_len=131072",
         "http_start": "Started server process [{pid}]",
+        "dummy_health": "Starting dummy health check server at {host}:{port}",  # a node of rank >= 1
         "lifespan": "Waiting for application startup.",
         "lifespan_done": "Application startup complete.",
         "listening": "Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)",

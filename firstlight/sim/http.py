@@ -63,6 +63,9 @@ class SimHandler(BaseHTTPRequestHandler):
         sim, st = self.sim, self.sim.state
         path = self.path.split("?")[0]
         dialect = sim.dialect.name
+        if st.dummy:  # a worker node: 200 forever on its health paths, nothing else
+            self._json(200 if path in ("/health", "/health_generate", "/ping") else 404, {})
+            return
         if path in ("/health", "/v1/health", "/health_generate"):
             if st.ready:
                 self._json(200, {"status": "ok"} if dialect == "llamacpp" else {})
@@ -100,6 +103,9 @@ class SimHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         sim, st = self.sim, self.sim.state
         path = self.path.split("?")[0]
+        if st.dummy:
+            self._json(404, {})
+            return
         length = int(self.headers.get("Content-Length") or 0)
         try:
             req = json.loads(self.rfile.read(length) or b"{}")

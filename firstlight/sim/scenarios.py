@@ -62,6 +62,12 @@ class Crash:
 
 
 @dataclass(frozen=True)
+class DummyHealth:
+    """An SGLang node of rank >= 1, its schedulers ready: it opens its port with a dummy ``/health`` and
+    ``/health_generate`` that answer 200 forever (``launch_dummy_health_check_server``); it serves nothing else."""
+
+
+@dataclass(frozen=True)
 class Hang:
     """Everything stops: no log, no I/O, no CPU; the port stays as it is."""
 
@@ -71,7 +77,7 @@ class Spin:
     """Busy-wait forever on one core (a deadlocked NCCL init), nothing else."""
 
 
-Step = Log | Listen | ReadWeights | Burn | Sleep | Workers | KillWorker | Ready | Crash | Hang | Spin
+Step = Log | Listen | ReadWeights | Burn | Sleep | Workers | KillWorker | Ready | Crash | Hang | Spin | DummyHealth
 
 
 def _prelude(workers: int = 0) -> list[Step]:
@@ -91,8 +97,21 @@ def _http() -> list[Step]:
     return [Log("http_start"), Log("lifespan"), Log("lifespan_done"), Listen(), Log("listening")]
 
 
-def scenario(name: str, load_s: float = 1.0, workers: int = 0) -> list[Step]:
-    """The steps of scenario ``name``; ``load_s`` is the time the weights take to read."""
+def scenario(name: str, load_s: float = 1.0, workers: int = 0, node_rank: int = 0) -> list[Step]:
+    """The steps of scenario ``name``; ``load_s`` is the time the weights take to read. On a node of rank >= 1 of
+    a multi-node start the scenario's own steps run up to its HTTP server, which a worker node replaces with the
+    dummy health server (SGLang: no tokenizer, no generation on that node)."""
+    steps = _scenario(name, load_s, workers)
+    if node_rank <= 0:
+        return steps
+    cut = next((i for i, s in enumerate(steps) if isinstance(s, (Listen, Ready)) or s == Log("http_start")),
+               len(steps))
+    if cut == len(steps):  # it never got that far (a hang, a crash): the same steps
+        return steps
+    return [*steps[:cut], Log("dummy_health"), DummyHealth()]
+
+
+def _scenario(name: str, load_s: float, workers: int) -> list[Step]:
     prelude = _prelude(workers)
     match = {
         # A normal start: weights, KV cache, graphs, HTTP, warmup, ready.

@@ -28,6 +28,7 @@ from firstlight.sim.scenarios import (
     SCENARIOS,
     Burn,
     Crash,
+    DummyHealth,
     Hang,
     KillWorker,
     Listen,
@@ -64,6 +65,7 @@ class State:
         self.spec_drafts = 0
         self.tokens_out = 0
         self.requests = 0
+        self.dummy = False  # a worker node's dummy health server: /health and /health_generate 200, nothing else
 
 
 class Sim:
@@ -95,7 +97,7 @@ class Sim:
         if self.args.replay_log:
             self.replay_log(Path(self.args.replay_log), self.args.speed)
             return
-        steps = scenario(self.args.scenario, self.args.load_seconds, self.args.workers)
+        steps = scenario(self.args.scenario, self.args.load_seconds, self.args.workers, self.args.node_rank)
         if self.dialect.listens_early:
             self.say("args")
             self.listen()
@@ -140,6 +142,9 @@ class Sim:
                 self.say(key)
             self.stop_workers()
             os._exit(step.code)
+        elif isinstance(step, DummyHealth):
+            self.state.dummy = True
+            self.listen()
         elif isinstance(step, Hang):
             threading.Event().wait()
         elif isinstance(step, Spin):
@@ -296,6 +301,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="how long reading the weights takes (default: $FIRSTLIGHT_SIM_LOAD_SECONDS or 1; the "
                          "variable slows a start without changing its command line, as a slower disk would)")
     ap.add_argument("--workers", type=int, default=0, help="worker processes to fork (TP ranks)")
+    ap.add_argument("--node-rank", type=int, default=0,
+                    help="this node's rank in a multi-node start (SGLang: rank >= 1 serves only a dummy health server)")
     ap.add_argument("--token-rate", type=float, default=200.0, help="output tokens per second per request")
     ap.add_argument("--spec-accept", type=float, default=None,
                     help="speculative decoding: mean acceptance length to report (1.0: nothing accepted)")

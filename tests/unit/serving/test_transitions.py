@@ -5,6 +5,8 @@ firstlight/serving.py: each test pins fields a status carries that no other in-p
 
 from __future__ import annotations
 
+import dataclasses
+
 from firstlight.serving import ServingConfig, ServingStatus, ServingTracker
 from firstlight.vocab import DEGRADED, HUNG, NOT_SERVING, SERVING
 
@@ -64,8 +66,12 @@ def test_stalled_with_no_cpu_is_hung_exactly_at_the_stall_timeout_with_its_evide
     tr.cpu_seen(101.0, 5.0)
     tr.check_answered(101.0, False, None, "503")
     assert tr.tick(129.9) is None  # 29.9 s since READY, the last work done
-    assert tr.tick(130.0) == status(HUNG, "nothing completed for 30s and its process used no CPU", 130.0, False,
-                                    False, "serving", "no request completed for 30s; its process used no CPU")
+    got = tr.tick(130.0)
+    assert got is not None and got.evidence[1] == {"signal": "probe:serving", "value": "503", "since": 101.0}
+    # the last failed check is kept as evidence after the time-based one (a frozen worker's "pid N is stopped")
+    assert dataclasses.replace(got, evidence=got.evidence[:1]) == status(
+        HUNG, "nothing completed for 30s and its process used no CPU", 130.0, False, False, "serving",
+        "no request completed for 30s; its process used no CPU")
 
 
 def test_a_process_never_sampled_is_not_known_when_hung():
