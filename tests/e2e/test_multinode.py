@@ -27,13 +27,14 @@ class Group:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[str]] = []
 
-    def node(self, n: int, scenario: str, members: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> str:
+    def node(self, n: int, scenario: str, members: tuple[str, ...] = (), extra: tuple[str, ...] = (),
+             sim_extra: tuple[str, ...] = ()) -> str:
         host = f"127.0.1.{n}"
         rport, eport = free_port_on(host), free_port_on(host)
         cmd = firstlight_cmd("up", "--plain", "--serve-readiness", f"{host}:{rport}", "--stall-timeout",
                              str(STALL_S), "--url", f"http://{host}:{eport}",
                              *[a for m in members for a in ("--member", m)], *extra,
-                             "--", *sim_cmd(scenario, eport, "--host", host))
+                             "--", *sim_cmd(scenario, eport, "--host", host, *sim_extra))
         self.procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                            stdin=subprocess.DEVNULL, start_new_session=True))
         return f"http://{host}:{rport}"
@@ -121,3 +122,30 @@ def test_after_ready_a_frozen_member_turns_the_leader_503_within_the_bound(group
     took = time.monotonic() - t0
     assert took <= AFTER_READY_BOUND_S + 5.0, took  # the bound plus a busy machine's slack
     assert readyz(leader)[1]["group"]["culprit"] == members[1]
+
+
+def test_sglang_worker_nodes_are_ready_by_their_port_never_by_their_dummy_health(group: Group) -> None:
+    """SGLang's nodes of rank >= 1 run only schedulers, then a dummy /health that answers 200 forever: each is a
+    worker (the command reader reads --node-rank), READY when its port is seen listening, never by a generation it
+    cannot give (it has no /generate); the group READY after the leader's generation."""
+    workers = [group.node(n, "normal", extra=("--engine", "sglang"), sim_extra=("--node-rank", str(n - 1)))
+               for n in (2, 3)]
+    for w in workers:
+        body = wait_for(lambda w=w: (r := readyz(w)) and r[0] == 200 and r[1], DEADLINE_S, "a worker node READY")
+        assert (body["role"], body["level"]) == ("worker", "port")
+        assert "worker ready: pid" in body["evidence"][0]["value"], body["evidence"]
+        serving = wait_for(lambda w=w: readyz(w)[1].get("serving"), DEADLINE_S, "its serving checks")
+        assert body["phase"] == "ready" and serving["reason"] == "READY: the worker's port listens", serving
+    leader = group.node(1, "normal", tuple(workers), ("--engine", "sglang"))
+    body = wait_for(lambda: readyz(leader)[0] == 200 and readyz(leader)[1], DEADLINE_S, "group READY")
+    assert body["role"] == "server" and body["evidence"][0]["signal"] == "probe:generation"
+    assert body["group"]["verdict"] == "ready" and all(m["state"] == "ready" for m in body["members"])
+
+
+def test_an_sglang_worker_node_that_dies_while_capturing_fails_the_group_naming_it(group: Group) -> None:
+    workers = [group.node(2, "normal", extra=("--engine", "sglang"), sim_extra=("--node-rank", "1")),
+               group.node(3, "crash_oom", extra=("--engine", "sglang"), sim_extra=("--node-rank", "1"))]
+    leader = group.node(1, "normal", tuple(workers), ("--engine", "sglang"))
+    body = wait_for(lambda: _group(leader, "failed"), DEADLINE_S, "group failed")
+    assert body["group"]["culprit"] == workers[1]
+    assert "CUDA out of memory" in json.dumps(body["group"]["evidence"][0]), body["group"]
