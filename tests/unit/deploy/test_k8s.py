@@ -17,7 +17,10 @@ from firstlight.history.k8s import nearest_rank, probe_budget
 from tests.support.common import REPO, require
 from tests.support.k8s import _arg, deployment, docs
 
-MANIFESTS = sorted((REPO / "deploy" / "k8s").glob("*.yaml"))
+ALL_MANIFESTS = sorted((REPO / "deploy" / "k8s").glob("*.yaml"))
+LWS_MANIFESTS = [p for p in ALL_MANIFESTS if p.name.endswith("-lws.yaml")]  # LeaderWorkerSets (a CRD's kind)
+MANIFESTS = [p for p in ALL_MANIFESTS if p not in LWS_MANIFESTS]  # Deployments
+LWS_SCHEMA = REPO / "tests" / "fixtures" / "k8s" / "leaderworkerset-v0.8.0.schema.json"
 
 
 SIDECARS = [p for p in MANIFESTS if "sidecar" in p.name]
@@ -144,7 +147,7 @@ def test_startup_budget_and_progress_deadline_come_from_history(path: Path):
     assert (startup["periodSeconds"], startup["failureThreshold"]) == (budget.period_s, budget.failure_threshold)
 
 
-@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL_MANIFESTS, ids=lambda p: p.name)
 def test_every_number_has_a_comment(path: Path):
     lines = path.read_text().splitlines()
     number = re.compile(r"(:\s*|-\s*|\[\s*)\"?\d+(Gi|Mi|m)?\"?\s*(,|}|]|$|#)")
@@ -159,3 +162,106 @@ def test_every_number_has_a_comment(path: Path):
 def test_nearest_rank_never_interpolates():
     assert nearest_rank([1, 2, 3, 4], 95) == 4 and nearest_rank([5], 95) == 5
     assert nearest_rank(list(range(1, 101)), 95) == 95
+
+
+# -- LeaderWorkerSet (issue 33): the CRD's own schema for the set, Kubernetes' for each Pod template -----------------
+def _strict(schema: Any) -> Any:
+    """kubernetes-validate's strictness for a CRD schema: an object with named properties takes no others (a CRD
+    prunes unknown fields silently; a typo must fail here instead)."""
+    if isinstance(schema, dict):
+        schema = {k: _strict(v) for k, v in schema.items()}
+        if "properties" in schema and "additionalProperties" not in schema \
+                and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            schema["additionalProperties"] = False
+    elif isinstance(schema, list):
+        schema = [_strict(v) for v in schema]
+    return schema
+
+
+@pytest.fixture(scope="module")
+def validate_lws(validate: Any) -> Any:
+    import json
+
+    import jsonschema
+
+    schema = _strict(json.loads(LWS_SCHEMA.read_text())["schema"])
+
+    def check(doc: dict[str, Any], version: str) -> None:
+        assert (doc["apiVersion"], doc["kind"]) == ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
+        jsonschema.validate(doc, schema)
+        lwt = doc["spec"]["leaderWorkerTemplate"]
+        for name in ("leaderTemplate", "workerTemplate"):  # each a core/v1 PodTemplateSpec
+            validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": name},
+                      "template": lwt[name]}, version)
+
+    return check
+
+
+def _lws(path: Path) -> dict[str, Any]:
+    return next(d for d in docs(path) if d["kind"] == "LeaderWorkerSet")
+
+
+def test_the_leaderworkerset_manifests_are_there():
+    assert {p.name for p in LWS_MANIFESTS} >= {"sglang-lws.yaml"}
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("path", LWS_MANIFESTS, ids=lambda p: p.name)
+def test_leaderworkersets_validate_offline_and_strictly(validate_lws: Any, path: Path, version: str):
+    for doc in docs(path):
+        validate_lws(doc, version)
+
+
+def test_leaderworkerset_validation_can_fail(validate_lws: Any):
+    import jsonschema
+
+    doc = copy.deepcopy(_lws(LWS_MANIFESTS[0]))
+    doc["spec"]["leaderWorkerTemplate"]["sise"] = 2  # a typo in the set
+    with pytest.raises(jsonschema.ValidationError):
+        validate_lws(doc, K8S_VERSIONS[0])
+    doc = copy.deepcopy(_lws(LWS_MANIFESTS[0]))
+    doc["spec"]["leaderWorkerTemplate"]["size"] = "two"
+    with pytest.raises(jsonschema.ValidationError):
+        validate_lws(doc, K8S_VERSIONS[0])
+    doc = copy.deepcopy(_lws(LWS_MANIFESTS[0]))
+    doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["readinesProbe"] = {}
+    with pytest.raises(Exception, match="readinesProbe"):  # a typo in a Pod template
+        validate_lws(doc, K8S_VERSIONS[0])
+
+
+@pytest.mark.parametrize("path", LWS_MANIFESTS, ids=lambda p: p.name)
+def test_a_leaderworkerset_asks_firstlight_on_every_pod_and_the_leader_reads_each_workers_sidecar(path: Path):
+    """Every engine's probes ask its own Pod's firstlight (never the engine: a worker's dummy /health answers 200
+    forever); each sidecar serves on the member port the leader derives from the LWS environment; the engine's
+    command, as the container runs it, reads as the leader's server and the workers' worker."""
+    from firstlight.engines import read_command
+    from firstlight.runner.members import LWS_MEMBER_PORT, members_from_lws
+
+    lws = _lws(path)
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    size, name = lwt["size"], lws["metadata"]["name"]
+    leader_address = f"{name}-0.{name}.default"  # LWS: <lws>-<group>.<subdomain = lws name>.<namespace>
+    for template, index, role in (("leaderTemplate", 0, "server"), ("workerTemplate", 1, "worker")):
+        spec = lwt[template]["spec"]
+        (sidecar,) = spec["initContainers"]
+        (engine,) = spec["containers"]
+        args = sidecar["args"]
+        assert spec["shareProcessNamespace"] is True and sidecar["restartPolicy"] == "Always"
+        assert args[0] == "watch" and "--member" not in args  # the members come from the LWS environment
+        assert _arg(args, "--serve-readiness") == f"0.0.0.0:{LWS_MEMBER_PORT}"
+        for probe, path_ in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
+            assert engine[probe]["httpGet"] == {"path": path_, "port": LWS_MEMBER_PORT}, (template, probe)
+        env = {"LWS_LEADER_ADDRESS": leader_address, "LWS_GROUP_SIZE": str(size), "LWS_WORKER_INDEX": str(index)}
+        script = " ".join(engine["args"])
+        for k, v in env.items():  # the kubelet expands $(VAR) in args before the container starts
+            script = script.replace(f"$({k})", v)
+        _wrapper, cmdline = _engine_cmdlines({**engine, "args": [script]})
+        assert re.search(_arg(args, "--pid-from"), cmdline)
+        cmd = read_command(cmdline)
+        assert (cmd.engine, cmd.role, cmd.nnodes) == ("sglang", role, size), (template, cmd)
+        assert args[1] == f"http://127.0.0.1:{cmd.port}"  # the sidecar watches the engine's own port
+        members = members_from_lws(env)
+        if index == 0:
+            assert members == [f"http://{name}-0-{i}.{name}.default:{LWS_MEMBER_PORT}" for i in range(1, size)]
+        else:
+            assert members == []
