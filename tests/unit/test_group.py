@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from firstlight.group import MemberState, decide_group, member_from_body, unreachable
+from firstlight.group import LEADER, GroupVerdict, MemberState, decide_group, member_from_body, unreachable
 from firstlight.vocab import FAILED, HUNG, READY, STARTING
 
 NOW = 1000.0
@@ -142,3 +142,129 @@ def test_the_leaders_readyz_answers_for_the_group() -> None:
     assert answer("/readyz", s | {"group": {"verdict": READY, "serving": True}}) == 200
     assert answer("/readyz", s | {"group": {"verdict": READY, "serving": False}}) == 503
     assert answer("/livez", s | {"group": {"verdict": HUNG, "serving": False}}) == 503
+
+
+# -- every rule's whole verdict: its serving flag, its culprit and each evidence field, as the endpoints show them --
+A, B = "http://127.0.1.2:9", "http://127.0.1.3:9"
+
+
+def _member_ev(url: str, rank: int | None, value: str | None, since: float | None, message: str,
+               member_evidence: list[dict[str, object]]) -> dict[str, object]:
+    return {"signal": "group_member", "member": url, "node_rank": rank, "value": value, "since": since,
+            "message": message, "member_evidence": member_evidence}
+
+
+def test_a_failed_member_is_the_whole_verdict_not_serving_with_its_evidence() -> None:
+    failed = m(B, FAILED, rank=2, lp=NOW - 3)
+    g = decide_group(READY, NOW, [m(A, READY, True), failed], STALL, NOW)
+    assert g == GroupVerdict(FAILED, False, (_member_ev(
+        B, 2, FAILED, NOW - 3, f"member {B} (node_rank 2) failed: verdict failed: {B} says failed",
+        [{"signal": "log", "message": f"{B} says failed"}]),), B)
+
+
+def test_a_hung_member_is_the_whole_verdict_whatever_the_leader_says() -> None:
+    for leader in (READY, STARTING, FAILED):
+        g = decide_group(leader, NOW, [m(A, HUNG, lp=NOW - 50)], STALL, NOW)
+        assert g == GroupVerdict(HUNG, False, (_member_ev(
+            A, 1, HUNG, NOW - 50, f"member {A} (node_rank 1) hung: verdict hung: {A} says hung",
+            [{"signal": "log", "message": f"{A} says hung"}]),), A), leader
+
+
+def test_a_leader_that_failed_or_hung_is_named_as_the_leader() -> None:
+    for verdict in (FAILED, HUNG):
+        assert decide_group(verdict, NOW, [m(A, READY, True)], STALL, NOW) == GroupVerdict(verdict, False, (), LEADER)
+
+
+def test_a_ready_group_lists_each_member_ready_and_serves() -> None:
+    a, b = m(A, READY, True), m(B, READY, True, rank=2)
+    g = decide_group(READY, NOW, [a, b], STALL, NOW)
+    assert g == GroupVerdict(READY, True, (
+        _member_ev(A, 1, READY, NOW - 1, f"member {A} (node_rank 1) ready", [{"signal": "log",
+                                                                             "message": f"{A} says ready"}]),
+        _member_ev(B, 2, READY, NOW - 1, f"member {B} (node_rank 2) ready", [{"signal": "log",
+                                                                             "message": f"{B} says ready"}])), None)
+
+
+def test_after_ready_the_members_not_serving_are_each_named_and_the_first_is_the_culprit() -> None:
+    a, b = m(A, READY, False, lp=NOW - 2), m(B, READY, False, rank=2, lp=NOW - 4)
+    g = decide_group(READY, NOW, [m("http://c:1", READY, True), a, b], STALL, NOW, reached_ready=True)
+    assert (g.verdict, g.serving, g.culprit) == (READY, False, A)
+    assert [e["message"] for e in g.evidence] == [f"member {A} (node_rank 1) not serving: verdict ready: {A} says "
+                                                  "ready", f"member {B} (node_rank 2) not serving: verdict ready: "
+                                                           f"{B} says ready"]
+
+
+def test_the_group_is_hung_at_exactly_the_stall_timeout_naming_the_leader_when_it_stopped_first() -> None:
+    members = [m(A, lp=NOW - 20)]
+    assert decide_group(STARTING, NOW - 40, members, 20.0, NOW - 0.001).verdict == STARTING
+    g = decide_group(STARTING, NOW - 40, members, 20.0, NOW)
+    assert g == GroupVerdict(HUNG, False, ({"signal": "group_progress", "member": LEADER, "since": NOW - 40,
+                                            "message": f"the leader made no progress since {NOW - 40}, no member "
+                                                       "either, for 20 s"},), LEADER)
+
+
+def test_the_group_hung_by_its_stall_names_the_oldest_member_with_the_whole_evidence() -> None:
+    g = decide_group(STARTING, NOW - 35, [m(A, lp=NOW - 45), m(B, lp=NOW - 30, rank=2)], STALL, NOW)
+    assert g == GroupVerdict(HUNG, False, (_member_ev(
+        A, 1, STARTING, NOW - 45, f"member {A} (node_rank 1) made no progress since {NOW - 45} (the oldest in the "
+                                  f"group; none for 30 s): verdict starting: {A} says starting",
+        [{"signal": "log", "message": f"{A} says starting"}]),), A)
+    # a member that never said when it progressed counts from now: it keeps the group starting
+    assert decide_group(STARTING, NOW - 40, [m(A, lp=None)], STALL, NOW).verdict == STARTING
+
+
+def test_a_starting_group_waits_naming_each_member_not_ready() -> None:
+    g = decide_group(STARTING, NOW, [m(A, READY, True), m(B, lp=NOW - 2, rank=2)], STALL, NOW)
+    assert g == GroupVerdict(STARTING, False, (_member_ev(
+        B, 2, STARTING, NOW - 2, f"waiting for member {B} (node_rank 2): verdict starting: {B} says starting",
+        [{"signal": "log", "message": f"{B} says starting"}]),), None)
+
+
+def test_an_unreachable_member_is_named_with_since_when_and_why() -> None:
+    gone = unreachable(B, "ConnectError: refused", None, NOW - 7)
+    g = decide_group(STARTING, NOW, [gone], STALL, NOW)
+    assert g.evidence == (_member_ev(B, None, None, NOW - 7, f"waiting for member {B}: unreachable since "
+                                                             f"{NOW - 7}: ConnectError: refused", []),)
+
+
+def test_why_a_member_is_waited_on_reads_its_evidence_by_message_value_or_signal_three_at_most() -> None:
+    s = MemberState(url=A, verdict=READY, serving="degraded", phase="ready",
+                    evidence=({"message": "one"}, {"value": "two"}, {"signal": "three"}, {"message": "four"}))
+    g = decide_group(STARTING, NOW, [s], STALL, NOW)
+    assert g.evidence[0]["message"] == f"waiting for member {A}: verdict ready, serving degraded, phase ready: " \
+                                       "one; two; three"
+    bare = MemberState(url=A, verdict=STARTING, evidence=({"since": 1},))
+    assert decide_group(STARTING, NOW, [bare], STALL, NOW).evidence[0]["message"] == \
+        f"waiting for member {A}: verdict starting: {{'since': 1}}"
+    assert decide_group(STARTING, NOW, [MemberState(url=A, verdict=STARTING)], STALL, NOW).evidence[0][
+        "message"] == f"waiting for member {A}: verdict starting"
+
+
+def test_a_members_state_as_the_endpoints_show_it() -> None:
+    assert m(A, READY, True).to_dict() == {
+        "url": A, "node_rank": 1, "role": None, "state": "ready", "verdict": READY, "phase": None, "ok": True,
+        "last_progress_at": NOW - 1, "evidence": [{"signal": "log", "message": f"{A} says ready"}], "error": None,
+        "unreachable_since": None, "serving": None}
+    assert m(A, HUNG).to_dict()["state"] == HUNG
+    assert MemberState(url=A).to_dict()["state"] == STARTING  # never read: starting
+    gone = unreachable(A, "timed out", m(A, READY, True), NOW)
+    assert (gone.to_dict()["state"], gone.to_dict()["error"], gone.to_dict()["unreachable_since"]) == \
+        ("unreachable", "timed out", NOW)
+    assert (gone.verdict, gone.node_rank, gone.last_progress_at, gone.ok) == (READY, 1, NOW - 1, False)
+
+
+def test_member_from_body_keeps_only_what_has_the_right_type() -> None:
+    s = member_from_body(A, 503, {"verdict": None, "node_rank": "1", "role": 3, "phase": ["x"],
+                                  "last_progress_at": "soon", "evidence": ["text", {"message": "kept"}],
+                                  "serving": {"state": 7}})
+    assert s == MemberState(url=A, verdict=STARTING, ok=False, evidence=({"message": "kept"},))
+    s = member_from_body(A, 200, {"verdict": "ready", "node_rank": 2, "role": "worker", "phase": "ready",
+                                  "last_progress_at": 12, "serving": {"state": "serving", "evidence": [{"x": 1}]},
+                                  "evidence": [{"message": "start"}]})
+    assert s == MemberState(url=A, verdict=READY, ok=True, node_rank=2, role="worker", phase="ready",
+                            last_progress_at=12.0, evidence=({"message": "start"},), serving="serving")
+    s = member_from_body(A, 503, {"verdict": "ready", "serving": {"state": "hung", "evidence": [{"value": "stop"}, 1]},
+                                  "evidence": [{"message": "start"}]})
+    assert s.evidence == ({"value": "stop"}, {"message": "start"})  # why it stopped serving, first
+    bad = member_from_body(A, 502, "<html>", m(A, READY, True))
+    assert bad.error == "HTTP 502: not a firstlight readiness body" and bad.verdict == READY

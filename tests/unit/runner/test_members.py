@@ -50,3 +50,137 @@ def test_a_leader_that_failed_alone_is_blamed_after_the_settle_time():
     finally:
         for r in (watch, leader, member):
             r.close()
+
+
+def _ready_member() -> ReadinessServer:
+    s = ReadinessServer()
+    with s.state.lock:
+        s.state.verdict, s.state.start, s.state.reached_ready, s.state.node_rank = READY, 1, True, 1
+    return s
+
+
+def test_each_poll_tells_the_leaders_endpoints_and_sinks_the_members_and_the_group_and_says_each_change():
+    import httpx
+
+    from firstlight.sim.fixtures import free_port
+
+    leader, member = ReadinessServer(), _ready_member()
+    with leader.state.lock:
+        leader.state.verdict, leader.state.start, leader.state.last_progress_at = READY, 1, 5.0
+    said: list[str] = []
+    told: list[tuple[list[dict[str, object]], dict[str, object]]] = []
+
+    class Sink:
+        def group_update(self, members: list[dict[str, object]], group: dict[str, object]) -> None:
+            told.append((members, group))
+
+    gone = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    watch = MemberWatch([member.url + "/", gone], leader, stall_timeout_s=30.0, message=said.append)
+    watch.close()  # its own loop stopped: the polls below are the test's
+    watch.sinks.append(Sink())
+    try:
+        with httpx.Client(trust_env=False) as client:
+            g = watch.poll_once(client)
+            assert (g.verdict, g.serving, g.culprit) == ("starting", False, None)
+            first_gone = watch.states[gone]
+            assert first_gone.error is not None and first_gone.error.startswith("ConnectError: ")
+            g2 = watch.poll_once(client)
+        assert watch.states[gone].unreachable_since == first_gone.unreachable_since  # since the first failure
+        assert (g2.verdict, g2.culprit) == (g.verdict, g.culprit)  # the same verdict: said once
+        assert said == [f"group: starting (2 member(s)): {g.evidence[0]['message']}"]
+        assert g.evidence[0]["message"].startswith(f"waiting for member {gone}: unreachable since ")
+        members, group = told[-1]
+        assert [mm["url"] for mm in members] == [member.url, gone]
+        assert group == {"verdict": "starting", "serving": False, "culprit": None, "evidence": list(g2.evidence)}
+        with leader.state.lock:
+            assert (leader.state.members, leader.state.group) == (members, group)
+        assert members[0]["state"] == "ready" and members[1]["state"] == "unreachable"
+    finally:
+        for r in (leader, member):
+            r.close()
+
+
+def test_a_group_that_reached_ready_says_not_serving_when_a_member_stops():
+    import httpx
+
+    leader, member = ReadinessServer(), _ready_member()
+    with leader.state.lock:
+        leader.state.verdict, leader.state.start, leader.state.reached_ready = READY, 1, True
+    said: list[str] = []
+    watch = MemberWatch([member.url], leader, stall_timeout_s=30.0, message=said.append)
+    watch.close()
+    try:
+        with httpx.Client(trust_env=False) as client:
+            assert watch.poll_once(client).serving
+            with member.state.lock:
+                member.state.serving = {"state": "not_serving", "ready": False, "live": True,
+                                        "evidence": [{"signal": "probe:serving", "value": "pid 7 is stopped"}]}
+            g = watch.poll_once(client)
+            assert (g.verdict, g.serving, g.culprit) == (READY, False, member.url)
+            with member.state.lock:
+                member.state.serving = {**member.state.serving, "state": "hung", "live": False}
+            hung = watch.poll_once(client)
+        assert (hung.verdict, hung.serving, hung.culprit) == ("hung", False, member.url)  # its own checks: hung
+        assert said[0] == f"group: ready (1 member(s)): member {member.url} (node_rank 1) ready"
+        assert said[1].startswith(f"group: ready (not serving) (1 member(s)): member {member.url} (node_rank 1) not "
+                                  "serving: verdict ready, serving not_serving") and "pid 7 is stopped" in said[1]
+        assert said[2].startswith("group: hung (1 member(s)): ")
+    finally:
+        for r in (leader, member):
+            r.close()
+
+
+def test_a_member_that_answers_but_not_as_firstlight_or_not_in_time_is_unreachable_with_why():
+    import socket
+
+    import httpx
+
+    from firstlight.runner.members import REQUEST_TIMEOUT_S
+
+    leader = ReadinessServer()
+    with socket.socket() as silent:  # accepts (the kernel's backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        watch = MemberWatch([url], leader, stall_timeout_s=30.0)
+        watch.close()
+        try:
+            with httpx.Client(trust_env=False) as client:
+                t0 = time.monotonic()
+                watch.poll_once(client)
+                took = time.monotonic() - t0
+            assert watch.states[url].error == "ReadTimeout: timed out"
+            assert took >= REQUEST_TIMEOUT_S  # the deadline is the request's, not less
+        finally:
+            leader.close()
+
+
+def test_the_members_loop_reads_them_directly_never_through_a_proxy(monkeypatch):
+    from tests.support.common import wait_for
+
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing there: a read through it fails
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    leader, member = ReadinessServer(), _ready_member()
+    watch = MemberWatch([member.url], leader, stall_timeout_s=30.0)
+    try:
+        assert watch._thread.daemon  # never holds the process up at exit
+        got = wait_for(lambda: watch.states.get(member.url), 30, "the loop's first read")
+        assert got.error is None and got.ok, got
+    finally:
+        watch.close()
+        assert not watch._thread.is_alive()
+        for r in (leader, member):
+            r.close()
+
+
+def test_members_from_lws_edge_cases():
+    from firstlight.runner.members import members_from_lws
+
+    base = {"LWS_LEADER_ADDRESS": "sgl-0.sgl.ns", "LWS_GROUP_SIZE": "2", "LWS_WORKER_INDEX": "0"}
+    assert members_from_lws(base, 9) == ["http://sgl-0-1.sgl.ns:9"]
+    assert members_from_lws({**base, "LWS_LEADER_ADDRESS": "sgl-0"}, 9) == ["http://sgl-0-1:9"]  # no domain
+    assert members_from_lws({**base, "LWS_GROUP_SIZE": "1"}) == []  # a group of one: no members
+    for broken in ({"LWS_GROUP_SIZE": "two"}, {"LWS_GROUP_SIZE": ""}, {"LWS_LEADER_ADDRESS": ""}):
+        assert members_from_lws({**base, **broken}) == [], broken
