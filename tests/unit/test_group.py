@@ -268,3 +268,26 @@ def test_member_from_body_keeps_only_what_has_the_right_type() -> None:
     assert s.evidence == ({"value": "stop"}, {"message": "start"})  # why it stopped serving, first
     bad = member_from_body(A, 502, "<html>", m(A, READY, True))
     assert bad.error == "HTTP 502: not a firstlight readiness body" and bad.verdict == READY
+
+
+def test_group_edge_rules_ties_an_empty_group_and_a_serving_leaders_old_progress() -> None:
+    # two members stopped at the same moment: the first listed is named (no comparison of the members themselves)
+    g = decide_group(STARTING, None, [m(A, lp=NOW - 40), m(B, lp=NOW - 40)], STALL, NOW)
+    assert (g.verdict, g.culprit) == (HUNG, A)
+    # after READY with no member left to name, the leader is the one not serving
+    g = decide_group(STARTING, NOW, [], STALL, NOW, reached_ready=True)
+    assert (g.verdict, g.serving, g.culprit) == (READY, False, LEADER)
+    # a leader that serves is no longer "progressing": its old progress never makes it the culprit
+    assert decide_group(READY, NOW - 100, [m(A, lp=NOW - 40)], STALL, NOW).culprit == A
+
+
+def test_an_unreachable_member_keeps_all_that_was_seen_of_it() -> None:
+    seen = MemberState(url=A, verdict=READY, ok=True, node_rank=2, role="worker", phase="ready",
+                       last_progress_at=NOW - 9, evidence=({"message": "x"},), serving="degraded")
+    gone = unreachable(A, "timed out", seen, NOW)
+    assert gone == MemberState(url=A, verdict=READY, ok=False, node_rank=2, role="worker", phase="ready",
+                               last_progress_at=NOW - 9, evidence=({"message": "x"},), error="timed out",
+                               unreachable_since=NOW, serving="degraded")
+    assert unreachable(A, "refused", None, NOW) == MemberState(url=A, error="refused", unreachable_since=NOW)
+    assert member_from_body(A, 200, "<html>").url == A
+    assert MemberState(url=A, verdict="regression", ok=True).to_dict()["state"] == "ready"  # its /readyz is 200
