@@ -79,6 +79,7 @@ def test_check_only_refuses_a_binary_that_crashes_and_names_the_signal_and_the_b
     layout.server.parent.mkdir(parents=True)
     layout.server.write_text(STAND_IN)
     layout.server.chmod(0o755)
+    _rpc_stand_in(layout, RPC_LISTENS)
     (layout.build_dir / "build.log").write_text("(the build's output)\n")
     layout.stamp.write_text(json.dumps({
         "format": setup.STAMP_FORMAT, "sdist_sha256": setup.LLAMA_SDIST_SHA256, "isa": layout.isa,
@@ -105,6 +106,22 @@ def test_check_only_downloads_nothing_without_a_model(tmp_path: Path):
     assert p.stderr.strip().splitlines()[-1].startswith("setup_llama_server: error: --check-only: no valid model")
 
 
+# the RPC server's stand-ins: one listens on its -p port as the real one does, one dies of SIGSEGV first
+RPC_LISTENS = f"""#!/bin/sh
+exec {sys.executable} -c "import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[4])));\
+ s.listen(1); time.sleep(60)" "$@"
+"""
+RPC_CRASHES = """#!/bin/sh
+echo "Starting RPC server v3.0.0"
+kill -SEGV $$
+"""
+
+
+def _rpc_stand_in(layout: Any, script: str) -> None:
+    layout.rpc_server.write_text(script)
+    layout.rpc_server.chmod(0o755)
+
+
 VERSION_ONLY = """#!/bin/sh
 # answers --version like llama-server (--print-paths runs nothing else)
 echo "version: 0.0 (stand-in)" >&2
@@ -120,10 +137,11 @@ def _stamped_layout(setup: ModuleType, tmp_path: Path, **stamp: object) -> tuple
     layout.server.parent.mkdir(parents=True)
     layout.server.write_text(VERSION_ONLY)
     layout.server.chmod(0o755)
+    _rpc_stand_in(layout, RPC_LISTENS)
     layout.stamp.write_text(json.dumps({
         "format": setup.STAMP_FORMAT, "sdist_sha256": setup.LLAMA_SDIST_SHA256, "isa": layout.isa,
         "cmake_flags": setup.build_flags(layout.isa), "version": "0.0 (stand-in)",
-        "smoke_passed_on": [setup.cpu_key()], "server_sha256": setup.sha256_file(layout.server), **stamp}))
+        "smoke_passed_on": [setup.cpu_key()], "server_sha256": setup.binaries_sha256(layout.server.parent), **stamp}))
     layout.models.mkdir(parents=True)
     layout.model.symlink_to(model)
     return cache, layout
@@ -149,8 +167,27 @@ def test_print_paths_does_not_trust_a_stamp_without_the_binarys_hash(setup: Modu
 
 def test_a_recorded_pass_holds_the_hash_of_the_binary_that_was_checked(setup: ModuleType, tmp_path: Path):
     _, layout = _stamped_layout(setup, tmp_path, server_sha256="0" * 64, smoke_passed_on=["another-cpu"])
-    setup.record_smoke_pass(layout, setup.sha256_file(layout.server))
+    setup.record_smoke_pass(layout, setup.binaries_sha256(layout.server.parent))
     stamp = json.loads(layout.stamp.read_text())
-    assert stamp["server_sha256"] == setup.sha256_file(layout.server)
+    assert stamp["server_sha256"] == setup.binaries_sha256(layout.server.parent)
     assert stamp["smoke_passed_on"] == [setup.cpu_key()]  # passes of another binary are dropped
     assert setup.smoke_passed_here(layout)
+
+
+def test_print_paths_does_not_trust_an_rpc_server_replaced_in_place(setup: ModuleType, tmp_path: Path):
+    """The pass is for both binaries as they were: the RPC server changed after it, nothing is trusted."""
+    cache, layout = _stamped_layout(setup, tmp_path)
+    assert run_setup("--cache", str(cache), "--print-paths", timeout=120).returncode == 0
+    with open(layout.rpc_server, "a") as f:
+        f.write("# another binary\n")
+    p = run_setup("--cache", str(cache), "--print-paths", timeout=120)
+    assert p.returncode == 3 and p.stdout == "", p.stderr
+
+
+def test_the_rpc_check_proves_the_rpc_server_listens_and_names_how_one_died(setup: ModuleType, tmp_path: Path):
+    _, layout = _stamped_layout(setup, tmp_path)
+    assert setup.rpc_check(layout.rpc_server, tmp_path / "rpc.log") is None  # it listened on its -p port
+    _rpc_stand_in(layout, RPC_CRASHES)
+    problem = setup.rpc_check(layout.rpc_server, tmp_path / "rpc.log")
+    assert problem == f"ggml-rpc-server died of SIGSEGV (signal 11) before it listened (its output: {tmp_path}/rpc.log)"
+    assert (tmp_path / "rpc.log").read_text().startswith("Starting RPC server")
