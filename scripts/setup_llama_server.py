@@ -421,12 +421,17 @@ def smoke_check(server: Path, model: Path, log_path: Path) -> str | None:
                     # not listening yet, 503 while loading, or died mid-request (the poll above says which)
                     time.sleep(0.2)
         finally:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            proc.wait()
+            stop_group(proc)
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a checked binary's process group (it was started in its own session) and reap it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    proc.wait()
 
 
 RPC_DEADLINE_S = 30.0  # the RPC server listens within milliseconds; a busy machine's slack
@@ -462,12 +467,7 @@ def rpc_check(rpc_server: Path, log_path: Path) -> str | None:
                     time.sleep(0.1)
             return f"ggml-rpc-server did not listen within {RPC_DEADLINE_S:.0f} s ({log_path})"
         finally:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            proc.wait()
+            stop_group(proc)
 
 
 # --- model -------------------------------------------------------------------

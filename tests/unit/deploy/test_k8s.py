@@ -51,13 +51,15 @@ def validate() -> Any:
 def test_the_manifests_are_there():
     assert {p.name for p in MANIFESTS} >= {"vllm-sidecar.yaml", "sglang-sidecar.yaml", "vllm-exec-probe.yaml",
                                            "vllm-sidecar-node-log.yaml"}
+    assert {p.name for p in LWS_MANIFESTS} >= {"sglang-lws.yaml"}
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
-@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
-def test_manifests_validate_offline_and_strictly(validate: Any, path: Path, version: str):
+@pytest.mark.parametrize("path", ALL_MANIFESTS, ids=lambda p: p.name)
+def test_manifests_validate_offline_and_strictly(validate: Any, validate_lws: Any, path: Path, version: str):
+    check = validate_lws if path in LWS_MANIFESTS else validate  # a LeaderWorkerSet: its CRD's schema
     for doc in docs(path):
-        validate(doc, version)
+        check(doc, version)
 
 
 def test_validation_can_fail(validate: Any):
@@ -199,17 +201,6 @@ def validate_lws(validate: Any) -> Any:
 
 def _lws(path: Path) -> dict[str, Any]:
     return next(d for d in docs(path) if d["kind"] == "LeaderWorkerSet")
-
-
-def test_the_leaderworkerset_manifests_are_there():
-    assert {p.name for p in LWS_MANIFESTS} >= {"sglang-lws.yaml"}
-
-
-@pytest.mark.parametrize("version", K8S_VERSIONS)
-@pytest.mark.parametrize("path", LWS_MANIFESTS, ids=lambda p: p.name)
-def test_leaderworkersets_validate_offline_and_strictly(validate_lws: Any, path: Path, version: str):
-    for doc in docs(path):
-        validate_lws(doc, version)
 
 
 def test_leaderworkerset_validation_can_fail(validate_lws: Any):
