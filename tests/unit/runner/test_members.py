@@ -22,9 +22,13 @@ def _servers(member_verdict: str) -> tuple[ReadinessServer, ReadinessServer]:
     return leader, member
 
 
-def test_a_leader_that_failed_waits_for_the_member_whose_end_broke_it():
+def test_a_leader_that_failed_waits_for_the_member_whose_end_broke_it(monkeypatch):
     """The leader's llama-server aborted when its RPC worker died; the worker's own watch says so a moment later:
-    the group's last word names the worker, not the leader."""
+    the group's last word names the worker, not the leader (read directly, whatever proxy the environment names)."""
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
     leader, member = _servers(READY)
     watch = MemberWatch([member.url], leader, stall_timeout_s=30.0)
     try:
