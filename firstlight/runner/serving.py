@@ -27,9 +27,9 @@ from firstlight.timeline import Observation
 
 
 def worker_listener(role: str, pid: int | None, url: str) -> Listener | None:
-    """A worker's readiness check (its engine profile's ``role``), before READY and after: its process tree
-    listening on the URL's port, seen in /proc; None for a server (its checks are real generations) or a worker
-    firstlight cannot see."""
+    """A worker's readiness check (the run's role, ``JudgeConfig.role``, from the command reader), before READY and
+    after: its process tree listening on the URL's port, seen in /proc; None for a server (its checks are real
+    generations) or a worker firstlight cannot see."""
     if role != "worker" or pid is None:
         return None
     port = split_url(url)[1]
