@@ -100,8 +100,7 @@ class Session:
         self.eta: StartEstimate | None = None  # ... and what it is from
         self._eta_said: str | None = None
         self._weights_seen = False
-        self.sources = Sources(cfg, self._sink, self._echo, identify=self.detect, clock=clock, backlog=self.q.qsize,
-                               role=cfg.judge.role)
+        self.sources = Sources(cfg, self._sink, self._echo, identify=self.detect, clock=clock, backlog=self.q.qsize)
         self.history: History | None = None
         self.driver: Driver | None = None
         self.preflight = preflight  # the checks `up` ran before launch; kept with the run in the history

@@ -49,13 +49,10 @@ def server_command(cfg: Config) -> ServerCommand:
 
 class Sources:
     def __init__(self, cfg: Config, sink: Sink, echo: Echo, identify: bool,
-                 clock: Callable[[], float] = time.time, backlog: Callable[[], int] | None = None,
-                 role: str = "server") -> None:
+                 clock: Callable[[], float] = time.time, backlog: Callable[[], int] | None = None) -> None:
         """``backlog``: how many observations the session has not taken yet; log sources wait while it is high
-        and drop (with a count) rather than block the server or flood the queue. ``role``: the engine profile's
-        (a worker's readiness is its port, observed in /proc)."""
+        and drop (with a count) rather than block the server or flood the queue."""
         self.cfg, self.sink, self.echo, self.clock = cfg, sink, echo, clock
-        self.role = role
         self.backlog = backlog
         self.port_conflict: str | None = None  # evidence that another process holds the server's port
         self._port_owned = False
@@ -98,7 +95,7 @@ class Sources:
         for s in self.samplers:
             self._start(s)
         self._engine_streams()
-        listener = worker_listener(self.role, self.pid, self.cfg.probe.url)  # a worker: never connected to
+        listener = worker_listener(self.cfg.judge.role, self.pid, self.cfg.probe.url)  # a worker: never connected to
         self.ladder_loop = LadderLoop(Ladder(self.cfg.probe, self.clock, listener=listener),
                                       self.cfg.probe.min_interval, self.cfg.probe.max_interval,
                                       identify=self.identify and listener is None)
