@@ -65,6 +65,9 @@ class JudgeConfig:
     # "worker": a member of a multi-node start that serves no API (the command reader's ServerCommand.role):
     # READY when its port is seen listening, its serving checks the same; "server": READY after a real generation
     role: str = "server"
+    # a worker that serves no port (vLLM --headless, ServerCommand.head): the head node's hosts; its READY and its
+    # checks are its engines' ready line and its process tree's connection to one of them, seen in /proc
+    head: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

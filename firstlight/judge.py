@@ -237,6 +237,12 @@ class Judge:
                                  "line": r.line, "serving": r.serving}))
         if r.first_fatal and r.failure is not None and self.ready_at is None:
             self.fatal = r.failure
+        if r.match.worker_ready and self.rules.role == "worker" and self.engine_ready is None:
+            # a worker that serves no port (vLLM --headless) says its engines are up: its READY once its
+            # connection to its head is seen (a server prints the same line long before it serves)
+            self.engine_ready = line
+            events.append(Event(line.t, "engine_ready", "the worker's engines report ready; confirming its "
+                                                         "connection to its head"))
         if r.ready and self.engine_ready is None:
             self.engine_ready = line
             if self.rules.ready_from_log:
@@ -277,15 +283,18 @@ class Judge:
                                          "meanwhile": self.activity_during(p)}
                 self.ready_at = p.t
                 events += self._enter_phase(p.t, "ready", "probe")
-            elif p.level == Level.PORT and self.rules.role == "worker" and self.ready_at is None:
-                # a worker generates nothing itself: its port, seen listening (never connected to), is its READY
+            elif (p.level == Level.PORT and self.rules.role == "worker" and self.ready_at is None
+                  and (not self.profile.worker_ready_markers or self.engine_ready is not None)):
+                # a worker generates nothing itself: its port, seen listening (never connected to), is its READY;
+                # one that serves no port: its engines' ready line, then its connection to its head, seen
                 self.ready_at, self.worker_listening = p.t, p.detail
                 events += self._enter_phase(p.t, "ready", "probe")
             elif (p.level == Level.HEALTH and self.engine_ready is None and self._before("warmup")
                   and self.profile.endpoints.health not in self.profile.endpoints.lying_while_loading):
                 # the engine's health says it is up (Ollama's "/" says so before any model loads: not a phase)
                 events += self._enter_phase(p.t, "warmup", "probe")
-            elif (p.level in (Level.PORT, Level.HTTP) and not self.profile.endpoints.listens_before_ready
+            elif (p.level in (Level.PORT, Level.HTTP) and self.rules.role != "worker"
+                  and not self.profile.endpoints.listens_before_ready
                   and self._before("http_listening")):
                 events += self._enter_phase(p.t, "http_listening", "probe")
             return events

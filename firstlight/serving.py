@@ -59,14 +59,19 @@ def _ev(signal: str, value: str, t: float) -> dict[str, object]:
     return {"signal": signal, "value": value, "since": t}
 
 
+WORKER_READY = {"port": "READY: the worker's port listens",
+                "head": "READY: the worker's engines are up and it holds its connection to its head"}
+
+
 class ServingTracker:
     def __init__(self, cfg: ServingConfig, ready_at: float, first_latency_s: float | None,
-                 worker: bool = False) -> None:
-        """``worker``: a member that generates nothing itself (its READY and its checks: its port, observed)."""
+                 worker: str = "") -> None:
+        """``worker``: a member that generates nothing itself, and what its READY and its checks observe: "port"
+        (its port listening), "head" (its connection to its head node: vLLM --headless); "": a server."""
         self.cfg = cfg
         self.slow_s = max(SLOW_FLOOR_S, SLOW_FACTOR * (first_latency_s or 0.0))
-        self.status = ServingStatus(SERVING, "READY: the worker's port listens" if worker
-                                    else "READY: a real generation returned", ready_at, True, True)
+        self.status = ServingStatus(SERVING, WORKER_READY.get(worker, "READY: a real generation returned"),
+                                    ready_at, True, True)
         self.last_done = ready_at  # the last evidence that work completed (counters rose, a check answered)
         self.last_check = ready_at  # when the last active check was sent
         self.in_flight = False

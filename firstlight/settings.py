@@ -261,7 +261,8 @@ def config(*, probe: ProbeConfig, judge: JudgeConfig, command: Sequence[str] = (
     named = engine or detect_from_command(list(watched_command or command))
     server = list(watched_command or command)
     if server:  # a worker of a multi-node start is judged by its port, not by a generation it cannot give
-        judge = dataclasses.replace(judge, role=read_command(server, engine=named).role)
+        read = read_command(server, engine=named)
+        judge = dataclasses.replace(judge, role=read.role, head=read.head)
     return Config(command=list(command), watched_command=list(watched_command), engine=named, probe=probe,
                   judge=judge, **rest)
 

@@ -98,6 +98,8 @@ class ServerCommand:
     # "worker": a member of a multi-node start that serves no API of its own (llama.cpp's RPC server, an SGLang
     # node of rank >= 1, a vLLM --headless node): READY when its port is seen listening; "server" otherwise
     role: str = "server"
+    # a worker that serves no port (vLLM --headless): the hosts of the head node it joins, each flag's value
+    head: tuple[str, ...] = ()
     # the server's arguments without where it listens (its port and host flags): what changes the start, for
     # the history's deployment key (the same server on another port is the same deployment)
     start_flags: tuple[str, ...] = ()
@@ -614,9 +616,14 @@ def parse_command(argv: Sequence[str] | str, profiles: Mapping[str, EngineProfil
         reach_host, reach_port = mapped[0] if mapped else (None, port)
     nnodes = _int(flag_value(args, flags.nnodes)) if flags.nnodes else None
     rpc = flag_value(args, flags.rpc) if flags.rpc else None
-    node_rank = _int(flag_value(args, flags.node_rank)) if flags.node_rank else None
-    worker = (profile.role == "worker" or (node_rank or 0) > 0
-              or any(tok in flags.worker_flags for tok in args))
+    rank = flag_value(args, flags.node_rank) if flags.node_rank else None
+    node_rank = int(rank) if rank is not None and rank.isdigit() else None  # rank 0 is the leader's
+    worker = (profile.role == "worker" or any(tok in flags.worker_flags for tok in args)
+              or (not flags.worker_flags and (node_rank or 0) > 0))
+    heads: tuple[str, ...] = ()
+    if worker and flags.head:
+        said = [v for f in flags.head if (v := flag_value(args, (f,)))]
+        heads = tuple(dict.fromkeys(said)) or ((flags.head_default,) if flags.head_default else ())
     return ServerCommand(
         argv=given, server=tuple(tokens), wrappers=tuple(u.wrappers), env=MappingProxyType(dict(u.env)),
         env_set=tuple(u.env_set.items()), engine=name, named_by_program=named is not None, module=module,
@@ -627,7 +634,7 @@ def parse_command(argv: Sequence[str] | str, profiles: Mapping[str, EngineProfil
         dp=_int(flag_value(args, flags.dp)) if flags.dp else None,
         nnodes=nnodes or u.nnodes, quantization=flag_value(args, flags.quantization) if flags.quantization else None,
         rpc=tuple(w for w in (rpc or "").split(",") if w),
-        node_rank=node_rank, role="worker" if worker else "server",
+        node_rank=node_rank, role="worker" if worker else "server", head=heads,
         start_flags=tuple(drop_flags(args, (*profile.port_flags, *profile.host_flags))),
     )
 

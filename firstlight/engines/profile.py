@@ -61,6 +61,9 @@ class LineMatch:
     # traceback frame points at (where a crash happened), applied forward-only by the replayer.
     phase_weak: bool = False
     frame_phase: str | None = None
+    # a worker that serves no port says its engines are up (vLLM --headless: "init engine ... took"); a server
+    # prints the same line long before it serves, so only the judge of a worker reads it as ready
+    worker_ready: bool = False
 
     @property
     def empty(self) -> bool:
@@ -71,6 +74,7 @@ class LineMatch:
             and not self.ready
             and not self.listening
             and self.frame_phase is None
+            and not self.worker_ready
         )
 
 
@@ -166,10 +170,14 @@ class CommandFlags:
     nnodes: tuple[str, ...] = ("--nnodes",)
     quantization: tuple[str, ...] = ("--quantization",)
     rpc: tuple[str, ...] = ()
-    # a worker of a multi-node start: a node rank above 0 (SGLang's worker nodes run only schedulers), or a flag
-    # that says so (vLLM's --headless node serves no HTTP)
+    # a worker of a multi-node start: a flag that says so (vLLM's --headless node serves no HTTP), else, for an
+    # engine without such a flag, a node rank above 0 (SGLang's worker nodes run only schedulers)
     node_rank: tuple[str, ...] = ()
     worker_flags: tuple[str, ...] = ()
+    # a worker that serves no port (vLLM --headless): the flags naming the head node it connects to, the first one
+    # given wins; ``head_default`` when none is (the engine's own default)
+    head: tuple[str, ...] = ()
+    head_default: str | None = None
 
 
 @dataclass(frozen=True)
@@ -208,6 +216,9 @@ class EngineProfile:
     # "server": serves the API, READY after a real generation; "worker": a member of a multi-node start that
     # serves no API (llama.cpp's RPC server): READY when its process tree listens on its port, observed in /proc
     role: str = "server"
+    # a worker that serves no port (vLLM --headless) is READY when one of these lines said its engines are up and
+    # its process tree holds a connection to its head node (``CommandFlags.head``)
+    worker_ready_markers: tuple[str, ...] = ()
     notes: str = ""
 
     def __post_init__(self) -> None:
@@ -296,7 +307,7 @@ def _int(value: str | None) -> int | None:
 
 
 # rule kinds, in classification order
-_PHASE, _PROGRESS, _FAILURE, _READY, _LISTEN, _FRAME = range(6)
+_PHASE, _PROGRESS, _FAILURE, _READY, _LISTEN, _FRAME, _WORKER_READY = range(7)
 
 
 class _Matcher:
@@ -323,6 +334,7 @@ class _Matcher:
         ]
         items += [(p, _READY, True) for p in profile.ready_markers]
         items += [(p, _LISTEN, True) for p in profile.listening_markers]
+        items += [(p, _WORKER_READY, True) for p in profile.worker_ready_markers]
         items += [(m.pattern, _FRAME, m) for m in profile.frame_markers]
         self.rules = compile_rules([(pattern, (kind, payload)) for pattern, kind, payload in items])
         self.index: dict[str, list[int]] = {}
@@ -359,7 +371,7 @@ class _Matcher:
         progress: Progress | None = None
         best: Failure | None = None
         fatal = False
-        ready = listening = False
+        ready = listening = worker_ready = False
         frame_phase: str | None = None
         progress_phase: str | None = None
         lower: list[str] = []
@@ -371,6 +383,8 @@ class _Matcher:
             if kind == _PROGRESS and progress is not None:
                 continue
             if (kind == _READY and ready) or (kind == _LISTEN and listening):
+                continue
+            if kind == _WORKER_READY and worker_ready:
                 continue
             if kind == _FRAME and frame_phase is not None:
                 continue
@@ -392,6 +406,8 @@ class _Matcher:
                 ready = True
             elif kind == _LISTEN:
                 listening = True
+            elif kind == _WORKER_READY:
+                worker_ready = True
             else:
                 frame_phase = payload.phase
         if phase is None and progress_phase is not None:
@@ -406,9 +422,10 @@ class _Matcher:
             and not ready
             and not listening
             and frame_phase is None
+            and not worker_ready
         ):
             return NO_MATCH
-        return LineMatch(phase, progress, best, ready, listening, weak, frame_phase)
+        return LineMatch(phase, progress, best, ready, listening, weak, frame_phase, worker_ready)
 
 
 def _progress(marker: ProgressMarker, m: re.Match[str]) -> Progress:

@@ -53,6 +53,9 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"^non-default args: \{", "process_start"),
     P(r"^Initializing an? (?:V1 )?LLM engine \(v", "process_start"),
     P(r"distributed_init_method=\S+ backend=", "distributed_init"),
+    # a --headless node joining its head (entrypoints/cli/serve.py run_headless)
+    P(r"^Launching (?:\d+ data parallel engine\(s\) in headless mode|vLLM \(v\S+\) headless multiproc executor), "
+      r"with head node address ", "distributed_init"),
     P(r"vLLM is using nccl==", "distributed_init"),
     P(r"^rank \d+ in world size \d+ is assigned as ", "distributed_init"),
     P(r"^Starting to load model ", "weights_loading"),
@@ -245,6 +248,11 @@ VLLM = EngineProfile(
     progress_markers=PROGRESS,
     failure_signatures=FAILURES,
     ready_markers=(r"^Application startup complete\.", *SERVED_MARKERS),
+    # a --headless node's own end of start (entrypoints/cli/serve.py run_headless): each data-parallel engine core
+    # logs "init engine ... took" (v1/engine/core.py); a TP/PP node's first local rank logs its graph capture end
+    # (v1/worker/gpu_model_runner.py, info_once scope "local"). A server prints both before its API is up.
+    worker_ready_markers=(r"init engine \(profile, create kv cache, warmup model\) took [\d.]+",
+                          r"Graph capturing finished in \d+ secs"),
     listening_markers=(r"^Application startup complete\.", r"Uvicorn running on \S+"),
     # vllm/v1/metrics/loggers.py PrometheusStatLogger (not updated under --disable-log-stats)
     serving=ServingCounters(done=("vllm:request_success_total", "vllm:generation_tokens_total"),
@@ -276,7 +284,11 @@ VLLM = EngineProfile(
     ),
     flags=CommandFlags(model=("--model",), model_after=("serve",), tp=("-tp", "--tensor-parallel-size"),
                        pp=("-pp", "--pipeline-parallel-size"), dp=("-dp", "--data-parallel-size"),
-                       quantization=("-q", "--quantization")),
+                       quantization=("-q", "--quantization"), nnodes=("--nnodes", "-n"),
+                       # multi-node (docs/serving/parallelism_scaling.md): a --headless node serves no HTTP; it
+                       # joins its head at --master-addr (TP/PP) or --data-parallel-address (DP), 127.0.0.1 unsaid
+                       node_rank=("--node-rank", "-r"), worker_flags=("--headless",),
+                       head=("--master-addr", "--data-parallel-address", "-dpa"), head_default="127.0.0.1"),
     port_flags=("--port",),
     host_flags=("--host",),
     detect_patterns=(

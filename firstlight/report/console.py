@@ -134,7 +134,7 @@ class ConsoleReporter(QuietReporter):
             g = r.first_generation
             text = f"serving after {duration(r.ready_at - r.started_at)}: " + (
                 f"first generation {g.get('text')!r} in {g.get('latency_s') or 0:.2f}s" if g is not None
-                else "a worker, ready when its port listens (it generates nothing itself)")
+                else f"a worker (it generates nothing itself): {_worker_seen(r)}")
             if r.regression:
                 text += "; " + "; ".join(x.get("message", "") for x in r.regression)
         else:
@@ -172,3 +172,9 @@ def _anatomy_head(line: str) -> str:
     """``anatomy: 1.5s`` -> ``total: 1.5s``; ``anatomy (reached X; ...): 9.0s`` -> ``(reached X; ...): 9.0s``."""
     rest = line.removeprefix("anatomy")
     return "total" + rest if rest.startswith(":") else rest.strip()
+
+
+def _worker_seen(r: RunResult) -> str:
+    """What made a worker READY: its port listening, or its connection to its head, as its evidence says."""
+    seen = [str(e.get("value", "")) for e in r.evidence if e.get("signal") == "probe:port"]
+    return seen[0].removeprefix("worker ready: ") if seen else "its port listens"

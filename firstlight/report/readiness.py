@@ -367,6 +367,8 @@ class ReadinessServer(QuietReporter):
             st.detail, st.elapsed_s = None, 0.0
             st.pid = info.get("pid")
             st.role = st.role or info.get("role")  # the engine's (a worker of a multi-node start) unless told
+            rank = info.get("node_rank")
+            st.node_rank = st.node_rank if st.node_rank is not None or not isinstance(rank, int) else rank
             st.reached_ready = False
             st.serving = None
             st.last_progress_at = time.time()

@@ -93,7 +93,7 @@ class SystemdNotifier(QuietReporter):
         if result.serving:
             g = result.first_generation
             self.notify("READY=1", f"STATUS=serving: first generation in {g.get('latency_s') or 0:.2f}s"
-                        if g is not None else "STATUS=serving: a worker, its port listening")
+                        if g is not None else "STATUS=serving: a worker, seen serving in /proc")
         else:
             self.notify(f"STATUS={result.verdict} in phase {result.phase}: {result.failure or ''}")
 

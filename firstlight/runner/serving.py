@@ -14,26 +14,37 @@ import queue
 import time
 from collections.abc import Callable
 
-from firstlight.config import Config
+from firstlight.config import Config, JudgeConfig
 from firstlight.engines import get_profile
 from firstlight.engines.profile import EngineProfile
 from firstlight.probes.ladder import Listener, split_url
 from firstlight.probes.serving import CheckAnswer, CountersSample, ServingProbe
 from firstlight.report.base import Reporter
 from firstlight.result import RunResult
-from firstlight.samplers.ports import worker_listening
+from firstlight.samplers.ports import worker_connected, worker_listening
 from firstlight.serving import ServingConfig, ServingStatus, ServingTracker
 from firstlight.timeline import Observation
 
 
-def worker_listener(role: str, pid: int | None, url: str) -> Listener | None:
-    """A worker's readiness check (the run's role, ``JudgeConfig.role``, from the command reader), before READY and
-    after: its process tree listening on the URL's port, seen in /proc; None for a server (its checks are real
-    generations) or a worker firstlight cannot see."""
-    if role != "worker" or pid is None:
+def worker_listener(judge: JudgeConfig, pid: int | None, url: str) -> Listener | None:
+    """A worker's readiness check (the run's ``JudgeConfig.role`` and ``head``, from the command reader), before
+    READY and after: its process tree listening on the URL's port, or, for a worker that serves no port (vLLM
+    --headless), connected to its head node, seen in /proc; None for a server (its checks are real generations) or
+    a worker firstlight cannot see."""
+    if judge.role != "worker" or pid is None:
         return None
+    if judge.head:
+        heads = judge.head
+        return lambda: worker_connected(pid, heads)
     port = split_url(url)[1]
     return lambda: worker_listening(pid, port)
+
+
+def worker_kind(judge: JudgeConfig) -> str:
+    """What a worker's checks observe (``ServingTracker``'s ``worker``): "" for a server."""
+    if judge.role != "worker":
+        return ""
+    return "head" if judge.head else "port"
 
 
 def serving_config(cfg: Config) -> ServingConfig:
@@ -49,11 +60,11 @@ class ServingWatch:
         self.cfg, self.reporter, self.clock, self.record = serving_config(cfg), reporter, clock, record
         profile = profile or get_profile(result.engine)
         first = (result.first_generation or {}).get("latency_s")
-        self.tracker = ServingTracker(self.cfg, result.ready_at or clock(), first, worker=cfg.judge.role == "worker")
+        self.tracker = ServingTracker(self.cfg, result.ready_at or clock(), first, worker=worker_kind(cfg.judge))
         self.q: queue.Queue[Observation] = queue.Queue()
         self.probe = ServingProbe(cfg.probe, profile.endpoints, profile.serving, self.q.put, pid=pid, model=model,
                                   scrape_s=min(1.0, max(0.2, self.cfg.interval / 4)), clock=clock,
-                                  listener=worker_listener(cfg.judge.role, pid, cfg.probe.url))
+                                  listener=worker_listener(cfg.judge, pid, cfg.probe.url))
         self.started = False
 
     @property

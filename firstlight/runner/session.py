@@ -155,7 +155,7 @@ class Session:
         shown = self.redactor.argv(self.cfg.command) if self.cfg.command else None
         self.reporter.started({"started_at": started_at, "pid": self.sources.pid,
                                "launched": self.sources.server is not None, "engine": self.profile.name,
-                               "role": self.cfg.judge.role,
+                               "role": self.cfg.judge.role, "node_rank": self._node_rank(),
                                "url": self.redactor.text(self.cfg.probe.url),
                                "command": " ".join(shown) if shown else None, "model": self._model_named(),
                                # False in the sidecar: a --timeout there is no verdict, the same start is
@@ -179,6 +179,10 @@ class Session:
         result = RunResult.from_judge(judge, a, self._facts(judge, started_at))
         self.reporter.verdict(result)
         return result
+
+    def _node_rank(self) -> int | None:
+        """The node's rank in a multi-node start, as its command says (``--node-rank``): for the labels."""
+        return server_command(self.cfg).node_rank if self.cfg.command or self.cfg.watched_command else None
 
     def _model_named(self) -> str | None:
         """The model path or id the command names (``--model``), masked: for the reporters' labels."""

@@ -95,7 +95,7 @@ class Sources:
         for s in self.samplers:
             self._start(s)
         self._engine_streams()
-        listener = worker_listener(self.cfg.judge.role, self.pid, self.cfg.probe.url)  # a worker: never connected to
+        listener = worker_listener(self.cfg.judge, self.pid, self.cfg.probe.url)  # a worker: never connected to
         self.ladder_loop = LadderLoop(Ladder(self.cfg.probe, self.clock, listener=listener),
                                       self.cfg.probe.min_interval, self.cfg.probe.max_interval,
                                       identify=self.identify and listener is None)

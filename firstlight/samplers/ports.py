@@ -9,6 +9,7 @@ privileges (then it says so rather than guessing).
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import time
 from collections.abc import Iterable
@@ -51,25 +52,69 @@ def tree_listens(procs: Iterable[psutil.Process], port: int) -> bool:
     return False
 
 
-def worker_listening(pid: int, port: int) -> tuple[bool, str]:
-    """A worker's readiness, observed in /proc without connecting (llama.cpp's RPC server serves one client with a
-    listen backlog of one): whether ``pid``'s process tree listens on ``port``; a stopped process (SIGSTOP, a
-    debugger) serves nothing, whatever its sockets say. (held, what was seen)."""
+def _tree(pid: int) -> tuple[list[psutil.Process] | None, str]:
+    """``pid`` and its descendants, or None with why a worker's check holds nothing: gone, or a process of it
+    stopped (SIGSTOP, a debugger) or dead, which serves nothing whatever its sockets say."""
     try:
         root = psutil.Process(pid)
         procs = [root, *root.children(recursive=True)]
     except psutil.Error:
-        return False, f"pid {pid} is gone"
+        return None, f"pid {pid} is gone"
     for p in procs:
         try:
             status = p.status()
         except psutil.Error:
             continue
         if status in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
-            return False, f"pid {p.pid} is {status}: it serves nothing (port {port} not checked)"
+            return None, f"pid {p.pid} is {status}: it serves nothing"
+    return procs, ""
+
+
+def worker_listening(pid: int, port: int) -> tuple[bool, str]:
+    """A worker's readiness, observed in /proc without connecting (llama.cpp's RPC server serves one client with a
+    listen backlog of one): whether ``pid``'s process tree listens on ``port``; a stopped process (SIGSTOP, a
+    debugger) serves nothing, whatever its sockets say. (held, what was seen)."""
+    procs, why = _tree(pid)
+    if procs is None:
+        return False, why if why.endswith("gone") else f"{why} (port {port} not checked)"
     if tree_listens(procs, port):
         return True, f"pid {pid} listens on port {port} (seen in /proc, no connection made)"
     return False, f"no process of pid {pid}'s tree listens on port {port}"
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def worker_connected(pid: int, heads: Iterable[str]) -> tuple[bool, str]:
+    """A worker that serves no port (vLLM --headless) observed in /proc: whether ``pid``'s process tree holds an
+    established TCP connection to its head node (one of ``heads``; a head named by a host name, never resolved
+    here: a lookup has no deadline, matches any peer). A stopped process serves nothing. (held, what was seen)."""
+    heads = tuple(heads)
+    procs, why = _tree(pid)
+    if procs is None:
+        return False, why
+    ips = {"127.0.0.1", "::1"} if any(h == "localhost" for h in heads) else set()
+    ips |= {str(ipaddress.ip_address(h)) for h in heads if _is_ip(h)}
+    named = any(not _is_ip(h) and h != "localhost" for h in heads)
+    for p in procs:
+        try:
+            conns = p.net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        for c in conns:
+            raddr = getattr(c, "raddr", None)
+            if getattr(c, "status", None) != psutil.CONN_ESTABLISHED or not raddr:
+                continue
+            ip = raddr.ip.removeprefix("::ffff:")
+            if ip in ips or named:
+                return True, (f"pid {p.pid} is connected to its head {ip}:{raddr.port} (seen in /proc, no "
+                              f"connection made)")
+    return False, f"no process of pid {pid}'s tree is connected to its head ({', '.join(heads) or 'any'})"
 
 
 def holders(port: int) -> tuple[list[Holder], str | None]:

@@ -86,7 +86,12 @@ VLLM = Dialect(
         "graph_begin": "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):   0%|          | 0/67",
         "graph_progress": "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): {pct:3d}%|| {done}/{total}",
         "graph_end": "Graph capturing finished in {secs:.0f} secs, took 0.48 GiB",
-        "scheduler_ready": "init engine (profile, create kv cache, warmup model) took {secs:.2f} seconds",
+        "scheduler_ready": "init engine (profile, create kv cache, warmup model) took {secs:.2f} s",
+        # a --headless node (vllm/entrypoints/cli/serve.py run_headless), and its handshake that never came
+        # (v1/engine/core.py)
+        "headless": "Launching 1 data parallel engine(s) in headless mode, with head node address "
+                    "tcp://{head}.",
+        "no_head": "RuntimeError: Did not receive response from front-end process within 5 minutes",
         "http_start": "Starting vLLM API server 0 on http://{host}:{port}",
         "lifespan": "Waiting for application startup.",
         "lifespan_done": "Application startup complete.",

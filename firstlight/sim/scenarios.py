@@ -68,6 +68,12 @@ class DummyHealth:
 
 
 @dataclass(frozen=True)
+class Join:
+    """A vLLM ``--headless`` node joins its head node (``--master-addr``/``--master-port``): a TCP connection held
+    as long as the node lives; no answer in time: vLLM's handshake error, exit 1."""
+
+
+@dataclass(frozen=True)
 class Hang:
     """Everything stops: no log, no I/O, no CPU; the port stays as it is."""
 
@@ -77,7 +83,8 @@ class Spin:
     """Busy-wait forever on one core (a deadlocked NCCL init), nothing else."""
 
 
-Step = Log | Listen | ReadWeights | Burn | Sleep | Workers | KillWorker | Ready | Crash | Hang | Spin | DummyHealth
+Step = (Log | Listen | ReadWeights | Burn | Sleep | Workers | KillWorker | Ready | Crash | Hang | Spin | DummyHealth
+        | Join)
 
 
 def _prelude(workers: int = 0) -> list[Step]:
@@ -97,15 +104,19 @@ def _http() -> list[Step]:
     return [Log("http_start"), Log("lifespan"), Log("lifespan_done"), Listen(), Log("listening")]
 
 
-def scenario(name: str, load_s: float = 1.0, workers: int = 0, node_rank: int = 0) -> list[Step]:
+def scenario(name: str, load_s: float = 1.0, workers: int = 0, node_rank: int = 0,
+             headless: bool = False) -> list[Step]:
     """The steps of scenario ``name``; ``load_s`` is the time the weights take to read. On a node of rank >= 1 of
     a multi-node start the scenario's own steps run up to its HTTP server, which a worker node replaces with the
-    dummy health server (SGLang: no tokenizer, no generation on that node)."""
+    dummy health server (SGLang: no tokenizer, no generation on that node). A ``headless`` node (vLLM) says so,
+    joins its head, runs the same steps up to its engines' end of start, and serves nothing."""
     steps = _scenario(name, load_s, workers)
-    if node_rank <= 0:
+    if node_rank <= 0 and not headless:
         return steps
     cut = next((i for i, s in enumerate(steps) if isinstance(s, (Listen, Ready)) or s == Log("http_start")),
                len(steps))
+    if headless:
+        return [steps[0], Log("headless"), Join(), *steps[1:cut]]
     if cut == len(steps):  # it never got that far (a hang, a crash): the same steps
         return steps
     return [*steps[:cut], Log("dummy_health"), DummyHealth()]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +31,7 @@ from firstlight.sim.scenarios import (
     Crash,
     DummyHealth,
     Hang,
+    Join,
     KillWorker,
     Listen,
     Log,
@@ -77,12 +79,15 @@ class Sim:
         self.server: ThreadingHTTPServer | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
         self.lineno = 0
+        self.peers: list[socket.socket] = []  # a multi-node start's connections: the head's accepted, a node's own
+        self.head_socket: socket.socket | None = None
 
     # -- output --------------------------------------------------------------------------------------------
     def say(self, key: str, stream: str = "stderr", end: str = "\n", **kw: Any) -> None:
         if key not in self.dialect.lines or not self.dialect.lines[key]:
             return
         fields = {"model": self.args.model_path or "sim-model", "host": self.args.host, "port": self.port,
+                  "head": f"{self.args.master_addr or '127.0.0.1'}:{self.args.master_port}",
                   "tp": max(1, len(self.workers)), "pid": os.getpid(), "api_key": self.args.api_key,
                   "spec": "EAGLE" if self.state.spec_accept is not None else None, "secs": 1.0, "mb": 98.0,
                   "tokens": 0, "accept": self.state.spec_accept or 0.0, "rate": self.state.token_rate}
@@ -97,7 +102,10 @@ class Sim:
         if self.args.replay_log:
             self.replay_log(Path(self.args.replay_log), self.args.speed)
             return
-        steps = scenario(self.args.scenario, self.args.load_seconds, self.args.workers, self.args.node_rank)
+        if self.args.master_port and not self.args.headless:
+            self.serve_head()
+        steps = scenario(self.args.scenario, self.args.load_seconds, self.args.workers, self.args.node_rank,
+                         headless=self.args.headless)
         if self.dialect.listens_early:
             self.say("args")
             self.listen()
@@ -145,6 +153,8 @@ class Sim:
         elif isinstance(step, DummyHealth):
             self.state.dummy = True
             self.listen()
+        elif isinstance(step, Join):
+            self.join_head()
         elif isinstance(step, Hang):
             threading.Event().wait()
         elif isinstance(step, Spin):
@@ -185,6 +195,33 @@ class Sim:
             self.stop_workers()
             os._exit(1)
         threading.Event().wait()  # ready: serve; incomplete: stay as the log left it
+
+    def serve_head(self) -> None:
+        """The head node of a multi-node start: its headless nodes connect to ``--master-addr:--master-port`` (the
+        process group's store) and stay connected while the start lives."""
+        head = socket.create_server((self.args.master_addr or self.args.host, self.args.master_port))
+        self.head_socket = head  # held open for the process's life
+
+        def accept() -> None:
+            while True:
+                conn, _ = head.accept()
+                self.peers.append(conn)
+
+        threading.Thread(target=accept, daemon=True).start()
+
+    def join_head(self) -> None:
+        """A headless node connects to its head, retrying until ``--join-timeout``; none: vLLM's handshake error."""
+        address = (self.args.master_addr or "127.0.0.1", self.args.master_port)
+        deadline = time.monotonic() + self.args.join_timeout
+        while True:
+            try:
+                self.peers.append(socket.create_connection(address, timeout=1.0))
+                return
+            except OSError:
+                if time.monotonic() >= deadline:
+                    self.say("no_head")
+                    os._exit(1)
+                time.sleep(0.2)
 
     def listen(self) -> None:
         if self.server is not None:
@@ -303,6 +340,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--workers", type=int, default=0, help="worker processes to fork (TP ranks)")
     ap.add_argument("--node-rank", type=int, default=0,
                     help="this node's rank in a multi-node start (SGLang: rank >= 1 serves only a dummy health server)")
+    ap.add_argument("--headless", action="store_true",
+                    help="vLLM: a worker node that serves no HTTP; it joins --master-addr:--master-port")
+    ap.add_argument("--master-addr", default=None, help="the head node's address (default: --host, or 127.0.0.1)")
+    ap.add_argument("--master-port", type=int, default=0,
+                    help="the head node's process-group port: the head listens there, a --headless node joins it")
+    ap.add_argument("--join-timeout", type=float, default=30.0,
+                    help="--headless: seconds to reach the head before vLLM's handshake error (exit 1)")
+    ap.add_argument("--nnodes", type=int, default=1, help="nodes in a multi-node start (as the engine reads it)")
     ap.add_argument("--token-rate", type=float, default=200.0, help="output tokens per second per request")
     ap.add_argument("--spec-accept", type=float, default=None,
                     help="speculative decoding: mean acceptance length to report (1.0: nothing accepted)")

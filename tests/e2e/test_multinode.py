@@ -149,3 +149,77 @@ def test_an_sglang_worker_node_that_dies_while_capturing_fails_the_group_naming_
     body = wait_for(lambda: _group(leader, "failed"), DEADLINE_S, "group failed")
     assert body["group"]["culprit"] == workers[1]
     assert "CUDA out of memory" in json.dumps(body["group"]["evidence"][0]), body["group"]
+
+
+def _vllm(group: Group, n: int, scenario: str, master: tuple[str, int], members: tuple[str, ...] = (),
+          sim_extra: tuple[str, ...] = ()) -> str:
+    """A vLLM node: the head (node 1) listens on the process group's port; the others are ``--headless`` and join
+    it (docs/serving/parallelism_scaling.md)."""
+    host, port = master
+    role = ("--nnodes", "3") if n == 1 else ("--headless", "--node-rank", str(n - 1), "--nnodes", "3")
+    return group.node(n, scenario, members, ("--engine", "vllm"),
+                      ("--dialect", "vllm", *role, "--master-addr", host, "--master-port", str(port), *sim_extra))
+
+
+def test_vllm_headless_nodes_are_ready_by_their_engines_and_their_connection_to_the_head(group: Group) -> None:
+    """A vLLM --headless node serves no HTTP: READY once its engines said they are up (``init engine ... took``,
+    ``Graph capturing finished``) and its process tree holds its connection to the head, seen in /proc; the group
+    READY after the head's real generation and both nodes' READY."""
+    master = ("127.0.1.1", free_port_on("127.0.1.1"))
+    workers = [_vllm(group, n, "normal", master) for n in (2, 3)]
+    leader = _vllm(group, 1, "normal", master, tuple(workers))
+    body = wait_for(lambda: readyz(leader)[0] == 200 and readyz(leader)[1], DEADLINE_S, "group READY")
+    assert body["role"] == "server" and body["evidence"][0]["signal"] == "probe:generation"
+    assert body["group"]["verdict"] == "ready" and [m["url"] for m in body["members"]] == workers
+    assert all(m["state"] == "ready" for m in body["members"]), body["members"]
+    for w in workers:
+        status, wbody = readyz(w)
+        assert status == 200 and (wbody["role"], wbody["level"]) == ("worker", "port"), wbody
+        seen = [e["value"] for e in wbody["evidence"]]
+        assert f"is connected to its head {master[0]}:{master[1]}" in seen[0], seen
+        assert "init engine" in seen[1] or "Graph capturing finished" in seen[1], seen
+        serving = wait_for(lambda w=w: readyz(w)[1].get("serving"), DEADLINE_S, "its serving checks")
+        assert serving["reason"] == "READY: the worker's engines are up and it holds its connection to its head"
+
+
+def test_a_vllm_headless_node_is_not_ready_before_its_engines_say_so(group: Group) -> None:
+    """Connected to its head from its first second (the handshake comes before the weights), a headless node that
+    hangs while loading is never READY: the group hung, naming it."""
+    master = ("127.0.1.1", free_port_on("127.0.1.1"))
+    workers = [_vllm(group, 2, "normal", master), _vllm(group, 3, "hang", master)]
+    leader = _vllm(group, 1, "normal", master, tuple(workers))
+    body = wait_for(lambda: _group(leader, "hung"), DEADLINE_S, "group hung")
+    assert body["group"]["culprit"] == workers[1]
+    member = next(m for m in body["members"] if m["url"] == workers[1])
+    assert (member["state"], member["phase"]) == ("hung", "weights_loading"), member
+
+
+def test_a_vllm_headless_node_that_dies_fails_the_group_naming_it(group: Group) -> None:
+    master = ("127.0.1.1", free_port_on("127.0.1.1"))
+    workers = [_vllm(group, 2, "normal", master), _vllm(group, 3, "crash_oom", master)]
+    leader = _vllm(group, 1, "normal", master, tuple(workers))
+    body = wait_for(lambda: _group(leader, "failed"), DEADLINE_S, "group failed")
+    assert body["group"]["culprit"] == workers[1]
+    assert "CUDA out of memory" in json.dumps(body["group"]["evidence"][0]), body["group"]
+
+
+def test_a_vllm_headless_node_whose_head_never_answers_fails_with_the_handshake_error(group: Group) -> None:
+    master = ("127.0.1.1", free_port_on("127.0.1.1"))  # nobody listens there
+    worker = _vllm(group, 2, "normal", master, sim_extra=("--join-timeout", "1"))
+    body = wait_for(lambda: (r := readyz(worker)[1]) and r.get("verdict") == "failed" and r, DEADLINE_S, "failed")
+    assert "Did not receive response from front-end process" in body["evidence"][0]["value"], body["evidence"]
+
+
+def test_after_ready_a_headless_node_whose_head_went_away_stops_serving(group: Group) -> None:
+    """The connection is the headless node's only sign of serving: the head killed, the kernel closes it, and the
+    node's /readyz turns 503 within the bound while its process lives on."""
+    master = ("127.0.1.1", free_port_on("127.0.1.1"))
+    worker = _vllm(group, 2, "normal", master)
+    _vllm(group, 1, "normal", master)
+    wait_for(lambda: readyz(worker)[0] == 200, DEADLINE_S, "the node READY")
+    os.killpg(group.procs[1].pid, signal.SIGKILL)  # the head's firstlight and its engine
+    t0 = time.monotonic()
+    wait_for(lambda: readyz(worker)[0] == 503, DEADLINE_S, "the node 503")
+    assert time.monotonic() - t0 <= AFTER_READY_BOUND_S + 10.0
+    serving = readyz(worker)[1]["serving"]
+    assert serving["state"] != "serving" and "connected to its head" in json.dumps(serving), serving

@@ -312,5 +312,7 @@ def test_the_default_cpu_threshold_is_0_10_cores():
 
 def test_a_workers_serving_starts_from_its_port_not_a_generation():
     """A worker's READY was its port seen listening: its first serving state says so, not "a real generation"."""
-    assert ServingTracker(CFG, 0.0, None, worker=True).status.reason == "READY: the worker's port listens"
+    assert ServingTracker(CFG, 0.0, None, worker="port").status.reason == "READY: the worker's port listens"
+    assert ServingTracker(CFG, 0.0, None, worker="head").status.reason == (
+        "READY: the worker's engines are up and it holds its connection to its head")  # vLLM --headless
     assert ServingTracker(CFG, 0.0, 0.1).status.reason == "READY: a real generation returned"

@@ -344,6 +344,9 @@ def test_the_commands_role_reaches_the_judges_rules():
     assert (worker.engine, worker.judge.role) == ("llamarpc", "worker")
     node = settings.config(probe=probe, judge=settings.judge(),
                            watched_command=["python", "-m", "sglang.launch_server", "--node-rank", "1"])
-    assert node.judge.role == "worker"
+    assert node.judge.role == "worker" and node.judge.head == ()  # SGLang's worker node: its port
+    headless = settings.config(probe=probe, judge=settings.judge(),
+                               command=["vllm", "serve", "/m", "--headless", "--master-addr", "10.0.0.1"])
+    assert (headless.judge.role, headless.judge.head) == ("worker", ("10.0.0.1",))  # its connection to its head
     server = settings.config(probe=probe, judge=settings.judge(), command=["llama-server", "-m", "a.gguf"])
     assert server.judge.role == "server" and settings.config(probe=probe, judge=settings.judge()).judge.role == "server"

@@ -42,7 +42,7 @@ CASES: list[tuple[str, dict[str, str] | None, dict[str, Any]]] = [
     ("python -m sglang.launch_server --model-path /m --nnodes 2 --node-rank 1 --dist-init-addr 10.0.0.1:5000", None,
      dict(engine="sglang", nnodes=2, node_rank=1, role="worker")),
     ("python -m sglang.launch_server --model-path /m --nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.1:5000", None,
-     dict(engine="sglang", nnodes=2, role="server")),
+     dict(engine="sglang", nnodes=2, node_rank=0, role="server", head=())),
     ("uv run --with sglang[all] python -m sglang.launch_server --model-path /m --port 30012", None,
      dict(engine="sglang", model="/m", port=30012, wrappers=("uv run",))),
     (f"docker run --gpus all --shm-size 32g -p 30000:30000 {HF} --env HF_TOKEN=x --ipc=host lmsysorg/sglang:latest "
@@ -83,6 +83,19 @@ CASES: list[tuple[str, dict[str, str] | None, dict[str, Any]]] = [
     ("uv run --frozen -m vllm.entrypoints.openai.api_server --model /m", None,
      dict(engine="vllm", model="/m", module="vllm.entrypoints.openai.api_server")),
     ("uvx --from vllm vllm serve m --port 8002", None, dict(engine="vllm", model="m", port=8002)),
+    # a vLLM --headless node serves no HTTP (docs/serving/parallelism_scaling.md): a worker joining its head, whose
+    # host is --master-addr (TP/PP), --data-parallel-address / -dpa (DP), else vLLM's default 127.0.0.1
+    ("vllm serve /m -tp 8 --nnodes 2 --node-rank 1 --master-addr 10.0.0.1 --headless", None,
+     dict(engine="vllm", nnodes=2, node_rank=1, role="worker", head=("10.0.0.1",))),
+    ("vllm serve /m -dp 4 --data-parallel-size-local 2 --headless -dpa 10.0.0.2 --data-parallel-rpc-port 13345", None,
+     dict(engine="vllm", dp=4, role="worker", head=("10.0.0.2",), node_rank=None)),
+    ("vllm serve /m -n 2 -r 1 --master-addr=10.0.0.1 --data-parallel-address 10.0.0.3 --headless", None,
+     dict(nnodes=2, node_rank=1, role="worker", head=("10.0.0.1", "10.0.0.3"))),
+    ("vllm serve /m --headless", None, dict(role="worker", head=("127.0.0.1",))),
+    # vLLM says "worker" by --headless alone: its head (rank 0) and a rank-1 node that serves an API are servers
+    ("vllm serve /m --nnodes 2 --node-rank 0 --master-addr 10.0.0.1", None,
+     dict(engine="vllm", node_rank=0, role="server", head=())),
+    ("vllm serve /m --nnodes 2 --node-rank 1 --master-addr 10.0.0.1", None, dict(node_rank=1, role="server", head=())),
     ("nohup nice -n 10 taskset -c 0-7 vllm serve m", None, dict(engine="vllm", model="m")),
     # --- llama.cpp ------------------------------------------------------------------------------------------------
     ("llama-server -m a.gguf --port 8081 --host 0.0.0.0", None,

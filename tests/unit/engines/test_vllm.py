@@ -104,3 +104,35 @@ def test_argparse_rejections_are_bad_argument_in_every_engine(line: str):
     for engine in ("vllm", "sglang", "generic"):
         m = get_profile(engine).classify(line)
         assert m.failure is not None and m.failure.category == "bad_argument", (engine, line)
+
+
+# -- a --headless node of a multi-node start (vllm/entrypoints/cli/serve.py run_headless) -----------------------
+VLLM = get_profile("vllm")
+
+
+@pytest.mark.parametrize("line", [
+    "INFO 12-03 10:00:00 [serve.py:240] Launching 2 data parallel engine(s) in headless mode, with head node "
+    "address tcp://10.0.0.1:13345.",
+    "INFO 12-03 10:00:00 [serve.py:224] Launching vLLM (v0.32.0) headless multiproc executor, with head node address "
+    "10.0.0.1:29501 for torch.distributed process group.",
+])
+def test_a_headless_node_joining_its_head_is_distributed_init(line: str):
+    assert VLLM.classify(line).phase == "distributed_init"
+
+
+@pytest.mark.parametrize("line", [
+    "(EngineCore_DP0 pid=77) INFO 12-03 10:05:00 [core.py:403] init engine (profile, create kv cache, warmup model) "
+    "took 41.20 s",
+    "INFO 04-21 22:58:22 [core.py:162] init engine (profile, create kv cache, warmup model) took 11629.91 seconds",
+    "(Worker_TP0 pid=80) INFO 12-03 10:04:58 [gpu_model_runner.py:6582] Graph capturing finished in 12 secs, "
+    "took 0.48 GiB",
+])
+def test_a_headless_nodes_engines_up_is_its_worker_ready_line_never_the_servers_ready(line: str):
+    """A server prints the same lines long before its API serves: they are ``worker_ready``, never ``ready``."""
+    m = VLLM.classify(line)
+    assert m.worker_ready and not m.ready
+
+
+def test_a_headless_node_that_never_heard_from_its_head_is_a_fatal_failure_with_its_hint():
+    f = VLLM.classify("RuntimeError: Did not receive response from front-end process within 5 minutes").failure
+    assert f is not None and f.fatal and "never heard from the head node" in f.hint

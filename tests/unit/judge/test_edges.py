@@ -311,6 +311,28 @@ def test_a_worker_is_ready_when_its_port_is_seen_listening_and_a_server_never_is
     assert server.assess(T0 + 2).verdict == "starting" and server.ready_at is None
 
 
+def test_a_headless_worker_is_ready_at_its_engines_line_and_its_connection_to_its_head_not_before():
+    """A vLLM --headless node serves no port: connected to its head from its first second (the handshake comes
+    before the weights), it is READY only once its engines said they are up, at the next check that sees the
+    connection, with both as evidence; a held check never moves its phase to http_listening."""
+    seen = "pid 7 is connected to its head 10.0.0.1:29501 (seen in /proc, no connection made)"
+    w = _judge(get_profile("vllm"), dataclasses.replace(RULES, role="worker", head=("10.0.0.1",)))
+    events = _feed(w, _ok(1, Level.PORT, seen))
+    assert w.ready_at is None and "ready" not in [e.name for e in events if e.type == "phase"]
+    assert w.assess(T0 + 1).phase == "process_start"  # not http_listening
+    line = "init engine (profile, create kv cache, warmup model) took 41.20 s"
+    events = _feed(w, LogLine(T0 + 2, line, "stderr", 9))
+    assert [e.type for e in events] == ["engine_ready"] and w.ready_at is None
+    assert _feed(w, _ok(3, Level.PORT, seen))[-1] == _phase(3, "ready")
+    a = w.assess(T0 + 3)
+    assert (a.verdict, w.ready_at) == ("ready", T0 + 3)
+    assert [(e.signal, e.value) for e in a.evidence] == [("probe:port", f"worker ready: {seen}"),
+                                                         ("log", f"line 9: {line}")]
+    server = _judge(get_profile("vllm"))  # the head prints the same line long before its API serves
+    _feed(server, LogLine(T0 + 2, line, "stderr", 9))
+    assert server.engine_ready is None
+
+
 # -- GPU samples (Judge._on_gpu) ---------------------------------------------------------------------------------
 def _gpu(t: float, used: int, util: float = 0.0, pids: tuple[int, ...] = ()) -> GpuSample:
     return GpuSample(T0 + t, (GpuDevice(0, "H100", used, 80 << 30, util),),

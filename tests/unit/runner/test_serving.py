@@ -61,3 +61,22 @@ def test_the_counters_are_scraped_every_second_or_every_quarter_interval_when_sh
 
     assert scrape(10.0) == 1.0 and scrape(4.0) == 1.0
     assert scrape(2.0) == 0.5 and scrape(3.0) == 0.75
+
+
+def test_a_workers_check_is_its_port_or_its_connection_to_its_head_and_a_servers_is_a_generation():
+    """``worker_listener``: the check the run's role and head ask for, bound to the worker's pid; none for a server
+    or a worker firstlight cannot see (no pid)."""
+    from unittest import mock
+
+    from firstlight.runner import serving
+
+    with mock.patch.object(serving, "worker_listening", return_value=(True, "port")) as listening, \
+            mock.patch.object(serving, "worker_connected", return_value=(True, "head")) as connected:
+        port = serving.worker_listener(JudgeConfig(role="worker"), 7, "http://127.0.1.2:50111")
+        head = serving.worker_listener(JudgeConfig(role="worker", head=("10.0.0.1",)), 8, "http://127.0.0.1:8000")
+        assert port is not None and port() == (True, "port") and listening.call_args.args == (7, 50111)
+        assert head is not None and head() == (True, "head") and connected.call_args.args == (8, ("10.0.0.1",))
+    assert serving.worker_listener(JudgeConfig(), 7, "http://127.0.0.1:8000") is None
+    assert serving.worker_listener(JudgeConfig(role="worker"), None, "http://127.0.0.1:8000") is None
+    assert [serving.worker_kind(j) for j in (JudgeConfig(), JudgeConfig(role="worker"),
+                                            JudgeConfig(role="worker", head=("h",)))] == ["", "port", "head"]
