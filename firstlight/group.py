@@ -42,13 +42,18 @@ class MemberState:
     error: str | None = None  # why it could not be read (None: read)
     unreachable_since: float | None = None
     serving: str | None = None  # after its own READY: its serving checks' state (a frozen worker: hung)
+    # the member's start as its /readyz names it (its engine's pid, its firstlight's start count), and how many
+    # times the leader saw it change: a member restarting while the others wait
+    start_key: tuple[Any, Any] | None = None
+    restarts: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"url": self.url, "node_rank": self.node_rank, "role": self.role,
                 "state": "unreachable" if self.error else ("ready" if self.ok else (self.verdict or STARTING)),
                 "verdict": self.verdict, "phase": self.phase, "ok": self.ok,
                 "last_progress_at": self.last_progress_at, "evidence": list(self.evidence),
-                "error": self.error, "unreachable_since": self.unreachable_since, "serving": self.serving}
+                "error": self.error, "unreachable_since": self.unreachable_since, "serving": self.serving,
+                "restarts": self.restarts}
 
 
 def member_from_body(url: str, status: int, body: Any, previous: MemberState | None = None) -> MemberState:
@@ -62,12 +67,17 @@ def member_from_body(url: str, status: int, body: Any, previous: MemberState | N
     evidence = tuple(e for e in body.get("evidence") or () if isinstance(e, dict))
     if isinstance(serving, dict) and serving_state not in (None, "serving"):  # why it stopped serving, first
         evidence = tuple(e for e in serving.get("evidence") or () if isinstance(e, dict)) + evidence
+    said = (body.get("pid"), body.get("start"))
+    key = None if said == (None, None) else said
+    before = previous.start_key if previous is not None else None
+    restarts = (previous.restarts if previous is not None else 0) + (None not in (before, key) and key != before)
     return MemberState(url=url, verdict=str(body.get("verdict") or STARTING), ok=status == 200,
                        node_rank=rank if isinstance(rank, int) else None,
                        role=body.get("role") if isinstance(body.get("role"), str) else None,
                        phase=body.get("phase") if isinstance(body.get("phase"), str) else None,
                        last_progress_at=float(lp) if isinstance(lp, (int, float)) else None,
-                       evidence=evidence, serving=serving_state if isinstance(serving_state, str) else None)
+                       evidence=evidence, serving=serving_state if isinstance(serving_state, str) else None,
+                       start_key=key, restarts=restarts)
 
 
 def unreachable(url: str, error: str, previous: MemberState | None, now: float | None) -> MemberState:
@@ -76,7 +86,8 @@ def unreachable(url: str, error: str, previous: MemberState | None, now: float |
     base = previous or MemberState(url=url)
     return MemberState(url=url, verdict=base.verdict, ok=False, node_rank=base.node_rank, role=base.role,
                        phase=base.phase, last_progress_at=base.last_progress_at, evidence=base.evidence,
-                       error=error, unreachable_since=since, serving=base.serving)
+                       error=error, unreachable_since=since, serving=base.serving, start_key=base.start_key,
+                       restarts=base.restarts)
 
 
 def member_name(m: MemberState) -> str:

@@ -198,9 +198,11 @@ class PrometheusExporter(QuietReporter):
         # a group's leader only (group_update): created with the first update
         self.group_verdict: Enum | None = None
         self.group_serving: Gauge | None = None
+        self._restarts_told: dict[tuple[str, str], int] = {}  # each member's restarts already counted
         self.member_ready: Gauge | None = None
         self.member_progress: Gauge | None = None
         self.member_unreachable: Gauge | None = None
+        self.member_restarts: Counter | None = None
         self._phases: list[tuple[str, float]] = []  # (name, start) of the current start
         self._t0: float | None = None
         self._pending = False  # a verdict was given and its start is not counted yet
@@ -308,11 +310,15 @@ class PrometheusExporter(QuietReporter):
                                          ["member", "node_rank"], registry=r)
             self.member_unreachable = Gauge("firstlight_group_member_unreachable", "1 while a member's "
                                             "firstlight cannot be read", ["member", "node_rank"], registry=r)
+            self.member_restarts = Counter("firstlight_group_member_restarts", "Restarts of a member the leader "
+                                           "saw (its engine's pid or its start changed)", ["member", "node_rank"],
+                                           registry=r)
         verdict = group.get("verdict")
         if verdict in VERDICTS:
             self.group_verdict.state(verdict)
         assert self.group_serving is not None and self.member_ready is not None
         assert self.member_progress is not None and self.member_unreachable is not None
+        assert self.member_restarts is not None
         self.group_serving.set(1.0 if group.get("serving") else 0.0)
         for m in members:
             rank = m.get("node_rank")
@@ -320,6 +326,11 @@ class PrometheusExporter(QuietReporter):
             self.member_ready.labels(*labels).set(1.0 if m.get("ok") else 0.0)
             self.member_progress.labels(*labels).set(_num(m.get("last_progress_at")))
             self.member_unreachable.labels(*labels).set(1.0 if m.get("error") else 0.0)
+            counter = self.member_restarts.labels(*labels)  # the series from the first read: 0 until one
+            restarts, told = m.get("restarts"), self._restarts_told.get(labels, 0)
+            if isinstance(restarts, int) and restarts > told:
+                counter.inc(restarts - told)
+                self._restarts_told[labels] = restarts
 
     def close(self) -> None:
         self._server.shutdown()

@@ -244,7 +244,7 @@ def test_a_members_state_as_the_endpoints_show_it() -> None:
     assert m(A, READY, True).to_dict() == {
         "url": A, "node_rank": 1, "role": None, "state": "ready", "verdict": READY, "phase": None, "ok": True,
         "last_progress_at": NOW - 1, "evidence": [{"signal": "log", "message": f"{A} says ready"}], "error": None,
-        "unreachable_since": None, "serving": None}
+        "unreachable_since": None, "serving": None, "restarts": 0}
     assert m(A, HUNG).to_dict()["state"] == HUNG
     assert MemberState(url=A).to_dict()["state"] == STARTING  # never read: starting
     gone = unreachable(A, "timed out", m(A, READY, True), NOW)
@@ -291,3 +291,22 @@ def test_an_unreachable_member_keeps_all_that_was_seen_of_it() -> None:
     assert unreachable(A, "refused", None, NOW) == MemberState(url=A, error="refused", unreachable_since=NOW)
     assert member_from_body(A, 200, "<html>").url == A
     assert MemberState(url=A, verdict="regression", ok=True).to_dict()["state"] == "ready"  # its /readyz is 200
+
+
+def test_a_member_restarting_is_counted_each_time_its_engine_pid_or_start_changes() -> None:
+    """The leader counts a member's restarts (firstlight_group_member_restarts, FirstlightGroupMemberRestarting):
+    another engine pid or another start on its /readyz is one; the same one read again, an unreadable moment, or a
+    body that names neither is none."""
+    first = member_from_body(A, 503, {"verdict": "starting", "pid": 10, "start": 1})
+    assert (first.start_key, first.restarts) == ((10, 1), 0)
+    same = member_from_body(A, 503, {"verdict": "starting", "pid": 10, "start": 1}, first)
+    assert same.restarts == 0
+    gone = unreachable(A, "refused", same, NOW)
+    assert (gone.start_key, gone.restarts) == ((10, 1), 0)  # down for a moment: not yet a restart
+    again = member_from_body(A, 503, {"verdict": "starting", "pid": 11, "start": 1}, gone)  # a new engine
+    assert (again.start_key, again.restarts, again.to_dict()["restarts"]) == ((11, 1), 1, 1)
+    sidecar = member_from_body(A, 503, {"verdict": "starting", "pid": 11, "start": 2}, again)  # the sidecar's next
+    assert sidecar.restarts == 2
+    blank = member_from_body(A, 503, {"verdict": "starting"}, sidecar)
+    assert (blank.start_key, blank.restarts) == (None, 2)
+    assert member_from_body(A, 503, {"verdict": "starting", "pid": 12, "start": 1}, blank).restarts == 2

@@ -220,6 +220,10 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
     ("member unreachable", r"`FirstlightGroupMemberUnreachable` \| the leader cannot read a member's firstlight.*?"
      r"within (\d+) s already\) \| (\d+) s \|", (1, 1),
      lambda: (members.AFTER_READY_BOUND_S, _for_s(_alert("FirstlightGroupMemberUnreachable")))),
+    ("member restarting", r"`FirstlightGroupMemberRestarting` \| the leader saw a member restart (\d+) times within "
+     r"(\d+) minutes", (1, 1),
+     lambda: (int(re.search(r">= (\d+)\s", _alert("FirstlightGroupMemberRestarting")["expr"]).group(1)),  # type: ignore[union-attr]
+              _window(_alert("FirstlightGroupMemberRestarting")["expr"]))),
     ("degraded", r"`FirstlightServingDegraded` \| `firstlight_serving` was 0\.5 \(warning\) for (\d+) of the last "
      r"(\d+) minutes", (60, 60), lambda: _degraded_window(_alert("FirstlightServingDegraded")["expr"])),
     ("spec-decoding drop factor", r"`firstlight:spec_acceptance_drop:factor` \(([\d.]+)", (1,),

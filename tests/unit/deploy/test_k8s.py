@@ -51,7 +51,7 @@ def validate() -> Any:
 def test_the_manifests_are_there():
     assert {p.name for p in MANIFESTS} >= {"vllm-sidecar.yaml", "sglang-sidecar.yaml", "vllm-exec-probe.yaml",
                                            "vllm-sidecar-node-log.yaml"}
-    assert {p.name for p in LWS_MANIFESTS} >= {"sglang-lws.yaml"}
+    assert {p.name for p in LWS_MANIFESTS} >= {"sglang-lws.yaml", "vllm-lws.yaml"}
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
@@ -249,7 +249,9 @@ def test_a_leaderworkerset_asks_firstlight_on_every_pod_and_the_leader_reads_eac
         _wrapper, cmdline = _engine_cmdlines({**engine, "args": [script]})
         assert re.search(_arg(args, "--pid-from"), cmdline)
         cmd = read_command(cmdline)
-        assert (cmd.engine, cmd.role, cmd.nnodes) == ("sglang", role, size), (template, cmd)
+        assert (cmd.engine, cmd.role, cmd.nnodes) == (path.name.split("-")[0], role, size), (template, cmd)
+        # a worker that serves no port (vLLM --headless) is judged by its connection to the leader's address
+        assert cmd.head == ((leader_address,) if role == "worker" and cmd.engine == "vllm" else ()), cmd
         assert args[1] == f"http://127.0.0.1:{cmd.port}"  # the sidecar watches the engine's own port
         members = members_from_lws(env)
         if index == 0:

@@ -161,6 +161,12 @@ def test_a_leader_exports_the_group_verdict_and_each_members_state_by_member_and
         assert ('firstlight_group_member_last_progress_timestamp_seconds{member="127.0.1.2:8081",node_rank="1"} '
                 "1.7000000005e+09") in text
         assert "s3cr3tpw" not in text and "t0k3nval" not in text  # a member's URL never brings its secrets into a label
+        # each member's restarts as a counter: 0 from the first read, then as many as the leader counted
+        assert 'firstlight_group_member_restarts_total{member="127.0.1.3:8081",node_rank=""} 0.0' in text
+        for restarts in (2, 2, 3):  # the same count told again adds nothing
+            leader.group_update([{**members[1], "restarts": restarts}], {"verdict": "starting", "serving": False})
+        text = generate_latest(leader.registry).decode()
+        assert 'firstlight_group_member_restarts_total{member="127.0.1.3:8081",node_rank=""} 3.0' in text
     finally:
         leader.close()
 
