@@ -67,10 +67,12 @@ def test_duration_and_request_count_both_bound_the_run(sim50: str):
 
 def test_warmup_reports_the_slow_first_request():
     with running_sim(scenario="slow_first_request", rate=200.0) as url:
-        w = run_warmup(BenchConfig(url, output_len=20), 4)  # 100 ms each after the first: 20% is 20 ms of slack
+        # 500 ms each after the first, settled within 50 %: a busy 2-core machine delays a request by tens of ms
+        # (100 ms requests within 20 % left 20 ms of slack: a loaded hunt's failure)
+        w = run_warmup(BenchConfig(url, output_len=100), 4, tolerance=0.5)
     assert w.errors == 0 and w.first_s is not None and w.steady_s is not None
-    assert w.first_s > 2.5  # the sim's first generation takes 3 s
-    assert w.steady_s < 0.6 and w.slowdown is not None and w.slowdown > 4
+    assert w.first_s > 3.0  # the sim's first generation waits 3 s, then streams its tokens
+    assert w.steady_s < w.first_s - 2.0 and w.slowdown is not None and w.slowdown > 2  # without the 3 s
     # the slow first request is never the steady state; where it settles after that depends on the machine's load
     assert w.steady_index is not None and w.steady_index >= 1
     assert w.to_dict()["latencies_s"][0] == w.first_s

@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import psutil
 import pytest
 
 from firstlight.runner.members import AFTER_READY_BOUND_S
@@ -223,3 +224,37 @@ def test_after_ready_a_headless_node_whose_head_went_away_stops_serving(group: G
     assert time.monotonic() - t0 <= AFTER_READY_BOUND_S + 10.0
     serving = readyz(worker)[1]["serving"]
     assert serving["state"] != "serving" and "connected to its head" in json.dumps(serving), serving
+
+
+def _engine_of(group: Group, index: int) -> int:
+    """The engine process a node's firstlight launched (its only child)."""
+    fl = psutil.Process(group.procs[index].pid)
+    return int(wait_for(lambda: (c := fl.children()) and c[0].pid, 30, "the node's engine"))
+
+
+@pytest.mark.parametrize("fault", ["SIGSTOP", "SIGKILL"])
+def test_a_vllm_headless_node_frozen_or_killed_while_loading_is_named_by_the_group(group: Group, fault: str) -> None:
+    """A real fault on the engine of a headless node in the middle of its weights: frozen (SIGSTOP), its own
+    firstlight says hung after --stall-timeout and the group hung names it; killed (SIGKILL), failed, named."""
+    master = ("127.0.1.1", free_port_on("127.0.1.1"))
+    workers = [_vllm(group, 2, "normal", master), _vllm(group, 3, "normal", master, sim_extra=("--load-seconds", "60"))]
+    leader = _vllm(group, 1, "normal", master, tuple(workers))
+    wait_for(lambda: readyz(workers[1])[1].get("phase") == "weights_loading", DEADLINE_S, "the node loading")
+    os.kill(_engine_of(group, 1), getattr(signal, fault))
+    verdict = "hung" if fault == "SIGSTOP" else "failed"
+    body = wait_for(lambda: _group(leader, verdict), DEADLINE_S, f"group {verdict}")
+    assert body["group"]["culprit"] == workers[1], body["group"]
+    member = next(m for m in body["members"] if m["url"] == workers[1])
+    assert (member["verdict"], member["phase"]) == (verdict, "weights_loading"), member
+    if fault == "SIGKILL":
+        assert "SIGKILL" in json.dumps(body["group"]["evidence"]), body["group"]["evidence"]
+
+
+def test_an_sglang_worker_node_hung_while_loading_hangs_the_group_naming_it(group: Group) -> None:
+    workers = [group.node(2, "normal", extra=("--engine", "sglang"), sim_extra=("--node-rank", "1")),
+               group.node(3, "hang", extra=("--engine", "sglang"), sim_extra=("--node-rank", "2"))]
+    leader = group.node(1, "normal", tuple(workers), ("--engine", "sglang"))
+    body = wait_for(lambda: _group(leader, "hung"), DEADLINE_S, "group hung")
+    assert body["group"]["culprit"] == workers[1]
+    member = next(m for m in body["members"] if m["url"] == workers[1])
+    assert (member["verdict"], member["phase"], member["role"]) == ("hung", "weights_loading", "worker"), member
