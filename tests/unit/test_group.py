@@ -307,6 +307,7 @@ def test_a_member_restarting_is_counted_each_time_its_engine_pid_or_start_change
     assert (again.start_key, again.restarts, again.to_dict()["restarts"]) == ((11, 1), 1, 1)
     sidecar = member_from_body(A, 503, {"verdict": "starting", "pid": 11, "start": 2}, again)  # the sidecar's next
     assert sidecar.restarts == 2
+    assert unreachable(A, "refused", sidecar, NOW).restarts == 2  # unreadable, it keeps its count
     blank = member_from_body(A, 503, {"verdict": "starting"}, sidecar)
     assert (blank.start_key, blank.restarts) == (None, 2)
     assert member_from_body(A, 503, {"verdict": "starting", "pid": 12, "start": 1}, blank).restarts == 2
