@@ -92,8 +92,11 @@ class Told(QuietReporter):
         self.told.append((status.state, status.reason, changed))
 
 
+STALL_30 = JudgeConfig(stall_timeout=30.0)
+
+
 def _wired(clock: Clock, *, first_latency: float | None = 1.0, ready_at: float | None = 0.0,
-           judge: JudgeConfig = JudgeConfig(stall_timeout=30.0), pid: int | None = None,
+           judge: JudgeConfig = STALL_30, pid: int | None = None,
            record: list[object] | None = None) -> tuple[ServingWatch, list[tuple[str, str, bool]], list[str]]:
     """A watch whose observer threads never start: the test puts what they would see on its queue and records
     what the watch asks of them."""
@@ -161,7 +164,7 @@ def test_the_watch_wires_its_observers_to_its_queue_clock_pid_model_and_the_work
     import os
 
     clock = Clock()
-    watch, told, _ = _wired(clock, pid=os.getpid())
+    watch, _, _ = _wired(clock, pid=os.getpid())
     p = watch.probe
     assert p.sink == watch.q.put and p.clock is clock and p.metrics_path == "/metrics"  # vLLM's counters
     assert p.sampler is not None and p.sampler.pid == os.getpid()
