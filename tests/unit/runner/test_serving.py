@@ -50,6 +50,8 @@ def test_the_servers_cpu_reaches_the_tracker_so_an_engine_that_computes_is_not_h
 def test_the_serving_checks_use_the_judges_cpu_threshold_and_stall_timeout():
     sc = serving_config(Config(judge=JudgeConfig(stall_timeout=77.0, cpu_busy_cores=0.3), serving_interval=4.0))
     assert (sc.cpu_busy_cores, sc.stall_timeout, sc.interval) == (0.3, 77.0, 4.0)
+    from firstlight.config import ProbeConfig
+    assert serving_config(Config(probe=ProbeConfig(generation_timeout=33.0))).generation_timeout == 33.0
 
 
 def test_the_counters_are_scraped_every_second_or_every_quarter_interval_when_shorter():
@@ -115,7 +117,10 @@ def test_the_watch_tells_its_first_state_as_a_change_then_each_steps_state_and_a
     record: list[object] = []
     watch, told, asked = _wired(clock, record=record)
     assert watch.step() is watch.status and told == [("serving", "READY: a real generation returned", False)]
-    assert asked == []  # not started: no checks
+    clock.now = 10.0
+    watch.step()
+    assert asked == []  # not started: no checks, even when one would be due
+    clock.now = 0.0
     watch.start()
     assert asked == ["start"] and told[-1] == ("serving", "READY: a real generation returned", True)
     clock.now = 5.0
