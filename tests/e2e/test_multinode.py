@@ -63,6 +63,14 @@ def _group(url: str, verdict: str) -> dict[str, Any] | None:
     return body if g.get("verdict") == verdict else None
 
 
+def _member_verdict(url: str, verdict: str, member: str) -> dict[str, Any] | None:
+    """The leader's body once its group has ``verdict`` and the member's own judge too: the group may say hung
+    from the member's old progress a moment before the member's own stall timeout runs out."""
+    body = _group(url, verdict)
+    seen = next((m for m in body["members"] if m["url"] == member), None) if body else None
+    return body if seen is not None and seen["verdict"] == verdict else None
+
+
 def _scrape(url: str) -> str:
     try:
         with urllib.request.urlopen(url, timeout=5) as r:
@@ -189,7 +197,7 @@ def test_a_vllm_headless_node_is_not_ready_before_its_engines_say_so(group: Grou
     master = ("127.0.1.1", free_port_on("127.0.1.1"))
     workers = [_vllm(group, 2, "normal", master), _vllm(group, 3, "hang", master)]
     leader = _vllm(group, 1, "normal", master, tuple(workers))
-    body = wait_for(lambda: _group(leader, "hung"), DEADLINE_S, "group hung")
+    body = wait_for(lambda: _member_verdict(leader, "hung", workers[1]), DEADLINE_S, "group and node hung")
     assert body["group"]["culprit"] == workers[1]
     member = next(m for m in body["members"] if m["url"] == workers[1])
     assert (member["state"], member["phase"]) == ("hung", "weights_loading"), member
@@ -243,7 +251,7 @@ def test_a_vllm_headless_node_frozen_or_killed_while_loading_is_named_by_the_gro
     wait_for(lambda: readyz(workers[1])[1].get("phase") == "weights_loading", DEADLINE_S, "the node loading")
     os.kill(_engine_of(group, 1), getattr(signal, fault))
     verdict = "hung" if fault == "SIGSTOP" else "failed"
-    body = wait_for(lambda: _group(leader, verdict), DEADLINE_S, f"group {verdict}")
+    body = wait_for(lambda: _member_verdict(leader, verdict, workers[1]), DEADLINE_S, f"group and node {verdict}")
     assert body["group"]["culprit"] == workers[1], body["group"]
     member = next(m for m in body["members"] if m["url"] == workers[1])
     assert (member["verdict"], member["phase"]) == (verdict, "weights_loading"), member
@@ -255,7 +263,7 @@ def test_an_sglang_worker_node_hung_while_loading_hangs_the_group_naming_it(grou
     workers = [group.node(2, "normal", extra=("--engine", "sglang"), sim_extra=("--node-rank", "1")),
                group.node(3, "hang", extra=("--engine", "sglang"), sim_extra=("--node-rank", "2"))]
     leader = group.node(1, "normal", tuple(workers), ("--engine", "sglang"))
-    body = wait_for(lambda: _group(leader, "hung"), DEADLINE_S, "group hung")
+    body = wait_for(lambda: _member_verdict(leader, "hung", workers[1]), DEADLINE_S, "group and node hung")
     assert body["group"]["culprit"] == workers[1]
     member = next(m for m in body["members"] if m["url"] == workers[1])
     assert (member["verdict"], member["phase"], member["role"]) == ("hung", "weights_loading", "worker"), member
