@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -267,3 +268,43 @@ def test_an_sglang_worker_node_hung_while_loading_hangs_the_group_naming_it(grou
     assert body["group"]["culprit"] == workers[1]
     member = next(m for m in body["members"] if m["url"] == workers[1])
     assert (member["verdict"], member["phase"], member["role"]) == ("hung", "weights_loading", "worker"), member
+
+
+def test_a_sidecar_judges_a_headless_vllm_node_by_its_log_and_its_connection_as_the_manifest_runs_it(
+        tmp_path: Path) -> None:
+    """deploy/k8s/vllm-lws.yaml's worker: `watch URL --pid-from ... --engine vllm --log FILE --serve-readiness`
+    beside an engine that was started on its own (`vllm serve ... --headless`, here the simulator's vLLM dialect),
+    its output teed to the file: READY once its engines said so and it holds its connection to the head; the head
+    killed, 503."""
+    master = ("127.0.1.1", free_port_on("127.0.1.1"))
+    head = subprocess.Popen(sim_cmd("normal", free_port_on("127.0.1.1"), "--host", "127.0.1.1", "--dialect", "vllm",
+                                    "--master-addr", master[0], "--master-port", str(master[1])),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log, token = tmp_path / "engine.log", f"node-{os.getpid()}-{time.monotonic_ns()}"
+    rport = free_port_on("127.0.1.2")
+    sidecar = subprocess.Popen(firstlight_cmd("watch", "http://127.0.1.2:8000", "--pid-from", token, "--engine", "vllm",
+                                              "--log", str(log), "--serve-readiness", f"127.0.1.2:{rport}",
+                                              "--serving-interval", "1", "--stall-timeout", str(STALL_S),
+                                              "--no-history"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                               start_new_session=True)
+    node: subprocess.Popen[bytes] | None = None
+    try:
+        url = f"http://127.0.1.2:{rport}"
+        wait_for(lambda: readyz(url)[0] == 503, DEADLINE_S, "the sidecar listening")
+        with log.open("wb") as out:
+            node = subprocess.Popen(sim_cmd("normal", None, "--host", "127.0.1.2", "--dialect", "vllm", "--headless",
+                                            "--master-addr", master[0], "--master-port", str(master[1]),
+                                            "--served-model-name", token),
+                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        body = wait_for(lambda: (r := readyz(url)) and r[0] == 200 and r[1], DEADLINE_S, "the node READY")
+        assert (body["role"], body["pid"]) == ("worker", node.pid), body
+        seen = [e["value"] for e in body["evidence"]]
+        assert f"is connected to its head {master[0]}:{master[1]}" in seen[0] and "Graph capturing" in seen[1], seen
+        head.kill()  # the head goes: the kernel closes the node's connection
+        wait_for(lambda: readyz(url)[0] == 503, DEADLINE_S, "the node 503 once its head is gone")
+    finally:
+        for p in (sidecar, head, node):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=30)
