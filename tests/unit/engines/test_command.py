@@ -287,3 +287,81 @@ def test_the_environment_never_reaches_the_reading_s_repr() -> None:
     assert dict(cmd.env_set) == {"HF_TOKEN": "hf_secret123"} and cmd.env["OPENAI_API_KEY"] == "sk-abc"
     assert "sk-abc" not in repr(cmd)
     assert repr(cmd).count("hf_secret123") == 1  # in argv only, as given (command lines go through the redactor)
+
+
+# Each wrapper's own options, as its manual gives them: the ones that take a value take the next word (or
+# ``--opt=V``), the others none, and ``--`` ends them. (command, environment, what the reader must say.)
+WRAPPERS: list[tuple[str, dict[str, str] | None, dict[str, Any]]] = [
+    # env: -u NAME, --unset=NAME, -i (only what it sets), -C DIR, -S "split string", --
+    ("env -u A --unset=B -C /srv C=3 vllm serve m", {"A": "1", "B": "2", "D": "4"},
+     dict(server=("vllm", "serve", "m"), env_set=(("C", "3"),), wrappers=("env",))),
+    ("env --unset A -- vllm serve m", {"A": "1"}, dict(server=("vllm", "serve", "m"))),
+    ("env --chdir /srv -i X=1 vllm serve m", {"A": "1"}, dict(server=("vllm", "serve", "m"))),
+    ("env - X=1 vllm serve m --port 8101", {"A": "1"}, dict(port=8101)),
+    ("env --ignore-environment X=1 vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    ("env -S 'X=1 vllm serve m --port 8102'", None, dict(engine="vllm", port=8102, env_set=(("X", "1"),))),
+    ("env --split-string 'vllm serve m' --port 8103", None, dict(engine="vllm", port=8103)),
+    # the launchers that only run it
+    ("exec -a vllm vllm serve m --port 8104", None, dict(server=("vllm", "serve", "m", "--port", "8104"))),
+    ("nohup vllm serve m", None, dict(server=("vllm", "serve", "m"), wrappers=())),
+    ("time -- vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    ("setsid -f vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    ("sudo -u svc -g gpu -E vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    ("sudo -C 3 -D /srv -h host -p pw -r role -t type -U other -T 10 vllm serve m", None,
+     dict(server=("vllm", "serve", "m"))),
+    ("conda run -n llm --no-capture-output vllm serve m", None,
+     dict(server=("vllm", "serve", "m"), wrappers=("conda run",))),
+    ("conda run --name llm --prefix /c --cwd /srv vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    ("conda run -p /c vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    ("nice -n 10 stdbuf -oL -e 0 -i 0 vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    ("stdbuf -o L vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    ("taskset 0xff vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    ("taskset -c 0-7 vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    ("numactl -N 0 -m 0 -C 0-7 -p 1 -i all -P 0 --localalloc vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    ("uv tool run --from vllm vllm serve m", None, dict(server=("vllm", "serve", "m"), wrappers=("uvx",))),
+    ("uv run --python 3.12 -m vllm.entrypoints.openai.api_server --model /m", None,
+     dict(module="vllm.entrypoints.openai.api_server", model="/m", wrappers=("uv run",))),
+    ("uv run -- vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    # torchrun: its own options with and without values, --nnodes read, -m / a script / --no-python
+    ("torchrun --standalone --nnodes=2 --nproc-per-node 8 --rdzv-endpoint h:29500 -m sglang.launch_server "
+     "--model-path /m", None, dict(engine="sglang", nnodes=2, model="/m", wrappers=("torchrun",))),
+    ("torchrun --nnodes 3 --run-path -- /srv/serve.py --port 8105", None,
+     dict(nnodes=3, port=8105, server=("python", "/srv/serve.py", "--port", "8105"))),
+    ("torchrun --no-python vllm serve m", None, dict(server=("vllm", "serve", "m"), engine="vllm")),
+    ("python -m torch.distributed.run --nproc_per_node 2 -m sglang.launch_server --model-path /m", None,
+     dict(engine="sglang", wrappers=("torchrun",), model="/m")),
+    ("python3 -m torch.distributed.launch --nnodes=2 -m sglang.launch_server --model-path /m", None,
+     dict(nnodes=2, wrappers=("torchrun",))),
+    # containers: podman and docker, run / create / container run, their options, mounts and ports
+    ("podman run --rm -it --name x -v /srv/m:/m:ro -p 127.0.0.3:8106:8000/tcp vllm/vllm-openai --model /m/q", None,
+     dict(engine="vllm", model_local="/srv/m/q", url="http://127.0.0.3:8106", wrappers=("podman run",))),
+    ("docker container run -dit --mount type=bind,source=/srv/m,target=/m -p [::1]:8107:8000 vllm/vllm-openai "
+     "--model /m/q", None, dict(model_local="/srv/m/q", url="http://[::1]:8107", image="vllm/vllm-openai")),
+    ("docker create --mount type=bind,src=/srv/m,dst=/m --publish 8108:8000 vllm/vllm-openai --model /m/q", None,
+     dict(model_local="/srv/m/q", url="http://127.0.0.1:8108")),
+    ("docker run --mount type=bind,source=/srv/m,destination=/m -v named:/cache -v ./rel:/r vllm/vllm-openai "
+     "--model /m/q", None, dict(model_local="/srv/m/q")),
+    ("docker run -p 8000 -v /srv/m:/m vllm/vllm-openai --model /x/q", None, dict(model_local=None)),
+    ("docker run --network=host --env=A=1 --entrypoint 'python3 -m vllm.entrypoints.openai.api_server' "
+     "vllm/vllm-openai --model /m --port 8109", None,
+     dict(url="http://127.0.0.1:8109", env_set=(("A", "1"),), module="vllm.entrypoints.openai.api_server")),
+    ("docker run --net host --env A=2 ghcr.io/ggml-org/llama.cpp:server -m /a.gguf --port 8110", None,
+     dict(engine="llamacpp", url="http://127.0.0.1:8110", env_set=(("A", "2"),))),
+    ("docker run -- ollama/ollama", None, dict(server=("ollama", "serve"), image="ollama/ollama")),
+    ("docker run ollama/ollama", None, dict(server=("ollama", "serve"), engine="ollama")),
+    ("docker container ls", None, dict(server=("docker", "container", "ls"), wrappers=())),
+    # shells: -c SCRIPT with $0 and its arguments, options before it, a script file's "$@"
+    ("bash -lc 'exec vllm serve m \"$@\"' bash --port 8111", None,
+     dict(port=8111, wrappers=("bash -c",), engine="vllm")),
+    ("sh -e -o pipefail -c 'cd /srv && vllm serve m --port 8112'", None, dict(port=8112, wrappers=("sh -c",))),
+    ("bash +o history -c 'vllm serve m --port 8113 | tee log'", None, dict(port=8113)),
+    ("bash -c -- 'vllm serve m --port 8114'", None, dict(port=8114)),
+    ("sh -c 'echo start; sleep 1'", None, dict(server=("sleep", "1"), engine=None)),
+]
+
+
+@pytest.mark.parametrize(("command", "env", "expect"), WRAPPERS, ids=[c[0][:70] for c in WRAPPERS])
+def test_each_wrappers_options_are_skipped_as_its_manual_says(command: str, env: dict[str, str] | None,
+                                                               expect: dict[str, Any]) -> None:
+    cmd = read_command(shlex.split(command), env=env)
+    assert {k: getattr(cmd, k) for k in expect} == expect
