@@ -174,8 +174,8 @@ class CommandFlags:
     # engine without such a flag, a node rank above 0 (SGLang's worker nodes run only schedulers)
     node_rank: tuple[str, ...] = ()
     worker_flags: tuple[str, ...] = ()
-    # a worker that serves no port (vLLM --headless): the flags naming the head node it connects to, the first one
-    # given wins; ``head_default`` when none is (the engine's own default)
+    # a worker that serves no port (vLLM --headless): the flags naming the head node it connects to, every one
+    # given counts (TP/PP and DP name it differently); ``head_default`` when none is (the engine's own default)
     head: tuple[str, ...] = ()
     head_default: str | None = None
 

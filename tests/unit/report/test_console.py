@@ -34,3 +34,17 @@ def test_a_failed_starts_anatomy_head_says_how_far_it_got():
                        url="http://127.0.0.1:1", failure="crash", anatomy=ANATOMY)
     head = next(x for x in _shown(failed) if x.startswith("anatomy"))
     assert head == "anatomy (reached warmup; how far each phase got): 1.5s", head
+
+
+def test_a_workers_ready_line_says_what_was_seen_of_it_port_or_head():
+    """A worker generates nothing: its READY line names what firstlight saw, from its evidence (its port
+    listening, or a headless node's connection to its head)."""
+    seen = "pid 7 is connected to its head 10.0.0.1:29501 (seen in /proc, no connection made)"
+    worker = RunResult(verdict=READY, phase="ready", started_at=0.0, ended_at=2.0, engine="vllm",
+                       url="http://127.0.0.1:8000", ready_at=2.0,
+                       evidence=({"signal": "probe:port", "value": f"worker ready: {seen}", "since": 2.0},))
+    line = next(x for x in _shown(worker) if "serving after" in x)
+    assert line.endswith(f"a worker (it generates nothing itself): {seen}"), line
+    bare = RunResult(verdict=READY, phase="ready", started_at=0.0, ended_at=2.0, engine="llamarpc",
+                     url="http://127.0.0.1:50052", ready_at=2.0)
+    assert next(x for x in _shown(bare) if "serving after" in x).endswith("itself): its port listens")

@@ -66,3 +66,16 @@ def test_a_regression_keeps_the_unit_serving(tmp_path: Path):
     assert "READY=1" in messages[0].split("\n")
     assert not any("STOPPING=1" in m for m in messages[:2]), messages
     assert "STOPPING=1" in messages[-1]  # only when serving really ended
+
+
+def test_a_worker_is_ready_to_systemd_without_a_generation(tmp_path: Path):
+    sock, n = _notifier(tmp_path)
+    worker = RunResult(verdict="ready", phase="ready", started_at=0.0, ended_at=2.0, engine="llamarpc", url="u",
+                       ready_at=2.0)
+    try:
+        n.verdict(worker)
+        (message,) = _received(sock)
+    finally:
+        sock.close()
+        n.close()
+    assert message.split("\n")[:2] == ["READY=1", "STATUS=serving: a worker, seen serving in /proc"], message
