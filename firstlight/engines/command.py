@@ -392,7 +392,7 @@ def _shell_args(args: list[str]) -> tuple[str, list[str], bool]:
         if not args[i].startswith("--") and "c" in args[i][1:]:
             inline = True
         i += 2 if args[i] in ("-o", "+o", "-O", "+O") else 1
-    if i < len(args) and args[i] == "--":
+    if i < len(args) and args[i] in ("-", "--"):  # bash(1): "A - is equivalent to --"
         i += 1
     tail = args[i:]
     if not tail:
@@ -414,8 +414,9 @@ def _shell_script(path: str) -> str | None:
     if not first.startswith("#!"):
         return text if path.endswith(".sh") else None
     words = first[2:].split()
-    shell = os.path.basename(words[-1] if words and os.path.basename(words[0]) == "env" else words[0]) \
-        if words else ""
+    if words and os.path.basename(words[0]) == "env":  # ``#!/usr/bin/env [-S] [A=1] bash [-e]``: env's program
+        words = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+    shell = os.path.basename(words[0]) if words else ""
     if "\n'''exec' " in text[:512]:  # pip's sh trampoline of a Python console script: Python, not shell
         return None
     return text if shell in _SHELLS else None

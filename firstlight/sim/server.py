@@ -345,8 +345,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--master-addr", default=None, help="the head node's address (default: --host, or 127.0.0.1)")
     ap.add_argument("--master-port", type=int, default=0,
                     help="the head node's process-group port: the head listens there, a --headless node joins it")
-    ap.add_argument("--join-timeout", type=float, default=30.0,
-                    help="--headless: seconds to reach the head before vLLM's handshake error (exit 1)")
+    ap.add_argument("--join-timeout", type=float, default=300.0,
+                    help="--headless: seconds to reach the head before vLLM's handshake error (exit 1); vLLM's own "
+                         "is 5 minutes (HANDSHAKE_TIMEOUT_MINS, v1/engine/core.py)")
     ap.add_argument("--nnodes", type=int, default=1, help="nodes in a multi-node start (as the engine reads it)")
     ap.add_argument("--token-rate", type=float, default=200.0, help="output tokens per second per request")
     ap.add_argument("--spec-accept", type=float, default=None,

@@ -72,6 +72,19 @@ def _member_verdict(url: str, verdict: str, member: str) -> dict[str, Any] | Non
     return body if seen is not None and seen["verdict"] == verdict else None
 
 
+def _wait_group(group: Group, cond: Any, what: str, nodes: list[str]) -> Any:
+    """``wait_for`` on the leader, and on a timeout a message that says what each node said and wrote: a group
+    that never reaches its verdict must say why (hunt P: 90 s of waiting, no more than its name)."""
+    try:
+        return wait_for(cond, DEADLINE_S, what)
+    except AssertionError as e:
+        said = {u: {k: b.get(k) for k in ("verdict", "phase", "state", "group", "evidence")}
+                for u in nodes for b in [readyz(u)[1]]}
+        group.close()
+        wrote = [(p.stdout.read() if p.stdout else "")[-1500:] for p in group.procs]
+        raise AssertionError(f"{e}\nnodes: {json.dumps(said)[-6000:]}\noutput: {wrote}") from None
+
+
 def _scrape(url: str) -> str:
     try:
         with urllib.request.urlopen(url, timeout=5) as r:
@@ -198,8 +211,8 @@ def test_a_vllm_headless_node_is_not_ready_before_its_engines_say_so(group: Grou
     master = ("127.0.1.1", free_port_on("127.0.1.1"))
     workers = [_vllm(group, 2, "normal", master), _vllm(group, 3, "hang", master)]
     leader = _vllm(group, 1, "normal", master, tuple(workers))
-    body = wait_for(lambda: (b := _group(leader, "hung")) and b["group"]["culprit"] == workers[1] and b, DEADLINE_S,
-                    "group hung naming the node")
+    body = _wait_group(group, lambda: (b := _group(leader, "hung")) and b["group"]["culprit"] == workers[1] and b,
+                       "group hung naming the node", [leader, *workers])
     member = next(m for m in body["members"] if m["url"] == workers[1])
     assert member["phase"] == "weights_loading" and not member["ok"], member
 
@@ -252,7 +265,8 @@ def test_a_vllm_headless_node_frozen_or_killed_while_loading_is_named_by_the_gro
     wait_for(lambda: readyz(workers[1])[1].get("phase") == "weights_loading", DEADLINE_S, "the node loading")
     os.kill(_engine_of(group, 1), getattr(signal, fault))
     verdict = "hung" if fault == "SIGSTOP" else "failed"
-    body = wait_for(lambda: _member_verdict(leader, verdict, workers[1]), DEADLINE_S, f"group and node {verdict}")
+    body = _wait_group(group, lambda: _member_verdict(leader, verdict, workers[1]), f"group and node {verdict}",
+                       [leader, *workers])
     assert body["group"]["culprit"] == workers[1], body["group"]
     member = next(m for m in body["members"] if m["url"] == workers[1])
     assert (member["verdict"], member["phase"]) == (verdict, "weights_loading"), member
@@ -264,7 +278,8 @@ def test_an_sglang_worker_node_hung_while_loading_hangs_the_group_naming_it(grou
     workers = [group.node(2, "normal", extra=("--engine", "sglang"), sim_extra=("--node-rank", "1")),
                group.node(3, "hang", extra=("--engine", "sglang"), sim_extra=("--node-rank", "2"))]
     leader = group.node(1, "normal", tuple(workers), ("--engine", "sglang"))
-    body = wait_for(lambda: _member_verdict(leader, "hung", workers[1]), DEADLINE_S, "group and node hung")
+    body = _wait_group(group, lambda: _member_verdict(leader, "hung", workers[1]), "group and node hung",
+                       [leader, *workers])
     assert body["group"]["culprit"] == workers[1]
     member = next(m for m in body["members"] if m["url"] == workers[1])
     assert (member["verdict"], member["phase"], member["role"]) == ("hung", "weights_loading", "worker"), member

@@ -294,13 +294,18 @@ def test_the_environment_never_reaches_the_reading_s_repr() -> None:
 WRAPPERS: list[tuple[str, dict[str, str] | None, dict[str, Any]]] = [
     # env: -u NAME, --unset=NAME, -i (only what it sets), -C DIR, -S "split string", --
     ("env -u A --unset=B -C /srv C=3 vllm serve m", {"A": "1", "B": "2", "D": "4"},
-     dict(server=("vllm", "serve", "m"), env_set=(("C", "3"),), wrappers=("env",))),
-    ("env --unset A -- vllm serve m", {"A": "1"}, dict(server=("vllm", "serve", "m"))),
-    ("env --chdir /srv -i X=1 vllm serve m", {"A": "1"}, dict(server=("vllm", "serve", "m"))),
-    ("env - X=1 vllm serve m --port 8101", {"A": "1"}, dict(port=8101)),
-    ("env --ignore-environment X=1 vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+     dict(server=("vllm", "serve", "m"), env_set=(("C", "3"),), wrappers=("env",), env={"C": "3", "D": "4"})),
+    ("env --unset A -- vllm serve m", {"A": "1"}, dict(server=("vllm", "serve", "m"), env={})),
+    ("env -u NOT_SET vllm serve m", {"A": "1"}, dict(env={"A": "1"})),  # unsetting what is not set is no error
+    # a variable the outer env set, unset by the inner one: gone from what the server sees and from what was set
+    ("env A=1 B=2 env -u A vllm serve m", {}, dict(env={"B": "2"}, env_set=(("B", "2"),))),
+    ("env A=1 B=2 env --unset=A vllm serve m", {}, dict(env={"B": "2"}, env_set=(("B", "2"),))),
+    ("env --chdir /srv -i X=1 vllm serve m", {"A": "1"}, dict(server=("vllm", "serve", "m"), env={"X": "1"})),
+    ("env - X=1 vllm serve m --port 8101", {"A": "1"}, dict(port=8101, env={"X": "1"})),
+    ("env --ignore-environment X=1 vllm serve m", {"A": "1"}, dict(server=("vllm", "serve", "m"), env={"X": "1"})),
     ("env -S 'X=1 vllm serve m --port 8102'", None, dict(engine="vllm", port=8102, env_set=(("X", "1"),))),
-    ("env --split-string 'vllm serve m' --port 8103", None, dict(engine="vllm", port=8103)),
+    ("env --split-string 'vllm serve m' --port 8103", None,
+     dict(engine="vllm", port=8103, server=("vllm", "serve", "m", "--port", "8103"))),
     # the launchers that only run it
     ("exec -a vllm vllm serve m --port 8104", None, dict(server=("vllm", "serve", "m", "--port", "8104"))),
     ("nohup vllm serve m", None, dict(server=("vllm", "serve", "m"), wrappers=())),
@@ -322,14 +327,21 @@ WRAPPERS: list[tuple[str, dict[str, str] | None, dict[str, Any]]] = [
     ("uv run --python 3.12 -m vllm.entrypoints.openai.api_server --model /m", None,
      dict(module="vllm.entrypoints.openai.api_server", model="/m", wrappers=("uv run",))),
     ("uv run -- vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    ("uvx --from vllm vllm serve m --port 8116", None,
+     dict(server=("vllm", "serve", "m", "--port", "8116"), wrappers=("uvx",))),
+    ("uv pip list", None, dict(server=("uv", "pip", "list"), wrappers=())),  # not a run: uv itself
     # torchrun: its own options with and without values, --nnodes read, -m / a script / --no-python
     ("torchrun --standalone --nnodes=2 --nproc-per-node 8 --rdzv-endpoint h:29500 -m sglang.launch_server "
      "--model-path /m", None, dict(engine="sglang", nnodes=2, model="/m", wrappers=("torchrun",))),
     ("torchrun --nnodes 3 --run-path -- /srv/serve.py --port 8105", None,
      dict(nnodes=3, port=8105, server=("python", "/srv/serve.py", "--port", "8105"))),
     ("torchrun --no-python vllm serve m", None, dict(server=("vllm", "serve", "m"), engine="vllm")),
+    ("torchrun --no_python vllm serve m", None, dict(server=("vllm", "serve", "m"))),
+    ("torchrun --module sglang.launch_server --model-path /m", None,
+     dict(server=("python", "-m", "sglang.launch_server", "--model-path", "/m"), module="sglang.launch_server")),
     ("python -m torch.distributed.run --nproc_per_node 2 -m sglang.launch_server --model-path /m", None,
-     dict(engine="sglang", wrappers=("torchrun",), model="/m")),
+     dict(engine="sglang", wrappers=("torchrun",), model="/m", module="sglang.launch_server",
+          server=("python", "-m", "sglang.launch_server", "--model-path", "/m"))),
     ("python3 -m torch.distributed.launch --nnodes=2 -m sglang.launch_server --model-path /m", None,
      dict(nnodes=2, wrappers=("torchrun",))),
     # containers: podman and docker, run / create / container run, their options, mounts and ports
@@ -348,11 +360,24 @@ WRAPPERS: list[tuple[str, dict[str, str] | None, dict[str, Any]]] = [
     ("docker run --net host --env A=2 ghcr.io/ggml-org/llama.cpp:server -m /a.gguf --port 8110", None,
      dict(engine="llamacpp", url="http://127.0.0.1:8110", env_set=(("A", "2"),))),
     ("docker run -- ollama/ollama", None, dict(server=("ollama", "serve"), image="ollama/ollama")),
+    ("docker run ghcr.io/ggml-org/llama.cpp:server", None, dict(server=("llama-server",))),  # its own entrypoint
+    ("docker container run vllm/vllm-openai --model /m", None,
+     dict(image="vllm/vllm-openai", server=("vllm", "serve", "--model", "/m"))),
+    ("docker container create vllm/vllm-openai --model /m", None, dict(image="vllm/vllm-openai", model="/m")),
+    ("docker run --volume /srv/m:/m vllm/vllm-openai --model /m/q", None, dict(model_local="/srv/m/q")),
+    # on the host's network a published port means nothing: the server's own port is the one to reach
+    ("docker run --network host -p 9001:8000 vllm/vllm-openai --model m", None, dict(url="http://127.0.0.1:8000")),
+    ("docker run --net=host -p 9002:8000 vllm/vllm-openai --model m", None, dict(url="http://127.0.0.1:8000")),
+    ("docker run --network bridge -p 9003:8000 vllm/vllm-openai --model m", None,
+     dict(url="http://127.0.0.1:9003")),
     ("docker run ollama/ollama", None, dict(server=("ollama", "serve"), engine="ollama")),
     ("docker container ls", None, dict(server=("docker", "container", "ls"), wrappers=())),
     # shells: -c SCRIPT with $0 and its arguments, options before it, a script file's "$@"
-    ("bash -lc 'exec vllm serve m \"$@\"' bash --port 8111", None,
-     dict(port=8111, wrappers=("bash -c",), engine="vllm")),
+    ("bash -lc 'exec vllm serve m \"$@\"' bash --port 8111", None,  # $0 is "bash": "$@" starts after it
+     dict(port=8111, wrappers=("bash -c",), engine="vllm", server=("vllm", "serve", "m", "--port", "8111"))),
+    ("bash -O extglob -c 'vllm serve m --port 8115'", None, dict(port=8115, wrappers=("bash -c",))),
+    ("bash +O extglob -c 'vllm serve m --port 8117'", None, dict(port=8117, wrappers=("bash -c",))),
+    ("bash -c", None, dict(server=("bash", "-c"), wrappers=())),  # no script: the shell itself
     ("sh -e -o pipefail -c 'cd /srv && vllm serve m --port 8112'", None, dict(port=8112, wrappers=("sh -c",))),
     ("bash +o history -c 'vllm serve m --port 8113 | tee log'", None, dict(port=8113)),
     ("bash -c -- 'vllm serve m --port 8114'", None, dict(port=8114)),
@@ -364,4 +389,124 @@ WRAPPERS: list[tuple[str, dict[str, str] | None, dict[str, Any]]] = [
 def test_each_wrappers_options_are_skipped_as_its_manual_says(command: str, env: dict[str, str] | None,
                                                                expect: dict[str, Any]) -> None:
     cmd = read_command(shlex.split(command), env=env)
+    assert {k: getattr(cmd, k) for k in expect} == expect
+
+
+def test_the_start_flags_are_the_servers_arguments_without_its_port_and_host() -> None:
+    cmd = read_command(["vllm", "serve", "m", "--port", "8000", "--host", "0.0.0.0", "--max-model-len", "4096",
+                        "--port=9", "--host=h", "--dtype=half", "--enforce-eager"])
+    assert cmd.start_flags == ("serve", "m", "--max-model-len", "4096", "--dtype=half", "--enforce-eager")
+
+
+@pytest.mark.parametrize("argv", [[], ["uv"], ["uv", "run"], ["docker"], ["docker", "run"], ["docker", "run", "--name"],
+                                  ["bash"], ["bash", "-e"], ["bash", "--"], ["env"], ["env", "-u"], ["torchrun"],
+                                  ["torchrun", "-m"], ["sudo", "-u"], ["nohup"]])
+def test_a_wrapper_with_nothing_after_it_reads_as_no_engine_without_an_error(argv: list[str]) -> None:
+    cmd = read_command(argv)
+    assert (cmd.engine, cmd.model) == (None, None)
+
+
+def test_a_shell_s_options_before_its_script_file_are_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a short option holding ``c`` makes the script inline; ``--norc`` holds a c and is not ``-c``; ``-O``
+    takes a value; a lone ``-`` ends the options as ``--`` does (bash(1))."""
+    _script(tmp_path / "serve.sh", "#!/bin/bash\nexec vllm serve /m \"$@\"\n")
+    monkeypatch.chdir(tmp_path)
+    for shell in (["bash", "-e"], ["bash", "--norc"], ["bash", "-O", "extglob"], ["bash", "-"], ["bash", "--"],
+                  ["sh", "-eu", "-o", "pipefail"]):
+        cmd = read_command([*shell, "serve.sh", "--port", "8118"])
+        assert (cmd.server, cmd.wrappers) == (("vllm", "serve", "/m", "--port", "8118"),
+                                              (f"{shell[0]} serve.sh",)), shell
+
+
+def test_which_files_are_read_as_shell_scripts(tmp_path: Path) -> None:
+    """A ``#!`` line naming a shell (directly, through ``env``, or ``env -S``, with the shell's own options), or a
+    ``.sh`` file without one; a script's bytes that are not UTF-8 do not stop the reading."""
+    line = "exec vllm serve /m --port 8119\n"
+    for name, text in [("serve", "#!/bin/bash\n" + line), ("serve-eu", "#!/bin/bash -eu\n" + line),
+                       ("serve-env", "#!/usr/bin/env bash\n" + line),
+                       ("serve-env-s", "#!/usr/bin/env -S bash -e\n" + line),
+                       ("plain.sh", "set -e\n" + line), ("latin1.sh", "#!/bin/sh\n# caf\xe9\n" + line)]:
+        path = tmp_path / name
+        path.write_bytes(text.encode("latin-1"))
+        path.chmod(0o755)
+        cmd = read_command([str(path)])
+        assert (cmd.engine, cmd.port, cmd.wrappers) == ("vllm", 8119, (name,)), name
+
+
+def test_files_that_are_not_shell_scripts_are_left_as_they_are(tmp_path: Path) -> None:
+    """A Python script naming an engine in its text, a ``#!`` with no interpreter, a binary, a missing file, and
+    a script whose server line comes after the first 64 KiB read (scripts can be long)."""
+    cases = {"py": b"#!/usr/bin/env python3\nimport os\nos.system('vllm serve /m --port 8120')\n",
+             "bare": b"#!\nvllm serve /m --port 8120\n",
+             "binary": b"\x7fELF\x02\x01\x01\x00vllm serve /m --port 8120\n",
+             "long.sh": b"#!/bin/sh\n" + b": filler\n" * 8000 + b"vllm serve /m --port 8120\n"}
+    for name, data in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        path.chmod(0o755)
+        cmd = read_command([str(path), "--x"])
+        assert (cmd.server, cmd.wrappers, cmd.port) == ((str(path), "--x"), (), None), name
+    missing = str(tmp_path / "missing.sh")
+    assert read_command(["bash", missing]).server == ("bash", missing)
+
+
+def test_a_program_named_like_an_engine_is_the_engine_even_when_it_is_a_shell_script(tmp_path: Path) -> None:
+    """pip's own entry point for vllm may be a shell script (a venv on a long path): the program says vllm, so it
+    is the server as written, not the script's inside."""
+    vllm = _script(tmp_path / "vllm", "#!/bin/sh\nexec /opt/llama/llama-server \"$@\"\n")
+    cmd = read_command([str(vllm), "serve", "/m"])
+    assert (cmd.engine, cmd.server, cmd.wrappers) == ("vllm", (str(vllm), "serve", "/m"), ())
+
+
+def test_an_engine_named_further_on_is_the_engine_but_not_the_program() -> None:
+    cmd = read_command(["python", "bench.py", "--compare-with", "llama-server"])
+    assert (cmd.engine, cmd.named_by_program) == ("llamacpp", False)
+
+
+# The numbers, mounts and ports a command states, at their edges. (command, what the reader must say.)
+EDGES: list[tuple[str, dict[str, Any]]] = [
+    ("vllm serve m --port 65535", dict(port=65535)),
+    ("vllm serve m --port 65536", dict(port=8000)),  # no port: the engine's default
+    ("vllm serve m --port 1", dict(port=1)),
+    ("vllm serve m --port 0", dict(port=8000)),  # "any free port": nothing to probe before the log says which
+    ("vllm serve m --host [::1] --port 8001", dict(url="http://[::1]:8001")),
+    ("vllm serve m --tensor-parallel-size 1", dict(tp=1)),
+    ("vllm serve m --tensor-parallel-size 0", dict(tp=None)),
+    ("vllm serve m --tensor-parallel-size x", dict(tp=None)),
+    ("torchrun --nnodes 1:4 -m sglang.launch_server --model-path /m", dict(nnodes=4)),  # elastic MIN:MAX: at most
+    ("env A=b=c vllm serve m", dict(env_set=(("A", "b=c"),))),
+    ("nice -n 5 -- vllm serve m", dict(server=("vllm", "serve", "m"))),
+    ("uv run --module vllm.entrypoints.openai.api_server --model /m",
+     dict(module="vllm.entrypoints.openai.api_server", model="/m")),
+    ("python -c 'import srv; srv.main()' --port 7001 --model /m",
+     dict(module=None, server=("python", "-c", "import srv; srv.main()", "--port", "7001", "--model", "/m"))),
+    # mounts: relative and home host paths, a trailing slash, the root, the longest mount that holds the model
+    ("docker run -v ./models:/m vllm/vllm-openai --model /m/q", dict(model_local="models/q")),
+    ("docker run -v ~/models:/m vllm/vllm-openai --model /m/q",
+     dict(model_local=os.path.expanduser("~/models/q"))),
+    ("docker run -v /srv/m:/m/ vllm/vllm-openai --model /m/q", dict(model_local="/srv/m/q")),
+    ("docker run -v /srv/root:/ vllm/vllm-openai --model /m/q", dict(model_local="/srv/root/m/q")),
+    ("docker run -v /srv:/data -v /fast/m:/data/m vllm/vllm-openai --model /data/m/q", dict(model_local="/fast/m/q")),
+    ("docker run -v /fast/m:/data/m -v /srv:/data vllm/vllm-openai --model /data/m/q", dict(model_local="/fast/m/q")),
+    ("docker run -v /srv/m:/m vllm/vllm-openai --model ./q", dict(model_local=None)),  # relative inside: unknown
+    ("docker run --mount type=bind,source=/srv/a=b,target=/m vllm/vllm-openai --model /m/q",
+     dict(model_local="/srv/a=b/q")),
+    ("docker run -v /cache vllm/vllm-openai --model /cache/q", dict(model_local=None)),  # an anonymous volume
+    ("docker run -v hf:/root/.cache/huggingface vllm/vllm-openai --model /root/.cache/huggingface/m",
+     dict(model_local=None)),  # a named volume is no host path
+    ("docker run -p x:8000 vllm/vllm-openai --model m", dict(url="http://127.0.0.1:8000")),
+    # a script given inline: the last command when none names an engine; "${@}" and friends; continued lines
+    ("sh -c 'cd /srv; echo start; exec ./serve --port 9'", dict(server=("./serve", "--port", "9"))),
+    ("bash -c 'vllm serve m ${@}' bash --port 8125", dict(port=8125)),
+    ("bash -c 'vllm serve m $*' bash --port 8126", dict(port=8126)),
+    ("bash -c 'vllm serve m ${*}' bash --port 8127", dict(port=8127)),
+    ("bash -c 'vllm serve m \\\n  --port 8121'", dict(port=8121, server=("vllm", "serve", "m", "--port", "8121"))),
+    ("bash -c 'vllm serve /srv/m-1.5 --port 8122 && echo ok'", dict(model="/srv/m-1.5", port=8122)),
+    ("bash -c \"vllm serve m --port 8124 'unbalanced\"", dict(engine="vllm")),
+]
+
+
+@pytest.mark.parametrize(("command", "expect"), EDGES, ids=[c[0][:70] for c in EDGES])
+def test_numbers_mounts_ports_and_inline_scripts_at_their_edges(command: str, expect: dict[str, Any]) -> None:
+    cmd = read_command(shlex.split(command))
     assert {k: getattr(cmd, k) for k in expect} == expect
