@@ -36,8 +36,10 @@ def test_a_leader_that_failed_waits_for_the_member_whose_end_broke_it(monkeypatc
             with member.state.lock:
                 member.state.verdict = FAILED
         threading.Timer(0.6, dies).start()
+        t0 = time.monotonic()
         watch.summary(FAILED_RESULT)  # returns once a member explains it (SETTLE_S at most)
         assert watch.group is not None and (watch.group.verdict, watch.group.culprit) == (FAILED, member.url)
+        assert time.monotonic() - t0 < SETTLE_S + 0.9  # it reads again every POLL_S / 4 within the settle time
     finally:
         for r in (watch, leader, member):
             r.close()
@@ -154,7 +156,7 @@ def test_a_member_that_answers_but_not_as_firstlight_or_not_in_time_is_unreachab
                 watch.poll_once(client)
                 took = time.monotonic() - t0
             assert watch.states[url].error == "ReadTimeout: timed out"
-            assert took >= REQUEST_TIMEOUT_S  # the deadline is the request's, not less
+            assert REQUEST_TIMEOUT_S <= took < REQUEST_TIMEOUT_S + 2.5  # the request's deadline, not httpx's 5 s
         finally:
             leader.close()
 
@@ -188,3 +190,105 @@ def test_members_from_lws_edge_cases():
     assert members_from_lws({**base, "LWS_GROUP_SIZE": "1"}) == []  # a group of one: no members
     for broken in ({"LWS_GROUP_SIZE": "two"}, {"LWS_GROUP_SIZE": ""}, {"LWS_LEADER_ADDRESS": ""}):
         assert members_from_lws({**base, **broken}) == [], broken
+
+
+def _proxy_env(monkeypatch) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing there: a read through it fails
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+
+
+def test_the_settling_reads_after_a_failed_leader_go_direct_too(monkeypatch):
+    _proxy_env(monkeypatch)
+    leader, member = _servers(FAILED)
+    watch = MemberWatch([member.url.rstrip("/") + "/"], leader, stall_timeout_s=30.0)
+    watch.close()  # only the settling reads below
+    try:
+        assert watch.urls == [member.url.rstrip("/")]
+        watch.summary(FAILED_RESULT)
+        assert watch.group is not None and (watch.group.verdict, watch.group.culprit) == (FAILED, member.url)
+    finally:
+        for r in (leader, member):
+            r.close()
+
+
+def test_the_loop_polls_every_poll_interval_on_its_named_thread():
+    from firstlight.runner.members import POLL_S
+    from tests.support.common import wait_for
+
+    leader, member = ReadinessServer(), _ready_member()
+    polls: list[float] = []
+
+    class Sink:
+        def group_update(self, members: list[dict[str, object]], group: dict[str, object]) -> None:
+            polls.append(time.monotonic())
+
+    watch = MemberWatch([member.url], leader, stall_timeout_s=30.0)
+    watch.sinks.append(Sink())
+    try:
+        assert watch._thread.name == "firstlight-members"  # what py-spy and a thread dump show
+        wait_for(lambda: len(polls) >= 3, 30, "three polls of the loop")
+        assert POLL_S == 1.0 and polls[2] - polls[1] >= POLL_S * 0.9  # it waits between polls, never spins
+    finally:
+        watch.close()
+        for r in (leader, member):
+            r.close()
+
+
+def test_a_poll_passes_on_the_leaders_own_progress_and_what_was_seen_of_each_member_before():
+    """The stall rule weighs the leader's own last progress (the oldest names the leader); a member's restart is
+    counted from what the last poll saw of it."""
+    import httpx
+
+    now = time.time()
+    leader = ReadinessServer()
+    with leader.state.lock:
+        leader.state.verdict, leader.state.start, leader.state.last_progress_at = "starting", 1, now - 100
+    slow = ReadinessServer()
+    with slow.state.lock:
+        slow.state.verdict, slow.state.start, slow.state.last_progress_at, slow.state.pid = "starting", 1, now - 50, 7
+    said: list[str] = []
+    watch = MemberWatch([slow.url], leader, stall_timeout_s=30.0, message=said.append)
+    watch.close()
+    try:
+        with httpx.Client(trust_env=False) as client:
+            g = watch.poll_once(client)
+            assert (g.verdict, g.culprit) == ("hung", "leader"), g  # the leader stopped first
+            with slow.state.lock:
+                slow.state.pid = 8  # another process: a restart
+            watch.poll_once(client)
+        assert watch.states[slow.url].restarts == 1
+        assert said[0].startswith("group: hung (1 member(s)): the leader made no progress since")
+    finally:
+        for r in (leader, slow):
+            r.close()
+
+
+def test_the_change_message_lists_the_first_three_reasons_and_none_when_there_is_none():
+    import httpx
+
+    from firstlight.sim.fixtures import free_port
+
+    leader = ReadinessServer()
+    with leader.state.lock:
+        leader.state.verdict, leader.state.start, leader.state.last_progress_at = "starting", 1, time.time()
+    gone = [f"http://127.0.0.1:{free_port()}" for _ in range(4)]
+    said: list[str] = []
+    watch = MemberWatch(gone, leader, stall_timeout_s=300.0, message=said.append)
+    watch.close()
+    member = _ready_member()
+    alone = MemberWatch([member.url], leader, stall_timeout_s=300.0, message=said.append)
+    alone.close()
+    try:
+        with httpx.Client(trust_env=False) as client:
+            g = watch.poll_once(client)
+            alone.poll_once(client)
+        since = watch.states[gone[0]].unreachable_since  # dated from the first failed read
+        assert since is not None and abs(since - time.time()) < 60
+        assert said[0] == "group: starting (4 member(s)): " + "; ".join(str(e["message"]) for e in g.evidence[:3])
+        assert len(g.evidence) == 4 and str(g.evidence[3]["message"]) not in said[0]
+        assert said[1] == "group: starting (1 member(s))"  # every member ready, the leader not yet: no reason
+    finally:
+        for r in (leader, member):
+            r.close()
