@@ -17,6 +17,16 @@ def size(n: float | None) -> str:
     return f"{n:.0f} B"
 
 
+def mb(n: float) -> str:
+    """An amount moved between two samples, always in MB: ``2.9 MB`` read since the last one."""
+    return f"{n / 1e6:.1f} MB"
+
+
+def gb(n: float) -> str:
+    """A memory or checkpoint size in the judge's evidence: ``1.23 GB``, under 1 GB in whole MB."""
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
 def gib(n: float) -> str:
     """Binary gigabytes, as GPU memory is said: ``79.6 GiB``."""
     return f"{n / GIB:.1f} GiB"

@@ -23,6 +23,7 @@ from firstlight.assessment import Assessment, Event, Evidence, PhaseSpan, Progre
 from firstlight.config import JudgeConfig
 from firstlight.deaths import CRASH_SIGNALS, KILLED_HINT, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
 from firstlight.engines.profile import EngineProfile
+from firstlight.formats import gb
 from firstlight.interpret import FailureHit, LineInterpreter, Reading
 from firstlight.logtext import is_access_line, one_line
 from firstlight.timeline import (
@@ -39,7 +40,7 @@ from firstlight.timeline import (
     Started,
     WeightsTotal,
 )
-from firstlight.trackers import CompileTracker, GpuTracker, LadderTracker, ProcessTracker, ProgressTracker, gb
+from firstlight.trackers import CompileTracker, GpuTracker, LadderTracker, ProcessTracker, ProgressTracker
 from firstlight.vocab import (
     BAD_GENERATION,
     CATEGORY_RANK,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from firstlight.assessment import Event, Evidence, Progress
 from firstlight.config import JudgeConfig
 from firstlight.cputime import rate_reaches
+from firstlight.formats import gb, mb
 from firstlight.timeline import GpuSample, Level, LogLine, Probe, ProcessSample, WeightsTotal
 
 # Compiler runs (torch.compile/Inductor, Triton, DeepGEMM and flashinfer JIT, nvcc) are evidence of a compile:
@@ -19,14 +20,6 @@ COMPILERS = frozenset({"cc", "cc1", "cc1plus", "c++", "g++", "gcc", "clang", "cl
 COMPILE_WINDOW_S = 60.0
 _COMPILE_NOTE_EVERY_S = 30.0
 _RATE_WINDOW_S = 10.0
-
-
-def mb(n: float) -> str:
-    return f"{n / 1e6:.1f} MB"
-
-
-def gb(n: float) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
 
 
 class CompileTracker:

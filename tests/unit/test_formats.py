@@ -35,3 +35,10 @@ def test_a_slow_rate_keeps_its_decimal(rate: float | None, text: str):
 
 def test_gpu_memory_in_binary_gigabytes():
     assert gib(80 * GIB) == "80.0 GiB" and gib(GIB // 2) == "0.5 GiB"
+
+
+def test_the_judges_evidence_says_a_move_in_mb_and_a_size_in_gb_or_whole_mb() -> None:
+    from firstlight.formats import gb, mb
+
+    assert (mb(2_949_000), mb(0), mb(12_345_678_901)) == ("2.9 MB", "0.0 MB", "12345.7 MB")
+    assert (gb(1e9), gb(1_234_567_890), gb(999_999_999), gb(98_400_000)) == ("1.00 GB", "1.23 GB", "1000 MB", "98 MB")
