@@ -4,14 +4,16 @@ mutmut mutates Python only; the alert rules hold their own numbers: each `for`, 
 range window (`[15m]`, `[10m:30s]`), each threshold and factor in an expression (`>= 3`, `vector(1.5)`), and each
 comparison against one (`>=` / `>`). This changes one of them at a time (a number a little up and a little down, a
 duration halved and doubled, `>=` to `>` and back), runs the promtool unit tests of deploy/prometheus/tests/
-against the mutant, and counts it killed when a test fails. A survivor is a value no promtool test pins. Mutants
-that promtool rejects as a rules file are counted apart (they say nothing about the tests).
+against the mutant, then the in-process tests of the rules file (what promtool cannot see: a group's evaluation
+interval, pinned to the value the docs state), and counts it killed when a test fails. A survivor is a value no
+test pins. Mutants that promtool rejects as a rules file are counted apart (they say nothing about the tests).
 
     python scripts/mutate_rules.py [RULES] [TESTS_DIR]      # prints the score and each survivor
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -110,6 +112,17 @@ def _run(rules_dir: Path, tests: list[str]) -> subprocess.CompletedProcess[str]:
                           timeout=300, check=False)
 
 
+# The in-process tests of the rules file: what promtool cannot see (a group's evaluation interval), pinned to the
+# value the docs state. Pointed at a mutant through FIRSTLIGHT_RULES_FILE (tests/support/prometheus_rules.py).
+IN_PROCESS_TESTS = "tests/unit/deploy/test_prometheus_rules.py"
+
+
+def _run_in_process(rules_file: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           IN_PROCESS_TESTS], cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "FIRSTLIGHT_RULES_FILE": str(rules_file)})
+
+
 def main() -> int:
     rules = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "deploy/prometheus/firstlight-rules.yml"
     tests_dir = Path(sys.argv[2]) if len(sys.argv) > 2 else rules.parent / "tests"
@@ -118,8 +131,8 @@ def main() -> int:
         return 69
     lines = rules.read_text().splitlines(keepends=True)
     tests = sorted(str(p.relative_to(rules.parent)) for p in tests_dir.glob("*.test.yml"))
-    if _run(rules.parent, tests).returncode != 0:
-        print("rules: the promtool tests fail on the clean rules file: nothing measured")
+    if _run(rules.parent, tests).returncode != 0 or _run_in_process(rules).returncode != 0:
+        print("rules: the promtool tests or the in-process tests fail on the clean rules file: nothing measured")
         return 1
     killed, survived, invalid = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,7 +148,7 @@ def main() -> int:
                                    text=True, timeout=120, check=False)
             if check.returncode != 0:
                 invalid.append(mu)
-            elif _run(work, tests).returncode != 0:
+            elif _run(work, tests).returncode != 0 or _run_in_process(target).returncode != 0:
                 killed.append(mu)
             else:
                 survived.append(mu)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +13,8 @@ from tests.support.common import REPO, require
 RULES_DIR = REPO / "deploy" / "prometheus"
 
 
-RULES = RULES_DIR / "firstlight-rules.yml"
+# scripts/mutate_rules.py points the in-process tests at each mutant of the rules file through this variable
+RULES = Path(os.environ.get("FIRSTLIGHT_RULES_FILE") or RULES_DIR / "firstlight-rules.yml")
 
 
 UNIT_TESTS = RULES_DIR / "tests" / "firstlight-rules.test.yml"
