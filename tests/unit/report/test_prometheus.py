@@ -231,3 +231,84 @@ def test_each_collector_series_says_what_it_means_in_its_help(exporter):  # noqa
         "# HELP firstlight_probe_errors_total Checks of the rung that failed inside firstlight (a bug, or an answer "
         "nobody foresaw), not because of the server, in this start",
     ]
+
+
+@pytest.mark.parametrize(("url", "label"), [
+    ("http://[::1]:8081/readyz", "[::1]:8081"), ("http://127.0.1.2:8081", "127.0.1.2:8081"),
+    ("http://node-3.svc", "node-3.svc"), ("http://[::1]/", "::1"), ("", ""), ("http://[::1:8081", ""),
+    ("http://u:pw@h:1/p?q=1", "h:1"),
+])
+def test_a_member_label_is_its_host_and_port_only(url: str, label: str):
+    from firstlight.report.prometheus import member_label
+
+    assert member_label(url) == label
+
+
+@pytest.mark.parametrize(("model", "label"), [
+    ("/models/llama-3/", "llama-3"), ("org/Model-7B", "Model-7B"), ("/", "/"), (None, ""), ("", ""),
+])
+def test_a_model_label_is_its_last_path_component(model: str | None, label: str):
+    from firstlight.report.prometheus import model_label
+
+    assert model_label(model) == label
+
+
+def test_each_progress_figure_reaches_its_own_series(exporter):  # noqa: F811
+    ex, port = exporter
+    ex.started({"started_at": 1000.0, "engine": "vllm"})
+    p = Progress(weights_fraction=0.25, read_rate=2e8, eta_weights_s=31.0, eta_total_s=95.0, since_last_log_s=4.5,
+                 cpu_cores=1.75, rss_bytes=3_000_000_000, gpu_memory_bytes=7e10)
+    ex.status(Assessment("starting", "weights_loading", Level.PORT, 12.0, [], p))
+    m = _samples(port)
+    assert {k: m[k + "{}"] for k in ("firstlight_weights_fraction", "firstlight_read_bytes_per_second",
+                                     "firstlight_weights_eta_seconds", "firstlight_ready_eta_seconds",
+                                     "firstlight_seconds_since_last_log_line", "firstlight_server_cpu_cores",
+                                     "firstlight_server_rss_bytes", "firstlight_gpu_memory_used_bytes")} == {
+        "firstlight_weights_fraction": 0.25, "firstlight_read_bytes_per_second": 2e8,
+        "firstlight_weights_eta_seconds": 31.0, "firstlight_ready_eta_seconds": 95.0,
+        "firstlight_seconds_since_last_log_line": 4.5, "firstlight_server_cpu_cores": 1.75,
+        "firstlight_server_rss_bytes": 3e9, "firstlight_gpu_memory_used_bytes": 7e10}
+
+
+def test_a_phase_entered_twice_counts_both_stretches_to_the_millisecond(exporter):  # noqa: F811
+    ex, port = exporter
+    ex.started({"started_at": 1000.0, "engine": "vllm"})
+    a = Assessment("starting", "weights_loading", Level.PORT, 0.0, [], Progress())
+    ex.event(Event(1000.0, "note", "weights_loading"), a)  # a note that names a phase moves nothing
+    phases = ({"name": "weights_loading", "start": 1000.0, "end": 1001.23456},
+              {"name": "kv_cache", "start": 1001.23456, "end": 1002.0},
+              {"name": "weights_loading", "start": 1002.0, "end": 1003.5})
+    _one_start(ex, _result("ready", phases=phases))
+    m = _samples(port)
+    assert m['firstlight_phase_seconds{"phase": "weights_loading"}'] == 2.735  # 1.23456 + 1.5, to 3 decimals
+    assert m['firstlight_phase_seconds{"phase": "kv_cache"}'] == 0.765
+
+
+def test_the_group_series_say_serving_and_unreachable_as_0_or_1_and_what_they_mean():
+    from prometheus_client import generate_latest
+
+    leader = PrometheusExporter(0)
+    try:
+        ok = {"url": "http://127.0.1.2:8081", "node_rank": 1, "ok": True, "last_progress_at": 1.0, "error": None}
+        leader.group_update([ok], {"verdict": "ready", "serving": True})
+        text = generate_latest(leader.registry).decode()
+        assert "firstlight_group_serving 1.0" in text
+        assert 'firstlight_group_member_unreachable{member="127.0.1.2:8081",node_rank="1"} 0.0' in text
+        helps = [line for line in text.splitlines() if line.startswith("# HELP firstlight_group_")]
+        assert helps == [
+            "# HELP firstlight_group_verdict The verdict of the group this leader answers for (every member ready "
+            "too)",
+            "# HELP firstlight_group_serving 1 while the group serves: the leader and every member ready",
+            "# HELP firstlight_group_member_ready 1 while a member's own /readyz answers 200",
+            "# HELP firstlight_group_member_last_progress_timestamp_seconds When a member last progressed (Unix "
+            "time); NaN when never read",
+            "# HELP firstlight_group_member_unreachable 1 while a member's firstlight cannot be read",
+            "# HELP firstlight_group_member_restarts_total Restarts of a member the leader saw (its engine's pid or "
+            "its start changed)",
+            "# HELP firstlight_group_member_restarts_created Restarts of a member the leader saw (its engine's pid or "
+            "its start changed)",
+        ]
+        leader.group_update([{**ok, "url": None}], {"verdict": "ready", "serving": True})
+        assert 'firstlight_group_member_ready{member="",node_rank="1"}' in generate_latest(leader.registry).decode()
+    finally:
+        leader.close()
