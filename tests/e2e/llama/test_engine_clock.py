@@ -37,7 +37,8 @@ def test_the_routers_load_stages_sit_beside_firstlights_phases(llama: dict[str, 
     load, text = rows["load"], rows["text_model"]
     # the whole load, from the stream's first "loading" to "loaded", inside firstlight's start (the router spawns
     # the model's server on the first generation request)
-    assert 0 < text["engine_s"] <= load["engine_s"] <= load["firstlight_s"] <= s["elapsed_s"] + 0.5, rows
+    # text_model's stage may take 0.0 s at the engine's millisecond (stop 43's fresh run: its two events in one ms)
+    assert 0 <= text["engine_s"] <= load["engine_s"] <= load["firstlight_s"] <= s["elapsed_s"] + 0.5, rows
     assert load["phase"] == "start" and text["phase"] == "weights_loading"
     assert '"status":"loaded"' in load["text"]
     # the router answers /health at once: firstlight's phases come from its probes, so it saw no weights_loading
