@@ -1,0 +1,159 @@
+"""``up``, ``watch`` and ``run_preflight``: each argument reaches the one Config (or the preflight) as given, and
+each default is the one the docstring and the CLI state. In process: the context manager's run is built but never
+started, so what it would run is read from its Config, its profile, its redactor and its flags."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+import firstlight
+from firstlight import api, settings
+from firstlight.preflight import DEADLINE_S
+from firstlight.sim.fixtures import free_port
+
+
+def _up(command: list[str] | None = None, **kw: Any) -> Any:
+    kw.setdefault("history", False)
+    if command is None and "url" not in kw:
+        kw.setdefault("port", free_port())  # a bare python command names no port
+    return firstlight.up(command or [sys.executable, "-c", "pass"], **kw)
+
+
+def _watch(url: str = "http://127.0.0.1:1", **kw: Any) -> Any:
+    kw.setdefault("history", False)
+    return firstlight.watch(url, **kw)
+
+
+PROBE = {"api": "chat", "prompt": "Say ok", "expect": "ok", "max_tokens": 3, "served_model": "served-name",
+         "connect_timeout": 2.5, "read_timeout": 7.5, "generation_timeout": 33.0}
+
+
+@pytest.mark.parametrize("make", [_up, _watch], ids=["up", "watch"])
+def test_every_probe_argument_reaches_the_probe(make: Any):
+    probe = make(url="http://127.0.0.2:9", **PROBE)._run.cfg.probe
+    assert probe.url == "http://127.0.0.2:9"
+    assert (probe.api, probe.prompt, probe.expect, probe.max_tokens, probe.model) == (
+        "chat", "Say ok", "ok", 3, "served-name")
+    assert (probe.connect_timeout, probe.read_timeout, probe.generation_timeout) == (2.5, 7.5, 33.0)
+
+
+@pytest.mark.parametrize("make", [_up, _watch], ids=["up", "watch"])
+def test_the_probe_defaults_are_the_documented_ones(make: Any):
+    probe = make(url="http://127.0.0.2:9")._run.cfg.probe
+    assert (probe.api, probe.prompt, probe.expect, probe.max_tokens, probe.model, probe.api_key) == (
+        "completions", None, None, 8, None, None)
+    assert (probe.connect_timeout, probe.read_timeout, probe.generation_timeout) == (1.0, 5.0, 120.0)
+
+
+def test_up_probes_the_port_given_else_the_commands_port_else_the_engines_default():
+    port = free_port()
+    assert _up(port=port)._url == f"http://127.0.0.1:{port}"
+    assert _up(port=port)._run.cfg.probe.url == f"http://127.0.0.1:{port}"
+    assert _up(["llama-server", "-m", "m.gguf", "--host", "127.0.0.3", "--port", "8123"],
+               no_preflight=True)._url == "http://127.0.0.3:8123"
+    assert _up(["vllm", "serve", "m"], no_preflight=True)._url == "http://127.0.0.1:8000"
+    assert _up(["llama-server", "-m", "m.gguf"], no_preflight=True)._url == "http://127.0.0.1:8080"
+
+
+def test_up_builds_the_launch_the_cli_builds():
+    ctx = _up([Path("/bin/true"), "--port", 12], engine="vllm", model="/models/x", grace=3.5, port=free_port())
+    run = ctx._run
+    cfg = run.cfg
+    assert cfg.command == ["/bin/true", "--port", "12"]  # every word a string, as exec wants
+    assert (cfg.engine, cfg.model_path, cfg.grace, cfg.after_ready) == ("vllm", Path("/models/x"), 3.5, "supervise")
+    assert (cfg.pid, cfg.watched_command, cfg.log_file) == (None, [], None)
+    assert run.profile.name == "vllm" and ctx._launched is True
+    assert run.preflight is True  # the checks before launch, unless no_preflight
+    assert _up(no_preflight=True)._run.preflight is False
+    assert _up()._run.cfg.model_path is None and _up()._run.cfg.grace == 10.0
+    # the bound on waiting for the session: its deadline, two graces to stop, a minute of slack
+    assert _up(timeout=100.0, grace=5.0)._run.bound == 100.0 + 2 * 5.0 + 60.0
+
+
+def test_up_detects_the_engine_from_the_command_when_none_is_given():
+    assert _up(["vllm", "serve", "m"], no_preflight=True)._run.profile.name == "vllm"
+    assert _up(["llama-server", "-m", "m.gguf"], no_preflight=True)._run.profile.name == "llamacpp"
+
+
+def test_watch_reads_the_pid_its_command_line_and_the_log_and_launches_nothing(tmp_path: Path):
+    log = tmp_path / "server.log"
+    ctx = _watch(pid=os.getpid(), log=str(log), log_from_start=True, engine="sglang", model=str(tmp_path))
+    cfg = ctx._run.cfg
+    assert cfg.pid == os.getpid() and cfg.watched_command and cfg.command == []
+    assert cfg.watched_command == psutil.Process().cmdline()  # as /proc tells it (xdist renames its workers)
+    assert (cfg.log_file, cfg.log_from_start, cfg.engine, cfg.model_path) == (log, True, "sglang", tmp_path)
+    assert ctx._launched is False and ctx._run.preflight is False
+    plain = _watch()._run.cfg
+    assert (plain.pid, plain.watched_command, plain.log_file, plain.log_from_start, plain.model_path) == (
+        None, [], None, False, None)
+
+
+def test_watch_refuses_a_pid_that_does_not_exist():
+    pid = 2 ** 22 + 12345  # above Linux's pid_max limit: never a live process
+    with pytest.raises(ValueError, match=f"no process with pid {pid}"):
+        _watch(pid=pid)
+
+
+@pytest.mark.parametrize("make", [_up, _watch], ids=["up", "watch"])
+def test_history_true_false_or_a_path(make: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    db = tmp_path / "h.db"
+    monkeypatch.setenv("FIRSTLIGHT_HISTORY", str(tmp_path / "env.db"))
+    assert make(url="http://127.0.0.2:9", history=False)._run.cfg.history.enabled is False
+    on = make(url="http://127.0.0.2:9", history=True)._run.cfg.history
+    assert on.enabled is True and on.path is None  # None: $FIRSTLIGHT_HISTORY, else the user's
+    at = make(url="http://127.0.0.2:9", history=str(db))._run.cfg.history
+    assert at.enabled is True and at.path == db
+    assert make(url="http://127.0.0.2:9", history=db)._run.cfg.history.path == db
+
+
+@pytest.mark.parametrize("make", [_up, _watch], ids=["up", "watch"])
+def test_the_api_key_is_sent_and_learnt_by_the_redactor_before_any_output(make: Any):
+    run = make(url="http://127.0.0.2:9", api_key="k3y-aaaa-bbbb")._run
+    assert run.cfg.probe.api_key == "k3y-aaaa-bbbb"
+    assert run.redactor.text("k3y-aaaa-bbbb") == "***" and run.session.redactor is run.redactor
+
+
+def test_a_secret_on_the_command_line_is_masked_by_the_runs_redactor():
+    run = _up([sys.executable, "-c", "pass", "--api-key", "cmdline-secret-1"], port=free_port())._run
+    assert "cmdline-secret-1" not in run.redactor.text("key cmdline-secret-1")
+
+
+def test_run_preflight_deadline_must_be_above_0_and_at_most_a_day():
+    cmd = ["llama-server", "-m", "/nonexistent/m.gguf"]
+    for bad in (0, -1.0, math.nan, settings.DAY_S + 1):
+        with pytest.raises(settings.SettingError, match="deadline_s"):
+            firstlight.run_preflight(cmd, deadline_s=bad)
+    with pytest.raises(ValueError, match="engine"):
+        firstlight.run_preflight(cmd, engine="no-such-engine")
+
+
+def test_run_preflight_hands_its_arguments_to_the_checks(monkeypatch: pytest.MonkeyPatch):
+    seen: dict[str, Any] = {}
+
+    def record(command: list[str], engine: str | None, model: Path | None, disk_sample: bool, redactor: Any,
+               deadline_s: float) -> str:
+        seen.update(command=command, engine=engine, model=model, disk_sample=disk_sample, deadline_s=deadline_s)
+        return "report"
+
+    monkeypatch.setattr(api, "_preflight", record)
+    assert firstlight.run_preflight([Path("/bin/llama-server"), "--port", 9], engine="llamacpp", model="/m.gguf",
+                                    disk_sample=False, deadline_s=settings.DAY_S) == "report"
+    assert seen == {"command": ["/bin/llama-server", "--port", "9"], "engine": "llamacpp", "model": Path("/m.gguf"),
+                    "disk_sample": False, "deadline_s": settings.DAY_S}
+    firstlight.run_preflight(["llama-server"])
+    assert (seen["engine"], seen["model"], seen["disk_sample"], seen["deadline_s"]) == (None, None, True, DEADLINE_S)
+    assert DEADLINE_S == 30.0
+
+
+def test_replay_refuses_an_unknown_engine_before_reading(tmp_path: Path):
+    with pytest.raises(ValueError, match="no-such-engine"):
+        firstlight.replay(tmp_path / "absent.log", engine="no-such-engine")
+    report = firstlight.replay(["Starting server", "nothing else"], engine="vllm")
+    assert report.engine == "vllm" and report.outcome != "ready"
