@@ -29,6 +29,7 @@ KMSG = Path("/dev/kmsg")
 MAX_KMSG_RECORDS = 20_000  # the kernel's ring buffer holds far fewer; bounds a file given in its place
 _KILLED = re.compile(r"(?:Out of memory|Memory cgroup out of memory): Killed process (\d+) \(([^)]*)\)")
 _OOM_KILL = re.compile(r"oom-kill:.*?\bpid=(\d+)")
+_KMSG_PREFIX = re.compile(r"\d+,\d+,\d+(?:,[^;]*)?;")  # /dev/kmsg's "priority,sequence,microseconds,flags;"
 
 
 def read_keyed(path: Path) -> dict[str, int]:
@@ -98,9 +99,7 @@ def kernel_log_kills(pids: Iterable[int], kmsg: Path = KMSG) -> list[str]:
     if not wanted:
         return []
     found: list[str] = []
-    for record in _kmsg_records(kmsg):
-        text = record.partition(";")[2] if ";" in record.split("\n", 1)[0] else record
-        text = text.split("\n", 1)[0].strip()
+    for text in _kernel_messages(kmsg):
         m = _KILLED.search(text) or _OOM_KILL.search(text)
         if m is not None and int(m.group(1)) in wanted:
             found.append(text[:300])
@@ -114,10 +113,7 @@ def kernel_log_cgroup_kills(cgroup_word: str, kmsg: Path = KMSG) -> list[str]:
     was seen."""
     if len(cgroup_word) < 12:  # a short word would match other cgroups
         return []
-    texts = []
-    for record in _kmsg_records(kmsg):
-        text = record.partition(";")[2] if ";" in record.split("\n", 1)[0] else record
-        texts.append(text.split("\n", 1)[0].strip())
+    texts = _kernel_messages(kmsg)
     pids = set()
     found: list[str] = []
     for text in texts:
@@ -130,6 +126,17 @@ def kernel_log_cgroup_kills(cgroup_word: str, kmsg: Path = KMSG) -> list[str]:
         if m is not None and int(m.group(1)) in pids:
             found.append(text[:300])
     return found
+
+
+def _kernel_messages(kmsg: Path) -> list[str]:
+    """Each record's message: its first line (the rest is the record's KEY=value dictionary), without /dev/kmsg's
+    prefix; a plain log file's lines (dmesg's, a saved kmsg) as they are, whatever ``;`` the message holds."""
+    out = []
+    for record in _kmsg_records(kmsg):
+        first = record.split("\n", 1)[0]
+        prefix = _KMSG_PREFIX.match(first)
+        out.append((first[prefix.end():] if prefix else first).strip())
+    return out
 
 
 def _kmsg_records(path: Path) -> list[str]:
