@@ -7,6 +7,8 @@
 #   scripts/mutation.sh                       every rule module (hours on 2 cores)
 #   scripts/mutation.sh interpret wire/content   just these
 #   scripts/mutation.sh rules                 the alert rules' own values (scripts/mutate_rules.py, promtool)
+#   scripts/mutation.sh config                the Config's field defaults and constants, which mutmut never
+#                                             mutates (scripts/mutate_defaults.py, against config's tests)
 #   MUTATION_TIME_S=600 scripts/mutation.sh ...  each module's time bound (default 1200 s)
 #   MUTATION_TIMEOUT_MULTIPLIER=15 scripts/mutation.sh ...  a mutant's tests are stopped (and count as killed: a
 #                                  mutant that disables a deadline waits forever) after this many times their clean
@@ -73,6 +75,13 @@ for m in "${modules[@]}"; do
     continue
   fi
   tests=$(tests_of "$m")
+  if [ "$m" = config ]; then  # field defaults and constants only: mutmut mutates none of them
+    mkdir -p "$repo/.mutation"
+    # shellcheck disable=SC2086  # the test paths, one word each
+    nice -n "${MUTATION_NICE:-15}" "$py" scripts/mutate_defaults.py firstlight/config.py $tests \
+      | tee "$repo/.mutation/config.txt"
+    continue
+  fi
   # a module with no in-process tests of its own is measured against its package's: its mutants then show as
   # "no tests" (reached only by e2e/subprocess tests), counted apart and listed, never dropped
   [ -n "$tests" ] || [ "$(dirname "$m")" = . ] || tests=$(tests_of "$(dirname "$m")")

@@ -65,3 +65,40 @@ def test_mutate_rules_changes_each_for_window_threshold_and_factor_and_never_a_l
     got = {(m.line, m.old, m.new) for m in mod.mutants(lines)}
     assert got == {(3, "15m", "30m"), (3, "15m", "7m"), (3, "3", "4"), (3, "3", "2"), (3, ">=", ">"),
                    (4, "1.5", "1.6"), (4, "1.5", "1.4"), (5, "1m", "2m"), (5, "1m", "30s")}
+
+
+def test_mutate_defaults_changes_each_field_default_and_constant_once_each_way():
+    import importlib.util
+    import sys
+
+    from tests.support.common import REPO
+
+    spec = importlib.util.spec_from_file_location("mutate_defaults", REPO / "scripts" / "mutate_defaults.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["mutate_defaults"] = mod  # its dataclass looks its module up
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        del sys.modules["mutate_defaults"]
+    source = (
+        'PROMPT = "hi"\n'
+        "__all__ = ['A']\n"
+        "LIMIT: int = 3\n"
+        "class A:\n"
+        "    on: bool = True\n"
+        "    wait: float = 2.5  # seconds\n"
+        "    zero: float = 0.0\n"
+        "    name: str | None = None\n"
+        "    items: tuple[int, ...] = ()\n"
+        "    def f(self) -> int:\n"
+        "        x: int = 7\n"
+        "        return x\n"
+    )
+    got = [(m.name, m.old, m.new) for m in mod.mutants(source)]
+    assert got == [("PROMPT", '"hi"', "'XXhiXX'"), ("LIMIT", "3", "4"), ("LIMIT", "3", "2"),
+                   ("A.on", "True", "False"), ("A.wait", "2.5", "5.0"), ("A.wait", "2.5", "1.25"),
+                   ("A.zero", "0.0", "1.0")]
+    m = mod.mutants(source)[4]
+    line = source.splitlines()[m.line - 1]
+    assert line[:m.start] + m.new + line[m.end:] == "    wait: float = 5.0  # seconds"
