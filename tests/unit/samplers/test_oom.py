@@ -308,3 +308,12 @@ def test_a_unit_result_that_cannot_be_read_leaves_the_other_traces(tmp_path: Pat
     kmsg.write_text(KMSG.format(pid=4242))
     traces = OomTraces(pid=4242, directories=[], unit_result=broken, kmsg=kmsg)
     assert len(traces.evidence()) == 2 and traces.evidence()[0].startswith("kernel log: oom-kill:")
+
+
+def test_a_kmsg_records_continuation_lines_are_not_its_message(monkeypatch: pytest.MonkeyPatch):
+    # /dev/kmsg: a record's dictionary follows its message, one " KEY=value" line each (dev-kmsg ABI)
+    record = b"3,9,9,-;Out of memory: Killed process 4242 (x)\n SUBSYSTEM=memory\n DEVICE=+memory:oom\n"
+    reads = ScriptedReads([record, errno.EAGAIN])
+    monkeypatch.setattr(oom.os, "read", reads)
+    monkeypatch.setattr(oom.os, "open", reads.opened)
+    assert oom._kernel_messages(Path("/dev/null")) == ["Out of memory: Killed process 4242 (x)"]
