@@ -93,7 +93,27 @@ def test_a_timeout_in_the_ini_that_is_not_a_number_errors_the_tests_in_one_line(
     result = _run(pytester, TWO_TESTS, "--firstlight-cmd", "srv", ini="firstlight_timeout = ten")
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(["*firstlight: ini firstlight_timeout: not a number of seconds: 'ten'*"])
-    assert "Traceback" not in result.stdout.str() and up.calls == []
+    out = result.stdout.str()
+    assert "Traceback" not in out and "pytest.fail(" not in out and up.calls == []  # no code shown
+
+
+def test_a_timeout_option_that_is_not_a_number_is_a_usage_error(pytester: pytest.Pytester, up: Recorder):
+    result = _run(pytester, TWO_TESTS, "--firstlight-cmd", "srv", "--firstlight-timeout", "soon")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and up.calls == []
+    result.stderr.fnmatch_lines(["*--firstlight-timeout: invalid float value: 'soon'*"])
+
+
+def test_the_options_and_ini_keys_say_what_they_are_in_help(pytester: pytest.Pytester):
+    out = _run(pytester, "", "--help").stdout.str()
+    flat = " ".join(out.split())  # help wraps to the terminal's width
+    assert "firstlight: an LLM server for the test session:" in flat
+    assert ("--firstlight-cmd=COMMAND the server command for the firstlight_server fixture ({port}: a free port), "
+            "one shell-quoted string (overrides the ini's firstlight_command)") in flat
+    assert ("--firstlight-timeout=SECONDS how long the server may take to become READY (default: ini "
+            "firstlight_timeout, 600)") in flat
+    assert ("firstlight_command (args): the server command for the firstlight_server fixture ({port}: a free "
+            "port), shell-quoted") in flat
+    assert "firstlight_timeout (string): how long the server may take to become READY, seconds" in flat
 
 
 def test_the_command_comes_from_the_option_else_the_ini(pytester: pytest.Pytester, up: Recorder):
@@ -136,11 +156,16 @@ def test_the_factory_passes_options_and_lets_a_test_set_its_own_timeout(pytester
         def test_factory(firstlight_up):
             first = firstlight_up([Path("/bin/srv"), "--port", 8123], engine="vllm", timeout=5)
             second = firstlight_up("other --port {port}", served_model="m")
-            assert first.url == second.url == "http://127.0.0.1:9"
+            third = firstlight_up("serve-on-{port}")  # every word holds {port}
+            assert first.url == second.url == third.url == "http://127.0.0.1:9"
         """, "--firstlight-timeout", "99")
     result.assert_outcomes(passed=1)
+    assert len(up.calls) == 3
     assert up.calls[0] == (["/bin/srv", "--port", "8123"], {"engine": "vllm", "timeout": 5})
     (command, options) = up.calls[1]
     assert command[:2] == ["other", "--port"] and command[2].isdigit() and options == {"served_model": "m",
                                                                                         "timeout": 99.0}
-    assert up.exited == [up.calls[1][0], up.calls[0][0]]  # every server stopped, the last started first
+    assert int(command[2]) >= 1024  # a port the kernel chose, not a fixed one
+    (word,) = up.calls[2][0]
+    assert word.startswith("serve-on-") and word.removeprefix("serve-on-").isdigit()
+    assert up.exited == [up.calls[2][0], up.calls[1][0], up.calls[0][0]]  # every server stopped, last first
