@@ -34,12 +34,14 @@ class Up(Protocol):
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    # argparse's own defaults where they serve: dest firstlight_cmd / firstlight_timeout, default None; the
+    # "args" ini type's default, []
     group = parser.getgroup("firstlight", "firstlight: an LLM server for the test session")
-    group.addoption("--firstlight-cmd", dest="firstlight_cmd", default=None, metavar="COMMAND",
+    group.addoption("--firstlight-cmd", metavar="COMMAND",
                     help=f"{_HELP_CMD}, one shell-quoted string (overrides the ini's firstlight_command)")
-    group.addoption("--firstlight-timeout", dest="firstlight_timeout", type=float, default=None, metavar="SECONDS",
+    group.addoption("--firstlight-timeout", type=float, metavar="SECONDS",
                     help="how long the server may take to become READY (default: ini firstlight_timeout, 600)")
-    parser.addini("firstlight_command", f"{_HELP_CMD}, shell-quoted", type="args", default=[])
+    parser.addini("firstlight_command", f"{_HELP_CMD}, shell-quoted", type="args")
     parser.addini("firstlight_timeout", "how long the server may take to become READY, seconds", default="600")
 
 
