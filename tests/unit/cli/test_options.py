@@ -206,3 +206,30 @@ def test_the_runs_redactor_knows_the_key_and_the_command_lines_secrets():
     shown = red.text("cmd-secret-123 and k3y-given-456")
     assert "cmd-secret-123" not in shown and "k3y-given-456" not in shown
     assert o.redactor_for([], None).text("nothing secret") == "nothing secret"
+
+
+def test_a_usage_failure_is_shown_on_the_file_given():
+    import io
+
+    shown = io.StringIO()
+    o.UsageFailure("bad value").show(shown)
+    assert shown.getvalue() == "Error: bad value\n"
+    with click.Context(click.Command("up"), info_name="up") as ctx:
+        o.UsageFailure("no such option", ctx, usage=True).show(shown)
+    assert "Usage: up" in shown.getvalue() and shown.getvalue().endswith("Error: no such option\n")
+
+
+def test_the_engine_options_help_lists_the_engines():
+    (param,) = o.engine_option()(lambda **kw: None).__click_params__  # type: ignore[attr-defined]
+    assert param.help == ("Engine profile (default: detect): one of sglang, vllm, llamacpp, tgi, trtllm, lmdeploy, "
+                          "ollama, generic.")
+
+
+def test_the_probe_config_resolves_the_host_within_the_bound_given(monkeypatch: pytest.MonkeyPatch):
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(o.settings, "probe", lambda *a, **kw: seen.update(kw) or "probe")
+    kw = _parse(_command(o.probe_options))
+    assert o.probe_config("http://127.0.0.1:8000", get_profile("vllm"), kw, resolve_within=0.25) == "probe"
+    assert seen["resolve_within"] == 0.25
+    o.probe_config("http://127.0.0.1:8000", get_profile("vllm"), kw)
+    assert seen["resolve_within"] == o.settings.RESOLVE_S
