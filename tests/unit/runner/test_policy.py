@@ -116,16 +116,13 @@ def test_keep_on_failure_releases_the_server_and_says_how_to_stop_it():
                     "kill -TERM -4242"]
 
 
-def test_supervise_tells_ready_first_then_watches_until_the_server_dies():
+def test_supervise_tells_ready_first_then_watches_until_the_server_dies(monkeypatch: pytest.MonkeyPatch):
     server = Server(exits=[None, None, 1])
     told: list[Any] = []
     ctx, said = _ctx(server, on_serving=told.append, serving=lambda r: Watch(server.calls),
                      oom=lambda: ("memory.events: oom_kill 0 -> 1",))
-    policy.Supervise.poll_s = 0.001
-    try:
-        out = policy.Supervise().apply(ctx, READY)
-    finally:
-        policy.Supervise.poll_s = 0.2
+    monkeypatch.setattr(policy.Supervise, "poll_s", 0.001)
+    out = policy.Supervise().apply(ctx, READY)
     assert told == [READY] and said == ["supervising server pid 4242; Ctrl-C or SIGTERM stops it"]
     assert server.calls == ["watch.start", "poll", "watch.step", "poll", "watch.step", "poll", "watch.stop"]
     assert (out.verdict, out.phase, out.failure, out.ended_at) == ("failed", "serving", "other", 200.0)
@@ -174,14 +171,11 @@ def test_supervise_waits_on_the_queue_its_poll_period():
     assert waits == [0.2, 0.2, 0.2] and policy.Supervise.poll_s == 0.2
 
 
-def test_a_launcher_that_daemonized_is_supervised_through_its_daemon_said_once():
+def test_a_launcher_that_daemonized_is_supervised_through_its_daemon_said_once(monkeypatch: pytest.MonkeyPatch):
     server = Server(exits=[0], daemon=[[Proc(5001), Proc(5002)], [Proc(5001)], []])
     ctx, said = _ctx(server)
-    policy.Supervise.poll_s = 0.001
-    try:
-        out = policy.Supervise().apply(ctx, READY)
-    finally:
-        policy.Supervise.poll_s = 0.2
+    monkeypatch.setattr(policy.Supervise, "poll_s", 0.001)
+    out = policy.Supervise().apply(ctx, READY)
     assert said[1:] == ["the launcher (pid 4242) exited 0 and left the server running as pid 5001, 5002: "
                         "supervising that; it is stopped with firstlight"]
     assert ("exit_of", [5001, 5002]) in server.calls  # the daemon's own end is the code
