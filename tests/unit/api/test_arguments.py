@@ -157,3 +157,103 @@ def test_replay_refuses_an_unknown_engine_before_reading(tmp_path: Path):
         firstlight.replay(tmp_path / "absent.log", engine="no-such-engine")
     report = firstlight.replay(["Starting server", "nothing else"], engine="vllm")
     assert report.engine == "vllm" and report.outcome != "ready"
+
+
+# -- what the first mutation run of these tests left (each a rule the tests above did not pin) -------------------
+def test_the_refusals_are_the_settings_own_words():
+    with pytest.raises(ValueError, match=r"^up: no command to launch$"):
+        firstlight.up(["", "--port", "1"])  # an empty program, whatever follows
+    with pytest.raises(ValueError, match=r"^run_preflight: no command to check$"):
+        firstlight.run_preflight([""])
+    with pytest.raises(settings.SettingError) as caught:
+        firstlight.run_preflight(["llama-server"], deadline_s=-2)
+    assert str(caught.value) == "deadline_s -2: give a number of seconds above 0 and at most 86400"
+    with pytest.raises(settings.SettingError, match=r"^engine 'nope': unknown engine 'nope'; valid engines"):
+        firstlight.replay("/nonexistent.log", engine="nope")  # the one check, before the file is opened
+
+
+def test_run_preflight_takes_any_deadline_above_0(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(api, "_preflight", lambda *a: a[-1])
+    assert firstlight.run_preflight(["llama-server"], deadline_s=0.5) == 0.5
+
+
+def test_history_is_on_unless_turned_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("FIRSTLIGHT_HISTORY", str(tmp_path / "h.db"))
+    up = firstlight.up([sys.executable, "-c", "pass"], port=free_port(), no_preflight=True)
+    assert up._run.cfg.history.enabled is True
+    assert firstlight.watch("http://127.0.0.1:1")._run.cfg.history.enabled is True
+
+
+def test_the_callers_reporter_is_told_everything():
+    from firstlight.report.base import QuietReporter
+
+    mine = QuietReporter()
+    for ctx in (_up(reporter=mine), _watch(reporter=mine)):
+        run = ctx._run
+        (guarded,) = run.session.reporter.reporters  # the session guards each reporter it is given
+        assert run.tracker.inner is mine and guarded.inner is run.tracker
+        assert run.thread.name == "firstlight-session" and run.thread.daemon is True
+    assert isinstance(_up()._run.tracker.inner, QuietReporter) and _up()._run.tracker.inner is not mine
+
+
+def test_watch_reads_the_command_line_of_the_pid_given(monkeypatch: pytest.MonkeyPatch):
+    asked: list[int] = []
+
+    class Process:
+        def __init__(self, pid: int) -> None:
+            asked.append(pid)
+
+        def cmdline(self) -> list[str]:
+            return ["vllm", "serve", "/models/llama-8b", "--port", "8011"]
+
+    monkeypatch.setattr(api.psutil, "Process", Process)
+    ctx = _watch(pid=os.getpid())
+    cfg = ctx._run.cfg
+    assert asked == [os.getpid()] and cfg.watched_command[:3] == ["vllm", "serve", "/models/llama-8b"]
+    assert ctx._run.profile.name == "vllm" and cfg.model_path == Path("/models/llama-8b")
+    assert ctx._url == cfg.probe.url == "http://127.0.0.1:1"
+    assert _watch(pid=os.getpid(), engine="sglang")._run.profile.name == "sglang"
+
+
+def test_watch_of_a_process_whose_command_line_cannot_be_read_goes_on_without_it(monkeypatch: pytest.MonkeyPatch):
+    class Process:
+        def __init__(self, pid: int) -> None:
+            self.pid = pid
+
+        def cmdline(self) -> list[str]:
+            raise psutil.AccessDenied(self.pid)
+
+    monkeypatch.setattr(api.psutil, "Process", Process)
+    cfg = _watch(pid=os.getpid())._run.cfg
+    assert cfg.watched_command == [] and cfg.pid == os.getpid()
+
+
+def test_the_preflight_reads_the_target_and_masks_what_the_checks_quote(monkeypatch: pytest.MonkeyPatch):
+    from firstlight.preflight import Check, PreflightReport
+
+    seen: dict[str, Any] = {}
+
+    def checks(target: Any, options: Any, redactor: Any) -> PreflightReport:
+        seen.update(target=target, options=options, redactor=redactor)
+        return PreflightReport([Check("port", "fail", "port_in_use", "pid 7: srv --api-key s3cr3t-k3y-77",
+                                      "kill 7 (srv --api-key s3cr3t-k3y-77)"),
+                                Check("pip", "ok", "import_error", "pip s3cr3t-k3y-77 found")], 0.1)
+
+    monkeypatch.setattr(api, "run_checks", checks)
+    report = firstlight.run_preflight(["./serve.sh", "--api-key", "s3cr3t-k3y-77"], engine="vllm",
+                                      model="/models/m", disk_sample=False, deadline_s=12.0)
+    assert (seen["target"].engine, seen["target"].model) == ("vllm", "/models/m")
+    assert (seen["options"].disk_sample, seen["options"].deadline_s) == (False, 12.0)
+    assert seen["redactor"] is not None and "s3cr3t-k3y-77" not in seen["redactor"].text("s3cr3t-k3y-77")
+    assert [(c.evidence, c.hint) for c in report.checks] == [("pid 7: srv --api-key ***", "kill 7 (srv --api-key ***)"),
+                                                             ("pip *** found", None)]
+    firstlight.run_preflight(["./serve.sh"])
+    assert (seen["target"].engine, seen["target"].model, seen["options"].disk_sample) == (None, None, True)
+
+
+def test_replay_of_a_file_reads_it_as_the_engine_given(tmp_path: Path):
+    log = tmp_path / "server.log"
+    log.write_text("INFO: Started server process [4242]\nloading weights\n")
+    assert firstlight.replay(log, engine="vllm").engine == "vllm"
+    assert firstlight.replay(str(log), engine="sglang").engine == "sglang"
+

@@ -10,6 +10,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -236,3 +237,58 @@ def test_the_tracker_tells_ready_once_and_forwards_everything():
     second = READY.stopped("x")
     tracker.summary(second)
     assert ready.is_set() and tracker.serving_result is READY and told == [FAILED, READY, second]
+
+
+def test_a_ready_that_comes_later_is_waited_for_in_short_slices():
+    waits: list[float | None] = []
+
+    class Slices(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            waits.append(timeout)
+            return super().wait(timeout)
+
+    def script(s: Scripted) -> Outcome:
+        assert not later.wait(0.35)  # READY only after a few of the caller's slices
+        return serve_until_stopped(s)
+
+    later = threading.Event()
+    ctx = context(script)
+    ctx._run.ready = Slices()
+    ctx._run.tracker.ready = ctx._run.ready
+    with ctx as server:
+        assert server.result is READY
+    assert len(waits) >= 2 and set(waits) == {0.1}  # a Ctrl-C is heard within 0.1 s, never a long lock wait
+
+
+def test_the_stop_is_dated_now():
+    seen: list[Any] = []
+
+    def script(s: Scripted) -> Outcome:
+        s.tracker.summary(READY)
+        seen.append(s.q.get(timeout=30))
+        return Outcome(READY.interrupted(seen[0].signal, seen[0].t, "while serving"), 130)
+
+    before = time.time()
+    with context(script):
+        pass
+    assert before <= seen[0].t <= time.time()
+
+
+def test_the_serving_checks_are_forwarded_to_the_callers_reporter():
+    told: list[Any] = []
+
+    class Inner(QuietReporter):
+        def serving(self, status: ServingStatus, changed: bool) -> None:
+            told.append((status, changed))
+
+    tracker = api._Tracker(Inner(), threading.Event())
+    status = ServingStatus("serving", "ok", 1.0, True, True)
+    tracker.serving(status, False)
+    assert told == [(status, False)] and tracker.status_now is status
+
+
+def test_a_session_that_returns_nothing_says_so_in_its_words():
+    run = context(lambda s: None)._run  # type: ignore[arg-type,return-value]
+    with pytest.raises(RuntimeError) as caught:
+        run.start()
+    assert str(caught.value) == "firstlight: the session did not end"
