@@ -1,0 +1,143 @@
+"""Page-cache residency and the read-rate sample (``firstlight.preflight.pagecache``) at their edges, in process:
+the mincore fallback's windows (all of a file up to 16 GiB of pages, evenly spaced 64 MiB windows scaled up
+beyond), a residency never above the file's size, a file this user may not write (mincore would lie: unknown), a
+checkpoint's total, and the sample's window and bounds. The kernel's real answers, both syscalls:
+``tests/unit/test_preflight.py::test_page_cache_residency_follows_the_kernel``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from firstlight.preflight import pagecache as pc
+
+GiB, MiB = 1 << 30, 1 << 20
+
+
+def _windows(monkeypatch: pytest.MonkeyPatch, answer: object = "half") -> list[tuple[int, int]]:
+    asked: list[tuple[int, int]] = []
+
+    def window(fd: int, off: int, length: int) -> int | None:
+        asked.append((off, length))
+        if answer == "half":
+            return length // 2
+        return answer  # type: ignore[return-value]
+
+    monkeypatch.setattr(pc, "_mincore_window", window)
+    return asked
+
+
+def test_mincore_maps_a_file_of_up_to_16_gib_of_pages_whole_in_1_gib_windows(monkeypatch: pytest.MonkeyPatch):
+    asked = _windows(monkeypatch)
+    assert pc._mincore(7, 2 * GiB + 512 * MiB) == GiB + 256 * MiB
+    assert asked == [(0, GiB), (GiB, GiB), (2 * GiB, 512 * MiB)]
+    asked.clear()
+    assert pc._mincore(7, pc.MINCORE_MAX_PAGES * pc.PAGE) == 8 * GiB  # exactly the bound: still whole
+    assert len(asked) == 16 and asked[-1] == (15 * GiB, GiB)
+
+
+def test_beyond_16_gib_evenly_spaced_64_mib_windows_are_scaled_to_the_size(monkeypatch: pytest.MonkeyPatch):
+    asked = _windows(monkeypatch)
+    size = 100 * GiB
+    assert pc._mincore(7, size) == size // 2
+    assert asked == [(k * GiB, 64 * MiB) for k in range(0, 100, 6)]  # every 6th GiB: about 16 GiB of pages
+    asked.clear()
+    _windows(monkeypatch, 64 * MiB)
+    assert pc._mincore(7, size) == size  # every sampled page resident: the whole file
+
+
+def test_a_window_that_cannot_be_mapped_makes_the_residency_unknown(monkeypatch: pytest.MonkeyPatch):
+    _windows(monkeypatch, None)
+    assert pc._mincore(7, 3 * GiB) is None and pc._mincore(7, 100 * GiB) is None
+
+
+def test_residency_is_never_above_the_files_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    f = tmp_path / "w.bin"
+    f.write_bytes(b"x" * 5000)  # a page and a bit: whole pages cached are more bytes than the file has
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: 2 * pc.PAGE)
+    assert pc.cached_bytes(f) == 5000
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: None)
+    _windows(monkeypatch, 2 * pc.PAGE)
+    assert pc.cached_bytes(f) == 5000
+    empty = tmp_path / "empty.bin"
+    empty.write_bytes(b"")
+    assert pc.cached_bytes(empty) == 0 and pc.cached_bytes(tmp_path / "absent") is None
+
+
+def test_without_cachestat_a_file_this_user_may_not_write_is_unknown(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path):
+    f = tmp_path / "w.bin"
+    f.write_bytes(b"x" * 8192)
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: None)
+    asked = _windows(monkeypatch, 4096)
+    monkeypatch.setattr(pc.os, "geteuid", lambda: os.stat(f).st_uid + 1)  # neither its owner nor root
+    monkeypatch.setattr(pc.os, "access", lambda path, mode: False)
+    assert pc.cached_bytes(f) is None and asked == []  # mincore would claim every page resident
+    monkeypatch.setattr(pc.os, "access", lambda path, mode: mode == os.W_OK)
+    assert pc.cached_bytes(f) == 4096  # may write it: mincore tells the truth
+    monkeypatch.setattr(pc.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(pc.os, "geteuid", lambda: 0)
+    assert pc.cached_bytes(f) == 4096  # root
+
+
+def test_a_checkpoints_residency_is_its_weight_files_and_unknown_if_one_is(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path):
+    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+        (tmp_path / name).write_bytes(b"x" * 10)
+    (tmp_path / "README.md").write_bytes(b"x" * 1000)
+    known = {"model-00001-of-00002.safetensors": 4, "model-00002-of-00002.safetensors": 6}
+    monkeypatch.setattr(pc, "cached_bytes", lambda f: known.get(f.name))
+    assert pc.resident_bytes(tmp_path) == 10
+    assert pc.resident_bytes(tmp_path / "model-00002-of-00002.safetensors") == 6
+    known["model-00002-of-00002.safetensors"] = None  # type: ignore[assignment]
+    assert pc.resident_bytes(tmp_path) is None
+
+
+def test_the_sample_reads_a_quarter_of_a_small_file_and_skips_too_small_ones(monkeypatch: pytest.MonkeyPatch,
+                                                                            tmp_path: Path):
+    small = tmp_path / "small.bin"
+    small.write_bytes(b"x" * (64 * pc.PAGE * 4 - 1))  # a quarter under 64 pages: nothing worth timing
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(4 * MiB))
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: 0)  # nothing cached
+    sample = pc.sample_read_rate([tmp_path / "absent.bin", small, big])
+    assert sample is not None and sample.path == big and sample.bytes == MiB and sample.offset == 0
+    assert sample.seconds >= 0 and pc.ReadSample(big, 0, 10, 0.0).rate == 0.0
+    assert pc.ReadSample(big, 0, 10, 2.0).rate == 5.0
+    assert (64 * MiB, 1.0) == (pc.SAMPLE_BYTES, pc.SAMPLE_S)
+
+
+def test_a_cached_file_is_not_sampled(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    f = tmp_path / "big.bin"
+    f.write_bytes(os.urandom(4 * MiB))
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: n)  # every window cached
+    assert pc.sample_read_rate([f]) is None
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: n // 10)  # a tenth cached: still the disk's
+    assert pc.sample_read_rate([f]) is None
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: n // 10 - 1)
+    assert pc.sample_read_rate([f]) is not None
+
+
+def test_the_candidates_are_16_evenly_spaced_offsets_past_holes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    f = tmp_path / "sparse.bin"
+    with f.open("wb") as out:
+        out.truncate(16 * MiB)
+        out.seek(12 * MiB)
+        out.write(os.urandom(MiB))  # the only data: 12-13 MiB
+    asked: list[int] = []
+
+    def cachestat(fd: int, off: int, n: int) -> int:
+        asked.append(off)
+        return 0
+
+    monkeypatch.setattr(pc, "_cachestat", cachestat)
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        if os.lseek(fd, 0, os.SEEK_DATA) != 12 * MiB:
+            pytest.skip("this filesystem does not report holes (SEEK_DATA)")
+        assert pc._uncached_data_offset(fd, 16 * MiB, MiB) == 12 * MiB
+    finally:
+        os.close(fd)
+    assert asked == [12 * MiB]
