@@ -23,7 +23,7 @@ def kv(key: bytes, vtype: int, value: bytes) -> bytes:
 
 def tensor(name: bytes, dims: list[int], ggml_type: int, offset: int) -> bytes:
     return (s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
-            + struct.pack("<II", ggml_type, 0)[:4] + struct.pack("<Q", offset))
+            + struct.pack("<I", ggml_type) + struct.pack("<Q", offset))
 
 
 def header(kvs: list[bytes], tensors: list[bytes], version: int = 3, magic: bytes = b"GGUF") -> bytes:
@@ -73,7 +73,7 @@ def test_a_type_the_table_does_not_size_is_a_lower_bound_and_stops_the_offset_ru
 
 def test_up_to_8_dimensions():
     assert parse(header([], [tensor(b"a", [1] * 8, F32, 0)])).tensors == 1
-    with pytest.raises(GgufError, match=r"^tensor 'x\\x80' has 9 dimensions$|^tensor 'x.' has 9 dimensions$"):
+    with pytest.raises(GgufError, match=r"^tensor 'x\ufffd' has 9 dimensions$"):  # a bad byte replaced
         parse(header([], [tensor(b"x\x80", [1] * 9, F32, 0)]))
 
 
