@@ -71,7 +71,7 @@ def model_label(model: str | None) -> str:
     """A short, secret-free model label: the last path component of the (already masked) model path or id."""
     if not model:
         return ""
-    return PurePosixPath(model.rstrip("/")).name or model
+    return PurePosixPath(model).name or model  # PurePosixPath drops a trailing "/" itself
 
 
 # (kind, label, what its success is about, what success means, (counter name, help), the failures' help)

@@ -312,3 +312,92 @@ def test_the_group_series_say_serving_and_unreachable_as_0_or_1_and_what_they_me
         assert 'firstlight_group_member_ready{member="",node_rank="1"}' in generate_latest(leader.registry).decode()
     finally:
         leader.close()
+
+
+# -- the verdict's own series and the start's counting, at their edges (the module's full mutation run) ------------
+def test_a_results_verdict_ready_cold_start_and_first_generation(exporter):  # noqa: F811
+    ex, port = exporter
+    _one_start(ex, _result("ready", first_generation={"latency_s": 0.4}, engine="sglang"))
+    m = _samples(port)
+    assert m['firstlight_verdict{"firstlight_verdict": "ready"}'] == 1
+    assert m['firstlight_verdict{"firstlight_verdict": "failed"}'] == 0
+    assert m["firstlight_ready{}"] == 1 and m['firstlight_phase{"firstlight_phase": "serving"}'] == 1
+    assert m["firstlight_cold_start_seconds{}"] == 30.0 and m["firstlight_first_generation_seconds{}"] == 0.4
+    assert any(k.startswith("firstlight_info") and '"engine": "sglang"' in k for k in m)  # as the result names it
+    ex.summary(dataclasses.replace(_result("ready"), phase="serving", verdict="failed", failure="other"))
+    m = _samples(port)
+    assert m["firstlight_ready{}"] == 0 and m['firstlight_verdict{"firstlight_verdict": "failed"}'] == 1
+    ex.summary(_result("a-verdict-from-a-newer-firstlight"))
+    assert _samples(port)['firstlight_verdict{"firstlight_verdict": "failed"}'] == 1  # a state the enum has
+
+
+def test_a_regression_serves_and_a_start_that_served_no_more_does_not(exporter):  # noqa: F811
+    ex, port = exporter
+    _one_start(ex, _result("regression", cold_start_s=95.0))
+    m = _samples(port)
+    assert m["firstlight_ready{}"] == 1 and m["firstlight_serving{}"] == 1
+    assert m["firstlight_time_to_ready_seconds_sum{}"] == 95.0
+    _one_start(ex, _result("failed", failure="oom", cold_start_s=12.0))  # a cold start, but never served
+    assert _samples(port)["firstlight_time_to_ready_seconds_count{}"] == 1
+
+
+def test_a_sidecars_timeout_is_no_start_and_a_launchers_is_one(exporter):  # noqa: F811
+    ex, port = exporter
+    for timeout_is_verdict, counted in ((False, 0), (True, 1), (None, 2)):
+        info = {"started_at": 1000.0, "engine": "vllm"}
+        if timeout_is_verdict is not None:
+            info["timeout_is_verdict"] = timeout_is_verdict
+        ex.started(info)
+        ex.verdict(_result("timeout"))
+        ex.summary(_result("timeout"))
+        assert _samples(port)['firstlight_starts_total{"failure": "", "verdict": "timeout"}'] == counted
+    ex.started({"started_at": 1000.0, "engine": "vllm", "timeout_is_verdict": False})
+    ex.verdict(_result("hung"))
+    ex.summary(_result("hung"))  # only a timeout is the sidecar's to hold back
+    assert _samples(port)['firstlight_starts_total{"failure": "", "verdict": "hung"}'] == 1
+
+
+def test_a_start_without_a_start_time_has_no_phases_and_no_start_time(exporter):  # noqa: F811
+    ex, port = exporter
+    ex.started({"engine": "vllm"})
+    a = Assessment("starting", "weights_loading", Level.PORT, 12.0, [], Progress())
+    ex.status(a)
+    m = _samples(port)
+    assert math.isnan(m["firstlight_start_time_seconds{}"])
+    assert not any(k.startswith("firstlight_phase_seconds") and v > 0 for k, v in m.items())
+    ex.started({"started_at": 1000.0, "engine": "vllm"})
+    assert _samples(port)["firstlight_start_time_seconds{}"] == 1000.0
+
+
+def test_only_a_phase_event_moves_the_phase(exporter):  # noqa: F811
+    ex, port = exporter
+    ex.started({"started_at": 1000.0, "engine": "vllm"})
+    a = Assessment("starting", "weights_loading", Level.PORT, 12.0, [], Progress())
+    ex.event(Event(1004.0, "note", "weights_loading"), a)  # a phase's name in another event's words
+    assert _samples(port)['firstlight_phase{"firstlight_phase": "process_start"}'] == 1
+    ex.event(Event(1005.0, "phase", "not_a_phase"), a)
+    assert _samples(port)['firstlight_phase{"firstlight_phase": "process_start"}'] == 1
+    ex.event(Event(1006.0, "phase", "weights_loading"), a)
+    assert _samples(port)['firstlight_phase{"firstlight_phase": "weights_loading"}'] == 1
+
+
+def test_the_result_phases_end_at_the_results_end(exporter):  # noqa: F811
+    ex, port = exporter
+    phases = ({"name": "process_start", "start": 1000.0, "end": 1004.0}, {"name": "weights_loading", "start": 1004.0})
+    _one_start(ex, _result("failed", failure="oom", phases=phases, ended_at=1019.5))
+    assert _samples(port)['firstlight_phase_seconds{"phase": "weights_loading"}'] == 15.5
+
+
+def test_a_members_restarts_are_counted_once_each_and_a_member_without_url_is_blank():
+    port = free_port()
+    ex = PrometheusExporter(port)
+    try:
+        group = {"verdict": "starting", "serving": False}
+        for restarts in (0, 2, 2, 3):
+            ex.group_update([{"url": "http://10.0.0.2:8081", "node_rank": 1, "restarts": restarts, "state": "starting"},
+                             {"node_rank": 2, "state": "unreachable"}], group)
+        m = _samples(port)
+        assert m['firstlight_group_member_restarts_total{"member": "10.0.0.2:8081", "node_rank": "1"}'] == 3
+        assert any('"member": ""' in k and '"node_rank": "2"' in k for k in m)
+    finally:
+        ex.close()
