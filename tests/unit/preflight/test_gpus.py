@@ -169,3 +169,50 @@ def test_sglang_balance_rule_at_0_9(ratio: float, status: str):
     assert c.status == status, c
     if status == FAIL:
         assert "memory capacity is unbalanced" in c.evidence and "GPU 1" in c.evidence
+
+
+# -- other processes on the GPUs this server will use --------------------------------------------------------------
+def test_memory_held_by_others_on_the_gpus_used_warns_naming_each_and_how_to_stop_them(
+        monkeypatch: pytest.MonkeyPatch):
+    from firstlight.preflight import gpus as g
+    from firstlight.preflight.procinfo import ProcInfo
+    from firstlight.redact import Redactor
+    from firstlight.timeline import GpuProcess, GpuSample
+
+    asked: list[tuple[int, object]] = []
+
+    def info(pid: int, redactor: object) -> ProcInfo:
+        asked.append((pid, redactor))
+        return ProcInfo(pid, True, "python3", f"python3 old-server-{pid}.py", "old.service" if pid == 11 else None)
+
+    monkeypatch.setattr(g, "proc_info", info)
+    devices = tuple(GpuDevice(i, "H100", 5 * GIB, 80 * GIB, 0.0) for i in range(3))  # vLLM's 0.9 x 80 free
+    procs = (GpuProcess(0, 11, 6 * GIB), GpuProcess(1, 11, None), GpuProcess(1, 12, 4 * GIB),
+             GpuProcess(2, 13, GIB))  # GPU 2 is not this server's (TP 2)
+    red = Redactor()
+    c = g.check_gpus(read_target(["vllm", "serve", "/m", "--tensor-parallel-size", "2"], env={}),
+                     GpuSample(0.0, devices=devices, processes=procs), red)
+    assert (c.name, c.status, c.category) == ("gpus", "warn", "gpu_occupied")
+    assert c.evidence == ("NVML: GPU 0 75.0 GiB free of 80.0 GiB; GPU 1 75.0 GiB free of 80.0 GiB "
+                          "(CUDA_VISIBLE_DEVICES=unset, TP 2); "
+                          "GPU 0: 6.0 GiB held by PID 11 python3, unit old.service: python3 old-server-11.py; "
+                          "GPU 1: ? held by PID 11 python3, unit old.service: python3 old-server-11.py; "
+                          "GPU 1: 4.0 GiB held by PID 12 python3: python3 old-server-12.py")
+    assert c.hint == "systemctl stop old.service or kill 12"  # each fix once
+    assert asked == [(11, red), (11, red), (12, red)]
+
+
+def test_a_rule_broken_by_memory_others_hold_names_them_as_the_fix(monkeypatch: pytest.MonkeyPatch):
+    from firstlight.preflight import gpus as g
+    from firstlight.preflight.procinfo import ProcInfo
+    from firstlight.timeline import GpuProcess, GpuSample
+
+    monkeypatch.setattr(g, "proc_info", lambda pid, r: ProcInfo(pid, True, "python3", "python3 x.py"))
+    full = (GpuDevice(0, "H100", 70 * GIB, 80 * GIB, 0.0),)
+    t = read_target(["vllm", "serve", "/m", "--gpu-memory-utilization", "0.9"], env={})
+    held = g.check_gpus(t, GpuSample(0.0, devices=full, processes=(GpuProcess(0, 77, 70 * GIB),)))
+    assert held.status == "fail" and held.hint == "kill 77"
+    assert held.evidence.startswith("vLLM's rule fails on GPU 0") and held.evidence.endswith(
+        "GPU 0: 70.0 GiB held by PID 77 python3: python3 x.py")
+    nobody = g.check_gpus(t, GpuSample(0.0, devices=full))
+    assert nobody.status == "fail" and nobody.hint == "free the GPU memory held outside this server"

@@ -112,3 +112,44 @@ def test_up_checks_the_port_it_will_probe_not_the_engines_default():
         report = preflight(["llama-server", "-m", "m.gguf"], disk_sample=False, url=f"http://127.0.0.1:{port}")
     check = next(c for c in report.checks if c.name == "port")
     assert check.status == FAIL and f"127.0.0.1:{port}" in check.evidence, check
+
+
+def test_a_port_this_process_listens_on_names_it_and_how_to_stop_it():
+    import os
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        (me,) = holders(port)
+        c = check_port(target(port))
+    assert me.pid == os.getpid() and me.visible
+    assert c.evidence == f"127.0.0.1:{port} is in use by {me.describe()}"
+    assert c.hint == f"kill {os.getpid()} (or choose another --port)"
+
+
+def test_every_listener_is_named_and_each_given_the_redactor(monkeypatch: pytest.MonkeyPatch):
+    from types import SimpleNamespace
+
+    from firstlight.preflight import port as p
+    from firstlight.preflight.procinfo import ProcInfo
+    from firstlight.redact import Redactor
+
+    listen = p.psutil.CONN_LISTEN
+    conns = [SimpleNamespace(pid=pid, laddr=SimpleNamespace(port=port), status=status)
+             for pid, port, status in ((30, 8001, listen), (20, 8001, listen), (30, 8001, listen),
+                                       (40, 8002, listen), (50, 8001, "ESTABLISHED"), (None, 8001, listen))]
+    asked: list[tuple[int, object]] = []
+
+    def info(pid: int, redactor: object) -> ProcInfo:
+        asked.append((pid, redactor))
+        return ProcInfo(pid, True, "srv", f"srv {pid}", "a.service" if pid == 20 else None)
+
+    monkeypatch.setattr(p.psutil, "net_connections", lambda kind: conns if kind == "inet" else [])
+    monkeypatch.setattr(p, "proc_info", info)
+    monkeypatch.setattr(p, "try_bind", lambda host, port: OSError(errno.EADDRINUSE, "Address already in use"))
+    red = Redactor()
+    c = p.check_port(read_target(["vllm", "serve", "m", "--port", "8001"], env={}), red)
+    assert asked == [(20, red), (30, red)]  # listeners on this port, each once, in pid order
+    assert c.evidence == "0.0.0.0:8001 is in use by PID 20 srv, unit a.service: srv 20; PID 30 srv: srv 30"
+    assert c.hint == "systemctl stop a.service or kill 30 (or choose another --port)"

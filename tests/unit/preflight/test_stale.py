@@ -45,8 +45,20 @@ class Info:
         return f"kill {self.pid}"
 
 
+ATTRS = {"pid", "ppid", "cmdline", "name", "username", "cwd", "status"}  # some of psutil's
+
+
 def _table(monkeypatch: pytest.MonkeyPatch, *procs: Proc) -> None:
-    monkeypatch.setattr(stale.psutil, "process_iter", lambda attrs: iter(procs))
+    def process_iter(attrs: list[str] | None) -> Any:
+        # as psutil: info holds the attributes asked for (None: all); a name it does not know is a ValueError
+        attrs = list(ATTRS) if attrs is None else attrs
+        if unknown := set(attrs) - ATTRS:
+            raise ValueError(f"invalid attr name {unknown}")
+        for p in procs:
+            p.info = {k: v for k, v in p.info.items() if k in attrs}
+            yield p
+
+    monkeypatch.setattr(stale.psutil, "process_iter", process_iter)
     monkeypatch.setattr(stale, "proc_info", lambda pid, redactor: Info(pid))
 
 
@@ -62,7 +74,7 @@ def test_an_unknown_engine_is_skipped(monkeypatch: pytest.MonkeyPatch):
 def test_the_same_port_fails_and_names_the_process_and_how_to_stop_it(monkeypatch: pytest.MonkeyPatch):
     _table(monkeypatch, Proc(10, ["vllm", "serve", "org/other", "--port", "8001"]))
     check = stale.check_stale(VLLM)
-    assert (check.status, check.category) == ("fail", "port_in_use")
+    assert (check.name, check.status, check.category) == ("stale_server", "fail", "port_in_use")
     assert check.evidence == "another vllm still runs: same port: PID 10 (desc)" and check.hint == "kill 10"
 
 
@@ -70,7 +82,7 @@ def test_the_same_model_warns_that_it_may_hold_the_memory(monkeypatch: pytest.Mo
     _table(monkeypatch, Proc(10, ["vllm", "serve", "org/model-a", "--port", "9000"]),
            Proc(11, ["vllm", "serve", "org/model-b", "--port", "9001"]))
     check = stale.check_stale(VLLM)
-    assert (check.status, check.category, check.hint) == ("warn", "gpu_occupied", "kill 10")
+    assert (check.name, check.status, check.category, check.hint) == ("stale_server", "warn", "gpu_occupied", "kill 10")
     assert check.evidence == ("another vllm still runs: same model: PID 10 (desc) (it may hold the GPU memory or "
                               "RAM this start needs)")
 
