@@ -4,6 +4,7 @@ servers behind the warm-up, the benchmark and the history: ``tests/e2e/test_afte
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,114 @@ def test_the_deployment_key_takes_the_model_on_disk_else_the_command_s_else_the_
     probed = after_ready.deployment_key(Config(), vllm, [], Redactor())
     assert on_disk.model == str(tmp_path) and named.model == "org/m" and probed.model is None
     assert named.gpu_count == 2 and named.engine == "vllm" and len({on_disk.hash, named.hash, probed.hash}) == 3
+
+
+# -- the warm-up and the benchmark, wired: what they are asked and what is said of them ------------------------------
+class Dist:
+    def __init__(self, median: float | None) -> None:
+        self.median = median
+
+
+class BenchResult:
+    completed, sent, errors, timeouts, output_throughput = 30, 32, 1, 1, 812.25
+    ttft_ms, tpot_ms = Dist(41.6), Dist(7.25)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"output_throughput": self.output_throughput}
+
+
+class Warmup:
+    def __init__(self, first_s: float | None, steady_s: float | None, steady_index: int | None) -> None:
+        self.first_s, self.steady_s, self.steady_index, self.errors = first_s, steady_s, steady_index, 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"first_s": self.first_s}
+
+
+def _asked(monkeypatch: pytest.MonkeyPatch, warmup: Any = None, bench_error: Exception | None = None
+           ) -> list[tuple[str, Any, Any]]:
+    asked: list[tuple[str, Any, Any]] = []
+
+    def run_warmup(cfg: Any, n: int) -> Any:
+        asked.append(("warmup", cfg, n))
+        return warmup or Warmup(2.0, 0.5, 3)
+
+    def bench_with_spec(cfg: Any, profile: Any, command: list[str]) -> Any:
+        asked.append(("bench", cfg, (profile.name, command)))
+        if bench_error is not None:
+            raise bench_error
+        return BenchResult(), {"status": "not_enabled", "message": "no draft model in the command"}
+
+    monkeypatch.setattr(after_ready, "run_warmup", run_warmup)
+    monkeypatch.setattr(after_ready, "bench_with_spec", bench_with_spec)
+    return asked
+
+
+def _cfg(**after: Any) -> Config:
+    from firstlight.config import AfterReadyConfig, ProbeConfig
+
+    probe = ProbeConfig(url="http://127.0.0.1:8123", api="chat", api_key="k3y", generation_timeout=33.0,
+                        connect_timeout=0.25, max_tokens=5)
+    return Config(probe=probe, after=AfterReadyConfig(**after), command=["vllm", "serve", "m"])
+
+
+def test_the_warm_up_sends_its_requests_one_by_one_and_says_first_against_steady(monkeypatch: pytest.MonkeyPatch):
+    asked = _asked(monkeypatch)
+    said: list[str] = []
+    out = after_ready.post_ready_checks(_cfg(warmup=6), get_profile("vllm"), "served-m", said.append)
+    ((what, cfg, n),) = asked
+    assert (what, n) == ("warmup", 6)
+    assert (cfg.url, cfg.api, cfg.model, cfg.api_key, cfg.request_timeout, cfg.connect_timeout) == (
+        "http://127.0.0.1:8123", "chat", "served-m", "k3y", 33.0, 1.0)  # connect: a second at least
+    assert (cfg.prompt_len, cfg.output_len, cfg.num_requests) == (16, 5, 6)
+    assert out == {"warmup": {"first_s": 2.0}}
+    assert said == ["warm-up: first request 2.00s, steady state 0.50s (4.0x), steady from request 4, 0 errors"]
+
+
+@pytest.mark.parametrize(("warmup", "line"), [
+    (Warmup(2.0, 0.5, None), "warm-up: first request 2.00s, steady state 0.50s (4.0x), never settled, 0 errors"),
+    (Warmup(None, 0.5, 1), None),  # no first latency: nothing to say
+    (Warmup(2.0, 0.0, 1), None),  # no steady latency either
+])
+def test_a_warm_up_that_never_settled_or_measured_nothing(monkeypatch: pytest.MonkeyPatch, warmup: Warmup,
+                                                          line: str | None):
+    _asked(monkeypatch, warmup)
+    said: list[str] = []
+    after_ready.post_ready_checks(_cfg(warmup=3), get_profile("vllm"), None, said.append)
+    assert said == ([line] if line else [])
+
+
+def test_the_benchmark_runs_as_configured_and_says_its_figures(monkeypatch: pytest.MonkeyPatch):
+    asked = _asked(monkeypatch)
+    said: list[str] = []
+    out = after_ready.post_ready_checks(_cfg(bench=True, bench_requests=40, bench_concurrency=8, bench_duration=20.0,
+                                             bench_prompt_len=256, bench_output_len=32),
+                                        get_profile("sglang"), "m", said.append)
+    ((what, cfg, (engine, command)),) = asked
+    assert what == "bench" and (engine, command) == ("sglang", ["vllm", "serve", "m"])
+    assert (cfg.prompt_len, cfg.output_len, cfg.concurrency, cfg.num_requests, cfg.duration_s, cfg.ignore_eos) == (
+        256, 32, 8, 40, 20.0, True)
+    assert out == {"bench": {"output_throughput": 812.25},
+                   "spec_decoding": {"status": "not_enabled", "message": "no draft model in the command"}}
+    assert said == ["bench: 30/32 ok, 1 errors, 1 timeouts; 812.2 output tok/s; TTFT median 42 ms, TPOT median 7.2 ms",
+                    "speculative decoding: not_enabled: no draft model in the command"]
+
+
+def test_a_watched_servers_command_is_the_one_read_for_speculative_decoding(monkeypatch: pytest.MonkeyPatch):
+    asked = _asked(monkeypatch)
+    cfg = dataclasses.replace(_cfg(bench=True), command=[], watched_command=["sglang", "serve", "--speculative-x"])
+    after_ready.post_ready_checks(cfg, get_profile("sglang"), "m", lambda s: None)
+    assert asked[0][2] == ("sglang", ["sglang", "serve", "--speculative-x"])
+
+
+def test_a_benchmark_that_fails_is_said_and_recorded_and_the_warm_up_kept(monkeypatch: pytest.MonkeyPatch):
+    from firstlight.bench.client import BenchError
+
+    _asked(monkeypatch, bench_error=BenchError("every request failed: connection refused"))
+    said: list[str] = []
+    out = after_ready.post_ready_checks(_cfg(warmup=2, bench=True), get_profile("vllm"), "m", said.append)
+    assert out["post_ready_error"] == "every request failed: connection refused" and "warmup" in out
+    assert said[-1] == "after READY: every request failed: connection refused"
+    _asked(monkeypatch, bench_error=ValueError("api must be one of completions, chat"))
+    assert after_ready.post_ready_checks(_cfg(bench=True), get_profile("vllm"), "m", lambda s: None) == {
+        "post_ready_error": "api must be one of completions, chat"}
