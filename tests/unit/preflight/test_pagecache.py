@@ -141,3 +141,52 @@ def test_the_candidates_are_16_evenly_spaced_offsets_past_holes(monkeypatch: pyt
     finally:
         os.close(fd)
     assert asked == [12 * MiB]
+
+
+def test_cachestat_counts_a_files_cached_pages_and_none_once_evicted(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(pc, "_cachestat_works", None)
+    f = tmp_path / "w.bin"
+    f.write_bytes(os.urandom(64 * pc.PAGE))
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.read(fd, 64 * pc.PAGE)
+        got = pc._cachestat(fd, 0, 64 * pc.PAGE)
+        if got is None:
+            pytest.skip("this kernel has no cachestat(2) (Linux 6.5+)")
+        assert got == 64 * pc.PAGE and pc._cachestat_works is True
+        assert pc._cachestat(fd, 16 * pc.PAGE, 8 * pc.PAGE) == 8 * pc.PAGE  # the range asked, not the file
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        assert pc._cachestat(fd, 0, 64 * pc.PAGE) == 0
+    finally:
+        os.close(fd)
+
+
+def test_a_kernel_without_cachestat_is_asked_once(monkeypatch: pytest.MonkeyPatch):
+    import ctypes
+    import errno
+
+    calls: list[int] = []
+
+    class NoCachestat:
+        def syscall(self, *args: object) -> int:
+            calls.append(1)
+            ctypes.set_errno(errno.ENOSYS)
+            return -1
+
+    monkeypatch.setattr(pc, "_libc", NoCachestat())
+    monkeypatch.setattr(pc, "_cachestat_works", None)
+    assert pc._cachestat(0, 0, 4096) is None and pc._cachestat_works is False
+    assert pc._cachestat(0, 0, 4096) is None and calls == [1]  # never asked again
+
+    class Busy(NoCachestat):
+        def syscall(self, *args: object) -> int:
+            calls.append(2)
+            ctypes.set_errno(errno.EBADF)  # this call failed, not the syscall
+            return -1
+
+    monkeypatch.setattr(pc, "_libc", Busy())
+    monkeypatch.setattr(pc, "_cachestat_works", None)
+    assert pc._cachestat(0, 0, 4096) is None and pc._cachestat_works is None
+    assert pc._cachestat(0, 0, 4096) is None and calls == [1, 2, 2]  # asked again next time

@@ -127,3 +127,13 @@ def test_a_sample_that_read_nothing_is_said_or_left_out(machine: SimpleNamespace
     assert resources.check_resources(TP2, scan, _gpus(70, 70)).evidence.endswith("page-cache residency unknown")
     machine.sample = ReadSample(scan.files[0], 0, 10, 0.0)  # no time measured: no rate
     assert resources.check_resources(TP2, scan, _gpus(70, 70)).evidence.endswith("page-cache residency unknown")
+
+
+def test_the_check_is_named_and_a_slow_disk_is_still_a_rate(machine: SimpleNamespace, tmp_path: Path):
+    scan = _weights(tmp_path, GB)
+    assert resources.check_resources(TP2, None, "no GPU").name == "memory_disk"
+    machine.sample = ReadSample(scan.files[0], 0, 1, 2.0)  # half a byte a second: slow, but measured
+    check = resources.check_resources(TP2, scan, _gpus(70, 70))
+    assert check.name == "memory_disk" and "read rate 0 MB/s (1 B of" in check.evidence
+    machine.sample = ReadSample(scan.files[0], 0, 3_000_000, 2.0)  # 1.5 MB/s: rounded as a figure is
+    assert "read rate 2 MB/s" in resources.check_resources(TP2, scan, _gpus(70, 70)).evidence

@@ -82,3 +82,20 @@ def test_no_interpreter_for_a_container_or_uv():
         None, "the server runs in the container image vllm/vllm-openai:v0.9")
     uv = read_command(["uv", "run", "vllm", "serve", "m"], env={})
     assert find_interpreter(list(uv.server), {}, uv) == (None, "uv picks the server's Python")
+
+
+def test_the_target_is_the_servers_own_command_with_its_environment_and_reach(tmp_path: Path):
+    from firstlight.preflight.target import read_target
+
+    script = _script(tmp_path, "#!/opt/venv/bin/python3\n", "vllm")
+    script.chmod(0o755)
+    t = read_target(["env", "CUDA_VISIBLE_DEVICES=1,0", "vllm", "serve", "org/m", "--port", "8001"],
+                    env={"PATH": str(tmp_path)})
+    assert t.argv == ["vllm", "serve", "org/m", "--port", "8001"]  # the wrapper taken off
+    assert t.env["CUDA_VISIBLE_DEVICES"] == "1,0" and t.env["PATH"] == str(tmp_path)
+    assert (t.engine, t.port, t.visible_devices) == ("vllm", 8001, ["1", "0"])
+    assert (t.interpreter, t.interpreter_source) == ("/opt/venv/bin/python3", f"shebang of {script}")
+    assert t.command is not None and t.command.engine == "vllm"
+    forced = read_target(["./serve.sh", "--port", "9"], env={}, engine="sglang", reach=("10.0.0.5", 7000))
+    assert (forced.engine, forced.host, forced.port) == ("sglang", "10.0.0.5", 7000)
+    assert read_target(["vllm", "serve", "m"], env={}, reach=(None, 7001)).port == 7001
