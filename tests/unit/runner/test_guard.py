@@ -37,3 +37,92 @@ def test_a_record_on_a_full_disk_is_one_warning():
     rec.flush()
     rec.close()
     assert len(warnings) == 1 and "--record" in warnings[0] and "No space" in warnings[0]
+
+
+# -- at their edges ----------------------------------------------------------------------------------------------
+class Failing:
+    """A record stream whose ``fail`` operations raise ``error``; it records what was done to it."""
+
+    def __init__(self, error: Exception, fail: set[str], name: str | None = "/data/run.jsonl") -> None:
+        self.error, self.fail, self.done = error, fail, []  # type: ignore[var-annotated]
+        if name is not None:
+            self.name = name
+
+    def _do(self, what: str) -> None:
+        self.done.append(what)
+        if what in self.fail:
+            raise self.error
+
+    def write(self, text: str) -> None:
+        self._do("write")
+
+    def flush(self) -> None:
+        self._do("flush")
+
+    def close(self) -> None:
+        self._do("close")
+
+
+def test_a_record_that_fails_says_why_once_and_stops_writing():
+    import errno as _errno
+
+    from firstlight.runner.guard import RecordFile
+
+    warned: list[str] = []
+    f = Failing(OSError(_errno.ENOSPC, "No space left on device"), {"flush"})
+    rec = RecordFile(f, warned.append)  # type: ignore[arg-type]
+    rec.write("a\n")
+    rec.flush()
+    rec.write("b\n")
+    rec.flush()
+    rec.close()
+    assert f.done == ["write", "flush", "close"]  # closed once at the failure, never written again
+    assert warned == ["warning: --record /data/run.jsonl: cannot write (No space left on device); recording "
+                      "stopped, the run goes on"]
+
+
+def test_a_failure_without_an_os_reason_is_said_in_its_words_and_a_failing_close_is_no_crash():
+    from firstlight.runner.guard import RecordFile
+
+    warned: list[str] = []
+    f = Failing(ValueError("I/O operation on closed file."), {"write", "close"}, name=None)
+    rec = RecordFile(f, warned.append)  # type: ignore[arg-type]
+    rec.write("a\n")
+    assert warned == ["warning: --record the record file: cannot write (I/O operation on closed file.); "
+                      "recording stopped, the run goes on"]
+    assert rec.f is None and f.done == ["write", "close"]
+    warned.clear()
+    g = Failing(OSError(5, "Input/output error"), {"close"})
+    rec = RecordFile(g, warned.append)  # type: ignore[arg-type]
+    rec.close()  # the failing close is the failure: said once
+    assert rec.f is None and len(warned) == 1 and "(Input/output error)" in warned[0]
+    rec.close()
+    rec.flush()
+    assert g.done == ["close", "close"] and len(warned) == 1
+
+
+def test_a_clean_close_closes_once():
+    from firstlight.runner.guard import RecordFile
+
+    f = Failing(OSError(), set())
+    rec = RecordFile(f, lambda s: None)  # type: ignore[arg-type]
+    rec.close()
+    rec.close()
+    assert f.done == ["close"]
+
+
+def test_silence_points_the_streams_descriptor_at_dev_null():
+    import io
+    import os
+
+    from firstlight.runner.guard import silence
+
+    r, w = os.pipe()
+    os.close(r)  # the reader went away
+    stream = os.fdopen(w, "w")
+    silence(stream)
+    stream.write("x" * 100000)
+    stream.flush()  # no BrokenPipeError: /dev/null takes it
+    assert os.readlink(f"/proc/self/fd/{w}") == os.devnull
+    stream.close()
+    silence(io.StringIO())  # no descriptor: nothing to do, no error
