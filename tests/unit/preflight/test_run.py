@@ -117,14 +117,14 @@ def test_a_check_that_raises_is_a_warning_with_the_reason(machine: Machine):
     machine.raise_in["port"] = PermissionError("/proc/net/tcp6")
     report = pf.run_preflight(PYTHON)
     port = report.checks[ORDER.index("port")]
-    assert (port.status, port.category) == ("warn", "port_in_use")
+    assert (port.name, port.status, port.category) == ("port", "warn", "port_in_use")
     assert port.evidence == "could not check: PermissionError: /proc/net/tcp6"
     assert port.hint == "run it again; if it persists, check with --no-preflight and report it"
     assert report.verdict == "warn" and [c.status for c in report.checks].count("ok") == 6
 
 
 def test_checks_unfinished_at_the_deadline_say_what_they_were_reading(machine: Machine):
-    machine.block = {"checkpoint", "pip", "gpus", "port", "stale_server"}
+    machine.block = set(ORDER)
     t0 = time.monotonic()
     report = pf.run_preflight(PYTHON, PreflightOptions(deadline_s=0.3))
     took = time.monotonic() - t0
@@ -135,6 +135,9 @@ def test_checks_unfinished_at_the_deadline_say_what_they_were_reading(machine: M
     assert said["gpus"] == ("warn", "timed out after 0.3s reading NVML (not checked)", hint)
     assert said["port"] == ("warn", "timed out after 0.3s probing port 8001 (not checked)", hint)
     assert said["stale_server"] == ("warn", "timed out after 0.3s reading the processes (not checked)", hint)
+    assert said["quantization"] == ("warn", "timed out after 0.3s running /venv/bin/python3 (not checked)", hint)
+    assert said["memory_disk"] == ("warn", "timed out after 0.3s reading the checkpoint (not checked)", hint)
+    assert [(c.name, c.category) for c in report.checks] == [(n, CATEGORY[n]) for n in ORDER]
     assert 0.3 <= took < 10 and report.elapsed_s >= 0.3  # the deadline, not the blocked checks' 30 s
 
 
@@ -186,3 +189,10 @@ def test_a_background_read_hands_its_error_to_whoever_waits():
         future.result(timeout=10)
     assert pf._result(future) is None and pf._result(None) is None
     assert pf._background(lambda: 42).result(timeout=10) == 42
+
+
+def test_a_native_servers_python_checks_wait_for_nothing_when_they_time_out(machine: Machine):
+    machine.block = {"quantization", "pip"}
+    report = pf.run_preflight(dataclasses.replace(PYTHON, interpreter=None), PreflightOptions(deadline_s=0.3))
+    said = {c.name: c.evidence for c in report.checks}
+    assert said["quantization"] == said["pip"] == "timed out after 0.3s waiting (not checked)"

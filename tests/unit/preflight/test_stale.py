@@ -68,7 +68,8 @@ VLLM = read_target(["vllm", "serve", "org/model-a", "--port", "8001"], env={})
 def test_an_unknown_engine_is_skipped(monkeypatch: pytest.MonkeyPatch):
     _table(monkeypatch, Proc(10, ["vllm", "serve", "org/model-a", "--port", "8001"]))
     check = stale.check_stale(read_target(["./serve.sh"], env={}))
-    assert (check.status, check.evidence) == ("ok", "skipped: the engine is not known from the command")
+    assert (check.name, check.status, check.evidence) == ("stale_server", "ok",
+                                                          "skipped: the engine is not known from the command")
 
 
 def test_the_same_port_fails_and_names_the_process_and_how_to_stop_it(monkeypatch: pytest.MonkeyPatch):
@@ -129,7 +130,8 @@ def test_only_the_engines_own_program_counts_not_firstlight_nor_this_process(mon
            Proc(14, []),  # a kernel thread: no command line
            Proc(15, ["python3", "-m", "firstlight", "up", "--", *cmd]))
     check = stale.check_stale(VLLM)
-    assert (check.status, check.evidence) == ("ok", "no other vllm process with this model or port")
+    assert (check.name, check.status, check.evidence) == ("stale_server", "ok",
+                                                          "no other vllm process with this model or port")
 
 
 def test_a_process_run_by_a_firstlight_path_is_not_a_server():
@@ -137,3 +139,15 @@ def test_a_process_run_by_a_firstlight_path_is_not_a_server():
     assert stale._is_firstlight(["python3", "-m", "firstlight"]) and stale._is_firstlight(["a", "b", "firstlight"])
     assert not stale._is_firstlight(["a", "b", "c", "firstlight"])  # a word further on
     assert not stale._is_firstlight(["vllm", "serve", "firstlight-model"])
+
+
+def test_the_scan_goes_past_other_processes_and_hands_the_redactor_on(monkeypatch: pytest.MonkeyPatch):
+    from firstlight.redact import Redactor
+
+    _table(monkeypatch, Proc(5, ["bash"]), Proc(6, ["sglang.launch_server", "--port", "8001"]),
+           Proc(10, ["vllm", "serve", "org/model-a", "--port", "9000"]))
+    asked: list[Any] = []
+    monkeypatch.setattr(stale, "proc_info", lambda pid, redactor: asked.append((pid, redactor)) or Info(pid))
+    red = Redactor()
+    check = stale.check_stale(VLLM, red)
+    assert check.status == "warn" and asked == [(10, red)]
