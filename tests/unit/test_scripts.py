@@ -3,6 +3,8 @@ under tests/unit/ for every rule module it names."""
 
 from __future__ import annotations
 
+from typing import Any
+
 
 # -- the README's development tools are wired ----------------------------------------------------------------
 def test_test_sh_reports_coverage_and_mutation_sh_covers_every_rule_module_with_existing_tests():
@@ -39,20 +41,26 @@ def test_test_sh_reports_coverage_and_mutation_sh_covers_every_rule_module_with_
         assert found, f"{module}: no tests under tests/unit/ by layout, by import, or of its package"
 
 
-def test_mutate_rules_changes_each_for_window_threshold_and_factor_and_never_a_label_value():
+def _script(name: str) -> Any:
+    """A script of scripts/ loaded as a module (they are not a package)."""
     import importlib.util
     import sys
 
     from tests.support.common import REPO
 
-    spec = importlib.util.spec_from_file_location("mutate_rules", REPO / "scripts" / "mutate_rules.py")
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["mutate_rules"] = mod  # its dataclass looks its module up
+    sys.modules[name] = mod  # its dataclass looks its module up
     try:
         spec.loader.exec_module(mod)
     finally:
-        del sys.modules["mutate_rules"]
+        del sys.modules[name]
+    return mod
+
+
+def test_mutate_rules_changes_each_for_window_threshold_and_factor_and_never_a_label_value():
+    mod = _script("mutate_rules")
     lines = [
         "  - alert: A\n",
         "    expr: |\n",
@@ -68,19 +76,7 @@ def test_mutate_rules_changes_each_for_window_threshold_and_factor_and_never_a_l
 
 
 def test_mutate_defaults_changes_each_field_default_and_constant_once_each_way():
-    import importlib.util
-    import sys
-
-    from tests.support.common import REPO
-
-    spec = importlib.util.spec_from_file_location("mutate_defaults", REPO / "scripts" / "mutate_defaults.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["mutate_defaults"] = mod  # its dataclass looks its module up
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        del sys.modules["mutate_defaults"]
+    mod = _script("mutate_defaults")
     source = (
         'PROMPT = "hi"\n'
         "__all__ = ['A']\n"
