@@ -401,3 +401,33 @@ def test_a_members_restarts_are_counted_once_each_and_a_member_without_url_is_bl
         assert any('"member": ""' in k and '"node_rank": "2"' in k for k in m)
     finally:
         ex.close()
+
+
+
+def test_every_series_the_docs_name_is_exported_and_every_exported_one_is_named():
+    import re
+
+    from firstlight.timeline import CollectorStat
+    from tests.support.common import REPO
+
+    text = (REPO / "docs" / "prometheus.md").read_text().split("\n## ", 2)[1]  # the "Prometheus" section
+    documented = set(re.findall(r"`(firstlight_[a-z_]+)", text))
+    port = free_port()
+    ex = PrometheusExporter(port, deployment="d")
+    try:
+        ex.group_update([{"url": "http://10.0.0.2:8081", "node_rank": 1, "state": "ready", "restarts": 0}],
+                        {"verdict": "ready", "serving": True})
+        ex.collectors(lambda: [CollectorStat("sampler", "process", runs=1), CollectorStat("probe", "port", runs=1)])
+        ex.started({"started_at": 1000.0, "engine": "vllm"})
+        ex.status(Assessment("starting", "weights_loading", Level.PORT, 12.0, [], Progress()))
+        scrape = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    finally:
+        ex.close()
+    exported = {s.name for f in text_string_to_metric_families(scrape) for s in f.samples
+                if s.name.startswith("firstlight_") and not s.name.endswith("_created")}
+
+    def named(sample: str) -> bool:  # a histogram's series are its name and _bucket, _count, _sum
+        return any(sample == d or sample in (d + "_bucket", d + "_count", d + "_sum") for d in documented)
+
+    assert {s for s in exported if not named(s)} == set()
+    assert {d for d in documented if not any(s == d or s.startswith(d + "_") for s in exported)} == set()
