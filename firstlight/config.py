@@ -111,5 +111,4 @@ class Config:
     keep_on_failure: bool = False
     after_ready: str = "supervise"  # supervise (stay in the foreground) | detach (leave it running) | stop
     echo_server_output: bool = True
-    status_interval: float = 10.0  # plain (non-terminal) output: a status line this often
     serving_interval: float = 10.0  # after READY: an active check when nothing completed for this long; 0: off
