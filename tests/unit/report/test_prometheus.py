@@ -404,14 +404,10 @@ def test_a_members_restarts_are_counted_once_each_and_a_member_without_url_is_bl
 
 
 
-def test_every_series_the_docs_name_is_exported_and_every_exported_one_is_named():
-    import re
-
+def _scrape_of_every_series() -> str:
+    """A scrape with every series present: a group, collectors, a start in progress."""
     from firstlight.timeline import CollectorStat
-    from tests.support.common import REPO
 
-    text = (REPO / "docs" / "prometheus.md").read_text().split("\n## ", 2)[1]  # the "Prometheus" section
-    documented = set(re.findall(r"`(firstlight_[a-z_]+)", text))
     port = free_port()
     ex = PrometheusExporter(port, deployment="d")
     try:
@@ -420,9 +416,19 @@ def test_every_series_the_docs_name_is_exported_and_every_exported_one_is_named(
         ex.collectors(lambda: [CollectorStat("sampler", "process", runs=1), CollectorStat("probe", "port", runs=1)])
         ex.started({"started_at": 1000.0, "engine": "vllm"})
         ex.status(Assessment("starting", "weights_loading", Level.PORT, 12.0, [], Progress()))
-        scrape = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
     finally:
         ex.close()
+
+
+def test_every_series_the_docs_name_is_exported_and_every_exported_one_is_named():
+    import re
+
+    from tests.support.common import REPO
+
+    text = (REPO / "docs" / "prometheus.md").read_text().split("\n## ", 2)[1]  # the "Prometheus" section
+    documented = set(re.findall(r"`(firstlight_[a-z_]+)", text))
+    scrape = _scrape_of_every_series()
     exported = {s.name for f in text_string_to_metric_families(scrape) for s in f.samples
                 if s.name.startswith("firstlight_") and not s.name.endswith("_created")}
 
@@ -431,3 +437,18 @@ def test_every_series_the_docs_name_is_exported_and_every_exported_one_is_named(
 
     assert {s for s in exported if not named(s)} == set()
     assert {d for d in documented if not any(s == d or s.startswith(d + "_") for s in exported)} == set()
+
+
+def test_the_docs_table_gives_every_series_its_type_and_help_as_the_scrape_does():
+    import re
+
+    from tests.support.common import REPO
+
+    rows = re.findall(r"^\| `(firstlight_[a-z_]+)` \| (\w+) \| (.+) \|$", (REPO / "docs" / "prometheus.md").read_text(),
+                      re.M)
+    documented = {name: (kind, text) for name, kind, text in rows}
+    scrape = _scrape_of_every_series()
+    served = {f.name + ("_total" if f.type == "counter" else ""): (f.type, f.documentation.replace("|", "/"))
+              for f in text_string_to_metric_families(scrape)
+              if f.name.startswith("firstlight_") and not f.name.endswith("_created")}
+    assert served == documented
