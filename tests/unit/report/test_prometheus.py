@@ -452,3 +452,48 @@ def test_the_docs_table_gives_every_series_its_type_and_help_as_the_scrape_does(
               for f in text_string_to_metric_families(scrape)
               if f.name.startswith("firstlight_") and not f.name.endswith("_created")}
     assert served == documented
+
+
+# -- a fresh exporter, before and between starts -------------------------------------------------------------------
+def test_a_fresh_exporter_serves_blank_info_and_every_preflight_status_at_0(exporter):  # noqa: F811
+    ex, port = exporter
+    m = _samples(port)
+    info = [k for k in m if k.startswith("firstlight_info")]
+    assert info == ['firstlight_info{"deployment": "chat-prod", "engine": "", "model": "", '
+                    f'"version": "{__version__}"}}']
+    assert [m[f'firstlight_preflight_checks{{"status": "{s}"}}'] for s in ("ok", "warn", "fail")] == [0, 0, 0]
+    a = Assessment("starting", "process_start", Level.NONE, 1.0, [], Progress())
+    ex.status(a)  # before any start: nothing to time, no error
+    ex.summary(_result("ready"))  # a summary without a verdict: no start to count
+    assert _samples(port)['firstlight_starts_total{"failure": "", "verdict": "ready"}'] == 0
+    ex.verdict(_result("timeout"))  # a launcher's timeout, never told otherwise: a start
+    ex.summary(_result("timeout"))
+    assert _samples(port)['firstlight_starts_total{"failure": "", "verdict": "timeout"}'] == 1
+
+
+def test_the_deployment_given_is_kept_and_the_engine_the_result_names_is_taken(exporter):  # noqa: F811
+    ex, port = exporter
+    ex.started({"started_at": 1000.0, "engine": "vllm"})
+    ex.started({"started_at": 1001.0, "engine": None})  # a start that cannot tell keeps what was known
+    ex.summary(dataclasses.replace(_result("ready"), engine="sglang", baseline={"deployment": "0123456789abcdef"}))
+    info = [k for k in _samples(port) if k.startswith("firstlight_info")]
+    assert info == ['firstlight_info{"deployment": "chat-prod", "engine": "sglang", "model": "", '
+                    f'"version": "{__version__}"}}']
+
+
+def test_a_stop_while_serving_is_no_longer_ready(exporter):  # noqa: F811
+    ex, port = exporter
+    _one_start(ex, _result("ready"))
+    ex.summary(_result("interrupted", phase="ready"))  # the caller's stop, in the phase it had reached
+    assert _samples(port)["firstlight_ready{}"] == 0
+
+
+def test_the_exporter_listens_on_the_address_given_only():
+    port = free_port()
+    ex = PrometheusExporter(port, addr="127.0.0.1")
+    try:
+        assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 200
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.2:{port}/metrics", timeout=5)  # another loopback address: not bound
+    finally:
+        ex.close()
