@@ -497,3 +497,18 @@ def test_the_exporter_listens_on_the_address_given_only():
             httpx.get(f"http://127.0.0.2:{port}/metrics", timeout=5)  # another loopback address: not bound
     finally:
         ex.close()
+
+
+def test_the_engine_a_start_names_is_the_info_label_at_once(exporter):  # noqa: F811
+    ex, port = exporter
+    ex.started({"started_at": 1000.0, "engine": "vllm", "model": "/m/Qwen2-7B"})
+    info = [k for k in _samples(port) if k.startswith("firstlight_info")]
+    assert info == ['firstlight_info{"deployment": "chat-prod", "engine": "vllm", "model": "Qwen2-7B", '
+                    f'"version": "{__version__}"}}']
+
+
+def test_a_serving_state_firstlight_does_not_know_reads_as_not_serving(exporter):  # noqa: F811
+    ex, port = exporter
+    ex.serving_state("serving")
+    ex.serving_state("a-state-from-a-newer-firstlight")
+    assert _samples(port)["firstlight_serving{}"] == 0
