@@ -81,6 +81,9 @@ def main() -> int:
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 64
     module, tests = Path(sys.argv[1]), sys.argv[2:]
+    if not module.is_file() or not module.resolve().is_relative_to(REPO):
+        print(f"mutate_defaults: {module}: not a file of this checkout", file=sys.stderr)
+        return 64
     rel = module.resolve().relative_to(REPO)
     name = rel.with_suffix("").as_posix().removeprefix("firstlight/")
     source = module.read_text()

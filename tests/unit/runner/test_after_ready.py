@@ -68,9 +68,15 @@ def test_nothing_runs_after_ready_unless_asked():
     assert after_ready.post_ready_checks(Config(), get_profile("vllm"), "m", said.append) == {} and said == []
 
 
-def test_an_engine_without_startup_endpoints_is_not_asked():
-    cfg = Config()  # its URL is nobody's: a request would fail, and the test with it
-    assert after_ready.engine_clock_endpoints(cfg, get_profile("vllm"), lambda: 0.0) == []
+def test_an_engine_without_startup_endpoints_is_not_asked(monkeypatch: pytest.MonkeyPatch):
+    def no_connection(*a: Any, **kw: Any) -> Any:
+        raise AssertionError("a connection was opened for an engine with no startup endpoints")
+
+    monkeypatch.setattr(after_ready, "Wire", no_connection)
+    assert "vllm" not in after_ready.ENDPOINTS and "sglang" in after_ready.ENDPOINTS
+    assert after_ready.engine_clock_endpoints(Config(), get_profile("vllm"), lambda: 0.0) == []
+    with pytest.raises(AssertionError, match="a connection was opened"):
+        after_ready.engine_clock_endpoints(Config(), get_profile("sglang"), lambda: 0.0)  # this one is asked
     assert after_ready.CLOCK_READ_TIMEOUT_S == 3.0
 
 
