@@ -10,22 +10,28 @@ The in-process tests of this subject; the others: ``tests/e2e/hostile/test_signa
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+import psutil
 import pytest
 
 from firstlight.assessment import Assessment, Event
-from firstlight.config import Config, HistoryConfig, JudgeConfig, ProbeConfig
+from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import get_profile
 from firstlight.engines.profile import Endpoints, EngineProfile
+from firstlight.history.store import History
+from firstlight.preflight.base import Check, PreflightReport
+from firstlight.preflight.disk import device_id
 from firstlight.probes.loop import EngineIdentified
 from firstlight.report import series
 from firstlight.report.base import QuietReporter
@@ -34,15 +40,26 @@ from firstlight.runner import pump
 from firstlight.runner.output import BoundedOutput
 from firstlight.runner.session import Outcome, Session
 from firstlight.runner.sources import Echo, Sink, Sources
-from firstlight.timeline import Interrupted, Level, LogLine, Observation, Probe, ProcessSample, from_dict
-from firstlight.vocab import EXIT_CODES, FAILED, HUNG, READY, STARTING
-from tests.support.common import wait_for
+from firstlight.sim.fixtures import free_port
+from firstlight.timeline import (
+    Interrupted,
+    Level,
+    LogLine,
+    Observation,
+    Probe,
+    ProcessSample,
+    WeightsTotal,
+    from_dict,
+)
+from firstlight.vocab import EXIT_CODES, EXIT_REGRESSION, FAILED, HUNG, READY, STARTING
+from tests.support.bench import running_sim
+from tests.support.common import FIXTURES, sim_cmd, wait_for
 from tests.support.hostile_signals import _full_pipe
 
 CHECK_S = 60  # far above the rule's seconds: reached only when the defect is back
 
 
-def test_a_bounded_output_drops_and_counts_while_its_reader_stalls_and_says_so_after(tmp_path: Path):
+def test_a_bounded_output_drops_and_counts_while_its_reader_stalls_and_says_so_after(tmp_path: Path) -> None:
     r, w = _full_pipe()
     raw = os.fdopen(w, "w")
     out = BoundedOutput(raw, limit=4096)
@@ -103,7 +120,14 @@ class Quiet:
     settled: Callable[[], bool] = lambda: True
 
 
-Step = Observation | Quiet
+@dataclass
+class Call:
+    """A script step: ``fn`` runs on the script's thread (a real signal to this process, say)."""
+
+    fn: Callable[[], None]
+
+
+Step = Observation | Quiet | Call
 
 
 class ScriptedSources(Sources):
@@ -114,10 +138,11 @@ class ScriptedSources(Sources):
 
     def __init__(self, cfg: Config, sink: Sink, echo: Echo, identify: bool, clock: Clock,
                  backlog: Callable[[], int], script: list[Step], left_in_pipe: list[LogLine],
-                 port_holder: str | None) -> None:
+                 port_holder: str | None, start_error: str | None = None) -> None:
         super().__init__(cfg, sink, echo, identify, clock, backlog)
         self.scripted_clock, self.script, self.left_in_pipe = clock, script, left_in_pipe
-        self.port_holder = port_holder
+        self.port_holder, self.start_error = port_holder, start_error
+        self.started = False
         self.endpoints: list[Endpoints] = []
         self.nudges = 0
         self.port_checks = 0
@@ -125,6 +150,9 @@ class ScriptedSources(Sources):
         self.stopped = False
 
     def start(self) -> str | None:
+        self.started = True
+        if self.start_error is not None:  # the command could not be started: nothing to play
+            return self.start_error
         threading.Thread(target=self._play, name="scripted-source", daemon=True).start()
         return None
 
@@ -134,6 +162,8 @@ class ScriptedSources(Sources):
                 if isinstance(step, Quiet):
                     self._wait_taken(step)
                     self.scripted_clock.t = step.until
+                elif isinstance(step, Call):
+                    step.fn()
                 else:
                     self.scripted_clock.t = max(self.scripted_clock.t, step.t)
                     self.sink(step)
@@ -186,6 +216,18 @@ class Recorder(QuietReporter):
     def summary(self, result: RunResult) -> None:
         self.calls.append(("summary", result))
 
+    def message(self, text: str) -> None:
+        self.calls.append(("message", text))
+
+    def heartbeat(self) -> None:
+        self.calls.append(("heartbeat", None))
+
+    def collectors(self, read: Any) -> None:
+        self.calls.append(("collectors", read))
+
+    def messages(self) -> list[str]:
+        return [text for _, text in self._of("message")]
+
     def events(self) -> list[tuple[str, str]]:
         return [(ev.type, ev.message) for name, (ev, _) in self._of("event")]
 
@@ -198,10 +240,13 @@ class Recorder(QuietReporter):
 
 class ScriptedSession(Session):
     def __init__(self, cfg: Config, profile: EngineProfile, reporter: Recorder, clock: Clock, script: list[Step],
-                 left_in_pipe: list[LogLine], port_holder: str | None, record: io.StringIO | None) -> None:
-        super().__init__(cfg, profile, reporter, record=record, clock=clock)
+                 left_in_pipe: list[LogLine], port_holder: str | None, record: IO[str] | None,
+                 preflight: PreflightReport | None = None, start_error: str | None = None,
+                 record_timeout: bool = True) -> None:
+        super().__init__(cfg, profile, reporter, record=record, clock=clock, preflight=preflight,
+                         record_timeout=record_timeout)
         self.sources = ScriptedSources(cfg, self._sink, self._echo, self.detect, clock, self.q.qsize, script,
-                                       left_in_pipe, port_holder)
+                                       left_in_pipe, port_holder, start_error)
 
 
 @dataclass
@@ -219,20 +264,29 @@ class Run:
 
 def run(script: list[Step], pid: int | None = PID, engine: str | None = None, left_in_pipe: list[LogLine] | None = None,
         port_holder: str | None = None, stall_timeout: float = 120.0,
-        settled: Callable[[Recorder], bool] | None = None) -> Run:
-    cfg = Config(pid=pid, engine=engine, probe=ProbeConfig(url=URL), history=HistoryConfig(enabled=False),
-                 judge=JudgeConfig(timeout=3600, stall_timeout=stall_timeout), echo_server_output=False)
-    reporter, record = Recorder(), io.StringIO()
+        settled: Callable[[Recorder], bool] | None = None, *, t0: float = T0, history: Path | None = None,
+        preflight: PreflightReport | None = None, start_error: str | None = None, record: IO[str] | None = None,
+        record_timeout: bool = True, reporter: Recorder | None = None, fail_on_regression: bool = False,
+        margin: float = 0.2, **cfg_kw: Any) -> Run:
+    """One scripted start; ``cfg_kw`` are further Config fields, ``history`` a history file to record in."""
+    judge = cfg_kw.pop("judge", JudgeConfig(timeout=3600, stall_timeout=stall_timeout))
+    hist = (HistoryConfig(path=history, fail_on_regression=fail_on_regression, margin=margin) if history is not None
+            else HistoryConfig(enabled=False))
+    cfg = Config(pid=pid, engine=engine, probe=cfg_kw.pop("probe", ProbeConfig(url=URL)), history=hist,
+                 judge=judge, echo_server_output=False, **cfg_kw)
+    reporter = reporter or Recorder()
+    out = io.StringIO() if record is None else record
     if settled is not None:
         script = [Quiet(s.until, lambda: settled(reporter)) if isinstance(s, Quiet) else s for s in script]
-    session = ScriptedSession(cfg, get_profile(engine or "generic"), reporter, Clock(T0), script,
-                              left_in_pipe or [], port_holder, record)
+    session = ScriptedSession(cfg, get_profile(engine or "generic"), reporter, Clock(t0), script,
+                              left_in_pipe or [], port_holder, out, preflight, start_error, record_timeout)
     outcome = session.run()
     sources = session.sources
     assert isinstance(sources, ScriptedSources)
     assert sources.error is None, sources.error
     assert sources.stopped  # whatever the verdict, the sources are stopped
-    return Run(outcome, reporter, sources, session, [json.loads(r) for r in record.getvalue().splitlines()])
+    lines = out.getvalue().splitlines() if isinstance(out, io.StringIO) else []
+    return Run(outcome, reporter, sources, session, [json.loads(r) for r in lines])
 
 
 def log(t: float, text: str, n: int) -> LogLine:
@@ -262,7 +316,8 @@ def test_a_scripted_start_is_starting_until_a_generation_answers_then_ready() ->
     assert {a.verdict for a in r.reporter.statuses()[:-1]} <= {STARTING}
     assert r.reporter.statuses()[-1].verdict == READY
     names = [name for name, _ in r.reporter.calls]
-    assert names[0] == "started" and names[-2:] == ["verdict", "summary"]
+    assert names[:2] == ["started", "collectors"]
+    assert names[-3:] == ["verdict", "heartbeat", "summary"]  # serving: the watchdog hears from it before the summary
     assert r.reporter.calls[0][1]["pid"] is None and r.reporter.calls[0][1]["engine"] == "generic"
     assert r.sources.port_checks == 1  # the port answered: whose is it?
     assert r.sources.nudges == 1  # the log line: probe again soon
@@ -381,3 +436,316 @@ def test_only_a_line_that_is_not_an_access_line_nudges_the_sources(access: bool)
     text = '127.0.0.1:51234 - "GET /health HTTP/1.1" 503 Service Unavailable' if access else "Loading model weights"
     r = run([log(1, text, 1), GENERATION], pid=None)
     assert r.sources.nudges == (0 if access else 1)
+
+
+# -- the steps around the watch: what is told first, preflight, launch, history, record, facts -----------------
+
+def generation(t: float) -> Probe:
+    return Probe(t, Level.GENERATION, True, "POST /v1/completions -> 200", 200, 0.4, "Hello")
+
+
+def test_the_watch_begins_by_telling_what_it_watches_with_the_urls_password_masked() -> None:
+    command = ["python", "-m", "sglang.launch_server", "--model-path", "/models/llama", "--node-rank", "1"]
+    r = run([generation(T0 + 1)], engine="sglang", watched_command=command,
+            probe=ProbeConfig(url="http://ops:pa55w0rd-xyz@127.0.0.1:8000"))
+    name, info = r.reporter.calls[0]
+    assert name == "started"
+    assert info == {"started_at": T0, "pid": PID, "launched": False, "engine": "sglang", "role": "server",
+                    "node_rank": 1, "url": "http://ops:***@127.0.0.1:8000", "command": None,
+                    "model": "/models/llama", "timeout_is_verdict": True}
+    assert r.reporter.calls[1] == ("collectors", r.sources.collector_stats)
+    assert r.record[0] == {"kind": "started", "t": T0, "pid": PID, "url": "http://ops:***@127.0.0.1:8000",
+                           "engine": "sglang", "launched": False}
+    assert "pa55w0rd-xyz" not in json.dumps(r.record) + repr(r.result.to_dict())
+    assert r.result.url == "http://ops:***@127.0.0.1:8000" and r.result.pid == PID
+    assert not any(o["kind"] == "note" for o in r.record)  # a --pid to watch: no warning that it lacks one
+
+
+def test_a_watch_without_a_command_or_pid_names_no_rank_or_model() -> None:
+    r = run([generation(T0 + 1)], pid=None, model_path=Path("/weights/m"))
+    info = r.reporter.calls[0][1]
+    assert (info["node_rank"], info["model"], info["command"]) == (None, "/weights/m", None)
+
+
+def test_a_failed_preflight_is_the_verdict_nothing_is_watched_and_the_run_is_recorded(tmp_path: Path) -> None:
+    report = PreflightReport([Check("python", "ok", "other", "python 3.12"),
+                              Check("gpus", "fail", "gpu_occupied", "GPU 0: pid 77 holds 70 GiB", "stop pid 77")])
+    r = run([], history=tmp_path / "h.db", preflight=report)
+    assert not r.sources.started and r.sources.stopped
+    assert (r.result.verdict, r.result.failure, r.result.hint) == (FAILED, "gpu_occupied", "stop pid 77")
+    assert r.result.evidence == ({"signal": "preflight:gpus", "value": "GPU 0: pid 77 holds 70 GiB", "since": T0},)
+    assert r.result.detail == "preflight gpus failed: no server was started"
+    assert r.result.preflight == report.to_dict()
+    assert r.outcome.exit_code == EXIT_CODES[FAILED]
+    assert [name for name, _ in r.reporter.calls] == ["verdict", "summary"]
+    assert r.reporter.calls[-1][1] is r.result and r.result.history_run is not None
+    runs = History(tmp_path / "h.db").runs()
+    assert [(x.id, x.kind, x.ok, x.summary["failure"]) for x in runs] == [(r.result.history_run, "watch", False,
+                                                                         "gpu_occupied")]
+
+
+def test_a_passed_preflight_goes_with_the_result() -> None:
+    report = PreflightReport([Check("python", "ok", "other", "python 3.12")])
+    r = run([generation(T0 + 1)], preflight=report)
+    assert r.sources.started and r.result.verdict == READY and r.result.preflight == report.to_dict()
+
+
+def test_a_command_that_cannot_start_fails_with_the_error_as_the_process_evidence(tmp_path: Path) -> None:
+    r = run([], history=tmp_path / "h.db", start_error="cannot run 'vlm': No such file or directory")
+    assert (r.result.verdict, r.result.failure) == (FAILED, "other")
+    assert r.result.evidence == ({"signal": "process", "value": "cannot run 'vlm': No such file or directory",
+                                  "since": T0},)
+    assert r.result.hint == "check the command: the executable must exist"
+    assert r.outcome.exit_code == EXIT_CODES[FAILED] and r.sources.stopped
+    assert [name for name, _ in r.reporter.calls] == ["started", "verdict", "summary"]
+    assert r.record == []  # nothing was watched
+
+
+def born() -> float:
+    return psutil.Process().create_time()
+
+
+def watched_start(tmp_path: Path, ready_after_birth: float, **kw: Any) -> Run:
+    """This test process watched as the server (its birth is real), READY ``ready_after_birth`` s after it."""
+    t = born() + ready_after_birth
+    return run([generation(t)], pid=os.getpid(), t0=t - 1, history=tmp_path / "h.db", **kw)
+
+
+def test_the_cold_start_of_a_watched_process_counts_from_its_birth(tmp_path: Path) -> None:
+    r = watched_start(tmp_path, 100.0)
+    assert r.result.cold_start_s == pytest.approx(100.0, abs=1e-6)
+
+
+def test_a_start_slower_than_the_baseline_by_more_than_the_margin_is_a_regression(tmp_path: Path) -> None:
+    first = watched_start(tmp_path, 100.0)
+    assert first.result.regression is None and first.result.history_run == 1
+    assert first.result.baseline is not None and first.result.baseline["cold_start_s"] is None  # none before it
+    same = watched_start(tmp_path, 119.0)  # 19 % slower: within the 20 % margin
+    assert same.result.regression is None and same.outcome.exit_code == 0
+    slow = watched_start(tmp_path, 150.0, fail_on_regression=True)
+    assert slow.result.regression is not None and slow.result.verdict == "regression"
+    (reg,) = slow.result.regression
+    assert reg["metric"] == "cold_start_s"
+    assert f"REGRESSION: {reg['message']}" in slow.reporter.messages()
+    assert slow.outcome.exit_code == EXIT_REGRESSION  # --fail-on-regression
+    assert slow.result.history_run == 3 and (slow.result.baseline or {})["margin"] == 0.2
+    told = watched_start(tmp_path, 150.0)
+    assert told.result.regression is not None and told.outcome.exit_code == 0  # reported, never a stop
+
+
+def test_the_next_start_is_told_its_eta_from_the_history_once(tmp_path: Path) -> None:
+    watched_start(tmp_path, 100.0)
+    watched_start(tmp_path, 110.0)
+    r = watched_start(tmp_path, 120.0)
+    told = [m for m in r.reporter.messages() if m.startswith("history:")]
+    assert told == ["history: ETA from 2 untyped starts: 105.0s"]
+    assert r.session.expected_total_s == 105.0
+    assert r.result.eta is not None and r.result.eta["seconds"] == 105.0 and r.result.eta["runs"] == 2
+
+
+def test_an_estimate_given_up_front_is_not_replaced_by_the_history(tmp_path: Path) -> None:
+    watched_start(tmp_path, 100.0)
+    r = watched_start(tmp_path, 110.0, judge=JudgeConfig(expected_total_s=42.0))
+    assert not any(m.startswith("history:") for m in r.reporter.messages())
+    assert r.session.expected_total_s == 42.0 and r.result.eta is None
+
+
+@pytest.mark.parametrize(("resident", "told"), [(900, "warm_page_cache"), (899, "cold")])
+def test_the_page_cache_at_start_picks_the_eta_of_that_type_of_start(tmp_path: Path, resident: int, told: str) -> None:
+    """90 % of the weights resident at start (RESIDENT_WARM) is a warm page cache start."""
+    watched_start(tmp_path, 100.0)
+    t = born() + 100.0
+    weights = WeightsTotal(t - 0.5, bytes=1000, files=1, path=str(tmp_path), resident=resident)
+    r = run([weights, generation(t)], pid=os.getpid(), t0=t - 1, history=tmp_path / "h.db")
+    said = [m for m in r.reporter.messages() if m.startswith("history:")]
+    assert said[-1] == f"history: no {told} starts yet: ETA from 1 untyped start: 100.0s"
+
+
+def test_a_sidecars_timeout_is_not_a_run_of_the_history(tmp_path: Path) -> None:
+    script: list[Step] = [alive(1), Quiet(T0 + 6)]
+    for record_timeout, runs in ((False, 0), (True, 1)):
+        r = run(script, history=tmp_path / "h.db", judge=JudgeConfig(timeout=5.0), record_timeout=record_timeout,
+                settled=lambda rep: bool(rep.statuses()))
+        assert r.result.verdict == "timeout"
+        assert r.reporter.calls[0][1]["timeout_is_verdict"] is record_timeout
+        assert len(History(tmp_path / "h.db").runs()) == runs
+        assert (r.result.history_run is None) is (not record_timeout)
+
+
+def test_a_record_on_a_full_disk_is_one_warning_and_the_watch_goes_on() -> None:
+    with open("/dev/full", "w", buffering=1) as full:  # every line written: ENOSPC, as a full disk says
+        r = run([log(1, "Loading model weights", 1), GENERATION], pid=None, record=full)
+    assert r.result.verdict == READY
+    warnings = [m for m in r.reporter.messages() if "--record" in m]
+    assert warnings == ["warning: --record /dev/full: cannot write (No space left on device); recording stopped, "
+                        "the run goes on"]
+
+
+def test_the_read_rates_measured_for_the_weights_filesystem_go_with_the_result(tmp_path: Path) -> None:
+    disk = {"device": device_id(str(tmp_path)), "mount": "/", "fstype": "ext4", "rate": 2.0e9, "cache_rate": 9.0e9,
+            "bytes": 1 << 30, "measured_at": 1.0}
+    History(tmp_path / "h.db").record_disk(disk)
+    weights = WeightsTotal(T0 + 0.5, bytes=1000, files=1, path=str(tmp_path), resident=0)
+    r = run([weights, generation(T0 + 1)], history=tmp_path / "h.db")
+    assert (r.result.anatomy or {})["cache"]["device_rate"] == 2.0e9
+    unmeasured = run([WeightsTotal(T0 + 0.5, bytes=1000, files=1, path="/proc", resident=0), generation(T0 + 1)],
+                     history=tmp_path / "h.db")
+    assert (unmeasured.result.anatomy or {})["cache"]["device_rate"] is None
+    unrecorded = run([weights, generation(T0 + 1)])  # no history: nothing measured to read
+    assert (unrecorded.result.anatomy or {})["cache"]["device_rate"] is None
+
+
+# -- after READY: the engine's own clock and the checks, against a real (simulated) server on loopback -----------
+
+def heartbeats(rep: Recorder) -> int:
+    return len(rep._of("heartbeat"))
+
+
+def test_after_ready_the_engines_clock_is_read_and_the_warmup_runs_against_the_server() -> None:
+    info = str(FIXTURES / "clocks" / "sglang-server-info-startup-time.json")
+    with running_sim("--server-info", info, rate=400.0) as url:
+        r = run([generation(T0 + 1)], engine="sglang", probe=ProbeConfig(url=url),
+                after=AfterReadyConfig(warmup=2))
+    assert r.result.verdict == READY
+    clocks = [o for o in r.record if o["kind"] == "engine_clock"]
+    assert {o["stage"] for o in clocks} >= {"load_weight", "cuda_graph"} and clocks[0]["source"] == "server_info"
+    assert r.record[-len(clocks):] == clocks  # after READY, fed like every observation (and so recorded)
+    assert r.result.engine_clock is not None and r.result.engine_clock["source"] == "server_info"
+    assert r.result.warmup is not None and r.result.warmup["n"] == 2 and r.result.warmup["errors"] == 0
+    assert any(m.startswith("warm-up: first request ") for m in r.reporter.messages())
+    names = [name for name, _ in r.reporter.calls]
+    assert "heartbeat" in names[names.index("verdict"):names.index("summary")]  # the watchdog fed meanwhile
+
+
+def test_without_checks_asked_after_ready_none_runs_and_an_engine_without_clock_endpoints_is_not_asked() -> None:
+    with running_sim(rate=400.0) as url:
+        r = run([generation(T0 + 1)], probe=ProbeConfig(url=url))
+    assert r.result.verdict == READY and r.result.warmup is None and r.result.bench is None
+    assert not any(o["kind"] == "engine_clock" for o in r.record)
+    assert not any(m.startswith("warm-up") for m in r.reporter.messages())
+
+
+def test_a_stop_signal_during_the_checks_after_ready_ends_them_at_once() -> None:
+    """Warm-up requests of 4 s each (8 tokens at 2 tokens/s): SIGTERM once the checks run ends the run then,
+    with the warm-up unfinished and the signal as the evidence."""
+    reporter = Recorder()
+
+    def stop_during_the_checks() -> None:
+        wait_for(lambda: heartbeats(reporter) > 0, CHECK_S, "the checks after READY to begin")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    with running_sim(rate=2.0) as url:
+        r = run([generation(T0 + 1), Call(stop_during_the_checks)], engine="sglang", probe=ProbeConfig(url=url),
+                after=AfterReadyConfig(warmup=50), reporter=reporter)
+    assert r.result.verdict == "interrupted" and r.result.warmup is None
+    assert r.result.evidence[0]["value"] == "SIGTERM received during the checks after READY"
+    assert r.outcome.exit_code == EXIT_CODES["interrupted"]
+
+
+# -- a launched server: the session's own choices about it (stop, supervise, an escape) ---------------------------
+
+def launched(tmp_path: Path | None, reporter: Recorder | None = None, *, api_key: str | None = None,
+             probe_s: float = 5.0, **cfg_kw: Any) -> Session:
+    """A session that launches the simulated SGLang server (loads in 0.2 s) on a free loopback port, with
+    ``api_key`` required; ``probe_s``: the probes' read timeouts; ``tmp_path``: where its history is (None:
+    no history)."""
+    port = free_port()
+    probe = ProbeConfig(url=f"http://127.0.0.1:{port}", api_key=api_key, generation_timeout=probe_s,
+                        read_timeout=probe_s)
+    extra = ("--api-key", api_key) if api_key else ()
+    history = HistoryConfig(path=tmp_path / "h.db") if tmp_path else HistoryConfig(enabled=False)
+    cfg = Config(command=sim_cmd("normal", port, "--load-seconds", "0.2", *extra), probe=probe, history=history,
+                 echo_server_output=False, engine="sglang", sample_interval=0.2, **cfg_kw)
+    return Session(cfg, get_profile("sglang"), reporter or Recorder())
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_launched_server_is_stopped_at_ready_under_stop_and_its_cold_start_counts_from_the_launch(
+        tmp_path: Path) -> None:
+    rep = Recorder()
+    s = launched(tmp_path, rep, api_key="sk-live-0123456789", after_ready="stop")
+    o = s.run()
+    assert o.verdict == READY and o.exit_code == 0
+    info = rep.calls[0][1]
+    assert info["launched"] is True and info["pid"] == o.server_pid
+    assert "--api-key ***" in info["command"] and "sk-live-0123456789" not in json.dumps(o.summary)
+    assert o.result.command is not None and "***" in o.result.command
+    assert o.result.ready_at is not None and o.result.cold_start_s == o.result.ready_at - o.result.started_at
+    assert o.result.server_stopped is not None and o.result.server_stopped.startswith("stopped with SIGTERM")
+    assert o.server_pid is not None and gone(o.server_pid)
+    assert [r.kind for r in History(tmp_path / "h.db").runs()] == ["up"]
+
+
+class Broken(Recorder):
+    """A reporter with a bug: ``fails`` raises an error that is no output failure."""
+
+    def __init__(self, fails: str) -> None:
+        super().__init__()
+        self.fails = fails
+
+    def verdict(self, result: RunResult) -> None:
+        super().verdict(result)
+        if self.fails == "verdict":
+            raise RuntimeError("a reporter's bug")
+
+    def summary(self, result: RunResult) -> None:
+        super().summary(result)
+        if self.fails == "summary":
+            raise RuntimeError("a reporter's bug")
+
+
+def test_an_error_escaping_the_run_stops_the_launched_server() -> None:
+    s = launched(None, Broken("verdict"))
+    with pytest.raises(RuntimeError, match="a reporter's bug"):
+        s.run()
+    pid = s.sources.pid
+    assert pid is not None and gone(pid)
+
+
+def test_an_error_escaping_after_a_detach_leaves_the_detached_server_serving(tmp_path: Path) -> None:
+    s = launched(tmp_path, Broken("summary"), after_ready="detach")
+    try:
+        with pytest.raises(RuntimeError, match="a reporter's bug"):
+            s.run()
+        pid = s.sources.pid
+        assert pid is not None and not gone(pid)
+    finally:
+        if s.sources.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(s.sources.pid, signal.SIGKILL)
+
+
+def test_the_serving_checks_under_supervision_record_each_change_in_the_history(tmp_path: Path) -> None:
+    """The supervised server is frozen (SIGSTOP) after READY: its serving checks fail, then it is thawed and
+    answers again; each change is in the history, under this run; a SIGTERM then stops it."""
+    rep = Recorder()
+    s = launched(tmp_path, rep, serving_interval=0.3, probe_s=1.0)
+    changes: list[str] = []
+
+    def states() -> list[str]:
+        runs = History(tmp_path / "h.db").runs()
+        changes[:] = [state for _, state, _ in History(tmp_path / "h.db").serving_changes(runs[0].id)] if runs else []
+        return changes
+
+    def freeze_thaw_stop() -> None:
+        wait_for(lambda: rep._of("summary"), CHECK_S, "READY")
+        pid = s.sources.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        wait_for(lambda: "not_serving" in states(), CHECK_S, "the frozen server's checks to fail twice")
+        os.kill(pid, signal.SIGCONT)
+        wait_for(lambda: states()[-1:] == ["serving"], CHECK_S, "the thawed server to answer its check")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=freeze_thaw_stop, daemon=True).start()
+    o = s.run()
+    assert o.verdict == "interrupted" and o.result.history_run == 1
+    assert changes == ["degraded", "not_serving", "serving"]
+    assert f"supervising server pid {o.server_pid}; Ctrl-C or SIGTERM stops it" in rep.messages()
+    assert [c for c, _ in rep.calls].count("summary") == 2  # READY for scripts, then the final one
