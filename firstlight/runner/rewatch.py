@@ -284,7 +284,8 @@ class Rewatch:
         finally:
             if watch is not None:
                 watch.stop()
-            self._between = "between starts"
+            if not self.stop.is_set():  # stopped while serving: the summary says so
+                self._between = "between starts"
 
     def _daemon_serving(self, ended: Target) -> Target | None:
         """The process that now listens on the engine's port, if another than the one that ended: the server a

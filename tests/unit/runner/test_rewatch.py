@@ -1,0 +1,351 @@
+"""The sidecar's loop in process, around real processes and real sockets on loopback: which process is the engine
+(the newest match, never a worker whose parent matches, the one that listens on the engine's port, the exact
+command line again), one start after another, a start that ends while serving, a launcher that leaves its
+server behind, the same start watched again after a timeout, the port closing and opening again, a shared log
+file from the last start, and a stop between starts. Each start's own watch is scripted (``run_start``): the
+real sessions behind it run in ``tests/e2e/test_readiness.py``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from firstlight.result import RunResult
+from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target, port_open
+from firstlight.runner.session import Outcome
+from firstlight.sim.fixtures import free_port
+from tests.support.common import wait_for
+from tests.unit.runner.test_session import Recorder
+
+CHECK_S = 60  # a deadline far above what each wait needs: reached only when the behaviour is broken
+SLEEPER = "import sys, time; time.sleep(120)"
+LISTENER = ("import socket, sys, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+            "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); time.sleep(120)")
+FORKER = "import subprocess, sys, time; subprocess.Popen(sys.argv[1:]); time.sleep(120)"
+
+
+class Procs:
+    """The processes a test starts, each in its own process group, all killed at the end."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def start(self, code: str, *args: str) -> subprocess.Popen[bytes]:
+        p = subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+        self.started.append(p)
+        wait_for(lambda: _cmdline(p.pid)[-len(args):] == list(args) if args else True, CHECK_S, "its command line")
+        return p
+
+    def listener(self, port: int, marker: str) -> subprocess.Popen[bytes]:
+        p = self.start(LISTENER, str(port), marker)
+        wait_for(lambda: port_open(f"http://127.0.0.1:{port}", 0.5), CHECK_S, "the listener's port")
+        return p
+
+    def kill(self, p: subprocess.Popen[bytes]) -> None:
+        """SIGKILL, and reaped."""
+        self.end(p)
+        p.wait(CHECK_S)
+
+    @staticmethod
+    def end(p: subprocess.Popen[bytes]) -> None:
+        """SIGKILL, and left unreaped (a zombie until the test ends): its wait status stays readable, as it is
+        while a parent has not yet reaped it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return []
+
+
+@pytest.fixture
+def procs() -> Iterator[Procs]:
+    ps = Procs()
+    try:
+        yield ps
+    finally:
+        for p in ps.started:
+            ps.kill(p)
+
+
+def next_tick() -> None:
+    """Past the creation-time tick of a process started just before (10 ms: /proc's clock ticks): the next one
+    started is later by its creation time, as a restart minutes later is."""
+    since = time.monotonic()
+    wait_for(lambda: time.monotonic() - since > 0.03, CHECK_S, "the next clock tick")
+
+
+@pytest.fixture
+def marker() -> str:
+    return f"firstlight-test-engine-{uuid.uuid4().hex}"
+
+
+# -- which process is the engine -------------------------------------------------------------------------------
+
+def test_the_newest_matching_process_is_the_engine(procs: Procs, marker: str) -> None:
+    old = procs.start(SLEEPER, marker)
+    next_tick()
+    new = procs.start(SLEEPER, marker)
+    found = ProcessMatcher(marker).find()
+    assert found is not None and found.pid == new.pid != old.pid
+    assert found.create_time == psutil.Process(new.pid).create_time() and found.command[-1] == marker
+
+
+def test_nothing_matching_is_no_engine(marker: str) -> None:
+    assert ProcessMatcher(marker).find() is None
+
+
+def test_a_worker_whose_parent_matches_is_not_the_engine(procs: Procs, marker: str) -> None:
+    parent = procs.start(FORKER, sys.executable, "-c", SLEEPER, marker)
+    wait_for(lambda: psutil.Process(parent.pid).children(), CHECK_S, "the worker")
+    found = ProcessMatcher(marker).find()
+    assert found is not None and found.pid == parent.pid
+
+
+def test_the_process_that_listens_on_the_engines_port_wins_over_a_newer_match(procs: Procs, marker: str) -> None:
+    port = free_port()
+    engine = procs.listener(port, marker)
+    decoy = procs.start(SLEEPER, marker)  # newer, matching by chance (a tail -f of its log, say)
+    assert ProcessMatcher(marker).find(port).pid == engine.pid  # type: ignore[union-attr]
+    assert ProcessMatcher(marker).find().pid == decoy.pid  # type: ignore[union-attr]  # no port known: newest
+    assert ProcessMatcher(marker).find(free_port()).pid == decoy.pid  # type: ignore[union-attr]
+
+
+def test_exact_matches_the_same_command_line_and_no_longer_one(procs: Procs, marker: str) -> None:
+    same = procs.start(SLEEPER, marker)
+    procs.start(SLEEPER, marker, "--more")  # newer, and its command line only begins the same way
+    found = ProcessMatcher.exact([sys.executable, "-c", SLEEPER, marker]).find()
+    assert found is not None and found.pid == same.pid
+
+
+def test_a_target_is_alive_only_while_that_very_process_lives(procs: Procs, marker: str) -> None:
+    p = procs.start(SLEEPER, marker)
+    t = Target.of(p.pid)
+    assert t is not None and t.alive() and t.command[-1] == marker
+    assert not Target(p.pid, (t.create_time or 0) - 5.0).alive()  # a reused pid: another process
+    procs.kill(p)
+    assert not t.alive() and Target.of(p.pid) is None and not Target().alive()
+
+
+# -- one start after another -----------------------------------------------------------------------------------
+
+def ready(url: str, pid: int | None, t: float = 100.0) -> Outcome:
+    r = RunResult(verdict="ready", phase="ready", started_at=t, ended_at=t + 5, engine="vllm", url=url,
+                  ready_at=t + 5, pid=pid)
+    return Outcome(r, 0)
+
+
+def timed_out(url: str) -> Outcome:
+    r = RunResult(verdict="timeout", phase="weights_loading", started_at=100.0, ended_at=160.0, engine="vllm",
+                  url=url)
+    return Outcome(r, 4)
+
+
+def in_thread(fn: Callable[[], None]) -> threading.Thread:
+    t = threading.Thread(target=fn, daemon=True)
+    t.start()
+    return t
+
+
+def rewatch(run_start: Callable[[Target], Outcome], url: str, rep: Recorder, **kw: object) -> Rewatch:
+    return Rewatch(run_start, rep, url, poll_s=0.02, scan_s=0.05, **kw)  # type: ignore[arg-type]
+
+
+def summaries(rep: Recorder) -> list[RunResult]:
+    return [r for _, r in rep._of("summary")]
+
+
+def test_a_start_that_ends_while_serving_is_reported_and_the_next_one_is_watched(procs: Procs, marker: str) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    first = procs.listener(port, marker)
+    rep, targets = Recorder(), []
+
+    def run_start(t: Target) -> Outcome:
+        targets.append(t)
+        return ready(url, t.pid)
+
+    rw = rewatch(run_start, url, rep, matcher=ProcessMatcher(marker))
+
+    def restart() -> None:
+        wait_for(lambda: len(targets) == 1, CHECK_S, "the first start")
+        procs.end(first)
+        wait_for(lambda: summaries(rep), CHECK_S, "the end of the first start to be reported")
+        second = procs.listener(port, marker)
+        wait_for(lambda: len(targets) == 2, CHECK_S, "the second start")
+        assert targets[1].pid == second.pid
+        rw.stop.set()
+
+    th = in_thread(restart)
+    out = rw.run()
+    th.join(CHECK_S)
+    assert targets[0].pid == first.pid and rw.starts == 2
+    ended = summaries(rep)[0]
+    assert (ended.verdict, ended.failure, ended.phase) == ("failed", "other", "serving")  # killed: no crash
+    assert ended.evidence[0]["value"].startswith(f"server pid {first.pid} died of SIGKILL")
+    assert f"waiting for the engine: a process matching {marker!r} other than pid {first.pid}" in rep.messages()
+    assert out.verdict == "interrupted" and out.result.evidence[0]["value"] == "stop received while serving"
+    assert summaries(rep)[-1] is out.result
+
+
+def test_an_older_matching_process_is_never_the_next_start(procs: Procs, marker: str) -> None:
+    """The previous start's process ends; an older one that matches by chance is still there: not taken."""
+    decoy = procs.start(SLEEPER, marker)
+    next_tick()
+    engine = procs.start(SLEEPER, marker)
+    rep, targets = Recorder(), []
+
+    def run_start(t: Target) -> Outcome:
+        targets.append(t)
+        return ready("http://127.0.0.1:1", t.pid)
+
+    rw = rewatch(run_start, "http://127.0.0.1:1", rep, matcher=ProcessMatcher(marker))
+
+    def end_then_look() -> None:
+        wait_for(lambda: targets, CHECK_S, "the first start")
+        procs.kill(engine)
+        wait_for(lambda: any("other than pid" in m for m in rep.messages()), CHECK_S, "the wait for the next")
+        # several scans with the decoy there: none is taken
+        scans_done = time.monotonic() + 0.5
+        wait_for(lambda: time.monotonic() > scans_done, CHECK_S, "some scans")
+        rw.stop.set()
+
+    th = in_thread(end_then_look)
+    out = rw.run()
+    th.join(CHECK_S)
+    assert [t.pid for t in targets] == [engine.pid] and decoy.poll() is None  # the decoy still runs
+    assert out.result.evidence[0]["value"] == "stop received between starts"
+
+
+def test_a_timeout_watches_the_same_start_again_while_it_lives(procs: Procs, marker: str) -> None:
+    p = procs.start(SLEEPER, marker)
+    first = Target.of(p.pid)
+    rep, targets = Recorder(), []
+
+    def run_start(t: Target) -> Outcome:
+        targets.append(t)
+        if len(targets) == 3:
+            rw.stop.set()
+        return timed_out("http://127.0.0.1:1")
+
+    rw = rewatch(run_start, "http://127.0.0.1:1", rep, first=first, matcher=ProcessMatcher(marker))
+    out = rw.run()
+    assert targets == [first, first, first]
+    assert out.result.verdict == "interrupted"
+
+
+def test_a_launcher_that_leaves_its_server_behind_is_followed_to_that_server(procs: Procs, marker: str) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    launcher = procs.start(SLEEPER, marker)
+    server = procs.listener(port, f"{marker}-daemon")  # not a child of the launcher: it left (a double fork)
+    rep = Recorder()
+    rw = rewatch(lambda t: ready(url, t.pid), url, rep, first=Target.of(launcher.pid))
+
+    def launcher_exits_then_server() -> None:
+        procs.end(launcher)
+        wait_for(lambda: any("still serves" in m for m in rep.messages()), CHECK_S, "the server to be followed")
+        procs.end(server)
+
+    def stop_after_the_end() -> None:
+        wait_for(lambda: summaries(rep), CHECK_S, "the end")
+        rw.stop.set()
+
+    th = in_thread(launcher_exits_then_server)
+    with_stop = in_thread(stop_after_the_end)
+    rw.run()
+    th.join(CHECK_S)
+    with_stop.join(CHECK_S)
+    assert (f"pid {launcher.pid} ended; pid {server.pid} still serves {url} (a process it left behind): "
+            "watching that one") in rep.messages()
+    ended = summaries(rep)[0]
+    assert ended.evidence[0]["value"].startswith(f"server pid {server.pid} died of SIGKILL")
+
+
+def test_by_url_alone_a_new_start_is_the_port_closing_and_opening_again(procs: Procs, marker: str) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    first = procs.listener(port, marker)
+    rep, starts = Recorder(), []
+
+    def run_start(t: Target) -> Outcome:
+        starts.append(t)
+        return ready(url, None)
+
+    rw = rewatch(run_start, url, rep)
+
+    def restart() -> None:
+        wait_for(lambda: starts, CHECK_S, "the first start")
+        procs.kill(first)
+        wait_for(lambda: summaries(rep), CHECK_S, "the closed port to end the first start")
+        procs.listener(port, marker)
+        wait_for(lambda: len(starts) == 2, CHECK_S, "the port opening again to be the next start")
+        rw.stop.set()
+
+    th = in_thread(restart)
+    rw.run()
+    th.join(CHECK_S)
+    assert starts == [Target(), Target()]
+    ended = summaries(rep)[0]
+    assert (ended.verdict, ended.failure) == ("failed", "other")
+    assert ended.evidence[0]["signal"] == "probe:port" and ended.evidence[0]["since"] == ended.ended_at
+    assert ended.evidence[0]["value"].startswith(f"{url} stopped accepting connections after serving for ")
+    assert f"waiting for the next start: {url} to close and open again" in rep.messages()
+
+
+def test_a_stop_before_any_start_is_interrupted_waiting_for_the_server(marker: str) -> None:
+    rep = Recorder()
+    rw = rewatch(lambda t: ready("u", None), "http://127.0.0.1:1", rep, matcher=ProcessMatcher(marker),
+                 engine="vllm")
+
+    def sigterm_while_waiting() -> None:
+        wait_for(lambda: rep.messages(), CHECK_S, "the wait")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    in_thread(sigterm_while_waiting)
+    out = rw.run()
+    assert rw.starts == 0 and out.verdict == "interrupted" and out.result.engine == "vllm"
+    assert out.result.evidence[0]["value"] == "SIGTERM received while waiting for the server to start"
+    assert summaries(rep) == [out.result]
+    assert signal.getsignal(signal.SIGTERM) is not rw._on_signal  # the handlers are given back
+
+
+def test_a_stale_shared_log_holds_the_next_start_back_until_it_is_written_or_a_bound(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("the last start's lines\n")
+    old = log.stat().st_mtime
+    rw = rewatch(lambda t: ready("u", None), "http://127.0.0.1:1", Recorder(), log_file=log)
+    t0 = time.monotonic()
+    rw._wait_log_fresh(old + 60, limit_s=0.3)  # never rewritten: waits out the bound
+    assert time.monotonic() - t0 >= 0.3
+    t0 = time.monotonic()
+    rw._wait_log_fresh(old, limit_s=CHECK_S)  # written since: no wait
+    rw._wait_log_fresh(0.0, limit_s=CHECK_S)
+    missing = rewatch(lambda t: ready("u", None), "http://127.0.0.1:1", Recorder(), log_file=tmp_path / "none")
+    missing._wait_log_fresh(time.time() + 60, limit_s=CHECK_S)  # not there yet: nothing old to re-read
+    assert time.monotonic() - t0 < CHECK_S
+
+
+def test_port_open_says_whether_the_port_accepts_a_connection() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert port_open(f"http://127.0.0.1:{port}/v1", 1.0)
+    assert not port_open(f"http://127.0.0.1:{port}", 1.0)
