@@ -1,19 +1,31 @@
-"""The launcher's subreaper flag (``firstlight.runner.launcher``), in process: prctl found in libc (and not off
-Linux), and the flag held while any server of this process runs, then put back as it was. Read through a
-recording prctl: setting the real flag on the test process would make it every orphan's reaper. The launched
-servers themselves: ``tests/e2e/test_api_subreaper.py``, ``tests/e2e/test_zombie.py``."""
+"""The launcher (``firstlight.runner.launcher``) in process. Its subreaper flag: prctl found in libc (and not off
+Linux), and the flag held while any server of this process runs, then put back as it was, read through a
+recording prctl. Its servers, real processes: how each stop went (one SIGTERM, a second, SIGKILL after the
+grace, already exited), a command that cannot start, the output file of a detachable server, the environment
+without systemd's notification variables, a process that left the group (stopped too, and named), a launcher
+that daemonized its server (adopted, reaped, its end read), the watchdog and its release. The same through the
+CLI: ``tests/e2e/test_api_subreaper.py``, ``tests/e2e/test_zombie.py``, ``tests/e2e/test_backstop.py``."""
 
 from __future__ import annotations
 
 import ctypes
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from firstlight.runner import launcher
+from tests.support.common import wait_for
 
 
-def test_prctl_is_libcs_on_linux_and_none_elsewhere(monkeypatch: pytest.MonkeyPatch):
+def test_prctl_is_libcs_on_linux_and_none_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
     fn = launcher._prctl()
     assert fn is not None and fn.__name__ == "prctl"
     flag = ctypes.c_int(-1)
@@ -24,7 +36,7 @@ def test_prctl_is_libcs_on_linux_and_none_elsewhere(monkeypatch: pytest.MonkeyPa
     assert launcher._prctl() is None
 
 
-def test_no_libc_no_prctl(monkeypatch: pytest.MonkeyPatch):
+def test_no_libc_no_prctl(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_libc(*a: Any, **kw: Any) -> Any:
         raise OSError("libc.so.6: cannot open shared object file")
 
@@ -49,7 +61,7 @@ class Prctl:
         return 0
 
 
-def test_the_flag_is_held_while_any_server_runs_and_put_back_after(monkeypatch: pytest.MonkeyPatch):
+def test_the_flag_is_held_while_any_server_runs_and_put_back_after(monkeypatch: pytest.MonkeyPatch) -> None:
     prctl = Prctl(0)
     monkeypatch.setattr(launcher, "_PRCTL", prctl)
     held = launcher._Subreaper()
@@ -62,7 +74,7 @@ def test_the_flag_is_held_while_any_server_runs_and_put_back_after(monkeypatch: 
     assert prctl.calls.count((launcher._PR_SET_CHILD_SUBREAPER, 1)) == 1  # set once for both
 
 
-def test_a_flag_that_was_on_is_left_on(monkeypatch: pytest.MonkeyPatch):
+def test_a_flag_that_was_on_is_left_on(monkeypatch: pytest.MonkeyPatch) -> None:
     prctl = Prctl(1)
     monkeypatch.setattr(launcher, "_PRCTL", prctl)
     held = launcher._Subreaper()
@@ -71,10 +83,208 @@ def test_a_flag_that_was_on_is_left_on(monkeypatch: pytest.MonkeyPatch):
     assert prctl.flag == 1 and (launcher._PR_SET_CHILD_SUBREAPER, 0) not in prctl.calls
 
 
-def test_a_flag_that_cannot_be_set_is_not_held(monkeypatch: pytest.MonkeyPatch):
+def test_a_flag_that_cannot_be_set_is_not_held(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(launcher, "_PRCTL", Prctl(0, fail_set=True))
     held = launcher._Subreaper()
     assert held.hold() is False and held._holders == 0
     monkeypatch.setattr(launcher, "_PRCTL", None)
     assert launcher.is_subreaper() is None and launcher.become_subreaper() is False
     assert launcher._Subreaper().hold() is False
+
+
+# -- real servers ----------------------------------------------------------------------------------------------
+
+CHECK_S = 60  # deadlines far above what each wait needs
+SLEEPS = "import time; time.sleep(120)"
+# prints a line once its SIGTERM handler is set: a signal before that would end it the default way
+TRAPS_ONE_TERM = ("import signal, sys, time\n"
+                  "n = []\n"
+                  "def on_term(*a):\n"
+                  "    n.append(1)\n"
+                  "    if len(n) > 1: sys.exit(0)\n"
+                  "signal.signal(signal.SIGTERM, on_term)\n"
+                  "print('trapped', flush=True)\n"
+                  "while True: time.sleep(0.05)\n")
+IGNORES_TERM = ("import signal, time\n"
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "print('trapped', flush=True)\n"
+                "time.sleep(120)\n")
+
+
+def server(code: str, *, backstop: bool = False, output: Path | None = None,
+           env: dict[str, str] | None = None) -> launcher.ServerProcess:
+    s = launcher.ServerProcess([sys.executable, "-c", code], output=output, env=env, backstop=backstop)
+    s.start()
+    return s
+
+
+def said(s: launcher.ServerProcess, text: str) -> None:
+    """Wait until the server printed ``text`` (its first line) on stdout."""
+    assert s.popen is not None and s.popen.stdout is not None
+    line = s.popen.stdout.readline().decode().strip()
+    assert line == text, line
+
+
+Launch = Callable[..., launcher.ServerProcess]
+
+
+@pytest.fixture
+def launch() -> Iterator[Launch]:
+    """``server`` whose process group is killed at the test's end, whatever the test did."""
+    started: list[launcher.ServerProcess] = []
+
+    def start(code: str, **kw: Any) -> launcher.ServerProcess:
+        s = server(code, **kw)
+        started.append(s)
+        return s
+
+    try:
+        yield start
+    finally:
+        for s in started:
+            if s.popen is not None and s.poll() is None:
+                s.send(signal.SIGKILL)
+                s.popen.wait(CHECK_S)
+            s.release()  # the watchdog, if any, ends
+
+
+def test_a_server_that_ends_on_sigterm_is_stopped_with_sigterm_and_a_second_stop_says_the_same(launch: Launch) -> None:
+    before = time.time()
+    s = launch(SLEEPS)
+    assert before <= s.launched_at <= time.time() and s.how_to_stop == f"kill -TERM -- -{s.pid}"
+    assert os.getpgid(s.pid) == s.pid  # a session and group of its own: stopped as a group
+    assert s.stop(5.0) == "stopped with SIGTERM"
+    assert s.poll() == -signal.SIGTERM
+    assert s.stop(5.0) == "stopped with SIGTERM"  # the first stop's answer
+
+
+def test_a_server_that_ignores_its_first_sigterm_gets_a_second_at_half_the_grace(launch: Launch) -> None:
+    s = launch(TRAPS_ONE_TERM)
+    said(s, "trapped")
+    assert s.stop(2.0) == "stopped by a second SIGTERM" and s.poll() == 0
+
+
+def test_a_server_that_ignores_sigterm_is_killed_after_the_grace(launch: Launch) -> None:
+    s = launch(IGNORES_TERM)
+    said(s, "trapped")
+    assert s.stop(1.0) == "SIGKILL after 1s grace (SIGTERM was not enough)" and s.poll() == -signal.SIGKILL
+
+
+def test_a_server_that_already_exited_says_its_code(launch: Launch) -> None:
+    s = launch("import sys; sys.exit(3)")
+    assert s.popen is not None
+    s.popen.wait(CHECK_S)
+    assert s.stop(5.0) == "already exited (code 3)"
+
+
+def test_a_server_never_started_is_not_stopped() -> None:
+    s = launcher.ServerProcess(["x"])
+    assert s.stop(1.0) == "not started" and s.poll() is None and s.adopted() == []
+
+
+def test_a_command_that_cannot_start_is_a_launch_error_and_holds_no_subreaper_flag(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    prctl = Prctl(0)
+    monkeypatch.setattr(launcher, "_PRCTL", prctl)
+    monkeypatch.setattr(launcher, "_SUBREAPER", launcher._Subreaper())
+    s = launcher.ServerProcess(["/nonexistent/llama-server", "-m", "x.gguf"])
+    with pytest.raises(launcher.LaunchError, match=r"^cannot start '/nonexistent/llama-server': No such file"):
+        s.start()
+    assert prctl.flag == 0 and launcher._SUBREAPER._holders == 0 and s.watchdog is None
+
+
+def test_a_detachable_servers_output_goes_to_its_file(tmp_path: Path, launch: Launch) -> None:
+    out = tmp_path / "server.log"
+    s = launch("import sys; print('out'); print('err', file=sys.stderr)", output=out)
+    assert s.detachable is True and launcher.ServerProcess(["x"]).detachable is False
+    assert s.popen is not None and s.popen.wait(CHECK_S) == 0
+    assert sorted(out.read_text().split()) == ["err", "out"]  # stdout and stderr, both in the file
+    assert s.popen.stdout is None
+
+
+def test_the_server_gets_the_environment_without_systemds_notification_variables(launch: Launch) -> None:
+    env = {"PATH": os.environ.get("PATH", ""), "NOTIFY_SOCKET": "/run/systemd/notify", "WATCHDOG_USEC": "5000000",
+           "WATCHDOG_PID": "1", "NOTIFY_OTHER": "x", "HF_TOKEN_PATH": "/t", "WATCHDOG": "kept"}
+    code = "import json, os; print(json.dumps(dict(os.environ)))"
+    s = launch(code, env=env)
+    assert s.popen is not None and s.popen.stdout is not None
+    seen = json.loads(s.popen.stdout.read())
+    s.popen.wait(CHECK_S)
+    assert {k: seen[k] for k in ("HF_TOKEN_PATH", "WATCHDOG")} == {"HF_TOKEN_PATH": "/t", "WATCHDOG": "kept"}
+    assert not {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "NOTIFY_OTHER"} & set(seen)
+    assert launcher.server_environment({"A": "1", "NOTIFY_SOCKET": "x"}) == {"A": "1"}
+
+
+# a worker that leaves the server's process group (setsid) and says its pid
+LEAVES_GROUP = ("import os, subprocess, sys, time\n"
+                "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)\n"
+                "print(w.pid, flush=True)\n"
+                "time.sleep(120)\n")
+
+
+def test_a_worker_that_left_the_group_is_named_once_and_stopped_with_the_server(launch: Launch) -> None:
+    s = launch(LEAVES_GROUP)
+    assert s.popen is not None and s.popen.stdout is not None
+    worker = int(s.popen.stdout.readline())
+    wait_for(lambda: worker in [p.pid for p in s.descendants()], CHECK_S, "the worker in the tree")
+    name = psutil.Process(worker).name()
+    assert s.note_left_group() == [(worker, name)]
+    assert s.note_left_group() == []  # told once
+    assert worker in [p.pid for p in s.tree()] and s.pid in [p.pid for p in s.tree()]
+    how = s.stop(5.0)
+    assert how == f"stopped with SIGTERM; also stopped processes that had left the group: {worker} ({name})"
+    wait_for(lambda: not psutil.pid_exists(worker) or psutil.Process(worker).status() == psutil.STATUS_ZOMBIE,
+             CHECK_S, "the worker to be gone")
+
+
+# a launcher that starts the real server in its own session and exits 0 (a double fork): the server is orphaned
+DAEMONIZES = ("import subprocess, sys\n"
+              "d = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)\n"
+              "print(d.pid, flush=True)\n")
+
+
+def test_a_launcher_that_daemonized_its_server_leaves_it_adopted_and_its_end_is_read(launch: Launch) -> None:
+    """As the subreaper, this process adopts the orphaned server: it is the server's, served on after the
+    launcher's exit 0, and how it ended (SIGSEGV) is read from its reaped status."""
+    s = launch(DAEMONIZES, backstop=True)
+    try:
+        assert s.popen is not None and s.popen.stdout is not None
+        daemon = int(s.popen.stdout.readline())
+        assert s.popen.wait(CHECK_S) == 0
+        wait_for(lambda: [p.pid for p in s.adopted()] == [daemon], CHECK_S, "the orphan to be adopted")
+        assert [p.pid for p in s.daemon_serving()] == [daemon]
+        assert daemon in [p.pid for p in s.descendants()]
+        os.kill(daemon, signal.SIGSEGV)
+        assert s.exit_of([daemon]) == -signal.SIGSEGV
+        assert s.reaped[daemon] == -signal.SIGSEGV and s.daemon_serving() == []
+        assert s.exit_of([2_000_000_000]) is None  # never ours: nobody can tell
+    finally:
+        s.stop(5.0)
+
+
+def test_a_server_that_did_not_exit_0_has_no_daemon_serving(launch: Launch) -> None:
+    s = launch("import sys; sys.exit(1)")
+    assert s.popen is not None and s.popen.wait(CHECK_S) == 1
+    assert s.daemon_serving() == []
+
+
+def test_the_watchdog_watches_the_server_until_it_is_released(launch: Launch) -> None:
+    s = launch(SLEEPS, backstop=True)
+    try:
+        w = s.watchdog
+        assert w is not None and w.poll() is None
+        assert psutil.Process(w.pid).cmdline()[-2:] == [str(s.pid), "10"]
+        s.release()
+        assert w.wait(CHECK_S) is not None  # told, its stdin closed: it ends, leaving the server alone
+        assert s.poll() is None  # the server serves on
+    finally:
+        s.send(signal.SIGKILL)
+        assert s.popen is not None
+        s.popen.wait(CHECK_S)
+
+
+def test_without_the_backstop_there_is_no_watchdog(launch: Launch) -> None:
+    s = launch(SLEEPS)
+    assert s.watchdog is None
+    s._tell_watchdog("release")  # nothing to tell: no error
+    s.stop(5.0)
