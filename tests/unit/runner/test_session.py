@@ -716,9 +716,11 @@ def test_an_error_escaping_after_a_detach_leaves_the_detached_server_serving(tmp
         pid = s.sources.pid
         assert pid is not None and not gone(pid)
     finally:
-        if s.sources.pid is not None:
+        server = s.sources.server
+        if server is not None and server.popen is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(s.sources.pid, signal.SIGKILL)
+                os.killpg(server.pid, signal.SIGKILL)
+            server.popen.wait(CHECK_S)  # reaped: a child left unreaped is a stray exit for whoever waits next
 
 
 def test_the_serving_checks_under_supervision_record_each_change_in_the_history(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ def sources(cfg: Config, identify: bool = False) -> Iterator[tuple[Sources, Seen
         yield s, seen
     finally:
         s.stop()
-        if s.server is not None and s.server.poll() is None:
+        if s.server is not None:  # stopped, reaped, and its watchdog with it, whether it still ran or not
             s.server.stop(5.0)
 
 
@@ -187,9 +187,10 @@ def test_a_detached_server_writes_to_a_log_file_that_is_followed(tmp_path: Path)
             wait_for(lambda: any(o.text == "to the file" for o in seen.of(LogLine)),  # type: ignore[attr-defined]
                      CHECK_S, "the server's line through its log file")
         finally:
-            if s.server is not None:
+            if s.server is not None and s.server.popen is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(s.server.pid, signal.SIGKILL)
+                s.server.popen.wait(CHECK_S)  # reaped: never a stray child for whoever waits next
             if s.server_log is not None:
                 s.server_log.unlink(missing_ok=True)
 
