@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from firstlight.containers.runtime import Container, Runtime, RuntimeFailure, read_cidfile, runtime_of
+from tests.support.docker_engine import API_VERSION, docker_engine
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "containers"
 
@@ -20,7 +24,7 @@ def inspected(name: str) -> dict[str, Any]:
     return data[0]
 
 
-def test_a_running_container_has_its_init_pid_ports_and_log():
+def test_a_running_container_has_its_init_pid_ports_and_log() -> None:
     c = Container.from_inspect(inspected("podman-4.3.1-running-published.json"))
     assert c.running and c.status == "running"
     assert c.pid == 25406 and c.exit_code is None and not c.oom_killed
@@ -34,33 +38,33 @@ def test_a_running_container_has_its_init_pid_ports_and_log():
     assert c.popen_exit_code() is None
 
 
-def test_an_exit_of_137_is_a_death_by_sigkill():
+def test_an_exit_of_137_is_a_death_by_sigkill() -> None:
     c = Container.from_inspect(inspected("podman-4.3.1-exited-137-memory-limit.json"))
     assert not c.running and c.pid is None
     assert c.exit_code == 137 and c.popen_exit_code() == -9
     assert c.ended() == "killed by SIGKILL (exit code 137)"
 
 
-def test_oom_killed_is_named_with_the_exit():
+def test_oom_killed_is_named_with_the_exit() -> None:
     data = inspected("podman-4.3.1-exited-137-memory-limit.json")
     data["State"]["OOMKilled"] = True  # as Docker (and podman on cgroup v2) record the same death
     c = Container.from_inspect(data)
     assert c.oom_killed and c.ended() == "killed by SIGKILL (exit code 137); State.OOMKilled true"
 
 
-def test_a_plain_exit_code_and_the_hosts_network():
+def test_a_plain_exit_code_and_the_hosts_network() -> None:
     c = Container.from_inspect(inspected("podman-4.3.1-exited-3-host-network.json"))
     assert c.exit_code == 3 and c.popen_exit_code() == 3 and c.ended() == "exited with code 3"
     assert c.network_mode == "host" and c.ports == {}
 
 
-def test_a_created_container_has_neither_pid_nor_exit():
+def test_a_created_container_has_neither_pid_nor_exit() -> None:
     c = Container.from_inspect(inspected("podman-4.3.1-created.json"))
     assert c.status in ("created", "configured") and not c.running
     assert c.pid is None and c.exit_code is None and c.started_at is None
 
 
-def test_the_k8s_file_log_is_framed_and_left_to_the_framing_reader():
+def test_the_k8s_file_log_is_framed_and_left_to_the_framing_reader() -> None:
     # podman's k8s-file log is CRI-framed (<RFC3339Nano> stdout F <line>): watch reads `podman logs`, which
     # prints the plain lines; the file itself is for firstlight.framing (issue 31 item 1)
     line = (FIXTURES / "podman-4.3.1-k8s-file-ctr.log").read_text().splitlines()[0]
@@ -68,7 +72,7 @@ def test_the_k8s_file_log_is_framed_and_left_to_the_framing_reader():
     assert stamp.startswith("2026-12-02T") and (stream, tag, text) == ("stdout", "F", "bye")
 
 
-def test_runtime_names_and_cidfiles(tmp_path: Path):
+def test_runtime_names_and_cidfiles(tmp_path: Path) -> None:
     assert runtime_of("/usr/bin/podman") == "podman" and runtime_of("docker") == "docker"
     assert runtime_of("dockerd") is None
     with pytest.raises(ValueError):
@@ -81,9 +85,189 @@ def test_runtime_names_and_cidfiles(tmp_path: Path):
     assert read_cidfile(cid) == "abc123"
 
 
-def test_a_runtime_that_is_not_installed_fails_in_one_line(tmp_path: Path):
+def test_a_runtime_that_is_not_installed_fails_in_one_line(tmp_path: Path) -> None:
     runtime = Runtime("podman", binary=str(tmp_path / "no-such-podman"))
     with pytest.raises(RuntimeFailure, match="podman: not found on PATH"):
         runtime.inspect("x")
     with pytest.raises(RuntimeFailure, match="not a container name"):
         runtime.inspect("--all")
+
+
+# -- Docker's shapes, and the real docker CLI against an engine on a unix socket -----------------------------------
+
+def test_a_docker_container_has_its_health_log_path_image_and_published_tcp_ports() -> None:
+    c = Container.from_inspect(inspected("docker-28.2.2-inspect-api-example.json"))
+    assert (c.id, c.short_id, c.name) == ("aa86eacfb3b3ed4cd362c1e88fc89a53908ad05fb3a4103bca3f9b28292d14bf",
+                                          "aa86eacfb3b3", "funny_chatelet")
+    assert c.running and c.status == "running" and c.pid == 1234 and c.exit_code is None
+    assert c.health == "healthy" and c.started_at == "2020-01-06T09:06:59.461876391Z"
+    assert c.log_path is not None and c.log_path.endswith("-json.log") and c.log_driver == "local"
+    assert c.image == "example-image:1.0" and c.command == ("/bin/sh",)  # Entrypoint [] and Cmd
+    assert c.ports == {443: 4443, 80: 80}  # TCP only, the first binding of each, a null one skipped
+    assert c.cgroup is None and c.monitor_pid is None  # podman's own fields
+    assert c.ended() == "status running"
+
+
+def changed(name: str, **state: Any) -> dict[str, Any]:
+    """A captured inspect with some State fields changed (None: removed)."""
+    data = inspected(name)
+    for k, v in state.items():
+        if v is None:
+            data["State"].pop(k, None)
+        else:
+            data["State"][k] = v
+    return data
+
+
+@pytest.mark.parametrize(("state", "pid", "exit_code"), [
+    ({}, 1234, None),
+    ({"Pid": 0}, None, None),  # a running container always has one: 0 is none
+    ({"Running": False, "Status": "exited", "ExitCode": 1}, None, 1),  # a pid left behind is no process
+    ({"Running": False, "Status": "stopped", "ExitCode": 2}, None, 2),  # podman's word
+    ({"Running": False, "Status": "dead", "ExitCode": 137}, None, 137),
+    ({"Running": False, "Status": "created", "StartedAt": "0001-01-01T00:00:00Z", "ExitCode": 0}, None, None),
+    ({"Running": False, "Status": "paused", "ExitCode": 0}, None, 0),  # not running, and it had started
+    ({"Running": False, "Status": "exited", "ExitCode": "1"}, None, None),  # not a number: unknown
+])
+def test_the_pid_is_the_running_inits_and_the_exit_code_one_that_ended(state: dict[str, Any], pid: int | None,
+                                                                         exit_code: int | None) -> None:
+    c = Container.from_inspect(changed("docker-28.2.2-inspect-api-example.json", **state))
+    assert (c.pid, c.exit_code) == (pid, exit_code)
+
+
+def test_a_never_started_container_has_no_start_time() -> None:
+    c = Container.from_inspect(changed("docker-28.2.2-inspect-api-example.json", StartedAt="0001-01-01T00:00:00Z"))
+    assert c.started_at is None
+
+
+def test_podmans_healthcheck_key_and_a_docker_without_a_health_check() -> None:
+    data = changed("docker-28.2.2-inspect-api-example.json", Health=None)
+    assert Container.from_inspect(data).health is None
+    data["State"]["Healthcheck"] = {"Status": "starting"}  # podman's older key
+    assert Container.from_inspect(data).health == "starting"
+    data["State"]["Health"] = {"Status": ""}  # Docker's, there and empty, comes first
+    assert Container.from_inspect(data).health is None
+
+
+def test_where_the_log_image_and_command_are_read_from_when_docker_and_podman_differ() -> None:
+    data = inspected("docker-28.2.2-inspect-api-example.json")
+    data.pop("LogPath")
+    data["HostConfig"]["LogConfig"]["Path"] = "/var/lib/containers/x/ctr.log"  # podman's place
+    data["ImageName"] = "localhost/engine:1"  # podman's name as asked for, before Config.Image
+    data["Config"]["Entrypoint"] = "/entry"  # a string: one word
+    data["Config"]["Cmd"] = ["--model", "/m"]
+    c = Container.from_inspect(data)
+    assert c.log_path == "/var/lib/containers/x/ctr.log" and c.image == "localhost/engine:1"
+    assert c.command == ("/entry", "--model", "/m")
+    data["Config"]["Entrypoint"], data["Config"]["Cmd"] = "", None  # podman's none, and null
+    assert Container.from_inspect(data).command == ()
+    data["HostConfig"]["LogConfig"] = {}
+    data.pop("ImageName")
+    data["Config"].pop("Image")
+    c = Container.from_inspect(data)
+    assert c.log_path is None and c.log_driver is None and c.image is None
+
+
+def test_podmans_monitor_pid_counts_only_when_there_is_one() -> None:
+    for conmon, expect in ((25396, 25396), (0, None), ("25396", None)):
+        data = changed("podman-4.3.1-running-published.json", ConmonPid=conmon)
+        assert Container.from_inspect(data).monitor_pid == expect
+
+
+def test_the_bindings_asked_for_are_the_ports_of_a_container_not_running_yet() -> None:
+    data = inspected("docker-28.2.2-inspect-api-example.json")
+    data["NetworkSettings"]["Ports"] = None  # created, never started: nothing bound yet
+    data["HostConfig"]["PortBindings"] = {"8000/tcp": [{"HostIp": "", "HostPort": "18000"}],
+                                         "9000": [{"HostPort": ""}], "x/tcp": [{"HostPort": "1"}]}
+    assert Container.from_inspect(data).ports == {8000: 18000}
+
+
+@pytest.mark.parametrize(("exit_code", "oom", "said", "popen"), [
+    (0, False, "exited with code 0", 0),
+    (1, False, "exited with code 1", 1),
+    (128, False, "exited with code 128", 128),
+    (129, False, "killed by SIGHUP (exit code 129)", -1),
+    (137, True, "killed by SIGKILL (exit code 137); State.OOMKilled true", -9),
+    (139, False, "killed by SIGSEGV (exit code 139)", -11),
+    (192, False, "killed by SIGRTMAX (exit code 192)", -64),
+    (193, False, "killed by signal 65 (exit code 193)", 193),  # no such signal: the code as it is
+])
+def test_an_exit_code_above_128_is_a_death_by_signal(exit_code: int, oom: bool, said: str, popen: int) -> None:
+    c = Container.from_inspect(changed("docker-28.2.2-inspect-api-example.json", Running=False, Status="exited",
+                                       ExitCode=exit_code, OOMKilled=oom))
+    assert (c.ended(), c.popen_exit_code()) == (said, popen)
+
+
+@pytest.fixture
+def docker_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A short socket path (unix sockets: 108 bytes) as DOCKER_HOST, and a docker config of the test's own."""
+    if shutil.which("docker") is None:
+        pytest.skip("the docker CLI is not installed (this machine kind has it: ../.library/env)")
+    d = Path(tempfile.mkdtemp(prefix="fl-dk-", dir="/tmp"))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{d / 'd.sock'}")
+    monkeypatch.setenv("DOCKER_CONFIG", str(d / "config"))
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+    try:
+        yield d / "d.sock"
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_the_real_docker_cli_inspects_a_container_through_the_engine(docker_host: Path) -> None:
+    with docker_engine(docker_host) as engine:
+        c = Runtime("docker").inspect("funny_chatelet")
+    assert c.pid == 1234 and c.health == "healthy" and c.ports == {443: 4443, 80: 80}
+    assert ("GET", f"/v{API_VERSION}/containers/funny_chatelet/json") in engine.requests
+
+
+def test_an_unknown_container_is_the_engines_own_line(docker_host: Path) -> None:
+    with docker_engine(docker_host), pytest.raises(RuntimeFailure) as e:
+        Runtime("docker").inspect("no-such")
+    assert str(e.value) == "docker container inspect: Error response from daemon: No such container: no-such"
+
+
+def test_a_daemon_that_is_not_running_is_the_clis_own_line(docker_host: Path) -> None:
+    with pytest.raises(RuntimeFailure) as e:
+        Runtime("docker").inspect("x")
+    assert str(e.value) == (f"docker container inspect: Cannot connect to the Docker daemon at unix://{docker_host}."
+                            " Is the docker daemon running?")
+
+
+def test_a_daemon_that_never_answers_is_a_timeout_never_a_hang(docker_host: Path) -> None:
+    with docker_engine(docker_host, hang=True), pytest.raises(RuntimeFailure) as e:
+        Runtime("docker", timeout=0.5).inspect("x")
+    assert str(e.value) == "docker container inspect: no answer within 0.5s"
+
+
+def test_stop_asks_the_engine_to_stop_with_the_grace_in_whole_seconds(docker_host: Path) -> None:
+    with docker_engine(docker_host) as engine:
+        said = Runtime("docker").stop("aa86eacfb3b3ed4cd362c1e88fc89a53908ad05fb3a4103bca3f9b28292d14bf", 2.6)
+    assert said == "docker stop -t 3 aa86eacfb3b3"
+    assert engine.stopped_with == {"t": ["3"]}
+    with docker_engine(docker_host), pytest.raises(RuntimeFailure, match=r"^docker stop: .*No such container"):
+        Runtime("docker").stop("nope", 0.2)
+
+
+def test_the_logs_command_follows_from_a_moment_if_asked() -> None:
+    r = Runtime("podman", binary="/usr/bin/podman")
+    assert r.logs_argv("abc") == ["/usr/bin/podman", "logs", "--follow", "abc"]
+    assert r.logs_argv("abc", since="2026-12-04T10:00:00Z") == ["/usr/bin/podman", "logs", "--follow", "--since",
+                                                                 "2026-12-04T10:00:00Z", "abc"]
+    assert repr(r) == "Runtime('podman')"
+
+
+def test_a_binary_that_cannot_run_is_one_line(tmp_path: Path) -> None:
+    not_exec = tmp_path / "docker"
+    not_exec.write_text("#!/bin/sh\n")  # not executable
+    with pytest.raises(RuntimeFailure) as e:
+        Runtime("docker", binary=str(not_exec)).inspect("x")
+    assert str(e.value) == "docker: cannot run it (Permission denied)"
+
+
+def test_a_failure_without_a_word_on_stderr_says_its_exit_status(tmp_path: Path) -> None:
+    quiet = tmp_path / "podman"
+    quiet.write_text("#!/bin/sh\nexit 125\n")
+    quiet.chmod(0o755)
+    with pytest.raises(RuntimeFailure) as e:
+        Runtime("podman", binary=str(quiet)).inspect("x")
+    assert str(e.value) == "podman container inspect: exit status 125"

@@ -1,0 +1,97 @@
+"""The Docker engine's side of the real ``docker`` CLI, on a unix socket (``DOCKER_HOST=unix://PATH``): no Docker
+engine runs on these machines, its client does. It answers what the CLI asks for ``container inspect`` and
+``stop`` as the Engine API documents it (``/_ping``, ``GET /vX/containers/ID/json``, ``POST
+/vX/containers/ID/stop?t=N``, a 404 with the engine's message for an unknown container), with the container
+``tests/fixtures/containers/docker-28.2.2-inspect-api-example.json`` holds; or accepts and never answers
+(``hang``: a daemon that is stuck). Used by tests/unit/containers/test_runtime.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socketserver
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "containers" / "docker-28.2.2-inspect-api-example.json"
+API_VERSION = "1.50"  # what Docker 28.2 speaks
+
+
+class Engine:
+    def __init__(self, socket_path: Path, hang: bool = False) -> None:
+        self.socket_path, self.hang = socket_path, hang
+        self.container: dict[str, Any] = json.loads(FIXTURE.read_text())[0]
+        self.requests: list[tuple[str, str]] = []  # (method, path with query)
+        self.release = threading.Event()  # ends a hung answer (the test's end)
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        engine = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def address_string(self) -> str:
+                return "unix"
+
+            def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Api-Version", API_VERSION)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def _answer(self) -> None:
+                engine.requests.append((self.command, self.path))
+                if engine.hang:
+                    engine.release.wait(60)
+                    return
+                url = urlsplit(self.path)
+                parts = url.path.strip("/").split("/")
+                if parts[-1] == "_ping":
+                    return self._send(200, b"OK", "text/plain")
+                if len(parts) >= 3 and parts[-3] == "containers":
+                    ref, verb = parts[-2], parts[-1]
+                    if ref not in (engine.container["Id"], engine.container["Name"].lstrip("/")):
+                        return self._send(404, json.dumps({"message": f"No such container: {ref}"}).encode())
+                    if self.command == "GET" and verb == "json":
+                        return self._send(200, json.dumps(engine.container).encode())
+                    if self.command == "POST" and verb == "stop":
+                        engine.stopped_with = parse_qs(url.query)
+                        return self._send(204, b"")
+                self._send(404, json.dumps({"message": "page not found"}).encode())
+
+            do_GET = do_HEAD = do_POST = _answer
+
+        return Handler
+
+    stopped_with: dict[str, list[str]] | None = None
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+@contextlib.contextmanager
+def docker_engine(socket_path: Path, hang: bool = False) -> Iterator[Engine]:
+    """The engine on ``socket_path`` while the block runs."""
+    engine = Engine(socket_path, hang)
+    server = _Server(str(socket_path), engine.handler())
+    thread = threading.Thread(target=server.serve_forever, name="docker-engine", daemon=True)
+    thread.start()
+    try:
+        yield engine
+    finally:
+        engine.release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+        socket_path.unlink(missing_ok=True)  # a unix socket's file outlives its server
