@@ -1,9 +1,10 @@
 """The Docker engine's side of the real ``docker`` CLI, on a unix socket (``DOCKER_HOST=unix://PATH``): no Docker
 engine runs on these machines, its client does. It answers what the CLI asks for ``container inspect`` and
-``stop`` as the Engine API documents it (``/_ping``, ``GET /vX/containers/ID/json``, ``POST
-/vX/containers/ID/stop?t=N``, a 404 with the engine's message for an unknown container), with the container
-``tests/fixtures/containers/docker-28.2.2-inspect-api-example.json`` holds; or accepts and never answers
-(``hang``: a daemon that is stuck). Used by tests/unit/containers/test_runtime.py."""
+``stop`` and ``logs --follow`` as the Engine API documents it (``/_ping``, ``GET /vX/containers/ID/json``,
+``POST /vX/containers/ID/stop?t=N``, ``GET /vX/containers/ID/logs?follow=1`` in its multiplexed stream: an
+8-byte header per frame, the stream and the length, a 404 with the engine's message for an unknown
+container), with the container ``tests/fixtures/containers/docker-28.2.2-inspect-api-example.json`` holds; or
+accepts and never answers (``hang``: a daemon that is stuck). Used by tests/unit/containers/."""
 
 from __future__ import annotations
 
@@ -27,6 +28,15 @@ class Engine:
         self.container: dict[str, Any] = json.loads(FIXTURE.read_text())[0]
         self.requests: list[tuple[str, str]] = []  # (method, path with query)
         self.release = threading.Event()  # ends a hung answer (the test's end)
+        self.lines: list[tuple[int, str]] = []  # what `logs` streams: (1 stdout | 2 stderr, the line)
+        self.ended = threading.Event()  # the container ended: `logs --follow` ends with it
+        self.stops: list[dict[str, list[str]]] = []  # each stop's query: {"t": [seconds]}
+
+    def finish(self, exit_code: int, oom_killed: bool = False) -> None:
+        """The container ended, as the engine records it."""
+        self.container["State"].update({"Status": "exited", "Running": False, "Pid": 0, "ExitCode": exit_code,
+                                        "OOMKilled": oom_killed})
+        self.ended.set()
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
         engine = self
@@ -64,16 +74,32 @@ class Engine:
                         return self._send(404, json.dumps({"message": f"No such container: {ref}"}).encode())
                     if self.command == "GET" and verb == "json":
                         return self._send(200, json.dumps(engine.container).encode())
+                    if self.command == "GET" and verb == "logs":
+                        return self._logs()
                     if self.command == "POST" and verb == "stop":
-                        engine.stopped_with = parse_qs(url.query)
+                        engine.stops.append(parse_qs(url.query))
+                        if engine.container["State"]["Running"]:
+                            engine.finish(143)  # its init ended on the SIGTERM: 128 + 15
                         return self._send(204, b"")
                 self._send(404, json.dumps({"message": "page not found"}).encode())
 
             do_GET = do_HEAD = do_POST = _answer
 
+            def _logs(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.docker.multiplexed-stream")
+                self.send_header("Api-Version", API_VERSION)
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for stream, line in engine.lines:
+                    data = (line + "\n").encode()
+                    self.wfile.write(bytes([stream, 0, 0, 0]) + len(data).to_bytes(4, "big") + data)
+                self.wfile.flush()
+                engine.ended.wait(60)  # --follow: open until the container ends
+                self.close_connection = True
+
         return Handler
 
-    stopped_with: dict[str, list[str]] | None = None
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -198,21 +195,6 @@ def test_an_exit_code_above_128_is_a_death_by_signal(exit_code: int, oom: bool, 
     assert (c.ended(), c.popen_exit_code()) == (said, popen)
 
 
-@pytest.fixture
-def docker_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A short socket path (unix sockets: 108 bytes) as DOCKER_HOST, and a docker config of the test's own."""
-    if shutil.which("docker") is None:
-        pytest.skip("the docker CLI is not installed (this machine kind has it: ../.library/env)")
-    d = Path(tempfile.mkdtemp(prefix="fl-dk-", dir="/tmp"))
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{d / 'd.sock'}")
-    monkeypatch.setenv("DOCKER_CONFIG", str(d / "config"))
-    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
-    try:
-        yield d / "d.sock"
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
 def test_the_real_docker_cli_inspects_a_container_through_the_engine(docker_host: Path) -> None:
     with docker_engine(docker_host) as engine:
         c = Runtime("docker").inspect("funny_chatelet")
@@ -243,7 +225,7 @@ def test_stop_asks_the_engine_to_stop_with_the_grace_in_whole_seconds(docker_hos
     with docker_engine(docker_host) as engine:
         said = Runtime("docker").stop("aa86eacfb3b3ed4cd362c1e88fc89a53908ad05fb3a4103bca3f9b28292d14bf", 2.6)
     assert said == "docker stop -t 3 aa86eacfb3b3"
-    assert engine.stopped_with == {"t": ["3"]}
+    assert engine.stops == [{"t": ["3"]}]
     with docker_engine(docker_host), pytest.raises(RuntimeFailure, match=r"^docker stop: .*No such container"):
         Runtime("docker").stop("nope", 0.2)
 

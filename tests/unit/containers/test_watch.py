@@ -4,15 +4,28 @@ is, and a container's end is named from its record."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import os
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+from firstlight.config import Config, HistoryConfig, ProbeConfig
 from firstlight.containers.runtime import Container, Runtime, RuntimeFailure
-from firstlight.containers.watch import ContainerSampler, Tracker
+from firstlight.containers.watch import ContainerSampler, ContainerServer, ContainerSession, Tracker
+from firstlight.engines import get_profile
+from firstlight.redact import Redactor
+from firstlight.report.base import QuietReporter
+from firstlight.sim.fixtures import free_port
 from firstlight.timeline import ProcessSample, SourceNote
+from tests.support.common import wait_for
+from tests.support.docker_engine import docker_engine
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "containers"
 
@@ -38,7 +51,7 @@ class Replayed(Runtime):
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 
 
-def test_a_detached_cli_that_exited_0_is_not_the_servers_exit(tmp_path: Path):
+def test_a_detached_cli_that_exited_0_is_not_the_servers_exit(tmp_path: Path) -> None:
     created = record("podman-4.3.1-created.json")
     running = record("podman-4.3.1-running-published.json", Pid=os.getpid())  # a live process: this test's
     (tmp_path / "cid").write_text(running.id)
@@ -51,7 +64,7 @@ def test_a_detached_cli_that_exited_0_is_not_the_servers_exit(tmp_path: Path):
     assert sampler.pid == os.getpid()
 
 
-def test_a_cli_that_never_made_a_container_ends_the_start_with_its_code(tmp_path: Path):
+def test_a_cli_that_never_made_a_container_ends_the_start_with_its_code(tmp_path: Path) -> None:
     tracker = Tracker(Replayed(), cidfile=tmp_path / "cid")  # no id written: the image was not found
     out = ContainerSampler(tracker, launcher_exit=lambda: 125).sample()
     dead = [o for o in out if isinstance(o, ProcessSample)]
@@ -59,12 +72,12 @@ def test_a_cli_that_never_made_a_container_ends_the_start_with_its_code(tmp_path
     assert any(isinstance(o, SourceNote) and "exited with code 125 before a container ran" in o.message for o in out)
 
 
-def test_a_cli_that_is_still_creating_it_is_waited_for(tmp_path: Path):
+def test_a_cli_that_is_still_creating_it_is_waited_for(tmp_path: Path) -> None:
     tracker = Tracker(Replayed(), cidfile=tmp_path / "cid")
     assert ContainerSampler(tracker, launcher_exit=lambda: None).sample() == []
 
 
-def test_a_container_that_ended_unseen_is_named_from_its_record(tmp_path: Path):
+def test_a_container_that_ended_unseen_is_named_from_its_record(tmp_path: Path) -> None:
     ended = record("podman-4.3.1-exited-137-memory-limit.json")
     (tmp_path / "cid").write_text(ended.id)
     tracker = Tracker(Replayed(ended), cidfile=tmp_path / "cid")
@@ -74,7 +87,7 @@ def test_a_container_that_ended_unseen_is_named_from_its_record(tmp_path: Path):
     assert any(isinstance(o, SourceNote) and "killed by SIGKILL (exit code 137)" in o.message for o in out)
 
 
-def test_inspect_is_asked_at_most_once_a_second(tmp_path: Path):
+def test_inspect_is_asked_at_most_once_a_second(tmp_path: Path) -> None:
     running = record("podman-4.3.1-running-published.json")
     runtime = Replayed(running)
     tracker = Tracker(runtime, ref=running.id)
@@ -83,3 +96,105 @@ def test_inspect_is_asked_at_most_once_a_second(tmp_path: Path):
     assert runtime.calls == 1
     tracker.get(fresh=True)
     assert runtime.calls == 2
+
+
+# -- watch --container in process, through the real docker CLI and an engine on a unix socket -------------------
+
+CHECK_S = 60  # deadlines far above what each wait needs
+
+
+def test_a_watched_container_is_its_init_process_its_log_and_its_oom_kill_as_the_engine_records_it(
+        docker_host: Path) -> None:
+    """The container's init is a real process here; the engine streams its log (multiplexed, as Docker does)
+    and, once the process is SIGKILLed, records exit 137 with State.OOMKilled: the start is failed, oom, with
+    the runtime's own record as the evidence."""
+    init = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    record = io.StringIO()
+    try:
+        with docker_engine(docker_host) as engine:
+            engine.container["State"]["Pid"] = init.pid
+            engine.lines = [(2, "INFO Loading model weights"), (1, "hello from stdout")]
+            runtime = Runtime("docker")
+            c = runtime.inspect("funny_chatelet")
+            tracker = Tracker(runtime, ref=c.id)
+            tracker.last = c
+            cfg = Config(pid=c.pid, watched_command=list(c.command), echo_server_output=False, sample_interval=0.2,
+                         probe=ProbeConfig(url=f"http://127.0.0.1:{free_port()}"),
+                         history=HistoryConfig(enabled=False))
+
+            def oom_kill() -> None:
+                wait_for(lambda: "hello from stdout" in record.getvalue(), CHECK_S, "the container's log lines")
+                engine.finish(137, oom_killed=True)
+                os.kill(init.pid, signal.SIGKILL)
+
+            killer = threading.Thread(target=oom_kill, daemon=True)
+            killer.start()
+            session = ContainerSession(cfg, get_profile("generic"), QuietReporter(), Redactor(), tracker,
+                                       record=record, since=c.started_at)
+            o = session.run()
+            killer.join(CHECK_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(init.pid, signal.SIGKILL)
+        init.wait(CHECK_S)
+    assert (o.verdict, o.result.failure) == ("failed", "oom")
+    values = [e["value"] for e in o.result.evidence]
+    assert "OOM kill: docker inspect aa86eacfb3b3: State.OOMKilled true, killed by SIGKILL (exit code 137); " \
+           "State.OOMKilled true" in values, values
+    seen = [json.loads(line) for line in record.getvalue().splitlines()]
+    logs = {(o["stream"], o["text"]) for o in seen if o["kind"] == "log"}
+    assert logs == {("stderr", "INFO Loading model weights"), ("stdout", "hello from stdout")}  # demuxed
+    notes = [o["message"] for o in seen if o["kind"] == "note" and o["source"] == "container"]
+    assert notes[0].startswith(f"docker container funny_chatelet (aa86eacfb3b3), image example-image:1.0: init pid "
+                               f"{init.pid}; ") and notes[0].endswith("; health healthy")
+    assert any(n == "docker inspect aa86eacfb3b3: killed by SIGKILL (exit code 137); State.OOMKilled true"
+               for n in notes), notes
+    logs_asked = [path for method, path in engine.requests if "/logs?" in path]
+    assert len(logs_asked) == 1 and "follow=1" in logs_asked[0] and "since=" in logs_asked[0]
+
+
+def cli_stand_in() -> list[str]:
+    """What runs as ``docker run`` (attached) here: a process that lives until stopped."""
+    return [sys.executable, "-c", "import time; time.sleep(120)"]
+
+
+def test_the_cli_lives_as_long_as_its_container_and_stopping_it_stops_the_container_first(
+        docker_host: Path) -> None:
+    init = subprocess.Popen(cli_stand_in(), start_new_session=True)
+    try:
+        with docker_engine(docker_host) as engine:
+            engine.container["State"]["Pid"] = init.pid
+            tracker = Tracker(Runtime("docker"), ref="funny_chatelet")
+            server = ContainerServer(cli_stand_in(), tracker)
+            server.start()
+            assert server.poll() is None and server.how_to_stop == "docker stop aa86eacfb3b3"
+            assert init.pid in [p.pid for p in server.tree()] and server.adopted() == []
+            how = server.stop(2.6)
+            assert engine.stops[0] == {"t": ["3"]}  # firstlight's own stop, with the grace asked for
+            assert how == ("container stopped (docker stop -t 3 aa86eacfb3b3): killed by SIGTERM (exit code 143); "
+                           "the docker CLI: stopped with SIGTERM")
+            assert server.poll() == -signal.SIGTERM  # the CLI's own status, once stopping
+    finally:
+        init.kill()
+        init.wait(CHECK_S)
+
+
+def test_a_container_that_ended_is_not_stopped_again_and_its_exit_is_the_servers(docker_host: Path) -> None:
+    with docker_engine(docker_host) as engine:
+        engine.finish(3)
+        tracker = Tracker(Runtime("docker"), ref="funny_chatelet")
+        server = ContainerServer(cli_stand_in(), tracker)
+        server.start()
+        assert server.poll() == 3  # the container's exit, while the CLI still runs
+        how = server.stop(1.0)
+        assert how.startswith("container aa86eacfb3b3 already ended: exited with code 3; the docker CLI: ")
+        # never stopped by firstlight; the backstop's stop when its pipe closes (grace 10 s) is a no-op to the engine
+        assert all(stop == {"t": ["10"]} for stop in engine.stops), engine.stops
+
+
+def test_a_cli_that_made_no_container_stops_alone(tmp_path: Path) -> None:
+    tracker = Tracker(Runtime("docker", binary=str(tmp_path / "no-docker")), cidfile=tmp_path / "cid")
+    server = ContainerServer(cli_stand_in(), tracker)
+    server.start()
+    assert server.how_to_stop == "docker stop (the container)"
+    assert server.stop(1.0) == "no container was started; the docker CLI: stopped with SIGTERM"

@@ -1,0 +1,25 @@
+"""The docker CLI's fixture for the tests of this package."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def docker_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A short socket path (unix sockets: 108 bytes) as DOCKER_HOST, and a docker config of the test's own."""
+    if shutil.which("docker") is None:
+        pytest.skip("the docker CLI is not installed (this machine kind has it: ../.library/env)")
+    d = Path(tempfile.mkdtemp(prefix="fl-dk-", dir="/tmp"))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{d / 'd.sock'}")
+    monkeypatch.setenv("DOCKER_CONFIG", str(d / "config"))
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+    try:
+        yield d / "d.sock"
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
