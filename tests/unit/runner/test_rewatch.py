@@ -171,16 +171,24 @@ def summaries(rep: Recorder) -> list[RunResult]:
     return [r for _, r in rep._of("summary")]
 
 
+class Starts:
+    """``run_start``: each start's target kept, each one READY (with the target's pid, or by URL alone)."""
+
+    def __init__(self, url: str, by_pid: bool = True) -> None:
+        self.url, self.by_pid = url, by_pid
+        self.targets: list[Target] = []
+
+    def __call__(self, t: Target) -> Outcome:
+        self.targets.append(t)
+        return ready(self.url, t.pid if self.by_pid else None)
+
+
 def test_a_start_that_ends_while_serving_is_reported_and_the_next_one_is_watched(procs: Procs, marker: str) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     first = procs.listener(port, marker)
-    rep, targets = Recorder(), []
-
-    def run_start(t: Target) -> Outcome:
-        targets.append(t)
-        return ready(url, t.pid)
-
+    rep, run_start = Recorder(), Starts(url)
+    targets = run_start.targets
     rw = rewatch(run_start, url, rep, matcher=ProcessMatcher(marker))
 
     def restart() -> None:
@@ -209,12 +217,8 @@ def test_an_older_matching_process_is_never_the_next_start(procs: Procs, marker:
     decoy = procs.start(SLEEPER, marker)
     next_tick()
     engine = procs.start(SLEEPER, marker)
-    rep, targets = Recorder(), []
-
-    def run_start(t: Target) -> Outcome:
-        targets.append(t)
-        return ready("http://127.0.0.1:1", t.pid)
-
+    rep, run_start = Recorder(), Starts("http://127.0.0.1:1")
+    targets = run_start.targets
     rw = rewatch(run_start, "http://127.0.0.1:1", rep, matcher=ProcessMatcher(marker))
 
     def end_then_look() -> None:
@@ -282,12 +286,8 @@ def test_by_url_alone_a_new_start_is_the_port_closing_and_opening_again(procs: P
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     first = procs.listener(port, marker)
-    rep, starts = Recorder(), []
-
-    def run_start(t: Target) -> Outcome:
-        starts.append(t)
-        return ready(url, None)
-
+    rep, run_start = Recorder(), Starts(url, by_pid=False)
+    starts = run_start.targets
     rw = rewatch(run_start, url, rep)
 
     def restart() -> None:
