@@ -273,7 +273,9 @@ def test_the_watchdog_watches_the_server_until_it_is_released(launch: Launch) ->
     try:
         w = s.watchdog
         assert w is not None and w.poll() is None
-        assert psutil.Process(w.pid).cmdline()[-2:] == [str(s.pid), "10"]
+        # (a process just forked shows its parent's command line, or none, until its exec: waited for)
+        wait_for(lambda: psutil.Process(w.pid).cmdline()[-2:] == [str(s.pid), "10"], CHECK_S,
+                 "the watchdog's command line: the server's pid and the grace")
         s.release()
         assert w.wait(CHECK_S) is not None  # told, its stdin closed: it ends, leaving the server alone
         assert s.poll() is None  # the server serves on

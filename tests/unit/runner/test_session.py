@@ -748,6 +748,7 @@ def test_the_serving_checks_under_supervision_record_each_change_in_the_history(
     threading.Thread(target=freeze_thaw_stop, daemon=True).start()
     o = s.run()
     assert o.verdict == "interrupted" and o.result.history_run == 1
-    assert changes == ["degraded", "not_serving", "serving"]
+    # (a check slower than 1 s on a loaded machine may have been a blip before the freeze: recorded before these)
+    assert changes[-3:] == ["degraded", "not_serving", "serving"]
     assert f"supervising server pid {o.server_pid}; Ctrl-C or SIGTERM stops it" in rep.messages()
     assert [c for c, _ in rep.calls].count("summary") == 2  # READY for scripts, then the final one
