@@ -18,11 +18,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from firstlight.result import RunResult
+from firstlight.runner import rewatch as rewatch_module
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target, port_open
 from firstlight.runner.session import Outcome
 from firstlight.sim.fixtures import free_port
@@ -322,6 +324,7 @@ def test_a_stop_before_any_start_is_interrupted_waiting_for_the_server(marker: s
     out = rw.run()
     assert rw.starts == 0 and out.verdict == "interrupted" and out.result.engine == "vllm"
     assert out.result.evidence[0]["value"] == "SIGTERM received while waiting for the server to start"
+    assert rep.messages()[0] == f"waiting for the engine: a process matching {marker!r}"  # no previous pid to name
     assert summaries(rep) == [out.result]
     assert signal.getsignal(signal.SIGTERM) is not rw._on_signal  # the handlers are given back
 
@@ -349,3 +352,200 @@ def test_port_open_says_whether_the_port_accepts_a_connection() -> None:
         port = s.getsockname()[1]
         assert port_open(f"http://127.0.0.1:{port}/v1", 1.0)
     assert not port_open(f"http://127.0.0.1:{port}", 1.0)
+
+
+# -- the rules of the loop, one by one --------------------------------------------------------------------------
+
+class Watches:
+    """``serving``: each serving watch made (for which start, which target) and what was asked of it."""
+
+    def __init__(self) -> None:
+        self.made: list[tuple[Outcome, Target]] = []
+        self.calls: list[tuple[int, str]] = []  # (which watch, start | step | stop)
+
+    def __call__(self, outcome: Outcome, target: Target) -> Any:
+        self.made.append((outcome, target))
+        n = len(self.made) - 1
+        calls = self.calls
+
+        class Watch:
+            def start(self) -> None:
+                calls.append((n, "start"))
+
+            def step(self) -> None:
+                calls.append((n, "step"))
+
+            def stop(self) -> None:
+                calls.append((n, "stop"))
+
+        return Watch()
+
+
+def test_the_serving_checks_run_for_the_start_that_serves_and_follow_a_daemon_to_its_server(
+        procs: Procs, marker: str) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    launcher = procs.start(SLEEPER, marker)
+    server = procs.listener(port, f"{marker}-daemon")
+    rep, watches = Recorder(), Watches()
+    first = Target.of(launcher.pid)
+    outcome = ready(url, launcher.pid)
+    rw = Rewatch(lambda t: outcome, rep, url, first=first, poll_s=0.02, scan_s=0.05, serving=watches)
+
+    def launcher_exits_then_server() -> None:
+        wait_for(lambda: (0, "step") in watches.calls, CHECK_S, "the first watch's checks")
+        procs.end(launcher)
+        wait_for(lambda: len(watches.made) == 2, CHECK_S, "a watch for the daemon")
+        procs.end(server)
+        wait_for(lambda: summaries(rep), CHECK_S, "the end")
+        rw.stop.set()
+
+    th = in_thread(launcher_exits_then_server)
+    rw.run()
+    th.join(CHECK_S)
+    assert [(o, t.pid) for o, t in watches.made] == [(outcome, launcher.pid), (outcome, server.pid)]
+    first_calls = [c for n, c in watches.calls if n == 0]
+    assert first_calls[0] == "start" and first_calls[-1] == "stop" and "step" in first_calls
+    assert next(c for n, c in watches.calls if n == 1) == "start" and watches.calls[-1] == (1, "stop")
+    ended = summaries(rep)[0]
+    assert ended.evidence[0]["signal"] == "process" and ended.phase == "serving"
+
+
+def scripted_port(monkeypatch: pytest.MonkeyPatch, answers: list[bool]) -> list[bool]:
+    """port_open as a script of answers (the last repeated): the rule that counts them is the subject, the real
+    connect is ``test_port_open_says_whether_the_port_accepts_a_connection``'s."""
+    asked: list[bool] = []
+
+    def port_open(url: str, timeout: float = 1.0) -> bool:
+        asked.append(answers[0] if len(answers) == 1 else answers.pop(0))
+        return asked[-1]
+
+    monkeypatch.setattr(rewatch_module, "port_open", port_open)
+    return asked
+
+
+def test_one_refused_connect_is_a_blip_two_in_a_row_end_the_serving(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = scripted_port(monkeypatch, [True, False, True, False, True, False, False, False])
+    rep = Recorder()
+    url = "http://127.0.0.1:1"
+    rw = Rewatch(lambda t: ready(url, None), rep, url, first=Target(), poll_s=0.001)
+    out = rw._while_serving(Target(), ready(url, None))
+    assert asked[:7] == [True, False, True, False, True, False, False] and len(asked) == 7
+    assert out.verdict == "failed" and out.result.evidence[0]["signal"] == "probe:port"
+    assert out.exit_code == out.result.exit_code()
+    assert summaries(rep) == [out.result]
+
+
+def test_by_url_the_next_start_is_a_close_then_an_open_never_an_open_port_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The previous start failed with its port still open: that is not the next start; the port closing and
+    opening again is."""
+    asked = scripted_port(monkeypatch, [True, True, True, False, True])
+    rw = Rewatch(lambda t: ready("u", None), Recorder(), "http://127.0.0.1:1", poll_s=0.001)
+    assert rw._next_target(Target()) == Target()
+    assert asked == [True, True, True, False, True]
+    assert rw._next_target(None) == Target()  # the first start: whatever the port says
+
+
+def test_a_start_that_failed_is_followed_by_the_next_one_not_watched_again(procs: Procs, marker: str) -> None:
+    p = procs.start(SLEEPER, marker)
+    first = Target.of(p.pid)
+    failed = Outcome(RunResult(verdict="failed", phase="weights_loading", started_at=1.0, ended_at=2.0,
+                               engine="vllm", url="u", failure="oom"), 3)
+    rep, targets = Recorder(), []
+
+    def run_start(t: Target) -> Outcome:
+        targets.append(t)
+        return failed
+
+    rw = rewatch(run_start, "http://127.0.0.1:1", rep, first=first, matcher=ProcessMatcher(marker))
+
+    def stop_while_waiting() -> None:
+        wait_for(lambda: any("other than pid" in m for m in rep.messages()), CHECK_S, "the wait for the next")
+        rw.stop.set()
+
+    in_thread(stop_while_waiting)
+    out = rw.run()
+    assert targets == [first]  # alive, but failed: never watched again as the same start
+    assert out.result.evidence[0]["value"] == "stop received between starts"
+    assert out.result.ended_at is not None and out.exit_code == out.result.exit_code()
+
+
+def test_by_url_a_timeout_watches_the_same_start_again() -> None:
+    rep, starts = Recorder(), []
+
+    def run_start(t: Target) -> Outcome:
+        starts.append(t)
+        if len(starts) == 2:
+            rw.stop.set()
+        return timed_out("http://127.0.0.1:1")
+
+    rw = rewatch(run_start, "http://127.0.0.1:1", rep)
+    rw.run()
+    assert starts == [Target(), Target()]
+    assert not any(m.startswith("waiting for the next start") for m in rep.messages())
+
+
+def test_the_loop_runs_from_a_thread_that_cannot_take_signals() -> None:
+    """Library use: signal handlers can be set only from the main thread; the loop runs without them."""
+    rep = Recorder()
+    rw = rewatch(lambda t: ready("u", None), "http://127.0.0.1:1", rep, matcher=ProcessMatcher("never-" + "x" * 8))
+    rw.stop.set()
+    out: list[Outcome] = []
+    th = in_thread(lambda: out.append(rw.run()))
+    th.join(CHECK_S)
+    assert out and out[0].verdict == "interrupted"
+    assert out[0].result.started_at == rw.started_at and out[0].result.url == "http://127.0.0.1:1"
+    assert out[0].result.ended_at is not None and out[0].exit_code == out[0].result.exit_code()
+
+
+def test_the_loops_defaults_scan_once_a_second() -> None:
+    rw = Rewatch(lambda t: ready("u", None), Recorder(), "http://127.0.0.1:1")
+    assert (rw.poll_s, rw.scan_s, rw.engine, rw.serving) == (0.25, 1.0, "generic", None)
+
+
+@pytest.mark.parametrize(("found", "previous", "later"), [
+    (Target(2, 100.0), Target(1, 100.0), True),  # the same creation tick: a restart within 10 ms counts
+    (Target(2, 100.01), Target(1, 100.0), True),
+    (Target(2, 99.99), Target(1, 100.0), False),  # older: a decoy
+    (Target(1, 101.0), Target(1, 100.0), False),  # the same pid
+    (Target(2, None), Target(1, None), True),
+    (Target(2, 0.5), Target(1, None), True),
+])
+def test_a_next_start_is_another_process_created_no_earlier(found: Target, previous: Target, later: bool) -> None:
+    assert Rewatch._later(found, previous) is later
+
+
+def test_the_engine_is_never_this_process_or_one_of_its_ancestors() -> None:
+    parent = psutil.Process().parent()
+    assert parent is not None
+    for command in (psutil.Process().cmdline(), parent.cmdline()):
+        found = ProcessMatcher.exact(command).find()
+        assert found is None or found.pid not in (os.getpid(), parent.pid)
+
+
+def test_the_listening_process_found_deep_in_a_tree_is_taken_with_its_own_start_time(procs: Procs,
+                                                                                        marker: str) -> None:
+    """The engine's grandchild listens (a launcher, its server, its worker); a newer match listens nowhere."""
+    port = free_port()
+    engine = procs.start(FORKER, sys.executable, "-c", FORKER, sys.executable, "-c", LISTENER, str(port), marker)
+    wait_for(lambda: port_open(f"http://127.0.0.1:{port}", 0.5), CHECK_S, "the grandchild's port")
+    next_tick()
+    procs.start(SLEEPER, marker)
+    found = ProcessMatcher(marker).find(port)
+    assert found is not None and found.pid == engine.pid
+    assert found.create_time == psutil.Process(engine.pid).create_time()
+    assert found.command == tuple(psutil.Process(engine.pid).cmdline())
+
+
+def test_of_two_processes_that_listen_on_the_port_the_newer_is_the_engine(procs: Procs, marker: str) -> None:
+    port = free_port()
+    reuse = LISTENER.replace("socket.SO_REUSEADDR", "socket.SO_REUSEPORT")
+    old = procs.start(reuse, str(port), marker)
+    wait_for(lambda: port_open(f"http://127.0.0.1:{port}", 0.5), CHECK_S, "the first listener")
+    next_tick()
+    new = procs.start(reuse, str(port), marker)
+    wait_for(lambda: any(c.status == psutil.CONN_LISTEN for c in psutil.Process(new.pid).net_connections()),
+             CHECK_S, "the second listener")
+    found = ProcessMatcher(marker).find(port)
+    assert found is not None and found.pid == new.pid != old.pid
