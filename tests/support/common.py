@@ -211,3 +211,21 @@ main()
 def firstlight_peak_cmd(peak: Path, *args: str) -> list[str]:
     """``firstlight ARGS`` that writes its own peak RSS (KiB) to ``peak`` as it exits."""
     return [sys.executable, "-c", _PEAK, str(peak), *args]
+
+
+def drive(steps: Callable[[], None], stop: Callable[[], None]) -> list[BaseException]:
+    """``steps`` on a thread of their own (what a test does to a run going on in the main thread), then ``stop``
+    whatever happened: a step that fails ends the run at once instead of leaving it running for ever, and its
+    error is kept in the list returned, for the test to fail on."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            steps()
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            stop()
+
+    threading.Thread(target=run, name="test-driver", daemon=True).start()
+    return errors

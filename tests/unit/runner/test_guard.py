@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
 
 from firstlight.report.console import ConsoleReporter
 from firstlight.report.jsonl import JsonLinesReporter
-from firstlight.runner.guard import RecordFile, guard_reporter
+from firstlight.runner.guard import RecordFile, guard_reporter, install_stop_handlers
 
 
 def test_a_closed_pipe_silences_only_its_reporter():
@@ -126,3 +128,29 @@ def test_silence_points_the_streams_descriptor_at_dev_null():
     assert os.readlink(f"/proc/self/fd/{w}") == os.devnull
     stream.close()
     silence(io.StringIO())  # no descriptor: nothing to do, no error
+
+
+def test_the_stop_handlers_take_every_signal_that_ends_a_run_and_are_given_back() -> None:
+    seen: list[int] = []
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)}
+    restore = install_stop_handlers(lambda signum, frame: seen.append(signum))
+    try:
+        for s in before:
+            os.kill(os.getpid(), s)  # delivered at once to this (the main) thread: handled before kill returns
+        assert seen == list(before)
+    finally:
+        restore()
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_stop_handlers_from_a_thread_that_cannot_take_signals_are_no_error() -> None:
+    done: list[bool] = []
+
+    def in_thread() -> None:
+        install_stop_handlers(lambda signum, frame: None)()  # installs nothing, restores nothing
+        done.append(True)
+
+    t = threading.Thread(target=in_thread)
+    t.start()
+    t.join(60)
+    assert done == [True]

@@ -28,7 +28,7 @@ from firstlight.runner import rewatch as rewatch_module
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target, port_open
 from firstlight.runner.session import Outcome
 from firstlight.sim.fixtures import free_port
-from tests.support.common import wait_for
+from tests.support.common import drive, wait_for
 from tests.unit.runner.test_session import Recorder
 
 CHECK_S = 60  # a deadline far above what each wait needs: reached only when the behaviour is broken
@@ -200,11 +200,10 @@ def test_a_start_that_ends_while_serving_is_reported_and_the_next_one_is_watched
         second = procs.listener(port, marker)
         wait_for(lambda: len(targets) == 2, CHECK_S, "the second start")
         assert targets[1].pid == second.pid
-        rw.stop.set()
 
-    th = in_thread(restart)
+    errors = drive(restart, rw.stop.set)
     out = rw.run()
-    th.join(CHECK_S)
+    assert not errors, errors
     assert targets[0].pid == first.pid and rw.starts == 2
     ended = summaries(rep)[0]
     assert (ended.verdict, ended.failure, ended.phase) == ("failed", "other", "serving")  # killed: no crash
@@ -230,11 +229,10 @@ def test_an_older_matching_process_is_never_the_next_start(procs: Procs, marker:
         # several scans with the decoy there: none is taken
         scans_done = time.monotonic() + 0.5
         wait_for(lambda: time.monotonic() > scans_done, CHECK_S, "some scans")
-        rw.stop.set()
 
-    th = in_thread(end_then_look)
+    errors = drive(end_then_look, rw.stop.set)
     out = rw.run()
-    th.join(CHECK_S)
+    assert not errors, errors
     assert [t.pid for t in targets] == [engine.pid] and decoy.poll() is None  # the decoy still runs
     assert out.result.evidence[0]["value"] == "stop received between starts"
 
@@ -268,16 +266,11 @@ def test_a_launcher_that_leaves_its_server_behind_is_followed_to_that_server(pro
         procs.end(launcher)
         wait_for(lambda: any("still serves" in m for m in rep.messages()), CHECK_S, "the server to be followed")
         procs.end(server)
-
-    def stop_after_the_end() -> None:
         wait_for(lambda: summaries(rep), CHECK_S, "the end")
-        rw.stop.set()
 
-    th = in_thread(launcher_exits_then_server)
-    with_stop = in_thread(stop_after_the_end)
+    errors = drive(launcher_exits_then_server, rw.stop.set)
     rw.run()
-    th.join(CHECK_S)
-    with_stop.join(CHECK_S)
+    assert not errors, errors
     assert (f"pid {launcher.pid} ended; pid {server.pid} still serves {url} (a process it left behind): "
             "watching that one") in rep.messages()
     ended = summaries(rep)[0]
@@ -298,11 +291,10 @@ def test_by_url_alone_a_new_start_is_the_port_closing_and_opening_again(procs: P
         wait_for(lambda: summaries(rep), CHECK_S, "the closed port to end the first start")
         procs.listener(port, marker)
         wait_for(lambda: len(starts) == 2, CHECK_S, "the port opening again to be the next start")
-        rw.stop.set()
 
-    th = in_thread(restart)
+    errors = drive(restart, rw.stop.set)
     rw.run()
-    th.join(CHECK_S)
+    assert not errors, errors
     assert starts == [Target(), Target()]
     ended = summaries(rep)[0]
     assert (ended.verdict, ended.failure) == ("failed", "other")
@@ -316,12 +308,10 @@ def test_a_stop_before_any_start_is_interrupted_waiting_for_the_server(marker: s
     rw = rewatch(lambda t: ready("u", None), "http://127.0.0.1:1", rep, matcher=ProcessMatcher(marker),
                  engine="vllm")
 
-    def sigterm_while_waiting() -> None:
-        wait_for(lambda: rep.messages(), CHECK_S, "the wait")
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    in_thread(sigterm_while_waiting)
+    errors = drive(lambda: wait_for(lambda: rep.messages(), CHECK_S, "the wait"),
+                   lambda: os.kill(os.getpid(), signal.SIGTERM))
     out = rw.run()
+    assert not errors, errors
     assert rw.starts == 0 and out.verdict == "interrupted" and out.result.engine == "vllm"
     assert out.result.evidence[0]["value"] == "SIGTERM received while waiting for the server to start"
     assert rep.messages()[0] == f"waiting for the engine: a process matching {marker!r}"  # no previous pid to name
@@ -398,11 +388,10 @@ def test_the_serving_checks_run_for_the_start_that_serves_and_follow_a_daemon_to
         wait_for(lambda: len(watches.made) == 2, CHECK_S, "a watch for the daemon")
         procs.end(server)
         wait_for(lambda: summaries(rep), CHECK_S, "the end")
-        rw.stop.set()
 
-    th = in_thread(launcher_exits_then_server)
+    errors = drive(launcher_exits_then_server, rw.stop.set)
     rw.run()
-    th.join(CHECK_S)
+    assert not errors, errors
     assert [(o, t.pid) for o, t in watches.made] == [(outcome, launcher.pid), (outcome, server.pid)]
     first_calls = [c for n, c in watches.calls if n == 0]
     assert first_calls[0] == "start" and first_calls[-1] == "stop" and "step" in first_calls
@@ -460,12 +449,10 @@ def test_a_start_that_failed_is_followed_by_the_next_one_not_watched_again(procs
 
     rw = rewatch(run_start, "http://127.0.0.1:1", rep, first=first, matcher=ProcessMatcher(marker))
 
-    def stop_while_waiting() -> None:
-        wait_for(lambda: any("other than pid" in m for m in rep.messages()), CHECK_S, "the wait for the next")
-        rw.stop.set()
-
-    in_thread(stop_while_waiting)
+    errors = drive(lambda: wait_for(lambda: any("other than pid" in m for m in rep.messages()), CHECK_S,
+                                    "the wait for the next"), rw.stop.set)
     out = rw.run()
+    assert not errors, errors
     assert targets == [first]  # alive, but failed: never watched again as the same start
     assert out.result.evidence[0]["value"] == "stop received between starts"
     assert out.result.ended_at is not None and out.exit_code == out.result.exit_code()

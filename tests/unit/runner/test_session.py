@@ -53,7 +53,7 @@ from firstlight.timeline import (
 )
 from firstlight.vocab import EXIT_CODES, EXIT_REGRESSION, FAILED, HUNG, READY, STARTING
 from tests.support.bench import running_sim
-from tests.support.common import FIXTURES, sim_cmd, wait_for
+from tests.support.common import FIXTURES, drive, sim_cmd, wait_for
 from tests.support.hostile_signals import _full_pipe
 
 CHECK_S = 60  # far above the rule's seconds: reached only when the defect is back
@@ -655,7 +655,7 @@ def launched(tmp_path: Path | None, reporter: Recorder | None = None, *, api_key
     extra = ("--api-key", api_key) if api_key else ()
     history = HistoryConfig(path=tmp_path / "h.db") if tmp_path else HistoryConfig(enabled=False)
     cfg = Config(command=sim_cmd("normal", port, "--load-seconds", "0.2", *extra), probe=probe, history=history,
-                 echo_server_output=False, engine="sglang", sample_interval=0.2, **cfg_kw)
+                 engine="sglang", sample_interval=0.2, **{"echo_server_output": False, **cfg_kw})
     return Session(cfg, get_profile("sglang"), reporter or Recorder())
 
 
@@ -735,7 +735,7 @@ def test_the_serving_checks_under_supervision_record_each_change_in_the_history(
         changes[:] = [state for _, state, _ in History(tmp_path / "h.db").serving_changes(runs[0].id)] if runs else []
         return changes
 
-    def freeze_thaw_stop() -> None:
+    def freeze_and_thaw() -> None:
         wait_for(lambda: rep._of("summary"), CHECK_S, "READY")
         pid = s.sources.pid
         assert pid is not None
@@ -743,12 +743,36 @@ def test_the_serving_checks_under_supervision_record_each_change_in_the_history(
         wait_for(lambda: "not_serving" in states(), CHECK_S, "the frozen server's checks to fail twice")
         os.kill(pid, signal.SIGCONT)
         wait_for(lambda: states()[-1:] == ["serving"], CHECK_S, "the thawed server to answer its check")
+
+    def thaw_and_stop() -> None:
+        if s.sources.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(s.sources.pid, signal.SIGCONT)
         os.kill(os.getpid(), signal.SIGTERM)
 
-    threading.Thread(target=freeze_thaw_stop, daemon=True).start()
+    errors = drive(freeze_and_thaw, thaw_and_stop)
     o = s.run()
+    assert not errors, errors
     assert o.verdict == "interrupted" and o.result.history_run == 1
     # (a check slower than 1 s on a loaded machine may have been a blip before the freeze: recorded before these)
     assert changes[-3:] == ["degraded", "not_serving", "serving"]
     assert f"supervising server pid {o.server_pid}; Ctrl-C or SIGTERM stops it" in rep.messages()
     assert [c for c, _ in rep.calls].count("summary") == 2  # READY for scripts, then the final one
+
+
+class Echoed(Recorder):
+    """What the session echoed of the server's output, by stream."""
+
+    def server_line(self, stream: str, text: str) -> None:
+        self.calls.append(("server_line", (stream, text)))
+
+
+def test_the_servers_output_is_echoed_with_its_secrets_masked(tmp_path: Path) -> None:
+    """The simulated SGLang prints its server_args with the API key, as SGLang does."""
+    rep = Echoed()
+    o = launched(None, rep, api_key="sk-live-echo-0123456789", after_ready="stop", echo_server_output=True).run()
+    assert o.verdict == READY
+    lines = [text for _, (stream, text) in rep._of("server_line")]
+    args = [line for line in lines if "server_args=" in line]
+    assert args and "api_key='***'" in args[0] and not any("sk-live-echo-0123456789" in line for line in lines)
+    assert {stream for _, (stream, _) in rep._of("server_line")} <= {"stdout", "stderr"}
