@@ -290,3 +290,38 @@ def test_without_the_backstop_there_is_no_watchdog(launch: Launch) -> None:
     assert s.watchdog is None
     s._tell_watchdog("release")  # nothing to tell: no error
     s.stop(5.0)
+
+
+def ended(pid: int) -> bool:
+    """The process is a zombie or gone (never raises: a condition polled by wait_for)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+# a launcher that leaves two servers behind: one that ends by itself (exit 0), one that lives on
+DAEMONIZES_TWO = ("import subprocess, sys\n"
+                  "a = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'],\n"
+                  "                     stdin=subprocess.PIPE, start_new_session=True)\n"
+                  "b = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)\n"
+                  "print(a.pid, b.pid, flush=True)\n")
+
+
+def test_of_several_ends_a_death_by_signal_is_the_one_told(launch: Launch) -> None:
+    """``exit_of`` reads how the adopted processes ended: a signal before an exit code, whichever came first
+    (the daemon that crashed is the news, not its helper that exited 0)."""
+    s = launch(DAEMONIZES_TWO, backstop=True)
+    try:
+        assert s.popen is not None and s.popen.stdout is not None
+        clean, crashed = map(int, s.popen.stdout.readline().split())
+        assert s.popen.wait(CHECK_S) == 0
+        wait_for(lambda: crashed in {p.pid for p in s.adopted()}, CHECK_S, "the server adopted")
+        # its stdin's writer, the launcher, is gone: it reads the end and exits 0 by itself
+        wait_for(lambda: s.exit_of([clean]) == 0, CHECK_S, "the helper's exit 0")
+        os.kill(crashed, signal.SIGSEGV)
+        wait_for(lambda: ended(crashed), CHECK_S, "the server's end (the supervisor asks once none of them lives)")
+        assert s.exit_of([clean, crashed]) == -signal.SIGSEGV
+        assert s.exit_of([clean]) == 0
+    finally:
+        s.stop(5.0)
