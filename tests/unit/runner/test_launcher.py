@@ -304,7 +304,8 @@ def ended(pid: int) -> bool:
 DAEMONIZES_TWO = ("import subprocess, sys\n"
                   "a = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'],\n"
                   "                     stdin=subprocess.PIPE, start_new_session=True)\n"
-                  "b = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)\n"
+                  "b = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],\n"
+                  "                     start_new_session=True)\n"
                   "print(a.pid, b.pid, flush=True)\n")
 
 
