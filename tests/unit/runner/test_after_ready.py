@@ -12,7 +12,9 @@ import pytest
 
 from firstlight.config import Config, HistoryConfig
 from firstlight.engines import get_profile
+from firstlight.history.store import DeploymentKey, History
 from firstlight.redact import Redactor
+from firstlight.result import RunResult
 from firstlight.runner import after_ready
 from firstlight.samplers import gpu as gpu_sampler
 
@@ -22,7 +24,7 @@ class Nvml:
         self.count = count
 
     def nvmlInit(self) -> None:
-        if isinstance(self.count, Exception):
+        if isinstance(self.count, Exception) -> None:
             raise self.count
 
     def nvmlDeviceGetCount(self) -> int:
@@ -33,7 +35,7 @@ class Nvml:
 @pytest.mark.parametrize(("visible", "count"), [("0,1", 2), ("0, ,2", 2), ("-1", 0), ("0,-1", 1), ("", 0),
                                                   ("GPU-5e3c,GPU-77a1", 2)])
 def test_the_visible_gpus_are_counted_from_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch, visible: str,
-                                                                count: int):
+                                                                count: int) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     monkeypatch.setattr(gpu_sampler, "load_nvml", lambda: pytest.fail("NVML asked although the variable is set"))
     assert after_ready.visible_gpu_count() == count
@@ -42,13 +44,13 @@ def test_the_visible_gpus_are_counted_from_cuda_visible_devices(monkeypatch: pyt
 @pytest.mark.parametrize(("nvml", "count"), [(Nvml(8), 8), (Nvml(RuntimeError("NVML_ERROR_DRIVER_NOT_LOADED")), None),
                                              (None, None)])
 def test_without_the_variable_nvml_counts_or_nobody_knows(monkeypatch: pytest.MonkeyPatch, nvml: Any,
-                                                         count: int | None):
+                                                         count: int | None) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(gpu_sampler, "load_nvml", lambda: (nvml, None if nvml else "nvidia-ml-py is not installed"))
     assert after_ready.visible_gpu_count() == count
 
 
-def test_no_history_when_turned_off_and_a_warning_when_it_cannot_be_opened(tmp_path: Path):
+def test_no_history_when_turned_off_and_a_warning_when_it_cannot_be_opened(tmp_path: Path) -> None:
     warned: list[str] = []
     off = Config(history=HistoryConfig(enabled=False, path=tmp_path / "h.db"))
     assert after_ready.open_history(off, Redactor(), warned.append) is None and warned == []
@@ -63,25 +65,25 @@ def test_no_history_when_turned_off_and_a_warning_when_it_cannot_be_opened(tmp_p
     assert after_ready.HISTORY_BUSY_S == 1.0
 
 
-def test_nothing_runs_after_ready_unless_asked():
+def test_nothing_runs_after_ready_unless_asked() -> None:
     said: list[str] = []
     assert after_ready.post_ready_checks(Config(), get_profile("vllm"), "m", said.append) == {} and said == []
 
 
-def test_an_engine_without_startup_endpoints_is_not_asked(monkeypatch: pytest.MonkeyPatch):
+def test_an_engine_without_startup_endpoints_is_not_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_connection(*a: Any, **kw: Any) -> Any:
         raise AssertionError("a connection was opened for an engine with no startup endpoints")
 
     monkeypatch.setattr(after_ready, "Wire", no_connection)
     assert "vllm" not in after_ready.ENDPOINTS and "sglang" in after_ready.ENDPOINTS
     assert after_ready.engine_clock_endpoints(Config(), get_profile("vllm"), lambda: 0.0) == []
-    with pytest.raises(AssertionError, match="a connection was opened"):
+    with pytest.raises(AssertionError, match="a connection was opened") -> None:
         after_ready.engine_clock_endpoints(Config(), get_profile("sglang"), lambda: 0.0)  # this one is asked
     assert after_ready.CLOCK_READ_TIMEOUT_S == 3.0
 
 
 def test_the_deployment_key_takes_the_model_on_disk_else_the_command_s_else_the_probe_s(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     vllm = get_profile("vllm")
     on_disk = after_ready.deployment_key(Config(model_path=tmp_path), vllm, ["vllm", "serve", "org/m"], Redactor())
@@ -140,7 +142,7 @@ def _cfg(**after: Any) -> Config:
     return Config(probe=probe, after=AfterReadyConfig(**after), command=["vllm", "serve", "m"])
 
 
-def test_the_warm_up_sends_its_requests_one_by_one_and_says_first_against_steady(monkeypatch: pytest.MonkeyPatch):
+def test_the_warm_up_sends_its_requests_one_by_one_and_says_first_against_steady(monkeypatch: pytest.MonkeyPatch) -> None:
     asked = _asked(monkeypatch)
     said: list[str] = []
     out = after_ready.post_ready_checks(_cfg(warmup=6), get_profile("vllm"), "served-m", said.append)
@@ -159,14 +161,14 @@ def test_the_warm_up_sends_its_requests_one_by_one_and_says_first_against_steady
     (Warmup(2.0, 0.0, 1), None),  # no steady latency either
 ])
 def test_a_warm_up_that_never_settled_or_measured_nothing(monkeypatch: pytest.MonkeyPatch, warmup: Warmup,
-                                                          line: str | None):
+                                                          line: str | None) -> None:
     _asked(monkeypatch, warmup)
     said: list[str] = []
     after_ready.post_ready_checks(_cfg(warmup=3), get_profile("vllm"), None, said.append)
     assert said == ([line] if line else [])
 
 
-def test_the_benchmark_runs_as_configured_and_says_its_figures(monkeypatch: pytest.MonkeyPatch):
+def test_the_benchmark_runs_as_configured_and_says_its_figures(monkeypatch: pytest.MonkeyPatch) -> None:
     asked = _asked(monkeypatch)
     said: list[str] = []
     out = after_ready.post_ready_checks(_cfg(bench=True, bench_requests=40, bench_concurrency=8, bench_duration=20.0,
@@ -182,14 +184,14 @@ def test_the_benchmark_runs_as_configured_and_says_its_figures(monkeypatch: pyte
                     "speculative decoding: not_enabled: no draft model in the command"]
 
 
-def test_a_watched_servers_command_is_the_one_read_for_speculative_decoding(monkeypatch: pytest.MonkeyPatch):
+def test_a_watched_servers_command_is_the_one_read_for_speculative_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
     asked = _asked(monkeypatch)
     cfg = dataclasses.replace(_cfg(bench=True), command=[], watched_command=["sglang", "serve", "--speculative-x"])
     after_ready.post_ready_checks(cfg, get_profile("sglang"), "m", lambda s: None)
     assert asked[0][2] == ("sglang", ["sglang", "serve", "--speculative-x"])
 
 
-def test_a_benchmark_that_fails_is_said_and_recorded_and_the_warm_up_kept(monkeypatch: pytest.MonkeyPatch):
+def test_a_benchmark_that_fails_is_said_and_recorded_and_the_warm_up_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     from firstlight.bench.client import BenchError
 
     _asked(monkeypatch, bench_error=BenchError("every request failed: connection refused"))
@@ -200,3 +202,92 @@ def test_a_benchmark_that_fails_is_said_and_recorded_and_the_warm_up_kept(monkey
     _asked(monkeypatch, bench_error=ValueError("api must be one of completions, chat"))
     assert after_ready.post_ready_checks(_cfg(bench=True), get_profile("vllm"), "m", lambda s: None) == {
         "post_ready_error": "api must be one of completions, chat"}
+
+
+# -- compare_with_history on a real history file -----------------------------------------------------------------
+
+def key_of(model: str = "/m/llama") -> DeploymentKey:
+    return DeploymentKey.create("vllm", model, ["vllm", "serve", model], 1, Redactor())
+
+
+def anat(weights_s: float, total_s: float) -> dict[str, Any]:
+    return {"total_s": total_s, "phases": [{"name": "weights_loading", "seconds": weights_s},
+                                           {"name": "compile", "seconds": total_s - weights_s}], "cache": {}}
+
+
+def started(cold_start_s: float, *, start_type: str = "cold", throughput: float | None = None,
+            anatomy: dict[str, Any] | None = None, version: str | None = "0.9.1", verdict: str = "ready") -> RunResult:
+    bench = ({"output_throughput": throughput, "completed": 32, "sent": 32, "errors": 0, "timeouts": 0}
+             if throughput is not None else None)
+    return RunResult(verdict=verdict, phase="ready", started_at=1000.0, ended_at=1000.0 + cold_start_s,
+                     engine="vllm", url="http://127.0.0.1:8000", ready_at=1000.0 + cold_start_s,
+                     cold_start_s=cold_start_s, bench=bench, anatomy=anatomy,
+                     start_type={"type": start_type, "labels": [start_type]}, engine_version=version)
+
+
+def test_each_start_is_recorded_with_its_baseline_eta_and_bench(tmp_path: Path) -> None:
+    h, key = History(tmp_path / "h.db"), key_of()
+    first = after_ready.compare_with_history(h, key, "up", started(100.0, throughput=50.0), 0.2)
+    assert first.history_run == 1 and first.regression is None
+    assert first.baseline == {"deployment": key.hash, "start_type": "cold", "eta": None, "cold_start_s": None,
+                              "output_throughput": None, "margin": 0.2}
+    stored = h.get(1)
+    assert stored is not None and stored.kind == "up" and stored.bench is not None
+    assert stored.bench["output_throughput"] == 50.0 and stored.summary["cold_start_s"] == 100.0
+    second = after_ready.compare_with_history(h, key, "watch", started(110.0, throughput=48.0), 0.2)
+    assert second.history_run == 2 and second.regression is None
+    b = second.baseline
+    assert b is not None and (b["cold_start_s"], b["output_throughput"], b["start_type"]) == (100.0, 50.0, "cold")
+    assert b["eta"] is not None and b["eta"]["seconds"] == 100.0 and b["eta"]["start_type"] == "cold"
+    assert h.get(2).kind == "watch"  # type: ignore[union-attr]
+
+
+def test_a_start_is_compared_with_starts_of_its_own_type(tmp_path: Path) -> None:
+    h, key = History(tmp_path / "h.db"), key_of()
+    after_ready.compare_with_history(h, key, "up", started(300.0, start_type="cold"), 0.2)
+    after_ready.compare_with_history(h, key, "up", started(20.0, start_type="warm_page_cache"), 0.2)
+    cold = after_ready.compare_with_history(h, key, "up", started(310.0, start_type="cold"), 0.2)
+    assert cold.regression is None  # against the 300 s cold start, never the 20 s warm one
+    assert cold.baseline is not None and cold.baseline["cold_start_s"] == 300.0
+    assert cold.baseline["eta"]["seconds"] == 300.0  # the next cold start's ETA: cold starts only
+    warm = after_ready.compare_with_history(h, key, "up", started(30.0, start_type="warm_page_cache"), 0.2)
+    assert warm.regression is not None and warm.regression[0]["metric"] == "cold_start_s"
+    assert warm.verdict == "regression"
+
+
+def test_a_slower_start_or_a_lower_throughput_beyond_the_margin_is_a_regression_naming_the_versions(
+        tmp_path: Path) -> None:
+    h, key = History(tmp_path / "h.db"), key_of()
+    after_ready.compare_with_history(h, key, "up", started(100.0, throughput=50.0, version="0.9.0"), 0.2)
+    r = after_ready.compare_with_history(h, key, "up", started(100.0, throughput=30.0, version="0.9.1"), 0.2)
+    assert r.regression is not None
+    (reg,) = r.regression
+    assert reg["metric"] == "output_throughput" and "0.9.0" in reg["message"] and "0.9.1" in reg["message"]
+    assert after_ready.compare_with_history(h, key, "up", started(100.0, throughput=30.0), 0.5).regression is None
+
+
+def test_the_anatomy_is_set_against_the_pinned_run_else_the_newest_good_one(tmp_path: Path) -> None:
+    h, key = History(tmp_path / "h.db"), key_of()
+    after_ready.compare_with_history(h, key, "up", started(100.0, anatomy=anat(60.0, 100.0)), 0.2)
+    after_ready.compare_with_history(h, key, "watch", started(90.0, anatomy=anat(50.0, 90.0)), 0.2)
+    after_ready.compare_with_history(h, key, "up", started(95.0, anatomy=anat(55.0, 95.0), verdict="failed"), 0.2)
+    h.record_run("bench", {"verdict": "ready", "anatomy": anat(1.0, 2.0)}, key, bench=None)  # not a start
+    newest = after_ready.compare_with_history(h, key, "up", started(80.0, anatomy=anat(45.0, 80.0)), 0.2)
+    assert newest.anatomy is not None and newest.anatomy["vs_baseline"]["run"] == 2  # the newest good start
+    h.pin(1)
+    pinned = after_ready.compare_with_history(h, key, "up", started(80.0, anatomy=anat(45.0, 80.0)), 0.2)
+    vs = pinned.anatomy["vs_baseline"]  # type: ignore[index]
+    assert vs["run"] == 1 and vs["delta_s"] == -20.0
+    assert [p["phase"] for p in vs["phases"]] == ["weights_loading", "compile"]
+    other = after_ready.compare_with_history(h, key_of("/m/other"), "up", started(80.0, anatomy=anat(45.0, 80.0)),
+                                             0.2)
+    assert "vs_baseline" not in (other.anatomy or {})  # another deployment's runs are not its baseline
+    assert after_ready.anatomy_baseline(h, key, started(80.0)) is None  # no anatomy of its own
+
+
+def test_a_history_that_fails_is_a_note_and_the_result_unrecorded(tmp_path: Path) -> None:
+    h, key = History(tmp_path / "h.db"), key_of()
+    h.close()  # as a history whose database went away under the run
+    r = after_ready.compare_with_history(h, key, "up", started(100.0), 0.2)
+    assert r.history_run is None and r.baseline is None and r.regression is None
+    assert len(r.notes) == 1 and r.notes[0].startswith("history: "), r.notes
