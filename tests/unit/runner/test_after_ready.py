@@ -24,7 +24,7 @@ class Nvml:
         self.count = count
 
     def nvmlInit(self) -> None:
-        if isinstance(self.count, Exception) -> None:
+        if isinstance(self.count, Exception):
             raise self.count
 
     def nvmlDeviceGetCount(self) -> int:
@@ -77,7 +77,7 @@ def test_an_engine_without_startup_endpoints_is_not_asked(monkeypatch: pytest.Mo
     monkeypatch.setattr(after_ready, "Wire", no_connection)
     assert "vllm" not in after_ready.ENDPOINTS and "sglang" in after_ready.ENDPOINTS
     assert after_ready.engine_clock_endpoints(Config(), get_profile("vllm"), lambda: 0.0) == []
-    with pytest.raises(AssertionError, match="a connection was opened") -> None:
+    with pytest.raises(AssertionError, match="a connection was opened"):
         after_ready.engine_clock_endpoints(Config(), get_profile("sglang"), lambda: 0.0)  # this one is asked
     assert after_ready.CLOCK_READ_TIMEOUT_S == 3.0
 
@@ -142,7 +142,8 @@ def _cfg(**after: Any) -> Config:
     return Config(probe=probe, after=AfterReadyConfig(**after), command=["vllm", "serve", "m"])
 
 
-def test_the_warm_up_sends_its_requests_one_by_one_and_says_first_against_steady(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_warm_up_sends_its_requests_one_by_one_and_says_first_against_steady(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     asked = _asked(monkeypatch)
     said: list[str] = []
     out = after_ready.post_ready_checks(_cfg(warmup=6), get_profile("vllm"), "served-m", said.append)
