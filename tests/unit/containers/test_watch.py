@@ -15,9 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from firstlight.config import Config, HistoryConfig, ProbeConfig
 from firstlight.containers.runtime import Container, Runtime, RuntimeFailure
-from firstlight.containers.watch import ContainerSampler, ContainerServer, ContainerSession, Tracker
+from firstlight.containers.watch import ContainerSampler, ContainerServer, ContainerSession, Tracker, _from_cli
 from firstlight.engines import get_profile
 from firstlight.redact import Redactor
 from firstlight.report.base import QuietReporter
@@ -27,6 +29,7 @@ from tests.support.common import drive, wait_for
 from tests.support.docker_engine import docker_engine
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "containers"
+CHECK_S = 60  # deadlines far above what each wait needs
 
 
 def record(name: str, **state: Any) -> Container:
@@ -97,10 +100,49 @@ def test_inspect_is_asked_at_most_once_a_second(tmp_path: Path) -> None:
     assert runtime.calls == 2
 
 
+@pytest.mark.parametrize(("cli", "code"), [
+    (None, None), (0, 0), (1, 1), (125, 125), (128, 128), (129, -1), (137, -9), (192, -64), (193, 193), (255, 255),
+])
+def test_the_clis_status_is_the_containers_128_plus_n_a_death_by_signal_n(cli: int | None, code: int | None) -> None:
+    assert _from_cli(cli) == code
+
+
+def test_the_end_is_the_runtimes_record_once_it_says_the_container_stopped(tmp_path: Path) -> None:
+    running = record("podman-4.3.1-running-published.json")
+    ended = record("podman-4.3.1-exited-137-memory-limit.json")
+    runtime = Replayed(running, running, ended)
+    tracker = Tracker(runtime, ref=running.id)
+    assert tracker.ended(settle_s=CHECK_S) == ended and runtime.calls == 3  # asked afresh until it stopped
+    still = Tracker(Replayed(running), ref=running.id)
+    assert still.ended(settle_s=0.0) == running  # never recorded within the bound: the last state known
+
+
+def test_a_container_removed_before_its_exit_was_read_ends_with_what_was_known() -> None:
+    running = record("podman-4.3.1-running-published.json")
+    runtime = Replayed(running)
+    tracker = Tracker(runtime, ref=running.id)
+    assert tracker.get() == running
+    runtime.answers = []  # --rm: gone from inspect
+    assert tracker.ended(settle_s=CHECK_S) == running and tracker.error is not None
+    never = Tracker(Replayed(), ref="abc")
+    assert never.ended(settle_s=CHECK_S) is None  # never seen: nothing to wait for
+
+
+def test_a_removed_container_s_exit_is_the_clis_status(tmp_path: Path) -> None:
+    """``--rm`` and attached: the container is gone before its exit was read; the CLI passes it on as it exits."""
+    running = record("podman-4.3.1-running-published.json")
+    runtime = Replayed(running)
+    tracker = Tracker(runtime, ref=running.id)
+    tracker.get()
+    runtime.answers = []
+    statuses = iter([None, None, 137])
+    sampler = ContainerSampler(tracker, launcher_exit=lambda: next(statuses, 137))
+    assert sampler._container_exit() == -9
+    assert ContainerSampler(Tracker(Replayed(), ref="x"), launcher_exit=lambda: 2)._container_exit() == 2
+    assert ContainerSampler(Tracker(Replayed(), ref="x"))._container_exit() is None
+
+
 # -- watch --container in process, through the real docker CLI and an engine on a unix socket -------------------
-
-CHECK_S = 60  # deadlines far above what each wait needs
-
 
 def test_a_watched_container_is_its_init_process_its_log_and_its_oom_kill_as_the_engine_records_it(
         docker_host: Path) -> None:
