@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import io
 import json
 import os
@@ -19,10 +20,18 @@ import pytest
 
 from firstlight.config import Config, HistoryConfig, ProbeConfig
 from firstlight.containers.runtime import Container, Runtime, RuntimeFailure
-from firstlight.containers.watch import ContainerSampler, ContainerServer, ContainerSession, Tracker, _from_cli
+from firstlight.containers.watch import (
+    ContainerSampler,
+    ContainerServer,
+    ContainerSession,
+    Tracker,
+    _from_cli,
+    describe,
+)
 from firstlight.engines import get_profile
 from firstlight.redact import Redactor
 from firstlight.report.base import QuietReporter
+from firstlight.samplers.oom import memory_dirs
 from firstlight.sim.fixtures import free_port
 from firstlight.timeline import ProcessSample, SourceNote
 from tests.support.common import drive, wait_for
@@ -140,6 +149,23 @@ def test_a_removed_container_s_exit_is_the_clis_status(tmp_path: Path) -> None:
     assert sampler._container_exit() == -9
     assert ContainerSampler(Tracker(Replayed(), ref="x"), launcher_exit=lambda: 2)._container_exit() == 2
     assert ContainerSampler(Tracker(Replayed(), ref="x"))._container_exit() is None
+
+
+def test_a_container_is_described_by_what_its_runtime_says() -> None:
+    c = Container.from_inspect(json.loads((FIXTURES / "docker-28.2.2-inspect-api-example.json").read_text())[0])
+    docker = Runtime("docker", binary="/nonexistent/docker")
+    bare = dataclasses.replace(c, pid=None, cgroup=None, log_driver=None, log_path=None, health=None, name="",
+                               image=None)
+    assert describe(bare, docker) == "docker container aa86eacfb3b3 (aa86eacfb3b3), image ?: init pid None"
+    full = dataclasses.replace(c, pid=None, cgroup="/libpod_parent/libpod-x", log_path=None)
+    assert describe(full, docker) == ("docker container funny_chatelet (aa86eacfb3b3), image example-image:1.0: init "
+                                      "pid None; cgroup /libpod_parent/libpod-x; log local; health healthy")
+    path_only = dataclasses.replace(bare, log_path="/var/log/ctr.log")
+    assert describe(path_only, docker).endswith(": init pid None; log ? /var/log/ctr.log")
+    mine = dataclasses.replace(bare, pid=os.getpid())  # a live process: its memory cgroup, read from /proc
+    cgroups = memory_dirs(os.getpid())
+    assert describe(mine, docker) == (f"docker container aa86eacfb3b3 (aa86eacfb3b3), image ?: init pid {os.getpid()}"
+                                      + (f"; cgroup {cgroups[0]}" if cgroups else ""))
 
 
 # -- watch --container in process, through the real docker CLI and an engine on a unix socket -------------------
