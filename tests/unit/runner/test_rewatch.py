@@ -503,12 +503,20 @@ def test_a_next_start_is_another_process_created_no_earlier(found: Target, previ
     assert Rewatch._later(found, previous) is later
 
 
-def test_the_engine_is_never_this_process_or_one_of_its_ancestors() -> None:
-    parent = psutil.Process().parent()
-    assert parent is not None
-    for command in (psutil.Process().cmdline(), parent.cmdline()):
-        found = ProcessMatcher.exact(command).find()
-        assert found is None or found.pid not in (os.getpid(), parent.pid)
+# B, started by A, both with the marker in their command lines, looks for the marker: neither itself nor its
+# parent is the engine, so it finds nothing (its own command line, shared with another test process under xdist,
+# would hide what this checks: the marker makes the two unique)
+def test_the_engine_is_never_this_process_or_one_of_its_ancestors(marker: str) -> None:
+    code = ("import os, subprocess, sys\n"
+            "from firstlight.runner.rewatch import ProcessMatcher\n"
+            "if sys.argv[2] == 'A':\n"
+            "    sys.exit(subprocess.run([sys.executable, '-c', os.environ['CODE'], sys.argv[1], 'B']).returncode)\n"
+            "found = ProcessMatcher(sys.argv[1]).find()\n"
+            "print(found.pid if found else None, flush=True)\n")
+    out = subprocess.run([sys.executable, "-c", code, marker, "A"], env={**os.environ, "CODE": code},
+                         capture_output=True, text=True, timeout=CHECK_S)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "None"
 
 
 def test_the_listening_process_found_deep_in_a_tree_is_taken_with_its_own_start_time(procs: Procs,
