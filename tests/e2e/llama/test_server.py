@@ -180,9 +180,22 @@ def _start_up(llama: dict[str, str], port: int, *extra: str, grace: str = "3") -
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
 
 
-def _server_of(fl: subprocess.Popen[str]) -> psutil.Process:
-    return psutil.Process(wait_for(lambda: next(iter(children(fl.pid)), None), 30,
-                                   "llama-server").pid)
+def _server_of(fl: subprocess.Popen[str], llama: dict[str, str]) -> psutil.Process:  # noqa: F811
+    """firstlight's child that runs llama-server: not any child (a preflight's helper comes and goes before it;
+    taking the first one failed once, NoSuchProcess, in a fresh CI run)."""
+
+    def server() -> psutil.Process | None:
+        for p in children(fl.pid):
+            try:
+                if p.cmdline()[:1] == [llama["llama_server"]]:
+                    return p
+            except psutil.Error:  # gone meanwhile, or not yet exec'd
+                continue
+        return None
+
+    found = wait_for(server, 30, "llama-server")
+    assert isinstance(found, psutil.Process)
+    return found
 
 
 def _gone_within(proc: psutil.Process, seconds: float) -> bool:
@@ -198,7 +211,7 @@ def test_signal_during_loading_stops_the_server(llama: dict[str, str], sig: sign
     port = free_port()
     fl = _start_up(llama, port, *SLOW_LOAD)
     try:
-        server = _server_of(fl)
+        server = _server_of(fl, llama)
         wait_for(lambda: _status(f"http://127.0.0.1:{port}/health") == 503, 30, "loading")
         fl.send_signal(sig)
         fl.communicate(timeout=30)
@@ -214,7 +227,7 @@ def test_signal_after_ready_stops_the_supervised_server(llama: dict[str, str], s
     port = free_port()
     fl = _start_up(llama, port)
     try:
-        server = _server_of(fl)
+        server = _server_of(fl, llama)
         output = Output(fl)
         _wait_ready(output)
         fl.send_signal(sig)
@@ -235,7 +248,7 @@ def test_sigterm_during_a_long_completion_escalates(llama: dict[str, str]):  # n
     fl = _start_up(llama, port, "-c", "4096", grace="2")
     client_done = threading.Event()
     try:
-        server = _server_of(fl)
+        server = _server_of(fl, llama)
         output = Output(fl)
         _wait_ready(output)
 
