@@ -149,7 +149,6 @@ class ServerProcess:
         # A reap and its record are one step: the sampler's thread reaps too, and a daemon's SIGSEGV read between
         # its waitpid and its record was "no exit known" (failure `other`, once in a full test run)
         self._reap_lock = threading.RLock()
-        self._tracked: dict[int, str] = {}  # pid -> start ticks, as told to the watchdog
         self._known: dict[int, tuple[int, psutil.Process]] = {}  # pid -> (start ticks, process): made once
         self._tree = proctable.TreeReader()  # the server's tree
         self._children = proctable.TreeReader()  # firstlight's own children (the adopted among them)
@@ -323,7 +322,6 @@ class ServerProcess:
             ticks = start_ticks(p.pid)
             self.left_group[p.pid] = name
             if ticks is not None:
-                self._tracked[p.pid] = ticks
                 self._tell_watchdog(f"track {p.pid} {ticks}")
             new.append((p.pid, name))
         return new

@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 
 from firstlight.config import Config, HistoryConfig, ProbeConfig
+from firstlight.containers import watch
 from firstlight.containers.runtime import Container, Runtime, RuntimeFailure
 from firstlight.containers.watch import (
+    ContainerLog,
     ContainerSampler,
     ContainerServer,
     ContainerSession,
@@ -264,3 +266,192 @@ def test_a_cli_that_made_no_container_stops_alone(tmp_path: Path) -> None:
     server.start()
     assert server.how_to_stop == "docker stop (the container)"
     assert server.stop(1.0) == "no container was started; the docker CLI: stopped with SIGTERM"
+
+
+# -- the sampler's other ends: created and never started, gone from inspect, the runtime's record of the end ----
+
+def test_a_created_container_is_waited_for_while_its_cli_runs(tmp_path: Path) -> None:
+    created = record("podman-4.3.1-created.json")
+    (tmp_path / "cid").write_text(created.id)
+    assert ContainerSampler(Tracker(Replayed(created), cidfile=tmp_path / "cid"),
+                            launcher_exit=lambda: None).sample() == []
+    running_unseen = dataclasses.replace(record("podman-4.3.1-running-published.json"), pid=None)
+    assert ContainerSampler(Tracker(Replayed(running_unseen), cidfile=tmp_path / "cid"),
+                            launcher_exit=lambda: 0).sample() == []  # runs, its init not read yet: still waited for
+
+
+def test_a_container_its_cli_left_created_ends_the_start_with_the_clis_code(tmp_path: Path) -> None:
+    """``podman run -d`` exited, and the container never started: the start ends with the CLI's status."""
+    created = record("podman-4.3.1-created.json")
+    (tmp_path / "cid").write_text(created.id)
+    runtime = Replayed(created)
+    out = ContainerSampler(Tracker(runtime, cidfile=tmp_path / "cid"), launcher_exit=lambda: 126).sample()
+    assert runtime.calls == 2  # the second one fresh, once the CLI was seen done
+    assert [o.message for o in out if isinstance(o, SourceNote)] == [
+        f"container {created.short_id} ended before its processes were seen: status created"]
+    dead = [o for o in out if isinstance(o, ProcessSample)]
+    assert len(dead) == 1 and (dead[0].alive, dead[0].exit_code, dead[0].oom) == (False, 126, ())
+
+
+def test_a_container_gone_from_inspect_is_named_by_its_id_and_the_clis_code(tmp_path: Path) -> None:
+    cid = "4f1d9e7f0a8b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d"
+    (tmp_path / "cid").write_text(cid + "\n")
+    tracker = Tracker(Replayed(), cidfile=tmp_path / "cid")
+    out = ContainerSampler(tracker, launcher_exit=lambda: 1).sample()
+    assert [o.message for o in out if isinstance(o, SourceNote)] == [
+        f"container 4f1d9e7f0a8b is gone (podman container inspect: no such container {cid}); the CLI exited with 1"]
+    assert [(o.alive, o.exit_code) for o in out if isinstance(o, ProcessSample)] == [(False, 1)]
+
+
+def test_a_container_that_died_of_a_signal_carries_the_runtimes_oom_record(tmp_path: Path) -> None:
+    killed = record("podman-4.3.1-exited-137-memory-limit.json", OOMKilled=True)
+    (tmp_path / "cid").write_text(killed.id)
+    out = ContainerSampler(Tracker(Replayed(killed), cidfile=tmp_path / "cid"), launcher_exit=lambda: 137).sample()
+    dead = [o for o in out if isinstance(o, ProcessSample)]
+    assert dead[0].exit_code == -9
+    assert dead[0].oom[0] == (f"podman inspect {killed.short_id}: State.OOMKilled true, killed by SIGKILL "
+                              "(exit code 137); State.OOMKilled true")
+    exited = record("podman-4.3.1-exited-3-host-network.json", OOMKilled=True)  # an exit, not a kill: not read
+    (tmp_path / "cid").write_text(exited.id)
+    out = ContainerSampler(Tracker(Replayed(exited), cidfile=tmp_path / "cid"), launcher_exit=lambda: 3).sample()
+    assert [(o.exit_code, o.oom) for o in out if isinstance(o, ProcessSample)] == [(3, ())]
+
+
+def test_a_seen_container_s_end_is_told_from_the_runtimes_record_first(tmp_path: Path) -> None:
+    """Its init (a real process here) is found, sampled, then ends: the runtime's record of the end comes first."""
+    init = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        running = record("podman-4.3.1-running-published.json", Pid=init.pid)
+        exited = record("podman-4.3.1-exited-3-host-network.json")
+        runtime = Replayed(running)
+        tracker = Tracker(runtime, ref=running.id)
+        sampler = ContainerSampler(tracker, launcher_exit=lambda: None)
+        first = sampler.sample()
+        assert isinstance(first[0], SourceNote) and first[0].message.startswith(
+            f"podman container {running.name} ({running.short_id}), image ")
+        assert any(isinstance(o, ProcessSample) and o.alive for o in first)
+        assert sampler.tracker.get() is running  # asked once: the found container is sampled, not inspected again
+        assert runtime.calls == 1
+        init.kill()
+        init.wait(CHECK_S)
+        runtime.answers = [exited]
+        end = sampler.sample()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            init.kill()
+        init.wait(CHECK_S)
+    assert isinstance(end[0], SourceNote) and end[0].message == (
+        f"podman inspect {exited.short_id}: exited with code 3")
+    assert [(o.alive, o.exit_code) for o in end if isinstance(o, ProcessSample)] == [(False, 3)]
+    assert sampler.sample() == []  # told once
+
+
+# -- the container's log: `RUNTIME logs --follow`, through the real docker CLI ------------------------------------
+
+class Lines:
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def __call__(self, obs: Any) -> None:
+        self.seen.append(obs)
+
+    def texts(self) -> list[tuple[str, str]]:
+        return [(o.stream, o.text) for o in list(self.seen) if hasattr(o, "text")]
+
+    def notes(self) -> list[str]:
+        return [o.message for o in list(self.seen) if isinstance(o, SourceNote)]
+
+
+def test_the_log_is_followed_from_when_the_id_is_known_until_the_container_ends(
+        docker_host: Path, tmp_path: Path) -> None:
+    with docker_engine(docker_host) as engine:
+        engine.lines = [(1, "INFO Started server process"), (2, "WARNING slow disk")]
+        cid = str(engine.container["Id"])
+        tracker = Tracker(Runtime("docker"), cidfile=tmp_path / "cid")
+        lines = Lines()
+        log = ContainerLog(tracker, lines, None, lambda: 0.0, None, since="2026-12-04T10:00:00Z")
+        log.start()
+        try:
+            wait_for(lambda: log.thread.is_alive(), CHECK_S, "the log thread")
+            assert log.popen is None and not engine.requests  # no id yet: nothing asked
+            (tmp_path / "cid").write_text(cid)
+            wait_for(lambda: len(lines.texts()) == 2, CHECK_S, "the container's two lines")
+            engine.finish(0)
+            log.settle(CHECK_S)
+            assert log.popen is not None and log.popen.returncode == 0  # `logs --follow` ended with the container
+        finally:
+            log.stop()
+    assert sorted(lines.texts()) == [("stderr", "WARNING slow disk"), ("stdout", "INFO Started server process")]
+    asked = [path for method, path in engine.requests if "/logs?" in path]
+    assert len(asked) == 1 and "follow=1" in asked[0] and "since=" in asked[0] and cid in asked[0]
+
+
+def test_a_log_stopped_before_the_id_is_known_runs_nothing(tmp_path: Path) -> None:
+    log = ContainerLog(Tracker(Replayed(), cidfile=tmp_path / "cid"), Lines(), None, lambda: 0.0, None)
+    log.start()
+    log.stop()
+    log.thread.join(CHECK_S)
+    assert not log.thread.is_alive() and log.popen is None
+
+
+def test_a_runtime_that_cannot_run_its_logs_command_is_a_note(tmp_path: Path) -> None:
+    lines = Lines()
+    tracker = Tracker(Runtime("docker", binary=str(tmp_path / "no-docker")))
+    tracker.last = record("podman-4.3.1-running-published.json")  # as `watch --container` starts: inspected
+    log = ContainerLog(tracker, lines, None, lambda: 0.0, None)
+    log.start()
+    log.settle(CHECK_S)
+    assert lines.notes() == [f"cannot run {tmp_path / 'no-docker'} logs: No such file or directory"]
+    log.stop()  # nothing to stop
+
+
+def test_a_log_still_following_is_stopped_with_the_watch(docker_host: Path) -> None:
+    with docker_engine(docker_host) as engine:
+        tracker = Tracker(Runtime("docker"), ref="funny_chatelet")
+        assert tracker.get() is not None  # as `watch --container` starts: inspected
+        log = ContainerLog(tracker, Lines(), None, lambda: 0.0, None)
+        log.start()
+        wait_for(lambda: any("/logs?" in path for _, path in engine.requests), CHECK_S, "the logs request")
+        assert log.popen is not None and log.popen.poll() is None  # following: the container runs
+        log.stop()
+        assert log.popen.returncode is not None  # stopped, and waited for
+
+
+def test_a_logs_command_that_ignores_sigterm_is_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CLI stuck on a daemon that does not answer, and deaf to SIGTERM: SIGKILL after LOGS_STOP_S."""
+    monkeypatch.setattr(watch, "LOGS_STOP_S", 0.5)
+    stuck = tmp_path / "docker"
+    ready = tmp_path / "ready"
+    stuck.write_text(f"#!/bin/sh\ntrap '' TERM\ntouch {ready}\nwhile :; do sleep 1; done\n")
+    stuck.chmod(0o755)
+    (tmp_path / "cid").write_text("abc")
+    log = ContainerLog(Tracker(Runtime("docker", binary=str(stuck)), cidfile=tmp_path / "cid"), Lines(), None,
+                       lambda: 0.0, None)
+    log.start()
+    wait_for(ready.exists, CHECK_S, "the logs command's TERM trap")
+    assert log.popen is not None
+    log.stop()
+    assert log.popen.returncode == -signal.SIGKILL
+
+
+# -- the CLI's status against the container's ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("status", ["created", "configured", "initialized"])
+def test_a_container_not_started_yet_is_no_end_even_when_its_cli_exited(status: str, tmp_path: Path) -> None:
+    created = record("podman-4.3.1-created.json", Status=status)
+    tracker = Tracker(Replayed(created), ref=created.id)
+    server = ContainerServer([sys.executable, "-c", "pass"], tracker)
+    server.start()
+    wait_for(lambda: server.cli_exit() is not None, CHECK_S, "the CLI's exit")
+    assert server.cli_exit() == 0 and server.poll() is None
+    server.stop(1.0)
+
+
+def test_a_cli_whose_container_is_gone_from_inspect_ends_with_the_clis_status(tmp_path: Path) -> None:
+    (tmp_path / "cid").write_text("4f1d9e7f0a8b")
+    tracker = Tracker(Replayed(), cidfile=tmp_path / "cid")
+    server = ContainerServer([sys.executable, "-c", "raise SystemExit(5)"], tracker)
+    server.start()
+    wait_for(lambda: server.cli_exit() is not None, CHECK_S, "the CLI's exit")
+    assert server.poll() == 5 and tracker.error is not None
+    server.stop(1.0)

@@ -8,11 +8,14 @@ CLI: ``tests/e2e/test_api_subreaper.py``, ``tests/e2e/test_zombie.py``, ``tests/
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import signal
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +25,7 @@ import psutil
 import pytest
 
 from firstlight.runner import launcher
+from firstlight.samplers import proctable
 from tests.support.common import wait_for
 
 
@@ -326,3 +330,218 @@ def test_of_several_ends_a_death_by_signal_is_the_one_told(launch: Launch) -> No
         assert s.exit_of([clean]) == 0
     finally:
         s.stop(5.0)
+
+
+# -- the backstops, as the kernel and the watchdog carry them out --------------------------------------------------
+
+def test_the_server_is_sigkilled_when_the_thread_that_launched_it_exits() -> None:
+    """PR_SET_PDEATHSIG: the kernel's own backstop, tied to the launching thread (why the launch is on the main
+    thread): a thread that launches and ends takes the server with it."""
+    box: dict[str, subprocess.Popen[bytes]] = {}
+
+    def launch_and_end() -> None:
+        box["p"] = subprocess.Popen([sys.executable, "-c", SLEEPS], preexec_fn=launcher._die_with(os.getpid()))
+
+    t = threading.Thread(target=launch_and_end)
+    t.start()
+    t.join(CHECK_S)
+    p = box["p"]
+    try:
+        assert p.wait(CHECK_S) == -signal.SIGKILL
+    finally:
+        p.kill()
+        p.wait(CHECK_S)
+
+
+def test_a_server_whose_launcher_is_already_gone_dies_before_it_runs() -> None:
+    """The launcher died between fork and prctl: the parent-death signal would never come, so the child ends."""
+    p = subprocess.Popen([sys.executable, "-c", SLEEPS], preexec_fn=launcher._die_with(1))
+    try:
+        assert p.wait(CHECK_S) == 1
+    finally:
+        p.kill()
+        p.wait(CHECK_S)
+
+
+def test_the_subreaper_flag_is_set_and_put_back_in_the_kernel() -> None:
+    """The real prctl, read with a libc handle of the test's own."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def flag() -> int:
+        f = ctypes.c_int(-1)
+        assert libc.prctl(launcher._PR_GET_CHILD_SUBREAPER, ctypes.byref(f), 0, 0, 0) == 0
+        return f.value
+
+    was = flag()
+    try:
+        assert libc.prctl(launcher._PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) == 0
+        assert launcher.is_subreaper() is False
+        held = launcher._Subreaper()
+        assert held.hold() and flag() == 1 and launcher.is_subreaper() is True
+        held.drop()
+        assert flag() == 0 and launcher.is_subreaper() is False
+    finally:
+        libc.prctl(launcher._PR_SET_CHILD_SUBREAPER, was, 0, 0, 0)
+
+
+def watchdog_ready(s: launcher.ServerProcess) -> None:
+    w = s.watchdog
+    assert w is not None
+    wait_for(lambda: psutil.Process(w.pid).cmdline()[-2:] == [str(s.pid), "10"], CHECK_S,
+             "the watchdog's command line")
+
+
+def test_when_firstlight_dies_its_watchdog_stops_the_server_and_the_workers_that_left_the_group(
+        launch: Launch) -> None:
+    """firstlight's death is the end of the watchdog's pipe (the kernel closes it whatever killed firstlight):
+    here the pipe is closed without a release, and the watchdog stops the group and the tracked worker."""
+    s = launch(LEAVES_GROUP, backstop=True)
+    assert s.popen is not None and s.popen.stdout is not None and s.watchdog is not None
+    worker = int(s.popen.stdout.readline())
+    wait_for(lambda: worker in [p.pid for p in s.descendants()], CHECK_S, "the worker in the tree")
+    assert [pid for pid, _ in s.note_left_group()] == [worker]  # the watchdog is told: track PID TICKS
+    watchdog_ready(s)
+    assert s.watchdog.stdin is not None
+    s.watchdog.stdin.close()
+    assert s.popen.wait(CHECK_S) == -signal.SIGTERM
+    wait_for(lambda: ended(worker), CHECK_S, "the worker that left the group, stopped by the watchdog")
+    assert s.watchdog.wait(CHECK_S) == 0
+    s.stop(5.0)  # reaps the worker, adopted as the subreaper
+
+
+def test_a_stopped_server_ends_its_watchdog(launch: Launch) -> None:
+    s = launch(SLEEPS, backstop=True)
+    w = s.watchdog
+    assert w is not None
+    watchdog_ready(s)
+    assert s.stop(5.0) == "stopped with SIGTERM"
+    assert w.returncode == 0  # its pipe closed and waited for: not left to outlive the stop
+
+
+# prints the monotonic time of each SIGTERM and never ends by itself
+COUNTS_TERMS = ("import signal, time\n"
+                "signal.signal(signal.SIGTERM, lambda *a: print(time.monotonic(), flush=True))\n"
+                "print('trapped', flush=True)\n"
+                "while True: time.sleep(0.05)\n")
+
+
+def test_two_sigterms_half_the_grace_apart_then_sigkill(launch: Launch) -> None:
+    s = launch(COUNTS_TERMS)
+    said(s, "trapped")
+    before = time.monotonic()
+    assert s.stop(3.0) == "SIGKILL after 3s grace (SIGTERM was not enough)"
+    assert s.popen is not None and s.popen.stdout is not None
+    terms = [float(t) for t in s.popen.stdout.read().split()]
+    assert len(terms) == 2, terms  # exactly two: the second is not repeated
+    assert before <= terms[0] and terms[1] >= before + 1.5  # not before half the grace (later only under load)
+
+
+# a root that starts a helper in its own process group and exits at once: the helper, orphaned, is no longer
+# below the root, only in its group; on SIGTERM it writes "term", takes 0.3 s, writes "exit" and exits
+LEAVES_A_HELPER = ("import subprocess, sys\n"
+                   "code = ('import pathlib, signal, sys, time\\n'\n"
+                   "        'f = pathlib.Path(sys.argv[1])\\n'\n"
+                   "        'def on_term(*a):\\n'\n"
+                   "        '    f.write_text(\"term\\\\n\"); time.sleep(0.3)\\n'\n"
+                   "        '    f.write_text(\"term\\\\nexit\\\\n\"); sys.exit(0)\\n'\n"
+                   "        'signal.signal(signal.SIGTERM, on_term)\\n'\n"
+                   "        'f.write_text(\"ready\\\\n\")\\n'\n"
+                   "        'time.sleep(120)\\n')\n"
+                   "h = subprocess.Popen([sys.executable, '-c', code, sys.argv[1]])\n"
+                   "print(h.pid, flush=True)\n")
+
+
+def test_a_root_that_exited_is_stopped_while_its_group_lives_and_the_stop_waits_for_it(
+        tmp_path: Path) -> None:
+    said_file = tmp_path / "helper"
+    s = launcher.ServerProcess([sys.executable, "-c", LEAVES_A_HELPER, str(said_file)], backstop=False)
+    s.start()
+    assert s.popen is not None and s.popen.stdout is not None
+    helper = int(s.popen.stdout.readline())
+    try:
+        assert s.popen.wait(CHECK_S) == 0
+        wait_for(lambda: said_file.exists() and said_file.read_text() == "ready\n", CHECK_S, "the helper's trap")
+        assert s.stop(CHECK_S) == "stopped with SIGTERM"  # not "already exited": its group still ran
+        assert said_file.read_text() == "term\nexit\n"  # waited for, not SIGKILLed half way
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(helper, signal.SIGKILL)
+        s.adopted()  # reaps it if this process is a subreaper now
+
+
+# a root with a worker in its group, then two that leave it (setsid), their pids on one line
+LEAVES_GROUP_TWO = ("import subprocess, sys, time\n"
+                    "cmd = [sys.executable, '-c', 'import time; time.sleep(120)']\n"
+                    "stays = subprocess.Popen(cmd)\n"
+                    "a = subprocess.Popen(cmd, start_new_session=True)\n"
+                    "b = subprocess.Popen(cmd, start_new_session=True)\n"
+                    "print(stays.pid, a.pid, b.pid, flush=True)\n"
+                    "time.sleep(120)\n")
+
+
+def test_every_worker_that_left_the_group_is_named_whatever_the_order_of_the_tree(launch: Launch) -> None:
+    s = launch(LEAVES_GROUP_TWO)
+    assert s.popen is not None and s.popen.stdout is not None
+    stays, a, b = map(int, s.popen.stdout.readline().split())
+    wait_for(lambda: {stays, a, b} <= {p.pid for p in s.descendants()}, CHECK_S, "the three workers in the tree")
+    names = {pid: psutil.Process(pid).name() for pid in (a, b)}
+    assert sorted(s.note_left_group()) == sorted(names.items())  # the one in the group is not a reason to stop
+    how = s.stop(5.0)
+    assert how == ("stopped with SIGTERM; also stopped processes that had left the group: "
+                   + ", ".join(f"{pid} ({names[pid]})" for pid in sorted(names)))
+
+
+# a root that keeps a worker in its group and double-forks a daemon into a session of its own (orphaned: adopted
+# by the nearest subreaper), then says both pids and lives on
+KEEPS_ONE_DAEMONIZES_ONE = ("import os, subprocess, sys, time\n"
+                            "cmd = [sys.executable, '-c', 'import time; time.sleep(120)']\n"
+                            "kept = subprocess.Popen(cmd)\n"
+                            "r, w = os.pipe()\n"
+                            "if os.fork() == 0:\n"
+                            "    os.setsid()\n"
+                            "    pid = os.fork()\n"
+                            "    if pid:\n"
+                            "        os.write(w, str(pid).encode()); os._exit(0)\n"
+                            "    os.execv(sys.executable, cmd)\n"
+                            "os.wait()\n"
+                            "print(kept.pid, os.read(r, 32).decode(), flush=True)\n"
+                            "time.sleep(120)\n")
+
+
+def test_the_tree_is_the_roots_descendants_and_the_adopted_together(launch: Launch) -> None:
+    s = launch(KEEPS_ONE_DAEMONIZES_ONE, backstop=True)
+    try:
+        assert s.popen is not None and s.popen.stdout is not None
+        kept, daemon = map(int, s.popen.stdout.readline().split())
+        wait_for(lambda: [p.pid for p in s.adopted()] == [daemon], CHECK_S, "the daemon adopted")
+        assert {kept, daemon} <= {p.pid for p in s.descendants()}
+    finally:
+        s.stop(5.0)
+
+
+def test_a_process_is_made_once_and_a_reused_pid_is_made_again(launch: Launch) -> None:
+    s = launch(LEAVES_GROUP)
+    assert s.popen is not None and s.popen.stdout is not None
+    worker = int(s.popen.stdout.readline())
+    wait_for(lambda: worker in [p.pid for p in s.descendants()], CHECK_S, "the worker in the tree")
+    first = {p.pid: p for p in s.descendants()}
+    assert all(p is first[p.pid] for p in s.descendants())  # psutil's Process, made once (it reads /proc)
+    st = proctable.read_stat(worker)
+    assert st is not None
+    s._known[worker] = (st.start_ticks - 1, psutil.Process(os.getpid()))  # the same pid, an older process
+    made = s._process(st)
+    assert made is not None and made.pid == worker and s._known[worker] == (st.start_ticks, made)
+    s.stop(5.0)
+
+
+def test_the_processes_known_are_forgotten_past_4096() -> None:
+    s = launcher.ServerProcess(["x"])
+    me = proctable.read_stat(os.getpid())
+    assert me is not None
+    s._known = {-n: (0, psutil.Process(os.getpid())) for n in range(1, 4097)}  # 4096 known
+    s._process(me)
+    assert len(s._known) == 4097  # at the bound: kept
+    del s._known[os.getpid()]
+    s._known[-4097] = (0, psutil.Process(os.getpid()))
+    s._process(me)
+    assert list(s._known) == [os.getpid()]  # past it: forgotten, then this one known
