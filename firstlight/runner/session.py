@@ -80,6 +80,23 @@ class Outcome:
         return self.result.pid
 
 
+class _Words:
+    """What the checks after READY say, until they are abandoned: a benchmark left running by a stop signal ends
+    when the stopped server stops answering, and its last words must not follow the run's summary."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self._say, self._lock, self._open = say, threading.Lock(), True
+
+    def say(self, text: str) -> None:
+        with self._lock:  # a word under way when the checks are abandoned is out before close() returns
+            if self._open:
+                self._say(text)
+
+    def close(self) -> None:
+        with self._lock:
+            self._open = False
+
+
 class Session:
     def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor | None = None,
                  record: IO[str] | None = None, clock: Callable[[], float] = time.time,
@@ -224,14 +241,16 @@ class Session:
         if not (self.cfg.after.warmup or self.cfg.after.bench):
             return result
         checks: dict[str, Any] = {}
+        words = _Words(self.reporter.message)
         worker = threading.Thread(target=lambda: checks.update(post_ready_checks(
-            self.cfg, self.profile, self.sources.model, self.reporter.message)), daemon=True)
+            self.cfg, self.profile, self.sources.model, words.say)), daemon=True)
         worker.start()
         while worker.is_alive():
             self._heartbeat()  # the server serves meanwhile: systemd's watchdog must not starve (--warmup 9 s)
             worker.join(0.1)
             for obs in drain(self.q):
                 if isinstance(obs, Interrupted):
+                    words.close()  # the abandoned checks end on their own, later: never after the summary
                     return result.interrupted(obs.signal, obs.t, "during the checks after READY")
         return result.with_checks(checks)
 

@@ -90,6 +90,6 @@ def test_sigint_during_the_benchmark_stops_at_once(tmp_path: Path, weights: Path
         if fl.poll() is None:
             fl.kill()
     summary = json.loads(out.splitlines()[-1])
-    assert fl.returncode == 130 and summary["verdict"] == "interrupted"
+    assert fl.returncode == 130 and summary.get("verdict") == "interrupted", out.splitlines()[-3:]
     assert took < 15  # not the benchmark's 120 s
     assert not pids_in_group(summary["pid"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -13,7 +12,16 @@ import httpx
 import psutil
 
 from firstlight.sim.fixtures import free_port
-from tests.support.common import Output, children, firstlight_cmd, pids_in_group, run_firstlight, sim_cmd, wait_for
+from tests.support.common import (
+    Output,
+    children,
+    firstlight_cmd,
+    launched_server,
+    pids_in_group,
+    run_firstlight,
+    sim_cmd,
+    wait_for,
+)
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
 
@@ -89,13 +97,7 @@ def _start_up(*args: str) -> subprocess.Popen[str]:
 
 
 def _server_pid(fl: subprocess.Popen[str]) -> int:
-    def child() -> int | None:
-        for kid in children(fl.pid):
-            with contextlib.suppress(psutil.Error):
-                if "firstlight.sim" in kid.cmdline():  # not preflight's short probe of the server's Python
-                    return int(kid.pid)
-        return None
-    return int(wait_for(child, 30, "the server process"))
+    return launched_server(fl.pid).pid
 
 
 def test_sigterm_during_loading_leaves_no_process_of_the_group(weights: Path):

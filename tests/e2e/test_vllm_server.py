@@ -40,7 +40,15 @@ from firstlight.config import ProbeConfig
 from firstlight.probes.ladder import Ladder
 from firstlight.sim.fixtures import free_port
 from firstlight.timeline import Level
-from tests.support.common import REPO, Output, children, firstlight_cmd, require, run_firstlight, wait_for
+from tests.support.common import (
+    REPO,
+    Output,
+    firstlight_cmd,
+    launched_server,
+    require,
+    run_firstlight,
+    wait_for,
+)
 from tests.support.slow_disk import Throttle, evict, why_no_throttle
 
 # Under pytest-xdist the whole module is one unit of work on one worker (tests/conftest.py): its servers are
@@ -347,8 +355,7 @@ def test_signal_during_the_compile_leaves_no_vllm_process(vllm_setup: dict[str, 
     output = Output(fl)
     try:
         _next_event(output, _is_compile, "the compile phase")
-        server = psutil.Process(wait_for(lambda: next(iter(children(fl.pid)), None), 30,
-                                         "the vLLM process").pid)
+        server = launched_server(fl.pid)
         procs = wait_for(lambda: len(t := tree(server.pid)) >= 3 and t, 60, "engine core and worker")
         _stop_and_check(output, procs, sig)
     finally:

@@ -3,6 +3,7 @@ on conditions with deadlines (never sleeping to let things settle)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -167,6 +168,24 @@ def children(pid: int) -> list[psutil.Process]:
         return psutil.Process(pid).children()
     except psutil.Error:
         return []
+
+
+def launched_server(pid: int, timeout: float = 30) -> psutil.Process:
+    """The server that firstlight (``pid``) launched: its child that leads a session of its own (the launch's
+    ``setsid``). Not just any child, nor one by its command line: preflight's helpers and the watchdog stay in
+    firstlight's session, and a child just forked shows firstlight's command line (which names the server's)
+    until its exec: taken for the server, it failed a loaded fresh CI run once."""
+
+    def server() -> psutil.Process | None:
+        for p in children(pid):
+            with contextlib.suppress(OSError):
+                if os.getsid(p.pid) == p.pid:
+                    return p
+        return None
+
+    found = wait_for(server, timeout, "the server firstlight launched (its child in a session of its own)")
+    assert isinstance(found, psutil.Process)
+    return found
 
 
 def pids_in_group(pgid: int) -> list[int]:

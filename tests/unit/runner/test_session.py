@@ -37,6 +37,7 @@ from firstlight.report import series
 from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
 from firstlight.runner import pump
+from firstlight.runner import session as session_module
 from firstlight.runner.output import BoundedOutput
 from firstlight.runner.session import Outcome, Session
 from firstlight.runner.sources import Echo, Sink, Sources
@@ -641,6 +642,33 @@ def test_a_stop_signal_during_the_checks_after_ready_ends_them_at_once() -> None
     assert r.result.evidence[0]["value"] == "SIGTERM received during the checks after READY"
     assert r.outcome.exit_code == EXIT_CODES["interrupted"]
 
+
+
+def test_checks_abandoned_by_a_stop_signal_never_speak_after_the_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A benchmark left running by the stop ends later, when the stopped server stops answering: its words came
+    after the JSON summary (the last line a script reads), once in a loaded fresh CI run."""
+    reporter = Recorder()
+    release, spoke = threading.Event(), threading.Event()
+
+    def checks(cfg: Any, profile: Any, model: Any, say: Callable[[str], None]) -> dict[str, Any]:
+        say("warm-up: first words")
+        release.wait(CHECK_S)
+        say("bench: last words")
+        spoke.set()
+        return {}
+
+    def stop_during_the_checks() -> None:
+        wait_for(lambda: "warm-up: first words" in reporter.messages(), CHECK_S, "the checks to begin")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(session_module, "post_ready_checks", checks)
+    r = run([generation(T0 + 1), Call(stop_during_the_checks)], probe=ProbeConfig(url=URL),
+            after=AfterReadyConfig(warmup=1), reporter=reporter)
+    assert r.result.verdict == "interrupted"
+    release.set()
+    assert spoke.wait(CHECK_S)
+    assert "bench: last words" not in reporter.messages()
+    assert [name for name, _ in reporter.calls][-1] == "summary"
 
 # -- a launched server: the session's own choices about it (stop, supervise, an escape) ---------------------------
 
