@@ -545,3 +545,36 @@ def test_the_processes_known_are_forgotten_past_4096() -> None:
     s._known[-4097] = (0, psutil.Process(os.getpid()))
     s._process(me)
     assert list(s._known) == [os.getpid()]  # past it: forgotten, then this one known
+
+
+def test_a_server_is_launched_with_its_backstops_unless_told_and_detachable_as_told(tmp_path: Path) -> None:
+    assert launcher.ServerProcess(["x"]).backstop is True
+    kept = launcher.ServerProcess(["x"], output=tmp_path / "log", detachable=False)  # --keep-on-failure's output
+    assert kept.detachable is False
+    assert launcher.ServerProcess(["x"], detachable=True).detachable is True
+
+
+def test_a_watchdog_that_died_is_no_error_to_tell(launch: Launch) -> None:
+    """The OOM killer may take the watchdog first: firstlight goes on (its pipe is broken, not its run)."""
+    s = launch(LEAVES_GROUP, backstop=True)
+    assert s.popen is not None and s.popen.stdout is not None and s.watchdog is not None
+    worker = int(s.popen.stdout.readline())
+    s.watchdog.kill()
+    s.watchdog.wait(CHECK_S)
+    wait_for(lambda: worker in [p.pid for p in s.descendants()], CHECK_S, "the worker in the tree")
+    assert [pid for pid, _ in s.note_left_group()] == [worker]  # told to a dead watchdog: EPIPE, swallowed
+    assert s.stop(5.0).startswith("stopped with SIGTERM")
+
+
+def test_a_watchdog_that_does_not_end_does_not_hold_the_stop(launch: Launch) -> None:
+    s = launch(SLEEPS, backstop=True)
+    w = s.watchdog
+    assert w is not None
+    watchdog_ready(s)
+    os.kill(w.pid, signal.SIGSTOP)
+    try:
+        assert s.stop(5.0) == "stopped with SIGTERM"  # its pipe closed, 5 s waited for it, then on
+        assert w.poll() is None
+    finally:
+        os.kill(w.pid, signal.SIGCONT)
+        assert w.wait(CHECK_S) == 0  # it reads the end of its pipe, finds nothing left to stop
