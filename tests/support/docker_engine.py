@@ -3,14 +3,18 @@ engine runs on these machines, its client does. It answers what the CLI asks for
 ``stop`` and ``logs --follow`` as the Engine API documents it (``/_ping``, ``GET /vX/containers/ID/json``,
 ``POST /vX/containers/ID/stop?t=N``, ``GET /vX/containers/ID/logs?follow=1`` in its multiplexed stream: an
 8-byte header per frame, the stream and the length, a 404 with the engine's message for an unknown
-container), with the container ``tests/fixtures/containers/docker-28.2.2-inspect-api-example.json`` holds; or
+container), with the container ``tests/fixtures/containers/docker-28.2.2-inspect-api-example.json`` holds, and
+what ``docker run`` asks (``POST /containers/create``, ``/start``, ``/wait``: the container's command is then run
+on the host as the engine's own child, its init); or
 accepts and never answers (``hang``: a daemon that is stuck). Used by tests/unit/containers/."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import socketserver
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -31,6 +35,30 @@ class Engine:
         self.lines: list[tuple[int, str]] = []  # what `logs` streams: (1 stdout | 2 stderr, the line)
         self.ended = threading.Event()  # the container ended: `logs --follow` ends with it
         self.stops: list[dict[str, list[str]]] = []  # each stop's query: {"t": [seconds]}
+        self.created: list[dict[str, Any]] = []  # each create's body (the container's config)
+        self.init_pid = 0  # the container's init once started: a real process of the test's, if set
+        self.process: subprocess.Popen[bytes] | None = None  # else the one the engine started
+
+    def start(self) -> None:
+        """``start``: the container runs. Its init is ``init_pid`` when the test set one (a process of its own),
+        else the created container's command, run here on the host as a process of the engine's."""
+        pid = self.init_pid
+        if not pid and self.created:
+            config = self.created[-1]
+            self.process = subprocess.Popen([*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])],
+                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL, start_new_session=True)
+            pid = self.process.pid
+        self.container["State"].update({"Status": "running", "Running": True, "Pid": pid,
+                                        "StartedAt": "2026-12-04T10:00:00.000000000Z"})
+
+    def stop(self) -> None:
+        """``stop``: SIGTERM to the container's own process, waited for; the exit as the engine records it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(30)
+        code = self.process.returncode if self.process is not None else -signal.SIGTERM
+        self.finish(128 - code if code < 0 else code)
 
     def finish(self, exit_code: int, oom_killed: bool = False) -> None:
         """The container ended, as the engine records it."""
@@ -68,6 +96,8 @@ class Engine:
                 parts = url.path.strip("/").split("/")
                 if parts[-1] == "_ping":
                     return self._send(200, b"OK", "text/plain")
+                if self.command == "POST" and parts[-2:] == ["containers", "create"]:
+                    return self._create(url.query)
                 if len(parts) >= 3 and parts[-3] == "containers":
                     ref, verb = parts[-2], parts[-1]
                     if ref not in (engine.container["Id"], engine.container["Name"].lstrip("/")):
@@ -76,14 +106,43 @@ class Engine:
                         return self._send(200, json.dumps(engine.container).encode())
                     if self.command == "GET" and verb == "logs":
                         return self._logs()
+                    if self.command == "POST" and verb == "wait":
+                        return self._wait()
+                    if self.command == "POST" and verb == "start":
+                        engine.start()
+                        return self._send(204, b"")
                     if self.command == "POST" and verb == "stop":
                         engine.stops.append(parse_qs(url.query))
                         if engine.container["State"]["Running"]:
-                            engine.finish(143)  # its init ended on the SIGTERM: 128 + 15
+                            engine.stop()  # its init ends on the SIGTERM: 128 + 15
                         return self._send(204, b"")
                 self._send(404, json.dumps({"message": "page not found"}).encode())
 
             do_GET = do_HEAD = do_POST = _answer
+
+            def _wait(self) -> None:
+                """The CLI's wait for the next exit: the engine answers at once, the body once it exited."""
+                with contextlib.suppress(OSError):  # `run -d` does not stay for the body
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Api-Version", API_VERSION)
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.flush()
+                    engine.ended.wait(60)
+                    body = {"StatusCode": engine.container["State"]["ExitCode"], "Error": None}
+                    self.wfile.write(json.dumps(body).encode())
+                self.close_connection = True
+
+            def _create(self, query: str) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                engine.created.append(json.loads(body or b"{}"))
+                name = parse_qs(query).get("name")
+                if name:
+                    engine.container["Name"] = "/" + name[0]
+                engine.container["State"].update({"Status": "created", "Running": False, "Pid": 0, "ExitCode": 0,
+                                                  "StartedAt": "0001-01-01T00:00:00Z"})
+                self._send(201, json.dumps({"Id": engine.container["Id"], "Warnings": []}).encode())
 
             def _logs(self) -> None:
                 self.send_response(200)
@@ -116,6 +175,9 @@ def docker_engine(socket_path: Path, hang: bool = False) -> Iterator[Engine]:
     try:
         yield engine
     finally:
+        if engine.process is not None:  # the container's process the engine ran: never left behind
+            engine.process.kill()
+            engine.process.wait(30)
         engine.release.set()
         server.shutdown()
         server.server_close()

@@ -20,6 +20,7 @@ import pytest
 
 from firstlight.config import Config, HistoryConfig, ProbeConfig
 from firstlight.containers import watch
+from firstlight.containers.command import parse_run
 from firstlight.containers.runtime import Container, Runtime, RuntimeFailure
 from firstlight.containers.watch import (
     ContainerLog,
@@ -36,7 +37,7 @@ from firstlight.report.base import QuietReporter
 from firstlight.samplers.oom import memory_dirs
 from firstlight.sim.fixtures import free_port
 from firstlight.timeline import ProcessSample, SourceNote
-from tests.support.common import drive, wait_for
+from tests.support.common import drive, sim_cmd, wait_for
 from tests.support.docker_engine import docker_engine
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "containers"
@@ -455,3 +456,45 @@ def test_a_cli_whose_container_is_gone_from_inspect_ends_with_the_clis_status(tm
     wait_for(lambda: server.cli_exit() is not None, CHECK_S, "the CLI's exit")
     assert server.poll() == 5 and tracker.error is not None
     server.stop(1.0)
+
+
+# -- up -- docker run -d, in process: the real docker CLI creates and starts the container on the engine stand-in,
+# which runs its command (the simulated server) on the host -------------------------------------------------------
+
+def test_up_docker_run_detached_watches_the_container_to_ready_then_stops_it(docker_host: Path,
+                                                                              tmp_path: Path) -> None:
+    port = free_port()
+    argv = ["docker", "run", "-d", "--name", "srv", "-p", f"{port}:{port}", "example-image:1.0",
+            *sim_cmd("normal", port, "--load-seconds", "0.3")]
+    run = parse_run(argv)
+    assert run is not None and run.detach
+    launch = run.with_cidfile(tmp_path / "cid")
+    record = io.StringIO()
+    with docker_engine(docker_host) as engine:
+        engine.lines = [(2, "INFO Loading model weights"), (2, "INFO The server is fired up and ready to roll!")]
+        tracker = Tracker(Runtime("docker", run.argv[0]), ref=run.name, cidfile=launch.cidfile)
+        cfg = Config(command=list(launch.argv), watched_command=run.inner, engine="sglang", after_ready="stop",
+                     probe=ProbeConfig(url=f"http://127.0.0.1:{port}"), history=HistoryConfig(enabled=False),
+                     sample_interval=0.2, echo_server_output=False)
+        session = ContainerSession(cfg, get_profile("sglang"), QuietReporter(), Redactor(), tracker, launch,
+                                   record=record)
+        o = session.run()
+        server = session.sources.server
+        assert isinstance(server, ContainerServer)
+        sim = engine.process
+        assert sim is not None
+    assert o.verdict == "ready", o.result.evidence
+    assert server.argv == list(launch.argv)  # the CLI with the --cidfile added
+    assert server.cli_exit() == 0  # `run -d` exits once the container started
+    assert engine.created[0]["Cmd"] == run.inner and engine.created[0]["HostConfig"]["ContainerIDFile"] == str(
+        tmp_path / "cid")
+    assert engine.stops[0] == {"t": ["10"]}  # stopped after READY, with the grace (then the backstop's no-op)
+    assert sim.returncode == 0  # the simulated server ends on SIGTERM as uvicorn does: exit 0
+    assert server.stop(1.0).startswith("container stopped (docker stop -t 10 aa86eacfb3b3): exited with code 0; "
+                                       "the docker CLI: already exited (code 0)")
+    seen = [json.loads(line) for line in record.getvalue().splitlines()]
+    assert ("stderr", "INFO Loading model weights") in {(r["stream"], r["text"]) for r in seen if r["kind"] == "log"}
+    notes = [r["message"] for r in seen if r["kind"] == "note" and r["source"] == "container"]
+    assert notes[0].startswith(f"docker container srv (aa86eacfb3b3), image example-image:1.0: init pid {sim.pid}")
+    asked = [path for _, path in engine.requests if "/logs?" in path]
+    assert len(asked) == 1 and "follow=1" in asked[0]  # detached: the log is the runtime's
