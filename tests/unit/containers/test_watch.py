@@ -7,18 +7,21 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
-from firstlight.config import Config, HistoryConfig, ProbeConfig
+from firstlight.config import Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.containers import watch
 from firstlight.containers.command import parse_run
 from firstlight.containers.runtime import Container, Runtime, RuntimeFailure
@@ -27,14 +30,17 @@ from firstlight.containers.watch import (
     ContainerSampler,
     ContainerServer,
     ContainerSession,
+    ContainerSources,
     Tracker,
     _from_cli,
+    container_oom,
     describe,
 )
 from firstlight.engines import get_profile
 from firstlight.redact import Redactor
 from firstlight.report.base import QuietReporter
-from firstlight.samplers.oom import memory_dirs
+from firstlight.samplers.base import idle_cap
+from firstlight.samplers.oom import kernel_log_cgroup_kills, memory_dirs
 from firstlight.sim.fixtures import free_port
 from firstlight.timeline import ProcessSample, SourceNote
 from tests.support.common import drive, sim_cmd, wait_for
@@ -498,3 +504,332 @@ def test_up_docker_run_detached_watches_the_container_to_ready_then_stops_it(doc
     assert notes[0].startswith(f"docker container srv (aa86eacfb3b3), image example-image:1.0: init pid {sim.pid}")
     asked = [path for _, path in engine.requests if "/logs?" in path]
     assert len(asked) == 1 and "follow=1" in asked[0]  # detached: the log is the runtime's
+
+
+# -- what each part is built with, and the remaining edges -------------------------------------------------------
+
+def test_the_sampler_ticks_on_its_interval_and_clock_and_tells_the_end_once(tmp_path: Path) -> None:
+    killed = record("podman-4.3.1-exited-137-memory-limit.json")
+    (tmp_path / "cid").write_text(killed.id)
+    sampler = ContainerSampler(Tracker(Replayed(killed), cidfile=tmp_path / "cid"), interval=0.7,
+                               clock=lambda: 42.0, launcher_exit=lambda: 0)  # `run -d` exited 0: not the end
+    assert sampler.interval == 0.7
+    out = sampler.sample()
+    assert [(type(o).__name__, o.t) for o in out] == [("SourceNote", 42.0), ("ProcessSample", 42.0)]
+    assert isinstance(out[0], SourceNote) and out[0].source == "container"
+    assert [o.exit_code for o in out if isinstance(o, ProcessSample)] == [-9]  # the container's 137, not the CLI's 0
+    assert sampler.sample() == []  # told once
+
+
+def test_a_sampler_without_a_cli_waits_for_the_container(tmp_path: Path) -> None:
+    assert ContainerSampler(Tracker(Replayed(), cidfile=tmp_path / "cid")).sample() == []
+
+
+def test_a_clean_exit_reads_no_oom_record_and_a_kill_without_one_has_none(tmp_path: Path) -> None:
+    clean = record("podman-4.3.1-exited-3-host-network.json", ExitCode=0, OOMKilled=True)
+    (tmp_path / "cid").write_text(clean.id)
+    out = ContainerSampler(Tracker(Replayed(clean), cidfile=tmp_path / "cid"), launcher_exit=lambda: 0).sample()
+    assert [(o.exit_code, o.oom) for o in out if isinstance(o, ProcessSample)] == [(0, ())]
+    killed = record("podman-4.3.1-exited-137-memory-limit.json")  # SIGKILL, State.OOMKilled false
+    (tmp_path / "cid").write_text(killed.id)
+    out = ContainerSampler(Tracker(Replayed(killed), cidfile=tmp_path / "cid"), launcher_exit=lambda: 137).sample()
+    dead = [o for o in out if isinstance(o, ProcessSample)]
+    assert dead[0].exit_code == -9 and not any("OOMKilled" in line for line in dead[0].oom)
+
+
+def test_a_removed_containers_exit_is_read_as_soon_as_the_cli_passes_it_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch, "EXIT_SETTLE_S", 60.0)
+    running = record("podman-4.3.1-running-published.json")
+    runtime = Replayed(running)
+    tracker = Tracker(runtime, ref=running.id)
+    tracker.get()
+    runtime.answers = []  # --rm: gone
+    before = time.monotonic()
+    assert ContainerSampler(tracker, launcher_exit=lambda: 137)._container_exit() == -9
+    assert time.monotonic() - before < 30  # not the whole settle bound: the CLI had the status
+
+
+def test_the_oom_evidence_is_the_runtimes_record_then_the_traces_then_the_kernels_kills_in_its_cgroup(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    killed = record("podman-4.3.1-exited-137-memory-limit.json", OOMKilled=True)
+    kmsg = tmp_path / "kmsg"
+    kill = (f"oom-kill:constraint=CONSTRAINT_MEMCG,task_memcg=/machine.slice/libpod-{killed.id}.scope,task=python3,"
+            "pid=5151")
+    kmsg.write_text(f"6,1,1,-;{kill}\n3,2,2,-;Memory cgroup out of memory: Killed process 5151 (python3)\n")
+    monkeypatch.setattr(watch, "kernel_log_cgroup_kills", functools.partial(kernel_log_cgroup_kills, kmsg=kmsg))
+    tracker = Tracker(Replayed(killed), ref=killed.id)
+    tracker.get()
+    told = f"kernel log: {kill}"
+    assert container_oom(tracker, ["a trace of the init pid", told]) == (
+        f"podman inspect {killed.short_id}: State.OOMKilled true, killed by SIGKILL (exit code 137); "
+        "State.OOMKilled true",
+        "a trace of the init pid", told,  # already told: not repeated
+        "kernel log: Memory cgroup out of memory: Killed process 5151 (python3)")
+    never = Tracker(Replayed(), ref=None)
+    assert container_oom(never) == ()
+
+
+def test_the_log_thread_is_named_and_never_holds_the_exit(tmp_path: Path) -> None:
+    log = ContainerLog(Tracker(Replayed(), cidfile=tmp_path / "cid"), Lines(), None, lambda: 0.0, None)
+    assert log.thread.name == "firstlight-container-logs" and log.thread.daemon
+
+
+def test_the_logs_command_reads_nothing_of_firstlights_stdin_and_its_lines_carry_the_clock_and_echo(
+        tmp_path: Path) -> None:
+    fake = tmp_path / "docker"
+    fake.write_text(f"#!/bin/sh\nreadlink /proc/self/fd/0 > {tmp_path / 'stdin'}\necho 'INFO from the container'\n")
+    fake.chmod(0o755)
+    (tmp_path / "cid").write_text("abc")
+    lines, echoed = Lines(), []
+    log = ContainerLog(Tracker(Runtime("docker", binary=str(fake)), cidfile=tmp_path / "cid"), lines,
+                       lambda stream, text: echoed.append((stream, text)), lambda: 42.0, lambda: 0)
+    log.start()
+    wait_for(lambda: lines.texts(), CHECK_S, "the container's line")
+    log.settle(CHECK_S)
+    log.stop()
+    assert (tmp_path / "stdin").read_text().strip() == "/dev/null"
+    assert lines.texts() == [("stdout", "INFO from the container")] and lines.seen[0].t == 42.0
+    assert echoed == [("stdout", "INFO from the container")]
+
+
+def test_a_logs_command_that_cannot_run_is_a_note_of_the_containers_at_the_clock(tmp_path: Path) -> None:
+    lines = Lines()
+    tracker = Tracker(Runtime("docker", binary=str(tmp_path / "no-docker")))
+    tracker.last = record("podman-4.3.1-running-published.json")
+    log = ContainerLog(tracker, lines, None, lambda: 42.0, None)
+    log.start()
+    log.settle(CHECK_S)
+    note = lines.seen[0]
+    assert isinstance(note, SourceNote) and (note.t, note.source) == (42.0, "container")
+
+
+class Stoppable(Replayed):
+    """Replayed, and `stop`: recorded, after which inspect answers ``after`` (none: the container is gone)."""
+
+    def __init__(self, *answers: Container, after: list[Container], fail: str | None = None) -> None:
+        super().__init__(*answers)
+        self.after, self.fail, self.stops = after, fail, 0
+
+    def stop(self, ref: str, grace: float) -> str:
+        self.stops += 1
+        if self.fail:
+            raise RuntimeFailure(self.fail)
+        self.answers = list(self.after)
+        return f"podman stop -t {round(grace)} {ref[:12]}"
+
+
+def stand_in_server(tracker: Tracker) -> ContainerServer:
+    s = ContainerServer(cli_stand_in(), tracker)
+    s.start()
+    return s
+
+
+def test_a_container_removed_by_its_stop_is_said_so() -> None:
+    running = record("podman-4.3.1-running-published.json")
+    tracker = Tracker(Stoppable(running, after=[]), ref=running.id)
+    tracker.get()
+    server = stand_in_server(tracker)
+    assert server.stop(1.0).startswith(f"container stopped (podman stop -t 1 {running.short_id}): removed (--rm); ")
+
+
+def test_a_container_that_cannot_be_stopped_is_said_so_by_its_short_id() -> None:
+    running = record("podman-4.3.1-running-published.json")
+    runtime = Stoppable(running, after=[], fail="podman stop: timed out after 11 s")
+    tracker = Tracker(runtime, ref=running.id)
+    tracker.get()
+    server = stand_in_server(tracker)
+    assert server.stop(1.0).startswith(f"could not stop container {running.short_id}: podman stop: timed out after "
+                                       "11 s; the podman CLI: ")
+
+
+def test_the_stop_asks_the_runtime_afresh_and_never_stops_a_container_that_just_ended() -> None:
+    running = record("podman-4.3.1-running-published.json")
+    ended = record("podman-4.3.1-exited-3-host-network.json")
+    runtime = Stoppable(running, after=[ended])
+    tracker = Tracker(runtime, ref=running.id)
+    assert tracker.get() == running
+    runtime.answers = [ended]  # it ended within the second: the last answer is stale
+    server = stand_in_server(tracker)
+    assert server.stop(1.0).startswith(f"container {ended.short_id} already ended: exited with code 3; ")
+    assert runtime.stops == 0
+
+
+def test_a_container_in_no_known_state_ends_with_its_clis_status() -> None:
+    odd = record("podman-4.3.1-running-published.json", Running=False, Status="unknown",
+                 StartedAt="0001-01-01T00:00:00Z")
+    assert odd.exit_code is None and not odd.running
+    tracker = Tracker(Replayed(odd), ref=odd.id)
+    server = ContainerServer([sys.executable, "-c", "raise SystemExit(4)"], tracker)
+    server.start()
+    wait_for(lambda: server.cli_exit() is not None, CHECK_S, "the CLI's exit")
+    assert server.poll() == 4
+    server.stop(1.0)
+
+
+class LateCid(Tracker):
+    """The CLI writes the id between the tracker's read of it and the poll's: inspect has not been asked yet."""
+
+    def get(self, fresh: bool = False) -> Container | None:
+        found = super().get(fresh)
+        assert self.cidfile is not None
+        self.cidfile.write_text("4f1d9e7f0a8b")
+        return found
+
+
+def test_a_cli_that_exited_as_it_wrote_the_id_is_not_the_end_yet(tmp_path: Path) -> None:
+    tracker = LateCid(Replayed(), cidfile=tmp_path / "cid")
+    server = ContainerServer([sys.executable, "-c", "pass"], tracker)
+    server.start()
+    wait_for(lambda: server.cli_exit() is not None, CHECK_S, "the CLI's exit")
+    assert server.poll() is None  # the container's state is asked next
+    server.stop(1.0)
+
+
+def test_the_tree_is_the_cli_the_monitor_and_the_containers_processes_below_them() -> None:
+    chain = [sys.executable, "-c", "import subprocess, sys, time\n"
+             "c = subprocess.Popen([sys.executable, '-c', 'import subprocess, sys, time; "
+             "g = subprocess.Popen([sys.executable, \"-c\", \"import time; time.sleep(120)\"]); "
+             "print(g.pid, flush=True); time.sleep(120)'], stdout=subprocess.PIPE)\n"
+             "print(c.pid, c.stdout.readline().decode().strip(), flush=True)\n"
+             "time.sleep(120)\n"]
+    monitor = subprocess.Popen(chain, stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert monitor.stdout is not None
+        child, grandchild = map(int, monitor.stdout.readline().split())
+        running = record("podman-4.3.1-running-published.json", Pid=2_000_000_000, ConmonPid=monitor.pid)
+        assert running.pid == 2_000_000_000  # gone: skipped, never an error
+        tracker = Tracker(Replayed(running), ref=running.id)
+        server = stand_in_server(tracker)
+        try:
+            pids = [p.pid for p in server.tree()]
+            assert {server.pid, monitor.pid, child, grandchild} <= set(pids) and os.getpid() not in pids
+        finally:
+            server.send(signal.SIGKILL)
+            assert server.popen is not None
+            server.popen.wait(CHECK_S)
+            server.release()
+    finally:
+        os.killpg(monitor.pid, signal.SIGKILL)
+        monitor.wait(CHECK_S)
+
+
+def test_the_tracker_tells_the_first_sight_once_and_ended_asks_afresh() -> None:
+    running = record("podman-4.3.1-running-published.json")
+    ended = record("podman-4.3.1-exited-3-host-network.json")
+    runtime = Replayed(running)
+    now = [0.0]
+    tracker = Tracker(runtime, ref=running.id, clock=lambda: now[0])
+    seen: list[Container] = []
+    tracker.on_found = seen.append
+    assert tracker.error is None and tracker.get() == running
+    tracker.get(fresh=True)
+    assert seen == [running]  # once
+    runtime.answers = [ended]
+    assert tracker.get() == running  # the same second: the answer known
+    assert tracker.ended(settle_s=0.0) == ended  # the end is asked, never taken from the last second
+
+
+def test_the_watchdog_stops_the_container_when_firstlight_dies(docker_host: Path) -> None:
+    """firstlight SIGKILLed: its watchdog, told the container once it was found, runs `docker stop`."""
+    init = subprocess.Popen(cli_stand_in(), start_new_session=True)
+    try:
+        with docker_engine(docker_host) as engine:
+            engine.container["State"]["Pid"] = init.pid
+            tracker = Tracker(Runtime("docker"), ref="funny_chatelet")
+            server = ContainerServer(cli_stand_in(), tracker)
+            server.start()
+            w = server.watchdog
+            assert w is not None and w.stdin is not None
+            wait_for(lambda: psutil.Process(w.pid).cmdline()[-2:] == [str(server.pid), "10"], CHECK_S,
+                     "the watchdog's command line")
+            assert tracker.get() is not None  # found: the watchdog is told
+            w.stdin.close()  # what firstlight's death does to its pipe
+            assert w.wait(CHECK_S) == 0
+            assert engine.stops == [{"t": ["10"]}]
+            assert server.popen is not None and server.popen.wait(CHECK_S) == -signal.SIGTERM
+            server.stop(1.0)
+    finally:
+        init.kill()
+        init.wait(CHECK_S)
+
+
+def test_the_container_server_keeps_its_output_and_detachability(tmp_path: Path) -> None:
+    tracker = Tracker(Replayed(), cidfile=tmp_path / "cid")
+    s = ContainerServer(["docker", "run", "img"], tracker, output=tmp_path / "out", detachable=False)
+    assert (s.output, s.detachable, s.container_stop) == (tmp_path / "out", False, None)
+
+
+def container_sources(cfg: Config, tracker: Tracker, run: Any = None) -> tuple[ContainerSources, Lines]:
+    lines = Lines()
+    return ContainerSources(cfg, lines, lambda stream, text: None, False, lambda: 42.0, lambda: 0, tracker, run,
+                            None), lines
+
+
+def test_the_launched_cli_is_the_run_command_with_its_cidfile(tmp_path: Path) -> None:
+    run = parse_run(["docker", "run", "-d", "--name", "srv", "img", "vllm", "serve", "m"])
+    assert run is not None
+    launch = run.with_cidfile(tmp_path / "cid")
+    tracker = Tracker(Replayed(), ref=run.name, cidfile=launch.cidfile)
+    sources, _ = container_sources(Config(command=["docker", "run", "img"]), tracker, launch)
+    server = sources.make_server(tmp_path / "out", True)
+    assert isinstance(server, ContainerServer) and server.argv == list(launch.argv)
+    assert (server.tracker, server.output, server.detachable) == (tracker, tmp_path / "out", True)
+    bare, _ = container_sources(Config(command=["docker", "run", "img"]), tracker)
+    assert bare.make_server(None, False).argv == ["docker", "run", "img"]  # no run parsed: the command as given
+
+
+def test_the_container_sampler_reads_the_clis_exit_and_backs_off_while_idle(tmp_path: Path) -> None:
+    tracker = Tracker(Replayed(), cidfile=tmp_path / "cid")
+    sources, _ = container_sources(Config(sample_interval=0.3, judge=JudgeConfig(stall_timeout=40)), tracker)
+    sampler = sources.process_sampler()
+    assert isinstance(sampler, ContainerSampler) and sampler.launcher_exit is None  # watched: no CLI
+    assert sampler.backoff is not None and (sampler.backoff.base, sampler.backoff.cap) == (0.3, idle_cap(40))
+    sources.server = ContainerServer(["docker", "run", "img"], tracker)
+    launched = sources.process_sampler()
+    assert isinstance(launched, ContainerSampler) and launched.launcher_exit == sources.server.cli_exit
+
+
+def test_a_model_path_in_the_container_is_not_sized_on_the_host(tmp_path: Path) -> None:
+    (tmp_path / "model.safetensors").write_bytes(b"x" * 1024)
+    cfg = Config(watched_command=["vllm", "serve", str(tmp_path)])
+    sources, lines = container_sources(cfg, Tracker(Replayed(), ref="x"))
+    sources._size_weights()
+    assert lines.seen == []
+    sized, lines = container_sources(Config(watched_command=["vllm", "serve", "m"], model_path=tmp_path),
+                                     Tracker(Replayed(), ref="x"))
+    sized._size_weights()  # a path the host has too (-v): sized
+    assert [type(o).__name__ for o in lines.seen] == ["WeightsTotal"]
+
+
+def test_a_watched_containers_log_is_the_runtimes_echoed_as_asked_and_stopped_with_the_watch(
+        docker_host: Path) -> None:
+    with docker_engine(docker_host) as engine:
+        runtime = Runtime("docker")
+        tracker = Tracker(runtime, ref="funny_chatelet")
+        assert tracker.get() is not None
+        for echo in (False, True):
+            cfg = Config(pid=os.getpid(), watched_command=["vllm", "serve", "m"], echo_server_output=echo,
+                         probe=ProbeConfig(url=f"http://127.0.0.1:{free_port()}"))
+            sources, _ = container_sources(cfg, tracker)
+            assert sources.start() is None
+            log = sources.log
+            assert log is not None and (log.echo is sources.echo if echo else log.echo is None)
+            assert log.backlog is sources.backlog and log.clock is sources.clock
+            wait_for(lambda: log.popen is not None, CHECK_S, "the logs command")  # noqa: B023
+            sources.stop()
+            assert log.popen is not None and log.popen.returncode is not None  # stopped: not left following
+        assert len([p for _, p in engine.requests if "/logs?" in p]) == 2
+
+
+def test_a_container_session_is_built_on_the_container_sources(tmp_path: Path) -> None:
+    run = parse_run(["docker", "run", "-d", "img"])
+    tracker = Tracker(Replayed(), cidfile=tmp_path / "cid")
+    cfg = Config(command=["docker", "run", "-d", "img"], history=HistoryConfig(enabled=False))
+    session = ContainerSession(cfg, get_profile("generic"), QuietReporter(), Redactor(), tracker, run,
+                               since="2026-12-04T10:00:00Z", clock=lambda: 42.0)
+    sources = session.sources
+    assert isinstance(sources, ContainerSources)
+    assert (sources.tracker, sources.run, sources.since, sources.clock()) == (tracker, run, "2026-12-04T10:00:00Z",
+                                                                              42.0)
+    assert sources.echo == session._echo and sources.backlog == session.q.qsize
+    assert sources.identify == session.detect and session.clock() == 42.0
