@@ -11,7 +11,9 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,12 +21,17 @@ import psutil
 import pytest
 
 from firstlight.config import Config, JudgeConfig, ProbeConfig
+from firstlight.engines.profile import Endpoints
+from firstlight.runner.launcher import ServerProcess
 from firstlight.runner.sources import WEIGHTS_WAIT_S, Sources, server_command
+from firstlight.samplers.logs import FileFollower
 from firstlight.samplers.models_sse import ModelsSSE
+from firstlight.samplers.oom import OomTraces
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.sim.fixtures import free_port, make_weights
 from firstlight.timeline import Level, LogLine, Observation, Probe, SourceNote, WeightsTotal
 from tests.support.common import wait_for
+from tests.support.oom_traces import _cgroup
 
 CHECK_S = 60  # deadlines far above what each wait needs
 
@@ -298,3 +305,137 @@ def test_a_rung_that_answers_differently_nudges_the_samplers_and_every_probe_rea
         assert seen.items == probes
         s.new_log_line()  # a log line: a nudge too (and the ladder, not started here, is not woken)
         assert counter.nudges == 4
+
+
+# -- the launch's choices, the followers' and readers' making, the port's owner, the edges before start ---------
+
+def test_an_oom_kill_in_the_servers_cgroup_is_the_sources_evidence(tmp_path: Path) -> None:
+    d = _cgroup(tmp_path, "llm.service", memory_events="oom_kill 0\n")
+    with sources(Config(pid=os.getpid(), probe=ProbeConfig(url=url()))) as (s, _):
+        assert s.oom_evidence() == ()  # no sampler yet: nothing read
+        s.oom = OomTraces(directories=[d], kmsg=tmp_path / "none")
+        (d / "memory.events").write_text("oom_kill 1\n")
+        assert s.oom_evidence() == (f"{d / 'memory.events'}: oom_kill 0 -> 1",)
+
+
+@pytest.mark.parametrize(("after_ready", "keep", "detachable"), [
+    ("supervise", False, False), ("detach", False, True), ("supervise", True, True), ("stop", True, True),
+])
+def test_a_server_that_may_be_handed_over_gets_no_parent_death_signal(after_ready: str, keep: bool,
+                                                                      detachable: bool) -> None:
+    cfg = Config(command=SLEEP, probe=ProbeConfig(url=url()), after_ready=after_ready, keep_on_failure=keep)
+    with sources(cfg) as (s, _):
+        try:
+            assert s.start() is None
+            assert s.server is not None and s.server.detachable is detachable
+        finally:
+            if s.server_log is not None:
+                s.server_log.unlink(missing_ok=True)
+
+
+class EarlyWriter(Sources):
+    """A server that wrote its first lines before its log file was followed: its launch returns once they are
+    in the file."""
+
+    def make_server(self, output: Path | None, detachable: bool) -> ServerProcess:
+        server = super().make_server(output, detachable)
+        start = server.start
+
+        def start_and_write() -> None:
+            start()
+            assert output is not None
+            wait_for(lambda: output.read_text() == "early\n", CHECK_S, "the server's first line in its file")
+
+        server.start = start_and_write  # type: ignore[method-assign]
+        return server
+
+
+@pytest.mark.parametrize("echo", [False, True])
+def test_a_detached_servers_file_is_followed_from_its_start_echoed_as_asked(echo: bool) -> None:
+    cmd = [sys.executable, "-c", "import time; print('early', flush=True); time.sleep(120)"]
+    cfg = Config(command=cmd, probe=ProbeConfig(url=url()), after_ready="detach", echo_server_output=echo)
+    seen, echoed = Seen(), []
+    s = EarlyWriter(cfg, seen, lambda stream, text: echoed.append(text), identify=False, clock=lambda: 42.0,
+                    backlog=lambda: 0)
+    try:
+        assert s.start() is None
+        assert s.server_log is not None and s.server_log.parent == Path(tempfile.gettempdir())
+        assert s.server_log.name.startswith("firstlight-server-") and s.server_log.suffix == ".log"
+        (f,) = s.followers
+        assert isinstance(f, FileFollower) and f.delivery.backlog is s.backlog and f.clock() == 42.0
+        wait_for(lambda: seen.of(LogLine), CHECK_S, "the first line, written before the file was followed")
+        assert [(o.text, o.t) for o in seen.of(LogLine)] == [("early", 42.0)]  # type: ignore[attr-defined]
+        wait_for(lambda: echoed or not echo, CHECK_S, "the echo")
+        assert echoed == (["early"] if echo else [])
+    finally:
+        s.stop()
+        if s.server is not None:
+            s.server.stop(5.0)
+        if s.server_log is not None:
+            s.server_log.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("echo", [False, True])
+def test_a_servers_pipes_are_echoed_only_when_asked(echo: bool) -> None:
+    cmd = [sys.executable, "-c", "import time; print('out', flush=True); time.sleep(120)"]
+    echoed: list[str] = []
+    s = Sources(Config(command=cmd, probe=ProbeConfig(url=url()), echo_server_output=echo), Seen(),
+                lambda stream, text: echoed.append(text), identify=False)
+    try:
+        assert s.start() is None
+        assert all((r.delivery.echo is not None) is echo for r in s.readers) and len(s.readers) == 2
+    finally:
+        s.stop()
+        if s.server is not None:
+            s.server.stop(5.0)
+
+
+def test_a_watched_log_is_read_from_the_watched_processs_start(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("INFO an older run's line\n")
+    cfg = Config(pid=os.getpid(), log_file=log, probe=ProbeConfig(url=url()))
+    with sources(cfg) as (s, _):
+        assert s.start() is None
+        (f,) = s.followers
+        assert f.since == psutil.Process().create_time() and f.delivery.echo is None  # a --log is never echoed
+
+
+def test_a_port_held_by_an_older_process_is_the_conflict_once_the_server_runs() -> None:
+    port = free_port()
+    cfg = Config(command=SLEEP, probe=ProbeConfig(url=f"http://127.0.0.1:{port}"))
+    with sources(cfg) as (s, _):
+        assert s.start() is None  # nothing held the port before the launch
+        holder = socket.socket()
+        try:
+            holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            holder.bind(("127.0.0.1", port))
+            holder.listen()  # this test's process: older than the launch, outside its tree
+            evidence = s.check_port_owner()
+            assert evidence is not None and evidence.startswith(f"port {port} is held by ") and \
+                evidence.endswith("(there before the launch), not by the launched server")
+            assert f"pid {os.getpid()}" in evidence and s.port_conflict == evidence
+            s.port_conflict = "told before"
+            assert s.check_port_owner() == "told before"  # once known, never looked up again
+        finally:
+            holder.close()
+
+
+def test_a_watched_server_has_no_launch_to_own_its_port_and_nothing_is_asked_before_start() -> None:
+    with sources(Config(pid=os.getpid(), probe=ProbeConfig(url=url()))) as (s, _):
+        assert s.check_port_owner() is None
+        assert s.collector_stats() == []  # no sampler, no ladder yet
+        s.use_endpoints(Endpoints(health="/ping", models=None))  # no ladder yet: nothing to tell
+        assert s.start() is None
+        endpoints = Endpoints(health="/ping", models=None)
+        s.use_endpoints(endpoints)
+        assert s.ladder_loop is not None and s.ladder_loop._endpoints is endpoints
+
+
+def test_the_logs_settle_within_their_bound_while_the_server_still_writes() -> None:
+    cmd = [sys.executable, "-c", "import time; print('out', flush=True); time.sleep(120)"]
+    with sources(Config(command=cmd, probe=ProbeConfig(url=url()))) as (s, seen):
+        assert s.start() is None
+        wait_for(lambda: seen.of(LogLine), CHECK_S, "the server's line")
+        before = time.monotonic()
+        s.settle_logs(0.2)  # the pipes are still open: each reader is waited for 0.2 s, not until they close
+        assert time.monotonic() - before < CHECK_S / 2
