@@ -581,13 +581,26 @@ def test_the_logs_command_reads_nothing_of_firstlights_stdin_and_its_lines_carry
     fake.chmod(0o755)
     (tmp_path / "cid").write_text("abc")
     lines, echoed = Lines(), []
+
+    def backlog() -> int:
+        return 0
+
     log = ContainerLog(Tracker(Runtime("docker", binary=str(fake)), cidfile=tmp_path / "cid"), lines,
-                       lambda stream, text: echoed.append((stream, text)), lambda: 42.0, lambda: 0)
-    log.start()
-    wait_for(lambda: lines.texts(), CHECK_S, "the container's line")
-    log.settle(CHECK_S)
-    log.stop()
+                       lambda stream, text: echoed.append((stream, text)), lambda: 42.0, backlog)
+    ours = os.dup(0)
+    r, w = os.pipe()
+    os.dup2(r, 0)  # firstlight's stdin a pipe (as under systemd or a script): the child must not share it
+    try:
+        log.start()
+        wait_for(lambda: lines.texts(), CHECK_S, "the container's line")
+        log.settle(CHECK_S)
+        log.stop()
+    finally:
+        os.dup2(ours, 0)
+        for fd in (ours, r, w):
+            os.close(fd)
     assert (tmp_path / "stdin").read_text().strip() == "/dev/null"
+    assert [reader.delivery.backlog for reader in log.readers] == [backlog, backlog]  # paced by the session
     assert lines.texts() == [("stdout", "INFO from the container")] and lines.seen[0].t == 42.0
     assert echoed == [("stdout", "INFO from the container")]
 
