@@ -11,12 +11,14 @@ The in-process tests of this subject; the others: ``tests/e2e/hostile/test_signa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
 import signal
 import threading
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +40,7 @@ from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
 from firstlight.runner import pump
 from firstlight.runner import session as session_module
+from firstlight.runner.launcher import ServerProcess
 from firstlight.runner.output import BoundedOutput
 from firstlight.runner.session import Outcome, Session
 from firstlight.runner.sources import Echo, Sink, Sources
@@ -480,6 +483,8 @@ def test_a_failed_preflight_is_the_verdict_nothing_is_watched_and_the_run_is_rec
     assert r.outcome.exit_code == EXIT_CODES[FAILED]
     assert [name for name, _ in r.reporter.calls] == ["verdict", "summary"]
     assert r.reporter.calls[-1][1] is r.result and r.result.history_run is not None
+    told = r.reporter.calls[0][1]
+    assert isinstance(told, RunResult) and (told.verdict, told.failure) == (FAILED, "gpu_occupied")
     runs = History(tmp_path / "h.db").runs()
     assert [(x.id, x.kind, x.ok, x.summary["failure"]) for x in runs] == [(r.result.history_run, "watch", False,
                                                                          "gpu_occupied")]
@@ -499,6 +504,7 @@ def test_a_command_that_cannot_start_fails_with_the_error_as_the_process_evidenc
     assert r.result.hint == "check the command: the executable must exist"
     assert r.outcome.exit_code == EXIT_CODES[FAILED] and r.sources.stopped
     assert [name for name, _ in r.reporter.calls] == ["started", "verdict", "summary"]
+    assert r.reporter.calls[1][1] is r.result and r.reporter.calls[2][1] is r.result  # what is told is the result
     assert r.record == []  # nothing was watched
 
 
@@ -734,6 +740,52 @@ def test_an_error_escaping_the_run_stops_the_launched_server() -> None:
         s.run()
     pid = s.sources.pid
     assert pid is not None and gone(pid)
+
+
+def test_an_error_escaping_the_run_kills_a_server_deaf_to_sigterm_after_the_grace() -> None:
+    port = free_port()
+    cfg = Config(command=sim_cmd("normal", port, "--load-seconds", "0.2", "--ignore-term"), engine="sglang",
+                 probe=ProbeConfig(url=f"http://127.0.0.1:{port}"), history=HistoryConfig(enabled=False),
+                 sample_interval=0.2, echo_server_output=False, grace=1.0)
+    s = Session(cfg, get_profile("sglang"), Broken("verdict"))
+    with pytest.raises(RuntimeError, match="a reporter's bug"):
+        s.run()
+    pid = s.sources.pid
+    assert pid is not None and gone(pid)
+    server = s.sources.server
+    assert server is not None and server.poll() == -signal.SIGKILL
+
+
+def test_an_error_escaping_a_watch_without_a_server_is_the_error_raised() -> None:
+    with pytest.raises(RuntimeError, match="a reporter's bug"):
+        run([generation(T0 + 1)], reporter=Broken("verdict"))
+
+
+def test_an_error_escaping_is_raised_even_when_stopping_the_server_fails() -> None:
+    s = launched(None, Broken("verdict"))
+    real_stop = ServerProcess.stop
+
+    def stop_then_fail(self: ServerProcess, grace: float) -> str:
+        real_stop(self, grace)
+        raise OSError("the stop failed too")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ServerProcess, "stop", stop_then_fail)
+        with pytest.raises(RuntimeError, match="a reporter's bug"):
+            s.run()
+    pid = s.sources.pid
+    assert pid is not None and gone(pid)
+
+
+def test_the_serving_checks_watch_the_servers_pid_with_the_sessions_profile_and_the_model_served() -> None:
+    r = run([generation(T0 + 1)], engine="sglang")
+    r.session.sources = types.SimpleNamespace(pid=4242, model="served-model")  # type: ignore[assignment]
+    generic = dataclasses.replace(r.result, engine="generic")  # the session's profile wins over the result's
+    w = r.session.serving_watch(generic)
+    assert w.probe.sampler is not None and w.probe.sampler.pid == 4242
+    assert w.probe.counters == get_profile("sglang").serving and w.probe.ladder.cfg.model == "served-model"
+    given = r.session.serving_watch(generic, pid=5151)
+    assert given.probe.sampler is not None and given.probe.sampler.pid == 5151
 
 
 def test_an_error_escaping_after_a_detach_leaves_the_detached_server_serving(tmp_path: Path) -> None:
