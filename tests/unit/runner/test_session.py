@@ -656,7 +656,10 @@ def test_checks_abandoned_by_a_stop_signal_never_speak_after_the_summary(monkeyp
     reporter = Recorder()
     release, spoke = threading.Event(), threading.Event()
 
+    got: list[Any] = []
+
     def checks(cfg: Any, profile: Any, model: Any, say: Callable[[str], None]) -> dict[str, Any]:
+        got.extend([profile, threading.current_thread().daemon])
         say("warm-up: first words")
         release.wait(CHECK_S)
         say("bench: last words")
@@ -675,6 +678,7 @@ def test_checks_abandoned_by_a_stop_signal_never_speak_after_the_summary(monkeyp
     assert spoke.wait(CHECK_S)
     assert "bench: last words" not in reporter.messages()
     assert [name for name, _ in reporter.calls][-1] == "summary"
+    assert got == [r.session.profile, True]  # the engine's profile; a daemon thread: it never holds the exit
 
 # -- a launched server: the session's own choices about it (stop, supervise, an escape) ---------------------------
 
