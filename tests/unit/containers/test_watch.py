@@ -27,6 +27,7 @@ from firstlight.containers.command import parse_run
 from firstlight.containers.runtime import Container, Runtime, RuntimeFailure
 from firstlight.containers.watch import (
     ContainerLog,
+    ContainerOom,
     ContainerSampler,
     ContainerServer,
     ContainerSession,
@@ -846,3 +847,38 @@ def test_a_container_session_is_built_on_the_container_sources(tmp_path: Path) -
                                                                               42.0)
     assert sources.echo == session._echo and sources.backlog == session.q.qsize
     assert sources.identify == session.detect and session.clock() == 42.0
+
+
+def test_settling_the_log_is_bounded_while_the_container_still_runs_or_was_never_found(tmp_path: Path) -> None:
+    follows = tmp_path / "docker"
+    follows.write_text("#!/bin/sh\necho 'INFO following'\nexec sleep 120\n")
+    follows.chmod(0o755)
+    (tmp_path / "cid").write_text("abc")
+    lines = Lines()
+    log = ContainerLog(Tracker(Runtime("docker", binary=str(follows)), cidfile=tmp_path / "cid"), lines, None,
+                       lambda: 0.0, None)
+    never = ContainerLog(Tracker(Replayed(), cidfile=tmp_path / "none"), Lines(), None, lambda: 0.0, None)
+    log.start()
+    never.start()
+    try:
+        wait_for(lambda: lines.texts(), CHECK_S, "the line")
+        before = time.monotonic()
+        log.settle(0.3)  # `logs --follow` runs on: each bound is waited once, then on
+        never.settle(0.3)  # no id yet: its thread still waits for one
+        assert time.monotonic() - before < CHECK_S / 2
+        assert log.popen is not None and log.popen.poll() is None
+    finally:
+        log.stop()
+        never.stop()
+
+
+def test_the_containers_oom_traces_are_its_init_pids_cgroup_and_the_runtimes_record(tmp_path: Path) -> None:
+    tracker = Tracker(Replayed(), ref="x")
+    oom = ContainerOom(os.getpid(), tracker)  # a live process: its memory cgroup, read from /proc
+    assert oom.pid == os.getpid() and oom.directories == memory_dirs(os.getpid())
+    d = tmp_path / "cg"
+    d.mkdir()
+    (d / "memory.events").write_text("oom_kill 0\n")
+    oom.before = {d: {"memory.events oom_kill": 0}}
+    (d / "memory.events").write_text("oom_kill 1\n")
+    assert f"{d / 'memory.events'}: oom_kill 0 -> 1" in oom.evidence()
