@@ -264,6 +264,7 @@ def test_a_container_that_ended_is_not_stopped_again_and_its_exit_is_the_servers
         assert server.poll() == 3  # the container's exit, while the CLI still runs
         how = server.stop(1.0)
         assert how.startswith("container aa86eacfb3b3 already ended: exited with code 3; the docker CLI: ")
+        assert server.poll() == -signal.SIGTERM  # once stopping: the CLI's own status, not the container's 3
         # never stopped by firstlight; the backstop's stop when its pipe closes (grace 10 s) is a no-op to the engine
         assert all(stop == {"t": ["10"]} for stop in engine.stops), engine.stops
 
@@ -339,6 +340,7 @@ def test_a_seen_container_s_end_is_told_from_the_runtimes_record_first(tmp_path:
             f"podman container {running.name} ({running.short_id}), image ")
         assert any(isinstance(o, ProcessSample) and o.alive for o in first)
         assert sampler.tracker.get() is running  # asked once: the found container is sampled, not inspected again
+        assert isinstance(sampler._oom, ContainerOom) and sampler._oom.pid == init.pid  # the init's OOM traces
         assert runtime.calls == 1
         init.kill()
         init.wait(CHECK_S)
