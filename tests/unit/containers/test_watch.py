@@ -823,7 +823,7 @@ def test_a_watched_containers_log_is_the_runtimes_echoed_as_asked_and_stopped_wi
         runtime = Runtime("docker")
         tracker = Tracker(runtime, ref="funny_chatelet")
         assert tracker.get() is not None
-        for echo in (False, True):
+        for n, echo in enumerate((False, True), 1):
             cfg = Config(pid=os.getpid(), watched_command=["vllm", "serve", "m"], echo_server_output=echo,
                          probe=ProbeConfig(url=f"http://127.0.0.1:{free_port()}"))
             sources, _ = container_sources(cfg, tracker)
@@ -831,7 +831,8 @@ def test_a_watched_containers_log_is_the_runtimes_echoed_as_asked_and_stopped_wi
             log = sources.log
             assert log is not None and (log.echo is sources.echo if echo else log.echo is None)
             assert log.backlog is sources.backlog and log.clock is sources.clock
-            wait_for(lambda: log.popen is not None, CHECK_S, "the logs command")  # noqa: B023
+            wait_for(lambda: len([p for _, p in engine.requests if "/logs?" in p]) == n,  # noqa: B023
+                     CHECK_S, "the logs command's request")
             sources.stop()
             assert log.popen is not None and log.popen.returncode is not None  # stopped: not left following
         assert len([p for _, p in engine.requests if "/logs?" in p]) == 2
