@@ -22,6 +22,7 @@ def test_a_closed_pipe_silences_only_its_reporter():
     for i in range(50):  # enough to overflow any buffer
         reporters.message(f"line {i} " + "x" * 200)
     reporters.message("the verdict still gets out")
+    assert os.readlink(f"/proc/self/fd/{w}") == os.devnull  # the broken stream silenced: its final flush passes
     reporters.close()
     console, jsonl = reporters.reporters
     assert console.lost is not None and "BrokenPipe" in console.lost  # type: ignore[attr-defined]
@@ -154,3 +155,45 @@ def test_stop_handlers_from_a_thread_that_cannot_take_signals_are_no_error() -> 
     t.start()
     t.join(60)
     assert done == [True]
+
+
+class RefusedDescriptor:
+    """A stream whose descriptor the OS refuses (EBADF)."""
+
+    def fileno(self) -> int:
+        return -1
+
+
+def test_silence_is_no_error_on_a_closed_stream_or_a_descriptor_the_os_refuses():
+    from firstlight.runner.guard import silence
+
+    r, w = os.pipe()
+    os.close(r)
+    closed = os.fdopen(w, "w")
+    closed.close()
+    silence(closed)  # ValueError: I/O operation on closed file
+    silence(RefusedDescriptor())  # OSError: EBADF
+
+
+def test_stop_handlers_given_back_from_another_thread_are_no_error_and_stay_until_given_back_on_main() -> None:
+    def handler(signum: int, frame: object) -> None:
+        pass
+
+    before = signal.getsignal(signal.SIGTERM)
+    restore = install_stop_handlers(handler)
+    errors: list[BaseException] = []
+
+    def give_back() -> None:
+        try:
+            restore()  # a thread cannot set handlers: ValueError, swallowed
+        except BaseException as e:  # the test's point: nothing escapes
+            errors.append(e)
+
+    try:
+        t = threading.Thread(target=give_back)
+        t.start()
+        t.join(60)
+        assert not t.is_alive() and errors == [] and signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        restore()
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -125,3 +125,45 @@ def test_nonblocking_stderr_replaces_and_restores_sys_stderr(monkeypatch: pytest
     assert sys.stderr is raw and raw.getvalue() == "inside\n"
     assert (output.LIMIT_BYTES, output.EXIT_WAIT_S) == (1 << 20, 2.0)
 
+
+
+class NoSurface:
+    """A raw stream with a write and a flush only: no encoding, no isatty, no descriptor."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def write(self, s: str) -> int:
+        self.text += s
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+class TtyFails:
+    def isatty(self) -> bool:
+        raise OSError("the terminal went away")
+
+
+def test_a_bare_raw_stream_is_utf8_no_tty_and_has_no_descriptor():
+    raw = NoSurface()
+    out = BoundedOutput(raw)  # type: ignore[arg-type]
+    assert out.encoding == "utf-8" and out.isatty() is False
+    with pytest.raises(io.UnsupportedOperation, match=r"^fileno$"):
+        out.fileno()
+    out.write("é")
+    assert out.drain(60) and raw.text == "é"
+
+
+def test_isatty_is_the_raw_streams_and_false_when_it_cannot_say():
+    master, slave = os.openpty()
+    tty = os.fdopen(slave, "w")
+    try:
+        assert BoundedOutput(tty).isatty() is True
+        tty.close()
+        assert BoundedOutput(tty).isatty() is False  # closed: ValueError
+    finally:
+        os.close(master)
+    assert BoundedOutput(TtyFails()).isatty() is False  # type: ignore[arg-type]
+    assert BoundedOutput(io.StringIO()).isatty() is False
