@@ -885,3 +885,27 @@ def test_the_containers_oom_traces_are_its_init_pids_cgroup_and_the_runtimes_rec
     oom.before = {d: {"memory.events oom_kill": 0}}
     (d / "memory.events").write_text("oom_kill 1\n")
     assert f"{d / 'memory.events'}: oom_kill 0 -> 1" in oom.evidence()
+
+
+def test_an_attached_runs_log_is_the_clis_own_output_and_settling_is_bounded(docker_host: Path) -> None:
+    """Attached (`docker run` without -d): the CLI's output is the container's, no `logs` command runs; watched,
+    the runtime's `logs --follow` runs, and settling it while the container runs is bounded."""
+    attached = parse_run(["docker", "run", "img"])
+    sources, _ = container_sources(Config(command=["docker", "run", "img"]), Tracker(Replayed(), ref="x"), attached)
+    assert sources.log is None
+    sources.settle_logs(0.1)  # nothing to settle: no error
+    sources.stop()
+    with docker_engine(docker_host) as engine:
+        tracker = Tracker(Runtime("docker"), ref="funny_chatelet")
+        assert tracker.get() is not None
+        cfg = Config(pid=os.getpid(), watched_command=["vllm", "serve", "m"],
+                     probe=ProbeConfig(url=f"http://127.0.0.1:{free_port()}"))
+        watched, _ = container_sources(cfg, tracker)
+        assert watched.start() is None
+        try:
+            wait_for(lambda: any("/logs?" in p for _, p in engine.requests), CHECK_S, "the logs request")
+            before = time.monotonic()
+            watched.settle_logs(0.3)  # the container runs on: `logs --follow` with it
+            assert time.monotonic() - before < CHECK_S / 2
+        finally:
+            watched.stop()
