@@ -439,3 +439,27 @@ def test_the_logs_settle_within_their_bound_while_the_server_still_writes() -> N
         before = time.monotonic()
         s.settle_logs(0.2)  # the pipes are still open: each reader is waited for 0.2 s, not until they close
         assert time.monotonic() - before < CHECK_S / 2
+
+
+def test_the_server_command_is_read_as_the_engine_named_on_the_command_line() -> None:
+    """--engine decides how a command that does not name its engine (a site's own script) is read."""
+    argv = ["/opt/start-server", "-m", "/models/x.gguf", "--model-path", "/m2"]
+    assert server_command(Config(command=argv, engine="llamacpp")).model == "/models/x.gguf"
+    assert server_command(Config(watched_command=argv, engine="llamacpp")).model == "/models/x.gguf"
+    assert server_command(Config(command=argv)).model == "/m2"
+
+
+def test_the_weights_are_sized_on_a_named_daemon_thread() -> None:
+    seen: list[threading.Thread] = []
+    with sources(Config(probe=ProbeConfig(url=url()))) as (s, _):
+        s._weights = lambda sized: (seen.append(threading.current_thread()), sized.set())  # type: ignore[method-assign]
+        assert s.start() is None
+        wait_for(lambda: seen, CHECK_S, "the sizing thread")
+    assert seen[0].name == "firstlight-weights" and seen[0].daemon  # a hung mount never holds the exit
+
+
+@pytest.mark.parametrize("identify", [False, True])
+def test_the_ladder_asks_the_engines_name_only_when_told_to(identify: bool) -> None:
+    with sources(Config(probe=ProbeConfig(url=url())), identify=identify) as (s, _):
+        assert s.start() is None
+        assert s.ladder_loop is not None and s.ladder_loop.identify is identify
