@@ -790,6 +790,7 @@ def test_the_launched_cli_is_the_run_command_with_its_cidfile(tmp_path: Path) ->
     server = sources.make_server(tmp_path / "out", True)
     assert isinstance(server, ContainerServer) and server.argv == list(launch.argv)
     assert (server.tracker, server.output, server.detachable) == (tracker, tmp_path / "out", True)
+    assert sources.make_server(None, True).detachable is True  # --keep-on-failure: no output file, handed over
     bare, _ = container_sources(Config(command=["docker", "run", "img"]), tracker)
     assert bare.make_server(None, False).argv == ["docker", "run", "img"]  # no run parsed: the command as given
 
