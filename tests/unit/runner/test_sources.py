@@ -22,8 +22,10 @@ import pytest
 
 from firstlight.config import Config, JudgeConfig, ProbeConfig
 from firstlight.engines.profile import Endpoints
+from firstlight.runner import sources as sources_module
 from firstlight.runner.launcher import ServerProcess
 from firstlight.runner.sources import WEIGHTS_WAIT_S, Sources, server_command
+from firstlight.samplers.base import idle_cap
 from firstlight.samplers.logs import FileFollower
 from firstlight.samplers.models_sse import ModelsSSE
 from firstlight.samplers.oom import OomTraces
@@ -463,3 +465,72 @@ def test_the_ladder_asks_the_engines_name_only_when_told_to(identify: bool) -> N
     with sources(Config(probe=ProbeConfig(url=url())), identify=identify) as (s, _):
         assert s.start() is None
         assert s.ladder_loop is not None and s.ladder_loop.identify is identify
+
+
+def test_a_launched_servers_sources_are_built_on_the_sessions_clock_interval_and_backlog() -> None:
+    def backlog() -> int:
+        return 0
+
+    cfg = Config(command=SLEEP, probe=ProbeConfig(url=url()), sample_interval=0.3,
+                 judge=JudgeConfig(stall_timeout=40))
+    seen = Seen()
+    s = Sources(cfg, seen, lambda stream, text: None, identify=False, clock=lambda: 42.0, backlog=backlog)
+    try:
+        assert s.start() is None
+        server = s.server
+        assert server is not None
+        tree, gpu = s.samplers
+        assert isinstance(tree, ProcessTreeSampler) and (tree.pid, tree.interval, tree.clock()) == (server.pid, 0.3,
+                                                                                                    42.0)
+        assert tree._exit_code == server.poll and tree._descendants == server.descendants
+        assert tree._left_group == server.note_left_group and tree._oom is s.oom
+        assert s.oom is not None and s.oom.pid == server.pid
+        assert tree.backoff is not None and (tree.backoff.base, tree.backoff.cap) == (0.3, idle_cap(40))
+        assert (type(gpu).__name__, gpu.interval, gpu.clock()) == ("GpuSampler", 0.3, 42.0)
+        assert all(r.delivery.backlog is backlog and r.delivery.clock() == 42.0 for r in s.readers)
+        assert s.ladder_loop is not None and s.ladder_loop.ladder.clock() == 42.0
+        assert s.ladder_loop.ladder.listener is None  # a server: its checks are real generations
+        wait_for(lambda: s._rungs, CHECK_S, "the ladder's first probe, through the rung tracker")
+        assert seen.of(Probe)
+    finally:
+        s.stop()
+        if s.server is not None:
+            s.server.stop(5.0)
+
+
+def test_a_watched_workers_ladder_looks_for_its_listener_on_the_urls_port() -> None:
+    port = free_port()
+    cfg = Config(pid=os.getpid(), probe=ProbeConfig(url=f"http://127.0.0.1:{port}"),
+                 judge=JudgeConfig(role="worker"))
+    with sources(cfg, identify=True) as (s, _):
+        assert s.start() is None
+        (tree, _gpu) = s.samplers
+        assert isinstance(tree, ProcessTreeSampler) and tree._oom is s.oom and tree.pid == os.getpid()
+        assert s.ladder_loop is not None and s.ladder_loop.identify is False  # a worker serves no engine API
+        listener = s.ladder_loop.ladder.listener
+        assert listener is not None
+        assert listener() == (False, f"no process of pid {os.getpid()}'s tree listens on port {port}")
+
+
+def test_a_sizing_that_hangs_holds_the_launch_up_by_its_bound_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources_module, "WEIGHTS_WAIT_S", 0.2)
+    release = threading.Event()
+    with sources(Config(command=SLEEP, probe=ProbeConfig(url=url()))) as (s, _):
+        s._weights = lambda sized: release.wait(CHECK_S)  # type: ignore[method-assign]  # a hung NFS mount
+        try:
+            before = time.monotonic()
+            assert s.start() is None
+            assert time.monotonic() - before < CHECK_S / 2 and s.server is not None
+        finally:
+            release.set()
+
+
+def test_the_engines_own_stream_is_on_the_sessions_clock() -> None:
+    seen = Seen()
+    s = Sources(Config(command=["llama-server", "--models-dir", "/models"], probe=ProbeConfig(url=url())), seen,
+                lambda stream, text: None, identify=False, clock=lambda: 42.0)
+    try:
+        s._engine_streams()
+        assert s.streams[0].clock() == 42.0
+    finally:
+        s.stop()
