@@ -679,6 +679,7 @@ def test_checks_abandoned_by_a_stop_signal_never_speak_after_the_summary(monkeyp
     assert "bench: last words" not in reporter.messages()
     assert [name for name, _ in reporter.calls][-1] == "summary"
     assert got == [r.session.profile, True]  # the engine's profile; a daemon thread: it never holds the exit
+    assert r.result.evidence[0]["since"] is not None  # when the signal came
 
 # -- a launched server: the session's own choices about it (stop, supervise, an escape) ---------------------------
 
@@ -793,12 +794,16 @@ def test_the_serving_checks_watch_the_servers_pid_with_the_sessions_profile_and_
 
 
 def test_an_error_escaping_after_a_detach_leaves_the_detached_server_serving(tmp_path: Path) -> None:
-    s = launched(tmp_path, Broken("summary"), after_ready="detach")
+    rep = Broken("summary")
+    s = launched(tmp_path, rep, after_ready="detach")
     try:
         with pytest.raises(RuntimeError, match="a reporter's bug"):
             s.run()
         pid = s.sources.pid
         assert pid is not None and not gone(pid)
+        log = s.sources.server_log
+        assert log is not None and any(m.startswith(f"detached: server pid {pid} keeps running; its output goes to "
+                                                    f"{log}; ") for m in rep.messages())
     finally:
         server = s.sources.server
         if server is not None and server.popen is not None:
@@ -842,6 +847,24 @@ def test_the_serving_checks_under_supervision_record_each_change_in_the_history(
     assert changes[-3:] == ["degraded", "not_serving", "serving"]
     assert f"supervising server pid {o.server_pid}; Ctrl-C or SIGTERM stops it" in rep.messages()
     assert [c for c, _ in rep.calls].count("summary") == 2  # READY for scripts, then the final one
+
+
+def test_a_supervised_server_killed_after_ready_fails_serving_with_its_death_as_evidence() -> None:
+    rep = Recorder()
+    s = launched(None, rep, serving_interval=0.3)
+
+    def kill_after_ready() -> None:
+        wait_for(lambda: rep._of("summary"), CHECK_S, "READY")
+        pid = s.sources.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+
+    errors = drive(kill_after_ready, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    o = s.run()
+    assert not errors, errors
+    assert (o.verdict, o.result.phase) == (FAILED, "serving"), o.result.evidence
+    assert o.result.evidence[0]["since"] is not None and o.result.ended_at is not None
+    assert "SIGKILL" in json.dumps(o.result.evidence)
 
 
 class Echoed(Recorder):
