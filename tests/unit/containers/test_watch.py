@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ from firstlight.samplers.oom import kernel_log_cgroup_kills, memory_dirs
 from firstlight.sim.fixtures import free_port
 from firstlight.timeline import ProcessSample, SourceNote
 from tests.support.common import drive, sim_cmd, wait_for
-from tests.support.docker_engine import docker_engine
+from tests.support.docker_engine import Engine, docker_engine
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "containers"
 CHECK_S = 60  # deadlines far above what each wait needs
@@ -234,8 +235,10 @@ def cli_stand_in() -> list[str]:
     return [sys.executable, "-c", "import time; time.sleep(120)"]
 
 
-def test_the_cli_lives_as_long_as_its_container_and_stopping_it_stops_the_container_first(
-        docker_host: Path) -> None:
+@contextlib.contextmanager
+def container_and_cli(docker_host: Path) -> Iterator[tuple[Engine, Tracker, ContainerServer, int]]:
+    """The engine's container running (its init a real process of the test's) and its CLI (a stand-in, attached)
+    launched: the engine, the tracker, the CLI's server and the init's pid."""
     init = subprocess.Popen(cli_stand_in(), start_new_session=True)
     try:
         with docker_engine(docker_host) as engine:
@@ -243,16 +246,22 @@ def test_the_cli_lives_as_long_as_its_container_and_stopping_it_stops_the_contai
             tracker = Tracker(Runtime("docker"), ref="funny_chatelet")
             server = ContainerServer(cli_stand_in(), tracker)
             server.start()
-            assert server.poll() is None and server.how_to_stop == "docker stop aa86eacfb3b3"
-            assert init.pid in [p.pid for p in server.tree()] and server.adopted() == []
-            how = server.stop(2.6)
-            assert engine.stops[0] == {"t": ["3"]}  # firstlight's own stop, with the grace asked for
-            assert how == ("container stopped (docker stop -t 3 aa86eacfb3b3): killed by SIGTERM (exit code 143); "
-                           "the docker CLI: stopped with SIGTERM")
-            assert server.poll() == -signal.SIGTERM  # the CLI's own status, once stopping
+            yield engine, tracker, server, init.pid
     finally:
         init.kill()
         init.wait(CHECK_S)
+
+
+def test_the_cli_lives_as_long_as_its_container_and_stopping_it_stops_the_container_first(
+        docker_host: Path) -> None:
+    with container_and_cli(docker_host) as (engine, _, server, init):
+        assert server.poll() is None and server.how_to_stop == "docker stop aa86eacfb3b3"
+        assert init in [p.pid for p in server.tree()] and server.adopted() == []
+        how = server.stop(2.6)
+        assert engine.stops[0] == {"t": ["3"]}  # firstlight's own stop, with the grace asked for
+        assert how == ("container stopped (docker stop -t 3 aa86eacfb3b3): killed by SIGTERM (exit code 143); "
+                       "the docker CLI: stopped with SIGTERM")
+        assert server.poll() == -signal.SIGTERM  # the CLI's own status, once stopping
 
 
 def test_a_container_that_ended_is_not_stopped_again_and_its_exit_is_the_servers(docker_host: Path) -> None:
@@ -747,26 +756,17 @@ def test_the_tracker_tells_the_first_sight_once_and_ended_asks_afresh() -> None:
 
 def test_the_watchdog_stops_the_container_when_firstlight_dies(docker_host: Path) -> None:
     """firstlight SIGKILLed: its watchdog, told the container once it was found, runs `docker stop`."""
-    init = subprocess.Popen(cli_stand_in(), start_new_session=True)
-    try:
-        with docker_engine(docker_host) as engine:
-            engine.container["State"]["Pid"] = init.pid
-            tracker = Tracker(Runtime("docker"), ref="funny_chatelet")
-            server = ContainerServer(cli_stand_in(), tracker)
-            server.start()
-            w = server.watchdog
-            assert w is not None and w.stdin is not None
-            wait_for(lambda: psutil.Process(w.pid).cmdline()[-2:] == [str(server.pid), "10"], CHECK_S,
-                     "the watchdog's command line")
-            assert tracker.get() is not None  # found: the watchdog is told
-            w.stdin.close()  # what firstlight's death does to its pipe
-            assert w.wait(CHECK_S) == 0
-            assert engine.stops == [{"t": ["10"]}]
-            assert server.popen is not None and server.popen.wait(CHECK_S) == -signal.SIGTERM
-            server.stop(1.0)
-    finally:
-        init.kill()
-        init.wait(CHECK_S)
+    with container_and_cli(docker_host) as (engine, tracker, server, _):
+        w = server.watchdog
+        assert w is not None and w.stdin is not None
+        wait_for(lambda: psutil.Process(w.pid).cmdline()[-2:] == [str(server.pid), "10"], CHECK_S,
+                 "the watchdog's command line")
+        assert tracker.get() is not None  # found: the watchdog is told
+        w.stdin.close()  # what firstlight's death does to its pipe
+        assert w.wait(CHECK_S) == 0
+        assert engine.stops == [{"t": ["10"]}]
+        assert server.popen is not None and server.popen.wait(CHECK_S) == -signal.SIGTERM
+        server.stop(1.0)
 
 
 def test_the_container_server_keeps_its_output_and_detachability(tmp_path: Path) -> None:
