@@ -867,6 +867,39 @@ def test_a_supervised_server_killed_after_ready_fails_serving_with_its_death_as_
     assert "SIGKILL" in json.dumps(o.result.evidence)
 
 
+class SignalledAtVerdict(Recorder):
+    """A stop signal that comes as READY is told: after the judge's verdict was final (the first one only)."""
+
+    def verdict(self, result: RunResult) -> None:
+        super().verdict(result)
+        if len(self._of("verdict")) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled on this (the main) thread before kill returns
+            os.kill(os.getpid(), signal.SIGINT)  # a second one: the first is the one told
+
+
+def test_a_stop_signal_as_ready_is_reached_is_honoured_not_lost() -> None:
+    r = run([generation(T0 + 1)], reporter=SignalledAtVerdict())
+    assert r.result.verdict == "interrupted" and r.outcome.exit_code == EXIT_CODES["interrupted"]
+    (e,) = r.result.evidence
+    assert e["value"] == "SIGTERM received as READY was reached" and e["since"] is not None
+
+
+class Observing(Recorder):
+    """A reporter that draws from the observations themselves (the dashboard)."""
+
+    def observe(self, obs: Observation) -> None:
+        self.calls.append(("observe", obs))
+
+
+def test_a_reporter_that_observes_gets_every_observation_fed() -> None:
+    rep = Observing()
+    r = run([log(0.5, "INFO Loading model weights", 1), generation(T0 + 1)], reporter=rep)
+    seen = [obs for name, obs in rep.calls if name == "observe"]
+    assert r.result.verdict == READY and any(isinstance(o, LogLine) and o.text == "INFO Loading model weights"
+                                             for o in seen)
+    assert len(seen) == len(r.record)  # each one fed, as recorded
+
+
 class Echoed(Recorder):
     """What the session echoed of the server's output, by stream."""
 
