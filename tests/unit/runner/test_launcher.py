@@ -578,3 +578,57 @@ def test_a_watchdog_that_does_not_end_does_not_hold_the_stop(launch: Launch) -> 
     finally:
         os.kill(w.pid, signal.SIGCONT)
         assert w.wait(CHECK_S) == 0  # it reads the end of its pipe, finds nothing left to stop
+
+
+# the server's own parent-death signal, as the kernel has it for it (PR_GET_PDEATHSIG = 2)
+SAYS_PDEATHSIG = ("import ctypes\n"
+                  "s = ctypes.c_int(-1)\n"
+                  "ctypes.CDLL(None).prctl(2, ctypes.byref(s), 0, 0, 0)\n"
+                  "print(s.value, flush=True)\n")
+
+
+def pdeathsig(s: launcher.ServerProcess) -> int:
+    assert s.popen is not None and s.popen.stdout is not None
+    value = int(s.popen.stdout.readline())
+    s.popen.wait(CHECK_S)
+    return value
+
+
+def test_only_a_server_launched_from_the_main_thread_with_its_backstop_and_not_to_be_handed_over_is_tied(
+        launch: Launch, tmp_path: Path) -> None:
+    tied = launch(SAYS_PDEATHSIG, backstop=True)
+    assert pdeathsig(tied) == signal.SIGKILL
+    assert pdeathsig(launch(SAYS_PDEATHSIG)) == 0  # no backstop
+    handed = launcher.ServerProcess([sys.executable, "-c", SAYS_PDEATHSIG], detachable=True)
+    handed.start()
+    try:
+        assert pdeathsig(handed) == 0  # --detach / --keep-on-failure: it may outlive firstlight
+    finally:
+        handed.stop(5.0)
+    box: list[launcher.ServerProcess] = []
+    t = threading.Thread(target=lambda: box.append(launch(SAYS_PDEATHSIG, backstop=True)))
+    t.start()
+    t.join(CHECK_S)
+    assert pdeathsig(box[0]) == 0  # from another thread: the signal would come when that thread ends
+
+
+def test_only_the_servers_orphans_are_adopted_never_firstlights_own_helpers_or_older_processes(
+        launch: Launch) -> None:
+    older = subprocess.Popen([sys.executable, "-c", SLEEPS], start_new_session=True)  # there before the launch
+    helpers = [older]
+    try:
+        wait_for(lambda: time.time() - psutil.Process(older.pid).create_time() > 1.5, CHECK_S,
+                 "the older process to be more than a second older than the launch")
+        s = launch(DAEMONIZES, backstop=True)
+        helpers.append(subprocess.Popen([sys.executable, "-c", SLEEPS]))  # firstlight's own, in its session
+        try:
+            assert s.popen is not None and s.popen.stdout is not None
+            daemon = int(s.popen.stdout.readline())
+            wait_for(lambda: daemon in [p.pid for p in s.adopted()], CHECK_S, "the daemon adopted")
+            assert [p.pid for p in s.adopted()] == [daemon]
+        finally:
+            s.stop(5.0)
+    finally:
+        for p in helpers:
+            p.kill()
+            p.wait(CHECK_S)
