@@ -534,3 +534,36 @@ def test_the_engines_own_stream_is_on_the_sessions_clock() -> None:
         assert s.streams[0].clock() == 42.0
     finally:
         s.stop()
+
+
+def on_the_clock(cfg: Config) -> tuple[Sources, Seen]:
+    seen = Seen()
+    return Sources(cfg, seen, lambda stream, text: None, identify=False, clock=lambda: 42.0), seen
+
+
+def test_the_weights_notes_and_total_are_the_weights_on_the_sessions_clock(tmp_path: Path) -> None:
+    image = ["docker", "run", "vllm/vllm-openai:v0.6.0", "--model", "/models/llama"]
+    for cmd in (image, ["vllm", "serve", "org/not-local"]):
+        s, seen = on_the_clock(Config(watched_command=cmd))
+        s._size_weights()
+        (note,) = seen.items
+        assert isinstance(note, SourceNote) and (note.t, note.source) == (42.0, "weights")
+    s, seen = on_the_clock(Config(watched_command=["docker", "run", "vllm/vllm-openai:v0.6.0"]))
+    s._size_weights()  # an image, no model named: nothing to say
+    assert seen.items == []
+    make_weights(tmp_path / "m", 1 << 20, shards=1)
+    s, seen = on_the_clock(Config(model_path=tmp_path / "m"))
+    s._size_weights()
+    (total,) = seen.items
+    assert isinstance(total, WeightsTotal) and total.t == 42.0 and total.fstype
+
+
+@pytest.mark.parametrize("host", ["localhost", "0.0.0.0"])
+def test_a_port_held_on_any_local_name_launches_nothing(host: str) -> None:
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with sources(Config(command=SLEEP, probe=ProbeConfig(url=f"http://{host}:{port}"))) as (s, _):
+            assert s.start() is None
+            assert s.server is None and s.port_conflict is not None
