@@ -8,6 +8,7 @@ to the same verdict in a test.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar
@@ -52,6 +53,10 @@ class Observation:
                 v = v.label
             d[f.name] = v
         return d
+
+    def to_line(self) -> str:
+        """One line of a record (``--record``, the history's timeline): JSON that ``from_dict`` reads back."""
+        return json.dumps(self.to_dict()) + "\n"
 
 
 @dataclass(frozen=True)

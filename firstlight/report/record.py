@@ -255,7 +255,7 @@ class RecordTee:
             first_t = json.loads(tail[0][1]).get("t", 0.0)
             note = SourceNote(first_t, "log", f"{self.left_out} log lines of a flood were left out of this run's "
                               "report and history (its --record file has them all)")
-            tail.insert(0, (tail[0][0], json.dumps(note.to_dict()) + "\n"))
+            tail.insert(0, (tail[0][0], note.to_line()))
         for _, text in heapq.merge(self.held, tail, key=lambda e: e[0]):
             self._keep(text)
         self.tail.clear()
@@ -309,17 +309,17 @@ def downsample(observations: Sequence[Observation], cap_bytes: int = TIMELINE_CA
     """At most about ``cap_bytes`` of JSON Lines: thin the samples (every 2nd, 4th, ...), then the log lines
     (the first and the last ones stay: how it began, and what it said before the verdict)."""
     keep, thinnable = _essential(observations)
-    sizes = [len(_line(o)) for o in keep]
+    sizes = [len(o.to_line()) for o in keep]
     stride = 1
     drop: set[int] = set()
     while sum(s for i, s in enumerate(sizes) if i not in drop) > cap_bytes and stride < len(keep):
         stride *= 2
         drop = {idx for n, idx in enumerate(thinnable) if n % stride}
     out = [o for i, o in enumerate(keep) if i not in drop]
-    total = sum(len(_line(o)) for o in out)
+    total = sum(len(o.to_line()) for o in out)
     if total > cap_bytes:
         logs = [i for i, o in enumerate(out) if isinstance(o, LogLine)]
-        size = {i: len(_line(out[i])) for i in logs}
+        size = {i: len(out[i].to_line()) for i in logs}
         budget = max(0, cap_bytes - (total - sum(size.values())))
         kept = set(_fill(logs, size, budget // 4)) | set(_fill(logs[::-1], size, budget - budget // 4))
         out = [o for i, o in enumerate(out) if i not in size or i in kept]
@@ -337,13 +337,9 @@ def _fill(indices: list[int], size: dict[int, int], budget: int) -> list[int]:
     return out
 
 
-def _line(o: Observation) -> str:
-    return json.dumps(o.to_dict(), default=str) + "\n"
-
-
 def pack_timeline(observations: Sequence[Observation], cap_bytes: int = TIMELINE_CAP_BYTES) -> bytes:
     """Downsampled JSON Lines, gzip-compressed: what the history stores for one run."""
-    return gzip.compress("".join(_line(o) for o in downsample(observations, cap_bytes)).encode(), mtime=0)
+    return gzip.compress("".join(o.to_line() for o in downsample(observations, cap_bytes)).encode(), mtime=0)
 
 
 def unpack_timeline(data: bytes, limit: int = INFLATED_CAP_BYTES) -> list[Observation]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import signal
 import subprocess
@@ -27,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import psutil
 
@@ -47,11 +46,12 @@ class LaunchError(Exception):
 
 
 def _prctl() -> Callable[..., int] | None:
+    """libc's prctl(2), found among this process's own symbols (Python links libc dynamically): no library search,
+    which would run ``ldconfig -p`` at import."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn: Callable[..., int] = libc.prctl
+        fn: Callable[..., int] = ctypes.CDLL(None).prctl
     except (OSError, AttributeError):
         return None
     return fn
@@ -60,15 +60,20 @@ def _prctl() -> Callable[..., int] | None:
 _PRCTL = _prctl()
 
 
+def _call(prctl: Callable[..., int], option: int, arg: Any) -> int:
+    """One prctl(2) with its one argument: each option used here reads only arg2 (kernel/sys.c), the rest are 0."""
+    return prctl(option, arg, 0, 0, 0)  # pragma: no mutate - arg3..arg5 are never read for these options
+
+
 def become_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (Linux). True when it worked."""
-    return _PRCTL is not None and _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _PRCTL is not None and _call(_PRCTL, _PR_SET_CHILD_SUBREAPER, 1) == 0
 
 
 def is_subreaper() -> bool | None:
     """Whether this process is a child subreaper now; None where that cannot be read."""
     flag = ctypes.c_int(0)
-    if _PRCTL is None or _PRCTL(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
+    if _PRCTL is None or _call(_PRCTL, _PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) != 0:
         return None
     return bool(flag.value)
 
@@ -96,7 +101,7 @@ class _Subreaper:
         with self._lock:
             self._holders -= 1
             if self._holders == 0 and self._was is False and _PRCTL is not None:
-                _PRCTL(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+                _call(_PRCTL, _PR_SET_CHILD_SUBREAPER, 0)
 
 
 _SUBREAPER = _Subreaper()
@@ -108,7 +113,7 @@ def _die_with(parent: int) -> Callable[[], None]:
 
     def preexec() -> None:
         if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+            _call(prctl, _PR_SET_PDEATHSIG, int(signal.SIGKILL))
         if os.getppid() != parent:
             os._exit(1)
 

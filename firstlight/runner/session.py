@@ -11,7 +11,6 @@ unless ``--detach`` asked for it.
 from __future__ import annotations
 
 import contextlib
-import json
 import queue
 import signal
 import threading
@@ -38,6 +37,7 @@ from firstlight.report.base import Reporter
 from firstlight.result import RunFacts, RunResult
 from firstlight.runner import policy
 from firstlight.runner.after_ready import (
+    HISTORY_BUSY_S,
     compare_with_history,
     deployment_key,
     engine_clock_endpoints,
@@ -260,7 +260,7 @@ class Session:
             return result
         key = deployment_key(self.cfg, self.profile, self.cfg.command or self.cfg.watched_command, self.redactor)
         kind = "up" if self.cfg.command else "watch"
-        self.history.set_busy_timeout(1.0)  # another writer's lock must not hold up stopping the server
+        self.history.set_busy_timeout(HISTORY_BUSY_S)  # another writer's lock must not hold up stopping the server
         result = result.with_eta(self.eta.to_dict() if self.eta else None)
         result = compare_with_history(self.history, key, kind, result, self.cfg.history.margin)
         for r in result.regression or ():
@@ -368,14 +368,8 @@ class Session:
             self.sources.new_log_line()
 
     def _write_record(self, obs: Observation) -> None:
-        if self.record is None:
-            return
-        try:
-            self.record.write(json.dumps(obs.to_dict(), default=str) + "\n")
-        except (OSError, ValueError) as e:  # a full disk must not take the watch (and the server) down
-            self.record = None
-            self.reporter.message(f"--record: cannot write any more ({getattr(e, 'strerror', None) or e}); "
-                                  f"recording stopped, watching goes on")
+        if self.record is not None:  # a failed write (a full disk) is one warning there, and recording stops
+            self.record.write(obs.to_line())
 
     def _report(self, step: Step) -> None:
         """The driver's step to the reporters; an engine learnt with it also changes what is probed and expected."""

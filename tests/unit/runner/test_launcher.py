@@ -34,8 +34,6 @@ def test_prctl_is_libcs_on_linux_and_none_elsewhere(monkeypatch: pytest.MonkeyPa
     assert fn is not None and fn.__name__ == "prctl"
     flag = ctypes.c_int(-1)
     assert fn(launcher._PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value in (0, 1)
-    monkeypatch.setattr(launcher.ctypes.util, "find_library", lambda name: None)
-    assert launcher._prctl() is not None  # libc.so.6 by name
     monkeypatch.setattr(launcher.sys, "platform", "darwin")
     assert launcher._prctl() is None
 
@@ -632,3 +630,28 @@ def test_only_the_servers_orphans_are_adopted_never_firstlights_own_helpers_or_o
         for p in helpers:
             p.kill()
             p.wait(CHECK_S)
+
+
+def test_a_zombie_is_not_alive_and_a_live_process_is() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])  # never waited for here until it is a zombie
+    try:
+        p = psutil.Process(child.pid)
+        wait_for(lambda: p.status() == psutil.STATUS_ZOMBIE, CHECK_S, "the child to become a zombie")
+        assert p.is_running()  # psutil still sees it: only its state says it is gone
+        assert launcher._alive_one(p) is False and launcher._any_alive([p]) is False
+        assert launcher._alive_one(psutil.Process()) is True
+    finally:
+        child.wait(CHECK_S)
+
+
+def test_a_groups_members_are_its_live_processes_by_pid_and_not_its_zombies(launch: Launch) -> None:
+    s = launch("import subprocess, sys, time\n"
+               "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+               "z = subprocess.Popen([sys.executable, '-c', 'pass'])\n"  # exits, never reaped: a zombie of the group
+               "print(w.pid, z.pid, flush=True)\n"
+               "time.sleep(120)\n")
+    assert s.popen is not None and s.popen.stdout is not None
+    worker, zombie = map(int, s.popen.stdout.readline().split())
+    wait_for(lambda: psutil.Process(zombie).status() == psutil.STATUS_ZOMBIE, CHECK_S, "the zombie")
+    assert sorted(launcher._group_members(s.pid)) == sorted([s.pid, worker])
+    assert launcher._group_members(os.getpgid(0)) != [] and s.pid not in launcher._group_members(os.getpgid(0))

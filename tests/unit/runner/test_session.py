@@ -16,6 +16,7 @@ import io
 import json
 import os
 import signal
+import sqlite3
 import threading
 import time
 import types
@@ -44,6 +45,7 @@ from firstlight.runner.launcher import ServerProcess
 from firstlight.runner.output import BoundedOutput
 from firstlight.runner.session import Outcome, Session
 from firstlight.runner.sources import Echo, Sink, Sources
+from firstlight.serving import ServingStatus
 from firstlight.sim.fixtures import free_port
 from firstlight.timeline import (
     Interrupted,
@@ -142,8 +144,9 @@ class ScriptedSources(Sources):
 
     def __init__(self, cfg: Config, sink: Sink, echo: Echo, identify: bool, clock: Clock,
                  backlog: Callable[[], int], script: list[Step], left_in_pipe: list[LogLine],
-                 port_holder: str | None, start_error: str | None = None) -> None:
+                 port_holder: str | None, start_error: str | None = None, held_before: str | None = None) -> None:
         super().__init__(cfg, sink, echo, identify, clock, backlog)
+        self.held_before = held_before  # the port found held before the launch: nothing is started
         self.scripted_clock, self.script, self.left_in_pipe = clock, script, left_in_pipe
         self.port_holder, self.start_error = port_holder, start_error
         self.started = False
@@ -155,6 +158,7 @@ class ScriptedSources(Sources):
 
     def start(self) -> str | None:
         self.started = True
+        self.port_conflict = self.held_before
         if self.start_error is not None:  # the command could not be started: nothing to play
             return self.start_error
         threading.Thread(target=self._play, name="scripted-source", daemon=True).start()
@@ -246,11 +250,11 @@ class ScriptedSession(Session):
     def __init__(self, cfg: Config, profile: EngineProfile, reporter: Recorder, clock: Clock, script: list[Step],
                  left_in_pipe: list[LogLine], port_holder: str | None, record: IO[str] | None,
                  preflight: PreflightReport | None = None, start_error: str | None = None,
-                 record_timeout: bool = True) -> None:
+                 record_timeout: bool = True, held_before: str | None = None) -> None:
         super().__init__(cfg, profile, reporter, record=record, clock=clock, preflight=preflight,
                          record_timeout=record_timeout)
         self.sources = ScriptedSources(cfg, self._sink, self._echo, self.detect, clock, self.q.qsize, script,
-                                       left_in_pipe, port_holder, start_error)
+                                       left_in_pipe, port_holder, start_error, held_before)
 
 
 @dataclass
@@ -271,7 +275,8 @@ def run(script: list[Step], pid: int | None = PID, engine: str | None = None, le
         settled: Callable[[Recorder], bool] | None = None, *, t0: float = T0, history: Path | None = None,
         preflight: PreflightReport | None = None, start_error: str | None = None, record: IO[str] | None = None,
         record_timeout: bool = True, reporter: Recorder | None = None, fail_on_regression: bool = False,
-        margin: float = 0.2, **cfg_kw: Any) -> Run:
+        margin: float = 0.2, held_before: str | None = None, server_log: Path | None = None,
+        requests: dict[str, int] | None = None, **cfg_kw: Any) -> Run:
     """One scripted start; ``cfg_kw`` are further Config fields, ``history`` a history file to record in."""
     judge = cfg_kw.pop("judge", JudgeConfig(timeout=3600, stall_timeout=stall_timeout))
     hist = (HistoryConfig(path=history, fail_on_regression=fail_on_regression, margin=margin) if history is not None
@@ -283,7 +288,11 @@ def run(script: list[Step], pid: int | None = PID, engine: str | None = None, le
     if settled is not None:
         script = [Quiet(s.until, lambda: settled(reporter)) if isinstance(s, Quiet) else s for s in script]
     session = ScriptedSession(cfg, get_profile(engine or "generic"), reporter, Clock(t0), script,
-                              left_in_pipe or [], port_holder, out, preflight, start_error, record_timeout)
+                              left_in_pipe or [], port_holder, out, preflight, start_error, record_timeout,
+                              held_before)
+    session.sources.server_log = server_log  # a detached server's log file, as the sources name it
+    if requests is not None:
+        session.sources.requests = lambda: dict(requests)  # type: ignore[method-assign]
     outcome = session.run()
     sources = session.sources
     assert isinstance(sources, ScriptedSources)
@@ -450,8 +459,8 @@ def generation(t: float) -> Probe:
 
 def test_the_watch_begins_by_telling_what_it_watches_with_the_urls_password_masked() -> None:
     command = ["python", "-m", "sglang.launch_server", "--model-path", "/models/llama", "--node-rank", "1"]
-    r = run([generation(T0 + 1)], engine="sglang", watched_command=command,
-            probe=ProbeConfig(url="http://ops:pa55w0rd-xyz@127.0.0.1:8000"))
+    r = run([log(0.5, "retrying with pa55w0rd-xyz", 1), generation(T0 + 1)], engine="sglang",
+            watched_command=command, probe=ProbeConfig(url="http://ops:pa55w0rd-xyz@127.0.0.1:8000"))
     name, info = r.reporter.calls[0]
     assert name == "started"
     assert info == {"started_at": T0, "pid": PID, "launched": False, "engine": "sglang", "role": "server",
@@ -460,7 +469,9 @@ def test_the_watch_begins_by_telling_what_it_watches_with_the_urls_password_mask
     assert r.reporter.calls[1] == ("collectors", r.sources.collector_stats)
     assert r.record[0] == {"kind": "started", "t": T0, "pid": PID, "url": "http://ops:***@127.0.0.1:8000",
                            "engine": "sglang", "launched": False}
-    assert "pa55w0rd-xyz" not in json.dumps(r.record) + repr(r.result.to_dict())
+    assert "pa55w0rd-xyz" not in json.dumps(r.record) + repr(r.result.to_dict())  # the URL's password: anywhere
+    assert {"kind": "log", "t": T0 + 0.5, "text": "retrying with ***", "stream": "stderr",
+            "lineno": 1, "final": True} in r.record
     assert r.result.url == "http://ops:***@127.0.0.1:8000" and r.result.pid == PID
     assert not any(o["kind"] == "note" for o in r.record)  # a --pid to watch: no warning that it lacks one
 
@@ -916,3 +927,182 @@ def test_the_servers_output_is_echoed_with_its_secrets_masked(tmp_path: Path) ->
     args = [line for line in lines if "server_args=" in line]
     assert args and "api_key='***'" in args[0] and not any("sk-live-echo-0123456789" in line for line in lines)
     assert {stream for _, (stream, _) in rep._of("server_line")} <= {"stdout", "stderr"}
+
+
+def test_a_session_learns_the_engine_only_when_neither_named_nor_told_by_the_command() -> None:
+    def detects(engine: str | None, profile: str) -> bool:
+        return Session(Config(pid=PID, engine=engine, history=HistoryConfig(enabled=False)), get_profile(profile),
+                       Recorder()).detect
+
+    assert detects(None, "generic") is True
+    assert detects(None, "sglang") is False  # the command named the engine: its profile
+    assert detects("generic", "generic") is False  # --engine generic: told, not to be learnt
+    assert detects("vllm", "vllm") is False
+
+
+def test_the_sessions_sources_are_built_with_its_sink_clock_backlog_and_engine_learning() -> None:
+    clock = Clock(T0)
+    s = Session(Config(pid=PID, history=HistoryConfig(enabled=False)), get_profile("generic"), Recorder(),
+                clock=clock)
+    assert s.sources.cfg is s.cfg and s.sources.clock is clock and s.sources.backlog == s.q.qsize
+    assert s.sources.sink == s._sink and s.sources.echo == s._echo and s.sources.identify is True
+    assert (s.history, s.driver, s.stop_signal, s.preflight) == (None, None, None, None)
+    assert s.record_timeout is True  # a run's --timeout is a run of the history unless the sidecar says not
+
+
+def test_a_preflight_given_is_kept_with_the_session() -> None:
+    report = PreflightReport([Check("python", "ok", "other", "python 3.12")])
+    s = Session(Config(pid=PID, history=HistoryConfig(enabled=False)), get_profile("generic"), Recorder(),
+                preflight=report)
+    assert s.preflight is report
+
+
+def test_an_estimate_given_up_front_is_the_eta_from_the_first_status() -> None:
+    r = run([alive(1), Quiet(T0 + 30), generation(T0 + 31)], judge=JudgeConfig(timeout=3600, expected_total_s=600.0),
+            settled=lambda rep: bool(rep.statuses()))
+    first = r.reporter.statuses()[0]
+    assert first.progress.eta_total_s is not None and first.progress.eta_total_s <= 600.0
+    assert r.result.verdict == READY
+
+
+def test_a_history_that_cannot_be_opened_is_said_and_the_run_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    r = run([generation(T0 + 1)], history=tmp_path / "file" / "h.db")
+    assert r.result.verdict == READY and r.result.history_run is None
+    assert [m for m in r.reporter.messages() if m.startswith("history unavailable, not recorded: ")]
+
+
+class SignalledAtHeartbeat(Recorder):
+    """A stop signal once the checks after READY are over and before the run's summary (a watched server: nothing
+    reads the session's queue any more)."""
+
+    def heartbeat(self) -> None:
+        super().heartbeat()
+        if len(self._of("heartbeat")) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled on this (the main) thread before kill returns
+
+
+def test_a_stop_signal_after_the_checks_of_a_watched_server_is_honoured_before_the_summary() -> None:
+    r = run([generation(T0 + 1)], reporter=SignalledAtHeartbeat())
+    assert r.result.verdict == "interrupted" and r.outcome.exit_code == EXIT_CODES["interrupted"]
+    (e,) = r.result.evidence
+    assert e["value"] == "SIGTERM received after READY, during the checks" and e["since"] == T0 + 1
+    assert r.reporter.calls[-1] == ("summary", r.result)  # the last word, with the verdict returned
+    assert r.session.stop_signal is not None and r.session.stop_signal.signal == "SIGTERM"
+
+
+def test_the_first_stop_signal_is_the_one_kept_with_its_time() -> None:
+    clock = Clock(T0 + 7)
+    s = Session(Config(pid=PID, history=HistoryConfig(enabled=False)), get_profile("generic"), Recorder(),
+                clock=clock)
+    s._on_signal(signal.SIGTERM, None)
+    clock.t = T0 + 8
+    s._on_signal(signal.SIGINT, None)
+    assert s.stop_signal == Interrupted(T0 + 7, "SIGTERM")
+    assert pump.drain(s.q) == [Interrupted(T0 + 7, "SIGTERM"), Interrupted(T0 + 8, "SIGINT")]  # each one judged
+
+
+def test_a_port_held_before_the_launch_is_judged_first_with_its_holder_at_the_start() -> None:
+    holder = "pid 4242 (nginx) listens on port 8000"
+    r = run([], held_before=holder)
+    assert (r.result.verdict, r.result.failure) == (FAILED, "port_in_use")
+    assert r.result.evidence[0]["value"] == holder and r.result.evidence[0]["since"] == T0
+    assert [o["kind"] for o in r.record] == ["started", "port_conflict"]
+    assert r.record[1] == {"kind": "port_conflict", "t": T0, "detail": holder}
+
+
+@dataclass
+class Root:
+    """A launched server as the heartbeat asks it: its root's exit and the daemon it may have left serving."""
+
+    code: int | None
+    daemon: list[Any] = field(default_factory=list)
+
+    def poll(self) -> int | None:
+        return self.code
+
+    def daemon_serving(self) -> list[Any]:
+        return self.daemon
+
+
+@pytest.mark.parametrize(("server", "beats"), [(None, True), (Root(None), True), (Root(0, ["daemon"]), True),
+                                                (Root(0), False), (Root(1), False)],
+                         ids=["watched", "alive", "daemonized", "exited", "failed"])
+def test_the_heartbeat_goes_on_while_the_server_or_the_daemon_it_left_lives(server: Root | None, beats: bool) -> None:
+    rep = Recorder()
+    s = Session(Config(pid=PID, history=HistoryConfig(enabled=False)), get_profile("generic"), rep)
+    s.sources.server = server  # type: ignore[assignment]
+    s._heartbeat()
+    assert heartbeats(rep) == (1 if beats else 0)
+
+
+def test_a_deployment_is_one_key_when_recorded_and_when_estimated_masked_by_the_sessions_own_secrets(
+        tmp_path: Path) -> None:
+    """The watched command carries the URL's password, which only the session's redactor knows: the start is
+    recorded and estimated under the same masked key; another command is another deployment."""
+    url = "http://ops:pa55w0rd-xyz@127.0.0.1:8000"
+    ours = ["python", "-m", "sglang.launch_server", "--model-path", "/models/a", "--tag", "pa55w0rd-xyz"]
+    other = [*ours[:-1], "other"]
+    for ready in (100.0, 110.0):
+        watched_start(tmp_path, ready, watched_command=ours, probe=ProbeConfig(url=url))
+    another = watched_start(tmp_path, 120.0, watched_command=other, probe=ProbeConfig(url=url))
+    assert not any(m.startswith("history:") for m in another.reporter.messages())
+    r = watched_start(tmp_path, 130.0, watched_command=ours, probe=ProbeConfig(url=url))
+    assert [m for m in r.reporter.messages() if m.startswith("history:")] == [
+        "history: ETA from 2 untyped starts: 105.0s"]
+    assert r.session.history is not None and r.session.history.busy_timeout == 1.0  # stopping waits 1 s at most
+    assert "pa55w0rd-xyz" not in (tmp_path / "h.db").read_bytes().decode("latin-1")
+
+
+def test_the_result_names_the_servers_log_file_the_requests_made_and_no_command_when_watched(tmp_path: Path) -> None:
+    r = run([generation(T0 + 1)], server_log=tmp_path / "server.log", requests={"generation": 3})
+    assert r.result.server_log == str(tmp_path / "server.log") and r.result.requests == {"generation": 3}
+    assert r.result.command is None
+    plain = run([generation(T0 + 1)])
+    assert plain.result.server_log is None
+
+
+class Chosen:
+    """The policy after the verdict, as chosen: it keeps the context it was given."""
+
+    def __init__(self) -> None:
+        self.ctx: Any = None
+
+    def apply(self, ctx: Any, result: RunResult) -> RunResult:
+        self.ctx = ctx
+        return result
+
+
+@pytest.mark.parametrize("log_file", [True, False], ids=["log-file", "pipes"])
+def test_the_policy_after_the_verdict_gets_the_sessions_server_clock_queue_log_and_oom_evidence(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log_file: bool) -> None:
+    r = run([generation(T0 + 1)])
+    s, chosen = r.session, Chosen()
+    monkeypatch.setattr(session_module.policy, "choose", lambda cfg, result: chosen)
+    s.sources.server = Root(None)  # type: ignore[assignment]
+    s.sources.server_log = tmp_path / "server.log" if log_file else None
+    assert s._after_verdict(r.result) is r.result
+    ctx = chosen.ctx
+    assert ctx.server is s.sources.server and ctx.cfg is s.cfg and ctx.q is s.q and ctx.clock is s.clock
+    assert ctx.say == s.reporter.message and ctx.on_serving == s.reporter.summary and ctx.serving == s.serving_watch
+    assert ctx.oom == s.sources.oom_evidence
+    assert ctx.server_log == (str(tmp_path / "server.log") if log_file else None)
+
+
+def test_serving_changes_are_recorded_only_for_a_run_of_the_history_and_a_locked_history_never_stops_them(
+        tmp_path: Path) -> None:
+    r = watched_start(tmp_path, 100.0)
+    s, run_id = r.session, r.result.history_run
+    assert s.history is not None and run_id is not None
+    assert s._record_serving(dataclasses.replace(r.result, history_run=None)) is None  # not a run of the history
+    record = s._record_serving(r.result)
+    assert record is not None
+    record(ServingStatus("serving", "generation ok", T0 + 5, True, True))
+    assert History(tmp_path / "h.db").serving_changes(run_id) == [(T0 + 5, "serving", "generation ok")]
+    s.history.set_busy_timeout(0.05)
+    other = sqlite3.connect(tmp_path / "h.db", isolation_level=None)
+    try:
+        other.execute("BEGIN EXCLUSIVE")  # another writer holds the history
+        record(ServingStatus("not_serving", "timeout", T0 + 9, False, True))  # no error: the checks go on
+    finally:
+        other.close()
