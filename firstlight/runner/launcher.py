@@ -160,7 +160,6 @@ class ServerProcess:
         self._out_file: IO[bytes] | None = None
         self._stop_lock = threading.Lock()
         self._stopped: str | None = None
-        self._released = False
         self._subreaper = False  # this server holds the subreaper flag (see _Subreaper)
         self._launched_at = 0.0
 
@@ -215,7 +214,6 @@ class ServerProcess:
 
     def release(self) -> None:
         """The server is handed over (``--detach``): the watchdog leaves it alone when firstlight exits."""
-        self._released = True
         self._tell_watchdog("release")
         self._close_watchdog()
         self._drop_subreaper()
@@ -381,8 +379,7 @@ class ServerProcess:
         try:
             return self._terminate(grace)
         finally:
-            if not self._released:
-                self._close_watchdog()
+            self._close_watchdog()  # a no-op once released: the watchdog is told and gone
             self._drop_subreaper()  # every process of the server is reaped: orphans go to init again
 
     def _terminate(self, grace: float) -> str:

@@ -208,8 +208,9 @@ class Session:
         return self.redactor.text(model) if model else None
 
     def _launch_failed(self, judge: Judge, started_at: float) -> Outcome:
+        assert self._launch_error is not None  # the sources' own words: why the command could not start
         now = self.clock()
-        error = Evidence("process", self._launch_error or "cannot start the command", now)
+        error = Evidence("process", self._launch_error, now)
         result = RunResult.launch_failed(judge, judge.assess(now), self._facts(judge, started_at), error)
         self.reporter.verdict(result)
         self.reporter.summary(result)
@@ -233,7 +234,8 @@ class Session:
         for obs in engine_clock_endpoints(self.cfg, self.profile, self.clock):
             self._feed(obs)
         judge = self.judge
-        return result if judge is None else result.with_engine_clock(judge)
+        assert judge is not None  # the watch made it
+        return result.with_engine_clock(judge)
 
     def _check_after_ready(self, result: RunResult) -> RunResult:
         """Warm-up and benchmark in a thread, so that a stop signal meanwhile is honoured at once (the server

@@ -278,6 +278,8 @@ def test_the_watchdog_watches_the_server_until_it_is_released(launch: Launch) ->
         # (a process just forked shows its parent's command line, or none, until its exec: waited for)
         wait_for(lambda: psutil.Process(w.pid).cmdline()[-2:] == [str(s.pid), "10"], CHECK_S,
                  "the watchdog's command line: the server's pid and the grace")
+        # whatever it might say (a traceback as firstlight dies) never reaches firstlight's own output
+        assert [os.readlink(f"/proc/{w.pid}/fd/{fd}") for fd in (1, 2)] == ["/dev/null", "/dev/null"]
         s.release()
         assert w.wait(CHECK_S) is not None  # told, its stdin closed: it ends, leaving the server alone
         assert s.poll() is None  # the server serves on
@@ -655,3 +657,32 @@ def test_a_groups_members_are_its_live_processes_by_pid_and_not_its_zombies(laun
     wait_for(lambda: psutil.Process(zombie).status() == psutil.STATUS_ZOMBIE, CHECK_S, "the zombie")
     assert sorted(launcher._group_members(s.pid)) == sorted([s.pid, worker])
     assert launcher._group_members(os.getpgid(0)) != [] and s.pid not in launcher._group_members(os.getpgid(0))
+
+
+def test_a_watchdog_that_cannot_be_started_leaves_the_server_running_without_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(launcher.sys, "executable", str(tmp_path / "no-python"))  # the watchdog's exec fails
+    s = launcher.ServerProcess(["sleep", "120"], backstop=True)
+    try:
+        s.start()
+        assert s.watchdog is None and s.poll() is None
+    finally:
+        assert s.stop(5.0) == "stopped with SIGTERM"
+
+
+def test_a_server_never_started_was_launched_at_no_time() -> None:
+    assert launcher.ServerProcess(["true"]).launched_at == 0.0
+
+
+def test_the_server_reads_nothing_of_firstlights_stdin(launch: Launch) -> None:
+    r, w = os.pipe()
+    saved = os.dup(0)
+    os.dup2(r, 0)  # firstlight's stdin a pipe (a terminal, a script's input): never the server's
+    try:
+        s = launch(SLEEPS)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, r, w):
+            os.close(fd)
+    wait_for(lambda: psutil.Process(s.pid).cmdline()[-1:] == [SLEEPS], CHECK_S, "the server's exec")
+    assert os.readlink(f"/proc/{s.pid}/fd/0") == "/dev/null"

@@ -1106,3 +1106,10 @@ def test_serving_changes_are_recorded_only_for_a_run_of_the_history_and_a_locked
         record(ServingStatus("not_serving", "timeout", T0 + 9, False, True))  # no error: the checks go on
     finally:
         other.close()
+
+
+def test_the_verdict_is_told_once_as_judged_and_the_summary_is_the_last_word() -> None:
+    r = run([generation(T0 + 1)])
+    verdicts = [result for name, result in r.reporter.calls if name == "verdict"]
+    assert len(verdicts) == 1 and verdicts[0].verdict == READY and verdicts[0].ready_at == T0 + 1
+    assert r.reporter.calls[-1] == ("summary", r.result)
