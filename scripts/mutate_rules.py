@@ -2,8 +2,9 @@
 
 mutmut mutates Python only; the alert rules hold their own numbers: each `for`, each evaluation interval, each
 range window (`[15m]`, `[10m:30s]`), each threshold and factor in an expression (`>= 3`, `vector(1.5)`), and each
-comparison against one (`>=` / `>`). This changes one of them at a time (a number a little up and a little down, a
-duration halved and doubled, `>=` to `>` and back), runs the promtool unit tests of deploy/prometheus/tests/
+comparison against one (`>=` / `>`), and each set operator between two vectors (`and`, `or`, `unless`). This
+changes one of them at a time (a number a little up and a little down, a duration halved and doubled, `>=` to `>`
+and back, `and` to `unless` and back, `or` to `and`), runs the promtool unit tests of deploy/prometheus/tests/
 against the mutant, then the in-process tests of the rules file (what promtool cannot see: a group's evaluation
 interval, pinned to the value the docs state), and counts it killed when a test fails. A survivor is a value no
 test pins. Mutants that promtool rejects as a rules file are counted apart (they say nothing about the tests).
@@ -26,6 +27,9 @@ REPO = Path(__file__).resolve().parent.parent
 DURATION = re.compile(r"(?<![\w.])(\d+)([smhdw])(?![\w])")
 NUMBER = re.compile(r"(?<![\w.:\[\"$])(\d+(?:\.\d+)?)(?![\w.:\]])")
 COMPARISON = re.compile(r"(>=|<=|(?<![<>=!])>(?!=)|(?<![<>=!])<(?!=))")
+# PromQL's set operators between two vectors: mutmut's `and`/`or` swap, for series (`unless` is the `and` negated)
+SET_OPERATOR = re.compile(r"(?<![\w:])(and|or|unless)(?![\w:])")
+SET_SWAP = {"and": "unless", "unless": "and", "or": "and"}
 QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
 
 
@@ -104,6 +108,8 @@ def mutants(lines: list[str]) -> list[Mutant]:
             op = m.group()
             new = {">=": ">", ">": ">=", "<=": "<", "<": "<="}[op]
             out.append(Mutant(i, m.start(), m.end(), op, new))
+        for m in SET_OPERATOR.finditer(body, body_at):
+            out.append(Mutant(i, m.start(), m.end(), m.group(), SET_SWAP[m.group()]))
     return out
 
 

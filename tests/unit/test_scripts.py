@@ -59,12 +59,13 @@ def _script(name: str) -> Any:
     return mod
 
 
-def test_mutate_rules_changes_each_for_window_threshold_and_factor_and_never_a_label_value():
+def test_mutate_rules_changes_each_for_window_threshold_factor_and_set_operator_and_never_a_label_value():
     mod = _script("mutate_rules")
     lines = [
         "  - alert: A\n",
         "    expr: |\n",
         '      (sum(increase(x{verdict="2"}[15m])) >= 3)\n',
+        '      and on(instance) y{mode="or"} or z unless w:or_rule\n',
         "      * scalar(vector(1.5))\n",
         "    for: 1m\n",
         "    labels:\n",
@@ -72,7 +73,8 @@ def test_mutate_rules_changes_each_for_window_threshold_and_factor_and_never_a_l
     ]
     got = {(m.line, m.old, m.new) for m in mod.mutants(lines)}
     assert got == {(3, "15m", "30m"), (3, "15m", "7m"), (3, "3", "4"), (3, "3", "2"), (3, ">=", ">"),
-                   (4, "1.5", "1.6"), (4, "1.5", "1.4"), (5, "1m", "2m"), (5, "1m", "30s")}
+                   (4, "and", "unless"), (4, "or", "and"), (4, "unless", "and"),
+                   (5, "1.5", "1.6"), (5, "1.5", "1.4"), (6, "1m", "2m"), (6, "1m", "30s")}
 
 
 def test_mutate_defaults_changes_each_field_default_and_constant_once_each_way():

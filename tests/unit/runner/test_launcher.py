@@ -686,3 +686,37 @@ def test_the_server_reads_nothing_of_firstlights_stdin(launch: Launch) -> None:
             os.close(fd)
     wait_for(lambda: psutil.Process(s.pid).cmdline()[-1:] == [SLEEPS], CHECK_S, "the server's exec")
     assert os.readlink(f"/proc/{s.pid}/fd/0") == "/dev/null"
+
+
+# on its first SIGTERM, starts a helper in a session of its own that ignores SIGTERM, says its pid, and exits 1.5 s
+# later (the stop's loop sees the helper while it is still the server's child)
+SPAWNS_ON_TERM = ("import signal, subprocess, sys, time\n"
+                  "IGNORES = 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)'\n"
+                  "spawned = []\n"
+                  "def on_term(*a):\n"
+                  "    if spawned: return\n"
+                  "    spawned.append(subprocess.Popen([sys.executable, '-c', IGNORES], start_new_session=True))\n"
+                  "    print(spawned[0].pid, flush=True)\n"
+                  "    time.sleep(1.5)\n"
+                  "    sys.exit(0)\n"
+                  "signal.signal(signal.SIGTERM, on_term)\n"
+                  "print('trapped', flush=True)\n"
+                  "time.sleep(120)\n")
+
+
+def test_a_process_the_server_starts_while_it_stops_is_waited_for_and_killed_too(launch: Launch) -> None:
+    s = launch(SPAWNS_ON_TERM)
+    said(s, "trapped")
+    helper: list[int] = []
+    assert s.popen is not None and s.popen.stdout is not None
+    out = s.popen.stdout
+    reader = threading.Thread(target=lambda: helper.append(int(out.readline())), daemon=True)
+    reader.start()
+    try:
+        assert s.stop(4.0) == "SIGKILL after 4s grace (SIGTERM was not enough)"
+        reader.join(CHECK_S)
+        wait_for(lambda: ended(helper[0]), CHECK_S, "the helper killed")
+    finally:
+        if helper:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(helper[0], signal.SIGKILL)

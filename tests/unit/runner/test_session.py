@@ -657,6 +657,7 @@ def test_a_stop_signal_during_the_checks_after_ready_ends_them_at_once() -> None
                 after=AfterReadyConfig(warmup=50), reporter=reporter)
     assert r.result.verdict == "interrupted" and r.result.warmup is None
     assert r.result.evidence[0]["value"] == "SIGTERM received during the checks after READY"
+    assert r.result.evidence[0]["since"] is not None and r.result.evidence[0]["since"] == r.result.ended_at
     assert r.outcome.exit_code == EXIT_CODES["interrupted"]
 
 
@@ -1091,14 +1092,15 @@ def test_the_policy_after_the_verdict_gets_the_sessions_server_clock_queue_log_a
 
 def test_serving_changes_are_recorded_only_for_a_run_of_the_history_and_a_locked_history_never_stops_them(
         tmp_path: Path) -> None:
-    r = watched_start(tmp_path, 100.0)
+    r = watched_start(tmp_path, 100.0, probe=ProbeConfig(url="http://ops:pa55w0rd-xyz@127.0.0.1:8000"))
     s, run_id = r.session, r.result.history_run
     assert s.history is not None and run_id is not None
     assert s._record_serving(dataclasses.replace(r.result, history_run=None)) is None  # not a run of the history
     record = s._record_serving(r.result)
     assert record is not None
-    record(ServingStatus("serving", "generation ok", T0 + 5, True, True))
-    assert History(tmp_path / "h.db").serving_changes(run_id) == [(T0 + 5, "serving", "generation ok")]
+    record(ServingStatus("serving", "generation ok, retried with pa55w0rd-xyz", T0 + 5, True, True))
+    assert History(tmp_path / "h.db").serving_changes(run_id) == [  # masked by the session's own secrets
+        (T0 + 5, "serving", "generation ok, retried with ***")]
     s.history.set_busy_timeout(0.05)
     other = sqlite3.connect(tmp_path / "h.db", isolation_level=None)
     try:
@@ -1113,3 +1115,19 @@ def test_the_verdict_is_told_once_as_judged_and_the_summary_is_the_last_word() -
     verdicts = [result for name, result in r.reporter.calls if name == "verdict"]
     assert len(verdicts) == 1 and verdicts[0].verdict == READY and verdicts[0].ready_at == T0 + 1
     assert r.reporter.calls[-1] == ("summary", r.result)
+
+
+def test_the_checks_after_ready_ask_for_the_model_the_server_lists_with_the_sessions_profile(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[Any, ...]] = []
+
+    def checks(cfg: Config, profile: EngineProfile, model: str | None, say: Callable[[str], None]) -> dict[str, Any]:
+        asked.append((cfg, profile.name, model))
+        say("warm-up: done")
+        return {"warmup": {"n": 1, "errors": 0}}
+
+    monkeypatch.setattr(session_module, "post_ready_checks", checks)
+    monkeypatch.setattr(ScriptedSources, "model", property(lambda self: "served/model-7b"))
+    r = run([generation(T0 + 1)], engine="sglang", after=AfterReadyConfig(warmup=1))
+    assert asked == [(r.session.cfg, "sglang", "served/model-7b")]
+    assert r.result.warmup == {"n": 1, "errors": 0} and "warm-up: done" in r.reporter.messages()
