@@ -2,9 +2,10 @@
 
 mutmut mutates Python only; the alert rules hold their own numbers: each `for`, each evaluation interval, each
 range window (`[15m]`, `[10m:30s]`), each threshold and factor in an expression (`>= 3`, `vector(1.5)`), and each
-comparison against one (`>=` / `>`), and each set operator between two vectors (`and`, `or`, `unless`). This
-changes one of them at a time (a number a little up and a little down, a duration halved and doubled, `>=` to `>`
-and back, `and` to `unless` and back, `or` to `and`), runs the promtool unit tests of deploy/prometheus/tests/
+comparison against one (`>=` / `>`, `==` / `!=`), each label matcher (`verdict="failed"`, `!=`), and each set
+operator between two vectors (`and`, `or`, `unless`). This changes one of them at a time (a number a little up and
+a little down, a duration halved and doubled, `>=` to `>` and back, `==` to `!=` and back, a matcher negated, `and`
+to `unless` and back, `or` to `and`), runs the promtool unit tests of deploy/prometheus/tests/
 against the mutant, then the in-process tests of the rules file (what promtool cannot see: a group's evaluation
 interval, pinned to the value the docs state), and counts it killed when a test fails. A survivor is a value no
 test pins. Mutants that promtool rejects as a rules file are counted apart (they say nothing about the tests).
@@ -30,6 +31,8 @@ COMPARISON = re.compile(r"(>=|<=|(?<![<>=!])>(?!=)|(?<![<>=!])<(?!=))")
 # PromQL's set operators between two vectors: mutmut's `and`/`or` swap, for series (`unless` is the `and` negated)
 SET_OPERATOR = re.compile(r"(?<![\w:])(and|or|unless)(?![\w:])")
 SET_SWAP = {"and": "unless", "unless": "and", "or": "and"}
+EQUALITY = re.compile(r"(==|!=)")  # a vector comparison negated (mutmut's == / != swap)
+MATCHER = re.compile(r"(?<=\w)(!=|=)(?=\s*\")")  # a label matcher negated: verdict="failed" / verdict!="failed"
 QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
 
 
@@ -110,6 +113,14 @@ def mutants(lines: list[str]) -> list[Mutant]:
             out.append(Mutant(i, m.start(), m.end(), op, new))
         for m in SET_OPERATOR.finditer(body, body_at):
             out.append(Mutant(i, m.start(), m.end(), m.group(), SET_SWAP[m.group()]))
+        for m in EQUALITY.finditer(body, body_at):
+            if code[m.end():].lstrip().startswith('"'):
+                continue  # a label matcher's `!=`: below
+            out.append(Mutant(i, m.start(), m.end(), m.group(), {"==": "!=", "!=": "=="}[m.group()]))
+        for m in MATCHER.finditer(code, body_at):
+            if not code[m.end():].lstrip().startswith('"') or code[m.start() - 1] in "=!":
+                continue
+            out.append(Mutant(i, m.start(), m.end(), m.group(), {"=": "!=", "!=": "="}[m.group()]))
     return out
 
 

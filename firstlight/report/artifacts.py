@@ -36,8 +36,9 @@ class RunArtifacts:
             self._user = open(record, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         if report is not None or trace is not None or cfg.history.enabled:
             fd, name = tempfile.mkstemp(prefix="firstlight-run-", suffix=".jsonl")
+            os.unlink(name)  # a private copy with no name: a firstlight killed by SIGKILL leaves nothing in /tmp
             self._kept = os.fdopen(fd, "w+", encoding="utf-8")
-            self._kept_path = Path(name)
+            self._kept_path = Path(f"/proc/self/fd/{fd}")  # read back through a file of its own (Linux)
 
     def stream(self, warn: Callable[[str], None] | None = None) -> IO[str] | None:
         """The session's ``record``: None when nothing is kept. A tee reports a failing ``--record`` itself,
@@ -53,8 +54,8 @@ class RunArtifacts:
             return []
         if self._tee is not None:
             self._tee.finish()
-        # What reached the disk is read back by name: a flush that fails (a full disk, a file-size limit) leaves
-        # the buffer unwritable, and a record cut mid-line is read up to its last whole line.
+        # What reached the disk is read back through a new open file: a flush that fails (a full disk, a file-size
+        # limit) leaves the buffer unwritable, and a record cut mid-line is read up to its last whole line.
         with contextlib.suppress(OSError, ValueError):
             self._kept.flush()
         try:
@@ -87,5 +88,3 @@ class RunArtifacts:
             if f is not None:
                 with contextlib.suppress(OSError, ValueError):
                     f.close()
-        if self._kept_path is not None:
-            self._kept_path.unlink(missing_ok=True)

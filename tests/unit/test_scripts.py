@@ -59,21 +59,22 @@ def _script(name: str) -> Any:
     return mod
 
 
-def test_mutate_rules_changes_each_for_window_threshold_factor_and_set_operator_and_never_a_label_value():
+def test_mutate_rules_changes_each_for_window_threshold_factor_comparison_matcher_and_set_operator_never_a_value():
     mod = _script("mutate_rules")
     lines = [
         "  - alert: A\n",
         "    expr: |\n",
         '      (sum(increase(x{verdict="2"}[15m])) >= 3)\n',
-        '      and on(instance) y{mode="or"} or z unless w:or_rule\n',
+        '      and on(instance) y{mode="or", v!="1"} == 1 or z unless w:or_rule\n',
         "      * scalar(vector(1.5))\n",
         "    for: 1m\n",
         "    labels:\n",
         "      severity: 5m\n",
     ]
     got = {(m.line, m.old, m.new) for m in mod.mutants(lines)}
-    assert got == {(3, "15m", "30m"), (3, "15m", "7m"), (3, "3", "4"), (3, "3", "2"), (3, ">=", ">"),
-                   (4, "and", "unless"), (4, "or", "and"), (4, "unless", "and"),
+    assert got == {(3, "15m", "30m"), (3, "15m", "7m"), (3, "3", "4"), (3, "3", "2"), (3, ">=", ">"), (3, "=", "!="),
+                   (4, "and", "unless"), (4, "or", "and"), (4, "unless", "and"), (4, "=", "!="), (4, "!=", "="),
+                   (4, "==", "!="), (4, "1", "2"), (4, "1", "0"),
                    (5, "1.5", "1.6"), (5, "1.5", "1.4"), (6, "1m", "2m"), (6, "1m", "30s")}
 
 

@@ -54,6 +54,7 @@ from firstlight.timeline import (
     Observation,
     Probe,
     ProcessSample,
+    Started,
     WeightsTotal,
     from_dict,
 )
@@ -719,12 +720,14 @@ def gone(pid: int) -> bool:
 
 def test_a_launched_server_is_stopped_at_ready_under_stop_and_its_cold_start_counts_from_the_launch(
         tmp_path: Path) -> None:
-    rep = Recorder()
+    rep = Observing()
     s = launched(tmp_path, rep, api_key="sk-live-0123456789", after_ready="stop")
     o = s.run()
     assert o.verdict == READY and o.exit_code == 0
     info = rep.calls[0][1]
     assert info["launched"] is True and info["pid"] == o.server_pid
+    first = next(obs for name, obs in rep.calls if name == "observe")
+    assert isinstance(first, Started) and first.launched is True and first.pid == o.server_pid  # so recorded
     assert "--api-key ***" in info["command"] and "sk-live-0123456789" not in json.dumps(o.summary)
     assert o.result.command is not None and "***" in o.result.command
     assert o.result.ready_at is not None and o.result.cold_start_s == o.result.ready_at - o.result.started_at
