@@ -81,11 +81,10 @@ def _publish(value: str) -> tuple[int, int] | None:
     spec, _, proto = value.partition("/")
     if proto not in ("", "tcp"):
         return None
-    parts = spec.rsplit(":", 2) if not spec.startswith("[") else [spec.rpartition("]:")[0] + "]",
-                                                                  *spec.rpartition("]:")[2].split(":")]
+    parts = spec.split(":")  # the host's port and the container's are the last two, whatever the address ([::1])
     if len(parts) < 2:
         return None
-    host, inside = parts[-2], parts[-1]
+    host, inside = parts[-2:]
     if host.isdigit() and inside.isdigit():
         return int(host), int(inside)
     return None
@@ -119,8 +118,8 @@ def parse_run(argv: Sequence[str]) -> RunCommand | None:
             break
         if not tok.startswith("-") or tok == "-":
             break
-        flag = tok.split("=", 1)[0]
-        if flag in BOOLEAN_LONG or (not tok.startswith("--") and all(c in BOOLEAN_SHORT for c in tok[1:])):
+        flag = tok.partition("=")[0]
+        if flag in BOOLEAN_LONG or all(c in BOOLEAN_SHORT for c in tok[1:]):  # `-dit` (a long one has its `-`)
             on = not tok.endswith("=false")
             if flag == "--detach" or (not tok.startswith("--") and "d" in tok):
                 detach = on
@@ -137,7 +136,7 @@ def parse_run(argv: Sequence[str]) -> RunCommand | None:
             cidfile = Path(value)
         elif flag in ("--network", "--net"):
             network_host = value == "host"
-        elif flag in ("-p", "--publish") or (flag.startswith("-p") and not tok.startswith("--")):
+        elif flag == "--publish" or flag.startswith("-p"):  # `-p SPEC`, `-pSPEC` (no long option starts `-p`)
             found = _publish(value)
             if found is not None:
                 publish.append(found)

@@ -144,3 +144,18 @@ def test_global_options_and_option_values_are_skipped_to_the_image(argv: list[st
 ])
 def test_a_command_that_ends_before_its_image_is_no_container_run(argv: list[str]) -> None:
     assert parse_run(argv) is None
+
+
+def test_an_options_value_holding_an_equals_sign_is_the_whole_value() -> None:
+    run = parse_run(["docker", "run", "--cidfile=/tmp/x=y/cid", "--name=web", "img"])
+    assert run is not None and run.cidfile == Path("/tmp/x=y/cid") and run.name == "web" and run.image == "img"
+
+
+def test_a_short_option_with_its_value_attached_takes_one_word() -> None:
+    run = parse_run(["docker", "run", "-u0", "-p8080:8000", "img", "--port", "8000"])
+    assert run is not None and run.image == "img" and run.publish == ((8080, 8000),)
+
+
+def test_only_publish_reads_a_port_spec_and_only_detach_detaches() -> None:
+    run = parse_run(["docker", "run", "-l", "1:2", "--label", "3:4", "--read-only", "--rm", "img"])
+    assert run is not None and run.publish == () and run.detach is False and run.remove is True
