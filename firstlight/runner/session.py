@@ -431,7 +431,7 @@ class Session:
         w = judge.signals.weights
         if self.history is None or w is None:
             return None
-        with contextlib.suppress(HistoryError, OSError):
+        with contextlib.suppress(OSError):  # the weights' path gone: no filesystem to name
             return self.history.disk(device_id(w.path))
         return None
 

@@ -17,6 +17,8 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import types
@@ -806,6 +808,7 @@ def test_the_serving_checks_watch_the_servers_pid_with_the_sessions_profile_and_
     assert w.probe.counters == get_profile("sglang").serving and w.probe.ladder.cfg.model == "served-model"
     given = r.session.serving_watch(generic, pid=5151)
     assert given.probe.sampler is not None and given.probe.sampler.pid == 5151
+    assert w.clock is r.session.clock  # the checks' times on the session's clock, as the run's
 
 
 def test_an_error_escaping_after_a_detach_leaves_the_detached_server_serving(tmp_path: Path) -> None:
@@ -1134,3 +1137,22 @@ def test_the_checks_after_ready_ask_for_the_model_the_server_lists_with_the_sess
     r = run([generation(T0 + 1)], engine="sglang", after=AfterReadyConfig(warmup=1))
     assert asked == [(r.session.cfg, "sglang", "served/model-7b")]
     assert r.result.warmup == {"n": 1, "errors": 0} and "warm-up: done" in r.reporter.messages()
+
+
+def test_the_weights_filesystem_of_a_path_gone_is_no_disk_figure_and_no_error(tmp_path: Path) -> None:
+    weights = WeightsTotal(T0 + 0.5, bytes=1000, files=1, path=str(tmp_path / "gone"), resident=0)
+    r = run([weights, generation(T0 + 1)], history=tmp_path / "h.db")
+    assert r.result.verdict == READY and r.result.anatomy is not None
+    assert r.result.anatomy["cache"]["device_rate"] is None
+
+
+def test_the_cold_start_of_a_watched_process_counts_from_its_own_birth_not_firstlights(tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        birth = psutil.Process(child.pid).create_time()
+        assert birth != born()
+        r = run([generation(birth + 100.0)], pid=child.pid, t0=birth + 99.0, history=tmp_path / "h.db")
+        assert r.result.cold_start_s == pytest.approx(100.0, abs=1e-6)
+    finally:
+        child.kill()
+        child.wait(CHECK_S)
