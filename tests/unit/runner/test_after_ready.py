@@ -241,6 +241,7 @@ def test_each_start_is_recorded_with_its_baseline_eta_and_bench(tmp_path: Path) 
     assert b is not None and (b["cold_start_s"], b["output_throughput"], b["start_type"]) == (100.0, 50.0, "cold")
     assert b["eta"] is not None and b["eta"]["seconds"] == 100.0 and b["eta"]["start_type"] == "cold"
     assert h.get(2).kind == "watch"  # type: ignore[union-attr]
+    assert h.get(2).summary["baseline"] == b  # type: ignore[union-attr]  # stored with the start, as told
 
 
 def test_a_start_is_compared_with_starts_of_its_own_type(tmp_path: Path) -> None:
@@ -292,3 +293,17 @@ def test_a_history_that_fails_is_a_note_and_the_result_unrecorded(tmp_path: Path
     r = after_ready.compare_with_history(h, key, "up", started(100.0), 0.2)
     assert r.history_run is None and r.baseline is None and r.regression is None
     assert len(r.notes) == 1 and r.notes[0].startswith("history: "), r.notes
+
+
+def test_the_deployment_key_reads_the_command_as_its_engine_names_it_and_masks_the_sessions_secrets(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    llama = get_profile("llamacpp")
+    wrapped = ["./serve.sh", "-hf", "org/model-GGUF", "--tag", "pa55w0rd-xyz"]  # the engine not named by the command
+    secrets = Redactor()
+    secrets.add("pa55w0rd-xyz")
+    key = after_ready.deployment_key(Config(), llama, wrapped, secrets)
+    assert key.model == "org/model-GGUF"  # llama.cpp's -hf, read as --engine names it
+    assert key.command is not None and "pa55w0rd-xyz" not in key.command and "***" in key.command
+    other = after_ready.deployment_key(Config(), llama, [*wrapped[:-1], "other"], secrets)
+    assert other.hash != key.hash  # another command, another deployment
