@@ -77,8 +77,12 @@ class SimHandler(BaseHTTPRequestHandler):
             self._json(200, {"object": "list", "data": [{"id": sim.args.served_model_name, "object": "model",
                                                           "owned_by": dialect}]})
         elif path in ("/model_info", "/get_model_info") and dialect == "sglang":
+            if not self._authorized():  # SGLang's key guards every path but /health* and /metrics
+                return
             self._json(200, {"model_path": sim.args.model_path, "is_generation": True})
         elif path in ("/server_info", "/get_server_info") and dialect == "sglang":
+            if not self._authorized():
+                return
             states = [{"avg_spec_accept_length": st.spec_accept}] if st.spec_accept is not None else [{}]
             extra = _json_file(sim.args.server_info) if st.ready else {}  # the engine's answer once it is up
             self._json(200, {"version": "0.5.23-sim", "internal_states": states,

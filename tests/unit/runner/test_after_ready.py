@@ -10,13 +10,16 @@ from typing import Any
 
 import pytest
 
-from firstlight.config import Config, HistoryConfig
+from firstlight.config import Config, HistoryConfig, ProbeConfig
 from firstlight.engines import get_profile
 from firstlight.history.store import DeploymentKey, History
 from firstlight.redact import Redactor
 from firstlight.result import RunResult
 from firstlight.runner import after_ready
 from firstlight.samplers import gpu as gpu_sampler
+from firstlight.sim.fixtures import free_port
+from tests.support.bench import running_sim
+from tests.support.common import FIXTURES
 
 
 class Nvml:
@@ -307,3 +310,27 @@ def test_the_deployment_key_reads_the_command_as_its_engine_names_it_and_masks_t
     assert key.command is not None and "pa55w0rd-xyz" not in key.command and "***" in key.command
     other = after_ready.deployment_key(Config(), llama, [*wrapped[:-1], "other"], secrets)
     assert other.hash != key.hash  # another command, another deployment
+
+
+# -- the engine's own clock from its endpoints, asked of a real (simulated) SGLang -----------------------------------
+CLOCKS = FIXTURES / "clocks"
+
+
+@pytest.mark.parametrize("answers", ["server_info", "metrics"])
+def test_the_engines_clock_is_read_from_the_first_endpoint_with_figures_with_the_key_and_the_sessions_time(
+        answers: str) -> None:
+    extra = (("--server-info", str(CLOCKS / "sglang-server-info-startup-time.json")) if answers == "server_info"
+             else ("--extra-metrics", str(CLOCKS / "sglang-startup-metrics.prom")))
+    with running_sim(*extra, "--api-key", "sk-clock-0123456789") as url:
+        cfg = Config(probe=ProbeConfig(url=url, api_key="sk-clock-0123456789"))
+        got = after_ready.engine_clock_endpoints(cfg, get_profile("sglang"), lambda: 4242.0)
+        assert got and {c.source for c in got} == {answers} and {c.t for c in got} == {4242.0}
+        # without the key SGLang answers 401 on /server_info and still serves /metrics (its middleware)
+        keyless = after_ready.engine_clock_endpoints(Config(probe=ProbeConfig(url=url)), get_profile("sglang"),
+                                                     lambda: 4242.0)
+        assert keyless == ([] if answers == "server_info" else got)
+
+
+def test_an_engine_clock_endpoint_that_does_not_answer_is_no_figure() -> None:
+    cfg = Config(probe=ProbeConfig(url=f"http://127.0.0.1:{free_port()}"))  # nothing listens
+    assert after_ready.engine_clock_endpoints(cfg, get_profile("sglang"), lambda: 1.0) == []
