@@ -93,7 +93,12 @@ class Supervise:
             if code is not None and not self._daemon_lives(ctx, code, daemon):
                 if daemon:  # the daemon's own end, not its launcher's exit 0 (None: not ours to reap)
                     code = ctx.server.exit_of(daemon)
-                return result.died_serving(code, ctx.clock(), ctx.oom())
+                died = result.died_serving(code, ctx.clock(), ctx.oom())
+                # What is left of it goes too: workers still in its group or that left it (GPU memory a next
+                # start needs), its watchdog, and this process's subreaper flag (the API's caller lives on)
+                how = ctx.server.stop(ctx.cfg.grace)
+                ctx.say(f"server process group {ctx.server.pid}: {how}")
+                return died.stopped(how)
             if watch is not None:
                 watch.step()
             try:

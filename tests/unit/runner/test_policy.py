@@ -123,9 +123,12 @@ def test_supervise_tells_ready_first_then_watches_until_the_server_dies(monkeypa
                      oom=lambda: ("memory.events: oom_kill 0 -> 1",))
     monkeypatch.setattr(policy.Supervise, "poll_s", 0.001)
     out = policy.Supervise().apply(ctx, READY)
-    assert told == [READY] and said == ["supervising server pid 4242; Ctrl-C or SIGTERM stops it"]
-    assert server.calls == ["watch.start", "poll", "watch.step", "poll", "watch.step", "poll", "watch.stop"]
+    assert told == [READY] and said == ["supervising server pid 4242; Ctrl-C or SIGTERM stops it",
+                                        "server process group 4242: SIGTERM, exited 0"]
+    assert server.calls == ["watch.start", "poll", "watch.step", "poll", "watch.step", "poll", ("stop", 7.5),
+                            "watch.stop"]  # what is left of a server that died is stopped with the grace
     assert (out.verdict, out.phase, out.failure, out.ended_at) == ("failed", "serving", "other", 200.0)
+    assert out.server_stopped == "SIGTERM, exited 0"
     assert out.evidence[0]["value"] == "server exited with code 1 after serving for 40s"
 
 
@@ -177,7 +180,9 @@ def test_a_launcher_that_daemonized_is_supervised_through_its_daemon_said_once(m
     monkeypatch.setattr(policy.Supervise, "poll_s", 0.001)
     out = policy.Supervise().apply(ctx, READY)
     assert said[1:] == ["the launcher (pid 4242) exited 0 and left the server running as pid 5001, 5002: "
-                        "supervising that; it is stopped with firstlight"]
+                        "supervising that; it is stopped with firstlight",
+                        "server process group 4242: SIGTERM, exited 0"]
+    assert server.calls.index(("exit_of", [5001, 5002])) < server.calls.index(("stop", 7.5))  # its end read first
     assert ("exit_of", [5001, 5002]) in server.calls  # the daemon's own end is the code
     assert (out.failure, out.evidence[0]["value"]) == ("crashed",
                                                        "server died of SIGSEGV (signal 11) after serving for 40s")
@@ -187,7 +192,7 @@ def test_a_launcher_that_exits_non_zero_is_not_asked_about_a_daemon():
     server = Server(exits=[3], daemon=[[Proc(5001)]])
     ctx, said = _ctx(server)
     out = policy.Supervise().apply(ctx, READY)
-    assert len(said) == 1 and out.evidence[0]["value"] == "server exited with code 3 after serving for 40s"
+    assert len(said) == 2 and out.evidence[0]["value"] == "server exited with code 3 after serving for 40s"
     assert not any(isinstance(c, tuple) and c[0] == "exit_of" for c in server.calls)
 
 

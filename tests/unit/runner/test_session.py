@@ -41,7 +41,7 @@ from firstlight.probes.loop import EngineIdentified
 from firstlight.report import series
 from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
-from firstlight.runner import pump
+from firstlight.runner import launcher, pump
 from firstlight.runner import session as session_module
 from firstlight.runner.launcher import ServerProcess
 from firstlight.runner.output import BoundedOutput
@@ -699,7 +699,7 @@ def test_checks_abandoned_by_a_stop_signal_never_speak_after_the_summary(monkeyp
 # -- a launched server: the session's own choices about it (stop, supervise, an escape) ---------------------------
 
 def launched(tmp_path: Path | None, reporter: Recorder | None = None, *, api_key: str | None = None,
-             probe_s: float = 5.0, **cfg_kw: Any) -> Session:
+             probe_s: float = 5.0, server_args: tuple[str, ...] = (), **cfg_kw: Any) -> Session:
     """A session that launches the simulated SGLang server (loads in 0.2 s) on a free loopback port, with
     ``api_key`` required; ``probe_s``: the probes' read timeouts; ``tmp_path``: where its history is (None:
     no history)."""
@@ -708,7 +708,8 @@ def launched(tmp_path: Path | None, reporter: Recorder | None = None, *, api_key
                         read_timeout=probe_s)
     extra = ("--api-key", api_key) if api_key else ()
     history = HistoryConfig(path=tmp_path / "h.db") if tmp_path else HistoryConfig(enabled=False)
-    cfg = Config(command=sim_cmd("normal", port, "--load-seconds", "0.2", *extra), probe=probe, history=history,
+    cfg = Config(command=sim_cmd("normal", port, "--load-seconds", "0.2", *extra, *server_args), probe=probe,
+                 history=history,
                  engine="sglang", sample_interval=0.2, **{"echo_server_output": False, **cfg_kw})
     return Session(cfg, get_profile("sglang"), reporter or Recorder())
 
@@ -867,14 +868,19 @@ def test_the_serving_checks_under_supervision_record_each_change_in_the_history(
     assert [c for c, _ in rep.calls].count("summary") == 2  # READY for scripts, then the final one
 
 
-def test_a_supervised_server_killed_after_ready_fails_serving_with_its_death_as_evidence() -> None:
+def test_a_supervised_server_killed_after_ready_fails_serving_and_what_is_left_of_it_goes_too() -> None:
+    """Its root SIGKILLed, its two TP workers live on in its group holding (on a GPU machine) their memory: they
+    are stopped, its watchdog ends, and this process is no longer a subreaper (the API's caller lives on)."""
     rep = Recorder()
-    s = launched(None, rep, serving_interval=0.3)
+    was = launcher.is_subreaper()
+    s = launched(None, rep, serving_interval=0.3, server_args=("--workers", "2"))
+    workers: list[int] = []
 
     def kill_after_ready() -> None:
         wait_for(lambda: rep._of("summary"), CHECK_S, "READY")
         pid = s.sources.pid
         assert pid is not None
+        workers.extend(c.pid for c in psutil.Process(pid).children())
         os.kill(pid, signal.SIGKILL)
 
     errors = drive(kill_after_ready, lambda: os.kill(os.getpid(), signal.SIGTERM))
@@ -883,6 +889,11 @@ def test_a_supervised_server_killed_after_ready_fails_serving_with_its_death_as_
     assert (o.verdict, o.result.phase) == (FAILED, "serving"), o.result.evidence
     assert o.result.evidence[0]["since"] is not None and o.result.ended_at is not None
     assert "SIGKILL" in json.dumps(o.result.evidence)
+    server = s.sources.server
+    assert server is not None and server.watchdog is not None
+    assert len(workers) == 2 and all(gone(w) for w in workers), o.result.server_stopped
+    assert o.result.server_stopped is not None and server.watchdog.poll() is not None
+    assert launcher.is_subreaper() == was and launcher._SUBREAPER._holders == 0
 
 
 class SignalledAtVerdict(Recorder):
