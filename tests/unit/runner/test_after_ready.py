@@ -61,7 +61,14 @@ def test_no_history_when_turned_off_and_a_warning_when_it_cannot_be_opened(tmp_p
     on = Config(history=HistoryConfig(path=tmp_path / "h.db"))
     history = after_ready.open_history(on, Redactor(), warned.append)
     assert history is not None and warned == []
+    assert history.busy_timeout == after_ready.HISTORY_BUSY_S  # another writer's lock waited out 1 s, not 30
     history.close()
+    (tmp_path / "corrupt.db").write_bytes(b"SQLite format 3\x00" + b"\x01" * 4000)  # a damaged SQLite file
+    moved = after_ready.open_history(Config(history=HistoryConfig(path=tmp_path / "corrupt.db")), Redactor(),
+                                     warned.append)
+    assert moved is not None and len(warned) == 1 and "is corrupt" in warned[0]  # said where the run says things
+    moved.close()
+    warned.clear()
     bad = Config(history=HistoryConfig(path=tmp_path))  # a directory, not a database file
     assert after_ready.open_history(bad, Redactor(), warned.append) is None
     assert len(warned) == 1 and warned[0].startswith("history unavailable, not recorded: ")
