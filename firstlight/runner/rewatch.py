@@ -23,7 +23,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from firstlight.runner.serving import ServingWatch
 from firstlight.runner.session import STOP_SIGNALS, Outcome
 from firstlight.samplers.process import zombie_exit_code
 from firstlight.vocab import INTERRUPTED, SERVING_VERDICTS, TIMEOUT
+from firstlight.wire.client import WireError, connect_tcp
 
 
 @dataclass(frozen=True)
@@ -131,14 +131,14 @@ def _listens(pid: int, port: int) -> bool:
     return False
 
 
-def port_open(url: str, timeout: float = 1.0) -> bool:
-    """Does the server's port accept a TCP connection right now (nothing is sent)?"""
+def port_open(url: str, timeout: float) -> bool:
+    """Does the server's port accept a TCP connection within ``timeout`` (nothing is sent)?"""
     host, port = split_url(url)
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
+        connect_tcp(host, port, timeout, time.monotonic() + timeout)
+    except WireError:
         return False
+    return True
 
 
 class Rewatch:
@@ -162,6 +162,10 @@ class Rewatch:
         self._signal: str | None = None
         self._between = "between starts"  # what the loop was doing when a signal came
         self.started_at = clock()
+        self._port_s = min(1.0, poll_s * 4)  # a port check's bound: a hung connect never holds the loop
+
+    def _port_open(self) -> bool:
+        return port_open(self.url, self._port_s)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signal = signal.Signals(signum).name
@@ -215,7 +219,7 @@ class Rewatch:
         self.reporter.message(f"waiting for the next start: {self.url} to close and open again")
         seen_closed = False
         while not self.stop.is_set():
-            is_open = port_open(self.url, timeout=min(1.0, self.poll_s * 4))
+            is_open = self._port_open()
             seen_closed = seen_closed or not is_open
             if seen_closed and is_open:
                 self._wait_log_fresh(self.clock() - 1.0)
@@ -267,7 +271,7 @@ class Rewatch:
                                 watch.start()
                         continue
                 else:
-                    is_open = port_open(self.url, timeout=min(1.0, self.poll_s * 4))
+                    is_open = self._port_open()
                     closed_in_a_row = 0 if is_open else closed_in_a_row + 1
                     gone = closed_in_a_row >= 2  # one refused connect may be a blip; two in a row is a closed port
                     signal_name, what = "probe:port", f"{self.url} stopped accepting connections"

@@ -107,16 +107,22 @@ class Wire:
         """Connect a TCP socket to the server and close it (name resolution bounded too); the seconds it took.
         :class:`WireError` when nothing accepts."""
         start, until = self._until(0.0, deadline_at)
-        try:
-            with deadline(until):
-                DeadlineBackend().connect_tcp(self.host, self.port, timeout=self.connect_timeout).close()
-        except httpcore.TimeoutException:
-            raise WireError("connect timed out", timed_out=True) from None
-        except (httpcore.NetworkError, OSError) as e:
-            cause = e.__cause__ or e.__context__ or e
-            msg = describe_error(cause) if isinstance(cause, OSError) else f"cannot connect ({e})"
-            raise WireError(msg, refused=isinstance(cause, ConnectionRefusedError)) from None
+        connect_tcp(self.host, self.port, self.connect_timeout, until)
         return time.monotonic() - start
+
+
+def connect_tcp(host: str, port: int, timeout: float, until: float) -> None:
+    """The one TCP connect (a port check: connected, then closed; nothing sent), name resolution included, by
+    ``until`` (monotonic) at the latest. :class:`WireError` when nothing accepts."""
+    try:
+        with deadline(until):
+            DeadlineBackend().connect_tcp(host, port, timeout=timeout).close()
+    except httpcore.TimeoutException:
+        raise WireError("connect timed out", timed_out=True) from None
+    except (httpcore.NetworkError, OSError) as e:
+        cause = e.__cause__ or e.__context__ or e
+        msg = describe_error(cause) if isinstance(cause, OSError) else f"cannot connect ({e})"
+        raise WireError(msg, refused=isinstance(cause, ConnectionRefusedError)) from None
 
 
 def _read_capped(resp: httpx.Response, max_body: int) -> tuple[bytes, bool]:

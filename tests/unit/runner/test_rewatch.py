@@ -344,6 +344,34 @@ def test_port_open_says_whether_the_port_accepts_a_connection() -> None:
     assert not port_open(f"http://127.0.0.1:{port}", 1.0)
 
 
+def test_a_port_whose_connect_hangs_is_not_open_once_its_bound_is_past() -> None:
+    """A listener whose accept queue is full: the kernel drops the SYN and a connect waits (a wedged engine)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(0)
+        port = s.getsockname()[1]
+        waiting = []
+        for _ in range(4):  # fill the queue: nobody accepts
+            c = socket.socket()
+            c.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                c.connect(("127.0.0.1", port))
+            waiting.append(c)
+        try:
+            t0 = time.monotonic()
+            assert not port_open(f"http://127.0.0.1:{port}", 0.3)
+            assert time.monotonic() - t0 < CHECK_S / 2  # bounded (without its bound: about 2 minutes)
+        finally:
+            for c in waiting:
+                c.close()
+
+
+@pytest.mark.parametrize(("poll_s", "bound"), [(0.05, 0.2), (0.25, 1.0), (2.0, 1.0)])
+def test_a_port_check_is_bounded_by_four_polls_and_at_most_a_second(poll_s: float, bound: float) -> None:
+    rw = Rewatch(lambda t: ready("http://127.0.0.1:1", None), Recorder(), "http://127.0.0.1:1", poll_s=poll_s)
+    assert rw._port_s == pytest.approx(bound)
+
+
 # -- the rules of the loop, one by one --------------------------------------------------------------------------
 
 class Watches:
@@ -405,7 +433,7 @@ def scripted_port(monkeypatch: pytest.MonkeyPatch, answers: list[bool]) -> list[
     connect is ``test_port_open_says_whether_the_port_accepts_a_connection``'s."""
     asked: list[bool] = []
 
-    def port_open(url: str, timeout: float = 1.0) -> bool:
+    def port_open(url: str, timeout: float) -> bool:
         asked.append(answers[0] if len(answers) == 1 else answers.pop(0))
         return asked[-1]
 
@@ -544,3 +572,31 @@ def test_of_two_processes_that_listen_on_the_port_the_newer_is_the_engine(procs:
              CHECK_S, "the second listener")
     found = ProcessMatcher(marker).find(port)
     assert found is not None and found.pid == new.pid != old.pid
+
+
+def test_a_refused_connect_at_the_first_check_is_a_blip_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = scripted_port(monkeypatch, [False, True, False, False])
+    url = "http://127.0.0.1:1"
+    rw = Rewatch(lambda t: ready(url, None), Recorder(), url, first=Target(), poll_s=0.001)
+    out = rw._while_serving(Target(), ready(url, None))
+    assert asked == [False, True, False, False] and out.verdict == "failed"
+
+
+def test_a_stop_before_any_start_dates_the_watch_from_its_own_beginning() -> None:
+    rw = Rewatch(lambda t: ready("u", None), Recorder(), "http://127.0.0.1:1", clock=lambda: 5000.0)
+    rw.stop.set()
+    out = rw.run()
+    assert rw.starts == 0 and out.result.started_at == 5000.0
+
+
+def test_this_process_and_its_ancestors_are_its_own_lineage() -> None:
+    assert rewatch_module._own_lineage() == {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+
+
+def test_a_watcher_whose_own_command_line_matches_never_takes_itself_for_the_engine() -> None:
+    """``sh -c 'firstlight watch --pid-from "vllm serve"'``: the pattern is in the watcher's own command line."""
+    code = ("import sys; from firstlight.runner.rewatch import ProcessMatcher; "
+            "f = ProcessMatcher('lineage-mark-7d1').find(None); print(f.pid if f else None)")
+    out = subprocess.run([sys.executable, "-c", code, "lineage-mark-7d1"], capture_output=True, text=True,
+                         timeout=CHECK_S, check=True)
+    assert out.stdout.strip() == "None", out.stdout
