@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -253,3 +254,65 @@ def test_a_failure_without_a_word_on_stderr_says_its_exit_status(tmp_path: Path)
     with pytest.raises(RuntimeFailure) as e:
         Runtime("podman", binary=str(quiet)).inspect("x")
     assert str(e.value) == "podman container inspect: exit status 125"
+
+
+@pytest.mark.parametrize(("status", "exit_code"), [("exited", 3), ("stopped", 3), ("dead", 3), ("created", None)])
+def test_a_container_that_ended_is_exited_stopped_or_dead_even_with_no_start_time(status: str,
+                                                                                   exit_code: int | None) -> None:
+    """A start that failed leaves no start time: its status alone says it ended (a created one has not)."""
+    c = Container.from_inspect(changed("docker-28.2.2-inspect-api-example.json", Running=False, Status=status,
+                                       StartedAt="0001-01-01T00:00:00Z", ExitCode=3))
+    assert c.exit_code == exit_code
+
+
+def test_what_the_runtime_did_not_say_is_blank_and_its_end_unknown() -> None:
+    data = changed("docker-28.2.2-inspect-api-example.json", Running=False, Status=None, ExitCode="?")
+    data.pop("Id")
+    data["Name"] = "/XL-server"
+    c = Container.from_inspect(data)
+    assert (c.id, c.name, c.status, c.exit_code) == ("", "XL-server", "", None)
+    assert c.ended() == "status unknown"
+
+
+def fake_runtime(tmp_path: Path, script: str) -> Runtime:
+    """A podman binary that is this shell script."""
+    binary = tmp_path / "podman"
+    binary.write_text("#!/bin/sh\n" + script)
+    binary.chmod(0o755)
+    return Runtime("podman", binary=str(binary))
+
+
+def test_a_runtimes_words_are_read_whatever_their_bytes_and_its_error_cut_at_300_characters(tmp_path: Path) -> None:
+    long = "x" * 400
+    with pytest.raises(RuntimeFailure) as e:
+        fake_runtime(tmp_path, f"printf 'first\\n\\377{long}' >&2; exit 1\n").inspect("abc")
+    assert str(e.value) == "podman container inspect: \ufffd" + "x" * 299  # the last line said, cut
+    c = fake_runtime(tmp_path, "printf '[{\"Id\": \"ab\\377c\", \"State\": {}}]'\n").inspect("abc")
+    assert c.id == "ab\ufffdc"
+
+
+@pytest.mark.parametrize(("out", "said"), [("garbage", "not JSON"), ("[]", "no such container"),
+                                           ('{"Id": "abc"}', "no such container"), ("[1]", "no such container")])
+def test_an_inspect_that_is_not_a_list_of_containers_says_so(tmp_path: Path, out: str, said: str) -> None:
+    with pytest.raises(RuntimeFailure) as e:
+        fake_runtime(tmp_path, f"printf '%s' '{out}'\n").inspect("abc")
+    assert str(e.value) == f"podman inspect abc: {said}"
+
+
+def test_a_grace_under_half_a_second_is_a_stop_without_waiting(tmp_path: Path) -> None:
+    assert fake_runtime(tmp_path, "exit 0\n").stop("abc", 0.2) == "podman stop -t 0 abc"
+
+
+def test_the_runtime_reads_nothing_of_firstlights_stdin(tmp_path: Path) -> None:
+    r, w = os.pipe()
+    os.write(w, b"typed-by-the-operator\n")
+    saved = os.dup(0)
+    os.dup2(r, 0)  # firstlight's stdin holds a line (a terminal, a script's input): never the runtime's
+    try:
+        with pytest.raises(RuntimeFailure) as e:
+            fake_runtime(tmp_path, "read -r line; echo \"read:$line\" >&2; exit 1\n").inspect("abc")
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, r, w):
+            os.close(fd)
+    assert str(e.value) == "podman container inspect: read:"
