@@ -430,7 +430,8 @@ def test_a_log_still_following_is_stopped_with_the_watch(docker_host: Path) -> N
         assert tracker.get() is not None  # as `watch --container` starts: inspected
         log = ContainerLog(tracker, Lines(), None, lambda: 0.0, None)
         log.start()
-        wait_for(lambda: any("/logs?" in path for _, path in engine.requests), CHECK_S, "the logs request")
+        wait_for(lambda: any("/logs?" in path for _, path in engine.requests) and log.popen is not None, CHECK_S,
+                 "the logs request, and Popen returned on the log's thread")
         assert log.popen is not None and log.popen.poll() is None  # following: the container runs
         log.stop()
         assert log.popen.returncode is not None  # stopped, and waited for
@@ -447,7 +448,8 @@ def test_a_logs_command_that_ignores_sigterm_is_killed(tmp_path: Path, monkeypat
     log = ContainerLog(Tracker(Runtime("docker", binary=str(stuck)), cidfile=tmp_path / "cid"), Lines(), None,
                        lambda: 0.0, None)
     log.start()
-    wait_for(ready.exists, CHECK_S, "the logs command's TERM trap")
+    # (the command can run before Popen has returned on the log's thread: both waited for)
+    wait_for(lambda: ready.exists() and log.popen is not None, CHECK_S, "the logs command's TERM trap")
     assert log.popen is not None
     log.stop()
     assert log.popen.returncode == -signal.SIGKILL
