@@ -98,19 +98,17 @@ def test_a_flag_that_cannot_be_set_is_not_held(monkeypatch: pytest.MonkeyPatch) 
 
 CHECK_S = 60  # deadlines far above what each wait needs
 SLEEPS = "import time; time.sleep(120)"
-# prints a line once its SIGTERM handler is set: a signal before that would end it the default way
-TRAPS_ONE_TERM = ("import signal, sys, time\n"
-                  "n = []\n"
-                  "def on_term(*a):\n"
-                  "    n.append(1)\n"
-                  "    if len(n) > 1: sys.exit(0)\n"
-                  "signal.signal(signal.SIGTERM, on_term)\n"
-                  "print('trapped', flush=True)\n"
-                  "while True: time.sleep(0.05)\n")
-IGNORES_TERM = ("import signal, time\n"
-                "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-                "print('trapped', flush=True)\n"
-                "time.sleep(120)\n")
+
+
+def on_sigterm(handler: str, before: str = "") -> str:
+    """A server whose SIGTERM handler is ``handler`` (an expression; ``before``: code that defines it), which says
+    'trapped' once it is set (a signal before that would end it the default way) and never ends by itself."""
+    return (f"import signal, subprocess, sys, time\n{before}signal.signal(signal.SIGTERM, {handler})\n"
+            "print('trapped', flush=True)\nwhile True: time.sleep(0.05)\n")
+
+
+TRAPS_ONE_TERM = on_sigterm("on_term", "n = []\ndef on_term(*a):\n    n.append(1)\n    if len(n) > 1: sys.exit(0)\n")
+IGNORES_TERM = on_sigterm("signal.SIG_IGN")
 
 
 def server(code: str, *, backstop: bool = False, output: Path | None = None,
@@ -418,11 +416,7 @@ def test_a_stopped_server_ends_its_watchdog(launch: Launch) -> None:
     assert w.returncode == 0  # its pipe closed and waited for: not left to outlive the stop
 
 
-# prints the monotonic time of each SIGTERM and never ends by itself
-COUNTS_TERMS = ("import signal, time\n"
-                "signal.signal(signal.SIGTERM, lambda *a: print(time.monotonic(), flush=True))\n"
-                "print('trapped', flush=True)\n"
-                "while True: time.sleep(0.05)\n")
+COUNTS_TERMS = on_sigterm("lambda *a: print(time.monotonic(), flush=True)")  # the time of each SIGTERM
 
 
 def test_two_sigterms_half_the_grace_apart_then_sigkill(launch: Launch) -> None:
@@ -690,18 +684,15 @@ def test_the_server_reads_nothing_of_firstlights_stdin(launch: Launch) -> None:
 
 # on its first SIGTERM, starts a helper in a session of its own that ignores SIGTERM, says its pid, and exits 1.5 s
 # later (the stop's loop sees the helper while it is still the server's child)
-SPAWNS_ON_TERM = ("import signal, subprocess, sys, time\n"
-                  "IGNORES = 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)'\n"
-                  "spawned = []\n"
-                  "def on_term(*a):\n"
-                  "    if spawned: return\n"
-                  "    spawned.append(subprocess.Popen([sys.executable, '-c', IGNORES], start_new_session=True))\n"
-                  "    print(spawned[0].pid, flush=True)\n"
-                  "    time.sleep(1.5)\n"
-                  "    sys.exit(0)\n"
-                  "signal.signal(signal.SIGTERM, on_term)\n"
-                  "print('trapped', flush=True)\n"
-                  "time.sleep(120)\n")
+SPAWNS_ON_TERM = on_sigterm("on_term", (
+    "IGNORES = 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)'\n"
+    "spawned = []\n"
+    "def on_term(*a):\n"
+    "    if spawned: return\n"
+    "    spawned.append(subprocess.Popen([sys.executable, '-c', IGNORES], start_new_session=True))\n"
+    "    print(spawned[0].pid, flush=True)\n"
+    "    time.sleep(1.5)\n"
+    "    sys.exit(0)\n"))
 
 
 def test_a_process_the_server_starts_while_it_stops_is_waited_for_and_killed_too(launch: Launch) -> None:
