@@ -580,6 +580,8 @@ def test_the_page_cache_at_start_picks_the_eta_of_that_type_of_start(tmp_path: P
     r = run([weights, generation(t)], pid=os.getpid(), t0=t - 1, history=tmp_path / "h.db")
     said = [m for m in r.reporter.messages() if m.startswith("history:")]
     assert said[-1] == f"history: no {told} starts yet: ETA from 1 untyped start: 100.0s"
+    last = r.reporter.statuses()[-1]  # assessed after the weights were seen
+    assert last.progress.eta_total_s is not None  # the judge keeps the estimate of that type of start
 
 
 def test_a_sidecars_timeout_is_not_a_run_of_the_history(tmp_path: Path) -> None:
@@ -1167,3 +1169,23 @@ def test_the_cold_start_of_a_watched_process_counts_from_its_own_birth_not_first
     finally:
         child.kill()
         child.wait(CHECK_S)
+
+
+def test_the_history_eta_is_said_once_however_often_it_is_looked_up(tmp_path: Path) -> None:
+    watched_start(tmp_path, 100.0)
+    r = watched_start(tmp_path, 110.0)
+    r.session._expect_from_history()  # looked up again once this start is recorded: a new estimate, said
+    told = [m for m in r.reporter.messages() if m.startswith("history:")]
+    r.session._expect_from_history()  # and again (the engine learnt, the page cache known): the same, not said
+    assert [m for m in r.reporter.messages() if m.startswith("history:")] == told
+    assert told == ["history: ETA from 1 untyped start: 100.0s", "history: ETA from 2 untyped starts: 105.0s"]
+
+
+def test_weights_of_no_bytes_are_no_start_type_and_no_error(tmp_path: Path) -> None:
+    watched_start(tmp_path, 100.0)
+    t = born() + 100.0
+    empty = WeightsTotal(t - 0.5, bytes=0, files=0, path=str(tmp_path), resident=0)
+    r = run([empty, generation(t)], pid=os.getpid(), t0=t - 1, history=tmp_path / "h.db")
+    assert r.result.verdict == READY
+    said = [m for m in r.reporter.messages() if m.startswith("history:")]
+    assert said == ["history: ETA from 1 untyped start: 100.0s"]
