@@ -600,3 +600,18 @@ def test_a_watcher_whose_own_command_line_matches_never_takes_itself_for_the_eng
     out = subprocess.run([sys.executable, "-c", code, "lineage-mark-7d1"], capture_output=True, text=True,
                          timeout=CHECK_S, check=True)
     assert out.stdout.strip() == "None", out.stdout
+
+
+def test_a_process_of_the_watchers_own_lineage_is_never_the_engine_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same rule in process (mutation testing reaches no subprocess): a matching process that is one of the
+    watcher's own lineage is skipped."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "lineage-mark-2c9"])
+    try:
+        wait_for(lambda: "lineage-mark-2c9" in " ".join(psutil.Process(child.pid).cmdline()), CHECK_S, "its exec")
+        found = ProcessMatcher("lineage-mark-2c9").find(None)
+        assert found is not None and found.pid == child.pid
+        monkeypatch.setattr(rewatch_module, "_own_lineage", lambda: {os.getpid(), child.pid})
+        assert ProcessMatcher("lineage-mark-2c9").find(None) is None
+    finally:
+        child.kill()
+        child.wait(CHECK_S)
