@@ -316,3 +316,22 @@ def test_the_runtime_reads_nothing_of_firstlights_stdin(tmp_path: Path) -> None:
         for fd in (saved, r, w):
             os.close(fd)
     assert str(e.value) == "podman container inspect: read:"
+
+
+def test_the_published_port_is_the_one_the_runtime_chose_over_the_one_asked_for() -> None:
+    """`-p 8000`: the binding asked for has no host port; the running container's own record has the one chosen.
+    A UDP port before it is skipped, not the end of the reading."""
+    data = inspected("docker-28.2.2-inspect-api-example.json")
+    data["HostConfig"]["PortBindings"] = {"8000/tcp": [{"HostIp": "", "HostPort": ""}]}
+    data["NetworkSettings"]["Ports"] = {"53/udp": [{"HostIp": "0.0.0.0", "HostPort": "5353"}],
+                                        "8000/tcp": [{"HostIp": "0.0.0.0", "HostPort": "32768"}]}
+    assert Container.from_inspect(data).ports == {8000: 32768}
+
+
+def test_a_runtime_is_docker_or_podman_found_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError) as e:
+        Runtime("lxc")
+    assert str(e.value) == "unknown container runtime 'lxc' (docker or podman)"
+    binary = fake_runtime(tmp_path, "exit 0\n").binary
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert Runtime("podman").binary == binary == str(tmp_path / "podman")  # the path found, run as found
