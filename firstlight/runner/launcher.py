@@ -196,9 +196,9 @@ class ServerProcess:
 
     def _tell_watchdog(self, line: str) -> None:
         w = self.watchdog
-        if w is None or w.stdin is None or w.stdin.closed:
+        if w is None or w.stdin is None:
             return
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError):  # it died (a broken pipe), or its pipe is closed already
             w.stdin.write(line.encode() + b"\n")
             w.stdin.flush()
 
@@ -206,7 +206,7 @@ class ServerProcess:
         w = self.watchdog
         if w is None:
             return
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError):  # what a write left in the buffer, flushed to a watchdog that died
             if w.stdin is not None:
                 w.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -270,12 +270,11 @@ class ServerProcess:
 
     def adopted(self) -> list[psutil.Process]:
         """firstlight's children that are the server's orphans, adopted as the subreaper (a daemon whose
-        launcher exited, a double-forked worker): not the root, not the watchdog, and outside firstlight's own
-        session (the server runs in a session of its own, and its orphans stay there or ``setsid`` away;
-        whatever else firstlight runs stays in firstlight's session)."""
+        launcher exited, a double-forked worker): not the root, and outside firstlight's own session (the server
+        runs in a session of its own, and its orphans stay there or ``setsid`` away; whatever else firstlight runs,
+        the watchdog included, stays in firstlight's session)."""
         if self.popen is None:
             return []
-        own = {self.pid, self.watchdog.pid if self.watchdog else -1}
         try:
             my_session = os.getsid(0)
         except OSError:
@@ -283,8 +282,8 @@ class ServerProcess:
         out = []
         for pid in self._children.below([os.getpid()], recursive=False)[0]:
             st = proctable.read_stat(pid)
-            if st is None or st.pid in own:
-                continue
+            if st is None or st.pid == self.pid:
+                continue  # the root, in a session of its own: its Popen reaps it
             try:
                 if os.getsid(st.pid) == my_session:
                     continue  # one of firstlight's own helpers: its own code waits for it

@@ -711,3 +711,10 @@ def test_a_process_the_server_starts_while_it_stops_is_waited_for_and_killed_too
         if helper:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(helper[0], signal.SIGKILL)
+
+
+def test_a_watchdog_told_after_its_pipe_is_closed_is_no_error(launch: Launch) -> None:
+    s = launch(SLEEPS, backstop=True)
+    s._close_watchdog()  # its pipe closed: it stops the server and ends
+    s._tell_watchdog("release")  # a write to a closed file: nothing to tell, no error
+    assert s.watchdog is not None and s.watchdog.stdin is not None and s.watchdog.stdin.closed
