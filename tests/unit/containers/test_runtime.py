@@ -335,3 +335,11 @@ def test_a_runtime_is_docker_or_podman_found_on_path(tmp_path: Path, monkeypatch
     binary = fake_runtime(tmp_path, "exit 0\n").binary
     monkeypatch.setenv("PATH", str(tmp_path))
     assert Runtime("podman").binary == binary == str(tmp_path / "podman")  # the path found, run as found
+
+
+def test_a_stop_the_daemon_never_answers_is_bounded_by_the_grace_and_the_runtimes_own_time(
+        docker_host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("firstlight.containers.runtime.STOP_EXTRA_S", 0.5)
+    with docker_engine(docker_host, hang=True), pytest.raises(RuntimeFailure) as e:
+        Runtime("docker").stop("abc", 0.2)
+    assert str(e.value) == "docker stop: no answer within 0.7s"
