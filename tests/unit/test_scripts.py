@@ -101,3 +101,15 @@ def test_mutate_defaults_changes_each_field_default_and_constant_once_each_way()
     m = mod.mutants(source)[4]
     line = source.splitlines()[m.line - 1]
     assert line[:m.start] + m.new + line[m.end:] == "    wait: float = 5.0  # seconds"
+
+
+def test_every_line_kept_from_mutation_says_why() -> None:
+    """``# pragma: no mutate`` hides a line's mutants from the score: only with its reason on the line."""
+    from tests.support.common import REPO
+
+    marked = [(f, line) for f in sorted((REPO / "firstlight").rglob("*.py"))
+              for line in f.read_text().splitlines() if "pragma: no mutate" in line]
+    assert marked, "docs/development.md names one such line"
+    for f, line in marked:
+        why = line.partition("pragma: no mutate")[2].lstrip(" -:")
+        assert len(why.split()) >= 4, f"{f}: {line.strip()}"
