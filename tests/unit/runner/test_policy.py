@@ -119,10 +119,12 @@ def test_keep_on_failure_releases_the_server_and_says_how_to_stop_it():
 def test_supervise_tells_ready_first_then_watches_until_the_server_dies(monkeypatch: pytest.MonkeyPatch):
     server = Server(exits=[None, None, 1])
     told: list[Any] = []
-    ctx, said = _ctx(server, on_serving=told.append, serving=lambda r: Watch(server.calls),
+    watched: list[RunResult] = []
+    ctx, said = _ctx(server, on_serving=told.append, serving=lambda r: watched.append(r) or Watch(server.calls),
                      oom=lambda: ("memory.events: oom_kill 0 -> 1",))
     monkeypatch.setattr(policy.Supervise, "poll_s", 0.001)
     out = policy.Supervise().apply(ctx, READY)
+    assert watched == [READY]  # the serving checks watch the result READY gave
     assert told == [READY] and said == ["supervising server pid 4242; Ctrl-C or SIGTERM stops it",
                                         "server process group 4242: SIGTERM, exited 0"]
     assert server.calls == ["watch.start", "poll", "watch.step", "poll", "watch.step", "poll", ("stop", 7.5),
@@ -146,7 +148,7 @@ def test_a_stop_signal_while_serving_stops_the_server():
     ctx, said = _ctx(server, q=q, serving=lambda r: Watch(server.calls))
     out = policy.Supervise().apply(ctx, READY)
     assert out.verdict == "interrupted" and out.server_stopped == "SIGTERM, exited 0"
-    assert out.evidence[0]["value"] == "SIGTERM received while serving"
+    assert out.evidence[0]["value"] == "SIGTERM received while serving" and out.evidence[0]["since"] == 190.0
     assert server.calls == ["watch.start", "poll", "watch.step", ("stop", 7.5), "watch.stop"]
     assert said[-1] == "server process group 4242: SIGTERM, exited 0"
 
@@ -183,6 +185,7 @@ def test_a_launcher_that_daemonized_is_supervised_through_its_daemon_said_once(m
                         "supervising that; it is stopped with firstlight",
                         "server process group 4242: SIGTERM, exited 0"]
     assert server.calls.index(("exit_of", [5001, 5002])) < server.calls.index(("stop", 7.5))  # its end read first
+    assert server.daemon == [] and server.calls.count("poll") == 3  # followed until the daemon was gone
     assert ("exit_of", [5001, 5002]) in server.calls  # the daemon's own end is the code
     assert (out.failure, out.evidence[0]["value"]) == ("crashed",
                                                        "server died of SIGSEGV (signal 11) after serving for 40s")
