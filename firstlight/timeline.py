@@ -55,8 +55,9 @@ class Observation:
         return d
 
     def to_line(self) -> str:
-        """One line of a record (``--record``, the history's timeline): JSON that ``from_dict`` reads back."""
-        return json.dumps(self.to_dict()) + "\n"
+        """One line of a record (``--record``, the history's timeline): JSON that ``from_dict`` reads back. A
+        value of a type JSON lacks is written as its text rather than end the watch."""
+        return json.dumps(self.to_dict(), default=str) + "\n"
 
 
 @dataclass(frozen=True)

@@ -60,20 +60,20 @@ def _prctl() -> Callable[..., int] | None:
 _PRCTL = _prctl()
 
 
-def _call(prctl: Callable[..., int], option: int, arg: Any) -> int:
+def _prctl_one_arg(prctl: Callable[..., int], option: int, arg: Any) -> int:
     """One prctl(2) with its one argument: each option used here reads only arg2 (kernel/sys.c), the rest are 0."""
     return prctl(option, arg, 0, 0, 0)  # pragma: no mutate - arg3..arg5 are never read for these options
 
 
 def become_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (Linux). True when it worked."""
-    return _PRCTL is not None and _call(_PRCTL, _PR_SET_CHILD_SUBREAPER, 1) == 0
+    return _PRCTL is not None and _prctl_one_arg(_PRCTL, _PR_SET_CHILD_SUBREAPER, 1) == 0
 
 
 def is_subreaper() -> bool | None:
     """Whether this process is a child subreaper now; None where that cannot be read."""
     flag = ctypes.c_int(0)
-    if _PRCTL is None or _call(_PRCTL, _PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) != 0:
+    if _PRCTL is None or _prctl_one_arg(_PRCTL, _PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) != 0:
         return None
     return bool(flag.value)
 
@@ -101,7 +101,7 @@ class _Subreaper:
         with self._lock:
             self._holders -= 1
             if self._holders == 0 and self._was is False and _PRCTL is not None:
-                _call(_PRCTL, _PR_SET_CHILD_SUBREAPER, 0)
+                _prctl_one_arg(_PRCTL, _PR_SET_CHILD_SUBREAPER, 0)
 
 
 _SUBREAPER = _Subreaper()
@@ -113,7 +113,7 @@ def _die_with(parent: int) -> Callable[[], None]:
 
     def preexec() -> None:
         if prctl is not None:
-            _call(prctl, _PR_SET_PDEATHSIG, int(signal.SIGKILL))
+            _prctl_one_arg(prctl, _PR_SET_PDEATHSIG, int(signal.SIGKILL))
         if os.getppid() != parent:
             os._exit(1)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from firstlight import timeline
-from firstlight.timeline import Level, Observation, from_dict
+from firstlight.timeline import Level, LogLine, Observation, from_dict
 
 
 def _kinds() -> list[type[Observation]]:
@@ -45,3 +45,10 @@ def test_every_kind_of_observation_is_one_json_line_that_reads_back_the_same(cls
     line = obs.to_line()
     assert line.endswith("\n") and "\n" not in line[:-1]
     assert from_dict(json.loads(line)) == obs
+
+
+def test_a_value_json_lacks_is_written_as_its_text_rather_than_end_the_watch() -> None:
+    from pathlib import Path
+
+    line = LogLine(1.0, Path("/models/a"), "stderr", 3).to_line()  # type: ignore[arg-type]
+    assert json.loads(line)["text"] == "/models/a"
