@@ -7,6 +7,7 @@ marker of its folder (``unit`` or ``e2e``): ``pytest tests/unit`` or ``pytest -m
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,10 @@ def pytest_configure(config: pytest.Config) -> None:
     (not SIG_IGN) here is reset to the default in each child at exec, as in a terminal."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # llama.cpp's worker threads spin at each barrier: with one per core on a 2-core machine beside another busy
+    # worker (a vLLM start), one preempted thread stalls the rest, and generation fell to 0.37 tokens/s (52 with
+    # one thread; CI of stop 47). Every llama-server the tests start, directly or through firstlight, reads this.
+    os.environ.setdefault("LLAMA_ARG_THREADS", "1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
