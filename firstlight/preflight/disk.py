@@ -28,12 +28,13 @@ def device_id(path: str | Path) -> str:
     return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
 
 
-def mount_of(path: str | Path) -> tuple[str, str]:
-    """(mount point, filesystem type) of ``path``, from /proc/self/mountinfo (the longest matching mount)."""
+def mount_of(path: str | Path, mountinfo: str = "/proc/self/mountinfo") -> tuple[str, str]:
+    """(mount point, filesystem type) of ``path``, from ``mountinfo`` (proc(5)'s format; the longest matching
+    mount)."""
     target = os.path.realpath(path)
     best, fstype = "/", ""
     try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+        with open(mountinfo, encoding="utf-8", errors="replace") as f:
             for line in f:
                 pre, _, post = line.partition(" - ")
                 fields = pre.split()
