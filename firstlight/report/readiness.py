@@ -425,7 +425,7 @@ class ReadinessServer(QuietReporter):
                 st.eta_s = s["progress"].get("eta_total_s")
             st.evidence = list(s.get("evidence") or [])
             st.detail = s.get("detail") or st.detail
-            if result.ended_at is not None and result.started_at is not None and st.verdict != STARTING:
+            if st.verdict != STARTING:
                 st.elapsed_s = max(0.0, (result.ready_at or result.ended_at) - result.started_at)
             if st.verdict in SERVING_VERDICTS:
                 st.reached_ready = True

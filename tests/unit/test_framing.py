@@ -491,3 +491,138 @@ def test_a_followed_files_run_starts_where_its_framing_dates_it(tmp_path: Path) 
     path.write_bytes(earlier + this_run)
     with path.open("rb") as fh:
         assert run_start_offset(fh, path.stat().st_size, since=T0 + 599, now=T0 + 700) == len(earlier)
+
+
+# --- each record framing's fields, exactly ---------------------------------------------------------------
+
+def _docker(log: str, pad: int = 0) -> str:
+    return '{"log":"' + log + '","stream":"stdout","time":"2025-05-07T02:13:52Z"' + " " * pad + "}"
+
+
+def test_a_json_record_up_to_its_bound_is_parsed_and_a_longer_one_left_as_it_is() -> None:
+    base = _docker("x\\n")
+    at_bound = _docker("x\\n", framing.MAX_JSON_CHARS - len(base))
+    assert len(at_bound) == framing.MAX_JSON_CHARS
+    assert peel(at_bound) == framing.Framed("x", T0, "stdout", False, framing.DOCKER_JSON)
+    over = _docker("x\\n", framing.MAX_JSON_CHARS - len(base) + 1)
+    assert peel(over) == framing.Framed(over)
+
+
+def test_a_json_record_with_trailing_blanks_is_still_a_record() -> None:
+    assert peel(_docker("x\\n") + "  \t").framing == framing.DOCKER_JSON
+
+
+def test_a_journal_json_record_needs_both_its_message_and_its_time() -> None:
+    f = peel('{"__REALTIME_TIMESTAMP":"1746584032000000","log":"x"}')  # a shipper's record that kept the field
+    assert f == framing.Framed("x", None, None, False, framing.SHIPPER_JSON)
+    assert peel('{"__REALTIME_TIMESTAMP":"1746584032000000","MESSAGE":"hi","_PID":"7"}') == framing.Framed(
+        "hi", T0, None, False, framing.JOURNAL_JSON)
+    assert peel('{"__REALTIME_TIMESTAMP":"1746584032000000","MESSAGE":null}') == framing.Framed(
+        "", T0, None, False, framing.JOURNAL_JSON)  # a MESSAGE journald could not store as text
+
+
+@pytest.mark.parametrize(("raw", "ts"), [
+    ("1746584032000000", T0),
+    ("1" * 19, int("1" * 19) / 1e6),  # the longest time read
+    ("1" * 20, None),  # longer: no time, rather than one 3,000 centuries away
+    ("17465840320000x0", None),
+    ("", None),
+])
+def test_a_journal_records_time_is_its_microseconds(raw: str, ts: float | None) -> None:
+    assert peel('{"__REALTIME_TIMESTAMP":"' + raw + '","MESSAGE":"m"}').ts == ts
+    d = Deframer()
+    got = d.line("__REALTIME_TIMESTAMP=" + raw) + d.line("MESSAGE=m") + d.line("")
+    assert [f.ts for f in got] == [ts]
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    ([104, 0, 105], "h\x00i"),  # bytes, NUL included
+    ([255, 65], "\ufffdA"),  # not UTF-8: replaced, never an error
+    ([72, 255, 255], "H\ufffd\ufffd"),
+    (["first", None, "second"], "first\nsecond"),  # a repeated field: its values, one a line
+    ([1, 256], ""),  # not bytes: no text value in it
+    ([True], ""),  # true is not the byte 1
+    ([], ""),
+])
+def test_a_journal_json_message_may_be_bytes_or_a_repeated_field(value: list[object], text: str) -> None:
+    line = json.dumps({"__REALTIME_TIMESTAMP": "1746584032000000", "MESSAGE": value})
+    assert peel(line) == framing.Framed(text, T0, None, False, framing.JOURNAL_JSON)
+
+
+@pytest.mark.parametrize("key", ["log", "message", "line", "msg"])
+def test_a_shippers_text_is_its_first_text_field(key: str) -> None:
+    assert peel(json.dumps({key: "INFO ready", "other": 1})) == framing.Framed(
+        "INFO ready", None, None, False, framing.SHIPPER_JSON)
+
+
+def test_a_shippers_stream_is_kept_only_when_it_is_one() -> None:
+    assert peel('{"message":"x","stream":"stderr"}').stream == "stderr"
+    assert peel('{"message":"x","stream":"console"}').stream is None
+
+
+@pytest.mark.parametrize("key", ["time", "timestamp", "@timestamp", "ts", "date", "_time"])
+def test_a_shippers_time_is_read_from_each_field_it_may_be_in(key: str) -> None:
+    assert peel(json.dumps({"message": "x", key: "2025-05-07T02:13:52Z"})).ts == T0
+
+
+def test_a_shippers_time_is_the_first_field_that_reads_as_one() -> None:
+    assert peel('{"message":"x","time":"yesterday","ts":1746584032}').ts == T0
+    assert peel('{"message":"x"}').ts is None
+
+
+@pytest.mark.parametrize(("value", "ts"), [
+    ("1746584032.5", T0 + 0.5),  # seconds as text
+    ("1746584032", T0),
+    (1746584032500, T0 + 0.5),  # milliseconds
+    ("1.2.3", None),  # not a number, nor a time
+    (1e11, 1e11),  # the largest taken as seconds
+    (100_000_000_000.5, 100_000_000.0005),  # above it: milliseconds
+    (0, None),
+    (-5, None),
+    (0.5, 0.5),
+    (True, None),
+    (None, None),
+])
+def test_a_shippers_time_field_is_text_or_seconds_or_finer(value: object, ts: float | None) -> None:
+    got = peel(json.dumps({"message": "x", "ts": value})).ts
+    assert got == (pytest.approx(ts) if ts is not None else None)
+
+
+# journalctl -o export: "KEY=value" lines, a blank line after each entry; the lines each entry stands for
+EXPORT = ["__CURSOR=s=1", "__REALTIME_TIMESTAMP=1746584032000000", "_PID=7", "MESSAGE=one", ""]
+
+
+def test_an_export_record_is_its_message_time_and_every_line_it_took() -> None:
+    d = Deframer()
+    out = [f for line in EXPORT + EXPORT for f in d.line(line)]
+    one = framing.Framed("one", T0, None, False, framing.JOURNAL_EXPORT, 5)
+    assert out == [one, one]  # the second counted from zero again
+
+
+def test_export_records_without_a_message_are_counted_into_the_next_line() -> None:
+    d = Deframer()
+    bare = ["__CURSOR=s=1", "__REALTIME_TIMESTAMP=1746584032000000", "_PID=7", ""]
+    out = [f for line in bare + bare + EXPORT for f in d.line(line)]
+    assert out == [framing.Framed("one", T0, None, False, framing.JOURNAL_EXPORT, 4 + 4 + 5)]
+
+
+def test_an_export_record_without_a_time_has_none() -> None:
+    d = Deframer()
+    out = d.line("__CURSOR=s=1") + d.line("MESSAGE=m") + d.line("")
+    assert out == [framing.Framed("m", None, None, False, framing.JOURNAL_EXPORT, 3)]
+
+
+def test_a_binary_export_field_counts_its_name_size_and_value_lines() -> None:
+    d = Deframer()
+    assert d.line("__CURSOR=s=1") == []
+    d.export_value("MESSAGE", "a\nb")  # "MESSAGE", 8 bytes of size then "a", "b": three raw lines
+    assert d.line("") == [framing.Framed("a\nb", None, None, False, framing.JOURNAL_EXPORT, 1 + 3 + 1)]
+
+
+def test_an_export_message_up_to_the_join_bound_is_kept_and_a_longer_one_dropped() -> None:
+    d = Deframer()
+    big = "x" * framing.MAX_JOIN_CHARS
+    out = d.line("__CURSOR=s=1") + d.line("MESSAGE=" + big) + d.line("")
+    assert [len(f.text) for f in out] == [framing.MAX_JOIN_CHARS]
+    out = d.line("__CURSOR=s=1") + d.line("MESSAGE=" + big + "x") + d.line("") + d.line("plain")
+    assert out == [framing.Framed("plain", lines=3 + 1)]  # the record's lines carried into the next line

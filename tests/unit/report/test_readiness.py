@@ -1,13 +1,13 @@
 """--serve-readiness: /readyz, /livez and /startupz from firstlight's state, and the sidecar loop that watches
 start after start (the simulated server as the engine; the real llama-server is in test_readiness_llama.py).
 
-The in-process tests of this subject; the others: ``tests/e2e/test_readiness.py``.
-
-The in-process tests of this subject; the others: ``tests/e2e/hostile/test_readiness.py``.
+The in-process tests of this subject; the others: ``tests/e2e/test_readiness.py`` and
+``tests/e2e/hostile/test_readiness.py``.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -15,7 +15,19 @@ import time
 import httpx
 import pytest
 
-from firstlight.report.readiness import MAX_CONNECTIONS, REQUEST_TIMEOUT_S, ReadinessServer, parse_bind
+from firstlight.assessment import Assessment, Evidence, Progress
+from firstlight.report import readiness
+from firstlight.report.readiness import (
+    MAX_CONNECTIONS,
+    REQUEST_TIMEOUT_S,
+    ReadinessServer,
+    ReadinessState,
+    _progressed_at,
+    parse_bind,
+)
+from firstlight.result import RunResult
+from firstlight.serving import ServingStatus
+from firstlight.timeline import Level
 from tests.support.readiness import _assessment, _outcome, get
 
 
@@ -152,5 +164,197 @@ def test_the_state_a_start_resets_and_a_summary_takes_phase_level_progress_and_p
         server.started({"pid": 5})
         server.summary(_outcome("hung", pid=77).result)
         assert (st.phase, st.pid) == ("weights_loading", 77)
+    finally:
+        server.close()
+
+
+def test_a_bad_bind_spec_names_serve_readiness_by_default():
+    with pytest.raises(ValueError, match=r"^--serve-readiness 'x:y': "):
+        parse_bind("x:y")
+
+
+# -- a node's last progress (the group's stall rule reads it: docs/multinode.md) --------------------------------
+def _at(phase: str = "weights_loading", read_bytes: int = 0, line: str | None = None,
+        since_log: float | None = None) -> Assessment:
+    return Assessment("starting", phase, Level.PORT, 3.0, [],
+                      Progress(read_bytes=read_bytes, progress_line=line, since_last_log_s=since_log))
+
+
+def _state(phase: str = "weights_loading", progress: dict[str, object] | None = None,
+           last: float | None = 100.0) -> ReadinessState:
+    st = ReadinessState()
+    st.phase, st.progress, st.last_progress_at = phase, progress or {}, last
+    return st
+
+
+@pytest.mark.parametrize(("state", "a", "at"), [
+    (_state(), _at("kv_cache"), 200.0),  # a new phase
+    (_state(progress={"read_bytes": 10}), _at(read_bytes=11), 200.0),  # more weight bytes read
+    (_state(progress={"read_bytes": 10}), _at(read_bytes=10), 100.0),  # the same: no progress
+    (_state(), _at(read_bytes=1), 200.0),  # none recorded yet: the first byte counts
+    (_state(), _at(read_bytes=0), 100.0),
+    (_state(progress={"progress_line": "1/4"}), _at(line="2/4"), 200.0),  # a new progress line
+    (_state(progress={"progress_line": "1/4"}), _at(line="1/4"), 100.0),  # the same line again
+    (_state(), _at(line=""), 100.0),  # no line
+    (_state(), _at(since_log=50.0), 150.0),  # its last log line, 50 s ago
+    (_state(), _at(since_log=150.0), 100.0),  # a log line older than the progress already seen
+    (_state(last=None), _at(since_log=199.5), 0.5),  # none seen yet: the log line's time
+    (_state(last=None), _at(), None),  # nothing to date it by
+])
+def test_a_nodes_last_progress_is_a_phase_bytes_a_progress_line_or_its_last_log_line(state: ReadinessState,
+                                                                                      a: Assessment,
+                                                                                      at: float | None):
+    assert _progressed_at(state, a, 200.0) == at
+
+
+def test_the_status_dates_the_progress_and_carries_the_evidence(monkeypatch: pytest.MonkeyPatch):
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        server.started({"pid": 1})
+        ev = Evidence("log", "Loading weights took 3.2 s", 2.0)
+        a = Assessment("starting", "kv_cache", Level.PORT, 3.0, [ev], Progress())
+        before = time.time()
+        server.status(a)
+        assert before <= (server.state.last_progress_at or 0) <= time.time()
+        assert server.state.evidence == [ev.to_dict()]
+    finally:
+        server.close()
+
+
+def test_a_start_takes_the_engines_role_and_rank_unless_told(monkeypatch: pytest.MonkeyPatch):
+    told = ReadinessServer("127.0.0.1", 0, node_rank=3, role="leader")
+    plain = ReadinessServer("127.0.0.1", 0)
+    try:
+        info = {"pid": 1, "role": "worker", "node_rank": 1}
+        told.started(info)
+        plain.started(info)
+        assert (told.state.role, told.state.node_rank) == ("leader", 3)
+        assert (plain.state.role, plain.state.node_rank) == ("worker", 1)
+        plain.state.node_rank = None
+        plain.started({"pid": 2, "node_rank": "1"})  # not a rank
+        assert plain.state.node_rank is None
+    finally:
+        told.close()
+        plain.close()
+
+
+def test_a_new_start_clears_the_last_starts_detail_and_time():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        server.started({"pid": 1})
+        server.status(Assessment("starting", "kv_cache", Level.PORT, 30.0, [], Progress(), detail="busy-wait"))
+        server.started({"pid": 2})
+        assert (server.state.detail, server.state.elapsed_s) == (None, 0.0)
+    finally:
+        server.close()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 10.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return 1_700_000_000.0 + self.now
+
+
+def test_status_events_go_out_at_most_once_a_second(monkeypatch: pytest.MonkeyPatch):
+    clock = _Clock()
+    monkeypatch.setattr(readiness, "time", clock)
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        for t in (10.0, 10.5, 10.99, 11.0, 11.5, 12.0):
+            clock.now = t
+            server.status(_assessment())
+        events = [json.loads(data) for _, data in server.events.after(0, 0)[0]]
+        assert [e["event"] for e in events] == ["status"] * 3  # at 10.0, 11.0 and 12.0
+    finally:
+        server.close()
+
+
+def test_the_serving_checks_status_is_kept_and_sent_only_when_it_changed():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        status = ServingStatus("serving", "first check passed", 5.0, True, True)
+        server.serving(status, changed=False)
+        assert server.state.serving is None and server.events.after(0, 0)[0] == []
+        server.serving(status, changed=True)
+        assert server.state.serving == status.to_dict()
+        [(_, data)] = server.events.after(0, 0)[0]
+        assert json.loads(data)["event"] == "serving" and json.loads(data)["state"] == "serving"
+        server.message("bench: 12.5 tokens/s")
+        assert json.loads(server.events.after(1, 0)[0][0][1])["message"] == "bench: 12.5 tokens/s"
+    finally:
+        server.close()
+
+
+def _result(verdict: str, started: float, ended: float, ready: float | None = None,
+            **kw: object) -> RunResult:
+    return RunResult(verdict=verdict, phase="weights_loading", started_at=started, ended_at=ended, ready_at=ready,
+                     engine="sim", url="http://127.0.0.1:1", **kw)  # type: ignore[arg-type]
+
+
+def test_the_summary_freezes_the_time_at_ready_or_at_its_end():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        server.started({"pid": 1})
+        server.summary(_result("failed", 1000.0, 1000.5))
+        assert server.state.elapsed_s == 0.5
+        server.started({"pid": 1})
+        server.summary(_result("ready", 1000.0, 1090.0, ready=1060.0))
+        assert server.state.elapsed_s == 60.0
+        server.started({"pid": 1})
+        server.summary(_result("failed", 1000.0, 999.0))  # a clock stepped back: never negative
+        assert server.state.elapsed_s == 0.0
+    finally:
+        server.close()
+
+
+def test_the_summary_keeps_the_judges_detail_unless_it_has_its_own():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        server.started({"pid": 1})
+        server.status(Assessment("starting", "kv_cache", Level.PORT, 3.0, [], Progress(), detail="busy-wait"))
+        server.summary(_result("hung", 1000.0, 1001.0))
+        assert server.state.detail == "busy-wait"
+        server.started({"pid": 1})
+        server.summary(_result("hung", 1000.0, 1001.0, detail="no progress for 120 s"))
+        assert server.state.detail == "no progress for 120 s"
+    finally:
+        server.close()
+
+
+def _raw(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(request)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+def test_head_answers_the_headers_of_get_without_its_body():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        got = _raw(server.port, b"GET /livez HTTP/1.0\r\n\r\n")
+        head = _raw(server.port, b"HEAD /livez HTTP/1.0\r\n\r\n")
+        body = got.partition(b"\r\n\r\n")[2]
+        assert body
+        assert head.endswith(b"\r\n\r\n") and f"Content-Length: {len(body)}".encode() in head
+    finally:
+        server.close()
+
+
+def test_a_method_other_than_get_or_head_is_405_saying_which_are_allowed():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        for method in (b"POST", b"PUT", b"DELETE", b"PATCH", b"OPTIONS"):
+            got = _raw(server.port, method + b" /readyz HTTP/1.0\r\n\r\n")
+            headers, _, body = got.partition(b"\r\n\r\n")
+            lines = headers.split(b"\r\n")
+            assert lines[0].startswith(b"HTTP/1.0 405") and b"Allow: GET, HEAD" in lines
+            assert b"Content-Length: 0" in lines and body == b""
     finally:
         server.close()

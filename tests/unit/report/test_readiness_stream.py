@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from firstlight.assessment import Event
 from firstlight.report import events as event_log
 from firstlight.report import readiness
 from firstlight.report.readiness import ReadinessServer
+from tests.support.common import wait_for
 from tests.support.readiness import _assessment, _outcome, get
 
 
@@ -155,3 +157,78 @@ def test_startupz_says_state_phase_detail_elapsed_progress_and_eta(server: Readi
     code, body = get(p, "/startupz")
     assert code == 200 and body["state"] == "ready" and body["elapsed_seconds"] == 12.5
     assert get(p, "/readyz")[1]["state"] == "ready"  # every endpoint's body says the same
+
+
+# -- the stream's bytes, read from a raw socket -------------------------------------------------------------------
+def _raw_stream(port: int, request: bytes, until: bytes | None = None, timeout: float = 20) -> tuple[dict[str, str],
+                                                                                                      bytes]:
+    """(headers by lower-case name, body) of one request: the body up to ``until`` (else to the end)."""
+    deadline = time.monotonic() + timeout
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(request)
+        data = b""
+        while time.monotonic() < deadline:
+            head, sep, body = data.partition(b"\r\n\r\n")
+            if sep and until is not None and until in body:
+                break
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        else:
+            raise AssertionError(f"no {until!r} within {timeout}s: {data!r}")
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    headers[":status"] = lines[0].split()[1]
+    return headers, body
+
+
+def test_the_stream_says_it_is_an_uncached_unbuffered_event_stream_any_page_may_follow(server: ReadinessServer):
+    headers, _ = _raw_stream(server.port, b"GET /events HTTP/1.0\r\n\r\n", until=b"retry: ")
+    assert headers[":status"] == "200" and headers["content-type"] == "text/event-stream"
+    assert headers["cache-control"] == "no-store" and headers["x-accel-buffering"] == "no"
+    assert headers["access-control-allow-origin"] == "*"
+
+
+def test_head_of_the_stream_is_its_headers_alone(server: ReadinessServer):
+    server.events.append({"event": "message", "message": "x"})
+    headers, body = _raw_stream(server.port, b"HEAD /events HTTP/1.0\r\n\r\n")
+    assert (headers[":status"], headers["content-type"], body) == ("200", "text/event-stream", b"")
+    assert server.events.clients == 0  # the stream was left at once
+    server.events.max_clients = 0  # full: the refusal, still without a body
+    headers, body = _raw_stream(server.port, b"HEAD /events HTTP/1.0\r\n\r\n")
+    assert (headers[":status"], body) == ("503", b"")
+
+
+def test_a_closed_log_ends_the_stream_after_exactly_its_events(server: ReadinessServer):
+    first = server.events.append({"event": "message", "message": "one"})
+    done: dict[str, bytes] = {}
+    reader = threading.Thread(target=lambda: done.update(body=_raw_stream(server.port,
+                                                                          b"GET /events HTTP/1.0\r\n\r\n")[1]))
+    reader.start()
+    wait_for(lambda: server.events.clients == 1, 20, "the stream to begin")
+    second = server.events.append({"event": "message", "message": "two"})
+    assert server.events.close(20)
+    reader.join(20)
+    data = server.events.after(0, 0)[0]
+    assert done["body"] == (f"retry: {event_log.RETRY_MS}\n\n".encode() + b"".join(event_log.frame(i, d)
+                                                                                  for i, d in data))
+    assert [i for i, _ in data] == [first, second]  # no keep-alive between events, none at the end
+
+
+def test_an_idle_stream_sends_a_keep_alive_comment(server: ReadinessServer, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(event_log, "KEEPALIVE_S", 0.2)
+    _, body = _raw_stream(server.port, b"GET /events HTTP/1.0\r\n\r\n", until=b": keep-alive\n\n: keep-alive\n\n")
+    assert body == f"retry: {event_log.RETRY_MS}\n\n".encode() + b": keep-alive\n\n: keep-alive\n\n"
+
+
+def test_a_client_further_behind_than_the_log_is_told_how_many_it_missed(server: ReadinessServer):
+    small = event_log.EventLog(capacity=2)
+    server.events = server._server.events = small
+    for n in range(5):
+        small.append({"event": "message", "message": str(n)})
+    _, body = _raw_stream(server.port, b"GET /events HTTP/1.0\r\nLast-Event-ID: 1\r\n\r\n", until=b"id: 5\n")
+    kept = small.after(0, 0)[0]
+    assert body.startswith(f"retry: {event_log.RETRY_MS}\n\n: 2 earlier events are no longer kept\n\n".encode()
+                           + event_log.frame(*kept[0]))
