@@ -39,7 +39,7 @@ from firstlight.runner.serving import ServingWatch
 from firstlight.runner.session import STOP_SIGNALS, Outcome
 from firstlight.samplers.process import zombie_exit_code
 from firstlight.vocab import INTERRUPTED, SERVING_VERDICTS, TIMEOUT
-from firstlight.wire.client import WireError, connect_tcp
+from firstlight.wire.client import port_open
 
 
 @dataclass(frozen=True)
@@ -129,16 +129,6 @@ def _listens(pid: int, port: int) -> bool:
         if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
             return True
     return False
-
-
-def port_open(url: str, timeout: float) -> bool:
-    """Does the server's port accept a TCP connection within ``timeout`` (nothing is sent)?"""
-    host, port = split_url(url)
-    try:
-        connect_tcp(host, port, timeout, time.monotonic() + timeout)
-    except WireError:
-        return False
-    return True
 
 
 class Rewatch:

@@ -29,12 +29,14 @@ from firstlight.samplers.gpu import GpuSampler
 from firstlight.samplers.logs import FileFollower, PipeReader
 from firstlight.samplers.models_sse import ModelsSSE, is_router
 from firstlight.samplers.oom import OomTraces
-from firstlight.samplers.ports import accepts, foreign_listener
+from firstlight.samplers.ports import foreign_listener
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.samplers.weights import resolve_model_dir, total_weight_bytes
 from firstlight.timeline import CollectorStat, Observation, Probe, SourceNote, WeightsTotal
+from firstlight.wire.client import port_open
 
 Sink = Callable[[Observation], None]
+TAKEN_CHECK_S = 0.5  # a local port that does not accept a connection within this is not another server's
 WEIGHTS_WAIT_S = 5.0  # ms on a healthy mount; seconds only for a machine so loaded that its threads wait their turn
 Echo = Callable[[str, str], None]
 
@@ -181,7 +183,8 @@ class Sources:
             host, port = split_url(self.cfg.probe.url)
         except ValueError:
             return False
-        if host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0") or not accepts(host, port):
+        if host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0") or not port_open(self.cfg.probe.url,
+                                                                                  TAKEN_CHECK_S):
             return False
         held = foreign_listener([], port, self.clock() + 1)
         self.port_conflict = held or f"port {port} already accepts connections before the launch"

@@ -10,10 +10,10 @@ privileges (then it says so rather than guessing).
 from __future__ import annotations
 
 import ipaddress
-import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
@@ -32,13 +32,9 @@ class Holder:
         return f"{who} on {self.address}"
 
 
-def _listening_on(conns: Iterable[object], port: int) -> list[object]:
-    out = []
-    for c in conns:
-        laddr = getattr(c, "laddr", None)
-        if getattr(c, "status", None) == psutil.CONN_LISTEN and laddr and getattr(laddr, "port", None) == port:
-            out.append(c)
-    return out
+def _listening_on(conns: Iterable[Any], port: int) -> list[Any]:
+    """psutil's connections (``laddr`` an empty tuple for a socket not bound) that listen on ``port``."""
+    return [c for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
 
 
 def tree_listens(procs: Iterable[psutil.Process], port: int) -> bool:
@@ -107,12 +103,11 @@ def worker_connected(pid: int, heads: Iterable[str]) -> tuple[bool, str]:
         except psutil.Error:
             continue
         for c in conns:
-            raddr = getattr(c, "raddr", None)
-            if getattr(c, "status", None) != psutil.CONN_ESTABLISHED or not raddr:
+            if c.status != psutil.CONN_ESTABLISHED or not c.raddr:
                 continue
-            ip = raddr.ip.removeprefix("::ffff:")
+            ip = c.raddr.ip.removeprefix("::ffff:")
             if ip in ips or named:
-                return True, (f"pid {p.pid} is connected to its head {ip}:{raddr.port} (seen in /proc, no "
+                return True, (f"pid {p.pid} is connected to its head {ip}:{c.raddr.port} (seen in /proc, no "
                               f"connection made)")
     return False, f"no process of pid {pid}'s tree is connected to its head ({', '.join(heads) or 'any'})"
 
@@ -127,26 +122,14 @@ def holders(port: int) -> tuple[list[Holder], str | None]:
         return [], f"cannot list sockets: {e}"
     out = []
     for c in _listening_on(conns, port):
-        pid = getattr(c, "pid", None)
         name = None
-        if pid is not None:
+        if c.pid is not None:  # None: another user's socket, seen without privileges
             try:
-                name = psutil.Process(pid).name()
+                name = psutil.Process(c.pid).name()
             except psutil.Error:
                 name = "?"
-        laddr = getattr(c, "laddr", None)
-        address = f"{getattr(laddr, 'ip', '?')}:{port}"
-        out.append(Holder(pid, name, address))
+        out.append(Holder(c.pid, name, f"{c.laddr.ip}:{port}"))
     return out, None
-
-
-def accepts(host: str, port: int, timeout: float = 0.5) -> bool:
-    """Whether something accepts TCP connections on ``host:port`` right now."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def _started_at(pid: int) -> float | None:

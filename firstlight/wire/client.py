@@ -125,6 +125,16 @@ def connect_tcp(host: str, port: int, timeout: float, until: float) -> None:
         raise WireError(msg, refused=isinstance(cause, ConnectionRefusedError)) from None
 
 
+def port_open(url: str, timeout: float) -> bool:
+    """Does the port of ``url`` accept a TCP connection within ``timeout`` (nothing is sent)?"""
+    host, port = split_url(url)
+    try:
+        connect_tcp(host, port, timeout, time.monotonic() + timeout)
+    except WireError:
+        return False
+    return True
+
+
 def _read_capped(resp: httpx.Response, max_body: int) -> tuple[bytes, bool]:
     chunks: list[bytes] = []
     size = 0

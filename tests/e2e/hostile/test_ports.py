@@ -10,8 +10,9 @@ from pathlib import Path
 
 import psutil
 
-from firstlight.samplers.ports import accepts, foreign_listener, holders, tree_listens
+from firstlight.samplers.ports import foreign_listener, holders, tree_listens
 from firstlight.sim.fixtures import free_port
+from firstlight.wire.client import port_open
 from tests.support.common import Run, run_firstlight, sim_cmd, wait_for
 from tests.support.llama_server import llama, server_cmd  # noqa: F401 - the real-engine fixture
 
@@ -24,7 +25,7 @@ def test_the_holder_of_a_port_is_found_and_is_foreign_to_a_later_launch():
     other = subprocess.Popen([sys.executable, "-c", LISTEN, str(port)], stdout=subprocess.PIPE, text=True)
     try:
         assert other.stdout is not None and other.stdout.readline().strip() == "ok"
-        assert accepts("127.0.0.1", port)
+        assert port_open(f"http://127.0.0.1:{port}", 0.5)
         found, why = holders(port)
         if why is None:  # the system's socket list is readable here: the pid is named
             assert other.pid in {h.pid for h in found}
@@ -40,14 +41,14 @@ def test_the_holder_of_a_port_is_found_and_is_foreign_to_a_later_launch():
     finally:
         other.kill()
         other.wait()
-    wait_for(lambda: not accepts("127.0.0.1", port), 10, "the port to close")
+    wait_for(lambda: not port_open(f"http://127.0.0.1:{port}", 0.5), 10, "the port to close")
 
 
 def _other_server(port: int, weights: Path) -> subprocess.Popen[bytes]:
     """Another server, already serving on the port (a real OpenAI-compatible process: the simulator)."""
     other = subprocess.Popen(sim_cmd("normal", port, "--model-path", str(weights), "--load-seconds", "0"),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    wait_for(lambda: accepts("127.0.0.1", port), 30, "the other server to listen")
+    wait_for(lambda: port_open(f"http://127.0.0.1:{port}", 0.5), 30, "the other server to listen")
     return other
 
 

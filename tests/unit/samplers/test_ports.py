@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -45,7 +46,8 @@ def test_a_worker_is_held_only_while_its_tree_listens_and_runs():
         assert held and seen == f"pid {w.pid} listens on port {port} (seen in /proc, no connection made)"
         os.killpg(w.pid, signal.SIGSTOP)
         wait_for(lambda: not worker_listening(w.pid, port)[0], 30, "a stopped worker is not held")
-        assert "is stopped: it serves nothing" in worker_listening(w.pid, port)[1]
+        assert worker_listening(w.pid, port)[1] == \
+            f"pid {w.pid} is stopped: it serves nothing (port {port} not checked)"
         os.killpg(w.pid, signal.SIGCONT)
         wait_for(lambda: worker_listening(w.pid, port)[0], 30, "a resumed worker is held again")
     finally:
@@ -173,13 +175,6 @@ def test_a_process_gone_from_the_tree_is_skipped(listener):
     assert ports.tree_listens([proc, psutil.Process()], port)  # the gone one raises; the next still counts
 
 
-def test_accepts_is_whether_a_connect_succeeds_now(listener):
-    s, port = listener
-    assert ports.accepts("127.0.0.1", port)
-    s.close()
-    assert not ports.accepts("127.0.0.1", port)
-
-
 def test_a_process_start_is_read_to_the_clock_tick():
     before = time.time()
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
@@ -205,8 +200,14 @@ def test_without_proc_uptime_the_start_is_psutils(monkeypatch):
             raise PermissionError(13, "Permission denied")
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr("builtins.open", no_uptime)
-    assert ports._started_at(os.getpid()) == psutil.Process().create_time()
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        monkeypatch.setattr("builtins.open", no_uptime)
+        assert ports._started_at(child.pid) == psutil.Process(child.pid).create_time()
+    finally:
+        monkeypatch.undo()
+        child.kill()
+        child.wait(timeout=30)
 
 
 def test_a_holder_older_than_the_launch_outside_the_tree_is_foreign(listener):
@@ -290,3 +291,113 @@ def test_a_head_is_matched_by_address_localhost_by_both_loopbacks_and_a_name_by_
         assert seen == f"pid {node.pid} is connected to its head {shown}:{port} (seen in /proc, no connection made)"
     else:
         assert seen == f"no process of pid {node.pid}'s tree is connected to its head ({', '.join(heads) or 'any'})"
+
+
+def test_a_holder_is_named_by_its_own_process_name(tmp_path: Path):
+    exe = tmp_path / "fl-holder"
+    exe.symlink_to(sys.executable)  # the kernel names a process after the file it ran
+    port = free_port()
+    code = ("import socket, sys\ns = socket.create_server(('127.0.0.1', int(sys.argv[1])))\n"
+            "print('ok', flush=True)\nsys.stdin.readline()")
+    holder = subprocess.Popen([str(exe), "-c", code, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ok"
+        found, why = ports.holders(port)
+        if why is not None:
+            pytest.skip(why)
+        assert found == [Holder(holder.pid, "fl-holder", f"127.0.0.1:{port}")]
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+
+
+def test_every_older_holder_outside_the_tree_is_named(monkeypatch: pytest.MonkeyPatch):
+    me = os.getpid()
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        mine = psutil.Process(other.pid)
+        monkeypatch.setattr(ports, "holders", lambda port: ([Holder(None, None, "0.0.0.0:1"),  # unseen: skipped
+                                                             Holder(other.pid, "mine", "0.0.0.0:1"),  # the tree's
+                                                             Holder(me, "a", "127.0.0.1:1"),
+                                                             Holder(me, "b", "[::1]:1")], None))
+        assert ports.foreign_listener([mine], 1, time.time() + 5) == (
+            f"port 1 is held by pid {me} (a) on 127.0.0.1:1, pid {me} (b) on [::1]:1 (there before the launch), "
+            "not by the launched server")
+    finally:
+        other.kill()
+        other.wait(timeout=30)
+
+
+def test_a_holder_started_at_the_launch_itself_is_not_older(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(ports, "holders", lambda port: ([Holder(os.getpid(), "a", "127.0.0.1:1")], None))
+    monkeypatch.setattr(ports, "_started_at", lambda pid: 1000.0)
+    assert ports.foreign_listener([], 1, 1000.0) is None
+    assert ports.foreign_listener([], 1, 1000.001) is not None
+
+
+def test_a_tree_that_listens_on_the_port_has_no_foreign_holder(listener, monkeypatch: pytest.MonkeyPatch):
+    """What the system lists does not matter once the tree itself listens (its socket list is the truth)."""
+    _, port = listener
+    monkeypatch.setattr(ports, "holders", lambda p: ([Holder(1, "init", f"0.0.0.0:{p}")], None))
+    assert ports.foreign_listener([psutil.Process()], port, time.time() + 5) is None
+    assert ports.foreign_listener([psutil.Process()], free_port(), time.time() + 5) is not None
+
+
+def test_a_grandchild_listening_holds_the_worker():
+    port = free_port()
+    grandchild = ("import socket, sys\ns = socket.create_server(('127.0.0.1', int(sys.argv[1])))\n"
+                  "print('listening', flush=True)\nsys.stdin.readline()")
+    child = ("import subprocess, sys\nsubprocess.run([sys.executable, '-c', sys.argv[1], sys.argv[2]])")
+    w = subprocess.Popen([sys.executable, "-c", child, grandchild, str(port)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert w.stdout is not None and w.stdout.readline().strip() == "listening"
+        assert worker_listening(w.pid, port) == (
+            True, f"pid {w.pid} listens on port {port} (seen in /proc, no connection made)")
+    finally:
+        os.killpg(w.pid, signal.SIGKILL)
+        w.wait(timeout=30)
+
+
+HOLD_AMONG_LISTENERS = ("import socket, sys\nheld = [socket.create_server(('127.0.0.1', 0)) for _ in range(20)]\n"
+                        "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)\n"
+                        "print('joined', flush=True)\nsys.stdin.readline()")
+
+
+def test_a_process_gone_and_sockets_that_are_not_connections_are_passed_over(monkeypatch: pytest.MonkeyPatch):
+    head = socket.create_server(("127.0.1.1", 0))
+    port = head.getsockname()[1]
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    dead = psutil.Process(gone.pid)
+    gone.wait(timeout=30)
+    node = subprocess.Popen([sys.executable, "-c", HOLD_AMONG_LISTENERS, "127.0.1.1", str(port)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert node.stdout is not None and node.stdout.readline().strip() == "joined"
+        live = psutil.Process(node.pid)
+        monkeypatch.setattr(ports, "_tree", lambda pid: ([dead, live], ""))
+        assert worker_connected(node.pid, ("127.0.1.1",))[0]  # past the gone one, past 20 listening sockets
+    finally:
+        node.kill()
+        node.wait(timeout=30)
+        head.close()
+
+
+@pytest.mark.parametrize(("heads", "peer"), [
+    (("127.0.1.1",), "127.0.0.1"),  # loopback counts only for a head named localhost
+    (("127.0.1.5", "127.0.1.6"), "127.0.0.1"),
+])
+def test_a_connection_to_another_address_is_not_to_the_head(heads: tuple[str, ...], peer: str):
+    head = socket.create_server((peer, 0))
+    port = head.getsockname()[1]
+    node = subprocess.Popen([sys.executable, "-c", HOLD, peer, str(port)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert node.stdout is not None and node.stdout.readline().strip() == "joined"
+        assert worker_connected(node.pid, heads) == (
+            False, f"no process of pid {node.pid}'s tree is connected to its head ({', '.join(heads)})")
+    finally:
+        node.kill()
+        node.wait(timeout=30)
+        head.close()
