@@ -81,8 +81,7 @@ def parse_rfc3339(text: str) -> float | None:
         return None
     g = m.groupdict()
     try:
-        t = float(calendar.timegm((int(g["Y"]), int(g["M"]), int(g["D"]), int(g["h"]), int(g["m"]), int(g["s"]),
-                                   0, 0, 0)))
+        t = float(calendar.timegm((int(g["Y"]), int(g["M"]), int(g["D"]), int(g["h"]), int(g["m"]), int(g["s"]))))
     except (ValueError, OverflowError):
         return None
     if g["f"]:
@@ -104,9 +103,9 @@ def _yearless(mon: str, day: str, hms: str, frac: str | None) -> float | None:
     now = time.time()
     year = time.gmtime(now).tm_year
     try:
-        t = calendar.timegm((year, month, int(day), h, mi, s, 0, 0, 0))
+        t = calendar.timegm((year, month, int(day), h, mi, s))  # timegm reads the first six fields only
         if t > now + 86400:
-            t = calendar.timegm((year - 1, month, int(day), h, mi, s, 0, 0, 0))
+            t = calendar.timegm((year - 1, month, int(day), h, mi, s))
     except (ValueError, OverflowError):
         return None
     return t + (float("0" + frac) if frac else 0.0)
@@ -242,8 +241,7 @@ def _peel_once(line: str) -> Framed | None:
         stream = "stderr" if int(p["pri"]) % 8 <= 3 else None  # severity err or worse
         m = _RFC5424.match(head, p.end())
         if m is not None:
-            ts = parse_rfc3339(m["ts"]) if m["ts"] != "-" else None
-            return Framed(line[m.end():], ts, stream, False, SYSLOG_5424)
+            return Framed(line[m.end():], parse_rfc3339(m["ts"]), stream, False, SYSLOG_5424)  # "-": no time
         m = _SHORT.match(head, p.end())
         if m is not None and _named(m):
             return Framed(line[m.end():], _yearless(m["mon"], m["day"], m["hms"], m["frac"]), stream, False,

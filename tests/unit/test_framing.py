@@ -626,3 +626,73 @@ def test_an_export_message_up_to_the_join_bound_is_kept_and_a_longer_one_dropped
     assert [len(f.text) for f in out] == [framing.MAX_JOIN_CHARS]
     out = d.line("__CURSOR=s=1") + d.line("MESSAGE=" + big + "x") + d.line("") + d.line("plain")
     assert out == [framing.Framed("plain", lines=3 + 1)]  # the record's lines carried into the next line
+
+
+# --- every line framing's whole answer ---------------------------------------------------------------------
+@pytest.mark.parametrize(("line", "framed"), [
+    ("2025-05-07T02:13:52+0000 node-1 vllm[7]: INFO x",
+     framing.Framed("INFO x", T0, None, False, framing.JOURNAL_SHORT_ISO)),
+    ("2025-05-07T02:13:52.000000000Z INFO 05-07 02:13:52 [core.py:1] x",
+     framing.Framed("INFO 05-07 02:13:52 [core.py:1] x", T0, None, False, framing.TIMESTAMPS)),
+    ("2025-05-07T02:13:52Z ERROR: boom",  # a level, not a program: no journal line, a --timestamps one
+     framing.Framed("ERROR: boom", T0, None, False, framing.TIMESTAMPS)),
+    ("[pod/vllm-0/vllm] INFO ready", framing.Framed("INFO ready", None, None, False, framing.KUBECTL_PREFIX)),
+    ("_svc  | INFO ready", framing.Framed("INFO ready", None, None, False, framing.COMPOSE)),
+    ("<11>1 2025-05-07T02:13:52Z host vllm 1 - - boom",  # user.err: stderr
+     framing.Framed("boom", T0, "stderr", False, framing.SYSLOG_5424)),
+    ("<26>1 - host vllm 1 - - boom",  # daemon.crit, no time
+     framing.Framed("boom", None, "stderr", False, framing.SYSLOG_5424)),
+    ("<12>1 2025-05-07T02:13:52Z host vllm 1 - - note",  # user.warning: not an error
+     framing.Framed("note", T0, None, False, framing.SYSLOG_5424)),
+    ("<13>May  7 02:13:52 host vllm[1]: note",
+     framing.Framed("note", T0, None, False, framing.SYSLOG_3164)),
+    ("<11>May  7 02:13:52.25 host vllm[1]: boom",
+     framing.Framed("boom", T0 + 0.25, "stderr", False, framing.SYSLOG_3164)),
+    ("May  7 02:13:52 node-1 ollama[9]: msg", framing.Framed("msg", T0, None, False, framing.JOURNAL_SHORT)),
+    ("May  7 02:13:52.250 node-1 ollama[9]: msg",
+     framing.Framed("msg", T0 + 0.25, None, False, framing.JOURNAL_SHORT_PRECISE)),
+    ("Foo  7 02:13:52 node-1 ollama[9]: msg", framing.Framed("msg", None, None, False, framing.JOURNAL_SHORT)),
+    ('{"log":"x\\r\\n","stream":"stdout","time":"2025-05-07T02:13:52Z","attrs":{"tag":"vllm"}}',
+     framing.Framed("x", T0, "stdout", False, framing.DOCKER_JSON)),  # every field Docker writes, CRLF ended
+    ('{"log":"x\\n","stream":"stdout","time":"2025-05-07T02:13:52Z","host":"n1"}',  # a field Docker never writes
+     framing.Framed("x", T0, "stdout", False, framing.SHIPPER_JSON)),
+])
+def test_each_framings_whole_answer(line: str, framed: framing.Framed, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(framing, "time", _Clock(T0 + 3600))  # an hour after the lines: this year's May 7
+    assert peel(line) == framed
+
+
+class _Clock:
+    """``time`` as framing reads it (a syslog line's year is this year's unless that lies ahead)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+    def gmtime(self, t: float | None = None) -> time.struct_time:
+        return time.gmtime(self.now if t is None else t)
+
+
+@pytest.mark.parametrize(("now", "ts"), [
+    (T0 + 3600, T0),  # an hour later: this year's
+    (T0 - 86400, T0),  # a day ahead of the clock at most: still this year's (clocks differ)
+    (T0 - 86401, calendar.timegm((2024, 5, 7, 2, 13, 52))),  # further ahead: last year's
+    (calendar.timegm((2026, 1, 1, 0, 0, 0)), T0),  # in January, May's lines are last year's
+])
+def test_a_yearless_time_is_this_years_unless_more_than_a_day_ahead(now: float, ts: float,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(framing, "time", _Clock(now))
+    assert peel("May  7 02:13:52 node-1 ollama[9]: msg").ts == ts
+
+
+@pytest.mark.parametrize(("text", "ts"), [
+    ("2025-05-07T04:13:52+02:00", T0),
+    ("2025-05-07T00:13:52-02:00", T0),
+    ("2025-05-07T07:43:52+05:30", T0),
+    ("2025-05-06T20:43:52-0530", T0),
+    ("2025-05-07 02:13:52.5", T0 + 0.5),  # naive: UTC
+])
+def test_an_rfc3339_offset_is_hours_and_minutes_either_way(text: str, ts: float) -> None:
+    assert framing.parse_rfc3339(text) == ts
