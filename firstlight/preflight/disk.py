@@ -103,7 +103,7 @@ def measure(path: str | Path, max_bytes: int = MAX_BYTES, max_s: float = MAX_S) 
         cached = cached_bytes(f)
         if size < (1 << 20) or cached is None or cached > size // 10:
             continue  # cached files measure memory; unknown residency could too
-        fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(f, os.O_RDONLY)
         try:
             t0 = time.monotonic()
             n = _read(fd, min(size, max_bytes - total), deadline, buf)
