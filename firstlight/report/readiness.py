@@ -243,7 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # a probe every second would drown the watch's own output
 
-    def _send(self, status: int, body: dict[str, Any], head: bool = False) -> None:
+    def _send(self, status: int, body: dict[str, Any], head: bool) -> None:
         data = (json.dumps(body, default=str) + "\n").encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")

@@ -11,6 +11,7 @@ import json
 import socket
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -28,6 +29,7 @@ from firstlight.report.readiness import (
 from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
 from firstlight.timeline import Level
+from tests.support.common import wait_for
 from tests.support.readiness import _assessment, _outcome, get
 
 
@@ -358,3 +360,209 @@ def test_a_method_other_than_get_or_head_is_405_saying_which_are_allowed():
             assert b"Content-Length: 0" in lines and body == b""
     finally:
         server.close()
+
+
+# -- the state's own words ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("verdict", "start", "serving", "state"), [
+    ("ready", 0, None, "starting"),  # an outcome before any start began: still waiting
+    ("starting", 1, None, "starting"),
+    ("ready", 1, None, "ready"),  # no serving check yet: the verdict
+    ("ready", 1, {"state": "degraded"}, "degraded"),  # the serving checks' state once there is one
+    ("regression", 1, {"state": "serving"}, "serving"),
+    ("ready", 1, {"ready": True}, "ready"),  # a status without a state
+    ("failed", 1, {"state": "serving"}, "failed"),  # a start that ended: its verdict, whatever the checks said
+])
+def test_the_state_is_starting_then_the_serving_checks_state_else_the_verdict(verdict: str, start: int,
+                                                                             serving: dict[str, object] | None,
+                                                                             state: str):
+    st = ReadinessState()
+    st.verdict, st.start, st.serving = verdict, start, serving
+    assert st.snapshot()["state"] == state
+
+
+def test_elapsed_seconds_are_kept_to_the_millisecond():
+    st = ReadinessState()
+    st.elapsed_s = 1.23456
+    assert st.snapshot()["elapsed_seconds"] == 1.235
+
+
+def test_a_start_dates_the_nodes_last_progress_at_its_beginning():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        before = time.time()
+        server.started({"pid": 1})
+        assert before <= (server.state.last_progress_at or 0) <= time.time()
+    finally:
+        server.close()
+
+
+# -- the answers' bytes ------------------------------------------------------------------------------------------
+def _headers(raw: bytes) -> tuple[str, dict[str, str], bytes]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    return lines[0], {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:])}, body
+
+
+def test_an_answer_is_uncached_json_of_its_stated_length():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        server.state.progress = {"model_dir": Path("/models/llama")}  # a value JSON lacks: written as its text
+        status, headers, body = _headers(_raw(server.port, b"GET /livez HTTP/1.0\r\n\r\n"))
+        assert status.startswith("HTTP/1.0 200")
+        assert headers["content-type"] == "application/json" and headers["cache-control"] == "no-store"
+        assert int(headers["content-length"]) == len(body) and body.endswith(b"\n")
+        assert json.loads(body)["progress"] == {"model_dir": "/models/llama"}
+    finally:
+        server.close()
+
+
+def test_a_query_string_is_not_part_of_the_path():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        assert _headers(_raw(server.port, b"GET /livez?verbose=1 HTTP/1.0\r\n\r\n"))[0].startswith("HTTP/1.0 200")
+        status, headers, _ = _headers(_raw(server.port, b"HEAD /events?a=1?b HTTP/1.0\r\n\r\n"))
+        assert status.startswith("HTTP/1.0 200") and headers["content-type"] == "text/event-stream"
+    finally:
+        server.close()
+
+
+def test_a_probe_beyond_the_concurrency_bound_gets_a_503_at_once():
+    server = ReadinessServer("127.0.0.1", 0)
+    taken = 0
+    try:
+        while server._server.slots.acquire(blocking=False):  # every slot busy
+            taken += 1
+        assert taken == readiness.MAX_CONCURRENT
+        code, body = get(server.port, "/livez")  # get's own 2 s timeout: a probe that waited would fail it
+        assert (code, body) == (503, {"error": "too many concurrent requests"})
+    finally:
+        for _ in range(taken):
+            server._server.slots.release()
+        server.close()
+
+
+def test_a_request_is_marked_answered_before_its_answer(monkeypatch: pytest.MonkeyPatch):
+    server = ReadinessServer("127.0.0.1", 0)
+    seen: list[list[bool]] = []
+    real = server.state.snapshot
+
+    def snapshot() -> dict[str, object]:
+        seen.append(list(server._server._open.values()))
+        return real()
+
+    monkeypatch.setattr(server.state, "snapshot", snapshot)
+    try:
+        assert get(server.port, "/livez")[0] == 200
+        assert seen == [[True]]  # not one to shed any more
+        wait_for(lambda: not server._server._open and not server._server._deadlines, 10,
+                 "the connection forgotten once answered")
+    finally:
+        server.close()
+
+
+# -- admission: at most MAX_CONNECTIONS still sending, the oldest shed -----------------------------------------------
+@pytest.fixture
+def bare():
+    """The server's admission bookkeeping alone (no thread serves it); each request a real socket pair."""
+    srv = readiness._Server(("127.0.0.1", 0), ReadinessState())
+    pairs: list[tuple[socket.socket, socket.socket]] = []
+
+    def conn() -> tuple[socket.socket, socket.socket]:
+        pairs.append(socket.socketpair())
+        return pairs[-1]
+
+    yield srv, conn
+    for a, b in pairs:
+        a.close()
+        b.close()
+    srv.server_close()
+
+
+def _cut_seen(peer: socket.socket) -> bool:
+    peer.settimeout(5)
+    return peer.recv(1) == b""  # the server's end was shut down
+
+
+def test_the_oldest_connection_still_sending_is_shed_for_a_new_one(bare):
+    srv, conn = bare
+    pairs = [conn() for _ in range(MAX_CONNECTIONS)]
+    assert all(srv._admit(mine) for mine, _ in pairs)
+    assert srv._shed == set()
+    srv.answering(pairs[0][0])  # the oldest was read in full: it is being answered, not shed
+    new, _ = conn()
+    assert srv._admit(new)
+    assert srv._shed == {pairs[1][0]} and _cut_seen(pairs[1][1])
+    assert srv._open[new] is False and srv._open[pairs[0][0]] is True
+
+
+def test_connections_being_answered_are_never_shed(bare):
+    srv, conn = bare
+    pairs = [conn() for _ in range(MAX_CONNECTIONS)]
+    for mine, _ in pairs:
+        srv._admit(mine)
+        srv.answering(mine)
+    assert not srv._admit(conn()[0])  # all answering: the new one is refused
+    assert srv._shed == set()
+
+
+def test_shed_connections_still_closing_do_not_count_and_cuts_pending_are_bounded(bare):
+    srv, conn = bare
+    first = [conn()[0] for _ in range(MAX_CONNECTIONS)]
+    for mine in first:
+        srv._admit(mine)
+    second = [conn()[0] for _ in range(MAX_CONNECTIONS)]
+    assert all(srv._admit(mine) for mine in second)  # each sheds one of the first
+    assert srv._shed == set(first) and len(srv._open) == 2 * MAX_CONNECTIONS
+    assert not srv._admit(conn()[0])  # twice the bound open, cuts pending: refused, nothing more cut
+    assert srv._shed == set(first)
+    for mine in second[:2]:  # two answered and closed
+        srv._closed(mine)
+    for mine in first[:2]:  # two of the shed closed
+        srv._closed(mine)
+    assert len(srv._open) - len(srv._shed) == MAX_CONNECTIONS - 2
+    assert srv._admit(conn()[0])  # under the bound: admitted, nobody cut
+    assert len(srv._shed) == MAX_CONNECTIONS - 2
+
+
+def test_a_connection_closed_is_forgotten_everywhere(bare):
+    srv, conn = bare
+    mine, _ = conn()
+    srv._admit(mine)
+    srv._shed.add(mine)
+    srv._deadlines[mine] = threading.Timer(60, lambda: None)
+    other, _ = conn()
+    srv._admit(other)
+    srv._closed(mine)
+    assert mine not in srv._open and mine not in srv._shed and mine not in srv._deadlines
+    assert other in srv._open
+    srv.answering(mine)  # a late mark for a connection gone: not re-added
+    assert mine not in srv._open
+
+
+def test_cutting_a_socket_already_closed_is_quiet():
+    a, b = socket.socketpair()
+    b.close()
+    a.close()
+    readiness._cut(a)
+
+
+def test_a_refused_connection_leaves_no_traceback(capsys: pytest.CaptureFixture[str]):
+    server = ReadinessServer("127.0.0.1", 0)
+    held: list[socket.socket] = []
+    try:
+        srv = server._server
+        with srv._lock:  # every connection answering: the next one is refused
+            for _ in range(MAX_CONNECTIONS):
+                s = socket.socket()
+                srv._open[s] = True
+                held.append(s)
+        c = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        assert c.recv(1) == b""  # closed without an answer
+        c.close()
+    finally:
+        with server._server._lock:
+            for s in held:
+                server._server._open.pop(s, None)
+                s.close()
+        server.close()
+    assert "Traceback" not in capsys.readouterr().err
