@@ -330,7 +330,7 @@ class Deframer:
                 self._export_field(key, raw[8:])
                 return []
             if raw == "":
-                return self._end_export()
+                return self._end_export(blank=True)
             m = _EXPORT_FIELD.match(raw)
             if m is not None:
                 self._export_field(raw[: m.end() - 1], raw[m.end():])
@@ -339,9 +339,9 @@ class Deframer:
                 self._export_lines += 1
                 self._binary_text = raw
                 return []
-            out = self._end_export()
+            out = self._end_export(blank=False)  # a line that is no field ends the record: it is not one of its lines
             return out + self._line(raw)
-        if _EXPORT_START.match(raw[:64]):
+        if _EXPORT_START.match(raw):
             self._export, self._export_lines = {}, 0
             return self._line(raw)
         f = peel(raw)
@@ -369,7 +369,7 @@ class Deframer:
         self._export_lines += value.count("\n") + 1  # its size and bytes, newlines included
 
     def flush(self) -> list[Framed]:
-        out = self._end_export() if self._export is not None else []
+        out = self._end_export(blank=False) if self._export is not None else []
         for stream in list(self._partial):
             out.append(self._join(stream))
         return out
@@ -386,8 +386,9 @@ class Deframer:
         if key in ("MESSAGE", "__REALTIME_TIMESTAMP") and len(value) <= MAX_JOIN_CHARS:
             self._export[key] = value
 
-    def _end_export(self) -> list[Framed]:
-        rec, lines = self._export or {}, self._export_lines + 1
+    def _end_export(self, blank: bool) -> list[Framed]:
+        """The record read so far as its MESSAGE's line; ``blank``: ended by its blank line (one of its lines)."""
+        rec, lines = self._export or {}, self._export_lines + int(blank)
         self._export, self._export_lines, self._binary_text = None, 0, None
         if "MESSAGE" not in rec:
             self._carry += lines

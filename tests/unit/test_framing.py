@@ -696,3 +696,37 @@ def test_a_yearless_time_is_this_years_unless_more_than_a_day_ahead(now: float, 
 ])
 def test_an_rfc3339_offset_is_hours_and_minutes_either_way(text: str, ts: float) -> None:
     assert framing.parse_rfc3339(text) == ts
+
+
+def test_a_binary_export_field_read_as_text_is_its_sized_value() -> None:
+    """journalctl -o export's binary field read from text: its name alone, then 8 bytes of size and the value."""
+    d = Deframer()
+    size = struct.pack("<Q", 5).decode("latin-1")
+    out = [f for line in ["__CURSOR=s=1", "MESSAGE", size + "hello", "_PID=7", ""] for f in d.line(line)]
+    assert out == [framing.Framed("hello", None, None, False, framing.JOURNAL_EXPORT, 5)]
+
+
+def test_an_export_record_ended_by_a_line_that_is_no_field_counts_only_its_own_lines() -> None:
+    d = Deframer()
+    out = [f for line in ["__CURSOR=s=1", "MESSAGE=m", "a plain line"] for f in d.line(line)]
+    assert out == [framing.Framed("m", None, None, False, framing.JOURNAL_EXPORT, 2), framing.Framed("a plain line")]
+
+
+def test_the_end_of_the_input_gives_the_export_record_read_so_far() -> None:
+    d = Deframer()
+    assert d.line("__CURSOR=s=1") + d.line("MESSAGE=last") == []
+    assert d.flush() == [framing.Framed("last", None, None, False, framing.JOURNAL_EXPORT, 2)]
+    assert d.flush() == []
+
+
+def test_partial_records_reaching_the_join_bound_are_handed_on_at_once() -> None:
+    d = Deframer()
+    half = "x" * (framing.MAX_JOIN_CHARS // 2)
+    assert d.line(f"2025-05-07T02:13:52Z stdout P {half}") == []
+    out = d.line(f"2025-05-07T02:13:52Z stdout P {half}")  # exactly the bound: out, still partial
+    assert [(len(f.text), f.lines) for f in out] == [(framing.MAX_JOIN_CHARS, 2)]
+
+
+def test_the_time_is_the_outermost_framings_that_has_one() -> None:
+    f = peel("2025-05-07T02:13:52Z stdout F 2025-05-07T02:13:53.000000000Z INFO x")
+    assert (f.framing, f.ts, f.text) == (framing.CRI, T0, "INFO x")
