@@ -41,7 +41,7 @@ class Answer:
     latency_s: float
     truncated: bool = False
 
-    def text(self, limit: int = 160) -> str:
+    def text(self, limit: int) -> str:
         """The start of the body as one clean line (escape sequences stripped, clipped)."""
         return snippet(self.body, limit)
 
@@ -150,10 +150,9 @@ class AsyncWire:
     """Streaming requests for the benchmark, with the same headers, deadline transport and errors as
     :class:`Wire`. ``concurrency`` bounds the connections."""
 
-    def __init__(self, url: str, *, api_key: str | None = None, connect_timeout: float = 5.0,
-                 read_timeout: float = 120.0, concurrency: int = 1, user_agent: str = USER_AGENT) -> None:
+    def __init__(self, url: str, *, api_key: str | None, connect_timeout: float, read_timeout: float,
+                 concurrency: int, user_agent: str = USER_AGENT) -> None:
         self.base = normalise_url(url)
-        self.connect_timeout = connect_timeout
         root, query = split_query(self.base)  # as in Wire
         self._client = httpx.AsyncClient(base_url=root, params=query, headers=headers(api_key, user_agent),
                                          transport=async_transport(concurrency), follow_redirects=False,

@@ -1,0 +1,213 @@
+"""The two clients of ``firstlight.wire.client`` against real loopback servers: the benchmark's ``AsyncWire`` (its
+headers, the base URL's query, no redirects followed, no proxy from the environment, its read and connect
+timeouts, its connection bound) and the one port check (``port_open``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from typing import Any, ClassVar
+
+import pytest
+
+from firstlight.wire import WireError
+from firstlight.wire.client import USER_AGENT, AsyncWire, port_open
+from tests.support.faults import serving
+
+
+class _Recorded(BaseHTTPRequestHandler):
+    """Answers 200 ``ok`` (``/redirect``: a 302; ``/slow``: headers, then nothing for 30 s), and records each
+    request and how many were in flight at once; an answer waits up to ``hold_s`` for ``together`` requests to be
+    in flight, unless all ``total`` came."""
+
+    seen: ClassVar[list[dict[str, Any]]] = []
+    lock: ClassVar[threading.Condition] = threading.Condition()
+    in_flight: ClassVar[int] = 0
+    most: ClassVar[int] = 0
+    hold_s: ClassVar[float] = 0.0
+    together: ClassVar[int] = 1
+    total: ClassVar[int] = 1_000
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        cls = type(self)
+        with cls.lock:
+            cls.seen.append({"path": self.path, "headers": dict(self.headers)})
+            cls.in_flight += 1
+            cls.most = max(cls.most, cls.in_flight)
+            cls.lock.notify_all()
+        try:
+            if self.path.startswith("/redirect"):
+                self.send_response(302)
+                self.send_header("Location", "/elsewhere")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if self.path.startswith("/slow"):
+                self.send_response(200)
+                self.send_header("Content-Length", "10")
+                self.end_headers()
+                self.wfile.flush()
+                time.sleep(30)
+                return
+            with cls.lock:
+                cls.lock.wait_for(lambda: cls.in_flight >= cls.together or len(cls.seen) >= cls.total, cls.hold_s)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+        finally:
+            with cls.lock:
+                cls.in_flight -= 1
+
+
+@pytest.fixture
+def recorded() -> Iterator[tuple[str, type[_Recorded]]]:
+    handler = type("H", (_Recorded,), {"seen": [], "lock": threading.Condition(), "in_flight": 0, "most": 0,
+                                       "hold_s": 0.0, "together": 1, "total": 1_000})
+    with serving(handler) as url:
+        yield url, handler
+
+
+def _wire(url: str, **kw: Any) -> AsyncWire:
+    args: dict[str, Any] = {"api_key": None, "connect_timeout": 2.0, "read_timeout": 10.0, "concurrency": 1}
+    return AsyncWire(url, **(args | kw))
+
+
+async def _get(wire: AsyncWire, path: str, within_s: float = 30.0) -> tuple[int, bytes]:
+    async with wire.stream("GET", path, deadline_at=time.monotonic() + within_s) as resp:
+        return resp.status_code, await resp.aread()
+
+
+def test_each_request_says_who_asks_and_carries_the_key(recorded):
+    url, h = recorded
+
+    async def run() -> None:
+        async with _wire(url, api_key="sk-test", user_agent="firstlight-bench") as w:
+            await _get(w, "/v1/models")
+        async with _wire(url) as w:
+            await _get(w, "/v1/models")
+
+    asyncio.run(run())
+    keyed, plain = (s["headers"] for s in h.seen)
+    assert keyed["User-Agent"] == "firstlight-bench" and keyed["Authorization"] == "Bearer sk-test"
+    assert plain["User-Agent"] == USER_AGENT and "Authorization" not in plain
+
+
+def test_the_base_urls_query_goes_after_each_path(recorded):
+    url, h = recorded
+
+    async def run() -> None:
+        async with _wire(f"{url}/v1?api-version=2") as w:
+            await _get(w, "/v1/completions")  # the base's /v1 is the server's root (firstlight.wire.urls)
+
+    asyncio.run(run())
+    assert h.seen[0]["path"] == "/v1/completions?api-version=2"
+
+
+def test_a_redirect_is_an_answer_not_followed(recorded):
+    url, h = recorded
+
+    async def run() -> tuple[int, bytes]:
+        async with _wire(url) as w:
+            return await _get(w, "/redirect")
+
+    assert asyncio.run(run()) == (302, b"")
+    assert [s["path"] for s in h.seen] == ["/redirect"]
+
+
+def test_a_proxy_in_the_environment_is_not_used(recorded, monkeypatch: pytest.MonkeyPatch):
+    url, _ = recorded
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing there: a client that used it would fail
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+
+    async def run() -> tuple[int, bytes]:
+        async with _wire(url) as w:
+            return await _get(w, "/v1/models")
+
+    assert asyncio.run(run()) == (200, b"ok")
+
+
+def test_a_body_that_stops_coming_ends_at_the_read_timeout(recorded):
+    url, _ = recorded
+
+    async def run() -> None:
+        async with _wire(url, read_timeout=0.3) as w:
+            await _get(w, "/slow", within_s=30)
+
+    t0 = time.monotonic()
+    with pytest.raises(WireError) as e:
+        asyncio.run(run())
+    assert e.value.timed_out and time.monotonic() - t0 < 10  # the read timeout, long before the deadline
+
+
+def test_a_connect_that_hangs_ends_at_the_connect_timeout():
+    with socket.socket() as s:  # a listener whose accept queue is full: the kernel drops the SYN
+        s.bind(("127.0.0.1", 0))
+        s.listen(0)
+        port = s.getsockname()[1]
+        waiting = []
+        for _ in range(4):
+            c = socket.socket()
+            c.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                c.connect(("127.0.0.1", port))
+            waiting.append(c)
+
+        async def run() -> None:
+            async with _wire(f"http://127.0.0.1:{port}", connect_timeout=0.3) as w:
+                await _get(w, "/v1/models", within_s=30)
+
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(WireError) as e:
+                asyncio.run(run())
+            assert e.value.timed_out and time.monotonic() - t0 < 10
+        finally:
+            for c in waiting:
+                c.close()
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_no_more_connections_than_the_concurrency_at_once(recorded, concurrency: int):
+    url, h = recorded
+    # each answer waits for a second request in flight: 0.3 s at most with one connection (none can come), until
+    # it comes with two
+    h.together, h.total, h.hold_s = 2, 4, 0.3 if concurrency == 1 else 10.0
+
+    async def run() -> None:
+        async with _wire(url, concurrency=concurrency) as w:
+            await asyncio.gather(*(_get(w, "/v1/models") for _ in range(4)))
+
+    asyncio.run(run())
+    assert len(h.seen) == 4 and h.most == concurrency
+
+
+def test_a_request_waiting_for_a_connection_waits_its_whole_budget(recorded):
+    """The pool's wait is the connect and read timeouts together: a request queued behind a long one is not
+    failed for lack of a free connection before its own time is up."""
+    url, h = recorded
+    h.together, h.hold_s = 2, 1.0  # the first answer takes 1 s: the second request waits for its connection
+
+    async def run() -> list[tuple[int, bytes]]:
+        async with _wire(url, connect_timeout=0.5, read_timeout=2.0) as w:
+            return await asyncio.gather(_get(w, "/v1/models"), _get(w, "/v1/models"))
+
+    assert asyncio.run(run()) == [(200, b"ok"), (200, b"ok")]
+
+
+def test_port_open_is_whether_the_urls_port_accepts_a_connection():
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]
+        assert port_open(f"http://127.0.0.1:{port}/v1", 1.0)
+        assert port_open(f"127.0.0.1:{port}", 1.0)  # a URL as users write it
+    assert not port_open(f"http://127.0.0.1:{port}", 1.0)
