@@ -389,7 +389,7 @@ class Deframer:
     def _end_export(self, blank: bool) -> list[Framed]:
         """The record read so far as its MESSAGE's line; ``blank``: ended by its blank line (one of its lines)."""
         rec, lines = self._export or {}, self._export_lines + int(blank)
-        self._export, self._export_lines, self._binary_text = None, 0, None
+        self._export, self._binary_text = None, None  # the next record's start counts its lines from 0
         if "MESSAGE" not in rec:
             self._carry += lines
             return []

@@ -652,8 +652,8 @@ def test_an_export_message_up_to_the_join_bound_is_kept_and_a_longer_one_dropped
     ("May  7 02:13:52.250 node-1 ollama[9]: msg",
      framing.Framed("msg", T0 + 0.25, None, False, framing.JOURNAL_SHORT_PRECISE)),
     ("Foo  7 02:13:52 node-1 ollama[9]: msg", framing.Framed("msg", None, None, False, framing.JOURNAL_SHORT)),
-    ('{"log":"x\\r\\n","stream":"stdout","time":"2025-05-07T02:13:52Z","attrs":{"tag":"vllm"}}',
-     framing.Framed("x", T0, "stdout", False, framing.DOCKER_JSON)),  # every field Docker writes, CRLF ended
+    ('{"log":"ready\\r\\n","stream":"stdout","time":"2025-05-07T02:13:52Z","attrs":{"tag":"vllm"}}',
+     framing.Framed("ready", T0, "stdout", False, framing.DOCKER_JSON)),  # every field Docker writes, CRLF ended
     ('{"log":"x\\n","stream":"stdout","time":"2025-05-07T02:13:52Z","host":"n1"}',  # a field Docker never writes
      framing.Framed("x", T0, "stdout", False, framing.SHIPPER_JSON)),
 ])
@@ -671,8 +671,8 @@ class _Clock:
     def time(self) -> float:
         return self.now
 
-    def gmtime(self, t: float | None = None) -> time.struct_time:
-        return time.gmtime(self.now if t is None else t)
+    def gmtime(self, t: float) -> time.struct_time:
+        return time.gmtime(t)
 
 
 @pytest.mark.parametrize(("now", "ts"), [
@@ -730,3 +730,14 @@ def test_partial_records_reaching_the_join_bound_are_handed_on_at_once() -> None
 def test_the_time_is_the_outermost_framings_that_has_one() -> None:
     f = peel("2025-05-07T02:13:52Z stdout F 2025-05-07T02:13:53.000000000Z INFO x")
     assert (f.framing, f.ts, f.text) == (framing.CRI, T0, "INFO x")
+
+
+def test_a_carried_count_goes_to_the_next_line_only_keeping_its_own_fields() -> None:
+    d = Deframer()
+    bare = ["__CURSOR=s=1", "_PID=7", ""]
+    out = [f for line in bare for f in d.line(line)]
+    out += d.line("2025-05-07T02:13:52Z stderr F boom") + d.line("2025-05-07T02:13:53Z stdout F next")
+    out += [f for line in bare for f in d.line(line)] + d.line("last")
+    assert out == [framing.Framed("boom", T0, "stderr", False, framing.CRI, 3 + 1),
+                   framing.Framed("next", T0 + 1, "stdout", False, framing.CRI, 1),
+                   framing.Framed("last", lines=3 + 1)]
