@@ -348,11 +348,14 @@ def test_a_grandchild_listening_holds_the_worker():
     port = free_port()
     grandchild = ("import socket, sys\ns = socket.create_server(('127.0.0.1', int(sys.argv[1])))\n"
                   "print('listening', flush=True)\nsys.stdin.readline()")
-    child = ("import subprocess, sys\nsubprocess.run([sys.executable, '-c', sys.argv[1], sys.argv[2]])")
-    w = subprocess.Popen([sys.executable, "-c", child, grandchild, str(port)], stdin=subprocess.PIPE,
+    # the worker runs a child that runs the listener: the socket is two generations down
+    spawn = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', *sys.argv[1:]])"
+    w = subprocess.Popen([sys.executable, "-c", spawn, spawn, grandchild, str(port)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert w.stdout is not None and w.stdout.readline().strip() == "listening"
+        listener = psutil.Process(w.pid).children()[0].children()[0]
+        assert listener.net_connections(kind="tcp")  # the grandchild holds the socket
         assert worker_listening(w.pid, port) == (
             True, f"pid {w.pid} listens on port {port} (seen in /proc, no connection made)")
     finally:
