@@ -1,6 +1,7 @@
-"""The two clients of ``firstlight.wire.client`` against real loopback servers: the benchmark's ``AsyncWire`` (its
-headers, the base URL's query, no redirects followed, no proxy from the environment, its read and connect
-timeouts, its connection bound) and the one port check (``port_open``)."""
+"""``firstlight.wire.client`` against real loopback servers: the benchmark's ``AsyncWire`` (its headers, the base
+URL's query, no redirects followed, no proxy from the environment, its read and connect timeouts, its connection
+bound), the one TCP connect (refused, unresolved, hung: bounded by its timeout or its deadline) and the port checks
+made with it, and the blocking ``Wire``'s edges (no time left, the body's cap)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any, ClassVar
 import pytest
 
 from firstlight.wire import WireError
-from firstlight.wire.client import USER_AGENT, AsyncWire, port_open
+from firstlight.wire.client import USER_AGENT, AsyncWire, Wire, connect_tcp, port_open
 from tests.support.faults import serving
 
 
@@ -211,3 +212,97 @@ def test_port_open_is_whether_the_urls_port_accepts_a_connection():
         assert port_open(f"http://127.0.0.1:{port}/v1", 1.0)
         assert port_open(f"127.0.0.1:{port}", 1.0)  # a URL as users write it
     assert not port_open(f"http://127.0.0.1:{port}", 1.0)
+
+
+# -- the one TCP connect and the blocking client's edges ---------------------------------------------------------
+@contextlib.contextmanager
+def _full_queue() -> Iterator[int]:
+    """A listener whose accept queue is full: the kernel drops each SYN and a connect waits."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(0)
+        port = s.getsockname()[1]
+        waiting = []
+        for _ in range(4):
+            c = socket.socket()
+            c.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                c.connect(("127.0.0.1", port))
+            waiting.append(c)
+        try:
+            yield port
+        finally:
+            for c in waiting:
+                c.close()
+
+
+def _closed_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        return s.getsockname()[1]
+
+
+def test_a_refused_connect_says_so_in_words():
+    with pytest.raises(WireError) as e:
+        connect_tcp("127.0.0.1", _closed_port(), 2.0, time.monotonic() + 2.0)
+    assert (str(e.value), e.value.refused, e.value.timed_out) == ("connection refused", True, False)
+
+
+def test_a_host_that_does_not_resolve_says_so():
+    with pytest.raises(WireError) as e:
+        connect_tcp("no-such-host.invalid", 80, 5.0, time.monotonic() + 5.0)
+    assert str(e.value).startswith("cannot resolve host (") and not e.value.refused
+
+
+@pytest.mark.parametrize(("timeout", "within"), [(0.3, 30.0), (30.0, 0.3)])
+def test_a_connect_that_hangs_ends_at_its_timeout_or_its_deadline_whichever_first(timeout: float, within: float):
+    with _full_queue() as port:
+        t0 = time.monotonic()
+        with pytest.raises(WireError) as e:
+            connect_tcp("127.0.0.1", port, timeout, t0 + within)
+        took = time.monotonic() - t0
+    assert (str(e.value), e.value.timed_out, e.value.refused) == ("connect timed out", True, False)
+    assert took < 10
+
+
+def test_port_open_asks_the_urls_own_host():
+    with socket.create_server(("127.0.1.3", 0)) as s:  # not on 127.0.0.1: only this address answers
+        port = s.getsockname()[1]
+        assert port_open(f"http://127.0.1.3:{port}", 2.0)
+        assert not port_open(f"http://127.0.0.1:{port}", 2.0)
+
+
+def test_the_wires_port_check_keeps_the_callers_deadline_and_says_how_long_it_took():
+    with socket.create_server(("127.0.1.5", 0)) as s:  # its own address: only the URL's host reaches it
+        with Wire(f"http://127.0.1.5:{s.getsockname()[1]}", connect_timeout=2.0) as w:
+            took = w.port_open()
+        assert 0 <= took < 2.0
+    with _full_queue() as port, Wire(f"http://127.0.0.1:{port}", connect_timeout=30.0) as w:
+        t0 = time.monotonic()
+        with pytest.raises(WireError):
+            w.port_open(deadline_at=t0 + 0.3)
+        assert time.monotonic() - t0 < 10  # the deadline, not the 30 s connect timeout
+
+
+def test_a_request_with_no_time_left_is_not_sent(recorded):
+    url, h = recorded
+    with Wire(url) as w, pytest.raises(WireError) as e:
+        w.get("/v1/models", read_timeout=5.0, deadline_at=time.monotonic() - 1)
+    assert (str(e.value), e.value.timed_out) == ("no time left for the request", True)
+    assert h.seen == []
+
+
+@pytest.mark.parametrize(("size", "truncated"), [(5, False), (6, True)])
+def test_a_body_is_read_up_to_its_cap(size: int, truncated: bool):
+    class Sized(BaseHTTPRequestHandler):
+        def log_message(self, *a: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            self.wfile.write(b"abcdef"[:size])
+
+    with serving(Sized) as url, Wire(url) as w:
+        answer = w.request("GET", "/", read_timeout=5.0, max_body=5)
+    assert (answer.body, answer.truncated) == (b"abcdef"[:5], truncated)
