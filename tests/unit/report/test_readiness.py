@@ -267,11 +267,11 @@ def test_status_events_go_out_at_most_once_a_second(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(readiness, "time", clock)
     server = ReadinessServer("127.0.0.1", 0)
     try:
-        for t in (10.0, 10.5, 10.99, 11.0, 11.5, 12.0):
+        for t in (1.5, 2.0, 2.49, 2.5, 3.0, 3.5):  # a clock 1.5 s after its zero: the first status goes out
             clock.now = t
             server.status(_assessment())
         events = [json.loads(data) for _, data in server.events.after(0, 0)[0]]
-        assert [e["event"] for e in events] == ["status"] * 3  # at 10.0, 11.0 and 12.0
+        assert [e["event"] for e in events] == ["status"] * 3  # at 1.5, 2.5 and 3.5
     finally:
         server.close()
 
@@ -420,6 +420,7 @@ def test_a_query_string_is_not_part_of_the_path():
     server = ReadinessServer("127.0.0.1", 0)
     try:
         assert _headers(_raw(server.port, b"GET /livez?verbose=1 HTTP/1.0\r\n\r\n"))[0].startswith("HTTP/1.0 200")
+        assert _headers(_raw(server.port, b"GET /livez?a=1?b=2 HTTP/1.0\r\n\r\n"))[0].startswith("HTTP/1.0 200")
         status, headers, _ = _headers(_raw(server.port, b"HEAD /events?a=1?b HTTP/1.0\r\n\r\n"))
         assert status.startswith("HTTP/1.0 200") and headers["content-type"] == "text/event-stream"
     finally:
@@ -566,3 +567,108 @@ def test_a_refused_connection_leaves_no_traceback(capsys: pytest.CaptureFixture[
                 s.close()
         server.close()
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_fresh_state_is_waiting_for_its_first_start():
+    st = ReadinessState()
+    assert st.snapshot() == {
+        "state": "starting", "detail": None, "elapsed_seconds": None, "verdict": "starting", "phase": None,
+        "level": "none", "progress": {}, "eta_s": None, "evidence": [], "start": 0, "pid": None,
+        "reached_ready": False, "serving": None, "last_progress_at": None, "node_rank": None, "role": None,
+        "members": [], "group": None}
+    assert st.probed is False and not st.final_read.is_set()
+
+
+def test_every_answer_says_whether_it_is_ok():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        assert get(server.port, "/livez")[1]["ok"] is True
+        assert get(server.port, "/readyz")[1]["ok"] is False
+    finally:
+        server.close()
+
+
+def test_an_unknown_path_is_named_with_the_endpoints_there_are():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        code, body = get(server.port, "/" + "x" * 200)
+        assert (code, body) == (404, {"error": "unknown path /" + "x" * 99, "endpoints": list(readiness.ENDPOINTS)})
+        status, _, raw = _headers(_raw(server.port, b"HEAD /nope HTTP/1.0\r\n\r\n"))
+        assert status.startswith("HTTP/1.0 404") and raw == b""
+    finally:
+        server.close()
+
+
+def test_a_refusal_for_concurrency_answers_head_without_a_body():
+    server = ReadinessServer("127.0.0.1", 0)
+    taken = 0
+    try:
+        while server._server.slots.acquire(blocking=False):
+            taken += 1
+        status, _, raw = _headers(_raw(server.port, b"HEAD /livez HTTP/1.0\r\n\r\n"))
+        assert status.startswith("HTTP/1.0 503") and raw == b""
+    finally:
+        for _ in range(taken):
+            server._server.slots.release()
+        server.close()
+
+
+def test_a_probe_marks_the_node_watched_and_a_final_verdict_read():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        server.started({"pid": 1})
+        get(server.port, "/livez")
+        assert server.state.probed is True and not server.state.final_read.is_set()  # a live verdict: not final
+        server.summary(_outcome("hung").result)
+        get(server.port, "/livez")
+        assert server.state.final_read.is_set()
+    finally:
+        server.close()
+
+
+def test_a_failed_node_being_watched_answers_until_its_verdict_was_read(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(readiness, "LINGER_S", 0.3)
+    server = ReadinessServer("127.0.0.1", 0)
+    server.started({"pid": 1})
+    get(server.port, "/livez")  # a leader watches this node
+    server.summary(_outcome("failed").result)  # and has not read this verdict yet
+    t0 = time.monotonic()
+    server.close()
+    assert time.monotonic() - t0 >= 0.3  # waited for the read, up to its bound
+
+
+@pytest.mark.parametrize(("probed", "verdict"), [(False, "failed"), (True, "ready")])
+def test_a_node_nobody_watches_or_that_serves_closes_at_once(monkeypatch: pytest.MonkeyPatch, probed: bool,
+                                                             verdict: str):
+    monkeypatch.setattr(readiness, "LINGER_S", 60.0)
+    server = ReadinessServer("127.0.0.1", 0)
+    server.started({"pid": 1})
+    if probed:
+        get(server.port, "/livez")
+    server.summary(_outcome(verdict, **({"level": "generation", "ready_at": 1.0} if verdict == "ready" else {}))
+                   .result)
+    t0 = time.monotonic()
+    server.close()
+    assert time.monotonic() - t0 < 30  # not the 60 s linger
+
+
+def test_the_server_thread_is_named_and_does_not_hold_the_process():
+    server = ReadinessServer("127.0.0.1", 0)
+    try:
+        assert server._thread.name == "firstlight-readiness" and server._thread.daemon
+    finally:
+        server.close()
+
+
+def test_an_ipv6_address_is_served_on_ipv6():
+    try:
+        server = ReadinessServer("::1", 0)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    try:
+        assert server.url == f"http://[::1]:{server.port}"
+        with socket.create_connection(("::1", server.port), timeout=5) as c:
+            c.sendall(b"GET /livez HTTP/1.0\r\n\r\n")
+            assert c.recv(12).startswith(b"HTTP/1.0 200")
+    finally:
+        server.close()
