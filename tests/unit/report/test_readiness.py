@@ -662,9 +662,10 @@ def test_the_server_thread_is_named_and_does_not_hold_the_process():
 
 def test_an_ipv6_address_is_served_on_ipv6():
     try:
-        server = ReadinessServer("::1", 0)
+        socket.create_server(("::1", 0), family=socket.AF_INET6).close()
     except OSError:
         pytest.skip("no IPv6 loopback here")
+    server = ReadinessServer("::1", 0)
     try:
         assert server.url == f"http://[::1]:{server.port}"
         with socket.create_connection(("::1", server.port), timeout=5) as c:
