@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 
 import httpx
 
@@ -27,15 +28,19 @@ def describe_oserror(e: OSError) -> str:
     return e.strerror or type(e).__name__
 
 
-def _refused(e: BaseException) -> bool:
+def _chain(e: BaseException) -> Iterator[BaseException]:
+    """``e`` and what it was raised from, 8 deep at most (httpx wraps httpcore's error, which wraps the OSError;
+    anyio wraps a ConnectionRefusedError in "All connection attempts failed")."""
     cause: BaseException | None = e
-    for _ in range(8):  # anyio wraps ConnectionRefusedError in "All connection attempts failed"
+    for _ in range(8):
         if cause is None:
-            return False
-        if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower():
-            return True
+            return
+        yield cause
         cause = cause.__cause__ or cause.__context__
-    return False
+
+
+def _refused(e: BaseException) -> bool:
+    return any(isinstance(c, ConnectionRefusedError) or "refused" in str(c).lower() for c in _chain(e))
 
 
 def describe_error(e: BaseException) -> str:
@@ -50,13 +55,14 @@ def describe_error(e: BaseException) -> str:
         return "no answer within the read timeout"
     if isinstance(e, httpx.RemoteProtocolError):
         return f"not a valid HTTP answer ({e})"
-    cause = e.__cause__ or e.__context__
-    while cause is not None and not str(cause) and (cause.__cause__ or cause.__context__):
-        cause = cause.__cause__ or cause.__context__
-    if isinstance(e, httpx.ReadError | httpx.WriteError) and isinstance(cause, ConnectionResetError):
+    if isinstance(e, httpx.ReadError | httpx.WriteError) and any(isinstance(c, ConnectionResetError)
+                                                                  for c in _chain(e)):
         return "connection reset by the server"
     if isinstance(e, OSError):
         return describe_oserror(e)
+    cause = e.__cause__ or e.__context__  # the first cause with words
+    while cause is not None and not str(cause) and (cause.__cause__ or cause.__context__):
+        cause = cause.__cause__ or cause.__context__
     detail = str(e) or (f"{type(cause).__name__}: {cause}" if cause is not None else "")
     return f"{type(e).__name__}: {detail}" if detail else type(e).__name__
 
