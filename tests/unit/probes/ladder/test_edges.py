@@ -478,3 +478,61 @@ def test_every_rung_is_timed_and_counted_in_one_place():
     assert [(stats[n].runs, stats[n].failures, stats[n].errors, stats[n].success) for n in stats] == [
         (2, 0, 0, True), (2, 1, 0, True), (1, 0, 0, True), (1, 0, 0, True)]
     assert all(s.duration_s is not None and 0 <= s.duration_s < 30 for s in stats.values())
+
+
+# -- every probe's fields --------------------------------------------------------------------------------------
+def _fields(p: Probe) -> tuple[float | None, Level, bool, int | None, bool, bool, str | None]:
+    """(time, level, ok, status, whether it has a latency, transient, text) of a probe."""
+    return p.t, p.level, p.ok, p.status, p.latency_s is not None, p.transient, p.text
+
+
+T = 1000.0  # the ladder's clock in these tests
+PORT_OK = (T, Level.PORT, True, None, True, True, None)
+HTTP_200 = (T, Level.HTTP, True, 200, True, True, None)
+HEALTH_200 = (T, Level.HEALTH, True, 200, True, True, None)
+
+
+@pytest.mark.parametrize(("routes", "expected"), [
+    (HEALTHY, [PORT_OK, HTTP_200, HEALTH_200, (T, Level.MODELS, True, 200, True, True, None),
+               (T, Level.GENERATION, True, 200, True, True, " Paris")]),
+    # no health and no models endpoint: skipped, each with the status that said so and no latency of its own
+    ({**HEALTHY, ("GET", "/health"): (404, {}), ("GET", "/v1/models"): (405, {})},
+     [PORT_OK, (T, Level.HTTP, True, 404, True, True, None), (T, Level.HEALTH, True, 404, False, True, None),
+      (T, Level.MODELS, True, 405, False, True, None), (T, Level.GENERATION, True, 200, True, True, " Paris")]),
+    ({**HEALTHY, ("GET", "/health"): (503, {"error": "loading"})},  # not yet: the HTTP rung holds, health not
+     [PORT_OK, (T, Level.HTTP, True, 503, True, True, None), (T, Level.HEALTH, False, 503, True, True, None)]),
+    ({**HEALTHY, ("GET", "/v1/models"): (500, {"error": "x"})},
+     [PORT_OK, HTTP_200, HEALTH_200, (T, Level.MODELS, False, 500, False, True, None)]),
+    ({**HEALTHY, ("GET", "/v1/models"): (200, {"foo": 1})},  # not a model list: a definitive bad answer
+     [PORT_OK, HTTP_200, HEALTH_200, (T, Level.MODELS, False, 200, False, False, None)]),
+    ({**HEALTHY, ("GET", "/v1/models"): (200, {"data": []})},  # none listed yet: not yet
+     [PORT_OK, HTTP_200, HEALTH_200, (T, Level.MODELS, False, 200, False, True, None)]),
+])
+def test_every_probe_carries_its_time_status_latency_and_state(routes: dict[tuple[str, str], Route],
+                                                              expected: list[tuple[object, ...]]):
+    probes, _, _ = climb(routes)
+    assert [_fields(p) for p in probes] == expected
+
+
+def test_a_generation_that_does_not_match_expect_is_a_definitive_bad_answer_with_its_text():
+    probes, _, _ = climb(HEALTHY, expect="London")
+    assert _fields(at(probes, Level.GENERATION)) == (T, Level.GENERATION, False, 200, True, False, " Paris")
+
+
+def test_an_engine_without_a_models_endpoint_skips_the_rung_at_its_time():
+    with server(HEALTHY) as (url, _), ladder(url) as lad:
+        probes = lad._models(Endpoints(health="/health", models=""), None)
+    assert [_fields(p) for p in probes] == [(T, Level.MODELS, True, None, False, True, None)]
+
+
+def test_a_workers_generation_is_its_listening_port_at_the_ladders_time():
+    with server(HEALTHY) as (url, _), ladder(url) as lad:
+        lad.listener = lambda: (True, "pid 7 listens on port 1")
+        assert _fields(lad.generate()) == (T, Level.PORT, True, None, False, True, None)
+
+        def broken() -> tuple[bool, str]:
+            raise RuntimeError("no /proc")
+
+        lad.listener = broken
+        p = lad.generate()
+    assert (p.level, p.ok) == (Level.PORT, False) and "port check failed inside firstlight" in p.detail
