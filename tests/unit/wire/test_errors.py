@@ -153,6 +153,8 @@ def test_an_error_of_no_known_kind_is_its_type_and_words_or_its_causes():
     assert describe_error(ValueError("bad")) == "ValueError: bad"
     assert describe_error(_chain(ValueError(), KeyError("x"))) == "ValueError: KeyError: 'x'"
     assert describe_error(ValueError()) == "ValueError"
+    # the first cause with words, past one without
+    assert describe_error(_chain(ValueError(), RuntimeError(), KeyError("x"))) == "ValueError: KeyError: 'x'"
     assert describe_error(_chain(httpx.ReadError(""), OSError("disk on fire"))) == "ReadError: OSError: disk on fire"
 
 
