@@ -58,7 +58,7 @@ class Wire:
     """Blocking requests to the server at ``url``. Each request ends by its deadline: ``connect_timeout +
     read_timeout`` after it starts, or the caller's ``deadline`` (``time.monotonic``) if that is sooner."""
 
-    def __init__(self, url: str, *, api_key: str | None = None, connect_timeout: float = 1.0,
+    def __init__(self, url: str, *, api_key: str | None = None, connect_timeout: float,
                  user_agent: str = USER_AGENT, max_connections: int = 10,
                  transport_: httpx.BaseTransport | None = None) -> None:
         self.base = normalise_url(url)

@@ -285,7 +285,7 @@ def test_the_wires_port_check_keeps_the_callers_deadline_and_says_how_long_it_to
 
 def test_a_request_with_no_time_left_is_not_sent(recorded):
     url, h = recorded
-    with Wire(url) as w, pytest.raises(WireError) as e:
+    with Wire(url, connect_timeout=2.0) as w, pytest.raises(WireError) as e:
         w.get("/v1/models", read_timeout=5.0, deadline_at=time.monotonic() - 1)
     assert (str(e.value), e.value.timed_out) == ("no time left for the request", True)
     assert h.seen == []
@@ -303,6 +303,28 @@ def test_a_body_is_read_up_to_its_cap(size: int, truncated: bool):
             self.end_headers()
             self.wfile.write(b"abcdef"[:size])
 
-    with serving(Sized) as url, Wire(url) as w:
+    with serving(Sized) as url, Wire(url, connect_timeout=2.0) as w:
         answer = w.request("GET", "/", read_timeout=5.0, max_body=5)
     assert (answer.body, answer.truncated) == (b"abcdef"[:5], truncated)
+
+
+def test_a_body_cut_at_its_cap_is_the_bytes_as_they_came():
+    class TwoPieces(BaseHTTPRequestHandler):
+        def log_message(self, *a: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "120")
+            self.end_headers()
+            self.wfile.write(b"a" * 60)
+            self.wfile.flush()
+            time.sleep(0.2)  # the client reads the first piece on its own
+            self.wfile.write(b"b" * 60)
+
+    with serving(TwoPieces) as url, Wire(url, connect_timeout=2.0) as w:
+        t0 = time.monotonic()
+        answer = w.request("GET", "/", read_timeout=5.0, max_body=100)
+        took = time.monotonic() - t0
+    assert (answer.body, answer.truncated) == (b"a" * 60 + b"b" * 40, True)
+    assert 0 < answer.latency_s <= took

@@ -24,7 +24,8 @@ def test_every_wire_request_carries_the_path_then_the_query():
         seen.append(str(request.url))
         return httpx.Response(200, json={})
 
-    with Wire("http://127.0.0.1:9/base/?api_key=K", transport_=httpx.MockTransport(answer)) as wire:
+    with Wire("http://127.0.0.1:9/base/?api_key=K", connect_timeout=1.0,
+              transport_=httpx.MockTransport(answer)) as wire:
         wire.get("/v1/models", read_timeout=1)
         wire.post_json("/v1/completions", {}, read_timeout=1)
     assert seen == ["http://127.0.0.1:9/base/v1/models?api_key=K", "http://127.0.0.1:9/base/v1/completions?api_key=K"]

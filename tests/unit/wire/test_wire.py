@@ -67,7 +67,7 @@ def test_header_bytes_are_capped():
 
 def test_every_client_is_built_on_the_deadline_backend():
     # httpx has no public hook for a network backend: an httpx that stops using ours must fail here.
-    with Wire("http://127.0.0.1:9") as wire:
+    with Wire("http://127.0.0.1:9", connect_timeout=1.0) as wire:
         pool = wire._client._transport._pool  # type: ignore[attr-defined]
         assert isinstance(pool._network_backend, DeadlineBackend)
 
