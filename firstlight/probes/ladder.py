@@ -64,7 +64,6 @@ class Ladder:
         self.cfg = cfg
         self.clock = clock
         self.wire = wire or Wire(cfg.url, api_key=cfg.api_key, connect_timeout=cfg.connect_timeout)
-        self.base = self.wire.base
         self.host, self.port = self.wire.host, self.wire.port
         self._endpoints = Endpoints(health=cfg.health_path, models=cfg.models_path,
                                     completions=cfg.completions_path, chat=cfg.chat_path)

@@ -536,3 +536,10 @@ def test_a_workers_generation_is_its_listening_port_at_the_ladders_time():
         lad.listener = broken
         p = lad.generate()
     assert (p.level, p.ok) == (Level.PORT, False) and "port check failed inside firstlight" in p.detail
+
+
+def test_without_the_engines_endpoints_every_path_is_the_users():
+    cfg = ProbeConfig(url="http://127.0.0.1:1", health_path="/hz", models_path="/m", completions_path="/c",
+                      chat_path="/ch")
+    with Ladder(cfg) as lad:
+        assert lad.paths == Endpoints(health="/hz", models="/m", completions="/c", chat="/ch")
