@@ -328,3 +328,34 @@ def test_a_body_cut_at_its_cap_is_the_bytes_as_they_came():
         took = time.monotonic() - t0
     assert (answer.body, answer.truncated) == (b"a" * 60 + b"b" * 40, True)
     assert 0 < answer.latency_s <= took
+
+
+def test_the_blocking_client_says_who_asks_carries_the_key_and_follows_no_redirect(recorded):
+    url, h = recorded
+    with Wire(url, api_key="sk-test", connect_timeout=2.0, user_agent="firstlight-probe") as w:
+        assert w.get("/redirect", read_timeout=5.0).status == 302
+    with Wire(url, connect_timeout=2.0) as w:
+        w.get("/v1/models", read_timeout=5.0)
+    keyed, plain = (s["headers"] for s in h.seen)
+    assert keyed["User-Agent"] == "firstlight-probe" and keyed["Authorization"] == "Bearer sk-test"
+    assert plain["User-Agent"] == USER_AGENT and "Authorization" not in plain
+    assert [s["path"] for s in h.seen] == ["/redirect", "/v1/models"]  # the redirect's target never asked
+
+
+def test_the_blocking_clients_hung_connect_is_its_connect_timeout():
+    with _full_queue() as port, Wire(f"http://127.0.0.1:{port}", connect_timeout=0.3) as w, \
+            pytest.raises(WireError) as e:
+        w.get("/health", read_timeout=30.0)
+    assert (str(e.value), e.value.timed_out) == ("connect timed out", True)  # not the 30.3 s deadline
+
+
+def test_a_streamed_answer_may_take_longer_than_httpxs_default_timeout(recorded):
+    """httpx's own default is 5 s for every phase; a generation is given its read timeout."""
+    url, h = recorded
+    h.together, h.hold_s = 2, 6.0  # one request alone: its answer waits 6 s
+
+    async def run() -> tuple[int, bytes]:
+        async with _wire(url, read_timeout=30.0) as w:
+            return await _get(w, "/v1/models")
+
+    assert asyncio.run(run()) == (200, b"ok")
