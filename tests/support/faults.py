@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -277,3 +277,25 @@ def fault_server(mode: str, **options: Any) -> Iterator[FaultServer]:
         yield s
     finally:
         s.close()
+
+
+@contextmanager
+def full_accept_queue(host: str = "127.0.0.1") -> Iterator[int]:
+    """A listener on ``host`` whose accept queue is full and nobody accepts (a wedged engine): the kernel drops
+    each new SYN, so a connect to the port waits. Its port."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        s.listen(0)
+        port = s.getsockname()[1]
+        waiting = []
+        for _ in range(4):
+            c = socket.socket()
+            c.setblocking(False)
+            with suppress(BlockingIOError):
+                c.connect((host, port))
+            waiting.append(c)
+        try:
+            yield port
+        finally:
+            for c in waiting:
+                c.close()

@@ -29,6 +29,7 @@ from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target, port_open
 from firstlight.runner.session import Outcome
 from firstlight.sim.fixtures import free_port
 from tests.support.common import drive, wait_for
+from tests.support.faults import full_accept_queue
 from tests.unit.runner.test_session import Recorder
 
 CHECK_S = 60  # a deadline far above what each wait needs: reached only when the behaviour is broken
@@ -346,24 +347,10 @@ def test_port_open_says_whether_the_port_accepts_a_connection() -> None:
 
 def test_a_port_whose_connect_hangs_is_not_open_once_its_bound_is_past() -> None:
     """A listener whose accept queue is full: the kernel drops the SYN and a connect waits (a wedged engine)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(0)
-        port = s.getsockname()[1]
-        waiting = []
-        for _ in range(4):  # fill the queue: nobody accepts
-            c = socket.socket()
-            c.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                c.connect(("127.0.0.1", port))
-            waiting.append(c)
-        try:
-            t0 = time.monotonic()
-            assert not port_open(f"http://127.0.0.1:{port}", 0.3)
-            assert time.monotonic() - t0 < CHECK_S / 2  # bounded (without its bound: about 2 minutes)
-        finally:
-            for c in waiting:
-                c.close()
+    with full_accept_queue() as port:
+        t0 = time.monotonic()
+        assert not port_open(f"http://127.0.0.1:{port}", 0.3)
+        assert time.monotonic() - t0 < CHECK_S / 2  # bounded (without its bound: about 2 minutes)
 
 
 @pytest.mark.parametrize(("poll_s", "bound"), [(0.05, 0.2), (0.25, 1.0), (2.0, 1.0)])

@@ -6,7 +6,6 @@ made with it, and the blocking ``Wire``'s edges (no time left, the body's cap)."
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import threading
 import time
@@ -18,7 +17,7 @@ import pytest
 
 from firstlight.wire import WireError
 from firstlight.wire.client import USER_AGENT, AsyncWire, Wire, connect_tcp, port_open
-from tests.support.faults import serving
+from tests.support.faults import full_accept_queue, serving
 
 
 class _Recorded(BaseHTTPRequestHandler):
@@ -152,30 +151,15 @@ def test_a_body_that_stops_coming_ends_at_the_read_timeout(recorded):
 
 
 def test_a_connect_that_hangs_ends_at_the_connect_timeout():
-    with socket.socket() as s:  # a listener whose accept queue is full: the kernel drops the SYN
-        s.bind(("127.0.0.1", 0))
-        s.listen(0)
-        port = s.getsockname()[1]
-        waiting = []
-        for _ in range(4):
-            c = socket.socket()
-            c.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                c.connect(("127.0.0.1", port))
-            waiting.append(c)
+    async def run(port: int) -> None:
+        async with _wire(f"http://127.0.0.1:{port}", connect_timeout=0.3) as w:
+            await _get(w, "/v1/models", within_s=30)
 
-        async def run() -> None:
-            async with _wire(f"http://127.0.0.1:{port}", connect_timeout=0.3) as w:
-                await _get(w, "/v1/models", within_s=30)
-
-        try:
-            t0 = time.monotonic()
-            with pytest.raises(WireError) as e:
-                asyncio.run(run())
-            assert e.value.timed_out and time.monotonic() - t0 < 10
-        finally:
-            for c in waiting:
-                c.close()
+    with full_accept_queue() as port:
+        t0 = time.monotonic()
+        with pytest.raises(WireError) as e:
+            asyncio.run(run(port))
+    assert e.value.timed_out and time.monotonic() - t0 < 10
 
 
 @pytest.mark.parametrize("concurrency", [1, 2])
@@ -215,27 +199,6 @@ def test_port_open_is_whether_the_urls_port_accepts_a_connection():
 
 
 # -- the one TCP connect and the blocking client's edges ---------------------------------------------------------
-@contextlib.contextmanager
-def _full_queue() -> Iterator[int]:
-    """A listener whose accept queue is full: the kernel drops each SYN and a connect waits."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(0)
-        port = s.getsockname()[1]
-        waiting = []
-        for _ in range(4):
-            c = socket.socket()
-            c.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                c.connect(("127.0.0.1", port))
-            waiting.append(c)
-        try:
-            yield port
-        finally:
-            for c in waiting:
-                c.close()
-
-
 def _closed_port() -> int:
     with socket.create_server(("127.0.0.1", 0)) as s:
         return s.getsockname()[1]
@@ -255,7 +218,7 @@ def test_a_host_that_does_not_resolve_says_so():
 
 @pytest.mark.parametrize(("timeout", "within"), [(0.3, 30.0), (30.0, 0.3)])
 def test_a_connect_that_hangs_ends_at_its_timeout_or_its_deadline_whichever_first(timeout: float, within: float):
-    with _full_queue() as port:
+    with full_accept_queue() as port:
         t0 = time.monotonic()
         with pytest.raises(WireError) as e:
             connect_tcp("127.0.0.1", port, timeout, t0 + within)
@@ -276,7 +239,7 @@ def test_the_wires_port_check_keeps_the_callers_deadline_and_says_how_long_it_to
         with Wire(f"http://127.0.1.5:{s.getsockname()[1]}", connect_timeout=2.0) as w:
             took = w.port_open()
         assert 0 <= took < 2.0
-    with _full_queue() as port, Wire(f"http://127.0.0.1:{port}", connect_timeout=30.0) as w:
+    with full_accept_queue() as port, Wire(f"http://127.0.0.1:{port}", connect_timeout=30.0) as w:
         t0 = time.monotonic()
         with pytest.raises(WireError):
             w.port_open(deadline_at=t0 + 0.3)
@@ -343,7 +306,7 @@ def test_the_blocking_client_says_who_asks_carries_the_key_and_follows_no_redire
 
 
 def test_the_blocking_clients_hung_connect_is_its_connect_timeout():
-    with _full_queue() as port, Wire(f"http://127.0.0.1:{port}", connect_timeout=0.3) as w, \
+    with full_accept_queue() as port, Wire(f"http://127.0.0.1:{port}", connect_timeout=0.3) as w, \
             pytest.raises(WireError) as e:
         w.get("/health", read_timeout=30.0)
     assert (str(e.value), e.value.timed_out) == ("connect timed out", True)  # not the 30.3 s deadline
