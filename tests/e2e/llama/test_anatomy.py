@@ -52,15 +52,20 @@ def test_cold_and_warm_page_cache_starts_are_named_and_compared(llama: dict[str,
     assert warm.rc == 0, warm.stderr[-3000:]
     b = warm.summary["anatomy"]
     assert b["cache"]["page_cache_resident"] >= 0.99, b["cache"]
+    # the whole file was resident a moment before; on a busy machine the kernel may reclaim a few pages before the
+    # start is sampled (CI saw 99 %), so every view must name the same measured share, not a literal 100 %
+    warm_share = f"{b['cache']['page_cache_resident']:.0%}"
     wb = next(p for p in b["phases"] if p["name"] == "weights_loading")
-    assert wb["bound"] == "page_cache" and "100% of the weights resident" in wb["evidence"][0]["value"], wb
+    assert wb["bound"] == "page_cache" and f"{warm_share} of the weights resident" in wb["evidence"][0]["value"], wb
     vs = b["vs_baseline"]
     assert vs["run"] == cold.summary["history_run"]
     weights = next(x for x in vs["phases"] if x["phase"] == "weights_loading")
-    assert re.search(r"100% of the weights resident at start vs \d{1,2}%", weights["why"]), weights  # up to 25 %
+    why = rf"{warm_share} of the weights resident at start vs \d{{1,2}}%"  # the cold start's share: up to 25 %
+    assert re.search(why, weights["why"]), weights
     assert "vs baseline" in warm.stderr
     # the history keeps both: its listing's columns, and `explain --last`
     h = run_firstlight("history", "--history", str(history))
-    assert h.rc == 0 and "page_cache 100%" in h.stdout and re.search(rf"{w['bound']} +\d{{1,2}}%", h.stdout), h.stdout
+    assert h.rc == 0 and f"page_cache {warm_share}" in h.stdout, h.stdout
+    assert re.search(rf"{w['bound']} +\d{{1,2}}%", h.stdout), h.stdout
     e = run_firstlight("explain", "--last", "--history", str(history))
     assert e.rc == 0 and "page_cache" in e.stderr and "vs baseline run" in e.stderr, e.stderr
