@@ -95,7 +95,9 @@ def _mincore(fd: int, size: int) -> int | None:
         if got is None:
             return None
         seen, cached = seen + length, cached + got
-    return cached if not sampled else int(cached * size / max(seen, 1))
+    if not sampled:
+        return cached
+    return int(cached * size / seen)  # sampled windows: at least one, so seen > 0
 
 
 def cached_bytes(path: Path) -> int | None:
@@ -184,9 +186,8 @@ def sample_read_rate(files: list[Path]) -> ReadSample | None:
 def resident_bytes(path: Path) -> int | None:
     """Bytes of the weight files under ``path`` in the page cache (a file, or a checkpoint directory); None when
     any file's residency cannot be known."""
-    files = [path] if path.is_file() else weight_files(path)
     total = 0
-    for f in files:
+    for f in weight_files(path):  # a file is its own list
         got = cached_bytes(f)
         if got is None:
             return None

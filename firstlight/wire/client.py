@@ -59,15 +59,16 @@ class Wire:
     read_timeout`` after it starts, or the caller's ``deadline`` (``time.monotonic``) if that is sooner."""
 
     def __init__(self, url: str, *, api_key: str | None = None, connect_timeout: float,
-                 user_agent: str = USER_AGENT, max_connections: int = 10,
-                 transport_: httpx.BaseTransport | None = None) -> None:
+                 user_agent: str = USER_AGENT, transport_: httpx.BaseTransport | None = None) -> None:
         self.base = normalise_url(url)
         self.host, self.port = split_url(self.base)
         self.connect_timeout = connect_timeout
         root, query = split_query(self.base)  # the base's query goes after each request's path
+        # httpx follows no redirect unless told to, and a client given its transport takes no proxy from the
+        # environment (it mounts those only when it builds its own): both pinned by tests/unit/wire/test_client.py
         self._client = httpx.Client(base_url=root, params=query, headers=headers(api_key, user_agent),
-                                    transport=transport_ or transport(max_connections), follow_redirects=False,
-                                    trust_env=False, timeout=_timeout(connect_timeout, connect_timeout))
+                                    transport=transport_ or transport(),
+                                    timeout=_timeout(connect_timeout, connect_timeout))
 
     def close(self) -> None:
         self._client.close()
@@ -155,8 +156,7 @@ class AsyncWire:
         self.base = normalise_url(url)
         root, query = split_query(self.base)  # as in Wire
         self._client = httpx.AsyncClient(base_url=root, params=query, headers=headers(api_key, user_agent),
-                                         transport=async_transport(concurrency), follow_redirects=False,
-                                         trust_env=False,
+                                         transport=async_transport(concurrency),  # no redirect, no proxy
                                          timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout,
                                                                write=connect_timeout,
                                                                pool=connect_timeout + read_timeout))

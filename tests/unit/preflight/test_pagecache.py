@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -203,3 +204,224 @@ def test_a_fifo_in_place_of_a_weight_file_never_blocks_the_check(tmp_path: Path)
     os.mkfifo(fifo)
     assert pc.cached_bytes(fifo) == 0
     assert pc.sample_read_rate([fifo]) is None
+
+
+def _read_all(f: Path) -> None:
+    with f.open("rb") as src:
+        while src.read(MiB):
+            pass
+
+
+def _mapped(f: Path) -> bool:
+    return str(f) in Path("/proc/self/maps").read_text()
+
+
+def test_a_mincore_window_counts_every_resident_page_of_a_real_file_and_unmaps_it(tmp_path: Path):
+    f = tmp_path / "w.bin"
+    length = 10 * pc.PAGE + 1  # a last page holding one byte is a page of its own
+    f.write_bytes(os.urandom(length))
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        _read_all(f)
+        assert pc._mincore_window(fd, 0, length) == 11 * pc.PAGE
+        assert not _mapped(f)  # the window is unmapped again: a 1 GiB mapping per window would pile up
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        assert pc._mincore_window(fd, 0, length) == 0
+    finally:
+        os.close(fd)
+
+
+def test_a_mincore_window_reads_only_the_resident_bit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """mincore(2): bit 0 of each byte is the page's residency, the other bits are reserved and may be set."""
+    real = pc._libc
+
+    class ReservedBitsSet:
+        mmap, munmap = real.mmap, real.munmap
+
+        def mincore(self, addr: int, length: int, vec: object) -> int:
+            rc = int(real.mincore(addr, length, vec))
+            buf = vec.raw  # type: ignore[attr-defined]
+            vec.raw = bytes(b | 0b110 for b in buf)  # type: ignore[attr-defined]
+            return rc
+
+    f = tmp_path / "w.bin"
+    f.write_bytes(os.urandom(8 * pc.PAGE))
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        _read_all(f)
+        monkeypatch.setattr(pc, "_libc", ReservedBitsSet())
+        cached = pc._mincore_window(fd, 0, 8 * pc.PAGE)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        evicted = pc._mincore_window(fd, 0, 8 * pc.PAGE)
+    finally:
+        os.close(fd)
+    assert (cached, evicted) == (8 * pc.PAGE, 0)
+
+
+def test_one_byte_past_16_gib_of_pages_is_still_mapped_whole(monkeypatch: pytest.MonkeyPatch):
+    asked = _windows(monkeypatch)
+    size = pc.MINCORE_MAX_PAGES * pc.PAGE + 1  # 16 GiB and a byte: the pages counted are still the bound
+    pc._mincore(7, size)
+    assert asked == [(k * GiB, GiB) for k in range(16)] + [(16 * GiB, 1)]  # whole windows, not samples
+
+
+def test_just_past_the_bound_every_window_is_sampled(monkeypatch: pytest.MonkeyPatch):
+    asked = _windows(monkeypatch)
+    assert pc._mincore(7, 17 * GiB) == 17 * GiB // 2
+    assert asked == [(k * GiB, 64 * MiB) for k in range(17)]  # 17 windows of 64 MiB: about 1 GiB of pages
+
+
+def test_without_cachestat_an_unmappable_file_is_unknown(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    f = tmp_path / "w.bin"
+    f.write_bytes(b"x" * 8192)
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: None)
+    _windows(monkeypatch, None)
+    assert pc.cached_bytes(f) is None
+
+
+def test_with_cachestat_mincore_is_never_mapped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    f = tmp_path / "w.bin"
+    f.write_bytes(b"x" * 8192)
+    asked = _windows(monkeypatch)
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: 4096)
+    assert pc.cached_bytes(f) == 4096 and asked == []
+
+
+def test_a_one_byte_file_in_the_cache_is_one_byte(tmp_path: Path):
+    f = tmp_path / "w.bin"
+    f.write_bytes(b"x")
+    _read_all(f)
+    assert pc.cached_bytes(f) == 1
+
+
+def test_without_cachestat_the_owner_may_use_mincore_without_write_access(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path):
+    f = tmp_path / "w.bin"
+    f.write_bytes(b"x" * 8192)
+    if os.geteuid() == 0:  # an owner that is not root, "become" that user below
+        os.chown(f, 12345, 12345)
+    owner = os.stat(f).st_uid
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: None)
+    _windows(monkeypatch, 4096)
+    monkeypatch.setattr(pc.os, "geteuid", lambda: owner)
+    monkeypatch.setattr(pc.os, "access", lambda path, mode: False)
+    assert pc.cached_bytes(f) == 4096  # its owner: mincore tells the truth
+    monkeypatch.setattr(pc.os, "geteuid", lambda: owner + 1)
+    monkeypatch.setattr(pc.os, "access", lambda path, mode: Path(path) == f and mode == os.W_OK)
+    assert pc.cached_bytes(f) == 4096  # not its owner, but may write this very file
+
+
+def _sparse(f: Path, size: int, data: tuple[int, int]) -> bool:
+    """A file of ``size`` bytes whose only data is [data); False where the filesystem reports no holes."""
+    with f.open("wb") as out:
+        out.truncate(size)
+        out.seek(data[0])
+        out.write(os.urandom(data[1] - data[0]))
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        return os.lseek(fd, 0, os.SEEK_DATA) == data[0]
+    finally:
+        os.close(fd)
+
+
+def _offset(f: Path, size: int, window: int) -> int | None:
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        return pc._uncached_data_offset(fd, size, window)
+    finally:
+        os.close(fd)
+
+
+def test_the_last_candidate_is_the_last_full_window(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    f = tmp_path / "w.bin"
+    f.write_bytes(os.urandom(16 * MiB))
+    last = 15 * MiB
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: 0 if off == last else n)  # all cached but the end
+    assert _offset(f, 16 * MiB, MiB) == last
+
+
+def test_data_that_starts_exactly_at_the_last_full_window_is_a_candidate(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path):
+    f = tmp_path / "w.bin"
+    if not _sparse(f, 16 * MiB, (15 * MiB, 16 * MiB)):
+        pytest.skip("this filesystem does not report holes (SEEK_DATA)")
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: 0)
+    assert _offset(f, 16 * MiB, MiB) == 15 * MiB
+
+
+def test_data_after_the_last_full_window_is_no_candidate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A window starting there would run past the end of the file."""
+    f = tmp_path / "w.bin"
+    if not _sparse(f, 16 * MiB, (15 * MiB + 512 * 1024, 16 * MiB)):
+        pytest.skip("this filesystem does not report holes (SEEK_DATA)")
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: 0)
+    assert _offset(f, 16 * MiB, MiB) is None
+
+
+def test_a_file_whose_quarter_is_exactly_64_pages_is_sampled(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    f = tmp_path / "w.bin"
+    f.write_bytes(os.urandom(64 * pc.PAGE * 4))
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: 0)
+    sample = pc.sample_read_rate([f])
+    assert sample is not None and sample.bytes == 64 * pc.PAGE
+
+
+def _clock(monkeypatch: pytest.MonkeyPatch, step: float) -> None:
+    """The sample's clock: ``step`` seconds per reading, from ``step`` (a duration is a difference of two readings,
+    so the first is not 0)."""
+    ticks = iter(range(1, 10_000))
+    monkeypatch.setattr(pc, "time", SimpleNamespace(monotonic=lambda: next(ticks) * step))  # this module's only
+
+
+class _Reads:
+    """os.preadv recorded: (offset, bytes asked, bytes read) of each read."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, before: object = None) -> None:
+        self.calls: list[tuple[int, int, int]] = []
+        real = os.preadv
+
+        def preadv(fd: int, bufs: list[memoryview], off: int) -> int:
+            if before is not None:
+                before(fd)  # type: ignore[operator]
+            n = real(fd, bufs, off)
+            self.calls.append((off, len(bufs[0]), n))
+            return n
+
+        monkeypatch.setattr(pc.os, "preadv", preadv)
+
+
+def test_the_sample_reads_its_window_once_in_order_in_4_mib_chunks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    f = tmp_path / "w.bin"
+    f.write_bytes(os.urandom(40 * MiB))  # a quarter: 10 MiB
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: 0)
+    _clock(monkeypatch, 0.01)  # a fast disk, whatever else this machine is doing
+    reads = _Reads(monkeypatch)
+    sample = pc.sample_read_rate([f])
+    assert sample is not None and (sample.offset, sample.bytes) == (0, 10 * MiB)
+    assert reads.calls == [(0, 4 * MiB, 4 * MiB), (4 * MiB, 4 * MiB, 4 * MiB), (8 * MiB, 2 * MiB, 2 * MiB)]
+
+
+def test_the_sample_stops_at_its_time_bound(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A disk that takes half a second per chunk: two chunks' worth of time is the bound, so one read is timed."""
+    f = tmp_path / "w.bin"
+    f.write_bytes(os.urandom(40 * MiB))
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: 0)
+    _clock(monkeypatch, pc.SAMPLE_S / 2)
+    reads = _Reads(monkeypatch)
+    sample = pc.sample_read_rate([f])
+    assert len(reads.calls) == 1  # t0 = 0, read at 0.5 s, stop at 1.0 s (the bound: not one more)
+    assert sample is not None and (sample.bytes, sample.seconds) == (4 * MiB, 1.5 * pc.SAMPLE_S)
+
+
+def test_a_file_truncated_under_the_sample_ends_it_with_what_was_read(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path):
+    f = tmp_path / "w.bin"
+    f.write_bytes(os.urandom(40 * MiB))
+    monkeypatch.setattr(pc, "_cachestat", lambda fd, off, n: 0)
+    _clock(monkeypatch, 0.01)
+    reads = _Reads(monkeypatch, before=lambda fd: os.truncate(f, 1))  # one byte left
+    sample = pc.sample_read_rate([f])
+    assert sample is not None and sample.bytes == 1 and sample.seconds == pytest.approx(0.03)
+    assert [n for _, _, n in reads.calls] == [1, 0]  # the end of the file read once, not until the time bound

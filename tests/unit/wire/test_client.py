@@ -135,6 +135,8 @@ def test_a_proxy_in_the_environment_is_not_used(recorded, monkeypatch: pytest.Mo
             return await _get(w, "/v1/models")
 
     assert asyncio.run(run()) == (200, b"ok")
+    with Wire(url, connect_timeout=2.0) as blocking:
+        assert blocking.get("/v1/models", read_timeout=5.0).status == 200
 
 
 def test_a_body_that_stops_coming_ends_at_the_read_timeout(recorded):
