@@ -11,6 +11,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -33,46 +34,48 @@ from tests.support.common import wait_for
 from tests.support.readiness import _assessment, _outcome, get
 
 
-def test_endpoints_answer_from_the_state_they_are_told():
-    server = ReadinessServer("127.0.0.1", 0)
+@pytest.fixture
+def server() -> Iterator[ReadinessServer]:
+    """A readiness server on a free loopback port, closed after the test."""
+    srv = ReadinessServer("127.0.0.1", 0)
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+def test_endpoints_answer_from_the_state_they_are_told(server: ReadinessServer):
     p = server.port
-    try:
-        assert get(p, "/livez")[0] == 200 and get(p, "/readyz")[0] == 503  # waiting for the first start
-        server.started({"pid": 4242})
-        server.status(_assessment())
-        code, body = get(p, "/readyz")
-        assert code == 503 and body["phase"] == "weights_loading" and body["level"] == "port"
-        assert body["eta_s"] == 42.0 and body["progress"]["weights_fraction"] == 0.4 and body["pid"] == 4242
-        assert set(body) >= {"phase", "level", "progress", "eta_s", "verdict", "evidence"}
-        assert get(p, "/startupz")[0] == 503 and get(p, "/livez")[0] == 200
-        ready = _outcome("ready", level="generation", ready_at=1.0,
-                         evidence=({"signal": "probe:generation", "value": "' Paris'", "since": 1.0},)).result
-        server.verdict(ready)
-        assert [get(p, e)[0] for e in ("/readyz", "/livez", "/startupz")] == [200, 200, 200]
-        assert get(p, "/readyz")[1]["evidence"][0]["signal"] == "probe:generation"
-        server.summary(ready.died_serving(0, 2.0))  # supervision: the server died
-        assert [get(p, e)[0] for e in ("/readyz", "/livez", "/startupz")] == [503, 503, 503]
-        server.started({"pid": 4243})  # the next start: alive again, startup not reached yet
-        assert [get(p, e)[0] for e in ("/readyz", "/livez", "/startupz")] == [503, 200, 503]
-        assert get(p, "/readyz")[1]["start"] == 2
-        server.summary(_outcome("hung").result)
-        assert get(p, "/livez")[0] == 503
-        assert get(p, "/nope")[0] == 404 and get(p, "/readyz/x")[0] == 404
-        assert httpx.post(f"http://127.0.0.1:{p}/readyz", timeout=2).status_code == 405
-        assert httpx.head(f"http://127.0.0.1:{p}/livez", timeout=2).status_code == 503
-    finally:
-        server.close()
+    assert get(p, "/livez")[0] == 200 and get(p, "/readyz")[0] == 503  # waiting for the first start
+    server.started({"pid": 4242})
+    server.status(_assessment())
+    code, body = get(p, "/readyz")
+    assert code == 503 and body["phase"] == "weights_loading" and body["level"] == "port"
+    assert body["eta_s"] == 42.0 and body["progress"]["weights_fraction"] == 0.4 and body["pid"] == 4242
+    assert set(body) >= {"phase", "level", "progress", "eta_s", "verdict", "evidence"}
+    assert get(p, "/startupz")[0] == 503 and get(p, "/livez")[0] == 200
+    ready = _outcome("ready", level="generation", ready_at=1.0,
+                     evidence=({"signal": "probe:generation", "value": "' Paris'", "since": 1.0},)).result
+    server.verdict(ready)
+    assert [get(p, e)[0] for e in ("/readyz", "/livez", "/startupz")] == [200, 200, 200]
+    assert get(p, "/readyz")[1]["evidence"][0]["signal"] == "probe:generation"
+    server.summary(ready.died_serving(0, 2.0))  # supervision: the server died
+    assert [get(p, e)[0] for e in ("/readyz", "/livez", "/startupz")] == [503, 503, 503]
+    server.started({"pid": 4243})  # the next start: alive again, startup not reached yet
+    assert [get(p, e)[0] for e in ("/readyz", "/livez", "/startupz")] == [503, 200, 503]
+    assert get(p, "/readyz")[1]["start"] == 2
+    server.summary(_outcome("hung").result)
+    assert get(p, "/livez")[0] == 503
+    assert get(p, "/nope")[0] == 404 and get(p, "/readyz/x")[0] == 404
+    assert httpx.post(f"http://127.0.0.1:{p}/readyz", timeout=2).status_code == 405
+    assert httpx.head(f"http://127.0.0.1:{p}/livez", timeout=2).status_code == 503
 
 
-def test_a_client_that_sends_nothing_does_not_block_the_endpoints():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        silent = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(20)]
-        assert get(server.port, "/livez")[0] == 200  # more idle connections than the concurrency cap
-        for s in silent:
-            s.close()
-    finally:
-        server.close()
+def test_a_client_that_sends_nothing_does_not_block_the_endpoints(server: ReadinessServer):
+    silent = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(20)]
+    assert get(server.port, "/livez")[0] == 200  # more idle connections than the concurrency cap
+    for s in silent:
+        s.close()
 
 
 @pytest.mark.parametrize("spec, expected", [("8081", ("127.0.0.1", 8081)), (":8081", ("127.0.0.1", 8081)),
@@ -81,30 +84,26 @@ def test_bind_specs(spec: str, expected: tuple[str, int]):
     assert parse_bind(spec) == expected
 
 
-def test_a_client_trickling_its_request_is_dropped_at_the_deadline():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-        sent, closed = 0, False
-        request = b"GET /readyz HTTP/1.0\r\n" + b"X-Slow: " + b"a" * 200
-        t_end = time.monotonic() + REQUEST_TIMEOUT_S * 6  # a byte every 0.5 s: each read well within its timeout
-        while time.monotonic() < t_end:
-            try:
-                sock.send(request[sent:sent + 1])
-                sent += 1
-                sock.settimeout(0.5)
-                if sock.recv(1) == b"":
-                    closed = True
-                    break
-            except TimeoutError:
-                continue
-            except OSError:
+def test_a_client_trickling_its_request_is_dropped_at_the_deadline(server: ReadinessServer):
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    sent, closed = 0, False
+    request = b"GET /readyz HTTP/1.0\r\n" + b"X-Slow: " + b"a" * 200
+    t_end = time.monotonic() + REQUEST_TIMEOUT_S * 6  # a byte every 0.5 s: each read well within its timeout
+    while time.monotonic() < t_end:
+        try:
+            sock.send(request[sent:sent + 1])
+            sent += 1
+            sock.settimeout(0.5)
+            if sock.recv(1) == b"":
                 closed = True
                 break
-        sock.close()
-        assert closed, f"still held after {sent} bytes trickled over {REQUEST_TIMEOUT_S * 6:.0f}s"
-    finally:
-        server.close()
+        except TimeoutError:
+            continue
+        except OSError:
+            closed = True
+            break
+    sock.close()
+    assert closed, f"still held after {sent} bytes trickled over {REQUEST_TIMEOUT_S * 6:.0f}s"
 
 
 def test_connection_threads_are_capped():
@@ -150,24 +149,20 @@ def test_a_bad_bind_spec_is_one_line_naming_the_option_and_the_range(spec: str):
                             "(e.g. 127.0.0.1:8081)")
 
 
-def test_the_state_a_start_resets_and_a_summary_takes_phase_level_progress_and_pid():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        st = server.state
-        server.started({"pid": 4242})
-        assert (st.phase, st.level, st.pid, st.serving, st.reached_ready) == ("process_start", "none", 4242, None,
-                                                                                False)
-        server.status(_assessment())
-        ready = _outcome("ready", level="generation", ready_at=1.0,
-                         progress={"weights_fraction": 1.0, "eta_total_s": 7.0}).result
-        server.summary(ready)
-        assert (st.verdict, st.phase, st.level, st.progress, st.eta_s, st.pid) == (
-            "ready", "ready", "generation", {"weights_fraction": 1.0, "eta_total_s": 7.0}, 7.0, 4242)
-        server.started({"pid": 5})
-        server.summary(_outcome("hung", pid=77).result)
-        assert (st.phase, st.pid) == ("weights_loading", 77)
-    finally:
-        server.close()
+def test_the_state_a_start_resets_and_a_summary_takes_phase_level_progress_and_pid(server: ReadinessServer):
+    st = server.state
+    server.started({"pid": 4242})
+    assert (st.phase, st.level, st.pid, st.serving, st.reached_ready) == ("process_start", "none", 4242, None,
+                                                                            False)
+    server.status(_assessment())
+    ready = _outcome("ready", level="generation", ready_at=1.0,
+                     progress={"weights_fraction": 1.0, "eta_total_s": 7.0}).result
+    server.summary(ready)
+    assert (st.verdict, st.phase, st.level, st.progress, st.eta_s, st.pid) == (
+        "ready", "ready", "generation", {"weights_fraction": 1.0, "eta_total_s": 7.0}, 7.0, 4242)
+    server.started({"pid": 5})
+    server.summary(_outcome("hung", pid=77).result)
+    assert (st.phase, st.pid) == ("weights_loading", 77)
 
 
 def test_a_bad_bind_spec_names_serve_readiness_by_default():
@@ -209,18 +204,15 @@ def test_a_nodes_last_progress_is_a_phase_bytes_a_progress_line_or_its_last_log_
     assert _progressed_at(state, a, 200.0) == at
 
 
-def test_the_status_dates_the_progress_and_carries_the_evidence(monkeypatch: pytest.MonkeyPatch):
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        server.started({"pid": 1})
-        ev = Evidence("log", "Loading weights took 3.2 s", 2.0)
-        a = Assessment("starting", "kv_cache", Level.PORT, 3.0, [ev], Progress())
-        before = time.time()
-        server.status(a)
-        assert before <= (server.state.last_progress_at or 0) <= time.time()
-        assert server.state.evidence == [ev.to_dict()]
-    finally:
-        server.close()
+def test_the_status_dates_the_progress_and_carries_the_evidence(server: ReadinessServer,
+                                                                monkeypatch: pytest.MonkeyPatch):
+    server.started({"pid": 1})
+    ev = Evidence("log", "Loading weights took 3.2 s", 2.0)
+    a = Assessment("starting", "kv_cache", Level.PORT, 3.0, [ev], Progress())
+    before = time.time()
+    server.status(a)
+    assert before <= (server.state.last_progress_at or 0) <= time.time()
+    assert server.state.evidence == [ev.to_dict()]
 
 
 def test_a_start_takes_the_engines_role_and_rank_unless_told(monkeypatch: pytest.MonkeyPatch):
@@ -240,15 +232,11 @@ def test_a_start_takes_the_engines_role_and_rank_unless_told(monkeypatch: pytest
         plain.close()
 
 
-def test_a_new_start_clears_the_last_starts_detail_and_time():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        server.started({"pid": 1})
-        server.status(Assessment("starting", "kv_cache", Level.PORT, 30.0, [], Progress(), detail="busy-wait"))
-        server.started({"pid": 2})
-        assert (server.state.detail, server.state.elapsed_s) == (None, 0.0)
-    finally:
-        server.close()
+def test_a_new_start_clears_the_last_starts_detail_and_time(server: ReadinessServer):
+    server.started({"pid": 1})
+    server.status(Assessment("starting", "kv_cache", Level.PORT, 30.0, [], Progress(), detail="busy-wait"))
+    server.started({"pid": 2})
+    assert (server.state.detail, server.state.elapsed_s) == (None, 0.0)
 
 
 class _Clock:
@@ -262,34 +250,26 @@ class _Clock:
         return 1_700_000_000.0 + self.now
 
 
-def test_status_events_go_out_at_most_once_a_second(monkeypatch: pytest.MonkeyPatch):
+def test_status_events_go_out_at_most_once_a_second(server: ReadinessServer, monkeypatch: pytest.MonkeyPatch):
     clock = _Clock()
     monkeypatch.setattr(readiness, "time", clock)
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        for t in (1.5, 2.0, 2.49, 2.5, 3.0, 3.5):  # a clock 1.5 s after its zero: the first status goes out
-            clock.now = t
-            server.status(_assessment())
-        events = [json.loads(data) for _, data in server.events.after(0, 0)[0]]
-        assert [e["event"] for e in events] == ["status"] * 3  # at 1.5, 2.5 and 3.5
-    finally:
-        server.close()
+    for t in (1.5, 2.0, 2.49, 2.5, 3.0, 3.5):  # a clock 1.5 s after its zero: the first status goes out
+        clock.now = t
+        server.status(_assessment())
+    events = [json.loads(data) for _, data in server.events.after(0, 0)[0]]
+    assert [e["event"] for e in events] == ["status"] * 3  # at 1.5, 2.5 and 3.5
 
 
-def test_the_serving_checks_status_is_kept_and_sent_only_when_it_changed():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        status = ServingStatus("serving", "first check passed", 5.0, True, True)
-        server.serving(status, changed=False)
-        assert server.state.serving is None and server.events.after(0, 0)[0] == []
-        server.serving(status, changed=True)
-        assert server.state.serving == status.to_dict()
-        [(_, data)] = server.events.after(0, 0)[0]
-        assert json.loads(data)["event"] == "serving" and json.loads(data)["state"] == "serving"
-        server.message("bench: 12.5 tokens/s")
-        assert json.loads(server.events.after(1, 0)[0][0][1])["message"] == "bench: 12.5 tokens/s"
-    finally:
-        server.close()
+def test_the_serving_checks_status_is_kept_and_sent_only_when_it_changed(server: ReadinessServer):
+    status = ServingStatus("serving", "first check passed", 5.0, True, True)
+    server.serving(status, changed=False)
+    assert server.state.serving is None and server.events.after(0, 0)[0] == []
+    server.serving(status, changed=True)
+    assert server.state.serving == status.to_dict()
+    [(_, data)] = server.events.after(0, 0)[0]
+    assert json.loads(data)["event"] == "serving" and json.loads(data)["state"] == "serving"
+    server.message("bench: 12.5 tokens/s")
+    assert json.loads(server.events.after(1, 0)[0][0][1])["message"] == "bench: 12.5 tokens/s"
 
 
 def _result(verdict: str, started: float, ended: float, ready: float | None = None,
@@ -298,34 +278,26 @@ def _result(verdict: str, started: float, ended: float, ready: float | None = No
                      engine="sim", url="http://127.0.0.1:1", **kw)  # type: ignore[arg-type]
 
 
-def test_the_summary_freezes_the_time_at_ready_or_at_its_end():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        server.started({"pid": 1})
-        server.summary(_result("failed", 1000.0, 1000.5))
-        assert server.state.elapsed_s == 0.5
-        server.started({"pid": 1})
-        server.summary(_result("ready", 1000.0, 1090.0, ready=1060.0))
-        assert server.state.elapsed_s == 60.0
-        server.started({"pid": 1})
-        server.summary(_result("failed", 1000.0, 999.0))  # a clock stepped back: never negative
-        assert server.state.elapsed_s == 0.0
-    finally:
-        server.close()
+def test_the_summary_freezes_the_time_at_ready_or_at_its_end(server: ReadinessServer):
+    server.started({"pid": 1})
+    server.summary(_result("failed", 1000.0, 1000.5))
+    assert server.state.elapsed_s == 0.5
+    server.started({"pid": 1})
+    server.summary(_result("ready", 1000.0, 1090.0, ready=1060.0))
+    assert server.state.elapsed_s == 60.0
+    server.started({"pid": 1})
+    server.summary(_result("failed", 1000.0, 999.0))  # a clock stepped back: never negative
+    assert server.state.elapsed_s == 0.0
 
 
-def test_the_summary_keeps_the_judges_detail_unless_it_has_its_own():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        server.started({"pid": 1})
-        server.status(Assessment("starting", "kv_cache", Level.PORT, 3.0, [], Progress(), detail="busy-wait"))
-        server.summary(_result("hung", 1000.0, 1001.0))
-        assert server.state.detail == "busy-wait"
-        server.started({"pid": 1})
-        server.summary(_result("hung", 1000.0, 1001.0, detail="no progress for 120 s"))
-        assert server.state.detail == "no progress for 120 s"
-    finally:
-        server.close()
+def test_the_summary_keeps_the_judges_detail_unless_it_has_its_own(server: ReadinessServer):
+    server.started({"pid": 1})
+    server.status(Assessment("starting", "kv_cache", Level.PORT, 3.0, [], Progress(), detail="busy-wait"))
+    server.summary(_result("hung", 1000.0, 1001.0))
+    assert server.state.detail == "busy-wait"
+    server.started({"pid": 1})
+    server.summary(_result("hung", 1000.0, 1001.0, detail="no progress for 120 s"))
+    assert server.state.detail == "no progress for 120 s"
 
 
 def _raw(port: int, request: bytes) -> bytes:
@@ -337,29 +309,21 @@ def _raw(port: int, request: bytes) -> bytes:
     return out
 
 
-def test_head_answers_the_headers_of_get_without_its_body():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        got = _raw(server.port, b"GET /livez HTTP/1.0\r\n\r\n")
-        head = _raw(server.port, b"HEAD /livez HTTP/1.0\r\n\r\n")
-        body = got.partition(b"\r\n\r\n")[2]
-        assert body
-        assert head.endswith(b"\r\n\r\n") and f"Content-Length: {len(body)}".encode() in head
-    finally:
-        server.close()
+def test_head_answers_the_headers_of_get_without_its_body(server: ReadinessServer):
+    got = _raw(server.port, b"GET /livez HTTP/1.0\r\n\r\n")
+    head = _raw(server.port, b"HEAD /livez HTTP/1.0\r\n\r\n")
+    body = got.partition(b"\r\n\r\n")[2]
+    assert body
+    assert head.endswith(b"\r\n\r\n") and f"Content-Length: {len(body)}".encode() in head
 
 
-def test_a_method_other_than_get_or_head_is_405_saying_which_are_allowed():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        for method in (b"POST", b"PUT", b"DELETE", b"PATCH", b"OPTIONS"):
-            got = _raw(server.port, method + b" /readyz HTTP/1.0\r\n\r\n")
-            headers, _, body = got.partition(b"\r\n\r\n")
-            lines = headers.split(b"\r\n")
-            assert lines[0].startswith(b"HTTP/1.0 405") and b"Allow: GET, HEAD" in lines
-            assert b"Content-Length: 0" in lines and body == b""
-    finally:
-        server.close()
+def test_a_method_other_than_get_or_head_is_405_saying_which_are_allowed(server: ReadinessServer):
+    for method in (b"POST", b"PUT", b"DELETE", b"PATCH", b"OPTIONS"):
+        got = _raw(server.port, method + b" /readyz HTTP/1.0\r\n\r\n")
+        headers, _, body = got.partition(b"\r\n\r\n")
+        lines = headers.split(b"\r\n")
+        assert lines[0].startswith(b"HTTP/1.0 405") and b"Allow: GET, HEAD" in lines
+        assert b"Content-Length: 0" in lines and body == b""
 
 
 # -- the state's own words ---------------------------------------------------------------------------------------
@@ -386,14 +350,10 @@ def test_elapsed_seconds_are_kept_to_the_millisecond():
     assert st.snapshot()["elapsed_seconds"] == 1.235
 
 
-def test_a_start_dates_the_nodes_last_progress_at_its_beginning():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        before = time.time()
-        server.started({"pid": 1})
-        assert before <= (server.state.last_progress_at or 0) <= time.time()
-    finally:
-        server.close()
+def test_a_start_dates_the_nodes_last_progress_at_its_beginning(server: ReadinessServer):
+    before = time.time()
+    server.started({"pid": 1})
+    assert before <= (server.state.last_progress_at or 0) <= time.time()
 
 
 # -- the answers' bytes ------------------------------------------------------------------------------------------
@@ -403,28 +363,20 @@ def _headers(raw: bytes) -> tuple[str, dict[str, str], bytes]:
     return lines[0], {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:])}, body
 
 
-def test_an_answer_is_uncached_json_of_its_stated_length():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        server.state.progress = {"model_dir": Path("/models/llama")}  # a value JSON lacks: written as its text
-        status, headers, body = _headers(_raw(server.port, b"GET /livez HTTP/1.0\r\n\r\n"))
-        assert status.startswith("HTTP/1.0 200")
-        assert headers["content-type"] == "application/json" and headers["cache-control"] == "no-store"
-        assert int(headers["content-length"]) == len(body) and body.endswith(b"\n")
-        assert json.loads(body)["progress"] == {"model_dir": "/models/llama"}
-    finally:
-        server.close()
+def test_an_answer_is_uncached_json_of_its_stated_length(server: ReadinessServer):
+    server.state.progress = {"model_dir": Path("/models/llama")}  # a value JSON lacks: written as its text
+    status, headers, body = _headers(_raw(server.port, b"GET /livez HTTP/1.0\r\n\r\n"))
+    assert status.startswith("HTTP/1.0 200")
+    assert headers["content-type"] == "application/json" and headers["cache-control"] == "no-store"
+    assert int(headers["content-length"]) == len(body) and body.endswith(b"\n")
+    assert json.loads(body)["progress"] == {"model_dir": "/models/llama"}
 
 
-def test_a_query_string_is_not_part_of_the_path():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        assert _headers(_raw(server.port, b"GET /livez?verbose=1 HTTP/1.0\r\n\r\n"))[0].startswith("HTTP/1.0 200")
-        assert _headers(_raw(server.port, b"GET /livez?a=1?b=2 HTTP/1.0\r\n\r\n"))[0].startswith("HTTP/1.0 200")
-        status, headers, _ = _headers(_raw(server.port, b"HEAD /events?a=1?b HTTP/1.0\r\n\r\n"))
-        assert status.startswith("HTTP/1.0 200") and headers["content-type"] == "text/event-stream"
-    finally:
-        server.close()
+def test_a_query_string_is_not_part_of_the_path(server: ReadinessServer):
+    assert _headers(_raw(server.port, b"GET /livez?verbose=1 HTTP/1.0\r\n\r\n"))[0].startswith("HTTP/1.0 200")
+    assert _headers(_raw(server.port, b"GET /livez?a=1?b=2 HTTP/1.0\r\n\r\n"))[0].startswith("HTTP/1.0 200")
+    status, headers, _ = _headers(_raw(server.port, b"HEAD /events?a=1?b HTTP/1.0\r\n\r\n"))
+    assert status.startswith("HTTP/1.0 200") and headers["content-type"] == "text/event-stream"
 
 
 def test_a_probe_beyond_the_concurrency_bound_gets_a_503_at_once():
@@ -579,24 +531,16 @@ def test_a_fresh_state_is_waiting_for_its_first_start():
     assert st.probed is False and not st.final_read.is_set()
 
 
-def test_every_answer_says_whether_it_is_ok():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        assert get(server.port, "/livez")[1]["ok"] is True
-        assert get(server.port, "/readyz")[1]["ok"] is False
-    finally:
-        server.close()
+def test_every_answer_says_whether_it_is_ok(server: ReadinessServer):
+    assert get(server.port, "/livez")[1]["ok"] is True
+    assert get(server.port, "/readyz")[1]["ok"] is False
 
 
-def test_an_unknown_path_is_named_with_the_endpoints_there_are():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        code, body = get(server.port, "/" + "x" * 200)
-        assert (code, body) == (404, {"error": "unknown path /" + "x" * 99, "endpoints": list(readiness.ENDPOINTS)})
-        status, _, raw = _headers(_raw(server.port, b"HEAD /nope HTTP/1.0\r\n\r\n"))
-        assert status.startswith("HTTP/1.0 404") and raw == b""
-    finally:
-        server.close()
+def test_an_unknown_path_is_named_with_the_endpoints_there_are(server: ReadinessServer):
+    code, body = get(server.port, "/" + "x" * 200)
+    assert (code, body) == (404, {"error": "unknown path /" + "x" * 99, "endpoints": list(readiness.ENDPOINTS)})
+    status, _, raw = _headers(_raw(server.port, b"HEAD /nope HTTP/1.0\r\n\r\n"))
+    assert status.startswith("HTTP/1.0 404") and raw == b""
 
 
 def test_a_refusal_for_concurrency_answers_head_without_a_body():
@@ -613,17 +557,13 @@ def test_a_refusal_for_concurrency_answers_head_without_a_body():
         server.close()
 
 
-def test_a_probe_marks_the_node_watched_and_a_final_verdict_read():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        server.started({"pid": 1})
-        get(server.port, "/livez")
-        assert server.state.probed is True and not server.state.final_read.is_set()  # a live verdict: not final
-        server.summary(_outcome("hung").result)
-        get(server.port, "/livez")
-        assert server.state.final_read.is_set()
-    finally:
-        server.close()
+def test_a_probe_marks_the_node_watched_and_a_final_verdict_read(server: ReadinessServer):
+    server.started({"pid": 1})
+    get(server.port, "/livez")
+    assert server.state.probed is True and not server.state.final_read.is_set()  # a live verdict: not final
+    server.summary(_outcome("hung").result)
+    get(server.port, "/livez")
+    assert server.state.final_read.is_set()
 
 
 def test_a_failed_node_being_watched_answers_until_its_verdict_was_read(monkeypatch: pytest.MonkeyPatch):
@@ -652,12 +592,8 @@ def test_a_node_nobody_watches_or_that_serves_closes_at_once(monkeypatch: pytest
     assert time.monotonic() - t0 < 30  # not the 60 s linger
 
 
-def test_the_server_thread_is_named_and_does_not_hold_the_process():
-    server = ReadinessServer("127.0.0.1", 0)
-    try:
-        assert server._thread.name == "firstlight-readiness" and server._thread.daemon
-    finally:
-        server.close()
+def test_the_server_thread_is_named_and_does_not_hold_the_process(server: ReadinessServer):
+    assert server._thread.name == "firstlight-readiness" and server._thread.daemon
 
 
 def test_an_ipv6_address_is_served_on_ipv6():
