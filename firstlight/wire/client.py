@@ -51,7 +51,7 @@ class Answer:
 
 
 def _timeout(connect: float, read: float) -> httpx.Timeout:
-    return httpx.Timeout(connect=connect, read=read, write=connect, pool=connect)
+    return httpx.Timeout(connect, read=read)  # writing and waiting for a connection: the connect timeout
 
 
 class Wire:
@@ -65,10 +65,10 @@ class Wire:
         self.connect_timeout = connect_timeout
         root, query = split_query(self.base)  # the base's query goes after each request's path
         # httpx follows no redirect unless told to, and a client given its transport takes no proxy from the
-        # environment (it mounts those only when it builds its own): both pinned by tests/unit/wire/test_client.py
+        # environment (it mounts those only when it builds its own): both pinned by tests/unit/wire/test_client.py.
+        # No client-wide timeout: `request`, the one way out, gives each request its own.
         self._client = httpx.Client(base_url=root, params=query, headers=headers(api_key, user_agent),
-                                    transport=transport_ or transport(),
-                                    timeout=_timeout(connect_timeout, connect_timeout))
+                                    transport=transport_ or transport())
 
     def close(self) -> None:
         self._client.close()
@@ -157,8 +157,9 @@ class AsyncWire:
         root, query = split_query(self.base)  # as in Wire
         self._client = httpx.AsyncClient(base_url=root, params=query, headers=headers(api_key, user_agent),
                                          transport=async_transport(concurrency),  # no redirect, no proxy
-                                         timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout,
-                                                               write=connect_timeout,
+                                         # writing: the connect timeout; a request queued for a connection
+                                         # waits its whole budget
+                                         timeout=httpx.Timeout(connect_timeout, read=read_timeout,
                                                                pool=connect_timeout + read_timeout))
 
     async def __aenter__(self) -> AsyncWire:
