@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -200,6 +201,15 @@ class _Server(ThreadingHTTPServer):
         except BaseException:
             self._closed(request)
             raise
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """socketserver prints a traceback for any error in a handler. A client that went away before its answer
+        (a probe's timeout, a reset, a cut by the deadline) is no error of firstlight's: nothing to say. Anything
+        else is one line on stderr, never a traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            return
+        print(f"firstlight: readiness endpoint: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         # The whole request (line, headers, answer) within REQUEST_TIMEOUT_S: the per-read socket timeout alone

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -609,3 +610,35 @@ def test_an_ipv6_address_is_served_on_ipv6():
             assert c.recv(12).startswith(b"HTTP/1.0 200")
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("path", ["/nope", "/readyz"])
+def test_a_client_that_resets_before_its_answer_leaves_no_traceback(server: ReadinessServer, path: str,
+                                                                   capsys: pytest.CaptureFixture[str]):
+    """A probe that gives up (a kubelet's timeout, a curl stopped) resets its connection; the answer cannot be
+    written. Nothing to tell: no traceback on firstlight's stderr, and the connection is forgotten."""
+    for _ in range(20):  # the reset lands before the read, or between the read and the answer's write
+        c = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        c.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close sends a RST
+        c.close()
+    assert get(server.port, "/livez")[0] == 200  # accepted after the 20: each of them was accepted before it
+    wait_for(lambda: not server._server._open, 10, "every reset connection's thread ended")
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Error" not in err, err
+
+
+def test_a_failure_inside_an_answer_is_one_line_not_a_traceback(server: ReadinessServer,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]):
+    def broken() -> dict[str, object]:
+        raise ValueError("no snapshot")
+
+    monkeypatch.setattr(server._server.state, "snapshot", broken)
+    c = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    c.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert c.recv(1) == b""  # closed without an answer
+    c.close()
+    wait_for(lambda: not server._server._open, 10, "the connection's thread ended")
+    err = capsys.readouterr().err
+    assert err == "firstlight: readiness endpoint: ValueError: no snapshot\n", err
