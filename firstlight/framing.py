@@ -27,9 +27,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from firstlight.bounded import number, whole
+
 FRAME_PREFIX = 2048  # the prefix of a line the framing patterns look at
 MAX_JSON_CHARS = 1 << 20  # a JSON record longer than this is left as it is (never parsed)
 MAX_JOIN_CHARS = 1 << 20  # partial records joined beyond this are handed on as they are (memory stays bounded)
+MAX_EPOCH = 1e21  # a time field's largest value: nanoseconds since the epoch reach 1e19 only in the year 2286
+_MAX_US_DIGITS = 19  # __REALTIME_TIMESTAMP: microseconds in a 64-bit field
 MAX_LAYERS = 3  # framings peeled off one line, outermost first (compose + timestamps, prefix + timestamps)
 
 # Framing names
@@ -113,18 +117,9 @@ def _yearless(mon: str, day: str, hms: str, frac: str | None) -> float | None:
 
 def _epoch(value: Any) -> float | None:
     """A shipper's time field: RFC 3339 text, or a number of seconds (milli-, micro-, nanoseconds when large)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        v = float(value)
-    elif isinstance(value, str):
-        s = value.strip()
-        if s.replace(".", "", 1).isdigit():
-            v = float(s)
-        else:
-            return parse_rfc3339(s)
-    else:
-        return None
+    v = number(value, 0.0, MAX_EPOCH)  # 1e400, a 400-digit number, "²", NaN: no time (never a loop, never a raise)
+    if v is None:
+        return parse_rfc3339(value) if isinstance(value, str) else None
     while v > 1e11:  # ms, us, ns since the epoch
         v /= 1000.0
     return v if v > 0 else None
@@ -175,7 +170,8 @@ def _json_record(line: str) -> Framed | None:
     if "MESSAGE" in obj and "__REALTIME_TIMESTAMP" in obj:
         text = _journal_value(obj.get("MESSAGE"))
         raw = _journal_value(obj.get("__REALTIME_TIMESTAMP"))
-        ts = int(raw) / 1e6 if raw is not None and raw.isdigit() and len(raw) < 20 else None
+        us = whole(raw, _MAX_US_DIGITS)
+        ts = us / 1e6 if us is not None else None
         return Framed(text if text is not None else "", ts, None, False, JOURNAL_JSON)
     for key in ("log", "message", "line", "msg"):
         value = obj.get(key)
@@ -394,7 +390,8 @@ class Deframer:
             self._carry += lines
             return []
         raw = rec.get("__REALTIME_TIMESTAMP", "")
-        ts = int(raw) / 1e6 if raw.isdigit() and len(raw) < 20 else None
+        us = whole(raw, _MAX_US_DIGITS)
+        ts = us / 1e6 if us is not None else None
         return [Framed(rec["MESSAGE"], ts, None, False, JOURNAL_EXPORT, lines)]
 
 

@@ -21,10 +21,10 @@ is skipped. Log lines are read elsewhere (the profiles' ``engine_clock`` markers
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from typing import Any
 
+from firstlight.bounded import number
 from firstlight.timeline import EngineClock
 
 __all__ = ["ENDPOINTS", "LLAMA_STAGES", "SGLANG_STAGES", "TRTLLM_STAGES", "ModelsStream", "sglang_metrics",
@@ -72,13 +72,7 @@ MAX_SECONDS = 30 * 86400.0  # a figure beyond a month is not a start's
 
 
 def _seconds(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        return None
-    try:
-        f = float(v)
-    except ValueError:
-        return None
-    return f if math.isfinite(f) and 0 <= f <= MAX_SECONDS else None
+    return number(v, 0.0, MAX_SECONDS)  # a 400-digit integer or "²" in an answer: no figure, never a raise
 
 
 def _clip(text: str, n: int = 200) -> str:

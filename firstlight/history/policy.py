@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from firstlight.bench.metrics import median
+from firstlight.bounded import number
 
 KINDS = ("up", "watch", "bench")
 # metric -> True when lower is better
@@ -115,16 +116,14 @@ def extract_metrics(summary: dict[str, Any], bench: dict[str, Any] | None) -> di
         ready_at, started_at = summary.get("ready_at"), summary.get("started_at")
         if isinstance(ready_at, int | float) and isinstance(started_at, int | float):
             cold = ready_at - started_at
-    if isinstance(cold, int | float) and cold >= 0:
-        out["cold_start_s"] = float(cold)
+    found: dict[str, object] = {"cold_start_s": cold}
     if bench:
-        for k in ("output_throughput", "request_throughput", "total_token_throughput"):
-            if isinstance(bench.get(k), int | float):
-                out[k] = float(bench[k])
-        for k in ("ttft", "tpot", "itl", "e2el"):
-            v = (bench.get(f"{k}_ms") or {}).get("median")
-            if isinstance(v, int | float):
-                out[f"{k}_median_ms"] = float(v)
+        found.update({k: bench.get(k) for k in ("output_throughput", "request_throughput", "total_token_throughput")})
+        found.update({f"{k}_median_ms": (bench.get(f"{k}_ms") or {}).get("median") for k in ("ttft", "tpot", "itl",
+                                                                                              "e2el")})
+    for k, raw in found.items():  # numbers only (never their text), each a metric a baseline can take
+        if isinstance(raw, int | float) and (v := metric_value(raw)) is not None:
+            out[k] = v
     return out
 
 
@@ -149,15 +148,18 @@ def version_of(summary: dict[str, Any]) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
+MAX_METRIC = 1e12  # no start (seconds) or benchmark figure (ms, tokens/s) reaches this: beyond is a damaged row
+
+
+def metric_value(raw: object) -> float | None:
+    """A metric as stored: a finite number from 0 to :data:`MAX_METRIC`, else None (a damaged or hand-edited row:
+    text, infinity, a negative start, 300 digits)."""
+    return number(raw, 0.0, MAX_METRIC)
+
+
 def numbers(rows: list[tuple[Any, ...]], col: int) -> list[float]:
-    """The column's values that are numbers (a damaged row's text is left out)."""
-    out = []
-    for r in rows:
-        try:
-            out.append(float(r[col]))
-        except (TypeError, ValueError):
-            continue
-    return out
+    """The column's values that are metrics (a damaged row's value is left out)."""
+    return [v for r in rows if (v := metric_value(r[col])) is not None]
 
 
 VERSION_MARGIN = 0.2  # `history`: a type's median start this much slower on a newer version is a regression

@@ -32,6 +32,7 @@ from firstlight.history.policy import (
     estimate,
     extract_metrics,
     is_good,
+    metric_value,
     numbers,
     start_type_of,
     version_of,
@@ -196,8 +197,8 @@ class History(Database):
 
     def _run(self, row: tuple[Any, ...]) -> Run:
         """One row, checked: a hand-edited or half-written row raises rather than reaching a caller."""
-        metrics = {str(k): float(v) for k, v in self._query("SELECT name, value FROM metrics WHERE run_id = ?",
-                                                            (row[0],))}
+        metrics = {str(k): v for k, raw in self._query("SELECT name, value FROM metrics WHERE run_id = ?", (row[0],))
+                   if (v := metric_value(raw)) is not None}  # a damaged value (inf, -1, 300 digits) is no figure
         summary = json.loads(row[10])
         bench = json.loads(row[11]) if row[11] else None
         if not isinstance(summary, dict) or not (bench is None or isinstance(bench, dict)):
@@ -268,13 +269,7 @@ class History(Database):
         rows = self._query(
             f"SELECT {self._typed()}, m.value FROM runs r JOIN metrics m ON m.run_id = r.id WHERE r.deployment = ? "
             "AND r.ok = 1 AND m.name = 'cold_start_s' ORDER BY r.id DESC LIMIT ?", (key_hash(deployment), limit))
-        out = []
-        for t, v in rows:
-            try:
-                out.append((_opt_str(t), float(v)))
-            except (TypeError, ValueError):
-                continue
-        return out
+        return [(_opt_str(t), v) for t, raw in rows if (v := metric_value(raw)) is not None]
 
     def expected_start(self, deployment: DeploymentKey | str, start_type: str | None = None
                        ) -> StartEstimate | None:

@@ -15,6 +15,8 @@ import threading
 from collections import deque
 from typing import Any
 
+from firstlight.bounded import whole
+
 CAPACITY = 2048  # events kept for resumption: a start's phases, levels and verdict, and ~30 min of status
 MAX_CLIENTS = 8  # streams open at once; more are refused with a 503
 KEEPALIVE_S = 15.0  # a comment line when nothing happened: proxies cut idle connections, clients see it is alive
@@ -86,5 +88,5 @@ def frame(event_id: int, data: str) -> bytes:
 
 def last_event_id(header: str | None) -> int:
     """The id a client resumes after: the ``Last-Event-ID`` header; 0 (from the start) when absent or not an id."""
-    text = (header or "").strip()
-    return int(text) if text.isdigit() and len(text) < 19 else 0
+    found = whole((header or "").strip(), 18)  # "²" is a digit to str.isdigit, not to int()
+    return found if found is not None else 0

@@ -47,6 +47,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from firstlight.assessment import Assessment, Event
+from firstlight.bounded import whole
 from firstlight.report import events as event_log
 from firstlight.report.base import QuietReporter
 from firstlight.report.jsonl import (
@@ -77,9 +78,10 @@ def parse_bind(spec: str, option: str = "--serve-readiness") -> tuple[str, int]:
     if not sep:
         host, port_text = "", spec.strip()
     host = host.strip("[]") or "127.0.0.1"
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+    port = whole(port_text, 5)
+    if port is None or port > 65535:
         raise ValueError(f"{option} {spec!r}: expected HOST:PORT with a port 0..65535 (e.g. 127.0.0.1:8081)")
-    return host, int(port_text)
+    return host, port
 
 
 class ReadinessState:

@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaves", ("firstlight", "firstlight._version", "firstlight.vocab", "firstlight.redact", "firstlight.framing",
                 "firstlight.logtext", "firstlight.formats",
                 "firstlight.files", "firstlight.deaths", "firstlight.config", "firstlight.timeline",
-                "firstlight.timestamps", "firstlight.cputime")),
+                "firstlight.timestamps", "firstlight.cputime", "firstlight.bounded")),
     # The one HTTP layer: how to ask a server, never what an engine is.
     ("wire", ("firstlight.wire",)),
     # Data about the engines: profiles, phase markers, failure lines, detection from lines, endpoints, commands.
