@@ -132,6 +132,8 @@ def server_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in source.items() if not k.startswith("NOTIFY_") and k not in _SYSTEMD_NOTIFY_VARS}
 
 
+# Popen's argument for a child that leads a process group of its own (``process_group`` is Python 3.11's)
+_OWN_GROUP: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 EXIT_WAIT_S = 2.0  # how long a server seen gone is given to become a zombie whose wait status can be read
 
 
@@ -189,10 +191,12 @@ class ServerProcess:
             self._start_watchdog()
 
     def _start_watchdog(self, grace: float = 10.0) -> None:
+        # A process group of its own (still in firstlight's session): `kill -9 -PGID` of firstlight's group, as a
+        # cancelled CI job does, must not take the backstop with it.
         with contextlib.suppress(OSError):
             self.watchdog = subprocess.Popen(
                 [sys.executable, "-m", "firstlight.runner.watchdog", str(self.pid), f"{grace:g}"],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **_OWN_GROUP)
 
     def _tell_watchdog(self, line: str) -> None:
         w = self.watchdog

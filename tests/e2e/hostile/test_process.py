@@ -6,6 +6,7 @@ the server double-forks out of its process group or daemonizes and lets its laun
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -78,6 +79,29 @@ def test_sigkill_of_firstlight_still_stops_the_whole_server_group(reap: list[int
     finally:
         if fl.poll() is None:
             fl.kill()
+
+
+def test_sigkill_of_firstlights_whole_process_group_still_stops_the_server_group(reap: list[int]):
+    """A cancelled CI job kills the job's process group: firstlight and whatever shares its group. The watchdog
+    leads a group of its own, so it outlives that and stops the server and its worker (the parent-death signal
+    alone reaches only the server's root process)."""
+    fl = subprocess.Popen(firstlight_cmd("up", "--json", *FAST, "--url", f"http://127.0.0.1:{free_port()}", "--",
+                                         *NEVER_SERVES), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                          stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert fl.stdout is not None
+        pid = _started_pid(fl.stdout)
+        reap.append(pid)
+        wait_for(lambda: len(pids_in_group(pid)) >= 2, 20, "the server and its worker")
+        watchdogs = [c for c in psutil.Process(fl.pid).children() if "firstlight.runner.watchdog" in c.cmdline()]
+        assert len(watchdogs) == 1 and os.getpgid(watchdogs[0].pid) != fl.pid
+        os.killpg(fl.pid, signal.SIGKILL)
+        fl.wait(timeout=10)
+        wait_for(lambda: not pids_in_group(pid), 30, "the server group to be stopped after its group's SIGKILL")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(fl.pid, signal.SIGKILL)
+        fl.wait(timeout=10)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT])
