@@ -197,14 +197,18 @@ def _json_record(line: str) -> Framed | None:
     return Framed(text, ts, stream, partial, DOCKER_JSON if docker else SHIPPER_JSON)
 
 
-def _journal_value(value: Any) -> str | None:
-    """A journal JSON field: text, bytes as an array of numbers, a repeated field's values as lines, or null."""
+def _journal_value(value: Any, repeated: bool = False) -> str | None:
+    """A journal JSON field: text, bytes as an array of numbers, a repeated field's values as lines, or null.
+    journalctl nests one level at most (a repeated field's values): anything deeper is no value, never a
+    recursion as deep as the record is nested."""
     if isinstance(value, str):
         return value
     if isinstance(value, list):
         if value and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 256 for x in value):
             return bytes(value).decode("utf-8", "replace")
-        parts = [_journal_value(v) for v in value]
+        if repeated:
+            return None
+        parts = [_journal_value(v, True) for v in value]
         return "\n".join(p for p in parts if p is not None)
     return None
 

@@ -21,6 +21,7 @@ from firstlight.history.policy import MAX_METRIC, extract_metrics, metric_value
 from firstlight.logreplay import ReplayReport, replay_log
 from firstlight.report.events import last_event_id
 from firstlight.report.readiness import parse_bind
+from firstlight.units.journal.entries import parse_line
 from tests.support.hostile_history import KEY, _two_runs
 
 HUGE = int("9" * 400)
@@ -167,3 +168,21 @@ def test_a_summarys_figures_are_recorded() -> None:
     bench = {"output_throughput": 120.5, "request_throughput": HUGE, "ttft_ms": {"median": 30}, "itl_ms": {}}
     assert extract_metrics({"verdict": "ready", "cold_start_s": 12}, bench) == {
         "cold_start_s": 12.0, "output_throughput": 120.5, "ttft_median_ms": 30.0}
+
+
+# -- nesting ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("depth", [2, 600, 900])
+def test_a_journal_json_message_nested_deep_is_no_value_and_never_a_recursion(depth: int) -> None:
+    """journalctl nests one level (a repeated field's values); a MESSAGE nested deeper once exited 70."""
+    line = '{"__REALTIME_TIMESTAMP":"1700000000000000","MESSAGE":' + "[" * depth + '"x"' + "]" * depth + "}"
+    framed = framing.peel(line)
+    assert framed.text == "" and framed.ts == 1_700_000_000.0
+    entry = parse_line(line)
+    assert entry is not None and entry.message is None
+
+
+def test_a_journal_json_repeated_message_is_its_values_as_lines() -> None:
+    line = json.dumps({"__REALTIME_TIMESTAMP": "1700000000000000", "MESSAGE": ["a", [98], None, "c"]})
+    assert framing.peel(line).text == "a\nb\nc"
+    entry = parse_line(line)
+    assert entry is not None and entry.message == "a\nb\nc"

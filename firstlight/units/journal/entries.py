@@ -36,9 +36,10 @@ def _is_bytes(v: list[Any]) -> bool:
     return bool(v) and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 256 for x in v)
 
 
-def field_values(value: Any) -> list[str | None]:
+def field_values(value: Any, repeated: bool = False) -> list[str | None]:
     """Every value of one field: ``None`` for one omitted (over 4 KiB), bytes decoded as UTF-8 with
-    replacement (never fatal), a repeated field's values in order."""
+    replacement (never fatal), a repeated field's values in order. journalctl nests one level at most: a list
+    inside a repeated field's list is no value (never a recursion as deep as the record is nested)."""
     if value is None:
         return [None]
     if isinstance(value, str):
@@ -46,9 +47,11 @@ def field_values(value: Any) -> list[str | None]:
     if isinstance(value, list):
         if _is_bytes(value):
             return [bytes(value).decode("utf-8", "replace")]
+        if repeated:
+            return [None]
         out: list[str | None] = []
         for v in value:
-            out.extend(field_values(v))
+            out.extend(field_values(v, True))
         return out
     return [str(value)]
 
