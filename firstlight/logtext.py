@@ -163,10 +163,11 @@ class LineSplitter:
             start = nl + 1
         if start:
             del buf[:start]
-        if self._binary_key is not None or self._deframer.in_export:
-            return events  # a sized value is awaited, or an export record's text lines: no redraws, no cut
-        # redraws of the unfinished line: every segment followed by a \r is complete
-        cr = buf.rfind(b"\r")
+        if self._binary_key is not None:
+            return events  # a sized value is awaited (its size is at most the cut already)
+        # redraws of the unfinished line: every segment followed by a \r is complete (an export record's text
+        # lines have none; they are cut like any line: memory stays bounded inside a record too)
+        cr = -1 if self._deframer.in_export else buf.rfind(b"\r")
         if cr == len(buf) - 1:  # may be the first half of \r\n: wait for the next byte
             cr = buf.rfind(b"\r", 0, cr)
         if cr >= 0:

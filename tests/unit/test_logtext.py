@@ -18,7 +18,7 @@ from firstlight.engines import PROFILES, get_profile, new_detector
 from firstlight.engines import lines as lines_mod
 from firstlight.engines import profile as profile_mod
 from firstlight.judge import is_access_line as judge_is_access_line
-from firstlight.logtext import CLASSIFY_CHARS, is_access_line
+from firstlight.logtext import CLASSIFY_CHARS, LineSplitter, is_access_line
 
 MIB = 1 << 20
 
@@ -119,3 +119,14 @@ def test_timestamp_and_traceback_patterns_see_a_bounded_prefix(monkeypatch: pyte
         parser.parse(line)
         reader.feed(line)
     assert seen and max(seen) <= CLASSIFY_CHARS
+
+
+def test_a_long_line_inside_a_journal_export_record_is_cut_like_any_line():
+    """After a ``__CURSOR=`` line (an export record), a line without its newline still goes out in pieces of the
+    cut: a 300 MB line once cost 1.19 GB held whole."""
+    s = LineSplitter(max_line_bytes=1024)
+    assert s.feed_lines(b"__CURSOR=s=1\n__REALTIME_TIMESTAMP=1700000000000000\n") == []
+    out = s.feed_lines(b"MESSAGE=" + b"x" * 10 * 1024)
+    assert len([e for e in out if e.final]) >= 9  # before any newline: the buffer holds at most one piece
+    out += s.feed_lines(b"\n\n") + s.flush_lines()
+    assert sum(e.text.count("x") for e in out if e.final) == 10 * 1024
