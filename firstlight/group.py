@@ -1,4 +1,4 @@
-"""One start across many nodes: the group verdict (issue 33, docs/multinode.md).
+"""One start across many nodes: the group verdict (docs/multinode.md).
 
 A start has members: the leader (rank 0, which serves; judged by its own firstlight as today) and workers, each
 watched by its own ``firstlight up --serve-readiness HOST:PORT``. The leader reads each member's ``/readyz`` body

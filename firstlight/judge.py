@@ -2,7 +2,7 @@
 
 Pure: no clocks, no I/O. ``feed`` takes observations in arrival order and returns the notable events they
 caused (a phase began, a level was reached, a fatal line); ``assess(now)`` gives the verdict at ``now``.
-Replaying a recorded timeline through a fresh Judge reproduces every verdict (tests/unit/test_judge.py).
+Replaying a recorded timeline through a fresh Judge reproduces every verdict (tests/unit/judge/test_judge.py).
 
 Progress, for telling slow from hung:
 - strong: a new log line (not an HTTP access line, which our own probes cause), bytes read by the process

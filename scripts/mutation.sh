@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Mutation testing of the rule modules: mutmut changes one small thing at a time (a comparison, a constant, a
 # boolean) in a module and runs the fast tests that cover it; a change no test notices (a surviving mutant) is a
-# rule without a test. Run it before changing a rule, and record the score and the survivors in
-# docs/development.md.
+# rule without a test. Run it before changing a rule; each module's score is in docs/development.md's table, its
+# survivors in the report this script writes (.mutation/<module>.txt).
 #
 #   scripts/mutation.sh                       every rule module (hours on 2 cores)
 #   scripts/mutation.sh interpret wire/content   just these
@@ -20,7 +20,7 @@
 #                                  mostly wait on sockets and deadlines)
 #
 # Each module runs in its own copy of the working tree under .mutation/<module> (mutmut mutates a copy,
-# never your files), against its in-process tests under tests/unit/ (tests_of below): fast, no real engines. A
+# never your files), against its tests (tests_of below): fast, no real engines. A
 # module cut off by its time bound is resumed by the next run (mutmut keeps its results). Its summary goes to
 # .mutation/<module>.txt (scripts/mutation_count.py: flake kills rechecked and listed apart, "no tests" mutants
 # listed per function as reached only by e2e/subprocess tests).
@@ -34,11 +34,12 @@ time_s=${MUTATION_TIME_S:-1200}
 timeout_multiplier=${MUTATION_TIMEOUT_MULTIPLIER:-15}
 children=${MUTATION_CHILDREN:-2}
 
-# module (a file, or a folder of them) -> its fast tests, read from the tree: the layout of tests/unit/ (which
-# mirrors the package): firstlight/a/b.py -> tests/unit/a/test_b.py and the folder tests/unit/a/b/ (its tests in
-# several files); a folder firstlight/a -> tests/unit/a/ and tests/unit/test_a.py; and every in-process test file
-# that imports the module (`from firstlight.a.b import`, `import firstlight.a.b`, `from firstlight.a import b`):
-# mutmut then runs, for each mutant, only those of them that reach the function it changed.
+# module (a file, or a folder of them) -> its tests, read from the tree: the layout of tests/unit/ (which mirrors
+# the package): firstlight/a/b.py -> tests/unit/a/test_b.py or the folder tests/unit/a/b/ (its tests in several
+# files); a folder firstlight/a -> tests/unit/a/; the same file's mirror under tests/e2e/ (tests/e2e/a/test_b.py:
+# its tests that start processes, such as the launcher's and the session's); and every in-process test file that
+# imports the module (`from firstlight.a.b import`, `import firstlight.a.b`, `from firstlight.a import b`): mutmut
+# then runs, for each mutant, only those of them that reach the function it changed in process.
 tests_of() {
   local m=$1 dir base mod pkg
   local -a out=()
@@ -47,9 +48,13 @@ tests_of() {
   if [ -d "firstlight/$m" ]; then
     [ -d "tests/unit/$m" ] && out+=("tests/unit/$m")
     [ -f "tests/unit/${dir}test_$base.py" ] && out+=("tests/unit/${dir}test_$base.py")
+    for f in "firstlight/$m"/*.py; do  # each file's mirror under tests/e2e/
+      [ -f "tests/e2e/$m/test_${f##*/}" ] && out+=("tests/e2e/$m/test_${f##*/}")
+    done
   elif [ -f "firstlight/$m.py" ]; then
     [ -f "tests/unit/${dir}test_$base.py" ] && out+=("tests/unit/${dir}test_$base.py")
     [ -d "tests/unit/${dir}$base" ] && out+=("tests/unit/${dir}$base")
+    [ -f "tests/e2e/${dir}test_$base.py" ] && out+=("tests/e2e/${dir}test_$base.py")
     mod="firstlight.${m//\//.}"; pkg="${mod%.*}"
     local importers="(from $mod import|import $mod( |$)|from $pkg import (.*[ ,(])?$base([ ,)]|$))"
     # a file its package's __init__ re-exports (`from firstlight.wire import Wire`) is imported through the package

@@ -27,7 +27,7 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     # llama.cpp's worker threads spin at each barrier: with one per core on a 2-core machine beside another busy
     # worker (a vLLM start), one preempted thread stalls the rest, and generation fell to 0.37 tokens/s (52 with
-    # one thread; CI of stop 47). Every llama-server the tests start, directly or through firstlight, reads this.
+    # one thread). Every llama-server the tests start, directly or through firstlight, reads this.
     os.environ.setdefault("LLAMA_ARG_THREADS", "1")
 
 
@@ -45,7 +45,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: 0 if item.get_closest_marker("vllm") else 1)
 
 
-VLLM_MODULE = "tests/e2e/test_vllm_server.py"
+VLLM_MODULE = "tests/e2e/vllm/test_server.py"
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest without xdist (-p no:xdist) must not reject it

@@ -11,8 +11,8 @@ How it ended comes from the runtime: ``State.ExitCode`` (128 + N: its init died 
 ``State.OOMKilled``, beside the kernel's own traces for the init PID (:class:`firstlight.samplers.oom.OomTraces`).
 
 Seam: the log is read as the runtime's ``logs`` command prints it, plain lines; the log file itself
-(``LogPath``: Docker's json-file, podman's k8s-file) would need its framing peeled (``firstlight.framing``,
-issue 31 item 1), and is only named in a note.
+(``LogPath``: Docker's json-file, podman's k8s-file) would need its framing peeled (``firstlight.framing``
+knows those framings), and is only named in a note.
 """
 
 from __future__ import annotations

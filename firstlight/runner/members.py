@@ -2,7 +2,7 @@
 ``GET URL/readyz`` every ``POLL_S`` with a deadline of ``REQUEST_TIMEOUT_S``, and tells the readiness endpoints the
 members' states and the group verdict (decided by ``firstlight.group``). Observes and forwards; decides nothing.
 
-Bound (pinned in tests/e2e/test_multinode.py): after READY, a member whose /readyz stops answering 200 turns the
+Bound (pinned in tests/e2e/runner/test_multinode.py): after READY, a member whose /readyz stops answering 200 turns the
 leader's /readyz 503 within ``POLL_S + REQUEST_TIMEOUT_S`` (``AFTER_READY_BOUND_S``) of that member's change.
 """
 

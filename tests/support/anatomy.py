@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_anatomy.py, tests/unit/test_anatomy.py."""
+"""Helpers shared by tests/e2e/anatomy/test_anatomy.py, tests/unit/anatomy/test_anatomy.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_api.py, tests/unit/test_api.py."""
+"""Helpers shared by tests/e2e/api/test_api.py, tests/unit/api/test_api.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_bench.py, tests/e2e/test_bench_cli.py, tests/e2e/test_spec.py,
+"""Helpers shared by tests/e2e/bench/test_client.py, tests/e2e/cli/test_bench.py, tests/e2e/bench/test_spec.py,
 tests/unit/bench/test_client.py, tests/unit/cli/test_bench.py."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_bench_cli.py, tests/unit/cli/test_bench.py."""
+"""Helpers shared by tests/e2e/cli/test_bench.py, tests/unit/cli/test_bench.py."""
 
 from __future__ import annotations
 

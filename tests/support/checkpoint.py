@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_preflight_checkpoint.py, tests/unit/preflight/test_checkpoint.py."""
+"""Helpers shared by tests/e2e/preflight/test_checkpoint.py, tests/unit/preflight/test_checkpoint.py."""
 
 from __future__ import annotations
 

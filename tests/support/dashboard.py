@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_dashboard.py, tests/unit/report/test_dashboard.py."""
+"""Helpers shared by tests/e2e/report/test_dashboard.py, tests/unit/report/test_dashboard.py."""
 
 from __future__ import annotations
 

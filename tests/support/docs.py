@@ -1,5 +1,5 @@
 """The user documentation as the tests read it: the README (one screen: what firstlight is, install, the two
-commands, a first start, a map) and the reference pages under ``docs/`` it links to (issue 36, item 6)."""
+commands, a first start, a map) and the reference pages under ``docs/`` it links to."""
 
 from __future__ import annotations
 

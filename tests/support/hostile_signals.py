@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/hostile/test_signals.py, tests/unit/runner/test_session.py."""
+"""Helpers shared by tests/e2e/hostile/test_signals.py, tests/e2e/runner/test_session.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_units_journal_rules.py, tests/unit/units/journal/test_rules.py."""
+"""Helpers shared by tests/e2e/units/test_journal_rules.py, tests/unit/units/journal/test_rules.py."""
 
 from __future__ import annotations
 

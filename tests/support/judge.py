@@ -1,5 +1,5 @@
-"""Helpers shared by tests/e2e/test_judge.py, tests/support/judge_rules.py, tests/unit/judge/test_edges.py,
-tests/unit/judge/test_rules.py, tests/unit/test_judge.py."""
+"""Helpers shared by tests/e2e/judge/test_judge.py, tests/support/judge_rules.py, tests/unit/judge/test_edges.py,
+tests/unit/judge/test_rules.py, tests/unit/judge/test_judge.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests/unit/probes/ladder/test_rules.py, tests/unit/probes/test_ladder.py."""
+"""Helpers shared by tests/unit/probes/ladder/test_rules.py, tests/unit/probes/ladder/test_ladder.py."""
 
 from __future__ import annotations
 

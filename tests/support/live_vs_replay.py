@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_live_vs_replay.py, tests/unit/test_logreplay.py."""
+"""Helpers shared by tests/e2e/logreplay/test_live_vs_replay.py, tests/unit/logreplay/test_logreplay.py."""
 
 from __future__ import annotations
 

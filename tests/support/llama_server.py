@@ -1,9 +1,9 @@
 """Helpers shared by tests/e2e/deploy/test_prometheus_fleet.py, tests/e2e/hostile/test_ports.py,
 tests/e2e/llama/test_anatomy.py, tests/e2e/llama/test_readiness.py, tests/e2e/llama/test_report.py,
 tests/e2e/llama/test_rpc_group.py, tests/e2e/llama/test_server.py, tests/e2e/llama/test_serving.py,
-tests/e2e/llama/test_spec.py, tests/e2e/llama/test_units.py, tests/e2e/llama/test_wire.py, tests/e2e/test_api.py,
-tests/e2e/test_pytest_plugin.py, tests/support/api.py, tests/unit/bench/test_spec.py, tests/unit/test_api.py,
-tests/unit/test_pytest_plugin.py."""
+tests/e2e/llama/test_spec.py, tests/e2e/llama/test_units.py, tests/e2e/llama/test_wire.py,
+tests/e2e/api/test_api.py, tests/e2e/pytest_plugin/test_pytest_plugin.py, tests/support/api.py,
+tests/unit/bench/test_spec.py, tests/unit/api/test_api.py, tests/unit/pytest_plugin/test_pytest_plugin.py."""
 
 from __future__ import annotations
 

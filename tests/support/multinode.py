@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_multinode.py and tests/e2e/llama/test_rpc_group.py."""
+"""Helpers shared by tests/e2e/runner/test_multinode.py and tests/e2e/llama/test_rpc_group.py."""
 
 from __future__ import annotations
 

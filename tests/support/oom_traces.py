@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_oom.py, tests/unit/samplers/test_oom.py."""
+"""Helpers shared by tests/e2e/samplers/test_oom.py, tests/unit/samplers/test_oom.py."""
 
 from __future__ import annotations
 

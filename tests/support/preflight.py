@@ -1,5 +1,5 @@
-"""Helpers shared by tests/e2e/hostile/test_preflight.py, tests/e2e/test_preflight.py,
-tests/unit/preflight/test_checkpoint.py, tests/unit/test_preflight.py."""
+"""Helpers shared by tests/e2e/hostile/test_preflight.py, tests/e2e/preflight/test_preflight.py,
+tests/unit/preflight/test_checkpoint.py, tests/unit/preflight/test_preflight.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_preflight_gpus.py, tests/unit/preflight/test_gpus.py."""
+"""Helpers shared by tests/e2e/preflight/test_gpus.py, tests/unit/preflight/test_gpus.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_preflight_port.py, tests/unit/preflight/test_port.py."""
+"""Helpers shared by tests/e2e/preflight/test_port.py, tests/unit/preflight/test_port.py."""
 
 from __future__ import annotations
 

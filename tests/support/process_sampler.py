@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_process_sampler.py, tests/e2e/test_process_sampler_edges.py."""
+"""Helpers shared by tests/e2e/samplers/test_process.py, tests/e2e/samplers/test_process_edges.py."""
 
 from __future__ import annotations
 

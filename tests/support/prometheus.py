@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_prometheus.py, tests/unit/report/test_prometheus.py."""
+"""Helpers shared by tests/e2e/report/test_prometheus.py, tests/unit/report/test_prometheus.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Helpers shared by tests/e2e/llama/test_readiness.py, tests/e2e/llama/test_serving.py,
-tests/e2e/test_readiness.py, tests/e2e/test_serving_live.py, tests/e2e/test_vllm_server.py,
-tests/unit/report/test_readiness.py, tests/unit/test_serving.py."""
+tests/e2e/report/test_readiness.py, tests/e2e/runner/test_serving_live.py, tests/e2e/vllm/test_server.py,
+tests/unit/report/test_readiness.py, tests/unit/serving/test_serving.py."""
 
 from __future__ import annotations
 

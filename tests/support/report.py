@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_report.py, tests/e2e/test_report_history.py,
+"""Helpers shared by tests/e2e/report/test_html.py, tests/e2e/report/test_history.py,
 tests/unit/report/test_dashboard.py, tests/unit/report/test_html.py, tests/unit/report/test_trace.py."""
 
 from __future__ import annotations

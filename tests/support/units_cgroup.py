@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_units_cgroup.py, tests/unit/units/test_cgroup.py."""
+"""Helpers shared by tests/e2e/units/test_cgroup.py, tests/unit/units/test_cgroup.py."""
 
 from __future__ import annotations
 

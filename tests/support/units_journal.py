@@ -1,4 +1,4 @@
-"""Helpers shared by tests/e2e/test_units_journal.py, tests/unit/units/test_journal.py."""
+"""Helpers shared by tests/e2e/units/test_journal.py, tests/unit/units/journal/test_journal.py."""
 
 from __future__ import annotations
 

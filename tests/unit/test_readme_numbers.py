@@ -154,7 +154,7 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
                          _cli_default("up", "serving_interval"), _cli_default("watch", "serving_interval"),
                          _api_default(api.up, "serving_interval"))),
     ("slow check", r"slower than (\d+) × the first generation's latency \(at least (\d+) s\)", (1, 1),
-     lambda: (SLOW_FACTOR, SLOW_FLOOR_S)),  # + tests/unit/test_serving.py
+     lambda: (SLOW_FACTOR, SLOW_FLOOR_S)),  # + tests/unit/serving/test_serving.py
     ("supervising step", r"plus the supervising loop's step \(([\d.]+) s\)", (1,), lambda: (policy.Supervise.poll_s,)),
     # -- Report, dashboard ---------------------------------------------------------------------------------------
     ("stored timeline", r"downsampled to at most (\d+) MB", (MiB,), lambda: (record.TIMELINE_CAP_BYTES,)),
@@ -233,7 +233,7 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
               _vector(_record("firstlight:spec_acceptance_drop:factor")))),
     # -- Reliability --------------------------------------------------------------------------------------------
     ("known secrets", r"masked wherever it appears once it has (\d+) characters or more", (1,),
-     lambda: _shortest_secret()),  # + tests/unit/test_redact.py (longest first, 4 to 7 characters)
+     lambda: _shortest_secret()),  # + tests/unit/redact/test_redact.py (longest first, 4 to 7 characters)
     ("assessment period", r"the judge assessed within (\d+) ms of an observation, every (\d+) ms while none arrives",
      (0.001, 0.001), lambda: (pump.ASSESS_EVERY_S, pump.IDLE_ASSESS_S)),
     ("classified prefix", r"looks at the first (\d+) KiB of a line", (KiB,), lambda: (CLASSIFY_CHARS,)),

@@ -4,7 +4,7 @@ The unit tests pin each way a secret was seen to leak; the end-to-end test runs 
 echoes firstlight's Authorization header in a 401 body and prints a token nobody told firstlight about, and
 checks every exit: the console, the JSON, the --record file and the history database.
 
-The process-starting tests of this subject; the others: ``tests/unit/test_redact.py``.
+The process-starting tests of this subject; the others: ``tests/unit/redact/test_redact.py``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 - stderr into a real pipe that nobody reads and that is already full: the verdict, ``/readyz`` and a stop
   signal do not wait for it, and what was dropped is counted.
 
-The process-starting tests of this subject; the others: ``tests/unit/runner/test_session.py``.
+The process-starting tests of this subject; the others: ``tests/e2e/runner/test_session.py``.
 """
 
 from __future__ import annotations

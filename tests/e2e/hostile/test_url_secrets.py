@@ -2,7 +2,7 @@
 ``http://admin:pass@...`` and ``?api_key=`` unmasked. A real server process; the URL carries a password and
 secret query values; no output of any command holds them.
 
-The process-starting tests of this subject; the others: ``tests/unit/test_redact.py``.
+The process-starting tests of this subject; the others: ``tests/unit/redact/test_redact.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The benchmark client against real sockets: the simulated server at a known token rate, and small fake servers
 that refuse, stall, trickle or answer garbage. Tolerances are stated where they are asserted.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_bench.py``.
+The in-process tests of this subject; the others: ``tests/e2e/bench/test_client.py``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ The first tests check that logic against canned answers (no server); the rest ru
 
 The in-process tests of this subject; the others: ``tests/e2e/llama/test_spec.py``.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_spec.py``.
+The in-process tests of this subject; the others: ``tests/e2e/bench/test_spec.py``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 """`firstlight bench` and `firstlight history` as click commands (CliRunner on the command objects): exit codes,
 JSON, one-line errors.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_bench_cli.py``.
+The in-process tests of this subject; the others: ``tests/e2e/cli/test_bench.py``.
 """
 
 from __future__ import annotations

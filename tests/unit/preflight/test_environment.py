@@ -1,6 +1,6 @@
 """The pip check (``firstlight.preflight.environment``) in process, on the interpreter probe's answers: a venv
 without pip is a warning with the one command that repairs it; a Python that cannot be asked is a warning; a
-native server is skipped. The probe's real run in the server's Python: ``tests/e2e/test_preflight.py``."""
+native server is skipped. The probe's real run in the server's Python: ``tests/e2e/preflight/test_preflight.py``."""
 
 from __future__ import annotations
 

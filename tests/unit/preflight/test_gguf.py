@@ -1,7 +1,7 @@
 """The GGUF header reader (``firstlight.preflight.gguf``) at its edges, on headers built byte by byte as
 llama.cpp's gguf.cpp writes them: each refusal's words, the alignment, the offsets' rule, a type the table does
 not size, metadata arrays and their nesting, and a truncated header. Real files from llama.cpp's own writer:
-``tests/unit/test_preflight.py::test_gguf_layout_agrees_with_llama_cpps_own_reader_and_writer``."""
+``tests/unit/preflight/test_preflight.py::test_gguf_layout_agrees_with_llama_cpps_own_reader_and_writer``."""
 
 from __future__ import annotations
 

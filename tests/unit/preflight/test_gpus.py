@@ -2,7 +2,7 @@
 memory rules, each at its edge. The GPUs are recorded NVML snapshots (no GPU on this machine); the processes
 holding memory are real processes.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_preflight_gpus.py``.
+The in-process tests of this subject; the others: ``tests/e2e/preflight/test_gpus.py``.
 """
 
 from __future__ import annotations

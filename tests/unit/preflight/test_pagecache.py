@@ -2,7 +2,7 @@
 the mincore fallback's windows (all of a file up to 16 GiB of pages, evenly spaced 64 MiB windows scaled up
 beyond), a residency never above the file's size, a file this user may not write (mincore would lie: unknown), a
 checkpoint's total, and the sample's window and bounds. The kernel's real answers, both syscalls:
-``tests/unit/test_preflight.py::test_page_cache_residency_follows_the_kernel``."""
+``tests/unit/preflight/test_preflight.py::test_page_cache_residency_follows_the_kernel``."""
 
 from __future__ import annotations
 

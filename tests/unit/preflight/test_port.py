@@ -1,7 +1,7 @@
 """preflight/port.py: the server's port is free only if a bind succeeds, and when it is taken the check names
 who holds it. Every socket here is a real one, every holder a real process.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_preflight_port.py``.
+The in-process tests of this subject; the others: ``tests/e2e/preflight/test_port.py``.
 """
 
 from __future__ import annotations

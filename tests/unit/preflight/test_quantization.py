@@ -1,6 +1,7 @@
 """preflight/quantization.py: the checkpoint's quantization_config against the library versions installed in the
 server's Python, each rule at its edge. The checkpoints are real config.json files on disk; the installed versions
-are an ``InterpreterInfo`` as the server's interpreter reports it (tests/e2e/test_preflight.py runs real venvs)."""
+are an ``InterpreterInfo`` as the server's interpreter reports it (tests/e2e/preflight/test_preflight.py runs
+real venvs)."""
 
 from __future__ import annotations
 

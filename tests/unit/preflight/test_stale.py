@@ -1,7 +1,7 @@
 """The stale-server check (``firstlight.preflight.stale``) in process, over a scripted process table: which
 processes count (the engine's own program, not firstlight, not this process or its parents, not a word further
 on), what makes them stale (the same port: a failure; the same model, by name or by file: a warning), and a
-server's workers counted as that server. The real processes behind it: ``tests/e2e/test_preflight_stale.py``."""
+server's workers counted as that server. The real processes behind it: ``tests/e2e/preflight/test_stale.py``."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 project does, and ``firstlight.api.up`` is replaced by a recorder, so what the plugin asks of the API (the
 command, the port, the timeout) and what it makes of the answers (a READY server, ``NotReady`` at the start, a
 death during the tests) are read without starting a server. The real server behind the same fixtures:
-``tests/e2e/test_pytest_plugin.py``."""
+``tests/e2e/pytest_plugin/test_pytest_plugin.py``."""
 
 from __future__ import annotations
 

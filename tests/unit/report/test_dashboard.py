@@ -1,7 +1,7 @@
 """The live dashboard, drawn from a recorded run into a recording rich Console of a fixed size: checks of what
 it must show (phase, percentage, ETA, GPU bars, levels, the last log line), no snapshots.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_dashboard.py``.
+The in-process tests of this subject; the others: ``tests/e2e/report/test_dashboard.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Runs drawn from the history: ``up --report/--trace`` write both whatever the verdict and keep the timeline
 with the run; ``report --last``/``--run`` draw it again; databases from before timelines were kept still work.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_report_history.py``.
+The in-process tests of this subject; the others: ``tests/e2e/report/test_history.py``.
 """
 
 from __future__ import annotations

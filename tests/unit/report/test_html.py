@@ -1,7 +1,7 @@
 """The start report: simulated failures recorded through the live path (``firstlight up --record``), drawn by
 ``firstlight report`` and opened in headless Chromium; and the report's pieces from hand-made timelines.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_report.py``.
+The in-process tests of this subject; the others: ``tests/e2e/report/test_html.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """report/jsonl.py: the group of a multi-node start in the JSON Lines stream, one object at each change.
 
-The process-starting tests of this subject: ``tests/e2e/test_multinode.py`` (a leader's ``--json``)."""
+The process-starting tests of this subject: ``tests/e2e/runner/test_multinode.py`` (a leader's ``--json``)."""
 
 from __future__ import annotations
 

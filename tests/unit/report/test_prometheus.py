@@ -1,6 +1,6 @@
 """--metrics-port: a Prometheus scrape of a cold start, during loading and while serving.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_prometheus.py``.
+The in-process tests of this subject; the others: ``tests/e2e/report/test_prometheus.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """--serve-readiness: /readyz, /livez and /startupz from firstlight's state, and the sidecar loop that watches
 start after start (the simulated server as the engine; the real llama-server is in test_readiness_llama.py).
 
-The in-process tests of this subject; the others: ``tests/e2e/test_readiness.py`` and
+The in-process tests of this subject; the others: ``tests/e2e/report/test_readiness.py`` and
 ``tests/e2e/hostile/test_readiness.py``.
 """
 

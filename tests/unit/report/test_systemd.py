@@ -1,6 +1,6 @@
 """sd_notify over a real unix datagram socket: READY=1 only after a real generation.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_systemd_notify.py``.
+The in-process tests of this subject; the others: ``tests/e2e/report/test_systemd.py``.
 """
 
 from __future__ import annotations

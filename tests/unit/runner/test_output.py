@@ -1,7 +1,7 @@
 """stderr that never blocks the run (``firstlight.runner.output``), in process: a bounded buffer that a writer
 thread empties into a pipe or an in-memory stream, writes dropped whole and counted while the reader stalls, the
 one line that says so, a reader gone, and the file-like surface click and logging use. The stalled reader of a
-real run: ``tests/unit/runner/test_session.py`` and ``tests/e2e/hostile/``."""
+real run: ``tests/e2e/runner/test_session.py`` and ``tests/e2e/hostile/``."""
 
 from __future__ import annotations
 

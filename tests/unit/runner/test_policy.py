@@ -1,7 +1,7 @@
 """What happens to a launched server once the verdict is in (``firstlight.runner.policy``), in process: the choice
 for each verdict and option, and each strategy against a scripted server (its exits, its daemon, its stop) and a
-scripted serving watch. The real servers behind the same policies: ``tests/e2e/test_after_ready.py``,
-``tests/e2e/test_crash_after_ready.py``."""
+scripted serving watch. The real servers behind the same policies: ``tests/e2e/runner/test_after_ready_live.py``,
+``tests/e2e/cli/test_crash_after_ready.py``."""
 
 from __future__ import annotations
 

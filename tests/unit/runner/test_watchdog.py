@@ -1,14 +1,13 @@
 """The backstop (``firstlight.runner.watchdog``) in process: what it reads on its pipe, whom it signals, in which
 order and when, with the process calls recorded instead of made (its clock too, so the grace is exact without
 waiting). The real backstop, started beside a real server and left behind by a SIGKILLed firstlight:
-``tests/e2e/test_backstop.py``."""
+``tests/e2e/runner/test_backstop.py``."""
 
 from __future__ import annotations
 
 import io
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -131,7 +130,7 @@ def test_containers_are_stopped_by_their_runtime_each_bounded(monkeypatch: pytes
     def run(argv: list[str], **kw: Any) -> None:
         ran.append((argv, kw))
         if argv[0] == "docker":
-            raise subprocess.TimeoutExpired(argv, kw["timeout"])
+            raise watchdog.subprocess.TimeoutExpired(argv, kw["timeout"])
         if argv[0] == "no-such-runtime":
             raise FileNotFoundError(argv[0])
 
@@ -140,7 +139,8 @@ def test_containers_are_stopped_by_their_runtime_each_bounded(monkeypatch: pytes
     assert [argv for argv, _ in ran] == [["no-such-runtime", "stop", "-t", "3", "a1"],
                                          ["docker", "stop", "-t", "3", "b2"], ["podman", "stop", "-t", "3", "c3"]]
     kw = ran[2][1]
-    assert kw == {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL,
+    assert kw == {"stdin": watchdog.subprocess.DEVNULL, "stdout": watchdog.subprocess.DEVNULL,
+                  "stderr": watchdog.subprocess.DEVNULL,
                   "timeout": 32.6, "check": False}
 
 

@@ -1,6 +1,6 @@
 """The samplers' idle back-off: slower while nothing moves, never above its cap, the base rate again on a change.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_sampler_backoff.py``.
+The in-process tests of this subject; the others: ``tests/e2e/samplers/test_base.py``.
 """
 
 from __future__ import annotations

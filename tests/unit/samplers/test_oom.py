@@ -3,7 +3,7 @@
 log's ``/dev/kmsg`` records), and the judge's reading of a death: a trace makes a kill ``oom`` with a host-memory
 hint; a crash signal is ``crashed`` unless a log line names a more specific cause.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_oom.py``.
+The in-process tests of this subject; the others: ``tests/e2e/samplers/test_oom.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Samplers observe real things: a real process tree, real files, a recorded NVML snapshot.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_samplers.py``.
+The in-process tests of this subject; the others: ``tests/e2e/samplers/test_samplers.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Slow or hung, with evidence: the simulated server reading a real file, on real processes (time-compressed).
 
-The in-process tests of this subject; the others: ``tests/e2e/test_progress_sim.py``.
+The in-process tests of this subject; the others: ``tests/e2e/sim/test_progress.py``.
 """
 
 from __future__ import annotations

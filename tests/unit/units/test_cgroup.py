@@ -2,7 +2,7 @@
 systemd to make one): processes outside each other's tree are all sampled, the unit's memory and device
 reads come from memory.current and io.stat, and the end of the main process ends the attempt.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_units_cgroup.py``.
+The in-process tests of this subject; the others: ``tests/e2e/units/test_cgroup.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The systemctl interface: ``systemctl show`` outputs of units in each state a watch meets (fixtures written
 from systemd 252's documented format: tests/fixtures/systemctl/README.md), the verbs and their timeouts.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_units_systemctl.py``.
+The in-process tests of this subject; the others: ``tests/e2e/units/test_systemctl.py``.
 
 The in-process tests of this subject; the others: ``tests/e2e/hostile/test_units.py``.
 """

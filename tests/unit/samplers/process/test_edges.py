@@ -3,7 +3,7 @@ increases, names cut by the kernel at 15 characters, totals over children that d
 daemon note's list of pids, OOM traces only for a death that could be one, and the busiest thread's exact rate.
 Real processes wherever the rule is about one; the clock is the test's own wherever a rate is computed.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_process_sampler_edges.py``.
+The in-process tests of this subject; the others: ``tests/e2e/samplers/test_process_edges.py``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ about a main process's end reads as an exit code, which invocation is picked, an
 Entries are the JSON text journalctl writes; the invocations come from real journal files (systemd-journal-remote
 writes them, journalctl reads them back) where the rule is about one.
 
-The in-process tests of this subject; the others: ``tests/e2e/test_units_journal_rules.py``.
+The in-process tests of this subject; the others: ``tests/e2e/units/test_journal_rules.py``.
 """
 
 from __future__ import annotations
