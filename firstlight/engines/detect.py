@@ -1,5 +1,6 @@
 """Engine detection from log lines and from one HTTP response (from a launch command: ``command.py``), each by one
-matcher over the profiles' data: no engine is named here."""
+matcher over the registered profiles' data: no engine is named in this code, so a plugin's profile is detected as
+a built-in one is."""
 
 from __future__ import annotations
 
