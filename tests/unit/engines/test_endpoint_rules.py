@@ -152,3 +152,15 @@ CASES: list[tuple[str, int, str, str | None]] = [
 @pytest.mark.parametrize(("path", "status", "body", "engine"), CASES)
 def test_one_answer_names_the_engine_it_always_named(path: str, status: int, body: str, engine: str | None) -> None:
     assert detect_from_endpoint(path, status, body) == engine
+
+
+@pytest.mark.parametrize(("path", "body", "engine"), [
+    ("/v1/models", owned("vllm", "sglang"), "sglang"),
+    ("/v1/models", owned("lmdeploy", "llamacpp"), "llamacpp"),
+    ("/metrics", "vllm:x 1\nsglang:y 1\n", "sglang"),
+    ("/metrics", "tgi_x 1\nllamacpp:y 1\n", "llamacpp"),
+])
+def test_an_answer_two_engines_claim_alike_goes_to_the_one_registered_first(path: str, body: str, engine: str) -> None:
+    # rules of one priority are weighed in the registry's order, whatever the order inside the answer (no server
+    # seen lists two owners or two engines' metric names; SGLang, registered first, embeds vLLM)
+    assert detect_from_endpoint(path, 200, body) == engine
