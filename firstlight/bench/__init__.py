@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 from firstlight.bench.client import (
-    IGNORE_EOS_ENGINES,
     BenchConfig,
     BenchError,
     WarmupResult,
@@ -20,7 +19,6 @@ from firstlight.bench.metrics import BenchResult, RequestResult, Stats
 from firstlight.bench.spec import SpecSnapshot, bench_with_spec, read_spec_decoding, spec_report
 
 __all__ = [
-    "IGNORE_EOS_ENGINES",
     "BenchConfig",
     "BenchError",
     "BenchResult",

@@ -41,8 +41,6 @@ from firstlight.wire.content import MAX_SSE_LINE, snippet
 
 APIS = ("completions", "chat")
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
-# Engines whose OpenAI-compatible API accepts the ``ignore_eos`` extension (others may reject unknown fields).
-IGNORE_EOS_ENGINES = frozenset({"vllm", "sglang", "llamacpp", "trtllm", "lmdeploy"})
 _MAX_STREAM_BYTES = 16 << 20
 # Short words that are one token in common tokenizers, for synthetic prompts of about N tokens.
 _WORD_TEXT = (

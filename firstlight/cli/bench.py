@@ -11,7 +11,6 @@ from typing import Any, NoReturn
 import click
 
 from firstlight.bench import (
-    IGNORE_EOS_ENGINES,
     BenchConfig,
     BenchError,
     BenchResult,
@@ -168,7 +167,8 @@ def bench_command(url: str, api: str, model: str | None, concurrency: int, num_r
     try:
         engine = engine or detect_engine(cfg.url, api_key=api_key, timeout=min(connect_timeout, 2.0))
         cfg = with_model(cfg)
-        cfg = replace(cfg, ignore_eos=ignore_eos if ignore_eos is not None else engine in IGNORE_EOS_ENGINES)
+        accepts = get_profile(engine).ignore_eos if engine else False  # others may refuse an unknown field
+        cfg = replace(cfg, ignore_eos=ignore_eos if ignore_eos is not None else accepts)
         shown_model = clean_text(cfg.model, 200) if cfg.model else None  # a server-given name: made printable
         out.update(engine=engine, model=shown_model, config=cfg.to_dict() | {"url": shown_url, "model": shown_model})
         warm = None

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import click
+from click.shell_completion import CompletionItem
 
 from firstlight import settings
 from firstlight.config import AfterReadyConfig, HistoryConfig, JudgeConfig, ProbeConfig
@@ -129,10 +130,30 @@ def _known_engine(ctx: click.Context, param: click.Parameter, value: str | None)
     return value
 
 
+class _EngineOption(click.Option):
+    """``--engine``: its help and completions are the registered profiles, read each time they are shown (a plugin
+    may have added one after the commands were declared)."""
+
+    def __init__(self, *args: Any, when_absent: str = "detect", **kwargs: Any) -> None:
+        self._when_absent = when_absent
+        super().__init__(*args, **kwargs)
+
+    @property
+    def help(self) -> str:
+        serving = ", ".join(name for name, p in PROFILES.items() if p.role == "server")  # a worker is its command's
+        return f"Engine profile (default: {self._when_absent}): one of {serving}."
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        pass  # click stores the help it was given; this one is generated
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        return [CompletionItem(name) for name in PROFILES if name.startswith(incomplete)]
+
+
 def engine_option(default: str = "detect") -> Decorator:
-    return click.option("--engine", default=None, callback=_known_engine, metavar="ENGINE",
-                        help=f"Engine profile (default: {default}): one of sglang, vllm, llamacpp, tgi, trtllm, "
-                             "lmdeploy, ollama, generic.")
+    return click.option("--engine", cls=_EngineOption, when_absent=default, default=None, callback=_known_engine,
+                        metavar="ENGINE")
 
 
 judge_options = (  # up, watch and report: when the verdict gives up

@@ -10,8 +10,10 @@ HF signatures shared by engines), one data module per engine (``sglang``, ``vllm
 model, host and port, parallelism) and ``detect`` (log and endpoint detection). Pure data and matching:
 nothing here drives the judge (``firstlight.drive`` does).
 
-Adding an engine is a data change: write an :class:`EngineProfile` (markers, signatures, endpoints, flags,
-``detect_patterns``) in a new module and add it to ``PROFILES`` below (or call :func:`register_profile`).
+Adding an engine is a data change in one module: an :class:`EngineProfile` (markers, signatures, endpoints, flags,
+``detect_patterns``, ``endpoint_rules``, container ``images``, ``ignore_eos``, ``clock_endpoints``), added to
+``PROFILES`` below or given to :func:`register_profile`. Everything that reads an engine (the command reader, the
+log and endpoint detection, the probes, ``--engine``) reads the registered profiles; docs/engines.md shows how.
 Adding a message is one more tuple in the engine's module.
 """
 
@@ -22,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from . import command as _command
 from . import detect as _detect
 from .command import ServerCommand
-from .detect import DETECTION_ENDPOINTS, EngineDetector, detect_from_endpoint
+from .detect import EngineDetector
 from .generic import GENERIC
 from .llamacpp import LLAMACPP
 from .llamarpc import LLAMA_RPC
@@ -31,10 +33,14 @@ from .ollama import OLLAMA
 from .profile import (
     FAILURE_CATEGORIES,
     PHASES,
+    ClockEndpoint,
+    EndpointRule,
     Endpoints,
     EngineProfile,
     Failure,
     FailureSignature,
+    ImageEntrypoint,
+    JsonValue,
     LineMatch,
     PhaseMarker,
     Progress,
@@ -53,8 +59,15 @@ PROFILES: dict[str, EngineProfile] = {
 
 
 def register_profile(profile: EngineProfile) -> None:
-    """Add (or replace) an engine profile; a new engine is a data module plus this call."""
+    """Add (or replace) an engine profile; a new engine is a data module plus this call. Its place in the registry
+    breaks ties: a profile registered later is weighed after those before it."""
     PROFILES[profile.name] = profile
+
+
+def unregister_profile(name: str) -> None:
+    """Take a registered profile away (a test's, a plugin's); the built-in ``generic`` stays."""
+    if name != "generic":
+        PROFILES.pop(name, None)
 
 
 def get_profile(name: str) -> EngineProfile:
@@ -81,6 +94,17 @@ def detect_from_command(argv: Sequence[str] | str) -> str | None:
     return read_command(argv).engine
 
 
+def detect_from_endpoint(path: str, status: int, body: str) -> str | None:
+    """Engine name from one HTTP answer (path, status, body text), by the registered profiles' ``endpoint_rules``,
+    or ``None`` when it says nothing."""
+    return _detect.detect_from_endpoint(path, status, body, _engines())
+
+
+def detection_paths() -> list[str]:
+    """The paths identification asks a server, in the order their answers are weighed."""
+    return _detect.detection_paths(_engines())
+
+
 def detect_from_lines(lines: Iterable[str], max_lines: int = 5000) -> str | None:
     """Engine name from log lines (reads at most ``max_lines``), or ``None``."""
     return _detect.detect_from_lines(lines, _engines(), max_lines=max_lines)
@@ -92,15 +116,18 @@ def new_detector() -> EngineDetector:
 
 
 __all__ = [
-    "DETECTION_ENDPOINTS",
     "FAILURE_CATEGORIES",
     "PHASES",
     "PROFILES",
+    "ClockEndpoint",
+    "EndpointRule",
     "Endpoints",
     "EngineDetector",
     "EngineProfile",
     "Failure",
     "FailureSignature",
+    "ImageEntrypoint",
+    "JsonValue",
     "LineMatch",
     "PhaseMarker",
     "Progress",
@@ -111,8 +138,10 @@ __all__ = [
     "detect_from_command",
     "detect_from_endpoint",
     "detect_from_lines",
+    "detection_paths",
     "get_profile",
     "new_detector",
     "read_command",
     "register_profile",
+    "unregister_profile",
 ]

@@ -2,7 +2,10 @@
 
 Each engine's names for its stages and the firstlight phases they cover are tables here; the readers are pure
 (a dict or text in, observations out) and never raise on a malformed answer: what is not the documented shape
-is skipped. Log lines are read elsewhere (the profiles' ``engine_clock`` markers, through the one interpreter).
+is skipped. Log lines are read elsewhere (the profiles' ``engine_clock`` markers, through the one interpreter);
+which endpoint an engine publishes its figures at, and which reader reads them, is its profile's ``clock_endpoints``.
+TensorRT-LLM's ``startup_metrics`` is an attribute of its Python ``LLM`` object: trtllm-serve publishes no endpoint
+for it that its documentation names, so only ``trtllm_startup_metrics`` reads it.
 
 - llama.cpp router (``llama-server --models-dir DIR``), ``GET /models/sse`` (b11434, tools/server): data lines
   ``{"model": M, "event": "model_status"|"status_change", "data": {"status": "loading"|"loaded"|...,
@@ -27,7 +30,7 @@ from typing import Any
 from firstlight.bounded import number
 from firstlight.timeline import EngineClock
 
-__all__ = ["ENDPOINTS", "LLAMA_STAGES", "SGLANG_STAGES", "TRTLLM_STAGES", "ModelsStream", "sglang_metrics",
+__all__ = ["LLAMA_STAGES", "SGLANG_STAGES", "TRTLLM_STAGES", "ModelsStream", "sglang_metrics", "sglang_server_info",
            "sglang_startup_time", "trtllm_startup_metrics"]
 
 WHOLE = ("*",)  # the whole start up to the figure's end (firstlight.anatomy.WHOLE)
@@ -57,17 +60,6 @@ TRTLLM_STAGES: dict[str, tuple[str, ...]] = {
 MAX_FIGURES = 32
 
 
-def _sglang_metrics_answer(body: str, t: float) -> list[EngineClock]:
-    return sglang_metrics(body, t)
-
-
-def _json_reader(read: Any) -> Any:
-    def reader(body: str, t: float) -> list[EngineClock]:
-        try:
-            return list(read(json.loads(body), t))
-        except (ValueError, RecursionError):
-            return []
-    return reader
 MAX_SECONDS = 30 * 86400.0  # a figure beyond a month is not a start's
 
 
@@ -106,6 +98,14 @@ def sglang_startup_time(info: Any, t: float, source: str = "server_info") -> lis
             out.append(EngineClock(t, source, str(key)[:64], SGLANG_STAGES.get(str(key), ()), s,
                                    text=_clip(f"{key}: {value}")))
     return out
+
+
+def sglang_server_info(body: str, t: float) -> list[EngineClock]:
+    """SGLang's startup breakdown from the text of a ``/server_info`` answer (its profile's clock endpoint)."""
+    try:
+        return sglang_startup_time(json.loads(body), t)
+    except (ValueError, RecursionError):
+        return []
 
 
 def sglang_metrics(text: str, t: float) -> list[EngineClock]:
@@ -211,11 +211,3 @@ class ModelsStream:
 
     def _mark(self, t: float, stage: str, mark: str, text: str) -> EngineClock:
         return EngineClock(t, "models_sse", stage, LLAMA_STAGES.get(stage, ()), None, mark=mark, text=text)
-
-
-# After READY, one request each with a deadline, in this order until one answers with figures: engine -> (path,
-# reader of the body). TensorRT-LLM's startup_metrics is an attribute of its Python ``LLM`` object; trtllm-serve
-# publishes no endpoint for it that its documentation names, so only ``trtllm_startup_metrics`` reads it.
-ENDPOINTS: dict[str, tuple[tuple[str, Any], ...]] = {
-    "sglang": (("/server_info", _json_reader(sglang_startup_time)), ("/metrics", _sglang_metrics_answer)),
-}

@@ -37,14 +37,6 @@ _MAX_WRAPPERS = 16  # a command wrapped deeper than this is read as it stands
 _SCRIPT_BYTES = 64 * 1024
 _DETECT_CHARS = 2048
 
-# Images whose entrypoint is the server: the arguments after the image are the server's own.
-IMAGE_ENTRYPOINTS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
-    (re.compile(r"(?:^|/)vllm/vllm-openai(?::|@|$)"), ("vllm", "serve")),
-    (re.compile(r"(?:^|/)huggingface/text-generation-inference(?::|@|$)"), ("text-generation-launcher",)),
-    (re.compile(r"(?:^|/)(?:ggml-org|ggerganov)/llama\.cpp:server"), ("llama-server",)),
-    (re.compile(r"(?:^|/)ollama/ollama(?::|@|$)"), ("ollama",)),  # its CMD is ``serve``
-)
-
 # docker/podman run options that take no value (every other option takes one, unless written --opt=V).
 _CONTAINER_BOOL = frozenset({
     "-d", "--detach", "-i", "--interactive", "-t", "--tty", "--rm", "--privileged", "--init", "-P",
@@ -315,9 +307,10 @@ def _publish(spec: str) -> tuple[str | None, int, int] | None:
     return ip, int(bits[0]), int(bits[1])
 
 
-def _take_container(u: _Unwrapped, rest: list[str], base_env: Mapping[str, str]) -> list[str]:
+def _take_container(u: _Unwrapped, rest: list[str], base_env: Mapping[str, str],
+                    profiles: Sequence[EngineProfile]) -> list[str]:
     """``docker run [opts] IMAGE [ARGS]``: the container's own environment, mounts and published ports; the
-    server is the image's entrypoint given ARGS, or ARGS as a command."""
+    server is the image's entrypoint given ARGS (an engine's ``images``), or ARGS as a command."""
     u.env = {}  # a container starts from its image's environment, not this one's
     u.env_set = {}
     entrypoint: list[str] = []
@@ -355,11 +348,9 @@ def _take_container(u: _Unwrapped, rest: list[str], base_env: Mapping[str, str])
     u.image = rest.pop(0)
     if entrypoint:
         return entrypoint + rest
-    for pattern, entry in IMAGE_ENTRYPOINTS:
-        if pattern.search(u.image):
-            if entry == ("ollama",) and not rest:
-                return ["ollama", "serve"]
-            return [*entry, *rest]
+    for image in (image for p in profiles for image in p.images):
+        if re.search(image.pattern, u.image):
+            return [*image.entrypoint, *(rest or image.cmd)]
     return rest
 
 
@@ -481,7 +472,7 @@ def _unwrap(tokens: list[str], base_env: Mapping[str, str], profiles: Sequence[E
             if rest[1] == "container" and skip == 2:
                 break
             u.wrappers.append(f"{prog} run")
-            rest = _take_container(u, rest[skip:], u.env)
+            rest = _take_container(u, rest[skip:], u.env, profiles)
         elif prog in _SHELLS:
             script, args, inline = _shell_args(rest[1:])
             text = script if inline else _shell_script(script if os.sep in script else os.path.join(".", script))

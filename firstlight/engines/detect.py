@@ -1,9 +1,12 @@
-"""Engine detection from log lines and from one HTTP response (from a launch command: ``command.py``)."""
+"""Engine detection from log lines and from one HTTP response (from a launch command: ``command.py``), each by one
+matcher over the registered profiles' data: no engine is named in this code, so a plugin's profile is detected as
+a built-in one is."""
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from firstlight.logtext import classify_prefix
@@ -11,7 +14,7 @@ from firstlight.wire.content import NotJSON, parse_json
 
 from .lines import clean_line
 from .prefilter import Rule, compile_rules, may_match
-from .profile import EngineProfile, strip_ansi
+from .profile import EndpointRule, EngineProfile, JsonValue, strip_ansi
 
 DETECT_THRESHOLD = 4
 
@@ -74,121 +77,104 @@ def detect_from_lines(
 
 
 # --- endpoint detection -----------------------------------------------------------------------------
-
-# (path, engine the path is characteristic of), to try in order. The decision is taken from the response
-# body by ``detect_from_endpoint`` (TensorRT-LLM also serves /server_info and /version; LMDeploy is only
-# recognisable from /v1/models' ``owned_by``).
-DETECTION_ENDPOINTS: list[tuple[str, str]] = [
-    ("/server_info", "sglang"),
-    ("/get_server_info", "sglang"),
-    ("/props", "llamacpp"),
-    ("/info", "tgi"),
-    ("/api/version", "ollama"),
-    ("/version", "vllm"),
-    ("/v1/models", "lmdeploy"),
-]
-
-_OWNED_BY = {
-    "vllm": "vllm",
-    "sglang": "sglang",
-    "llamacpp": "llamacpp",
-    "tensorrt_llm": "trtllm",
-    "lmdeploy": "lmdeploy",
-    "library": "ollama",
-    "ollama": "ollama",
-}
+# One matcher over the profiles' ``endpoint_rules``: which engine answers is data in each engine's module.
 
 
-def _json(body: str) -> Any:
-    try:
-        return parse_json(body)
-    except NotJSON:  # deeply nested JSON included
-        return None
+def endpoint_rules(profiles: Sequence[EngineProfile]) -> list[tuple[str, EndpointRule]]:
+    """(engine, rule) in the order they are weighed: highest priority first, then the profiles' order, then each
+    profile's own."""
+    ranked = [(-rule.priority, i, k, p.name, rule)
+              for i, p in enumerate(profiles) for k, rule in enumerate(p.endpoint_rules)]
+    return [(name, rule) for *_, name, rule in sorted(ranked, key=lambda r: r[:3])]
 
 
-def _is_llamacpp_loading(data: Any) -> bool:
-    if not isinstance(data, dict):
-        return False
-    err = data.get("error")
-    return (
-        isinstance(err, dict)
-        and err.get("type") == "unavailable_error"
-        and "Loading model" in str(err.get("message", ""))
-    )
+def detection_paths(profiles: Sequence[EngineProfile]) -> list[str]:
+    """The paths the identification asks, each once, in the order their rules are weighed."""
+    return list(dict.fromkeys(path for _, rule in endpoint_rules(profiles) for path in rule.asked))
 
 
-def detect_from_endpoint(path: str, status: int, body: str) -> str | None:
-    """Decide the engine from one HTTP response (pure). ``None`` when the response says nothing."""
+def detect_from_endpoint(path: str, status: int, body: str, profiles: Sequence[EngineProfile]) -> str | None:
+    """Decide the engine from one HTTP response (pure): the engine of the first rule it meets, ``None`` when the
+    response says nothing."""
     path = "/" + path.split("?", 1)[0].strip("/")
-    if status in (404, 405) or (status >= 500 and status != 503):
+    if status in (404, 405) or (status >= 500 and status != 503):  # no route, or a failure: no engine's word
         return None
-    data = _json(body)
-    if path == "/" and "Ollama is running" in body:
-        return "ollama"
-    if path in ("/server_info", "/get_server_info") and isinstance(data, dict):
-        if "disaggregated_params" in data:
-            return "trtllm"
-        if "vllm_config" in data:
-            return "vllm"
-        if any(k in data for k in ("mem_fraction_static", "internal_states", "schedule_policy", "tp_size")):
-            return "sglang"
-        return None
-    if path in ("/model_info", "/get_model_info") and isinstance(data, dict):
-        return "sglang" if "model_path" in data and "is_generation" in data else None
-    if path == "/props":
-        if _is_llamacpp_loading(data):
-            return "llamacpp"
-        if isinstance(data, dict) and any(
-            k in data for k in ("default_generation_settings", "total_slots", "build_info", "chat_template")
-        ):
-            return "llamacpp"
-        return None
-    if path in ("/health", "/v1/health"):
-        if _is_llamacpp_loading(data):
-            return "llamacpp"
-        if isinstance(data, dict) and data.get("error_type") == "healthcheck":
-            return "tgi"
-        return None
-    if path == "/info" and isinstance(data, dict):
-        if "model_id" in data and any(
-            k in data
-            for k in (
-                "max_total_tokens",
-                "max_input_tokens",
-                "max_input_length",
-                "router",
-                "docker_label",
-                "model_dtype",
-                "validation_workers",
-            )
-        ):
-            return "tgi"
-        return None
-    if path == "/api/version" and status == 200 and isinstance(data, dict) and "version" in data:
-        return "ollama"
-    if path == "/version" and status == 200 and isinstance(data, dict) and "version" in data:
-        return "vllm"
-    if path in ("/v1/models", "/models") and isinstance(data, dict):
-        models = data.get("data")
-        if isinstance(models, list):
-            for m in models:
-                if isinstance(m, dict):
-                    eng = _OWNED_BY.get(str(m.get("owned_by", "")).lower())
-                    if eng:
-                        return eng
-        if "models" in data and isinstance(data.get("models"), list) and path == "/models":
-            return "llamacpp"
-        return None
-    if path in ("/metrics", "/prometheus/metrics") and status == 200:
-        if isinstance(data, list):
-            return "trtllm"
-        for prefix, eng in (
-            ("vllm:", "vllm"),
-            ("sglang:", "sglang"),
-            ("tgi_", "tgi"),
-            ("llamacpp:", "llamacpp"),
-            ("lmdeploy", "lmdeploy"),
-        ):
-            if re.search(r"(?m)^(?:# (?:HELP|TYPE) )?" + re.escape(prefix), body):
-                return eng
+    answer = _Answer(body)
+    for name, rule in endpoint_rules(profiles):
+        if path in rule.paths and _holds(rule, status, answer):
+            return name
     return None
+
+
+class _Answer:
+    """A body, parsed as JSON once and only when a rule asks."""
+
+    def __init__(self, body: str) -> None:
+        self.text = body
+        self._parsed = False
+        self._data: Any = None
+
+    @property
+    def data(self) -> Any:
+        if not self._parsed:
+            self._parsed = True
+            try:
+                self._data = parse_json(self.text)
+            except NotJSON:  # deeply nested JSON included
+                self._data = None
+        return self._data
+
+
+def _holds(rule: EndpointRule, status: int, answer: _Answer) -> bool:
+    if rule.status and status not in rule.status:
+        return False
+    if rule.body_contains and rule.body_contains not in answer.text:
+        return False
+    if rule.metric_prefix and not _metric_line(rule.metric_prefix).search(answer.text):
+        return False
+    if rule.json_list and not isinstance(answer.data, list):
+        return False
+    if rule.json_any or rule.json_all or rule.json:
+        data = answer.data
+        if not isinstance(data, dict):
+            return False
+        if rule.json_any and not any(k in data for k in rule.json_any):
+            return False
+        if not all(k in data for k in rule.json_all):
+            return False
+        if not all(any(_value_is(v, test) for v in _values(data, test.key)) for test in rule.json):
+            return False
+    return True
+
+
+def _values(data: Any, key: str) -> Iterator[Any]:
+    """The values at a dotted path; ``name[]`` steps into every item of the list ``name``."""
+    found = [data]
+    for part in key.split("."):
+        step, each = (part[:-2], True) if part.endswith("[]") else (part, False)
+        nxt: list[Any] = []
+        for d in found:
+            if isinstance(d, dict) and step in d:
+                v = d[step]
+                if not each:
+                    nxt.append(v)
+                elif isinstance(v, list):
+                    nxt.extend(v)
+        found = nxt
+    yield from found
+
+
+def _value_is(value: Any, test: JsonValue) -> bool:
+    if test.is_list and not isinstance(value, list):
+        return False
+    if test.equals is not None:
+        if not isinstance(value, str):
+            return False
+        if value != test.equals and not (test.nocase and value.lower() == test.equals.lower()):
+            return False
+    return not test.contains or test.contains in str(value)
+
+
+@functools.lru_cache(maxsize=64)
+def _metric_line(prefix: str) -> re.Pattern[str]:
+    return re.compile(r"(?m)^(?:# (?:HELP|TYPE) )?" + re.escape(prefix))

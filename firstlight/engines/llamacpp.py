@@ -14,12 +14,17 @@ from .common import SERVED_MARKERS, TORCH_FAILURES
 from .profile import (
     WRAPPER_RANK,
     CommandFlags,
+    EndpointRule,
     Endpoints,
     EngineProfile,
     FailureSignature,
+    ImageEntrypoint,
+    JsonValue,
     PhaseMarker,
     ProgressMarker,
     ServingCounters,
+    metric_prefix,
+    owned_by,
 )
 from .profile import SpecMetric as M
 
@@ -171,6 +176,18 @@ LLAMACPP = EngineProfile(
         lying_while_loading=("/v1/models", "/models", "/api/tags"),
         listens_before_ready=True,
     ),
+    endpoint_rules=(
+        *owned_by("llamacpp"),
+        EndpointRule("/props", json_any=("default_generation_settings", "total_slots", "build_info", "chat_template")),
+        # its answer while the model loads, on /props and on its health endpoints
+        EndpointRule(("/props", "/health", "/v1/health"), ask=("/props",),
+                     json=(JsonValue("error.type", "unavailable_error"),
+                           JsonValue("error.message", contains="Loading model"))),
+        EndpointRule("/models", json=(JsonValue("models", is_list=True),), ask=()),  # the router's model list
+        metric_prefix("llamacpp:"),
+    ),
+    images=(ImageEntrypoint(r"(?:^|/)(?:ggml-org|ggerganov)/llama\.cpp:server", ("llama-server",)),),
+    ignore_eos=True,
     phase_markers=(
         *LLAMACPP_PHASES,
         # the request log proves the port is open; 503 on /health means "Loading model"

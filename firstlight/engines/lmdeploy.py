@@ -8,7 +8,16 @@ prints "HINT:    Please open http://... in a browser for detailed api usage!!!" 
 from __future__ import annotations
 
 from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
-from .profile import WRAPPER_RANK, CommandFlags, Endpoints, EngineProfile, FailureSignature, PhaseMarker
+from .profile import (
+    WRAPPER_RANK,
+    CommandFlags,
+    Endpoints,
+    EngineProfile,
+    FailureSignature,
+    PhaseMarker,
+    metric_prefix,
+    owned_by,
+)
 
 S = FailureSignature
 P = PhaseMarker
@@ -31,6 +40,8 @@ LMDEPLOY = EngineProfile(
         lying_while_loading=(),
         listens_before_ready=False,
     ),
+    endpoint_rules=(*owned_by("lmdeploy"), metric_prefix("lmdeploy")),
+    ignore_eos=True,
     phase_markers=(
         P(r"^model_source: |^input backend=|^Build <\w+> pipeline", "process_start"),
         P(

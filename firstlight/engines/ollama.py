@@ -11,7 +11,18 @@ from __future__ import annotations
 
 from .common import SERVED_MARKERS
 from .llamacpp import LLAMACPP_FAILURES, LLAMACPP_PHASES
-from .profile import WRAPPER_RANK, CommandFlags, Endpoints, EngineProfile, FailureSignature, PhaseMarker, ProgressMarker
+from .profile import (
+    WRAPPER_RANK,
+    CommandFlags,
+    EndpointRule,
+    Endpoints,
+    EngineProfile,
+    FailureSignature,
+    ImageEntrypoint,
+    PhaseMarker,
+    ProgressMarker,
+    owned_by,
+)
 
 S = FailureSignature
 P = PhaseMarker
@@ -31,6 +42,12 @@ OLLAMA = EngineProfile(
         lying_while_loading=("/", "/api/version", "/api/tags", "/v1/models", "/api/ps"),
         listens_before_ready=True,
     ),
+    endpoint_rules=(
+        *owned_by("library", "ollama"),
+        EndpointRule("/", body_contains="Ollama is running", ask=()),
+        EndpointRule("/api/version", status=(200,), json_all=("version",)),
+    ),
+    images=(ImageEntrypoint(r"(?:^|/)ollama/ollama(?::|@|$)", ("ollama",), cmd=("serve",)),),
     phase_markers=(
         P(r"msg=\"?server config\"?", "process_start"),
         # no http_listening phase: the daemon listens before any model loads (a listening marker, below)

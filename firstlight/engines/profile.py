@@ -20,11 +20,13 @@ Conventions for the regex data:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
 from firstlight.logtext import strip_ansi
+from firstlight.timeline import EngineClock
 from firstlight.vocab import CATEGORY_RANK, FAILURE_CATEGORIES, PHASE_INDEX, PHASES, WRAPPER_RANK
 
 from .lines import clean_line
@@ -153,6 +155,85 @@ class Endpoints:
     listens_before_ready: bool = False  # the port opens before the model can serve
 
 
+class JsonValue(NamedTuple):
+    """One value of a JSON answer, by its dotted path (``error.type``; ``data[].owned_by``: that key of any item of
+    the list ``data``), and what it must be."""
+
+    key: str
+    equals: str | None = None  # a string equal to this (None: any value)
+    contains: str = ""  # the value, as text, holds this
+    nocase: bool = False  # ``equals`` compares without case
+    is_list: bool = False  # a JSON array (empty or not)
+
+
+class EndpointRule(NamedTuple):
+    """What one HTTP answer says of the engine that gave it: the answer names the engine when it is an answer to one
+    of ``path`` and every test given holds. Answers that say nothing of any engine (404, 405, a 5xx but 503) are
+    never read. The rules of all the registered profiles are weighed highest ``priority`` first, then in the
+    registry's order; the identification asks their paths in that order too."""
+
+    path: str | tuple[str, ...]
+    status: tuple[int, ...] = ()  # the statuses read (empty: any that says something)
+    body_contains: str = ""  # the body, as text, holds this
+    json_any: tuple[str, ...] = ()  # a JSON object holding one of these keys at least
+    json_all: tuple[str, ...] = ()  # a JSON object holding every one of these keys
+    json: tuple[JsonValue, ...] = ()  # values of the JSON answer, every one as given
+    json_list: bool = False  # a JSON array
+    metric_prefix: str = ""  # Prometheus text with a sample, ``# HELP`` or ``# TYPE`` line whose name starts so
+    priority: int = 0
+    # the paths the identification asks (None: every one of ``path``; ``()``: the rule only reads an answer it is
+    # given, a health check's for instance)
+    ask: tuple[str, ...] | None = None
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return (self.path,) if isinstance(self.path, str) else self.path
+
+    @property
+    def asked(self) -> tuple[str, ...]:
+        return self.paths if self.ask is None else self.ask
+
+
+# The weights of the evidence (EndpointRule.priority) the engines share; an engine may use any other number.
+SELF_NAMED = 30  # the server names itself (its model list's owned_by): weighed, and asked, first
+WEAK = -10  # an answer another engine may give too (a bare {"version": ...})
+METRICS = -20  # its metric names: the last word, asked last
+
+
+def owned_by(*owners: str) -> tuple[EndpointRule, ...]:
+    """The rules of a server whose OpenAI model list (``/v1/models``, and llama.cpp router's ``/models``, which is
+    read when given but not asked) names it in ``owned_by``, in any case."""
+    return tuple(EndpointRule(("/v1/models", "/models"), json=(JsonValue("data[].owned_by", o, nocase=True),),
+                              priority=SELF_NAMED, ask=("/v1/models",)) for o in owners)
+
+
+def metric_prefix(prefix: str) -> EndpointRule:
+    """The rule of a server whose Prometheus metric names start with ``prefix``."""
+    return EndpointRule(("/metrics", "/prometheus/metrics"), status=(200,), metric_prefix=prefix, priority=METRICS,
+                        ask=("/metrics",))
+
+
+class ImageEntrypoint(NamedTuple):
+    """A container image whose entrypoint is the engine's server: the words after the image in ``docker run`` are
+    the server's own arguments. ``pattern`` is searched in the image's name; ``cmd`` stands for the arguments when
+    none are given (the image's own CMD)."""
+
+    pattern: str
+    entrypoint: tuple[str, ...]
+    cmd: tuple[str, ...] = ()
+
+
+ClockReader = Callable[[str, float], Sequence[EngineClock]]
+
+
+class ClockEndpoint(NamedTuple):
+    """An endpoint where the engine publishes its own start timing, asked once after READY: its path, and the
+    reader of a 200 answer's body (text, the time it came) into the engine's figures."""
+
+    path: str
+    read: ClockReader
+
+
 @dataclass(frozen=True)
 class CommandFlags:
     """How an engine's command line names what the command reader (``engines/command.py``) reads: the model, the
@@ -187,6 +268,13 @@ class EngineProfile:
     default_port: int
     command_patterns: tuple[str, ...]
     endpoints: Endpoints
+    # identification from the engine's HTTP answers (detect.detect_from_endpoint; the probes ask their paths)
+    endpoint_rules: tuple[EndpointRule, ...] = ()
+    images: tuple[ImageEntrypoint, ...] = ()  # container images that run its server (engines/command.py)
+    # its OpenAI-compatible API accepts the ``ignore_eos`` extension (others may reject an unknown field)
+    ignore_eos: bool = False
+    # where it publishes its own start timing, asked in order after READY until one answers with figures
+    clock_endpoints: tuple[ClockEndpoint, ...] = ()
     phase_markers: tuple[PhaseMarker, ...] = ()
     progress_markers: tuple[ProgressMarker, ...] = ()
     failure_signatures: tuple[FailureSignature, ...] = ()
@@ -236,6 +324,8 @@ class EngineProfile:
         norm("spec_decoding", SpecMetric)
         norm("compile_cache", CompileCacheMarker)
         norm("engine_clock", ClockMarker)
+        norm("images", ImageEntrypoint)
+        norm("clock_endpoints", ClockEndpoint)
 
     def compile_cache_state(self, text: str) -> tuple[str, float | None] | None:
         """(hit | miss | total, seconds) for one of the engine's compile-cache lines (cleaned), else None."""
@@ -450,15 +540,22 @@ def _progress(marker: ProgressMarker, m: re.Match[str]) -> Progress:
 __all__ = [
     "CATEGORY_RANK",
     "FAILURE_CATEGORIES",
+    "METRICS",
     "NO_MATCH",
     "PHASES",
     "PHASE_INDEX",
+    "SELF_NAMED",
+    "WEAK",
     "WRAPPER_RANK",
+    "ClockEndpoint",
     "ClockMarker",
+    "EndpointRule",
     "Endpoints",
     "EngineProfile",
     "Failure",
     "FailureSignature",
+    "ImageEntrypoint",
+    "JsonValue",
     "LineMatch",
     "PhaseMarker",
     "Progress",
@@ -466,5 +563,7 @@ __all__ = [
     "ServingCounters",
     "SpecMetric",
     "clean_line",
+    "metric_prefix",
+    "owned_by",
     "strip_ansi",
 ]

@@ -10,10 +10,13 @@ allocated / Memory pool end -> Capture cuda graph begin/end (piecewise: Compilin
 
 from __future__ import annotations
 
+from .clocks import sglang_metrics, sglang_server_info
 from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
 from .profile import (
     WRAPPER_RANK,
+    ClockEndpoint,
     CommandFlags,
+    EndpointRule,
     Endpoints,
     EngineProfile,
     FailureSignature,
@@ -21,6 +24,8 @@ from .profile import (
     ProgressMarker,
     ServingCounters,
     SpecMetric,
+    metric_prefix,
+    owned_by,
 )
 
 S = FailureSignature
@@ -231,6 +236,16 @@ SGLANG = EngineProfile(
         ),
         listens_before_ready=True,
     ),
+    endpoint_rules=(
+        *owned_by("sglang"),
+        EndpointRule(("/server_info", "/get_server_info"),
+                     json_any=("mem_fraction_static", "internal_states", "schedule_policy", "tp_size")),
+        EndpointRule(("/model_info", "/get_model_info"), json_all=("model_path", "is_generation"), ask=()),
+        metric_prefix("sglang:"),
+    ),
+    ignore_eos=True,
+    # its startup_time breakdown (observability/startup_time.py), in /server_info and as gauges
+    clock_endpoints=(ClockEndpoint("/server_info", sglang_server_info), ClockEndpoint("/metrics", sglang_metrics)),
     phase_markers=PHASES,
     progress_markers=PROGRESS,
     failure_signatures=FAILURES,

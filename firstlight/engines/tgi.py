@@ -13,12 +13,16 @@ from .common import FRAME_MARKERS, SERVED_MARKERS, TORCH_FAILURES
 from .profile import (
     WRAPPER_RANK,
     CommandFlags,
+    EndpointRule,
     Endpoints,
     EngineProfile,
     FailureSignature,
+    ImageEntrypoint,
+    JsonValue,
     PhaseMarker,
     ProgressMarker,
     ServingCounters,
+    metric_prefix,
 )
 from .profile import SpecMetric as M
 
@@ -43,6 +47,14 @@ TGI = EngineProfile(
         lying_while_loading=(),  # nothing listens until warmup is done
         listens_before_ready=False,
     ),
+    endpoint_rules=(
+        EndpointRule("/info", json_all=("model_id",),
+                     json_any=("max_total_tokens", "max_input_tokens", "max_input_length", "router", "docker_label",
+                               "model_dtype", "validation_workers")),
+        EndpointRule(("/health", "/v1/health"), json=(JsonValue("error_type", "healthcheck"),), ask=()),
+        metric_prefix("tgi_"),
+    ),
+    images=(ImageEntrypoint(r"(?:^|/)huggingface/text-generation-inference(?::|@|$)", ("text-generation-launcher",)),),
     phase_markers=(
         P(r"(?:^|: |\")Args \{", "process_start"),
         P(r"Starting (?:check and )?download process", "process_start"),

@@ -10,7 +10,17 @@ ready to accept requests".
 from __future__ import annotations
 
 from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
-from .profile import WRAPPER_RANK, CommandFlags, Endpoints, EngineProfile, FailureSignature, PhaseMarker
+from .profile import (
+    METRICS,
+    WRAPPER_RANK,
+    CommandFlags,
+    EndpointRule,
+    Endpoints,
+    EngineProfile,
+    FailureSignature,
+    PhaseMarker,
+    owned_by,
+)
 from .profile import SpecMetric as M
 
 S = FailureSignature
@@ -34,6 +44,15 @@ TRTLLM = EngineProfile(
         lying_while_loading=(),
         listens_before_ready=False,
     ),
+    endpoint_rules=(
+        *owned_by("tensorrt_llm"),
+        # its /server_info may hold keys SGLang's and vLLM's do: this one is its own, weighed first
+        EndpointRule(("/server_info", "/get_server_info"), json_any=("disaggregated_params",), priority=2),
+        # its /metrics is its iteration stats as a JSON array, not Prometheus
+        EndpointRule(("/metrics", "/prometheus/metrics"), status=(200,), json_list=True, priority=METRICS,
+                     ask=("/metrics",)),
+    ),
+    ignore_eos=True,
     phase_markers=(
         P(r"Starting TensorRT-LLM init|TensorRT-LLM version: ", "process_start"),
         P(r"init_process_group|Initializing MPI|MPI size: \d+", "distributed_init", weak=True),

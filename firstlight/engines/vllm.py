@@ -21,17 +21,22 @@ from __future__ import annotations
 
 from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
 from .profile import (
+    WEAK,
     WRAPPER_RANK,
     ClockMarker,
     CommandFlags,
     CompileCacheMarker,
+    EndpointRule,
     Endpoints,
     EngineProfile,
     FailureSignature,
+    ImageEntrypoint,
     PhaseMarker,
     ProgressMarker,
     ServingCounters,
     SpecMetric,
+    metric_prefix,
+    owned_by,
 )
 
 S = FailureSignature
@@ -244,6 +249,15 @@ VLLM = EngineProfile(
         lying_while_loading=(),
         listens_before_ready=False,
     ),
+    endpoint_rules=(
+        *owned_by("vllm"),
+        # its /server_info (dev mode) carries its config, and may hold keys SGLang's does: weighed before SGLang's
+        EndpointRule(("/server_info", "/get_server_info"), json_any=("vllm_config",), priority=1),
+        EndpointRule("/version", status=(200,), json_all=("version",), priority=WEAK),
+        metric_prefix("vllm:"),
+    ),
+    images=(ImageEntrypoint(r"(?:^|/)vllm/vllm-openai(?::|@|$)", ("vllm", "serve")),),
+    ignore_eos=True,
     phase_markers=PHASES,
     progress_markers=PROGRESS,
     failure_signatures=FAILURES,

@@ -1,9 +1,10 @@
 """Which engine serves a URL, from its engine-specific endpoints, within a fixed budget.
 
 All the endpoints are asked at once, each request bounded by the same deadline, so a server whose endpoints
-never answer costs ``budget_s`` in all, not one full timeout per endpoint. Answers are weighed in a fixed order:
-``/v1/models``' ``owned_by`` (the server naming itself) first, then each engine's own endpoints, then
-``/metrics`` prefixes; the answer is given as soon as those received decide it.
+never answer costs ``budget_s`` in all, not one full timeout per endpoint. The paths and their order are the
+registered profiles' ``endpoint_rules``, weighed by priority (``/v1/models``' ``owned_by``, the server naming itself,
+first; each engine's own endpoints; ``/metrics`` prefixes last); the answer is given as soon as those received
+decide it.
 
 It lives with the probes, above both the wire (how to ask) and the engines (what each engine's endpoints
 say), so neither of those imports the other.
@@ -15,14 +16,15 @@ import threading
 import time
 from collections.abc import Callable
 
-from firstlight.engines.detect import DETECTION_ENDPOINTS, detect_from_endpoint
+from firstlight.engines import detect_from_endpoint, detection_paths
 from firstlight.wire import Answer, Wire
 
 IDENTIFY_BUDGET_S = 2.0
 
 
 def identify_paths() -> list[str]:
-    return ["/v1/models", *dict.fromkeys(p for p, _ in DETECTION_ENDPOINTS if p != "/v1/models"), "/metrics"]
+    """The paths the registered profiles' endpoint rules ask, in the order they are weighed."""
+    return detection_paths()
 
 
 def identify_engine(wire: Wire, budget_s: float = IDENTIFY_BUDGET_S) -> tuple[str, str] | None:

@@ -15,7 +15,6 @@ from firstlight.bench.client import BenchConfig, BenchError, run_warmup
 from firstlight.bench.spec import bench_with_spec
 from firstlight.config import Config
 from firstlight.engines import read_command
-from firstlight.engines.clocks import ENDPOINTS
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import DeploymentKey, History, HistoryError
 from firstlight.redact import Redactor
@@ -103,13 +102,12 @@ def post_ready_checks(cfg: Config, profile: EngineProfile, model: str | None,
 
 
 def engine_clock_endpoints(cfg: Config, profile: EngineProfile, clock: Callable[[], float]) -> list[EngineClock]:
-    """The engine's own startup breakdown from its endpoints (firstlight.engines.clocks.ENDPOINTS): one request
-    each with a deadline, the first that answers with figures wins; nothing when none does."""
-    readers = ENDPOINTS.get(profile.name, ())
-    if not readers:
+    """The engine's own startup breakdown from its profile's ``clock_endpoints``: one request each with a deadline,
+    the first that answers with figures wins; nothing when none does."""
+    if not profile.clock_endpoints:
         return []
     with Wire(cfg.probe.url, api_key=cfg.probe.api_key, connect_timeout=1.0) as wire:
-        for path, read in readers:
+        for path, read in profile.clock_endpoints:
             try:
                 answer = wire.get(path, read_timeout=CLOCK_READ_TIMEOUT_S)
             except WireError:

@@ -85,7 +85,7 @@ def test_an_engine_without_startup_endpoints_is_not_asked(monkeypatch: pytest.Mo
         raise AssertionError("a connection was opened for an engine with no startup endpoints")
 
     monkeypatch.setattr(after_ready, "Wire", no_connection)
-    assert "vllm" not in after_ready.ENDPOINTS and "sglang" in after_ready.ENDPOINTS
+    assert not get_profile("vllm").clock_endpoints and get_profile("sglang").clock_endpoints
     assert after_ready.engine_clock_endpoints(Config(), get_profile("vllm"), lambda: 0.0) == []
     with pytest.raises(AssertionError, match="a connection was opened"):
         after_ready.engine_clock_endpoints(Config(), get_profile("sglang"), lambda: 0.0)  # this one is asked

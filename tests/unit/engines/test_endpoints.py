@@ -1,7 +1,7 @@
 """Each engine's HTTP behaviour during loading and after, reproduced by one parametrized fake server
 (status codes and bodies from the engines' source, see shared/engines.md section 1), checked against the
 profiles' endpoint data: which endpoints lie while loading, whether the port opens before the model can
-serve, which health endpoint tells the truth, and that detection over DETECTION_ENDPOINTS finds the engine.
+serve, which health endpoint tells the truth, and that detection over the paths identification asks finds the engine.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from firstlight.engines import DETECTION_ENDPOINTS, detect_from_endpoint, get_profile
+from firstlight.engines import detect_from_endpoint, detection_paths, get_profile
 
 Route = tuple[int, str]  # status, body
 Table = dict[str, Route]
@@ -361,12 +361,12 @@ def test_vllm_refuses_connections_until_ready(client: httpx.Client) -> None:
 
 @pytest.mark.parametrize("fake_name", sorted(FAKES))
 def test_detection_over_detection_endpoints(fake_name: str, client: httpx.Client) -> None:
-    """Probing DETECTION_ENDPOINTS in order (then the profile's /metrics) names the engine."""
+    """Probing the identification's paths in order (then /) names the engine."""
     engine = engine_of(fake_name)
     with fake_engine(fake_name) as fake:
         fake.set_ready()
         found = None
-        for path, _hint in [*DETECTION_ENDPOINTS, ("/metrics", ""), ("/", "")]:
+        for path in [*detection_paths(), "/"]:
             r = client.get(fake.base + path)
             found = detect_from_endpoint(path, r.status_code, r.text)
             if found is not None:

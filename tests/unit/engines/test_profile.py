@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from firstlight.engines import (
-    DETECTION_ENDPOINTS,
     FAILURE_CATEGORIES,
     PHASES,
     PROFILES,
@@ -21,6 +20,7 @@ from firstlight.engines import (
     detect_from_command,
     detect_from_endpoint,
     detect_from_lines,
+    detection_paths,
     get_profile,
     read_command,
 )
@@ -378,10 +378,13 @@ def test_detect_from_endpoint(path: str, status: int, body: str, engine: str | N
     assert detect_from_endpoint(path, status, body) == engine
 
 
-def test_detection_endpoints_are_valid() -> None:
-    assert DETECTION_ENDPOINTS[0] == ("/server_info", "sglang")
-    for path, engine in DETECTION_ENDPOINTS:
-        assert path.startswith("/") and engine in PROFILES
+def test_detection_paths_are_the_profiles_rules_in_their_weighing_order() -> None:
+    # the server naming itself first, each engine's own endpoints, a bare version, metric names last
+    assert detection_paths() == ["/v1/models", "/server_info", "/get_server_info", "/props", "/info", "/api/version",
+                                 "/version", "/metrics"]
+    for p in PROFILES.values():
+        for rule in p.endpoint_rules:
+            assert all(path.startswith("/") for path in rule.paths) and set(rule.asked) <= set(rule.paths)
 
 
 # --- command-line port / host -----------------------------------------------------------------------
