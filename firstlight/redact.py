@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
+from firstlight.files import open_regular
+
 MASK = "***"
 # A key is secret when its last word is one of these: api_key, --hf-token, HF_TOKEN, OPENAI_API_KEY, password,
 # --api-keys. Not: tokenizer_path, max_tokens, #tokens.
@@ -46,6 +48,10 @@ _TOKENS = [
     re.compile(r"(?P<k>)(?P<v>\bhf_[A-Za-z0-9]{20,}|\bsk-[A-Za-z0-9_-]{16,})"),
 ]
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
+# An environment variable's name (``-e NAME=VALUE``, ``NAME=VALUE cmd``); the options that name an env file
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,255}")
+_ENV_FILE_OPTIONS = frozenset({"--env-file"})
+MAX_ENV_FILE_BYTES = 1 << 20  # an env file is read this far: its secrets come first in any real one
 
 T = TypeVar("T")
 
@@ -76,12 +82,20 @@ class Redactor:
                 self.secrets.add(v)
 
     def add_from_argv(self, argv: Sequence[str]) -> None:
-        """Learn the values of secret options, also inside shell strings (``bash -c "... --api-key X"``)."""
+        """Learn the values of secret options, also inside shell strings (``bash -c "... --api-key X"``), and of
+        secret-named environment assignments: ``HF_TOKEN=X cmd``, a container's ``-e HF_TOKEN=X``,
+        ``--env=HF_TOKEN=X`` and the files of ``--env-file F``, whose values the server may print."""
         i = 0
         while i < len(argv):
             arg = argv[i]
             if arg.startswith("-"):
                 name, eq, value = arg.partition("=")
+                if name in _ENV_FILE_OPTIONS:
+                    path = value if eq else argv[i + 1] if i + 1 < len(argv) else None
+                    self.add_from_env_file(path)
+                    i += 0 if eq else 1
+                elif eq:
+                    self._add_assignment(value)
                 if is_secret_name(name):
                     if eq:
                         self.add(value)
@@ -91,7 +105,30 @@ class Redactor:
                         i += len(values)
             elif any(c.isspace() for c in arg):  # a shell string, or a quoted command in one argument
                 self.add_from_argv(_split(arg))
+            else:
+                self._add_assignment(arg)
             i += 1
+
+    def _add_assignment(self, word: str) -> None:
+        """``NAME=VALUE`` with a secret-looking NAME (an environment variable given to the server): its value."""
+        name, eq, value = word.partition("=")
+        if eq and _ENV_NAME.fullmatch(name) and is_secret_name(name):
+            self.add(value)
+
+    def add_from_env_file(self, path: str | None) -> None:
+        """The secret-named values of a ``--env-file`` (``NAME=VALUE`` lines, as docker and podman read them);
+        a file that cannot be read (or is not a regular file: a FIFO never blocks) teaches nothing."""
+        if not path:
+            return
+        try:
+            with open_regular(path) as f:
+                text = f.read(MAX_ENV_FILE_BYTES).decode("utf-8", "replace")
+        except OSError:
+            return
+        for line in text.splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                self._add_assignment(line.removeprefix("export "))
 
     @staticmethod
     def _values_after(argv: Sequence[str], i: int, plural: bool) -> list[str]:
