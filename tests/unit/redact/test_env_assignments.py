@@ -53,6 +53,7 @@ def test_an_env_file_that_cannot_be_read_teaches_nothing_and_never_blocks(tmp_pa
 
 
 def test_an_env_file_is_read_up_to_its_bound(tmp_path: Path) -> None:
+    assert MAX_ENV_FILE_BYTES == 1 << 20  # the bound docs/reliability.md states
     env = tmp_path / "big.env"
     env.write_bytes(f"HF_TOKEN={TOKEN}\n".encode() + b"#" * MAX_ENV_FILE_BYTES + b"\nAPI_KEY=beyond-the-bound\n")
     r = Redactor()
