@@ -16,6 +16,7 @@ catch ``ValueError`` or ``OSError`` still do. The tree (tests/unit/test_errors.p
     │   (_Corrupt                private: a file that is not a database, recreated or named)
     ├── RecordError              a record that cannot be read (firstlight.report.record)
     ├── GgufError                a GGUF header that cannot be read; also a ValueError (firstlight.preflight.gguf)
+    ├── NvmlUnavailable          no NVML library, driver or GPU here (firstlight.samplers.nvml)
     ├── NotRegularFile           a path that is not a regular file; also an OSError (firstlight.files)
     ├── WireError                no usable HTTP answer (firstlight.wire.errors)
     ├── NotJSON                  a body that is not JSON; also a ValueError (firstlight.wire.content)
