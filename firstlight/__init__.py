@@ -11,8 +11,8 @@ The Python API (``firstlight.api``; docs/python-api.md)::
 
 ``up`` and ``watch`` enter at READY and raise ``NotReady`` (its ``result``: verdict, failure, evidence) when the
 server fails, hangs or times out; ``run_preflight`` runs the checks before launch (not ``preflight``: that name is
-the checks' package, ``firstlight.preflight``), ``replay`` judges a startup log. Every error firstlight raises
-derives from ``FirstlightError`` (its tree: ``firstlight.errors``).
+the checks' package, ``firstlight.preflight``), ``replay`` judges a startup log. Every exception class firstlight
+defines derives from ``FirstlightError`` (its tree: ``firstlight.errors``).
 The pytest plugin (``firstlight.pytest_plugin``) starts a server for a test session.
 
 Under them, the CLI's own pieces: ``firstlight.config.Config`` (what to watch), ``firstlight.runner.session``

@@ -1,4 +1,4 @@
-"""The root of everything firstlight raises, so that a caller can catch firstlight's own errors in one clause.
+"""The root of every exception firstlight defines, so that a caller catches firstlight's own errors in one clause.
 
 Each error is defined next to the code that raises it (its module is named below) and derives from
 :class:`FirstlightError`; an error that is also a kind of built-in one keeps that base too, so the callers that
@@ -24,8 +24,9 @@ catch ``ValueError`` or ``OSError`` still do. The tree (tests/unit/test_errors.p
     └── BenchError               the benchmark cannot run (firstlight.bench.client)
         (_BadAnswer              private: one request's answer unusable, counted as an error)
 
-What is not here is not firstlight's: an ``OSError`` of the machine, a ``click`` error of the command line's
-parser, a bug (any other exception), which the threads' guard (:mod:`firstlight.samplers.base`) reports.
+What is not here is not firstlight's own: an ``OSError`` of the machine, a ``click`` error of the command line's
+parser, a plain ``ValueError`` or ``TypeError`` for an argument no caller should pass (as the standard library
+raises them), and a bug, which the guard of every thread (:class:`firstlight.samplers.base.Guard`) reports.
 """
 
 from __future__ import annotations
