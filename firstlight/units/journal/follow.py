@@ -270,11 +270,15 @@ class JournalSource:
         self._noted_omitted = False
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._told = self._escaped = 0  # the follower's problems and escapes handed on so far
+        self._guard = Guard("journal", "the journal's watcher", clock=follower.clock)
 
     def start(self, sink: Sink) -> None:
         self._sink = sink
         self.follower.subscribe(self.invocation, self._on_entry)
-        self._watcher = threading.Thread(target=self._watch_next, name="firstlight-journal-next", daemon=True)
+        self._watcher = threading.Thread(target=self._guard.run, args=(self._watch_next, self._put),
+                                         kwargs={"stop": self._stop, "again_s": AGAIN_S},
+                                         name="firstlight-journal-next", daemon=True)
         self._watcher.start()
 
     def stop(self) -> None:
@@ -322,17 +326,16 @@ class JournalSource:
     def _watch_next(self) -> None:
         """A next invocation means systemd is done with this one: its main process is gone. Also says, once,
         when journalctl could not read the journal."""
-        told = escaped = 0
         while not self._stop.is_set():
             running = self.follower.running  # before reading its problems: an error is set before it stops
             problems = [*self.follower.notes, *([self.follower.error] if self.follower.error else [])]
-            for text in problems[told:]:
+            for text in problems[self._told:]:
                 self._put(SourceNote(self.follower.clock(), "journal", text))
-            told = len(problems)
+            self._told = len(problems)
             escapes = list(self.follower.escapes)
-            for note in escapes[escaped:]:
+            for note in escapes[self._escaped:]:
                 self._put(note)
-            escaped = len(escapes)
+            self._escaped = len(escapes)
             if not running:
                 return
             nxt = self.follower.wait_invocation(self.invocation, 0.5)
