@@ -69,11 +69,12 @@ class Guard:
     whole loop (a log reader, the journal, the engine's own stream), starting it again after ``again_s`` where
     that is safe, else saying that its signal is missing from then on."""
 
-    def __init__(self, name: str, doing: str = "sampler", kind: str = "sampler",
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, name: str, doing: str = "sampler", clock: Callable[[], float] = time.time) -> None:
+        """``name``: the source its notes come from; ``doing``: what failed, in the note's words."""
         self.name, self.doing, self.clock = name, doing, clock
         self.failure: str | None = None  # the last escape's one line, while it keeps failing
-        self.book = CollectorBook(kind, name)  # its steps: how many, how many raised, how long
+        self.book = CollectorBook("sampler", name)  # its steps: how many, how many raised, how long (a sampler's
+        # book is the exporter's; a loop's counts its escapes)
 
     def failed(self, e: BaseException, duration_s: float, until: str) -> SourceNote | None:
         """Count an escape; the note that says it (None: the same error as the last one, already said)."""
@@ -96,18 +97,16 @@ class Guard:
              until: str = "its signal is missing until it works again") -> T | None:
         """``fn()``, or None when it raised (reported)."""
         t0 = time.monotonic()
+        value: T | None = None
         try:
             value = fn()
         except Exception as e:
             note = self.failed(e, time.monotonic() - t0, until)
         else:
             note = self.worked(time.monotonic() - t0)
-            if note is not None:
-                report(note)
-            return value
         if note is not None:
             report(note)
-        return None
+        return value
 
     def run(self, loop: Callable[[], None], report: Callable[[SourceNote], None], *,
             stop: threading.Event | None = None, again_s: float | None = None) -> None:
