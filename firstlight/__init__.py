@@ -11,7 +11,8 @@ The Python API (``firstlight.api``; docs/python-api.md)::
 
 ``up`` and ``watch`` enter at READY and raise ``NotReady`` (its ``result``: verdict, failure, evidence) when the
 server fails, hangs or times out; ``run_preflight`` runs the checks before launch (not ``preflight``: that name is
-the checks' package, ``firstlight.preflight``), ``replay`` judges a startup log.
+the checks' package, ``firstlight.preflight``), ``replay`` judges a startup log. Every exception class firstlight
+defines derives from ``FirstlightError`` (its tree: ``firstlight.errors``).
 The pytest plugin (``firstlight.pytest_plugin``) starts a server for a test session.
 
 Under them, the CLI's own pieces: ``firstlight.config.Config`` (what to watch), ``firstlight.runner.session``
@@ -37,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "replay": "firstlight.api",
     "Server": "firstlight.api",
     "NotReady": "firstlight.api",
+    "FirstlightError": "firstlight.errors",
     "Config": "firstlight.config",
     "RunResult": "firstlight.result",
     "PreflightReport": "firstlight.preflight.base",
@@ -58,6 +60,7 @@ __all__ = [
     "STARTING",
     "TIMEOUT",
     "Config",
+    "FirstlightError",
     "NotReady",
     "PreflightReport",
     "RunResult",
@@ -72,6 +75,7 @@ __all__ = [
 if TYPE_CHECKING:
     from firstlight.api import NotReady, Server, replay, run_preflight, up, watch
     from firstlight.config import Config
+    from firstlight.errors import FirstlightError
     from firstlight.preflight.base import PreflightReport
     from firstlight.result import RunResult
     from firstlight.vocab import FAILED, HUNG, INTERRUPTED, READY, REGRESSION, STARTING, TIMEOUT

@@ -33,6 +33,7 @@ import psutil
 from firstlight import settings
 from firstlight.config import Config, HistoryConfig
 from firstlight.engines.profile import EngineProfile
+from firstlight.errors import FirstlightError
 from firstlight.logreplay import ReplayReport, replay_lines, replay_log
 from firstlight.preflight import DEADLINE_S, PreflightOptions, PreflightReport, read_target
 from firstlight.preflight import run_preflight as run_checks
@@ -51,7 +52,7 @@ _EXIT = "the with-block's exit"
 _RESOLVE_S = 10.0  # getaddrinfo has no timeout of its own
 
 
-class NotReady(Exception):
+class NotReady(FirstlightError):
     """The server did not become READY (failed, hung, timeout, interrupted), or died while the block ran.
     ``result`` is the run's typed result: verdict, phase, failure category, hint and evidence."""
 

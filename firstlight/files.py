@@ -13,11 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from firstlight.errors import FirstlightError
+
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
 
 
-class NotRegularFile(OSError):
+class NotRegularFile(FirstlightError, OSError):
     """The path exists but is not a regular file (the message says what it is)."""
 
 

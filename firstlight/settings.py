@@ -23,6 +23,7 @@ from typing import Any
 from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import detect_from_command, get_profile, read_command
 from firstlight.engines.profile import EngineProfile
+from firstlight.errors import FirstlightError
 from firstlight.redact import Redactor
 from firstlight.wire import normalise_url, split_url
 from firstlight.wire.deadline import resolve
@@ -33,7 +34,7 @@ RESOLVE_S = 10.0  # getaddrinfo has no timeout of its own
 APIS = ("completions", "chat")
 
 
-class SettingError(ValueError):
+class SettingError(FirstlightError, ValueError):
     """A setting the run cannot use: its name, the value given and what it must be, in one line."""
 
     def __init__(self, name: str, value: object, need: str) -> None:

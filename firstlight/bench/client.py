@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from firstlight.bench.metrics import BenchResult, RequestResult, median, summarize
+from firstlight.errors import FirstlightError
 from firstlight.probes.identify import identify_engine
 from firstlight.wire import (
     AsyncWire,
@@ -51,7 +52,7 @@ _WORD_TEXT = (
 _WORDS = tuple(_WORD_TEXT.split())
 
 
-class BenchError(Exception):
+class BenchError(FirstlightError):
     """The benchmark cannot run at all: the server cannot be reached or answers something unusable."""
 
 
@@ -213,8 +214,8 @@ def request_body(cfg: BenchConfig, index: int) -> dict[str, Any]:
     return body
 
 
-class _BadAnswer(Exception):
-    pass
+class _BadAnswer(FirstlightError):
+    """One request's answer is unusable: counted as an error, the run goes on."""
 
 
 async def _error_body(resp: httpx.Response) -> bytes:

@@ -22,6 +22,7 @@ from firstlight import settings
 from firstlight.config import AfterReadyConfig, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import PROFILES
 from firstlight.engines.profile import EngineProfile
+from firstlight.errors import FirstlightError
 from firstlight.redact import Redactor
 from firstlight.settings import DAY_S, NUMBERS, Number, SettingError
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE
@@ -33,7 +34,7 @@ EXIT_INTERRUPTED = EXIT_CODES["interrupted"]
 T = TypeVar("T")
 
 
-class UsageFailure(click.UsageError):
+class UsageFailure(click.UsageError, FirstlightError):
     """The usage error of every command: exit 64 (click's own is 2, which means 'hung' here), shown as one line.
     ``usage``: also click's usage block, for what click's parser refused (a wrong option or argument), where the
     list of options helps; the command's own checks say all there is in their line."""

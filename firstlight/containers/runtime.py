@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from firstlight.deaths import signal_name
+from firstlight.errors import FirstlightError
 
 RUNTIMES = ("docker", "podman")
 INSPECT_TIMEOUT_S = 30.0  # a loaded machine and a busy daemon: seconds, never for ever
 STOP_EXTRA_S = 30.0  # the runtime's own stop takes its timeout, then its SIGKILL and cleanup on top
 
 
-class RuntimeFailure(Exception):
+class RuntimeFailure(FirstlightError):
     """The runtime could not answer (not installed, its daemon down, no such container, a timeout)."""
 
 

@@ -36,7 +36,7 @@ from firstlight.report.base import Reporter
 from firstlight.runner.launcher import ServerProcess
 from firstlight.runner.session import Session
 from firstlight.runner.sources import Echo, Sink, Sources
-from firstlight.samplers.base import Backoff, Sampler, idle_cap
+from firstlight.samplers.base import Backoff, Guard, Sampler, idle_cap
 from firstlight.samplers.logs import PipeReader
 from firstlight.samplers.oom import OomTraces, kernel_log_cgroup_kills, memory_dirs
 from firstlight.samplers.process import ProcessTreeSampler
@@ -226,7 +226,9 @@ class ContainerLog:
         self.popen: subprocess.Popen[bytes] | None = None
         self.readers: list[PipeReader] = []
         self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="firstlight-container-logs", daemon=True)
+        self._guard = Guard("container", "the container's log reader", clock=clock)
+        self.thread = threading.Thread(target=self._guard.run, args=(self._run, sink), name="firstlight-container-logs",
+                                       daemon=True)  # not started again: the runtime's logs would be read twice
 
     def start(self) -> None:
         self.thread.start()

@@ -32,6 +32,7 @@ from typing import Any
 
 import platformdirs
 
+from firstlight.errors import FirstlightError
 from firstlight.files import kind
 from firstlight.history.key import DeploymentKey
 from firstlight.history.policy import start_type_of, version_of
@@ -129,7 +130,7 @@ def default_path() -> Path:
     return Path(platformdirs.user_data_dir("firstlight")) / "history.sqlite3"
 
 
-class HistoryError(Exception):
+class HistoryError(FirstlightError):
     """The history cannot be used (unwritable path, locked for too long, written by a newer firstlight)."""
 
 
@@ -142,8 +143,8 @@ def _is_corruption(e: sqlite3.DatabaseError) -> bool:
     return "not a database" in msg or "malformed" in msg or "corrupt" in msg
 
 
-class _Corrupt(Exception):
-    pass
+class _Corrupt(FirstlightError):
+    """A file that is not a database (recreated, or named in a HistoryError)."""
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"

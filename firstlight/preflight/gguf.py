@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from firstlight.errors import FirstlightError
 from firstlight.files import open_regular
 
 MAGIC = b"GGUF"
@@ -36,7 +37,7 @@ _STRING, _ARRAY, _UINT32 = 8, 9, 4
 MAX_NESTING = 16
 
 
-class GgufError(ValueError):
+class GgufError(FirstlightError, ValueError):
     """The header itself is unreadable (truncated, not GGUF, inconsistent)."""
 
 

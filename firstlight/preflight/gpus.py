@@ -7,8 +7,8 @@ and the engines' own start-up memory rules evaluated before launch.
 - vLLM (``gpu_worker.init_device``): free memory must be at least ``--gpu-memory-utilization`` (0.9) x total,
   else "Free memory on device ... is less than desired GPU memory utilization".
 
-The reading is the GPU sampler's (NVML through nvidia-ml-py, or a recorded snapshot): no GPU or no driver is
-one ``ok`` line saying the check was skipped, never a failure.
+The reading is the GPU sampler's (:mod:`firstlight.samplers.nvml`: nvidia-ml-py, or a recorded snapshot): no GPU
+or no driver is one ``ok`` line saying the check was skipped, never a failure.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from firstlight.preflight.base import FAIL, OK, WARN, Check
 from firstlight.preflight.procinfo import proc_info
 from firstlight.preflight.target import Target
 from firstlight.redact import Redactor
-from firstlight.samplers.gpu import GpuSampler
-from firstlight.timeline import GpuDevice, GpuProcess, GpuSample, SourceNote
+from firstlight.samplers import nvml as nvml_
+from firstlight.samplers.nvml import NvmlUnavailable
+from firstlight.timeline import GpuDevice, GpuProcess, GpuSample
 
 NAME = "gpus"
 CATEGORY = "gpu_occupied"
@@ -30,13 +31,13 @@ GIB = 1 << 30
 
 
 def read_gpus(nvml: object | None = None) -> GpuSample | str:
-    """One NVML reading, or why there is none."""
-    for obs in GpuSampler(nvml=nvml).sample():
-        if isinstance(obs, GpuSample):
-            return obs
-        if isinstance(obs, SourceNote):
-            return obs.message
-    return "no reading"
+    """One NVML reading (through the one NVML of the process), or why there is none."""
+    try:
+        return nvml_.read(nvml_.start(nvml))
+    except NvmlUnavailable as e:
+        return f"unavailable: {e}; carrying on without GPU signals"
+    except Exception as e:  # NVMLError: a GPU lost, a call that timed out
+        return f"unavailable: NVML: {e}; carrying on without GPU signals"
 
 
 def selected_devices(target: Target, devices: tuple[GpuDevice, ...]) -> tuple[list[GpuDevice], str | None]:

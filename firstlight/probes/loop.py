@@ -19,6 +19,7 @@ from typing import ClassVar
 
 from firstlight.engines.profile import Endpoints
 from firstlight.probes.ladder import Ladder
+from firstlight.samplers.base import Guard
 from firstlight.timeline import Level, Observation, Probe, SourceNote
 from firstlight.wire import clean_text
 
@@ -53,6 +54,7 @@ class LadderLoop:
         self.stopped = threading.Event()
         self._endpoints: Endpoints | None = None  # learnt by the session, applied by this thread between climbs
         self._lock = threading.Lock()
+        self._guard = Guard("probe", "the probing loop", clock=ladder.clock)
         self.thread = threading.Thread(target=self._run, name="firstlight-ladder", daemon=True)
 
     def start(self, sink: Callable[[Observation], None]) -> None:
@@ -108,6 +110,14 @@ class LadderLoop:
             self.ladder.use_endpoints(endpoints)
 
     def _run(self) -> None:
+        """The climbs, under the guard of every thread, until READY or ``stop``; then the ladder's connections
+        are closed (nothing else uses them)."""
+        try:
+            self._guard.run(self._climbs, self.sink, stop=self.stopped, again_s=self.max_interval)
+        finally:
+            self.ladder.close()
+
+    def _climbs(self) -> None:
         interval = self.min_interval
         last: tuple[int, bool] | None = None
         while not self.stopped.is_set():

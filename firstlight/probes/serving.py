@@ -22,6 +22,7 @@ from typing import ClassVar
 from firstlight.config import ProbeConfig
 from firstlight.engines.profile import Endpoints, ServingCounters
 from firstlight.probes.ladder import Ladder, Listener
+from firstlight.samplers.base import Guard
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.timeline import Level, Observation, ProcessSample
 from firstlight.wire import NotJSON, Wire, WireError, clean_text
@@ -68,8 +69,11 @@ class ServingProbe:
         self.sampler = ProcessTreeSampler(pid, interval=scrape_s, clock=clock) if pid is not None else None
         self.stop_event = threading.Event()
         self._due = threading.Event()
-        self._threads = [threading.Thread(target=self._scrape_loop, name="firstlight-serving-scrape", daemon=True),
-                         threading.Thread(target=self._check_loop, name="firstlight-serving-check", daemon=True)]
+        self._guard = Guard("serving", "the serving probe", clock=clock)  # both threads: one source of signals
+        self._threads = [threading.Thread(target=self._guarded, args=(self._scrape_loop,),
+                                          name="firstlight-serving-scrape", daemon=True),
+                         threading.Thread(target=self._guarded, args=(self._check_loop,),
+                                          name="firstlight-serving-check", daemon=True)]
 
     def start(self) -> None:
         for t in self._threads:
@@ -89,6 +93,9 @@ class ServingProbe:
         self._due.set()
 
     # -- threads ------------------------------------------------------------------------------------------
+    def _guarded(self, loop: Callable[[], None]) -> None:
+        self._guard.run(loop, self._emit, stop=self.stop_event, again_s=self.scrape_s)
+
     def _emit(self, obs: Observation) -> None:
         if not self.stop_event.is_set():
             self.sink(obs)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from firstlight.errors import FirstlightError
 from firstlight.files import bounded_lines
 from firstlight.logtext import is_access_line
 from firstlight.timeline import GpuSample, Level, LogLine, Observation, Probe, ProcessSample, SourceNote, from_dict
@@ -39,7 +40,7 @@ LINE_CAP_BYTES = 16 << 20  # a record or summary line longer than this is skippe
 SUMMARY_CAP_BYTES = 16 << 20  # a summary file is parsed as one JSON object only up to this size
 
 
-class RecordError(Exception):
+class RecordError(FirstlightError):
     """The file cannot be read, or holds no observation at all."""
 
 

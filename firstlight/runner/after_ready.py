@@ -37,16 +37,9 @@ def visible_gpu_count() -> int | None:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
-    from firstlight.samplers.gpu import load_nvml
+    from firstlight.samplers import nvml
 
-    nvml, _ = load_nvml()
-    if nvml is None:
-        return None
-    try:
-        nvml.nvmlInit()
-        return int(nvml.nvmlDeviceGetCount())
-    except Exception:
-        return None
+    return nvml.device_count()
 
 
 HISTORY_BUSY_S = 1.0  # the longest a run waits on another process's lock of the history, each time

@@ -30,6 +30,7 @@ from typing import IO, Any
 
 import psutil
 
+from firstlight.errors import FirstlightError
 from firstlight.runner.watchdog import start_ticks
 from firstlight.samplers import proctable
 
@@ -41,8 +42,8 @@ _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
 
 
-class LaunchError(Exception):
-    pass
+class LaunchError(FirstlightError):
+    """The server's command could not be started (not found, not executable, a bad working directory)."""
 
 
 def _prctl() -> Callable[..., int] | None:

@@ -1,6 +1,9 @@
 """The leader's view of its members (``--member URL``, docs/multinode.md): a thread reads each member's
-``GET URL/readyz`` every ``POLL_S`` with a deadline of ``REQUEST_TIMEOUT_S``, and tells the readiness endpoints the
-members' states and the group verdict (decided by ``firstlight.group``). Observes and forwards; decides nothing.
+``GET URL/readyz`` every ``POLL_S`` through the one HTTP layer (``firstlight.wire``: a wall-clock deadline of
+``REQUEST_TIMEOUT_S`` on every byte, a capped body, no proxy), and tells the readiness endpoints the members' states
+and the group verdict (decided by ``firstlight.group``). Observes and forwards; decides nothing. Its thread runs
+under the guard every thread has (``firstlight.samplers.base.Guard``): a poll that raises is said, and the next
+one comes as usual.
 
 Bound (pinned in tests/e2e/runner/test_multinode.py): after READY, a member whose /readyz stops answering 200 turns the
 leader's /readyz 503 within ``POLL_S + REQUEST_TIMEOUT_S`` (``AFTER_READY_BOUND_S``) of that member's change.
@@ -13,13 +16,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-import httpx
-
 from firstlight.group import LEADER, GroupVerdict, MemberState, decide_group, member_from_body, unreachable
 from firstlight.report.base import QuietReporter
 from firstlight.report.readiness import ReadinessServer
 from firstlight.result import RunResult
+from firstlight.samplers.base import Guard
+from firstlight.timeline import SourceNote
 from firstlight.vocab import FAILED, HUNG, READY
+from firstlight.wire import NotJSON, Wire, WireError
 
 
 class GroupSink(Protocol):
@@ -27,7 +31,8 @@ class GroupSink(Protocol):
 
 
 POLL_S = 1.0
-REQUEST_TIMEOUT_S = 2.0
+REQUEST_TIMEOUT_S = 2.0  # connect, and the whole answer: the request's wall-clock deadline
+MAX_READYZ_BODY = 1 << 20  # bytes of a member's /readyz read (a firstlight body is a few KiB); more is not one
 # The leader's own start failed or hung: before the group blames the leader, its members are read again for up to
 # this long, so that a worker whose death broke the leader (llama.cpp's "Remote RPC server crashed") is named; a
 # member's own watch sees its process end within its sample interval.
@@ -65,28 +70,40 @@ class MemberWatch(QuietReporter):
         self.group: GroupVerdict | None = None
         self._stop = threading.Event()
         self._poll_lock = threading.Lock()  # the loop's polls and the verdict's settling, one at a time
+        self._guard = Guard("members", "the members' poll", clock=time.time)
         self._thread = threading.Thread(target=self._loop, name="firstlight-members", daemon=True)
         self._thread.start()
 
-    def _read(self, client: httpx.Client, url: str) -> MemberState:
+    def _read(self, wires: dict[str, Wire], url: str) -> MemberState:
         prev = self.states.get(url)
         try:
-            r = client.get(f"{url}/readyz", timeout=REQUEST_TIMEOUT_S)
-            try:
-                body = r.json()
-            except ValueError:
-                body = None
-            return member_from_body(url, r.status_code, body, prev)
-        except httpx.HTTPError as e:
-            return unreachable(url, f"{type(e).__name__}: {str(e)[:160] or 'no answer'}", prev, time.time())
+            wire = wires.get(url)
+            if wire is None:
+                wire = wires[url] = Wire(url, connect_timeout=REQUEST_TIMEOUT_S)
+            answer = wire.request("GET", "/readyz", read_timeout=REQUEST_TIMEOUT_S,
+                                  deadline_at=time.monotonic() + REQUEST_TIMEOUT_S, max_body=MAX_READYZ_BODY)
+        except (WireError, ValueError) as e:  # ValueError: a URL that names no server
+            return unreachable(url, str(e)[:160] or "no answer", prev, time.time())
+        try:
+            body = answer.json()
+        except NotJSON:
+            body = None
+        return member_from_body(url, answer.status, body, prev)
 
-    def poll_once(self, client: httpx.Client) -> GroupVerdict:
-        with self._poll_lock:
-            return self._poll(client)
+    def poll_once(self, wires: dict[str, Wire] | None = None) -> GroupVerdict:
+        """Read every member once. ``wires``: connections kept from one read to the next (the loop's, filled as
+        needed); without, ones for this read only."""
+        own: dict[str, Wire] = {} if wires is None else wires
+        try:
+            with self._poll_lock:
+                return self._poll(own)
+        finally:
+            if wires is None:
+                _close(own)
 
-    def _poll(self, client: httpx.Client) -> GroupVerdict:
+    def _poll(self, wires: dict[str, Wire]) -> GroupVerdict:
         for url in self.urls:
-            self.states[url] = self._read(client, url)
+            self.states[url] = self._read(wires, url)
         s = self.server.state.snapshot()
         members = [self.states[u] for u in self.urls]
         g = decide_group(s["verdict"], s["last_progress_at"], members, self.stall_timeout_s, time.time(),
@@ -105,10 +122,17 @@ class MemberWatch(QuietReporter):
         return g
 
     def _loop(self) -> None:
-        with httpx.Client(trust_env=False) as client:
+        wires: dict[str, Wire] = {}
+        try:
             while not self._stop.is_set():
-                self.poll_once(client)
+                self._guard.step(lambda: self.poll_once(wires), self._escaped,
+                                 "the group's state is the last poll's that worked")
                 self._stop.wait(POLL_S)
+        finally:
+            _close(wires)
+
+    def _escaped(self, note: SourceNote) -> None:
+        self._say(f"group: {note.message}")
 
     def summary(self, result: RunResult) -> None:
         """The leader's start ended failed or hung: read the members again (``SETTLE_S`` at most) until one of them
@@ -116,10 +140,18 @@ class MemberWatch(QuietReporter):
         if result.verdict not in (FAILED, HUNG):
             return
         deadline = time.monotonic() + SETTLE_S
-        with httpx.Client(trust_env=False) as client:
-            while self.poll_once(client).culprit in (None, LEADER) and time.monotonic() < deadline:
+        wires: dict[str, Wire] = {}
+        try:
+            while self.poll_once(wires).culprit in (None, LEADER) and time.monotonic() < deadline:
                 self._stop.wait(POLL_S / 4)
+        finally:
+            _close(wires)
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=REQUEST_TIMEOUT_S * (len(self.urls) + 1))
+
+
+def _close(wires: dict[str, Wire]) -> None:
+    for wire in wires.values():
+        wire.close()

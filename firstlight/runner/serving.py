@@ -23,7 +23,7 @@ from firstlight.report.base import Reporter
 from firstlight.result import RunResult
 from firstlight.samplers.ports import worker_connected, worker_listening
 from firstlight.serving import ServingConfig, ServingStatus, ServingTracker
-from firstlight.timeline import Observation
+from firstlight.timeline import Observation, SourceNote
 
 
 def worker_listener(judge: JudgeConfig, pid: int | None, url: str) -> Listener | None:
@@ -98,6 +98,8 @@ class ServingWatch:
                     changes.append(self.tracker.counters_seen(obs.t, obs.done, obs.busy))
             elif isinstance(obs, CheckAnswer):
                 changes.append(self.tracker.check_answered(obs.t, obs.ok, obs.latency_s, obs.detail))
+            elif isinstance(obs, SourceNote):  # what escaped the probe's threads (their guard): said, not lost
+                self.reporter.message(f"{obs.source}: {obs.message}")
         now = self.clock()
         changes.append(self.tracker.tick(now))
         if self.tracker.want_check(now):

@@ -24,7 +24,7 @@ from firstlight.probes.ladder import Ladder, split_url
 from firstlight.probes.loop import LadderLoop
 from firstlight.runner.launcher import LaunchError, ServerProcess
 from firstlight.runner.serving import worker_listener
-from firstlight.samplers.base import Backoff, Sampler, Source, idle_cap
+from firstlight.samplers.base import Backoff, Guard, Sampler, Source, idle_cap
 from firstlight.samplers.gpu import GpuSampler
 from firstlight.samplers.logs import FileFollower, PipeReader
 from firstlight.samplers.models_sse import ModelsSSE, is_router
@@ -207,7 +207,7 @@ class Sources:
 
     def _weights(self, sized: threading.Event) -> None:
         try:
-            self._size_weights()
+            Guard("weights", "sizing the weights", clock=self.clock).run(self._size_weights, self.sink)
         finally:
             sized.set()
 

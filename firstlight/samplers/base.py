@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from firstlight.timeline import CollectorBook, CollectorStat, Observation, SourceNote
 
@@ -55,6 +55,82 @@ def idle_cap(stall_timeout: float | None) -> float:
     return IDLE_CAP_S if stall_timeout is None else min(IDLE_CAP_S, stall_timeout / 10)
 
 
+T = TypeVar("T")
+
+
+class Guard:
+    """The one net under every thread of a watch, sampler or loop: what escapes it (a bug, an answer of the OS or
+    of a server nobody foresaw) is counted in its collector's book and said in a note marked ``failed``, once per
+    distinct error, never a thread that dies silently. The first step that works again says so too. The judge
+    then knows the signal is missing rather than still (firstlight.judge: no ``hung`` from a signal it no longer
+    gets).
+
+    ``step`` guards one step of a loop that goes on (a sample, a poll of the members); ``run`` guards a thread's
+    whole loop (a log reader, the journal, the engine's own stream), starting it again after ``again_s`` where
+    that is safe, else saying that its signal is missing from then on."""
+
+    def __init__(self, name: str, doing: str = "sampler", clock: Callable[[], float] = time.time) -> None:
+        """``name``: the source its notes come from; ``doing``: what failed, in the note's words."""
+        self.name, self.doing, self.clock = name, doing, clock
+        self.failure: str | None = None  # the last escape's one line, while it keeps failing
+        self.book = CollectorBook("sampler", name)  # its steps: how many, how many raised, how long (a sampler's
+        # book is the exporter's; a loop's counts its escapes)
+
+    def failed(self, e: BaseException, duration_s: float, until: str) -> SourceNote | None:
+        """Count an escape; the note that says it (None: the same error as the last one, already said)."""
+        self.book.record(False, duration_s)
+        text = f"{type(e).__name__}: {str(e)[:200] or 'no message'}"
+        if text == self.failure:
+            return None
+        self.failure = text
+        return SourceNote(self.clock(), self.name, f"{self.doing} failed: {text}; {until}", failed=True)
+
+    def worked(self, duration_s: float) -> SourceNote | None:
+        """Count a step that worked; the note that says it works again (None: it had not failed)."""
+        self.book.record(True, duration_s)
+        if self.failure is None:
+            return None
+        self.failure = None
+        return SourceNote(self.clock(), self.name, f"{self.doing} works again")
+
+    def step(self, fn: Callable[[], T], report: Callable[[SourceNote], None],
+             until: str = "its signal is missing until it works again") -> T | None:
+        """``fn()``, or None when it raised (reported)."""
+        t0 = time.monotonic()
+        value: T | None = None
+        try:
+            value = fn()
+        except Exception as e:
+            note = self.failed(e, time.monotonic() - t0, until)
+        else:
+            note = self.worked(time.monotonic() - t0)
+        if note is not None:
+            report(note)
+        return value
+
+    def run(self, loop: Callable[[], None], report: Callable[[SourceNote], None], *,
+            stop: threading.Event | None = None, again_s: float | None = None) -> None:
+        """A thread's loop until it returns or ``stop``; an escape is reported, and the loop started again after
+        ``again_s`` (None: it stays stopped, its signal missing from then on)."""
+        until = ("it has stopped: its signal is missing from here on" if again_s is None else
+                 f"started again in {again_s:g}s")
+        while True:
+            t0 = time.monotonic()
+            try:
+                loop()
+                return
+            except Exception as e:
+                note = self.failed(e, time.monotonic() - t0, until)
+                if note is not None:
+                    report(note)
+            if again_s is None:
+                return
+            if stop is None:
+                time.sleep(again_s)
+            elif stop.wait(again_s):
+                return
+
+
 class Sampler:
     """Subclasses implement ``sample``; ``start`` runs it every ``interval`` seconds in a daemon thread.
 
@@ -65,23 +141,27 @@ class Sampler:
 
     def __init__(self, interval: float) -> None:
         self.clock: Callable[[], float] = time.time
-        self.failure: str | None = None  # the last exception of ``sample``, while it keeps failing
         self.interval = interval
         self.moved = True
         self.backoff: Backoff | None = None
         self._stop = threading.Event()
         self._nudged = threading.Event()  # a nudge or the stop: ends a backed-off wait early
         self._thread: threading.Thread | None = None
-        self._book = CollectorBook("sampler", self.name)  # its samples: how many, how many raised, how long
+        self.guard = Guard(self.name, clock=lambda: self.clock())  # its samples: how many raised, how long
+
+    @property
+    def failure(self) -> str | None:
+        """The last exception of ``sample``, while it keeps failing."""
+        return self.guard.failure
 
     @property
     def failures(self) -> int:
         """Samples that raised, in all."""
-        return self._book.failures
+        return self.guard.book.failures
 
     def stat(self) -> CollectorStat:
         """Its samples so far: how many, how many raised, the last one's outcome and wall time."""
-        return self._book.stat()
+        return self.guard.book.stat()
 
     def sample(self) -> list[Observation]:
         raise NotImplementedError
@@ -123,24 +203,11 @@ class Sampler:
                     deadline = min(deadline, t0 + self.interval)
 
     def _sample_reported(self, sink: Sink) -> list[Observation]:
-        """``sample``, with its failure reported instead of killing the thread: a sampler that raises (a bug, an
-        answer of the OS nobody foresaw) says so in a note marked ``failed``, once per distinct error, and keeps
-        trying at its idle back-off; the first sample that works again says so too. The judge then knows the
-        signal is missing rather than still (firstlight.judge: no ``hung`` from a signal it no longer gets)."""
-        book, t0 = self._book, time.monotonic()
-        try:
-            observations = self.sample()
-        except Exception as e:
-            book.record(False, time.monotonic() - t0)
+        """``sample`` under the guard: a sampler that raises says so in a note marked ``failed`` and keeps trying
+        at its idle back-off; the first sample that works again says so too."""
+        notes: list[Observation] = []
+        observations = self.guard.step(self.sample, notes.append, "its signal is missing until it samples again")
+        if observations is None:
             self.moved = False
-            text = f"{type(e).__name__}: {str(e)[:200] or 'no message'}"
-            if text == self.failure:
-                return []
-            self.failure = text
-            return [SourceNote(self.clock(), self.name, f"sampler failed: {text}; its signal is missing until it "
-                                                         "samples again", failed=True)]
-        book.record(True, time.monotonic() - t0)
-        if self.failure is not None:
-            self.failure = None
-            return [SourceNote(self.clock(), self.name, "sampler works again"), *observations]
-        return observations
+            return notes
+        return [*notes, *observations]

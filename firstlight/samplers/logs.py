@@ -33,7 +33,7 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
-from firstlight.samplers.base import Sink
+from firstlight.samplers.base import Guard, Sink
 from firstlight.timeline import LogLine, Observation, SourceNote
 from firstlight.timestamps import TimestampParser  # the replay's parser: the same formats
 
@@ -43,6 +43,7 @@ MAX_PENDING_BYTES = 8 << 20  # bytes read but not yet handed on; beyond it the o
 KEEP_BYTES = 2 << 20  # what a drop keeps: the newest bytes
 MAX_BACKLOG = 5000  # observations waiting in the consumer's queue before a source waits (and then drops)
 NOTE_EVERY_S = 10.0  # at most one "lines dropped" note per source this often (the first one at once)
+AGAIN_S = 0.5  # a pipe's reader that raised starts again after this: a pipe nobody reads would stop the server
 
 Echo = Callable[[str, str], None]
 
@@ -152,8 +153,11 @@ class PipeReader:
         self._dropped = (0, 0)
         self._eof = False
         self._cond = threading.Condition()
-        self.reader = threading.Thread(target=self._read, name=f"firstlight-{stream}-read", daemon=True)
-        self.thread = threading.Thread(target=self._deliver, name=f"firstlight-{stream}", daemon=True)
+        self.guard = Guard("log", f"{stream} reader", clock=clock)
+        self.reader = threading.Thread(target=self._guarded, args=(self._read,), name=f"firstlight-{stream}-read",
+                                       daemon=True)
+        self.thread = threading.Thread(target=self._guarded, args=(self._deliver,), name=f"firstlight-{stream}",
+                                       daemon=True)
 
     @property
     def dropped_lines(self) -> int:
@@ -171,6 +175,10 @@ class PipeReader:
     def sync(self, timeout: float) -> None:
         """Once the server is gone: wait (bounded) until every line it wrote is handed on."""
         self.thread.join(timeout=timeout)
+
+    def _guarded(self, loop: Callable[[], None]) -> None:
+        """Each loop picks up where it stopped (its state is the reader's), so one that raised starts again."""
+        self.guard.run(loop, self.delivery.sink, again_s=AGAIN_S)
 
     def _read(self) -> None:
         """Only moves bytes: never waits on anything but the pipe, so the server never waits on us."""
@@ -255,6 +263,7 @@ class FileFollower:
         self._stop = threading.Event()
         self._pass = threading.Condition()
         self._passes = 0
+        self.guard = Guard("log", "log file reader", clock=clock)
         self.thread = threading.Thread(target=self._run, name="firstlight-logfile", daemon=True)
 
     @property
@@ -283,6 +292,15 @@ class FileFollower:
             self._pass.notify_all()
 
     def _run(self) -> None:
+        # not started again after an escape: where it would start reading again is not known
+        try:
+            self.guard.run(self._follow, self.delivery.sink)
+        finally:
+            with self._pass:
+                self._passes += 2
+                self._pass.notify_all()
+
+    def _follow(self) -> None:
         try:
             st = os.stat(self.path)
         except OSError:
@@ -291,9 +309,6 @@ class FileFollower:
             self._run_stream()
         else:
             self._run_file(existing=st is not None)
-        with self._pass:
-            self._passes += 2
-            self._pass.notify_all()
 
     def _run_stream(self) -> None:
         """A FIFO: non-blocking, so that opening waits for no writer and a stop is seen within ``interval``."""

@@ -2,27 +2,25 @@
 source follows that stream during the start and puts each stage's begin and end on the sink as
 :class:`firstlight.timeline.EngineClock` marks (parsed by ``firstlight.engines.clocks.ModelsStream``).
 
-It only observes, on its own thread: every connect has a timeout, a failed one is retried with a doubling back-off
-(up to BACKOFF_MAX_S), a quiet stream is reconnected after READ_TIMEOUT_S, lines are capped (SSELines), and it
-stops at the model's ``loaded`` event, after MAX_EVENTS events, or when stopped. The driver never waits on it.
+It only observes, on its own thread, through the one HTTP layer (``firstlight.wire``): the answer's headers come
+by a deadline, a failed connect is retried with a doubling back-off (up to BACKOFF_MAX_S), a quiet stream is
+reconnected after READ_TIMEOUT_S, lines are capped (SSELines) and so is one connection's body (MAX_STREAM_BYTES),
+and it stops at the model's ``loaded`` event, after MAX_EVENTS events, or when stopped. The driver never waits on
+it; what escapes its loop is a failed note (the guard of every thread), and the loop starts again.
 An event sent while it reconnects is not seen (the stream does not replay): its stage then has no figure.
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 import time
 from collections.abc import Callable
 
-import httpx
-
 from firstlight.engines.clocks import ModelsStream
-from firstlight.samplers.base import Sink
+from firstlight.samplers.base import Guard, Sink
 from firstlight.timeline import SourceNote
-from firstlight.wire.client import headers
-from firstlight.wire.content import LineTooLong, SSELines
+from firstlight.wire import LineTooLong, SSELines, Wire, WireError
+from firstlight.wire.client import Stream
 
 PATH = "/models/sse"
 CONNECT_TIMEOUT_S = 2.0
@@ -30,6 +28,7 @@ READ_TIMEOUT_S = 10.0  # a load's stages can be quiet this long (SmolLM2's 18 s 
 BACKOFF_MIN_S = 0.2
 BACKOFF_MAX_S = 5.0
 MAX_EVENTS = 10_000  # a stream that never says "loaded" stops costing anything after these
+MAX_STREAM_BYTES = 64 << 20  # one connection's body; then it is read again from a new one
 ROUTER_FLAGS = ("--models-dir", "--models-preset")  # llama-server's router mode (common/arg.cpp)
 ROUTER_ENV = ("LLAMA_ARG_MODELS_DIR", "LLAMA_ARG_MODELS_PRESET")
 
@@ -49,7 +48,8 @@ class ModelsSSE:
 
     def __init__(self, base_url: str, api_key: str | None = None, clock: Callable[[], float] = time.time,
                  read_timeout: float = READ_TIMEOUT_S) -> None:
-        self.url = base_url.rstrip("/") + PATH
+        self.base = base_url.rstrip("/")
+        self.url = self.base + PATH
         self.api_key = api_key
         self.clock = clock
         self.read_timeout = read_timeout
@@ -58,7 +58,8 @@ class ModelsSSE:
         self.connects = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._resp: httpx.Response | None = None
+        self._resp: Stream | None = None
+        self._guard = Guard("engine_clock", f"the reader of {PATH}", clock=clock)
 
     def start(self, sink: Sink) -> None:
         self._thread = threading.Thread(target=self._run, args=(sink,), name="firstlight-models-sse", daemon=True)
@@ -67,14 +68,8 @@ class ModelsSSE:
     def stop(self) -> None:
         self._stop.set()
         resp = self._resp
-        if resp is None:
-            return
-        # a read in progress: closing the response does not wake it, shutting its socket down does
-        stream = resp.extensions.get("network_stream")
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        if isinstance(sock, socket.socket):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        if resp is not None:
+            resp.abort()  # a read in progress ends at once
 
     def sync(self, timeout: float) -> None:
         """Nothing to wait for: each event goes to the sink as it is read."""
@@ -87,42 +82,44 @@ class ModelsSSE:
         return self._stop.is_set() or self.stream.loaded or self.events >= MAX_EVENTS
 
     def _run(self, sink: Sink) -> None:
+        self._guard.run(lambda: self._read_all(sink), sink, stop=self._stop, again_s=BACKOFF_MAX_S)
+
+    def _read_all(self, sink: Sink) -> None:
         wait = BACKOFF_MIN_S
         noted = False
-        timeout = httpx.Timeout(connect=CONNECT_TIMEOUT_S, read=self.read_timeout, write=CONNECT_TIMEOUT_S,
-                                pool=CONNECT_TIMEOUT_S)
-        with httpx.Client(timeout=timeout, headers=headers(self.api_key), trust_env=False) as client:
+        with Wire(self.base, api_key=self.api_key, connect_timeout=CONNECT_TIMEOUT_S) as wire:
             while not self._done():
                 try:
-                    self._follow(client, sink)
+                    self._follow(wire, sink)
                     wait = BACKOFF_MIN_S  # it answered: the next try at once
                     continue
-                except httpx.ReadTimeout:
-                    continue  # quiet, not gone
                 except LineTooLong as e:
                     if not noted:
                         sink(SourceNote(self.clock(), "engine_clock", f"{PATH}: {e}; reconnecting"))
                         noted = True
-                except (httpx.HTTPError, OSError, RuntimeError):
-                    pass  # not up yet, or closed by stop(): retried after the back-off
+                except WireError as e:
+                    if e.timed_out:
+                        continue  # quiet, not gone (a timeout took its seconds: no spin)
+                    # not up yet, or cut by stop(): tried again after the back-off
                 finally:
                     self._resp = None
                 if self._stop.wait(wait):
                     return
                 wait = min(wait * 2, BACKOFF_MAX_S)
 
-    def _follow(self, client: httpx.Client, sink: Sink) -> None:
-        with client.stream("GET", self.url, headers={"Accept": "text/event-stream"}) as resp:
+    def _follow(self, wire: Wire, sink: Sink) -> None:
+        with wire.stream("GET", PATH, read_timeout=self.read_timeout, headers={"Accept": "text/event-stream"},
+                         max_body=MAX_STREAM_BYTES) as resp:
             self._resp = resp
-            if resp.status_code == 404:  # not a router, or a build without it: nothing to follow
+            if resp.status == 404:  # not a router, or a build without it: nothing to follow
                 sink(SourceNote(self.clock(), "engine_clock", f"{PATH} -> 404: no model-load stream to read"))
                 self._stop.set()
                 return
-            if resp.status_code != 200:
-                raise httpx.HTTPError(f"{PATH} -> {resp.status_code}")
+            if resp.status != 200:
+                raise WireError(f"{PATH} -> {resp.status}")
             self.connects += 1
             lines = SSELines()
-            for chunk in resp.iter_raw():
+            for chunk in resp.chunks():
                 for line in lines.feed(chunk):
                     if not line.startswith("data:"):
                         continue

@@ -25,6 +25,8 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
+from firstlight.errors import FirstlightError
+
 SYSTEMCTL_ENV = "FIRSTLIGHT_SYSTEMCTL"  # another systemctl to run (a test double, or a wrapper with sudo)
 SHOW_PROPERTIES = (
     "Id", "LoadState", "ActiveState", "SubState", "Result", "Type", "Restart", "RestartUSec", "MainPID",
@@ -48,7 +50,7 @@ _ARGV = re.compile(r"argv\[\]=(?P<argv>.*?) ; (?:ignore_errors|flags)=")
 _PATH = re.compile(r"path=(?P<path>[^ ;]+)")
 
 
-class SystemctlError(Exception):
+class SystemctlError(FirstlightError):
     """systemctl could not answer (no systemd as PID 1, no permission, a timeout): one line."""
 
 

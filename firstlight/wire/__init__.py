@@ -1,7 +1,9 @@
-"""The one HTTP layer between firstlight and a server: the readiness ladder and the benchmark both go through it.
+"""The one HTTP layer between firstlight and a server: the readiness ladder, the serving checks, the members'
+/readyz, the engine's model-load stream and the benchmark all go through it; no request is made elsewhere.
 
 - ``client``: ``Wire`` (blocking) and ``AsyncWire`` (streaming): headers (User-Agent, the bearer token), connect
   and read timeouts, a wall-clock deadline on every request covering connect, headers and body, capped bodies;
+  ``Wire.stream``: an event stream, its headers by the deadline, then each read within the read timeout;
 - ``deadline``: how that deadline is enforced (an httpcore network backend; httpx's timeouts are per read);
 - ``content``: what a server said: JSON that cannot blow the stack, the model list (one parser), generated text
   (completion or chat, whole or streamed), event-stream lines with a capped pending line, and server text made

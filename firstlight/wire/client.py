@@ -1,15 +1,18 @@
 """Requests to one server: headers, timeouts, a deadline covering every byte, capped bodies, one error type.
 
-``Wire`` (blocking: the readiness ladder, discovery, spec-decoding reads) and ``AsyncWire`` (the streaming
-benchmark) share the headers, the deadline transport (:mod:`firstlight.wire.deadline`) and the error describer,
-so the probe and the benchmark see a server the same way.
+``Wire`` (blocking: the readiness ladder, discovery, spec-decoding reads, the members' /readyz, and with
+``Wire.stream`` an event stream such as llama.cpp's /models/sse) and ``AsyncWire`` (the streaming benchmark) share
+the headers, the deadline transport (:mod:`firstlight.wire.deadline`) and the error describer, so the probe and the
+benchmark see a server the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +51,38 @@ class Answer:
     def json(self) -> Any:
         """The body as JSON; :class:`firstlight.wire.content.NotJSON` otherwise."""
         return parse_json(self.body)
+
+
+class Stream:
+    """An answer read as it comes (an event stream, which lasts as long as the server sends): its status, its body's
+    chunks (at most ``max_body`` bytes in all, each read within the read timeout), and ``abort`` for another
+    thread."""
+
+    def __init__(self, resp: httpx.Response, max_body: int) -> None:
+        self._resp, self._max = resp, max_body
+        self.status = resp.status_code
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body's bytes as they arrive; :class:`WireError` when the read fails, times out or runs over the
+        cap."""
+        size = 0
+        try:
+            for chunk in self._resp.iter_raw():
+                size += len(chunk)
+                if size > self._max:
+                    raise WireError(f"answer longer than {self._max} bytes: the rest left unread")
+                yield chunk
+        except httpx.HTTPError as e:
+            raise wire_error(e, past_deadline=False, budget_s=0.0) from None
+
+    def abort(self) -> None:
+        """From another thread: end a read in progress at once (closing the response does not wake it; shutting
+        its socket down does)."""
+        network = self._resp.extensions.get("network_stream")
+        sock = network.get_extra_info("socket") if network is not None else None
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 def _timeout(connect: float, read: float) -> httpx.Timeout:
@@ -95,6 +130,23 @@ class Wire:
                                                       timeout=_timeout(self.connect_timeout, read_timeout)) as resp:
                 body, truncated = _read_capped(resp, max_body)
                 return Answer(resp.status_code, body, time.monotonic() - start, truncated)
+        except httpx.HTTPError as e:
+            raise wire_error(e, past_deadline=time.monotonic() >= until, budget_s=until - start) from None
+
+    @contextmanager
+    def stream(self, method: str, path: str, *, read_timeout: float, headers: dict[str, str] | None = None,
+               max_body: int = MAX_BODY) -> Iterator[Stream]:
+        """An answer whose body is read as it comes: its status and headers by the request's deadline
+        (``connect_timeout + read_timeout``), then each read of the body within ``read_timeout``, up to
+        ``max_body`` bytes (:class:`Stream`); :class:`WireError` when no answer came."""
+        start, until = self._until(read_timeout, None)
+        try:
+            with contextlib.ExitStack() as stack:
+                with deadline(until):  # the headers only: the body lasts as long as the server sends
+                    resp = stack.enter_context(self._client.stream(method, path, headers=headers,
+                                                                   timeout=_timeout(self.connect_timeout,
+                                                                                    read_timeout)))
+                yield Stream(resp, max_body)
         except httpx.HTTPError as e:
             raise wire_error(e, past_deadline=time.monotonic() >= until, budget_s=until - start) from None
 

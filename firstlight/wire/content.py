@@ -15,6 +15,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from firstlight.errors import FirstlightError
 from firstlight.logtext import ANSI_RE
 
 MAX_BODY = 4 << 20  # bytes of one answer that are read; the rest is left unread
@@ -26,7 +27,7 @@ _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-
 _SPACE_RE = re.compile(r"[\t\n]+")
 
 
-class NotJSON(ValueError):
+class NotJSON(FirstlightError, ValueError):
     """The body is not JSON (or is JSON nested too deeply to read safely)."""
 
 
@@ -120,8 +121,8 @@ def chunk_text(obj: Any, chat: bool) -> str:
     return text if isinstance(text, str) else ""
 
 
-class LineTooLong(ValueError):
-    pass
+class LineTooLong(FirstlightError, ValueError):
+    """An event-stream line longer than its cap, still without its end."""
 
 
 class SSELines:

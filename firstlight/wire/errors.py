@@ -7,8 +7,10 @@ from collections.abc import Iterator
 
 import httpx
 
+from firstlight.errors import FirstlightError
 
-class WireError(Exception):
+
+class WireError(FirstlightError):
     """No usable HTTP answer. ``str()`` is one line for a person; ``timed_out`` tells a deadline or timeout
     from a refusal or a protocol error; ``refused`` that nothing listens (the server is down, or not up yet)."""
 

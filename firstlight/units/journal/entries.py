@@ -9,6 +9,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
+from firstlight.errors import FirstlightError
 from firstlight.logtext import strip_ansi
 from firstlight.timeline import Observation, ProcessSample, SourceNote
 
@@ -25,7 +26,7 @@ _MAX_DIGITS = 20  # __REALTIME_TIMESTAMP and EXIT_STATUS are 64-bit at most
 KEPT_FIELDS = ("MESSAGE_ID", "EXIT_CODE", "EXIT_STATUS", "UNIT_RESULT", "N_RESTARTS", "_PID", "PRIORITY")
 
 
-class JournalError(Exception):
+class JournalError(FirstlightError):
     """journalctl is missing, or could not read the journal: one line for the user."""
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from firstlight.logtext import LineSplitter
-from firstlight.samplers.base import Sink
+from firstlight.samplers.base import Guard, Sink
 from firstlight.timeline import LogLine, Observation, ProcessSample, SourceNote
 
 from .entries import (
@@ -29,6 +29,7 @@ from .entries import (
 from .journalctl import MAX_ENTRY_BYTES, bounded_lines, find_journalctl, is_journal_file, journalctl_argv, stderr_tail
 
 MAX_BUFFERED_ENTRIES = 200_000  # per invocation, kept until an attempt asks for them
+AGAIN_S = 1.0  # a reader that raised reads on after this, from the entry after the last one it handed out
 
 
 @dataclass
@@ -56,6 +57,8 @@ class JournalFollower:
         self.caught_up = threading.Event()
         self.error: str | None = None
         self.notes: deque[str] = deque(maxlen=16)
+        self.escapes: deque[SourceNote] = deque(maxlen=16)  # what escaped the reader (its guard's notes)
+        self._guard = Guard("journal", "journal reader", clock=clock)
         self._lock = threading.Condition()
         self._invocations: dict[str, _InvocationLog] = {}
         self._order: list[str] = []
@@ -63,7 +66,9 @@ class JournalFollower:
         self._last_arrival = 0.0
         self._stop = threading.Event()
         self._proc: subprocess.Popen[bytes] | None = None
-        self._thread = threading.Thread(target=self._run, name="firstlight-journal", daemon=True)
+        self._thread = threading.Thread(target=self._guard.run, args=(self._run, self.escapes.append),
+                                        kwargs={"stop": self._stop, "again_s": AGAIN_S}, name="firstlight-journal",
+                                        daemon=True)
 
     # -- control --
     def start(self) -> None:
@@ -265,11 +270,15 @@ class JournalSource:
         self._noted_omitted = False
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._told = self._escaped = 0  # the follower's problems and escapes handed on so far
+        self._guard = Guard("journal", "the journal's watcher", clock=follower.clock)
 
     def start(self, sink: Sink) -> None:
         self._sink = sink
         self.follower.subscribe(self.invocation, self._on_entry)
-        self._watcher = threading.Thread(target=self._watch_next, name="firstlight-journal-next", daemon=True)
+        self._watcher = threading.Thread(target=self._guard.run, args=(self._watch_next, self._put),
+                                         kwargs={"stop": self._stop, "again_s": AGAIN_S},
+                                         name="firstlight-journal-next", daemon=True)
         self._watcher.start()
 
     def stop(self) -> None:
@@ -317,13 +326,16 @@ class JournalSource:
     def _watch_next(self) -> None:
         """A next invocation means systemd is done with this one: its main process is gone. Also says, once,
         when journalctl could not read the journal."""
-        told = 0
         while not self._stop.is_set():
             running = self.follower.running  # before reading its problems: an error is set before it stops
             problems = [*self.follower.notes, *([self.follower.error] if self.follower.error else [])]
-            for text in problems[told:]:
+            for text in problems[self._told:]:
                 self._put(SourceNote(self.follower.clock(), "journal", text))
-            told = len(problems)
+            self._told = len(problems)
+            escapes = list(self.follower.escapes)
+            for note in escapes[self._escaped:]:
+                self._put(note)
+            self._escaped = len(escapes)
             if not running:
                 return
             nxt = self.follower.wait_invocation(self.invocation, 0.5)

@@ -16,7 +16,7 @@ from firstlight.history.store import DeploymentKey, History
 from firstlight.redact import Redactor
 from firstlight.result import RunResult
 from firstlight.runner import after_ready
-from firstlight.samplers import gpu as gpu_sampler
+from firstlight.samplers import nvml as nvml_module
 from firstlight.sim.fixtures import free_port
 from tests.support.bench import running_sim
 from tests.support.common import FIXTURES
@@ -40,7 +40,7 @@ class Nvml:
 def test_the_visible_gpus_are_counted_from_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch, visible: str,
                                                                 count: int) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    monkeypatch.setattr(gpu_sampler, "load_nvml", lambda: pytest.fail("NVML asked although the variable is set"))
+    monkeypatch.setattr(nvml_module, "load", lambda: pytest.fail("NVML asked although the variable is set"))
     assert after_ready.visible_gpu_count() == count
 
 
@@ -49,7 +49,7 @@ def test_the_visible_gpus_are_counted_from_cuda_visible_devices(monkeypatch: pyt
 def test_without_the_variable_nvml_counts_or_nobody_knows(monkeypatch: pytest.MonkeyPatch, nvml: Any,
                                                          count: int | None) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(gpu_sampler, "load_nvml", lambda: (nvml, None if nvml else "nvidia-ml-py is not installed"))
+    monkeypatch.setattr(nvml_module, "load", lambda: (nvml, None if nvml else "nvidia-ml-py is not installed"))
     assert after_ready.visible_gpu_count() == count
 
 

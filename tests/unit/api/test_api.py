@@ -22,7 +22,7 @@ from tests.support.llama_server import llama, server_cmd  # noqa: F401  (llama: 
 # Pinned, as httpx pins its own: a name added or dropped is a decision, made here too.
 EXPORTED = [
     "FAILED", "HUNG", "INTERRUPTED", "READY", "REGRESSION", "STARTING", "TIMEOUT",
-    "Config", "NotReady", "PreflightReport", "RunResult", "Server",
+    "Config", "FirstlightError", "NotReady", "PreflightReport", "RunResult", "Server",
     "__version__", "replay", "run_preflight", "up", "watch",
 ]
 
@@ -33,7 +33,7 @@ def test_the_exported_names_are_pinned_and_each_one_resolves():
         assert getattr(firstlight, name) is not None, name
     assert set(EXPORTED) <= set(dir(firstlight))
     assert firstlight.RunResult is RunResult and firstlight.READY == "ready"
-    assert issubclass(firstlight.NotReady, Exception)
+    assert issubclass(firstlight.NotReady, firstlight.FirstlightError)
     with pytest.raises(AttributeError):
         _ = firstlight.Session  # type: ignore[attr-defined]
 

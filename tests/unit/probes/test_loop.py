@@ -34,9 +34,13 @@ class _Ladder:
         self.ok_to, self.found = ok_to, found
         self.tops: list[Level] = []
         self.identified = 0
+        self.closed = 0
 
     def clock(self) -> float:
         return 5.0
+
+    def close(self) -> None:
+        self.closed += 1
 
     def climb(self, top: Level, sink: Callable[[Probe], None]) -> list[Probe]:
         self.tops.append(top)
@@ -145,6 +149,7 @@ def test_the_loop_polls_at_the_minimum_after_a_change_backs_off_when_quiet_and_e
     loop._run()
     assert loop.wake.periods == [0.01, 0.015, 0.01]
     assert ladder.tops == [G, G, G, G] and ladder.script == []
+    assert ladder.closed == 1  # READY: the ladder's connections closed with the loop
 
 
 def test_the_loop_asks_the_engine_first_then_climbs_on_at_once():
@@ -188,3 +193,37 @@ def test_the_loop_thread_is_a_named_daemon_and_asks_no_engine_unless_told():
     loop = _sinking(lambda o: None, LadderLoop(_Ladder(Level.NONE), 0.01, 0.05))  # type: ignore[arg-type]
     assert loop.identify is False
     assert loop.thread.name == "firstlight-ladder" and loop.thread.daemon is True
+
+
+def test_a_stopped_loop_closes_the_ladders_connections():
+    """The loop is the ladder's one user: when it ends (READY, or stopped) the ladder's ``Wire`` is closed."""
+    from firstlight.config import ProbeConfig
+    from firstlight.probes.ladder import Ladder
+    from firstlight.sim.fixtures import free_port
+
+    ladder = Ladder(ProbeConfig(url=f"http://127.0.0.1:{free_port()}"))  # nothing listens: it climbs on
+    loop = LadderLoop(ladder, 0.01, 0.05)
+    loop.start(lambda o: None)
+    loop.stop()
+    loop.thread.join(10)
+    assert not loop.thread.is_alive() and ladder.wire._client.is_closed
+
+
+def test_what_escapes_the_loop_outside_a_climb_is_a_failed_note_and_the_loop_goes_on():
+    from firstlight.timeline import SourceNote
+
+    ladder = _Scripted([[(P, True)], [(G, True)]])
+    seen: list[Observation] = []
+    loop = _sinking(seen.append, LadderLoop(ladder, 0.01, 0.0))  # type: ignore[arg-type]
+    calls: list[int] = []
+
+    def breaks_once() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bug between climbs")
+
+    loop._take_endpoints = breaks_once  # type: ignore[method-assign]
+    loop._run()
+    (note,) = [o for o in seen if isinstance(o, SourceNote)]
+    assert note.failed and note.source == "probe" and "RuntimeError: a bug between climbs" in note.message
+    assert ladder.tops == [G, G] and ladder.closed == 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 import queue
 import threading
 
-from firstlight.samplers.base import IDLE_CAP_S, Backoff, Sampler, idle_cap
+from firstlight.samplers.base import IDLE_CAP_S, Backoff, Guard, Sampler, idle_cap
 from firstlight.timeline import CollectorStat, Observation, SourceNote, WeightsTotal
 from tests.support.common import wait_for
 
@@ -216,3 +216,26 @@ def test_every_kind_of_source_has_the_one_shape():
         assert list(inspect.signature(kind.start).parameters) == ["self", "sink"], kind
         assert list(inspect.signature(kind.stop).parameters) == ["self"], kind
         assert list(inspect.signature(kind.sync).parameters) == ["self", "timeout"], kind
+
+
+def test_the_guard_says_an_escape_once_per_error_and_starts_a_loop_again():
+    """The one guard of every thread: a loop that raises is reported (a failed note, a failure in its book), the
+    same error twice is said once, and a loop that may start again does, until it returns."""
+    notes: list[SourceNote] = []
+    runs: list[int] = []
+
+    def loop() -> None:
+        runs.append(1)
+        if len(runs) < 3:
+            raise KeyError("nobody foresaw this")
+
+    g = Guard("log", "stdout reader", clock=lambda: 7.0)
+    g.run(loop, notes.append, again_s=0.0)
+    assert len(runs) == 3 and g.book.failures == 2
+    assert [(n.t, n.source, n.message, n.failed) for n in notes] == [
+        (7.0, "log", "stdout reader failed: KeyError: 'nobody foresaw this'; started again in 0s", True)]
+
+    once = Guard("log", "log file reader")
+    once.run(lambda: [][0], notes.append)  # not started again: its signal is missing from then on
+    assert notes[-1].failed and notes[-1].message.endswith("it has stopped: its signal is missing from here on")
+    assert once.step(lambda: 1, notes.append) == 1 and notes[-1].message == "log file reader works again"

@@ -63,3 +63,33 @@ def test_with_the_process_start_time_the_runs_own_earlier_lines_are_read(tmp_pat
     finally:
         f.stop()
     assert _texts(got) == [f"[{stamp}] Load weight begin."]
+
+
+def test_a_pipe_reader_that_raises_says_so_and_reads_on():
+    """The pipe's delivery runs under the guard: an escape (here the echo's, on the first line) is a failed note,
+    never a thread that dies silently (the server's pipe would then fill and stop it), and the lines after it come."""
+    import os
+
+    from firstlight.samplers.logs import PipeReader
+
+    r, w = os.pipe()
+    echoed: list[str] = []
+
+    def echo(stream: str, text: str) -> None:
+        echoed.append(text)
+        if len(echoed) == 1:
+            raise RuntimeError("a terminal that broke")
+
+    got: list[Observation] = []
+    with os.fdopen(r, "rb", buffering=0) as pipe:
+        reader = PipeReader(pipe, "stdout", echo)
+        reader.start(got.append)
+        os.write(w, b"first\n")
+        wait_for(lambda: any(isinstance(o, SourceNote) and o.failed for o in got), 5, "the failed note")
+        os.write(w, b"second\n")
+        os.close(w)
+        reader.sync(5)
+    (note,) = [o for o in got if isinstance(o, SourceNote)]
+    assert note.source == "log" and note.message.startswith("stdout reader failed: RuntimeError: a terminal that "
+                                                            "broke; started again in ")
+    assert "second" in _texts(got) and echoed[-1] == "second" and not reader.thread.is_alive()

@@ -165,3 +165,34 @@ def test_router_mode_is_told_from_the_command():
     assert is_router(["llama-server", "--port", "1"], {"LLAMA_ARG_MODELS_DIR": "/m"})
     assert not is_router(["llama-server", "-m", "/m/model.gguf"], {})
     assert not is_router(None)
+
+
+def test_what_escapes_the_reader_is_a_failed_note_and_it_reads_on(monkeypatch: Any):
+    """Its thread runs under the guard of every thread: an exception nobody foresaw (here the parser's) is a note
+    marked failed, never a silent end, and the reader starts again and reaches ``loaded``."""
+    from firstlight.samplers import models_sse
+
+    monkeypatch.setattr(models_sse, "BACKOFF_MAX_S", 0.1)
+    srv, conns = _serve([[_ev(0), ("pause", 30.0)], [_ev(0), _ev(4)]])
+    src = ModelsSSE(f"http://127.0.0.1:{srv.server_port}")
+    feed = src.stream.feed
+    calls: list[int] = []
+
+    def breaks_once(data: str, t: float) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ZeroDivisionError("a parser bug")
+        return feed(data, t)
+
+    monkeypatch.setattr(src.stream, "feed", breaks_once)
+    got: list[Observation] = []
+    src.start(got.append)
+    try:
+        wait_for(lambda: src.stream.loaded, 30, "loaded after the escape")
+        (note,) = [o for o in got if isinstance(o, SourceNote)]
+        assert note.failed and note.source == "engine_clock" and note.message.startswith(
+            f"the reader of {PATH} failed: ZeroDivisionError: a parser bug; started again in ")
+        assert len(conns) == 2
+    finally:
+        src.stop()
+        srv.shutdown()

@@ -324,3 +324,34 @@ def test_a_streamed_answer_may_take_longer_than_httpxs_default_timeout(recorded)
             return await _get(w, "/v1/models")
 
     assert asyncio.run(run()) == (200, b"ok")
+
+
+def test_a_streamed_body_comes_as_it_is_sent_each_read_within_the_read_timeout_up_to_its_cap():
+    """``Wire.stream`` (an event stream): the body lasts as long as the server sends, not the request's deadline;
+    a quiet body ends at the read timeout, a body over the cap is refused."""
+
+    class Trickle(BaseHTTPRequestHandler):
+        def log_message(self, *a: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            pieces = 6 if self.path == "/long" else 2
+            for _ in range(pieces):  # 0.3 s apart: longer in all than connect + read timeouts
+                self.wfile.write(b"data: x\n\n")
+                self.wfile.flush()
+                time.sleep(0.3)
+            time.sleep(5)  # then quiet
+
+    with serving(Trickle) as url, Wire(url, connect_timeout=0.5) as w:
+        got = b""
+        with w.stream("GET", "/long", read_timeout=0.8) as s, pytest.raises(WireError) as quiet:
+            assert s.status == 200
+            for chunk in s.chunks():
+                got += chunk
+        assert got == b"data: x\n\n" * 6 and quiet.value.timed_out
+        with w.stream("GET", "/", read_timeout=5.0, max_body=12) as s, pytest.raises(WireError) as big:
+            list(s.chunks())
+        assert str(big.value) == "answer longer than 12 bytes: the rest left unread" and not big.value.timed_out

@@ -33,6 +33,7 @@ from firstlight.units.journal.entries import (
 from firstlight.units.journal.follow import JournalFollower, JournalSource
 from firstlight.units.journal.invocations import Invocation, list_invocations, pick_invocation
 from firstlight.units.journal.journalctl import journalctl_argv, read_entries
+from tests.support.common import wait_for
 from tests.support.journal_rules import T0, UNIT, _follow, entry
 
 
@@ -477,3 +478,32 @@ def test_the_follower_keeps_its_last_16_notes():
         follower._note(f"note {i}")
     assert list(follower.notes) == [f"note {i}" for i in range(4, 20)]
     assert follower.error is None
+
+
+def test_what_escapes_the_journal_reader_is_a_failed_note_for_the_watch_and_it_reads_on(monkeypatch: Any):
+    """The journal's reader runs under the guard of every thread: an exception nobody foresaw is a note marked
+    failed, handed to the watch, and the reader starts again (from the entry after the last it handed out)."""
+    from firstlight.units.journal import follow
+
+    monkeypatch.setattr(follow, "find_journalctl", lambda exe: exe)
+    monkeypatch.setattr(follow, "AGAIN_S", 0.01)
+    follower = JournalFollower(UNIT, clock=lambda: 42.0)
+    passes: list[bool] = []
+
+    def one_bad_pass(journalctl: str, follow: bool) -> bool:
+        passes.append(follow)
+        if len(passes) == 1:
+            raise IndexError("an entry nobody foresaw")
+        return False  # caught up, and nothing to follow: the reader ends
+
+    monkeypatch.setattr(follower, "_pass", one_bad_pass)
+    seen: list[Any] = []
+    src = JournalSource(follower, "a" * 32)
+    follower.start()
+    src.start(seen.append)
+    wait_for(lambda: not follower.running, 30, "the reader to end after starting again")
+    assert src._watcher is not None
+    src._watcher.join(30)
+    assert passes == [False, False] and follower.error is None
+    assert seen == [SourceNote(42.0, "journal", "journal reader failed: IndexError: an entry nobody foresaw; "
+                                                "started again in 0.01s", failed=True)]
