@@ -31,7 +31,7 @@ from firstlight.cli.options import (
 from firstlight.cli.run import run_watch
 from firstlight.containers.command import RunCommand
 from firstlight.containers.runtime import RUNTIMES, Container, Runtime, RuntimeFailure
-from firstlight.containers.watch import ContainerSession, Tracker
+from firstlight.containers.watch import ContainerSession, Tracker, launched
 from firstlight.engines import read_command
 from firstlight.engines.profile import EngineProfile
 
@@ -140,7 +140,8 @@ def up_container(run: RunCommand, url: str | None, kw: dict[str, Any], cfg_kw: d
                     model_path=Path(model) if model and Path(model).exists() else None,
                     sample_interval=kw["sample_interval"], serving_interval=kw["serving_interval"], **cfg_kw)
         redactor = redactor_for(run.argv, kw["api_key"])
-        tracker = Tracker(Runtime(run.runtime, run.argv[0]), ref=run.name, cidfile=launch.cidfile)
+        assert launch.cidfile is not None  # added above when the command had none
+        tracker = launched(Runtime(run.runtime, run.argv[0]), launch.cidfile)
         if not kw["as_json"]:
             click.echo(f"firstlight: {run.runtime} run: watching the container it starts (cidfile "
                        f"{launch.cidfile}); preflight skipped: the model and libraries are in the image", err=True)

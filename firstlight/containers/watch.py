@@ -102,6 +102,13 @@ class Tracker:
             time.sleep(0.25)
 
 
+def launched(runtime: Runtime, cidfile: Path) -> Tracker:
+    """The container a ``run`` command starts: found by the id its CLI writes to ``cidfile``, never by its
+    ``--name``: a name another container holds is refused by the runtime, and that container is not ours to watch,
+    inspect or stop."""
+    return Tracker(runtime, ref=None, cidfile=cidfile)
+
+
 class ContainerOom(OomTraces):
     """The kernel's traces for the init process, and the runtime's own record: ``State.OOMKilled``."""
 

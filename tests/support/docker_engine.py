@@ -38,6 +38,8 @@ class Engine:
         self.created: list[dict[str, Any]] = []  # each create's body (the container's config)
         self.init_pid = 0  # the container's init once started: a real process of the test's, if set
         self.process: subprocess.Popen[bytes] | None = None  # else the one the engine started
+        self.names_in_use: set[str] = set()
+        self.refused: list[dict[str, Any]] = []  # the creates refused (their config)  # names another container holds: a create naming one is refused
 
     def start(self) -> None:
         """``start``: the container runs. Its init is ``init_pid`` when the test set one (a process of its own),
@@ -136,8 +138,16 @@ class Engine:
 
             def _create(self, query: str) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                engine.created.append(json.loads(body or b"{}"))
+                if any(n in engine.names_in_use for n in parse_qs(query).get("name", [])):
+                    engine.refused.append(json.loads(body or b"{}"))
+                else:
+                    engine.created.append(json.loads(body or b"{}"))
                 name = parse_qs(query).get("name")
+                if name and name[0] in engine.names_in_use:  # as dockerd words it (409)
+                    return self._send(409, json.dumps({"message": f'Conflict. The container name "/{name[0]}" is '
+                                                       f'already in use by container "{engine.container["Id"]}". You '
+                                                       "have to remove (or rename) that container to be able to "
+                                                       "reuse that name."}).encode())
                 if name:
                     engine.container["Name"] = "/" + name[0]
                 engine.container["State"].update({"Status": "created", "Running": False, "Pid": 0, "ExitCode": 0,

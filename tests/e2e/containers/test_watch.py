@@ -492,7 +492,7 @@ def test_up_docker_run_detached_watches_the_container_to_ready_then_stops_it(doc
     record = io.StringIO()
     with docker_engine(docker_host) as engine:
         engine.lines = [(2, "INFO Loading model weights"), (2, "INFO The server is fired up and ready to roll!")]
-        tracker = Tracker(Runtime("docker", run.argv[0]), ref=run.name, cidfile=launch.cidfile)
+        tracker = watch.launched(Runtime("docker", run.argv[0]), tmp_path / "cid")
         cfg = Config(command=list(launch.argv), watched_command=run.inner, engine="sglang", after_ready="stop",
                      probe=ProbeConfig(url=f"http://127.0.0.1:{port}"), history=HistoryConfig(enabled=False),
                      sample_interval=0.2, echo_server_output=False)
@@ -518,6 +518,37 @@ def test_up_docker_run_detached_watches_the_container_to_ready_then_stops_it(doc
     assert notes[0].startswith(f"docker container srv (aa86eacfb3b3), image example-image:1.0: init pid {sim.pid}")
     asked = [path for _, path in engine.requests if "/logs?" in path]
     assert len(asked) == 1 and "follow=1" in asked[0]  # detached: the log is the runtime's
+
+
+def test_up_docker_run_naming_a_container_another_holds_never_watches_nor_stops_that_one(
+        docker_host: Path, tmp_path: Path) -> None:
+    """The runtime refuses the name (409); the container that holds it is not firstlight's: never taken for the
+    server, never stopped. The start ends with the CLI's own code."""
+    port = free_port()
+    argv = ["docker", "run", "-d", "--name", "srv", "-p", f"{port}:{port}", "example-image:1.0",
+            *sim_cmd("normal", port)]
+    run = parse_run(argv)
+    assert run is not None
+    launch = run.with_cidfile(tmp_path / "cid")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        with docker_engine(docker_host) as engine:
+            engine.init_pid = other.pid
+            engine.start()  # the other "srv", running
+            engine.names_in_use.add("srv")
+            tracker = watch.launched(Runtime("docker", run.argv[0]), tmp_path / "cid")
+            cfg = Config(command=list(launch.argv), watched_command=run.inner, engine="sglang", after_ready="stop",
+                         probe=ProbeConfig(url=f"http://127.0.0.1:{port}"), history=HistoryConfig(enabled=False),
+                         judge=JudgeConfig(timeout=CHECK_S), sample_interval=0.2, echo_server_output=False)
+            o = ContainerSession(cfg, get_profile("sglang"), QuietReporter(), Redactor(), tracker, launch).run()
+            asked = [path for _, path in engine.requests]
+        assert o.verdict == "failed", o.result.evidence
+        assert engine.refused and not engine.created
+        assert engine.stops == [] and not [p for p in asked if p.rstrip("/").endswith(("/srv/json", "/srv/stop"))]
+        assert other.poll() is None  # the other container's process was never signalled
+    finally:
+        other.kill()
+        other.wait(10)
 
 
 # -- what each part is built with, and the remaining edges -------------------------------------------------------
