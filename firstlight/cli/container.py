@@ -28,7 +28,7 @@ from firstlight.cli.options import (
     redactor_for,
     usage,
 )
-from firstlight.cli.run import run_watch
+from firstlight.cli.run import outputs_from, run_watch
 from firstlight.containers.command import RunCommand
 from firstlight.containers.runtime import RUNTIMES, Container, Runtime, RuntimeFailure
 from firstlight.containers.watch import ContainerSession, Tracker
@@ -110,7 +110,7 @@ def watch_container(url: str | None, kw: dict[str, Any]) -> None:
         return ContainerSession(cfg, profile, reporter, redactor, tracker, record=record,
                                 since=c.started_at).run()
 
-    outcome = run_watch(cfg, profile, kw, redactor, runner=run)
+    outcome = run_watch(settings.plan(cfg, profile, redactor=redactor, outputs=outputs_from(kw)), runner=run)
     sys.exit(outcome.exit_code)
 
 
@@ -148,7 +148,7 @@ def up_container(run: RunCommand, url: str | None, kw: dict[str, Any], cfg_kw: d
         def go(reporter: Any, record: IO[str] | None) -> Any:
             return ContainerSession(cfg, profile, reporter, redactor, tracker, launch, record=record).run()
 
-        outcome = run_watch(cfg, profile, kw, redactor, runner=go)
+        outcome = run_watch(settings.plan(cfg, profile, redactor=redactor, outputs=outputs_from(kw)), runner=go)
     finally:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -19,7 +19,7 @@ import click
 
 from firstlight import settings
 from firstlight.config import AfterReadyConfig, HistoryConfig, JudgeConfig, ProbeConfig
-from firstlight.engines import PROFILES
+from firstlight.engines import PROFILES, ServerCommand
 from firstlight.engines.profile import EngineProfile
 from firstlight.redact import Redactor
 from firstlight.settings import DAY_S, NUMBERS, Number, SettingError
@@ -211,9 +211,10 @@ watch_options = options(  # up and watch (the long-running commands): when to gi
 
 
 # -- the Config parts built from them, by firstlight.settings ----------------------------------------------------
-def profile_for(engine: str | None, command: Sequence[str] = ()) -> EngineProfile:
-    """``--engine``, else the one the command line names, else generic."""
-    return usage(settings.profile, engine, command)
+def profile_for(engine: str | None, command: Sequence[str] = (), server: ServerCommand | None = None
+                ) -> EngineProfile:
+    """``--engine``, else the one the command line names (``server``: as already read), else generic."""
+    return usage(settings.profile, engine, command, server)
 
 
 def probe_config(url: str, profile: EngineProfile, kw: dict[str, Any],
@@ -242,8 +243,8 @@ def after_ready_config(kw: dict[str, Any]) -> tuple[AfterReadyConfig, HistoryCon
     return after, history
 
 
-def url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
-    return usage(settings.url_from_command, command, profile)
+def url_from_command(command: Sequence[str], profile: EngineProfile, server: ServerCommand | None = None) -> str:
+    return usage(settings.url_from_command, command, profile, server)
 
 
 def redactor_for(command: Sequence[str], api_key: str | None) -> Redactor:

@@ -27,7 +27,7 @@ from firstlight.cli.options import (
     url_from_command,
     usage,
 )
-from firstlight.cli.run import run_watch
+from firstlight.cli.run import outputs_from, run_watch
 from firstlight.units import unit_name
 from firstlight.units.journal.entries import JournalError
 from firstlight.units.journal.invocations import journal_lines
@@ -116,7 +116,7 @@ def watch_unit(url: str | None, kw: dict[str, Any], restart_first: bool = False,
     def run(reporter: Any, record: IO[str] | None) -> Any:
         return UnitWatch(opts, cfg, profile, reporter, redactor, record, systemctl).run(state)
 
-    outcome = run_watch(cfg, profile, kw, redactor, runner=run)
+    outcome = run_watch(settings.plan(cfg, profile, redactor=redactor, outputs=outputs_from(kw)), runner=run)
     sys.exit(outcome.exit_code)
 
 

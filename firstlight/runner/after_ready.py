@@ -14,7 +14,7 @@ from firstlight.anatomy import compare
 from firstlight.bench.client import BenchConfig, BenchError, run_warmup
 from firstlight.bench.spec import bench_with_spec
 from firstlight.config import Config
-from firstlight.engines import read_command
+from firstlight.engines import ServerCommand, read_command
 from firstlight.engines.clocks import ENDPOINTS
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import DeploymentKey, History, HistoryError
@@ -27,10 +27,15 @@ from firstlight.wire.errors import WireError
 CLOCK_READ_TIMEOUT_S = 3.0  # each of the engine's startup endpoints, once, after READY
 
 
-def deployment_key(cfg: Config, profile: EngineProfile, command: list[str], redactor: Redactor) -> DeploymentKey:
-    named = read_command(command, engine=profile.name).model
+def deployment_key(cfg: Config, profile: EngineProfile, command: list[str], redactor: Redactor,
+                   server: ServerCommand | None = None) -> DeploymentKey:
+    """This deployment in the history. ``server``: ``command`` as the run's plan read it by ``profile``'s flags
+    (``Plan.server_as``), so the key parses nothing; else it is read here."""
+    if server is None and command:
+        server = read_command(command, engine=profile.name)
+    named = server.model if server is not None else None
     model = str(cfg.model_path) if cfg.model_path else named or cfg.probe.model
-    return DeploymentKey.create(profile.name, model, command or None, visible_gpu_count(), redactor)
+    return DeploymentKey.create(profile.name, model, command or None, visible_gpu_count(), redactor, server=server)
 
 
 def visible_gpu_count() -> int | None:
