@@ -288,6 +288,24 @@ def config(*, probe: ProbeConfig, judge: JudgeConfig, command: Sequence[str] = (
                   judge=judge, **rest)
 
 
+def outputs(*, record: str | os.PathLike[str] | None = None, report: str | os.PathLike[str] | None = None,
+            trace: str | os.PathLike[str] | None = None, **rest: Any) -> Outputs:
+    """What the run writes: a report or a trace that could not be written is found out now, not at the end of a
+    ten-minute start (``rest``: the other :class:`~firstlight.config.Outputs` fields, as they are)."""
+    out = Outputs(record=Path(record) if record is not None else None,
+                  report=Path(report) if report is not None else None,
+                  trace=Path(trace) if trace is not None else None, **rest)
+    check_outputs(out)
+    return out
+
+
+def check_outputs(out: Outputs) -> None:
+    """The report's and the trace's folders must be writable."""
+    for name, path in (("report", out.report), ("trace", out.trace)):
+        if path is not None and not os.access(path.parent.resolve(), os.W_OK):
+            raise SettingError(name, path, f"cannot write in {path.parent}")
+
+
 @dataclass(frozen=True)
 class Plan:
     """One run, read once: what it is set to do (``config``), the engine's profile it starts with, the server's
@@ -328,5 +346,5 @@ def plan(cfg: Config, engine: EngineProfile, server: ServerCommand | None = None
 
 
 __all__ = ["APIS", "DAY_S", "HOUR_S", "NUMBERS", "Number", "Plan", "SettingError", "after_ready", "check",
-           "check_expect", "config", "history", "judge", "plan", "probe", "profile", "read_server",
-           "redactor", "url_from_command", "watch_model", "where"]
+           "check_expect", "check_outputs", "config", "history", "judge", "outputs", "plan", "probe", "profile",
+           "read_server", "redactor", "url_from_command", "watch_model", "where"]

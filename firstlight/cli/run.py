@@ -14,7 +14,8 @@ from typing import IO, Any
 
 import click
 
-from firstlight.cli.options import UsageFailure
+from firstlight import settings
+from firstlight.cli.options import UsageFailure, usage
 from firstlight.config import Outputs
 from firstlight.preflight import PreflightReport
 from firstlight.report.artifacts import RunArtifacts
@@ -118,9 +119,7 @@ def run_watch(plan: Plan, runner: Callable[[Reporter, IO[str] | None], Outcome] 
     """One watch (a Session on ``plan``, or ``runner``: a unit's or a container's attempts) with the reporters and
     artifacts its outputs ask for; both are closed whatever happens."""
     cfg, out = plan.config, plan.outputs
-    for flag, path in (("--report", out.report), ("--trace", out.trace)):  # found out now, not after a long start
-        if path is not None and not os.access(path.parent.resolve(), os.W_OK):
-            raise UsageFailure(f"{flag} {path}: cannot write in {path.parent}")
+    usage(settings.check_outputs, out)  # found out now, not after a ten-minute start
     try:
         artifacts = RunArtifacts(cfg, out.record, out.report, out.trace)
     except OSError as e:
