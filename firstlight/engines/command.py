@@ -45,12 +45,16 @@ IMAGE_ENTRYPOINTS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
     (re.compile(r"(?:^|/)ollama/ollama(?::|@|$)"), ("ollama",)),  # its CMD is ``serve``
 )
 
-# docker/podman run options that take no value (every other option takes one, unless written --opt=V).
-_CONTAINER_BOOL = frozenset({
-    "-d", "--detach", "-i", "--interactive", "-t", "--tty", "--rm", "--privileged", "--init", "-P",
-    "--publish-all", "--read-only", "--no-healthcheck", "--oom-kill-disable", "--sig-proxy", "-q", "--quiet",
-    "--replace", "--systemd", "--tls-verify", "--help",
+# docker/podman run options that take no value (every other option takes one, unless written --opt=V): the one
+# list, read by this reader and by firstlight.containers' reader of the ``run`` it launches. (podman's
+# ``--systemd`` takes one: true, false or always.)
+CONTAINER_SWITCHES = frozenset({
+    "--detach", "--interactive", "--tty", "--rm", "--privileged", "--init", "--publish-all", "--read-only",
+    "--no-healthcheck", "--oom-kill-disable", "--sig-proxy", "--quiet", "--replace", "--tls-verify", "--help",
+    "--disable-content-trust", "--rmi", "--http-proxy", "--no-hosts", "--no-hostname", "--env-host",
+    "--read-only-tmpfs", "--passwd", "--rootfs", "--use-cgroupns", "--pull-always",
 })
+CONTAINER_SHORT_SWITCHES = frozenset("ditPq")  # -d -i -t -P -q, and their bundles: -it, -dit
 # uv run / uvx options that take a value (the rest are switches).
 _UV_VALUE = frozenset({
     "--with", "--with-editable", "--with-requirements", "--python", "-p", "--project", "--directory", "--package",
@@ -344,9 +348,8 @@ def _take_container(u: _Unwrapped, rest: list[str], base_env: Mapping[str, str])
             break
         name, eq, value = opt.partition("=")
         if not eq:
-            if name in _CONTAINER_BOOL or (len(name) > 2 and not name.startswith("--")
-                                           and all(f"-{c}" in _CONTAINER_BOOL for c in name[1:])):
-                continue  # -it, -dit
+            if is_container_switch(name):
+                continue  # --rm, -it, -dit
             if not rest:
                 break
             value = rest.pop(0)
@@ -378,6 +381,14 @@ def _take_container(u: _Unwrapped, rest: list[str], base_env: Mapping[str, str])
                 return ["ollama", "serve"]
             return [*entry, *rest]
     return rest
+
+
+def is_container_switch(option: str) -> bool:
+    """A ``docker run``/``podman run`` option that takes no value: ``--rm``, ``--detach=false``, ``-d``, ``-dit``."""
+    name = option.partition("=")[0]
+    if name.startswith("--"):
+        return name in CONTAINER_SWITCHES
+    return len(name) > 1 and name.startswith("-") and all(c in CONTAINER_SHORT_SWITCHES for c in name[1:])
 
 
 def _segments(line: str) -> list[list[str]]:
