@@ -71,9 +71,9 @@ def open_history(cfg: Config, redactor: Redactor, warn: Callable[[str], None]) -
 
 
 def post_ready_checks(cfg: Config, profile: EngineProfile, model: str | None,
-                      say: Callable[[str], None]) -> dict[str, Any]:
+                      say: Callable[[str], None], server: ServerCommand | None = None) -> dict[str, Any]:
     """Warm-up and benchmark against the serving server: the summary's ``warmup``, ``bench`` and
-    ``spec_decoding`` fields."""
+    ``spec_decoding`` fields. ``server``: the command as the run's plan read it (else its argv is read)."""
     out: dict[str, Any] = {}
     a, p = cfg.after, cfg.probe
     if not (a.warmup or a.bench):
@@ -95,7 +95,7 @@ def post_ready_checks(cfg: Config, profile: EngineProfile, model: str | None,
             bc = bench_config(prompt_len=a.bench_prompt_len, output_len=a.bench_output_len,
                               concurrency=a.bench_concurrency, num_requests=a.bench_requests,
                               duration_s=a.bench_duration, ignore_eos=True)
-            result, spec = bench_with_spec(bc, profile, cfg.command or cfg.watched_command)
+            result, spec = bench_with_spec(bc, profile, server or cfg.command or cfg.watched_command)
             out["bench"], out["spec_decoding"] = result.to_dict(), spec
             say(f"bench: {result.completed}/{result.sent} ok, {result.errors} errors, {result.timeouts} timeouts; "
                 f"{result.output_throughput:.1f} output tok/s; TTFT median {result.ttft_ms.median or 0:.0f} ms, "

@@ -252,7 +252,7 @@ class Session:
         checks: dict[str, Any] = {}
         words = _Words(self.reporter.message)
         worker = threading.Thread(target=lambda: checks.update(post_ready_checks(
-            self.cfg, self.profile, self.sources.model, words.say)), daemon=True)
+            self.cfg, self.profile, self.sources.model, words.say, self.plan.server_as(self.profile))), daemon=True)
         worker.start()
         while worker.is_alive():
             self._heartbeat()  # the server serves meanwhile: systemd's watchdog must not starve (--warmup 9 s)
