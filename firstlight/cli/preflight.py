@@ -27,7 +27,7 @@ from firstlight.logtext import one_line
 from firstlight.preflight import DEADLINE_S, FAIL, OK, PreflightOptions, PreflightReport, read_target, run_preflight
 from firstlight.preflight.disk import measure as measure_disk
 from firstlight.redact import Redactor
-from firstlight.runner.guard import silence
+from firstlight.runner.guard import install_stop_handlers, silence
 
 EXIT_HELP = """\b
 Exit codes:
@@ -115,11 +115,11 @@ def _sigterm_interrupts() -> Iterator[None]:
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGTERM, interrupt)
+    restore = install_stop_handlers(interrupt, (signal.SIGTERM,))
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        restore()
 
 
 def preflight_before_launch(cfg: Config, as_json: bool, disk_sample: bool, redactor: Redactor,

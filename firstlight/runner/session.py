@@ -45,7 +45,8 @@ from firstlight.runner.after_ready import (
     open_history,
     post_ready_checks,
 )
-from firstlight.runner.guard import RecordFile, guard_reporter
+from firstlight.runner.guard import RecordFile, guard_reporter, install_stop_handlers
+from firstlight.runner.launcher import STOP_SIGNALS  # the one tuple: a dropped ssh session (SIGHUP) included
 from firstlight.runner.pump import Pump, drain
 from firstlight.runner.serving import ServingWatch
 from firstlight.runner.sources import Sources
@@ -58,9 +59,6 @@ if TYPE_CHECKING:
 
 __all__ = ["EXIT_CODES", "EXIT_INTERNAL", "EXIT_REGRESSION", "EXIT_USAGE", "STOP_SIGNALS", "Outcome", "Session"]
 
-# Signals that end a watch like Ctrl-C: a dropped ssh session (SIGHUP) and SIGQUIT included, so the server is
-# stopped instead of being left holding its GPUs and port.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 @dataclass
@@ -345,15 +343,11 @@ class Session:
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:
-        old = {}
-        for s in STOP_SIGNALS:
-            with contextlib.suppress(ValueError, OSError):  # not the main thread (library use), or unsupported
-                old[s] = signal.signal(s, self._on_signal)
+        restore = install_stop_handlers(self._on_signal)  # none off the main thread (library use)
         try:
             yield
         finally:
-            for s, h in old.items():
-                signal.signal(s, h)
+            restore()
 
     def _feed(self, obs: Observation) -> None:
         """One observation, in arrival order: the record, the driver of the judge, the reporters."""
