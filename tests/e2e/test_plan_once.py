@@ -5,11 +5,8 @@ by wrapping the one parse function every reading goes through."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,9 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 import firstlight
+from firstlight.cli import sidecar
 from firstlight.cli.app import cli
 from firstlight.engines import command as reader
 from firstlight.engines.command import split_words
+from firstlight.runner.rewatch import Rewatch
+from firstlight.runner.session import Outcome
 from firstlight.sim.fixtures import free_port
 from tests.support.common import sim_cmd, wait_for
 
@@ -73,21 +73,31 @@ def test_a_watch_parses_the_watched_command_once(parses: list[tuple[str, ...]], 
 
 
 def test_a_sidecar_parses_each_start_s_command_once(parses: list[tuple[str, ...]], weights: Path, tmp_path: Path,
-                                                    reap: list[int]):
+                                                    reap: list[int], monkeypatch: pytest.MonkeyPatch):
     port, rport = free_port(), free_port()
     sim = subprocess.Popen(_sim(port, weights), start_new_session=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
     reap.append(sim.pid)
+    loops: list[Rewatch] = []
 
-    def stop_once_ready() -> None:  # the sidecar serves on until a stop signal: one start is enough here
+    class Recorded(Rewatch):
+        def run(self) -> Outcome:
+            loops.append(self)
+            return super().run()
+
+    monkeypatch.setattr(sidecar, "Rewatch", Recorded)
+
+    def stop_once_ready() -> None:  # the sidecar serves on until stopped: one start is enough here
         def ready() -> bool:
             try:
                 return httpx.get(f"http://127.0.0.1:{rport}/readyz", timeout=1).status_code == 200
             except httpx.HTTPError:
                 return False
-        wait_for(ready, 60, "the sidecar's /readyz")
-        time.sleep(0.2)
-        os.kill(os.getpid(), signal.SIGTERM)  # the sidecar's own handler takes it
+        try:
+            wait_for(ready, 60, "the sidecar's /readyz")
+        finally:
+            wait_for(lambda: loops, 5, "the sidecar's loop")
+            loops[0].stop.set()  # as its stop signal would (no signal sent to the test's own process)
 
     stopper = threading.Thread(target=stop_once_ready, daemon=True)
     stopper.start()
