@@ -5,6 +5,7 @@ whatever the verdict. The simulator is the server."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -48,3 +49,16 @@ def test_an_output_that_cannot_be_written_is_a_value_error_before_anything_start
         firstlight.up([sys.executable, "-c", "pass"], port=free_port(), report=missing)
     with pytest.raises(ValueError, match=r"^trace .*: cannot write in"):
         firstlight.watch(f"http://127.0.0.1:{free_port()}", trace=missing)
+
+
+def test_watch_writes_the_report_and_trace_when_the_watch_ends(tmp_path: Path, weights: Path, reap: list[int]):
+    port = free_port()
+    sim = subprocess.Popen(sim_cmd("normal", port, "--model-path", str(weights), "--load-seconds", "1"),
+                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    reap.append(sim.pid)
+    report, trace = tmp_path / "w.html", tmp_path / "w.json"
+    with firstlight.watch(f"http://127.0.0.1:{port}", pid=sim.pid, timeout=60, history=False, report=report,
+                          trace=trace) as server:
+        assert server.result.verdict == firstlight.READY
+    assert server.written == [report, trace] and sim.poll() is None  # drawn; the watched server left running
+    assert "ready" in report.read_text() and json.loads(trace.read_text())["traceEvents"]
