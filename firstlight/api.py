@@ -31,17 +31,19 @@ from types import TracebackType
 import psutil
 
 from firstlight import settings
-from firstlight.config import Config, HistoryConfig
-from firstlight.engines.profile import EngineProfile
+from firstlight.config import HistoryConfig
+from firstlight.engines import ServerCommand
 from firstlight.errors import FirstlightError
 from firstlight.logreplay import ReplayReport, replay_lines, replay_log
 from firstlight.preflight import DEADLINE_S, PreflightOptions, PreflightReport, read_target
 from firstlight.preflight import run_preflight as run_checks
 from firstlight.redact import Redactor
+from firstlight.report.artifacts import RunArtifacts
 from firstlight.report.base import ForwardingReporter, QuietReporter, Reporter
 from firstlight.result import RunResult
 from firstlight.runner.session import Outcome, Session
 from firstlight.serving import ServingStatus
+from firstlight.settings import Plan
 from firstlight.timeline import Interrupted
 from firstlight.vocab import INTERRUPTED
 
@@ -90,6 +92,11 @@ class Server:
                 f"verdict={self.result.verdict!r}, serving={state!r})")
 
     @property
+    def written(self) -> list[Path]:
+        """The files the run wrote when it ended (its ``report`` and ``trace``); empty while the block runs."""
+        return list(self._run.written) if self._run is not None else []
+
+    @property
     def serving(self) -> ServingStatus | None:
         """The serving checks' state now (``up`` only): live in the block, the last one once it has exited;
         None before the first check (it was set only on exit: None for the whole block)."""
@@ -132,14 +139,22 @@ class _Tracker(ForwardingReporter):
 
 
 class _Run:
-    """One Session on its own thread."""
+    """One Session on its own thread, and what it writes (the CLI's RunArtifacts: the record as it runs, the
+    report and the trace when it ends)."""
 
-    def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter | None, redactor: Redactor,
-                 preflight: bool = False) -> None:
-        self.cfg, self.profile, self.redactor, self.preflight = cfg, profile, redactor, preflight
+    def __init__(self, plan: Plan, reporter: Reporter | None, preflight: bool = False) -> None:
+        cfg = self.cfg = plan.config
+        self.plan, self.profile, self.redactor, self.preflight = plan, plan.profile, plan.redactor, preflight
         self.ready = threading.Event()
         self.tracker = _Tracker(reporter, self.ready)
-        self.session = Session(cfg, profile, self.tracker, redactor)
+        out = plan.outputs
+        try:
+            self.artifacts = RunArtifacts(cfg, out.record, out.report, out.trace, warn=self.tracker.message)
+        except OSError as e:
+            raise settings.SettingError("record", out.record, f"cannot write ({e.strerror or e})") from None
+        record = self.artifacts.stream(self.tracker.message)
+        self.session = Session(cfg, plan.profile, self.tracker, plan.redactor, record, plan=plan)
+        self.written: list[Path] = []
         self.outcome: Outcome | None = None
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._main, name="firstlight-session", daemon=True)
@@ -152,15 +167,19 @@ class _Run:
         except BaseException as e:  # handed to the caller's thread
             self.error = e
         finally:
-            self.ready.set()
-            self.tracker.close()
+            try:  # whatever the verdict: the report and trace are what a failed start is read by
+                self.written = self.artifacts.finish(self.outcome.summary if self.outcome else None)
+            finally:
+                self.artifacts.close()
+                self.ready.set()
+                self.tracker.close()
 
     def start(self) -> RunResult:
         """Start the session; return the READY result, or raise NotReady with the final one."""
         if self.preflight:  # as `up` does: a failed check ends the run before launch, no process started
             cfg = self.cfg
             self.session.preflight = _preflight(cfg.command, cfg.engine, cfg.model_path, True, self.redactor,
-                                                min(DEADLINE_S, cfg.judge.timeout))
+                                                min(DEADLINE_S, cfg.judge.timeout), self.plan.server)
         try:  # the start too: a Ctrl-C may be raised as start() returns, the session already launching
             self.thread.start()
             self._wait_ready()
@@ -232,28 +251,35 @@ def up(command: Sequence[str], *, url: str | None = None, port: int | None = Non
        timeout: float = 3600.0, stall_timeout: float = 120.0, spin_timeout: float = 900.0,
        connect_timeout: float = 1.0, read_timeout: float = 5.0, generation_timeout: float = 120.0,
        serving_interval: float = 10.0, grace: float = 10.0, no_preflight: bool = False,
-       history: bool | str | Path = True, reporter: Reporter | None = None) -> AbstractContextManager[Server]:
+       history: bool | str | Path = True, record: str | Path | None = None, report: str | Path | None = None,
+       trace: str | Path | None = None, reporter: Reporter | None = None) -> AbstractContextManager[Server]:
     """Launch ``command`` (its own process group) and enter once it is READY; raise :class:`NotReady` when it
     fails, hangs or times out (the server is then stopped). The block's exit stops the whole process group.
 
     ``url`` (or ``port`` on 127.0.0.1) is where to probe; by default the command's ``--host``/``--port``, else
     the engine's default port. ``model`` is the weights on disk (default: from the command line); ``served_model``
     the name sent in requests. ``api_key`` is sent as a bearer token and masked everywhere. ``history``: True
-    (the user's run history, or $FIRSTLIGHT_HISTORY), False (none), or a database path. Raises ValueError on
-    bad input (one line), before anything is started."""
+    (the user's run history, or $FIRSTLIGHT_HISTORY), False (none), or a database path. ``record``, ``report``
+    and ``trace`` are ``firstlight up``'s ``--record``, ``--report`` and ``--trace``: every observation as JSON
+    Lines while the run goes, its HTML report and its Chrome trace when it ends (after the block's exit, or at a
+    NotReady), whatever the verdict; ``Server.written`` lists them. Raises ValueError on bad input (one line),
+    before anything is started."""
     command = [str(c) for c in command]
     if not command or not command[0]:
         raise ValueError("up: no command to launch")
-    profile = settings.profile(engine, command)
-    probe = settings.probe(settings.where(url, port) or settings.url_from_command(command, profile), profile,
-                           api=api, prompt=prompt, expect=expect, max_tokens=max_tokens, served_model=served_model,
-                           api_key=api_key, connect_timeout=connect_timeout, read_timeout=read_timeout,
-                           generation_timeout=generation_timeout)
+    server = settings.read_server(command, engine, launched=True)  # the run's one reading of its command
+    profile = settings.profile(engine, command, server)
+    out = settings.outputs(record=record, report=report, trace=trace)
+    probe = settings.probe(settings.where(url, port) or settings.url_from_command(command, profile, server),
+                           profile, api=api, prompt=prompt, expect=expect, max_tokens=max_tokens,
+                           served_model=served_model, api_key=api_key, connect_timeout=connect_timeout,
+                           read_timeout=read_timeout, generation_timeout=generation_timeout)
     cfg = settings.config(probe=probe, judge=settings.judge(timeout, stall_timeout, spin_timeout), command=command,
-                          engine=engine, model_path=Path(model) if model else None, history=_history(history),
-                          grace=grace, serving_interval=serving_interval, after_ready="supervise")
-    run = _Run(cfg, profile, reporter, settings.redactor(command, api_key), preflight=not no_preflight)
-    return _Context(run, probe.url, launched=True)
+                          engine=engine, server=server, model_path=Path(model) if model else None,
+                          history=_history(history), grace=grace, serving_interval=serving_interval,
+                          after_ready="supervise")
+    plan = settings.plan(cfg, profile, server, api_key=api_key, outputs=out)
+    return _Context(_Run(plan, reporter, preflight=not no_preflight), probe.url, launched=True)
 
 
 def watch(url: str, *, pid: int | None = None, log: str | Path | None = None, log_from_start: bool = False,
@@ -261,26 +287,31 @@ def watch(url: str, *, pid: int | None = None, log: str | Path | None = None, lo
           api: str = "completions", prompt: str | None = None, expect: str | None = None, max_tokens: int = 8,
           api_key: str | None = None, timeout: float = 3600.0, stall_timeout: float = 120.0,
           spin_timeout: float = 900.0, connect_timeout: float = 1.0, read_timeout: float = 5.0,
-          generation_timeout: float = 120.0, history: bool | str | Path = True,
+          generation_timeout: float = 120.0, history: bool | str | Path = True, record: str | Path | None = None,
+          report: str | Path | None = None, trace: str | Path | None = None,
           reporter: Reporter | None = None) -> AbstractContextManager[Server]:
     """Attach to a server someone else started and enter once it is READY; raise :class:`NotReady` otherwise.
     Nothing is stopped, on failure or on exit: firstlight did not start it. ``pid`` (its process tree's reads,
-    CPU and death) and ``log`` (its log file, followed) make a slow start tell from a hung one."""
+    CPU and death) and ``log`` (its log file, followed) make a slow start tell from a hung one. ``record``,
+    ``report`` and ``trace``: as :func:`up`'s, written when the watch ends."""
     if pid is not None and not psutil.pid_exists(pid):
         raise ValueError(f"watch: no process with pid {pid}")
     command: list[str] = []
     if pid is not None:
         with contextlib.suppress(psutil.Error):  # another user's: watched without its command line
             command = psutil.Process(pid).cmdline()
-    profile = settings.profile(engine, command)
+    server = settings.read_server(command, engine, launched=False) if command else None
+    profile = settings.profile(engine, command, server)
+    out = settings.outputs(record=record, report=report, trace=trace)
     probe = settings.probe(url, profile, api=api, prompt=prompt, expect=expect, max_tokens=max_tokens,
                            served_model=served_model, api_key=api_key, connect_timeout=connect_timeout,
                            read_timeout=read_timeout, generation_timeout=generation_timeout)
     cfg = settings.config(probe=probe, judge=settings.judge(timeout, stall_timeout, spin_timeout),
-                          watched_command=command, engine=engine, pid=pid, log_file=Path(log) if log else None,
-                          log_from_start=log_from_start, model_path=settings.watch_model(model, command, engine),
-                          history=_history(history))
-    return _Context(_Run(cfg, profile, reporter, settings.redactor(command, api_key)), probe.url, launched=False)
+                          watched_command=command, engine=engine, server=server, pid=pid,
+                          log_file=Path(log) if log else None, log_from_start=log_from_start,
+                          model_path=settings.watch_model(model, command, engine, server), history=_history(history))
+    plan = settings.plan(cfg, profile, server, api_key=api_key, outputs=out)
+    return _Context(_Run(plan, reporter), probe.url, launched=False)
 
 
 def run_preflight(command: Sequence[str], *, engine: str | None = None, model: str | Path | None = None,
@@ -324,8 +355,8 @@ def _history(history: bool | str | Path) -> HistoryConfig:
 
 
 def _preflight(command: list[str], engine: str | None, model: Path | None, disk_sample: bool, redactor: Redactor,
-               deadline_s: float) -> PreflightReport:
-    report = run_checks(read_target(command, engine=engine, model=str(model) if model else None),
+               deadline_s: float, server: ServerCommand | None = None) -> PreflightReport:
+    report = run_checks(read_target(command, engine=engine, model=str(model) if model else None, server=server),
                            PreflightOptions(disk_sample, deadline_s=deadline_s), redactor)
     # Belt and braces, as the CLI: the evidence quotes command lines and paths.
     report.checks = [dataclasses.replace(c, evidence=redactor.text(c.evidence),

@@ -112,3 +112,21 @@ class Config:
     after_ready: str = "supervise"  # supervise (stay in the foreground) | detach (leave it running) | stop
     echo_server_output: bool = True
     serving_interval: float = 10.0  # after READY: an active check when nothing completed for this long; 0: off
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What a run writes and serves besides its verdict: the CLI's ``--record``/``--report``/``--trace``,
+    ``--json``/``--plain``, ``--metrics-port``, ``--serve-readiness`` and the group's members; the API's
+    ``record``/``report``/``trace``. Typed once here, so no layer passes them as loose keywords."""
+
+    record: Path | None = None  # every observation, as JSON Lines (replays to the same verdict)
+    report: Path | None = None  # the run drawn as one self-contained HTML page, whatever the verdict
+    trace: Path | None = None  # the run as Chrome trace-event JSON (ui.perfetto.dev)
+    json: bool = False  # JSON Lines events on stdout
+    plain: bool = False  # plain lines on a terminal too (no live dashboard)
+    metrics: str | None = None  # [HOST:]PORT of the Prometheus scrape
+    readiness: str | None = None  # HOST:PORT of /readyz /livez /startupz
+    deployment: str | None = None  # the deployment label of the metrics
+    members: tuple[str, ...] = ()  # the base URLs of a multi-node start's other firstlights
+    member_port: int = 8081  # their readiness port under LeaderWorkerSet

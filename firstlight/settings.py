@@ -6,6 +6,11 @@ The CLI (``firstlight.cli``) and the Python API (``firstlight.api``) both build 
 (a ``ValueError``): the API raises it as it is (``timeout 1e+12: ...``); the CLI names the option instead
 (``--timeout 1e12: ...``) in its one-line usage error. The defaults are the Config dataclasses' own: a default
 changed there is the default everywhere.
+
+A run is read once: :func:`read_server` parses the server's command line (with the environment the server will
+really get), every builder below takes that reading instead of parsing again, and :func:`plan` puts the run
+together as one frozen :class:`Plan` (its Config, profile, command, redactor and outputs) that the session and
+its sources read.
 """
 
 from __future__ import annotations
@@ -15,16 +20,16 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, ProbeConfig
-from firstlight.engines import detect_from_command, get_profile, read_command
+from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, Outputs, ProbeConfig
+from firstlight.engines import ServerCommand, detect_from_command, get_profile, read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.errors import FirstlightError
-from firstlight.redact import Redactor
+from firstlight.redact import Redactor, redactor_for
 from firstlight.wire import normalise_url, split_url
 from firstlight.wire.deadline import resolve
 
@@ -132,10 +137,19 @@ def check(name: str, value: object) -> Any:
 
 
 # -- the builders ----------------------------------------------------------------------------------------------
-def profile(engine: str | None, command: Sequence[str] = ()) -> EngineProfile:
-    """``engine``, else the one the command line names, else generic."""
+def read_server(command: Sequence[str], engine: str | None, *, launched: bool) -> ServerCommand:
+    """The one parse of a run's server command: a launched one in this environment (the server inherits it), a
+    watched one with none (its environment is not known). ``engine`` overrides the one the command names."""
+    return read_command(list(command), engine=engine, env=os.environ if launched else {})
+
+
+def profile(engine: str | None, command: Sequence[str] = (), server: ServerCommand | None = None) -> EngineProfile:
+    """``engine``, else the one the command line names (``server``: as already read), else generic."""
     try:
-        return get_profile(engine or detect_from_command(list(command)) or "generic")
+        if engine is not None:
+            return get_profile(engine)
+        named = server.engine if server is not None else detect_from_command(list(command)) if command else None
+        return get_profile(named or "generic")
     except ValueError as e:  # its text names the choices
         raise SettingError("engine", engine, str(e)) from None
 
@@ -151,9 +165,11 @@ def where(url: str | None, port: int | None) -> str | None:
     return url
 
 
-def url_from_command(command: Sequence[str], engine: EngineProfile) -> str:
+def url_from_command(command: Sequence[str], engine: EngineProfile, server: ServerCommand | None = None) -> str:
     """Where the command's server listens: its ``--host``/``--port``, else the engine's default port."""
-    url = read_command(command, engine=engine.name, env=os.environ).url  # the server inherits this environment
+    if server is None:
+        server = read_command(command, engine=engine.name, env=os.environ)  # the server inherits this environment
+    url = server.for_profile(engine).url
     if url is None:
         raise SettingError("url", None, "cannot tell the server's port from its command line; give the URL")
     return url
@@ -244,30 +260,92 @@ def redactor(command: Sequence[str], api_key: str | None) -> Redactor:
     return r
 
 
-def watch_model(model: str | os.PathLike[str] | None, command: Sequence[str], engine: str | None) -> Path | None:
+def watch_model(model: str | os.PathLike[str] | None, command: Sequence[str], engine: str | None,
+                server: ServerCommand | None = None) -> Path | None:
     """The weights on disk of a watched server: the one given, else the one its command line names."""
-    if model is None and command:
+    if model is None and server is not None:
+        model = server.model_local
+    elif model is None and command:
         model = read_command(command, engine=engine).model_local
     return Path(model) if model else None
 
 
 def config(*, probe: ProbeConfig, judge: JudgeConfig, command: Sequence[str] = (),
-           watched_command: Sequence[str] = (), engine: str | None = None, **rest: Any) -> Config:
+           watched_command: Sequence[str] = (), engine: str | None = None, server: ServerCommand | None = None,
+           **rest: Any) -> Config:
     """The run's one Config. ``engine`` None: the one the command (launched, else watched) names, else detect at
     run time: the watched command is the server's own, where the launched one may be its container's ``run``.
-    The periods in ``rest`` are checked like every other number."""
+    ``server``: that command as :func:`read_server` read it (else it is read here). The periods in ``rest`` are
+    checked like every other number."""
     for name in ("sample_interval", "grace", "serving_interval"):
         if name in rest:
             rest[name] = check(name, rest[name])
-    named = engine or detect_from_command(list(watched_command or command))
-    server = list(watched_command or command)
-    if server:  # a worker of a multi-node start is judged by its port, not by a generation it cannot give
-        read = read_command(server, engine=named)
+    argv = list(watched_command or command)
+    read = server if server is not None or not argv else read_command(argv, engine=engine)
+    named = engine or (read.engine if read is not None else None)
+    if read is not None:  # a worker of a multi-node start is judged by its port, not by a generation it cannot give
         judge = dataclasses.replace(judge, role=read.role, head=read.head)
     return Config(command=list(command), watched_command=list(watched_command), engine=named, probe=probe,
                   judge=judge, **rest)
 
 
-__all__ = ["APIS", "DAY_S", "HOUR_S", "NUMBERS", "Number", "SettingError", "after_ready", "check",
-           "check_expect", "config", "history", "judge", "probe", "profile", "redactor", "url_from_command",
-           "watch_model", "where"]
+def outputs(*, record: str | os.PathLike[str] | None = None, report: str | os.PathLike[str] | None = None,
+            trace: str | os.PathLike[str] | None = None, **rest: Any) -> Outputs:
+    """What the run writes: a report or a trace that could not be written is found out now, not at the end of a
+    ten-minute start (``rest``: the other :class:`~firstlight.config.Outputs` fields, as they are)."""
+    out = Outputs(record=Path(record) if record is not None else None,
+                  report=Path(report) if report is not None else None,
+                  trace=Path(trace) if trace is not None else None, **rest)
+    check_outputs(out)
+    return out
+
+
+def check_outputs(out: Outputs) -> None:
+    """The report's and the trace's folders must be writable."""
+    for name, path in (("report", out.report), ("trace", out.trace)):
+        if path is not None and not os.access(path.parent.resolve(), os.W_OK):
+            raise SettingError(name, path, f"cannot write in {path.parent}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One run, read once: what it is set to do (``config``), the engine's profile it starts with, the server's
+    command as parsed (None: no command known, a watch by URL alone), the one redactor of its secrets (the
+    command's, the environment's, the API key, the URL's) and what it writes and serves (``outputs``). The
+    session, its sources and the history's deployment key read it; nothing parses the command again."""
+
+    config: Config
+    profile: EngineProfile
+    server: ServerCommand | None
+    redactor: Redactor
+    outputs: Outputs = field(default_factory=Outputs)
+
+    @property
+    def argv(self) -> list[str]:
+        """The command as given: the launched one, else the watched one."""
+        return list(self.config.command or self.config.watched_command)
+
+    def server_as(self, engine: EngineProfile) -> ServerCommand | None:
+        """The command read by ``engine``'s flags (an engine learnt while the server starts reads its own way),
+        from the one parse."""
+        return self.server.for_profile(engine) if self.server is not None else None
+
+
+def plan(cfg: Config, engine: EngineProfile, server: ServerCommand | None = None, *, api_key: str | None = None,
+         outputs: Outputs | None = None, redactor: Redactor | None = None) -> Plan:
+    """The run's :class:`Plan`. ``server``: the command as :func:`read_server` read it; a run given none whose
+    Config holds a command has it read here, once. ``redactor``: one the caller already holds (then extended
+    with the URL's secrets), else the run's own is made."""
+    argv = list(cfg.command or cfg.watched_command)
+    if server is None and argv:
+        server = read_server(argv, cfg.engine, launched=bool(cfg.command))
+    if redactor is None:
+        redactor = redactor_for(argv, api_key if api_key is not None else cfg.probe.api_key, url=cfg.probe.url)
+    else:
+        redactor.add_from_url(cfg.probe.url)  # http://user:PASSWORD@host, ?api_key=...
+    return Plan(cfg, engine, server, redactor, outputs or Outputs())
+
+
+__all__ = ["APIS", "DAY_S", "HOUR_S", "NUMBERS", "Number", "Plan", "SettingError", "after_ready", "check",
+           "check_expect", "check_outputs", "config", "history", "judge", "outputs", "plan", "probe", "profile",
+           "read_server", "redactor", "url_from_command", "watch_model", "where"]

@@ -40,7 +40,7 @@ import httpx
 
 from firstlight.bench.client import BenchConfig, http_get, run_bench, with_model
 from firstlight.bench.metrics import BenchResult
-from firstlight.engines import read_command
+from firstlight.engines import ServerCommand, read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.wire import WireError, parse_json
 from firstlight.wire.content import parse_prometheus
@@ -68,12 +68,17 @@ class SpecSnapshot:
                 "notes": self.notes, "method": self.method}
 
 
-def configured_from_command(engine: str | None, command: Sequence[str]) -> tuple[bool | None, str | None]:
+def configured_from_command(engine: str | None, command: Sequence[str] | ServerCommand
+                            ) -> tuple[bool | None, str | None]:
     """Whether the server's own command line turns speculative decoding on, and the method it names.
-    ``(None, None)`` when the command does not tell (no command, another engine, or only a draft model)."""
-    if not command:
+    ``(None, None)`` when the command does not tell (no command, another engine, or only a draft model).
+    ``command``: the argv, or the command as the run already read it."""
+    if isinstance(command, ServerCommand):
+        cmd = command
+    elif not command:
         return None, None
-    cmd = read_command(command, engine=engine)
+    else:
+        cmd = read_command(command, engine=engine)
     if engine == "vllm":
         raw = cmd.value( "--speculative-config", "--speculative_config", "-sc")
         if raw is None:
@@ -340,7 +345,7 @@ def spec_report(before: SpecSnapshot | None, after: SpecSnapshot, response_timin
                    f"{'; ' + '; '.join(after.notes[:2]) if after.notes else ''})", eng)
 
 
-def apply_command(snap: SpecSnapshot, command: Sequence[str] | None) -> SpecSnapshot:
+def apply_command(snap: SpecSnapshot, command: Sequence[str] | ServerCommand | None) -> SpecSnapshot:
     """Fill in "configured" from the server's command line where the server itself did not say."""
     configured, method = configured_from_command(snap.engine, command or ())
     if snap.configured is None and configured is not None:
@@ -351,7 +356,8 @@ def apply_command(snap: SpecSnapshot, command: Sequence[str] | None) -> SpecSnap
     return snap
 
 
-def bench_with_spec(cfg: BenchConfig, profile: EngineProfile | None, command: Sequence[str] | None = None
+def bench_with_spec(cfg: BenchConfig, profile: EngineProfile | None,
+                    command: Sequence[str] | ServerCommand | None = None
                     ) -> tuple[BenchResult, dict[str, Any]]:
     """``run_bench`` bracketed by two spec-decoding snapshots: the result and :func:`spec_report`'s verdict.
     ``command``: the server's command line (``up``, ``watch --pid``), for whether it drafts at all."""

@@ -45,9 +45,10 @@ from firstlight.cli.options import (
 )
 from firstlight.cli.preflight import preflight_before_launch, preflight_command
 from firstlight.cli.report import report_command
-from firstlight.cli.run import run_watch
-from firstlight.cli.sidecar import process_matcher, run_sidecar, url_port, watch_config
+from firstlight.cli.run import outputs_from, run_watch
+from firstlight.cli.sidecar import process_matcher, run_sidecar, url_port, watch_plan
 from firstlight.cli.unit import replay_unit, unit_options, watch_unit
+from firstlight.config import Outputs
 from firstlight.containers.command import parse_run
 from firstlight.engines import get_profile
 from firstlight.probes.ladder import Ladder
@@ -132,18 +133,21 @@ def up(command: tuple[str, ...], url: str | None, detach: bool, stop_when_ready:
         up_container(run, url, kw, {"grace": grace, "keep_on_failure": keep_on_failure,
                                     "echo_server_output": not quiet_server,
                                     "after_ready": "detach" if detach else "stop" if stop_when_ready else "supervise"})
-    profile = profile_for(kw["engine"], command)
-    probe = probe_config(url or url_from_command(command, profile), profile, kw)
+    server = settings.read_server(command, kw["engine"], launched=True)  # the run's one reading of its command
+    profile = profile_for(kw["engine"], command, server)
+    probe = probe_config(url or url_from_command(command, profile, server), profile, kw)
     after, history = after_ready_config(kw)
     cfg = usage(settings.config, probe=probe, judge=judge_config(kw), command=command, engine=kw["engine"],
-                after=after, history=history, model_path=kw["model_path"], sample_interval=kw["sample_interval"],
-                grace=grace, keep_on_failure=keep_on_failure, echo_server_output=not quiet_server,
+                server=server, after=after, history=history, model_path=kw["model_path"],
+                sample_interval=kw["sample_interval"], grace=grace, keep_on_failure=keep_on_failure,
+                echo_server_output=not quiet_server,
                 after_ready="detach" if detach else "stop" if stop_when_ready else "supervise",
                 serving_interval=kw["serving_interval"])
-    redactor = redactor_for(command, kw["api_key"])
+    plan = settings.plan(cfg, profile, server, api_key=kw["api_key"], outputs=outputs_from(kw))
     # A failed check ends the run before launch (verdict failed, the check's category, no server process).
-    report = None if no_preflight else preflight_before_launch(cfg, kw["as_json"], not no_disk_sample, redactor)
-    outcome = run_watch(cfg, profile, kw, redactor, preflight=report)
+    report = None if no_preflight else preflight_before_launch(cfg, kw["as_json"], not no_disk_sample,
+                                                               plan.redactor, plan.server)
+    outcome = run_watch(plan, preflight=report)
     sys.exit(outcome.exit_code)
 
 
@@ -198,7 +202,7 @@ def watch(url: str | None, url_option: str | None, pid: int | None, pid_from: st
         if found is None:
             raise UsageFailure(f"--pid-from {pid_from!r}: no process matches")
         pid = found.pid
-    outcome = run_watch(*watch_config(url, pid, log_file, kw), kw)
+    outcome = run_watch(watch_plan(url, pid, log_file, kw))
     sys.exit(outcome.exit_code)
 
 
@@ -266,13 +270,10 @@ def demo(scenario: str, dialect: str, real: bool, as_json: bool) -> None:
         else:
             click.echo(f"firstlight demo: a simulated {dialect} start ({scenario}) on port {port}", err=True)
         profile = get_profile(dialect)
-        kw = {"api": "completions", "prompt": None, "max_tokens": 8, "expect": None, "served_model": None,
-              "api_key": None, "health_path": None, "connect_timeout": 1.0, "read_timeout": 5.0,
-              "generation_timeout": 60.0, "as_json": as_json, "record": None}
-        probe_cfg = probe_config(f"http://127.0.0.1:{port}", profile, kw)
+        probe_cfg = settings.probe(f"http://127.0.0.1:{port}", profile, read_timeout=5.0, generation_timeout=60.0)
         cfg = settings.config(probe=probe_cfg, judge=settings.judge(timeout=180, stall_timeout=20, spin_timeout=60),
                               command=command, engine=dialect, after_ready="stop")
-        outcome = run_watch(cfg, profile, kw, Redactor())
+        outcome = run_watch(settings.plan(cfg, profile, redactor=Redactor(), outputs=Outputs(json=as_json)))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     sys.exit(outcome.exit_code)

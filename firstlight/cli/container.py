@@ -25,10 +25,9 @@ from firstlight.cli.options import (
     options,
     probe_config,
     profile_for,
-    redactor_for,
     usage,
 )
-from firstlight.cli.run import run_watch
+from firstlight.cli.run import outputs_from, run_watch
 from firstlight.containers.command import RunCommand
 from firstlight.containers.runtime import RUNTIMES, Container, Runtime, RuntimeFailure
 from firstlight.containers.watch import ContainerSession, Tracker, launched
@@ -102,15 +101,15 @@ def watch_container(url: str | None, kw: dict[str, Any]) -> None:
                 watched_command=command, engine=kw["engine"], pid=c.pid, after=after, history=history,
                 sample_interval=kw["sample_interval"], serving_interval=kw["serving_interval"],
                 echo_server_output=False)  # as --log: not echoed
-    redactor = redactor_for(command, kw["api_key"])
+    plan = settings.plan(cfg, profile, api_key=kw["api_key"], outputs=outputs_from(kw))
     tracker = Tracker(runtime, ref=c.id)
     tracker.last = c
 
     def run(reporter: Any, record: IO[str] | None) -> Any:
-        return ContainerSession(cfg, profile, reporter, redactor, tracker, record=record,
+        return ContainerSession(cfg, profile, reporter, plan.redactor, tracker, record=record,
                                 since=c.started_at).run()
 
-    outcome = run_watch(cfg, profile, kw, redactor, runner=run)
+    outcome = run_watch(plan, runner=run)
     sys.exit(outcome.exit_code)
 
 
@@ -139,7 +138,7 @@ def up_container(run: RunCommand, url: str | None, kw: dict[str, Any], cfg_kw: d
                     command=run.argv, watched_command=inner, engine=kw["engine"], after=after, history=history,
                     model_path=Path(model) if model and Path(model).exists() else None,
                     sample_interval=kw["sample_interval"], serving_interval=kw["serving_interval"], **cfg_kw)
-        redactor = redactor_for(run.argv, kw["api_key"])
+        plan = settings.plan(cfg, profile, api_key=kw["api_key"], outputs=outputs_from(kw))
         assert launch.cidfile is not None  # added above when the command had none
         tracker = launched(Runtime(run.runtime, run.argv[0]), launch.cidfile)
         if not kw["as_json"]:
@@ -147,9 +146,9 @@ def up_container(run: RunCommand, url: str | None, kw: dict[str, Any], cfg_kw: d
                        f"{launch.cidfile}); preflight skipped: the model and libraries are in the image", err=True)
 
         def go(reporter: Any, record: IO[str] | None) -> Any:
-            return ContainerSession(cfg, profile, reporter, redactor, tracker, launch, record=record).run()
+            return ContainerSession(cfg, profile, reporter, plan.redactor, tracker, launch, record=record).run()
 
-        outcome = run_watch(cfg, profile, kw, redactor, runner=go)
+        outcome = run_watch(plan, runner=go)
     finally:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)

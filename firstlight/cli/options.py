@@ -20,7 +20,7 @@ from click.shell_completion import CompletionItem
 
 from firstlight import settings
 from firstlight.config import AfterReadyConfig, HistoryConfig, JudgeConfig, ProbeConfig
-from firstlight.engines import PROFILES
+from firstlight.engines import PROFILES, ServerCommand
 from firstlight.engines.profile import EngineProfile
 from firstlight.errors import FirstlightError
 from firstlight.redact import Redactor
@@ -233,9 +233,10 @@ watch_options = options(  # up and watch (the long-running commands): when to gi
 
 
 # -- the Config parts built from them, by firstlight.settings ----------------------------------------------------
-def profile_for(engine: str | None, command: Sequence[str] = ()) -> EngineProfile:
-    """``--engine``, else the one the command line names, else generic."""
-    return usage(settings.profile, engine, command)
+def profile_for(engine: str | None, command: Sequence[str] = (), server: ServerCommand | None = None
+                ) -> EngineProfile:
+    """``--engine``, else the one the command line names (``server``: as already read), else generic."""
+    return usage(settings.profile, engine, command, server)
 
 
 def probe_config(url: str, profile: EngineProfile, kw: dict[str, Any],
@@ -264,8 +265,8 @@ def after_ready_config(kw: dict[str, Any]) -> tuple[AfterReadyConfig, HistoryCon
     return after, history
 
 
-def url_from_command(command: Sequence[str], profile: EngineProfile) -> str:
-    return usage(settings.url_from_command, command, profile)
+def url_from_command(command: Sequence[str], profile: EngineProfile, server: ServerCommand | None = None) -> str:
+    return usage(settings.url_from_command, command, profile, server)
 
 
 def redactor_for(command: Sequence[str], api_key: str | None) -> Redactor:

@@ -21,12 +21,13 @@ import click
 
 from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure, engine_option, history_option
 from firstlight.config import Config
+from firstlight.engines import ServerCommand
 from firstlight.history import History, HistoryError
 from firstlight.logtext import one_line
 from firstlight.preflight import DEADLINE_S, FAIL, OK, PreflightOptions, PreflightReport, read_target, run_preflight
 from firstlight.preflight.disk import measure as measure_disk
 from firstlight.redact import Redactor
-from firstlight.runner.guard import silence
+from firstlight.runner.guard import install_stop_handlers, silence
 
 EXIT_HELP = """\b
 Exit codes:
@@ -61,16 +62,17 @@ def _redactor(command: Sequence[str]) -> Redactor:
 
 def preflight(command: Sequence[str], engine: str | None = None, model: str | None = None,
               disk_sample: bool = True, redactor: Redactor | None = None,
-              deadline_s: float = DEADLINE_S, url: str | None = None) -> PreflightReport:
+              deadline_s: float = DEADLINE_S, url: str | None = None,
+              server: ServerCommand | None = None) -> PreflightReport:
     """Run every check against ``command``; secrets masked in the evidence. ``url``: where the watch will reach
-    the server (its port is the one checked)."""
+    the server (its port is the one checked). ``server``: ``command`` as the run already read it."""
     r = redactor or _redactor(command)
     reach = None
     if url:
         parts = urlsplit(url)
         with contextlib.suppress(ValueError):
             reach = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
-    report = run_preflight(read_target(command, engine=engine, model=model, reach=reach),
+    report = run_preflight(read_target(command, engine=engine, model=model, reach=reach, server=server),
                            PreflightOptions(disk_sample, deadline_s=deadline_s), r)
     # Belt and braces: the evidence quotes command lines and paths.
     report.checks = [replace(c, evidence=r.text(c.evidence), hint=r.text(c.hint) if c.hint else None)
@@ -113,20 +115,22 @@ def _sigterm_interrupts() -> Iterator[None]:
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGTERM, interrupt)
+    restore = install_stop_handlers(interrupt, (signal.SIGTERM,))
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        restore()
 
 
-def preflight_before_launch(cfg: Config, as_json: bool, disk_sample: bool, redactor: Redactor) -> PreflightReport:
+def preflight_before_launch(cfg: Config, as_json: bool, disk_sample: bool, redactor: Redactor,
+                            server: ServerCommand | None = None) -> PreflightReport:
     """``up``'s checks: shown (human lines, and the JSON event before any other), then handed to the session,
     which keeps them with the run and, when one failed, ends the run before launch."""
     with _sigterm_interrupts():
         report = preflight(cfg.command, cfg.engine, str(cfg.model_path) if cfg.model_path else None, disk_sample,
                            redactor, min(DEADLINE_S, cfg.judge.timeout),  # --timeout bounds them too
-                           url=cfg.probe.url)  # the port the watch probes, named by --url or by the command
+                           url=cfg.probe.url,  # the port the watch probes, named by --url or by the command
+                           server=server)
     try:
         show(report, as_json)
     except (ValueError, OSError):  # a reader that went away: the run goes on, that stream silenced

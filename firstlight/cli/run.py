@@ -14,12 +14,10 @@ from typing import IO, Any
 
 import click
 
-from firstlight.cli.options import UsageFailure, redactor_for
-from firstlight.config import Config
-from firstlight.engines import read_command
-from firstlight.engines.profile import EngineProfile
+from firstlight import settings
+from firstlight.cli.options import UsageFailure, usage
+from firstlight.config import Outputs
 from firstlight.preflight import PreflightReport
-from firstlight.redact import Redactor
 from firstlight.report.artifacts import RunArtifacts
 from firstlight.report.base import Reporter, Reporters
 from firstlight.report.console import ConsoleReporter
@@ -30,24 +28,34 @@ from firstlight.report.readiness import ReadinessServer, parse_bind
 from firstlight.report.systemd import SystemdNotifier
 from firstlight.runner.members import MemberWatch, members_from_lws
 from firstlight.runner.session import Outcome, Session
+from firstlight.settings import Plan
 
 
-def make_reporters(as_json: bool, echo: bool, metrics_port: str | None = None, readiness: str | None = None,
-                   plain: bool = False, deployment: str | None = None, kw: dict[str, Any] | None = None) -> Reporter:
-    """The reporters the options ask for; a listener that cannot listen is a usage error, the others closed."""
+def outputs_from(kw: dict[str, Any]) -> Outputs:
+    """The outputs the start commands' options ask for, typed once (``--record`` ... ``--member-port``)."""
+    return Outputs(record=kw.get("record"), report=kw.get("report_path"), trace=kw.get("trace_path"),
+                   json=bool(kw.get("as_json")), plain=bool(kw.get("plain")), metrics=kw.get("metrics_port"),
+                   readiness=kw.get("serve_readiness"), deployment=kw.get("deployment"),
+                   members=tuple(kw.get("members") or ()), member_port=int(kw.get("member_port") or 8081))
+
+
+def make_reporters(outputs: Outputs, echo: bool, stall_timeout: float = 120.0) -> Reporter:
+    """The reporters the options ask for; a listener that cannot listen is a usage error, the others closed.
+    ``stall_timeout``: how long a member may say nothing new before the group counts it as stalled."""
+    as_json, plain, readiness, metrics_port = outputs.json, outputs.plain, outputs.readiness, outputs.metrics
     live = sys.stderr.isatty() and not (plain or as_json)  # the dashboard; plain lines otherwise
     chosen: list[Reporter] = [DashboardReporter(echo_server=echo) if live else
                               ConsoleReporter(echo_server=echo, live=False if plain or as_json else None)]
     if as_json:
         chosen.append(JsonLinesReporter())
-    members = group_members(kw or {}, readiness)
+    members = group_members(outputs)
     if readiness is not None:
         server = _readiness_server(readiness, chosen[0])
         chosen.append(server)
         if members:
             assert isinstance(server, ReadinessServer)
             chosen[0].message(f"group: {len(members)} member(s): {', '.join(members)}")
-            watch = MemberWatch(members, server, float((kw or {}).get("stall_timeout") or 120.0), chosen[0].message)
+            watch = MemberWatch(members, server, stall_timeout, chosen[0].message)
             watch.sinks += [r for r in chosen if isinstance(r, JsonLinesReporter)]  # the group in --json too
             chosen.append(watch)
     if metrics_port is not None:
@@ -55,7 +63,7 @@ def make_reporters(as_json: bool, echo: bool, metrics_port: str | None = None, r
             host, port = parse_bind(metrics_port, "--metrics-port")
             if port == 0:
                 raise ValueError(f"--metrics-port {metrics_port!r}: a scrape needs a fixed port (1..65535)")
-            exporter = PrometheusExporter(port, host, deployment=deployment)
+            exporter = PrometheusExporter(port, host, deployment=outputs.deployment)
             chosen.append(exporter)
             for watch in (r for r in chosen if isinstance(r, MemberWatch)):
                 watch.sinks.append(exporter)  # the group's state in the scrape too
@@ -71,13 +79,13 @@ def make_reporters(as_json: bool, echo: bool, metrics_port: str | None = None, r
     return chosen[0] if len(chosen) == 1 else Reporters(*chosen)
 
 
-def group_members(kw: dict[str, Any], readiness: str | None) -> list[str]:
+def group_members(outputs: Outputs) -> list[str]:
     """--member URLs, else the LeaderWorkerSet env's (docs/multinode.md); a usage error without --serve-readiness."""
-    members = list(kw.get("members") or ()) or members_from_lws(os.environ, int(kw.get("member_port") or 8081))
+    members = list(outputs.members) or members_from_lws(os.environ, outputs.member_port)
     for url in members:
         if not url.startswith(("http://", "https://")):
             raise UsageFailure(f"--member {url!r}: expected a URL (http://HOST:PORT of that node's firstlight)")
-    if members and readiness is None:
+    if members and outputs.readiness is None:
         raise UsageFailure("--member: the group's readiness is served on --serve-readiness HOST:PORT; give it")
     return members
 
@@ -106,36 +114,32 @@ def _readiness_server(spec: str, console: Reporter) -> Reporter:
     return server
 
 
-def run_watch(cfg: Config, profile: EngineProfile, kw: dict[str, Any], redactor: Redactor | None = None,
-              runner: Callable[[Reporter, IO[str] | None], Outcome] | None = None,
+def run_watch(plan: Plan, runner: Callable[[Reporter, IO[str] | None], Outcome] | None = None,
               preflight: PreflightReport | None = None) -> Outcome:
-    """One watch (a Session, or ``runner``: a unit's attempts) with the reporters and artifacts ``kw`` asks for;
-    both are closed whatever happens."""
-    redactor = redactor or redactor_for(cfg.watched_command, kw["api_key"])
-    for opt in ("report_path", "trace_path"):  # found out now, not after a ten-minute start
-        if kw.get(opt) is not None and not os.access(kw[opt].parent.resolve(), os.W_OK):
-            raise UsageFailure(f"--{opt.split('_')[0]} {kw[opt]}: cannot write in {kw[opt].parent}")
+    """One watch (a Session on ``plan``, or ``runner``: a unit's or a container's attempts) with the reporters and
+    artifacts its outputs ask for; both are closed whatever happens."""
+    cfg, out = plan.config, plan.outputs
+    usage(settings.check_outputs, out)  # found out now, not after a ten-minute start
     try:
-        artifacts = RunArtifacts(cfg, kw.get("record"), kw.get("report_path"), kw.get("trace_path"))
+        artifacts = RunArtifacts(cfg, out.record, out.report, out.trace)
     except OSError as e:
-        raise UsageFailure(f"--record {kw['record']}: cannot write ({e.strerror})") from None
-    reporter = make_reporters(kw["as_json"], cfg.echo_server_output, kw.get("metrics_port"),
-                              kw.get("serve_readiness"), kw.get("plain", False), kw.get("deployment"), kw)
-    argv = cfg.command or cfg.watched_command
-    rpc = read_command(argv, engine=cfg.engine, env={}).rpc if argv else ()
-    if rpc and len(rpc) != len(kw.get("members") or ()):  # each rpc worker is a member with its own firstlight
+        raise UsageFailure(f"--record {out.record}: cannot write ({e.strerror})") from None
+    reporter = make_reporters(out, cfg.echo_server_output, cfg.judge.stall_timeout)
+    rpc = plan.server.rpc if plan.server is not None else ()
+    if rpc and len(rpc) != len(out.members):  # each rpc worker is a member with its own firstlight
         reporter.message(f"warning: the command names {len(rpc)} --rpc worker(s) ({', '.join(rpc)}) but "
-                         f"{len(kw.get('members') or ())} --member URL(s) were given: the group verdict "
+                         f"{len(out.members)} --member URL(s) were given: the group verdict "
                          "covers only the members given")
     # After the summary, which stays the last JSON line: what was written goes to stderr only.
     artifacts.warn = lambda m: click.echo(f"firstlight: {m}", err=True)
     outcome: Outcome | None = None
     try:
         record = artifacts.stream(reporter.message)  # a --record that fails is one warning among the run's lines
-        if runner is not None:  # a unit's attempts (firstlight.units)
+        if runner is not None:  # a unit's attempts (firstlight.units), a container's (firstlight.containers)
             outcome = runner(reporter, record)
         else:
-            outcome = Session(cfg, profile, reporter, redactor, record, preflight=preflight).run()
+            outcome = Session(cfg, plan.profile, reporter, plan.redactor, record, preflight=preflight,
+                              plan=plan).run()
         return outcome
     finally:
         reporter.close()

@@ -19,15 +19,13 @@ from firstlight.cli.options import (
     judge_config,
     probe_config,
     profile_for,
-    redactor_for,
     usage,
 )
-from firstlight.cli.run import make_reporters
-from firstlight.config import Config
-from firstlight.engines.profile import EngineProfile
+from firstlight.cli.run import make_reporters, outputs_from
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
 from firstlight.runner.serving import ServingWatch
 from firstlight.runner.session import Outcome, Session
+from firstlight.settings import Plan
 from firstlight.wire import split_url
 
 
@@ -48,20 +46,22 @@ def process_matcher(pid: int | None, pid_from: str | None) -> ProcessMatcher | N
         raise UsageFailure(f"--pid-from is not a valid regular expression: {e}") from None
 
 
-def watch_config(url: str, pid: int | None, log_file: Path | None, kw: dict[str, Any]
-                 ) -> tuple[Config, EngineProfile]:
+def watch_plan(url: str, pid: int | None, log_file: Path | None, kw: dict[str, Any]) -> Plan:
+    """The plan of one watched start: its process's command line read once (none without a process)."""
     command: list[str] = []
     if pid is not None:
         with contextlib.suppress(psutil.Error):  # gone, or another user's: watch it without its command line
             command = psutil.Process(pid).cmdline()
-    profile = profile_for(kw["engine"], command)
+    server = settings.read_server(command, kw["engine"], launched=False) if command else None
+    profile = profile_for(kw["engine"], command, server)
     probe = probe_config(url, profile, kw)
     after, history = after_ready_config(kw)
     cfg = usage(settings.config, probe=probe, judge=judge_config(kw), watched_command=command, engine=kw["engine"],
-                pid=pid, log_file=log_file, log_from_start=kw.get("log_from_start", False), after=after,
-                history=history, model_path=settings.watch_model(kw["model_path"], command, kw["engine"]),
+                server=server, pid=pid, log_file=log_file, log_from_start=kw.get("log_from_start", False),
+                after=after, history=history,
+                model_path=settings.watch_model(kw["model_path"], command, kw["engine"], server),
                 sample_interval=kw["sample_interval"], serving_interval=kw["serving_interval"])
-    return cfg, profile
+    return settings.plan(cfg, profile, server, api_key=kw["api_key"], outputs=outputs_from(kw))
 
 
 def run_sidecar(url: str, pid: int | None, matcher: ProcessMatcher | None, log_file: Path | None,
@@ -70,24 +70,23 @@ def run_sidecar(url: str, pid: int | None, matcher: ProcessMatcher | None, log_f
     if kw.get("record"):
         raise UsageFailure("--record writes one start's observations: use it without --serve-readiness")
     probe = probe_config(url, profile_for(kw["engine"]), kw)  # a bad URL is a usage error now, not at each start
-    judge_config(kw)
     first = Target.of(pid) if pid is not None else None
     if first is not None and first.command:
         matcher = ProcessMatcher.exact(list(first.command))
-    reporter = make_reporters(kw["as_json"], True, kw.get("metrics_port"), kw["serve_readiness"],
-                          deployment=kw.get("deployment"), kw=kw)
+    reporter = make_reporters(outputs_from(kw), True, judge_config(kw).stall_timeout)
     born = psutil.Process().create_time()
     sessions: list[Session] = []  # the last start's session: its serving checks and history
 
     def run_start(target: Target) -> Outcome:
-        cfg, profile = watch_config(url, target.pid, log_file, kw)
+        plan = watch_plan(url, target.pid, log_file, kw)
+        cfg = plan.config
         if first is None and target.create_time is not None and target.create_time < born and cfg.history.enabled:
             # --pid-from found an engine older than this sidecar: the sidecar restarted under a running engine,
             # which is no cold start; keep it out of the budget (--pid names a start on purpose: recorded)
             cfg = dataclasses.replace(cfg, history=dataclasses.replace(cfg.history, enabled=False))
+            plan = dataclasses.replace(plan, config=cfg)
             reporter.message(f"pid {target.pid} started before this watch: not recorded in the history")
-        session = Session(cfg, profile, reporter, redactor_for(cfg.watched_command, kw["api_key"]),
-                          record_timeout=False)
+        session = Session(cfg, plan.profile, reporter, plan.redactor, record_timeout=False, plan=plan)
         sessions[:] = [session]
         return session.run()
 

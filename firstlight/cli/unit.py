@@ -23,11 +23,10 @@ from firstlight.cli.options import (
     options,
     probe_config,
     profile_for,
-    redactor_for,
     url_from_command,
     usage,
 )
-from firstlight.cli.run import run_watch
+from firstlight.cli.run import outputs_from, run_watch
 from firstlight.units import unit_name
 from firstlight.units.journal.entries import JournalError
 from firstlight.units.journal.invocations import journal_lines
@@ -111,12 +110,12 @@ def watch_unit(url: str | None, kw: dict[str, Any], restart_first: bool = False,
             state = systemctl.restart_or_start(unit)
         except SystemctlError as e:
             raise click.ClickException(str(e)) from None
-    redactor = redactor_for(command, kw["api_key"])
+    plan = settings.plan(cfg, profile, api_key=kw["api_key"], outputs=outputs_from(kw))
 
     def run(reporter: Any, record: IO[str] | None) -> Any:
-        return UnitWatch(opts, cfg, profile, reporter, redactor, record, systemctl).run(state)
+        return UnitWatch(opts, cfg, profile, reporter, plan.redactor, record, systemctl).run(state)
 
-    outcome = run_watch(cfg, profile, kw, redactor, runner=run)
+    outcome = run_watch(plan, runner=run)
     sys.exit(outcome.exit_code)
 
 

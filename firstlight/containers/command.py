@@ -2,8 +2,9 @@
 command the container runs (the engine's, for the engine, the port and the model).
 
 Only what firstlight needs is understood: ``--name``, ``--cidfile``, ``-d``, ``--rm``, ``-p``/``--publish``,
-``--network host``. Every other option is skipped with its value: the options that take none are listed
-(``BOOLEAN_*``), so the image is the first word that is neither an option nor an option's value.
+``--network host``. Every other option is skipped with its value: the options that take none are the command
+reader's one list (``firstlight.engines.command.CONTAINER_SWITCHES``), so the image is the first word that is
+neither an option nor an option's value, here as where the reader finds the server's command.
 """
 
 from __future__ import annotations
@@ -13,15 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from firstlight.containers.runtime import runtime_of
-
-# Options of `docker run` and `podman run` that take no value (a `--flag=false` form is one word either way).
-BOOLEAN_LONG = frozenset({
-    "--detach", "--interactive", "--tty", "--rm", "--init", "--privileged", "--publish-all", "--read-only",
-    "--sig-proxy", "--no-healthcheck", "--oom-kill-disable", "--disable-content-trust", "--quiet", "--help",
-    "--replace", "--rmi", "--http-proxy", "--no-hosts", "--env-host", "--read-only-tmpfs", "--passwd",
-    "--tls-verify", "--use-cgroupns", "--pull-always",
-})
-BOOLEAN_SHORT = frozenset("ditPq")
+from firstlight.engines.command import is_container_switch
 
 
 @dataclass(frozen=True)
@@ -119,7 +112,7 @@ def parse_run(argv: Sequence[str]) -> RunCommand | None:
         if not tok.startswith("-") or tok == "-":
             break
         flag = tok.partition("=")[0]
-        if flag in BOOLEAN_LONG or all(c in BOOLEAN_SHORT for c in tok[1:]):  # `-dit` (a long one has its `-`)
+        if is_container_switch(tok):  # `--rm`, `--detach=false`, `-dit` (a `--flag=false` is one word either way)
             on = not tok.endswith("=false")
             if flag == "--detach" or (not tok.startswith("--") and "d" in tok):
                 detach = on

@@ -37,12 +37,16 @@ _MAX_WRAPPERS = 16  # a command wrapped deeper than this is read as it stands
 _SCRIPT_BYTES = 64 * 1024
 _DETECT_CHARS = 2048
 
-# docker/podman run options that take no value (every other option takes one, unless written --opt=V).
-_CONTAINER_BOOL = frozenset({
-    "-d", "--detach", "-i", "--interactive", "-t", "--tty", "--rm", "--privileged", "--init", "-P",
-    "--publish-all", "--read-only", "--no-healthcheck", "--oom-kill-disable", "--sig-proxy", "-q", "--quiet",
-    "--replace", "--systemd", "--tls-verify", "--help",
+# docker/podman run options that take no value (every other option takes one, unless written --opt=V): the one
+# list, read by this reader and by firstlight.containers' reader of the ``run`` it launches. (podman's
+# ``--systemd`` takes one: true, false or always.)
+CONTAINER_SWITCHES = frozenset({
+    "--detach", "--interactive", "--tty", "--rm", "--privileged", "--init", "--publish-all", "--read-only",
+    "--no-healthcheck", "--oom-kill-disable", "--sig-proxy", "--quiet", "--replace", "--tls-verify", "--help",
+    "--disable-content-trust", "--rmi", "--http-proxy", "--no-hosts", "--no-hostname", "--env-host",
+    "--read-only-tmpfs", "--passwd", "--rootfs", "--use-cgroupns", "--pull-always",
 })
+CONTAINER_SHORT_SWITCHES = frozenset("ditPq")  # -d -i -t -P -q, and their bundles: -it, -dit
 # uv run / uvx options that take a value (the rest are switches).
 _UV_VALUE = frozenset({
     "--with", "--with-editable", "--with-requirements", "--python", "-p", "--project", "--directory", "--package",
@@ -95,6 +99,23 @@ class ServerCommand:
     # the server's arguments without where it listens (its port and host flags): what changes the start, for
     # the history's deployment key (the same server on another port is the same deployment)
     start_flags: tuple[str, ...] = ()
+    # what the wrappers said, kept so that the same reading can be done again under another engine's flags
+    # (an engine learnt while the server starts) without taking the wrappers off again
+    program: str = field(default="", repr=False)
+    args: tuple[str, ...] = field(default=(), repr=False)
+    mounts: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    publish: tuple[tuple[str | None, int, int], ...] = field(default=(), repr=False)
+    host_network: bool = field(default=False, repr=False)
+    launcher_nnodes: int | None = field(default=None, repr=False)
+
+    def for_profile(self, profile: EngineProfile) -> ServerCommand:
+        """The same command read by ``profile``'s flags: an engine learnt while the server starts reads the
+        flags its own way, from the words already unwrapped (no second parse of the command)."""
+        if profile.name == (self.engine or "generic"):
+            return self
+        return _read(self.argv, self.server, self.wrappers, self.env, self.env_set, self.module, self.image,
+                     self.program, list(self.args), self.mounts, self.publish, self.host_network,
+                     self.launcher_nnodes, profile.name, self.named_by_program, profile)
 
     @property
     def in_container(self) -> bool:
@@ -320,9 +341,8 @@ def _take_container(u: _Unwrapped, rest: list[str], base_env: Mapping[str, str],
             break
         name, eq, value = opt.partition("=")
         if not eq:
-            if name in _CONTAINER_BOOL or (len(name) > 2 and not name.startswith("--")
-                                           and all(f"-{c}" in _CONTAINER_BOOL for c in name[1:])):
-                continue  # -it, -dit
+            if is_container_switch(name):
+                continue  # --rm, -it, -dit
             if not rest:
                 break
             value = rest.pop(0)
@@ -352,6 +372,14 @@ def _take_container(u: _Unwrapped, rest: list[str], base_env: Mapping[str, str],
         if re.search(image.pattern, u.image):
             return [*image.entrypoint, *(rest or image.cmd)]
     return rest
+
+
+def is_container_switch(option: str) -> bool:
+    """A ``docker run``/``podman run`` option that takes no value: ``--rm``, ``--detach=false``, ``-d``, ``-dit``."""
+    name = option.partition("=")[0]
+    if name.startswith("--"):
+        return name in CONTAINER_SWITCHES
+    return len(name) > 1 and name.startswith("-") and all(c in CONTAINER_SHORT_SWITCHES for c in name[1:])
 
 
 def _segments(line: str) -> list[list[str]]:
@@ -599,12 +627,23 @@ def parse_command(argv: Sequence[str] | str, profiles: Mapping[str, EngineProfil
     detected = named or anywhere
     name = engine or detected
     profile = profiles.get(name or "generic") or profiles["generic"]
+    return _read(given, tuple(tokens), tuple(u.wrappers), MappingProxyType(dict(u.env)), tuple(u.env_set.items()),
+                 module, u.image, program, args, tuple(u.mounts), tuple(u.publish), u.host_network, u.nnodes, name,
+                 named is not None, profile)
+
+
+def _read(given: tuple[str, ...], server: tuple[str, ...], wrappers: tuple[str, ...], env: Mapping[str, str],
+          env_set: tuple[tuple[str, str], ...], module: str | None, image: str | None, program: str,
+          args: list[str], mounts: tuple[tuple[str, str], ...], publish: tuple[tuple[str | None, int, int], ...],
+          host_network: bool, launcher_nnodes: int | None, name: str | None, named_by_program: bool,
+          profile: EngineProfile) -> ServerCommand:
+    """The server's own command line, unwrapped, read by ``profile``'s flags."""
     flags = profile.flags
-    model = _model(program, args, flags, u.env)
-    host, port = _listen(args, profile, u.env)
+    model = _model(program, args, flags, env)
+    host, port = _listen(args, profile, env)
     reach_host, reach_port = host, port
-    if u.image is not None and not u.host_network:
-        mapped = [(ip, hp) for ip, hp, cp in u.publish if cp == port]
+    if image is not None and not host_network:
+        mapped = [(ip, hp) for ip, hp, cp in publish if cp == port]
         reach_host, reach_port = mapped[0] if mapped else (None, port)
     nnodes = _int(flag_value(args, flags.nnodes)) if flags.nnodes else None
     rpc = flag_value(args, flags.rpc) if flags.rpc else None
@@ -617,16 +656,19 @@ def parse_command(argv: Sequence[str] | str, profiles: Mapping[str, EngineProfil
         said = [v for f in flags.head if (v := flag_value(args, (f,)))]
         heads = tuple(dict.fromkeys(said)) or ((flags.head_default,) if flags.head_default else ())
     return ServerCommand(
-        argv=given, server=tuple(tokens), wrappers=tuple(u.wrappers), env=MappingProxyType(dict(u.env)),
-        env_set=tuple(u.env_set.items()), engine=name, named_by_program=named is not None, module=module,
-        image=u.image, model=model, model_local=_on_host(model, u.mounts) if u.image else model,
+        argv=given, server=server, wrappers=wrappers, env=env, env_set=env_set, engine=name,
+        named_by_program=named_by_program, module=module,
+        image=image, model=model, model_local=_on_host(model, list(mounts)) if image else model,
         host=host, port=port, reach_host=reach_host, reach_port=reach_port,
         tp=_int(flag_value(args, flags.tp)) if flags.tp else None,
         pp=_int(flag_value(args, flags.pp)) if flags.pp else None,
         dp=_int(flag_value(args, flags.dp)) if flags.dp else None,
-        nnodes=nnodes or u.nnodes, quantization=flag_value(args, flags.quantization) if flags.quantization else None,
+        nnodes=nnodes or launcher_nnodes,
+        quantization=flag_value(args, flags.quantization) if flags.quantization else None,
         rpc=tuple(w for w in (rpc or "").split(",") if w),
         node_rank=node_rank, role="worker" if worker else "server", head=heads,
         start_flags=tuple(drop_flags(args, (*profile.port_flags, *profile.host_flags))),
+        program=program, args=tuple(args), mounts=mounts, publish=publish, host_network=host_network,
+        launcher_nnodes=launcher_nnodes,
     )
 

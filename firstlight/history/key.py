@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from firstlight.engines import read_command
+from firstlight.engines import ServerCommand, read_command
 from firstlight.redact import Redactor
 
 
@@ -35,7 +35,9 @@ class DeploymentKey:
 
     @classmethod
     def create(cls, engine: str | None, model: str | None, command: Sequence[str] | str | None = None,
-               gpu_count: int | None = None, redactor: Redactor | None = None) -> DeploymentKey:
+               gpu_count: int | None = None, redactor: Redactor | None = None,
+               server: ServerCommand | None = None) -> DeploymentKey:
+        """``server``: the command as the run already read it (by ``engine``'s flags); else it is read here."""
         r = redactor or Redactor()
         model = r.text(model) if model else model  # a path or id may hold a token, as the command may
         argv: Sequence[str] | None = command if not isinstance(command, str) else None
@@ -47,7 +49,7 @@ class DeploymentKey:
         if not argv:
             return cls(engine, model, None, gpu_count)
         r.add_from_argv(argv)
-        sc = read_command(list(argv), engine=engine)
+        sc = server if server is not None else read_command(list(argv), engine=engine)
         parts = [f"{n}={v}" for n, v in (("tp", sc.tp), ("pp", sc.pp), ("dp", sc.dp), ("nnodes", sc.nnodes))
                  if v is not None]
         return cls(engine, model, shlex.join(r.argv(argv)), gpu_count, " ".join(parts) or None, sc.quantization,

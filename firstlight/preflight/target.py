@@ -106,11 +106,13 @@ def find_interpreter(argv: Sequence[str], env: Mapping[str, str],
 
 
 def read_target(command: Sequence[str], env: Mapping[str, str] | None = None, engine: str | None = None,
-                model: str | None = None, reach: tuple[str | None, int | None] | None = None) -> Target:
+                model: str | None = None, reach: tuple[str | None, int | None] | None = None,
+                server: ServerCommand | None = None) -> Target:
     """Everything the checks need from the command (``engine``/``model`` override what the command says;
     ``reach``, the host and port the watch will probe (``up --url``), overrides where the command says it
-    listens: a command that names no port is not checked on its engine's default port)."""
-    cmd = read_command(list(command), engine=engine, env=os.environ if env is None else env)
+    listens: a command that names no port is not checked on its engine's default port). ``server``: the command as
+    the run already read it (in ``env``, by ``engine``), not read again."""
+    cmd = server or read_command(list(command), engine=engine, env=os.environ if env is None else env)
     argv, full_env = list(cmd.server), dict(cmd.env)
     local = model or cmd.model_local
     cvd = full_env.get("CUDA_VISIBLE_DEVICES")

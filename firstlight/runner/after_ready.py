@@ -14,7 +14,7 @@ from firstlight.anatomy import compare
 from firstlight.bench.client import BenchConfig, BenchError, run_warmup
 from firstlight.bench.spec import bench_with_spec
 from firstlight.config import Config
-from firstlight.engines import read_command
+from firstlight.engines import ServerCommand, read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import DeploymentKey, History, HistoryError
 from firstlight.redact import Redactor
@@ -26,10 +26,15 @@ from firstlight.wire.errors import WireError
 CLOCK_READ_TIMEOUT_S = 3.0  # each of the engine's startup endpoints, once, after READY
 
 
-def deployment_key(cfg: Config, profile: EngineProfile, command: list[str], redactor: Redactor) -> DeploymentKey:
-    named = read_command(command, engine=profile.name).model
+def deployment_key(cfg: Config, profile: EngineProfile, command: list[str], redactor: Redactor,
+                   server: ServerCommand | None = None) -> DeploymentKey:
+    """This deployment in the history. ``server``: ``command`` as the run's plan read it by ``profile``'s flags
+    (``Plan.server_as``), so the key parses nothing; else it is read here."""
+    if server is None and command:
+        server = read_command(command, engine=profile.name)
+    named = server.model if server is not None else None
     model = str(cfg.model_path) if cfg.model_path else named or cfg.probe.model
-    return DeploymentKey.create(profile.name, model, command or None, visible_gpu_count(), redactor)
+    return DeploymentKey.create(profile.name, model, command or None, visible_gpu_count(), redactor, server=server)
 
 
 def visible_gpu_count() -> int | None:
@@ -58,9 +63,9 @@ def open_history(cfg: Config, redactor: Redactor, warn: Callable[[str], None]) -
 
 
 def post_ready_checks(cfg: Config, profile: EngineProfile, model: str | None,
-                      say: Callable[[str], None]) -> dict[str, Any]:
+                      say: Callable[[str], None], server: ServerCommand | None = None) -> dict[str, Any]:
     """Warm-up and benchmark against the serving server: the summary's ``warmup``, ``bench`` and
-    ``spec_decoding`` fields."""
+    ``spec_decoding`` fields. ``server``: the command as the run's plan read it (else its argv is read)."""
     out: dict[str, Any] = {}
     a, p = cfg.after, cfg.probe
     if not (a.warmup or a.bench):
@@ -82,7 +87,7 @@ def post_ready_checks(cfg: Config, profile: EngineProfile, model: str | None,
             bc = bench_config(prompt_len=a.bench_prompt_len, output_len=a.bench_output_len,
                               concurrency=a.bench_concurrency, num_requests=a.bench_requests,
                               duration_s=a.bench_duration, ignore_eos=True)
-            result, spec = bench_with_spec(bc, profile, cfg.command or cfg.watched_command)
+            result, spec = bench_with_spec(bc, profile, server or cfg.command or cfg.watched_command)
             out["bench"], out["spec_decoding"] = result.to_dict(), spec
             say(f"bench: {result.completed}/{result.sent} ok, {result.errors} errors, {result.timeouts} timeouts; "
                 f"{result.output_throughput:.1f} output tok/s; TTFT median {result.ttft_ms.median or 0:.0f} ms, "

@@ -101,10 +101,13 @@ class RecordFile:
             self._failed(e)
 
 
-def install_stop_handlers(handler: Callable[[int, FrameType | None], None]) -> Callable[[], None]:
-    """``handler`` for every signal that ends a run (SIGINT, SIGTERM, SIGHUP, SIGQUIT); returns the undo."""
+def install_stop_handlers(handler: Callable[[int, FrameType | None], None],
+                          signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> Callable[[], None]:
+    """``handler`` for every signal that ends a run (SIGINT, SIGTERM, SIGHUP, SIGQUIT; ``signals``: some of them);
+    returns the undo. The one installer of the package: the session, the sidecar's loop, a unit's attempts and
+    the checks before launch all take their signals through it."""
     old = {}
-    for s in STOP_SIGNALS:
+    for s in signals:
         with contextlib.suppress(ValueError, OSError):  # not the main thread, or not on this platform
             old[s] = signal.signal(s, handler)
 

@@ -35,8 +35,9 @@ import psutil
 from firstlight.probes.ladder import split_url
 from firstlight.report.base import Reporter
 from firstlight.result import RunResult
+from firstlight.runner.guard import install_stop_handlers
 from firstlight.runner.serving import ServingWatch
-from firstlight.runner.session import STOP_SIGNALS, Outcome
+from firstlight.runner.session import Outcome
 from firstlight.samplers.process import zombie_exit_code
 from firstlight.vocab import INTERRUPTED, SERVING_VERDICTS, TIMEOUT
 from firstlight.wire.client import port_open
@@ -162,10 +163,7 @@ class Rewatch:
         self.stop.set()
 
     def run(self) -> Outcome:
-        handlers = {}
-        for s in STOP_SIGNALS:
-            with contextlib.suppress(ValueError, OSError):  # not the main thread (library use), or unsupported
-                handlers[s] = signal.signal(s, self._on_signal)
+        restore = install_stop_handlers(self._on_signal)  # none off the main thread (library use)
         last: Outcome | None = None
         try:
             previous: Target | None = None
@@ -185,8 +183,7 @@ class Rewatch:
                     continue  # no verdict yet within --timeout: the same start, watched again as a new run
                 previous, target = target, None
         finally:
-            for s, h in handlers.items():
-                signal.signal(s, h)
+            restore()
         return self._stopped(last)
 
     # -- between starts -------------------------------------------------------------------------------------

@@ -22,12 +22,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 import psutil
 
+from firstlight import settings
 from firstlight.anatomy import RESIDENT_WARM
 from firstlight.assessment import Assessment, Evidence
 from firstlight.config import Config
 from firstlight.drive import Driver, Step
 from firstlight.engines.profile import EngineProfile
-from firstlight.history.store import History, HistoryError, StartEstimate
+from firstlight.history.store import DeploymentKey, History, HistoryError, StartEstimate
 from firstlight.judge import Judge
 from firstlight.logtext import is_access_line
 from firstlight.preflight.disk import device_id
@@ -44,10 +45,11 @@ from firstlight.runner.after_ready import (
     open_history,
     post_ready_checks,
 )
-from firstlight.runner.guard import RecordFile, guard_reporter
+from firstlight.runner.guard import RecordFile, guard_reporter, install_stop_handlers
+from firstlight.runner.launcher import STOP_SIGNALS  # the one tuple: a dropped ssh session (SIGHUP) included
 from firstlight.runner.pump import Pump, drain
 from firstlight.runner.serving import ServingWatch
-from firstlight.runner.sources import Sources, server_command
+from firstlight.runner.sources import Sources
 from firstlight.serving import ServingStatus
 from firstlight.timeline import Interrupted, Level, LogLine, Observation, PortConflict, Probe, SourceNote, Started
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, READY, TIMEOUT
@@ -57,9 +59,6 @@ if TYPE_CHECKING:
 
 __all__ = ["EXIT_CODES", "EXIT_INTERNAL", "EXIT_REGRESSION", "EXIT_USAGE", "STOP_SIGNALS", "Outcome", "Session"]
 
-# Signals that end a watch like Ctrl-C: a dropped ssh session (SIGHUP) and SIGQUIT included, so the server is
-# stopped instead of being left holding its GPUs and port.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 @dataclass
@@ -100,14 +99,18 @@ class _Words:
 class Session:
     def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor | None = None,
                  record: IO[str] | None = None, clock: Callable[[], float] = time.time,
-                 preflight: PreflightReport | None = None, record_timeout: bool = True) -> None:
+                 preflight: PreflightReport | None = None, record_timeout: bool = True,
+                 plan: settings.Plan | None = None) -> None:
+        """``plan``: the run as settings read it once (its command parsed, its redactor); without one (a caller
+        holding only a Config), the plan is made here from ``cfg``, ``profile`` and ``redactor``."""
+        # what the run is, read once: the session and its sources read the command from here, never parse it
+        self.plan = plan or settings.plan(cfg, profile, redactor=redactor or Redactor())
         self.cfg = cfg  # read-only from here on: what the run learns lives in the session and its driver
         # The sidecar watches a start that outlived --timeout again, as the same start: its timeouts are not runs
         # of their own (one start is one run in the history, recorded at its real verdict).
         self.record_timeout = record_timeout
         self.reporter = guard_reporter(reporter)  # a closed output silences its reporter, never the run
-        self.redactor = redactor or Redactor()
-        self.redactor.add_from_url(cfg.probe.url)  # http://user:PASSWORD@host, ?api_key=...
+        self.redactor = self.plan.redactor  # the command's, the environment's, the key's and the URL's secrets
         self.record = RecordFile(record, self.reporter.message) if record is not None else None
         self.clock = clock
         self.q: queue.Queue[Observation] = queue.Queue()
@@ -117,7 +120,8 @@ class Session:
         self.eta: StartEstimate | None = None  # ... and what it is from
         self._eta_said: str | None = None
         self._weights_seen = False
-        self.sources = Sources(cfg, self._sink, self._echo, identify=self.detect, clock=clock, backlog=self.q.qsize)
+        self.sources = Sources(cfg, self._sink, self._echo, identify=self.detect, clock=clock, backlog=self.q.qsize,
+                               command=self.plan.server)
         self.history: History | None = None
         self.driver: Driver | None = None
         self.preflight = preflight  # the checks `up` ran before launch; kept with the run in the history
@@ -134,6 +138,7 @@ class Session:
     # -- the run, step by step -----------------------------------------------------------------------------
     def run(self) -> Outcome:
         started_at = self.clock()
+        self.sources.command = self.plan.server  # sources made by a unit's or a container's session too
         self.history = open_history(self.cfg, self.redactor, self.reporter.message)
         self._expect_from_history()
         driver = self.driver = Driver(self.cfg.judge, self.profile, started_at, detect=self.detect)
@@ -199,12 +204,12 @@ class Session:
 
     def _node_rank(self) -> int | None:
         """The node's rank in a multi-node start, as its command says (``--node-rank``): for the labels."""
-        return server_command(self.cfg).node_rank if self.cfg.command or self.cfg.watched_command else None
+        return self.plan.server.node_rank if self.plan.server is not None else None
 
     def _model_named(self) -> str | None:
         """The model path or id the command names (``--model``), masked: for the reporters' labels."""
         cfg = self.cfg
-        model = str(cfg.model_path) if cfg.model_path else server_command(cfg).model
+        model = str(cfg.model_path) if cfg.model_path else self.plan.server.model if self.plan.server else None
         return self.redactor.text(model) if model else None
 
     def _launch_failed(self, judge: Judge, started_at: float) -> Outcome:
@@ -245,7 +250,7 @@ class Session:
         checks: dict[str, Any] = {}
         words = _Words(self.reporter.message)
         worker = threading.Thread(target=lambda: checks.update(post_ready_checks(
-            self.cfg, self.profile, self.sources.model, words.say)), daemon=True)
+            self.cfg, self.profile, self.sources.model, words.say, self.plan.server_as(self.profile))), daemon=True)
         worker.start()
         while worker.is_alive():
             self._heartbeat()  # the server serves meanwhile: systemd's watchdog must not starve (--warmup 9 s)
@@ -260,7 +265,7 @@ class Session:
         """Compare with this deployment's baseline and record the run. A regression is reported, never a stop."""
         if self.history is None or (result.verdict == TIMEOUT and not self.record_timeout):
             return result
-        key = deployment_key(self.cfg, self.profile, self.cfg.command or self.cfg.watched_command, self.redactor)
+        key = self._deployment_key()
         kind = "up" if self.cfg.command else "watch"
         self.history.set_busy_timeout(HISTORY_BUSY_S)  # another writer's lock must not hold up stopping the server
         result = result.with_eta(self.eta.to_dict() if self.eta else None)
@@ -338,15 +343,11 @@ class Session:
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:
-        old = {}
-        for s in STOP_SIGNALS:
-            with contextlib.suppress(ValueError, OSError):  # not the main thread (library use), or unsupported
-                old[s] = signal.signal(s, self._on_signal)
+        restore = install_stop_handlers(self._on_signal)  # none off the main thread (library use)
         try:
             yield
         finally:
-            for s, h in old.items():
-                signal.signal(s, h)
+            restore()
 
     def _feed(self, obs: Observation) -> None:
         """One observation, in arrival order: the record, the driver of the judge, the reporters."""
@@ -398,11 +399,15 @@ class Session:
         self.sources.settle_logs()
         return drain(self.q)
 
+    def _deployment_key(self) -> DeploymentKey:
+        """This deployment, from the plan's one reading of the command (by the engine known now)."""
+        return deployment_key(self.cfg, self.profile, self.plan.argv, self.redactor, self.plan.server_as(self.profile))
+
     def _expect_from_history(self) -> None:
         """The whole-start ETA: the median time to READY of this deployment's previous good starts."""
         if self.history is None or self.cfg.judge.expected_total_s is not None:
             return
-        key = deployment_key(self.cfg, self.profile, self.cfg.command or self.cfg.watched_command, self.redactor)
+        key = self._deployment_key()
         with contextlib.suppress(HistoryError):
             self.eta = self.history.expected_start(key, self._predicted_type())
             self.expected_total_s = self.eta.seconds if self.eta else None

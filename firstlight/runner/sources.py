@@ -41,7 +41,6 @@ WEIGHTS_WAIT_S = 5.0  # ms on a healthy mount; seconds only for a machine so loa
 Echo = Callable[[str, str], None]
 
 
-
 def server_command(cfg: Config) -> ServerCommand:
     """The server's command as the one command reader sees it: the launched one, in this environment (the server
     inherits it), or the watched one (its environment unknown)."""
@@ -49,12 +48,16 @@ def server_command(cfg: Config) -> ServerCommand:
         return read_command(cfg.command, engine=cfg.engine, env=os.environ)
     return read_command(cfg.watched_command, engine=cfg.engine, env={})
 
+
 class Sources:
     def __init__(self, cfg: Config, sink: Sink, echo: Echo, identify: bool,
-                 clock: Callable[[], float] = time.time, backlog: Callable[[], int] | None = None) -> None:
+                 clock: Callable[[], float] = time.time, backlog: Callable[[], int] | None = None,
+                 command: ServerCommand | None = None) -> None:
         """``backlog``: how many observations the session has not taken yet; log sources wait while it is high
-        and drop (with a count) rather than block the server or flood the queue."""
+        and drop (with a count) rather than block the server or flood the queue. ``command``: the server's
+        command as the run's plan read it (else read here, when needed)."""
         self.cfg, self.sink, self.echo, self.clock = cfg, sink, echo, clock
+        self.command = command
         self.backlog = backlog
         self.port_conflict: str | None = None  # evidence that another process holds the server's port
         self._port_owned = False
@@ -212,7 +215,7 @@ class Sources:
             sized.set()
 
     def _size_weights(self) -> None:
-        cmd = server_command(self.cfg)
+        cmd = self.command if self.command is not None else server_command(self.cfg)
         model = str(self.cfg.model_path) if self.cfg.model_path else cmd.model_local
         if not model:
             if cmd.model and cmd.image:

@@ -35,6 +35,7 @@ from firstlight.redact import Redactor
 from firstlight.report.base import ForwardingReporter, Reporter
 from firstlight.result import RunResult
 from firstlight.runner.after_ready import deployment_key, open_history
+from firstlight.runner.guard import install_stop_handlers
 from firstlight.runner.session import Outcome
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.oom import OomTraces, memory_dirs
@@ -143,11 +144,11 @@ class UnitWatch:
             since = first.started_at - 5.0
         follower = JournalFollower(self.opts.unit, self.opts.journal_file, since=since, clock=self.clock)
         follower.start()
-        old_term = signal.signal(signal.SIGTERM, _interrupt)  # between attempts; a session takes its own
+        restore = install_stop_handlers(_interrupt, (signal.SIGTERM,))  # between attempts; a session takes its own
         try:
             return self._attempts(follower, first)
         finally:
-            signal.signal(signal.SIGTERM, old_term)
+            restore()
             follower.stop()
 
     def _attempts(self, follower: JournalFollower, first: UnitState | None) -> Outcome:

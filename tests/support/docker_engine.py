@@ -38,8 +38,8 @@ class Engine:
         self.created: list[dict[str, Any]] = []  # each create's body (the container's config)
         self.init_pid = 0  # the container's init once started: a real process of the test's, if set
         self.process: subprocess.Popen[bytes] | None = None  # else the one the engine started
-        self.names_in_use: set[str] = set()
-        self.refused: list[dict[str, Any]] = []  # the creates refused (their config)  # names another container holds: a create naming one is refused
+        self.names_in_use: set[str] = set()  # names another container holds: a create naming one is refused
+        self.refused: list[dict[str, Any]] = []  # the creates refused (their config)
 
     def start(self) -> None:
         """``start``: the container runs. Its init is ``init_pid`` when the test set one (a process of its own),

@@ -350,3 +350,72 @@ def test_the_commands_role_reaches_the_judges_rules():
     assert (headless.judge.role, headless.judge.head) == ("worker", ("10.0.0.1",))  # its connection to its head
     server = settings.config(probe=probe, judge=settings.judge(), command=["llama-server", "-m", "a.gguf"])
     assert server.judge.role == "server" and settings.config(probe=probe, judge=settings.judge()).judge.role == "server"
+
+
+# -- the plan: a run read once ---------------------------------------------------------------------------------
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    from firstlight.engines import command as reader
+
+    seen: list[tuple[str, ...]] = []
+    real = reader.parse_command
+
+    def counting(argv: Any, profiles: Any, **kw: Any) -> Any:
+        seen.append(tuple(argv))
+        return real(argv, profiles, **kw)
+
+    monkeypatch.setattr(reader, "parse_command", counting)
+    return seen
+
+
+def test_a_launched_command_is_read_once_in_the_environment_the_server_gets(
+        monkeypatch: pytest.MonkeyPatch, parses: list[tuple[str, ...]]):
+    monkeypatch.setenv("LLAMA_ARG_PORT", "9123")  # the launched server inherits it; a watched one's is unknown
+    argv = ["llama-server", "-m", "/m/x.gguf", "--api-key", "s3cret-in-argv"]
+    server = settings.read_server(argv, None, launched=True)
+    engine = settings.profile(None, argv, server)
+    url = settings.url_from_command(argv, engine, server)
+    cfg = settings.config(probe=settings.probe(url, engine), judge=settings.judge(), command=argv, server=server)
+    plan = settings.plan(cfg, engine, server, api_key="k3y-given-1234")
+    assert (engine.name, url, cfg.engine, plan.server) == ("llamacpp", "http://127.0.0.1:9123", "llamacpp", server)
+    assert parses == [tuple(argv)]
+    watched = settings.read_server(argv, None, launched=False)
+    assert watched.port == 8080  # llama-server's default: this environment is not the watched server's
+
+
+def test_the_plans_redactor_masks_the_command_the_environment_the_key_and_the_url(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HF_TOKEN", "hf-env-secret-99")
+    argv = ["vllm", "serve", "m", "--api-key", "argv-secret-77"]
+    cfg = Config(command=argv, probe=ProbeConfig(url="http://alice:pa55word-9@127.0.0.1:8000"))
+    plan = settings.plan(cfg, VLLM, api_key="given-key-1234")
+    text = plan.redactor.text("argv-secret-77 hf-env-secret-99 given-key-1234 pa55word-9")
+    assert not any(s in text for s in ("argv-secret-77", "hf-env-secret-99", "given-key-1234", "pa55word-9")), text
+
+
+def test_an_engine_learnt_later_rereads_the_flags_without_parsing_again(parses: list[tuple[str, ...]]):
+    argv = ["python", "serve.py", "--model-path", "/m/a", "--tp", "2", "--port", "30000"]  # names no engine
+    plan = settings.plan(Config(command=argv), get_profile("generic"))
+    assert plan.server is not None and plan.server.engine is None
+    sglang = plan.server_as(get_profile("sglang"))
+    assert sglang is not None and (sglang.engine, sglang.model, sglang.tp) == ("sglang", "/m/a", 2)
+    assert plan.server_as(get_profile("generic")) is plan.server
+    assert len(parses) == 1
+
+
+def test_the_deployment_key_reads_the_plan_and_parses_nothing(parses: list[tuple[str, ...]]):
+    from firstlight.runner.after_ready import deployment_key
+
+    argv = ["vllm", "serve", "org/m", "--tensor-parallel-size", "2", "--port", "8001"]
+    plan = settings.plan(Config(command=argv, engine="vllm"), VLLM)
+    key = deployment_key(plan.config, VLLM, plan.argv, plan.redactor, plan.server_as(VLLM))
+    assert len(parses) == 1 and key == deployment_key(Config(), VLLM, argv, plan.redactor)  # the same key
+    assert (key.model, key.parallelism) == ("org/m", "tp=2")
+
+
+def test_outputs_that_cannot_be_written_are_refused_with_the_options_name(tmp_path: Path):
+    missing = tmp_path / "gone" / "r.html"
+    with pytest.raises(SettingError, match=r"^report .*: cannot write in") as e:
+        settings.outputs(report=missing)
+    assert e.value.as_option().startswith(f"--report {missing}: cannot write in")
+    out = settings.outputs(record=tmp_path / "r.jsonl", trace=str(tmp_path / "t.json"), json=True)
+    assert (out.record, out.trace, out.report, out.json) == (tmp_path / "r.jsonl", tmp_path / "t.json", None, True)

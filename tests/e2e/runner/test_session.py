@@ -676,7 +676,7 @@ def test_checks_abandoned_by_a_stop_signal_never_speak_after_the_summary(monkeyp
 
     got: list[Any] = []
 
-    def checks(cfg: Any, profile: Any, model: Any, say: Callable[[str], None]) -> dict[str, Any]:
+    def checks(cfg: Any, profile: Any, model: Any, say: Callable[[str], None], server: Any = None) -> dict[str, Any]:
         got.extend([profile, threading.current_thread().daemon])
         say("warm-up: first words")
         release.wait(CHECK_S)
@@ -1141,7 +1141,8 @@ def test_the_checks_after_ready_ask_for_the_model_the_server_lists_with_the_sess
         monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[tuple[Any, ...]] = []
 
-    def checks(cfg: Config, profile: EngineProfile, model: str | None, say: Callable[[str], None]) -> dict[str, Any]:
+    def checks(cfg: Config, profile: EngineProfile, model: str | None, say: Callable[[str], None],
+               server: Any = None) -> dict[str, Any]:
         asked.append((cfg, profile.name, model))
         say("warm-up: done")
         return {"warmup": {"n": 1, "errors": 0}}

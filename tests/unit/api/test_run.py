@@ -187,9 +187,10 @@ def test_preflight_runs_before_the_session_with_the_shorter_of_its_deadline_and_
     monkeypatch.setattr(api, "_preflight", lambda *a: calls.append(a) or "the report")
     with context(serve_until_stopped, no_preflight=False, timeout=12.0, engine="vllm", model="/m") as server:
         assert server._run.session.preflight_at_start == "the report"
-    command, engine, model, disk_sample, redactor, deadline = calls[0]
+    command, engine, model, disk_sample, redactor, deadline, read = calls[0]
     assert (command[1:], engine, str(model), disk_sample, deadline) == (["-c", "pass"], "vllm", "/m", True, 12.0)
     assert redactor is server._run.redactor
+    assert read is server._run.plan.server and read.argv[1:] == ("-c", "pass")  # the run's one reading of it
     calls.clear()
     with context(serve_until_stopped, no_preflight=False):
         pass

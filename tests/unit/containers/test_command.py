@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from firstlight.containers.command import parse_run
+from firstlight.engines import read_command
+from firstlight.engines.command import CONTAINER_SWITCHES
 
 
 def test_the_image_and_the_engines_command_after_it() -> None:
@@ -159,3 +161,20 @@ def test_a_short_option_with_its_value_attached_takes_one_word() -> None:
 def test_only_publish_reads_a_port_spec_and_only_detach_detaches() -> None:
     run = parse_run(["docker", "run", "-l", "1:2", "--label", "3:4", "--read-only", "--rm", "img"])
     assert run is not None and run.publish == () and run.detach is False and run.remove is True
+
+
+@pytest.mark.parametrize("switch", [*sorted(CONTAINER_SWITCHES), "-d", "-it", "-dit", "-P", "--rm=false"])
+def test_the_launch_and_the_command_reader_agree_on_the_image_after_every_switch(switch: str):
+    """One list of the options that take no value: the container launched and the server read from the same
+    ``run`` find the same image, whatever switch comes before it."""
+    argv = ["podman", "run", switch, "-p", "8000:8000", "vllm/vllm-openai:latest", "--model", "m"]
+    run = parse_run(argv)
+    assert run is not None and run.image == "vllm/vllm-openai:latest"
+    read = read_command(argv)
+    assert read.image == run.image and read.engine == "vllm" and read.reach_port == 8000
+
+
+def test_podmans_systemd_option_takes_a_value():
+    argv = ["podman", "run", "--systemd", "always", "img", "serve"]
+    run = parse_run(argv)
+    assert run is not None and run.image == "img" and read_command(argv).image == "img"

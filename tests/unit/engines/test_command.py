@@ -510,3 +510,26 @@ EDGES: list[tuple[str, dict[str, Any]]] = [
 def test_numbers_mounts_ports_and_inline_scripts_at_their_edges(command: str, expect: dict[str, Any]) -> None:
     cmd = read_command(shlex.split(command))
     assert {k: getattr(cmd, k) for k in expect} == expect
+
+
+REREAD = [
+    "python serve.py --model-path /m/a --tp 2 --port 30000 --quantization fp8",
+    "env CUDA_VISIBLE_DEVICES=0,1 uv run -m mypkg.server --model /m/b --tensor-parallel-size 2",
+    "torchrun --nnodes 2 --nproc-per-node 8 -m server --model-id org/m --num-shard 4 --port 8081",
+    "docker run --rm -it -p 9000:8000 -v /data/models:/models -e MODEL_ID=org/x img --model /models/y --port 8000",
+    "bash -c 'exec /opt/bin/srv -m /m/z.gguf --port 8090 --rpc 10.0.0.2:50052'",
+]
+
+
+@pytest.mark.parametrize("argv", REREAD)
+@pytest.mark.parametrize("engine", ["sglang", "vllm", "llamacpp", "tgi", "generic"])
+def test_a_command_reread_by_another_engine_is_what_a_fresh_reading_by_it_gives(argv: str, engine: str):
+    """An engine learnt while the server starts rereads the command's flags (ServerCommand.for_profile) from the
+    one parse: the same reading as parsing the command again as that engine, field by field."""
+    words = shlex.split(argv)
+    env = {"LLAMA_ARG_PORT": "7001", "MODEL_ID": "env/model"}
+    reread = read_command(words, env=env).for_profile(get_profile(engine))
+    fresh = read_command(words, engine=engine, env=env)
+    if engine == "generic":  # none of them names an engine: read as generic, it still names none
+        fresh = dataclasses.replace(fresh, engine=None)
+    assert reread == fresh

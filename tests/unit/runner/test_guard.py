@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 
 from firstlight.report.console import ConsoleReporter
 from firstlight.report.jsonl import JsonLinesReporter
 from firstlight.runner.guard import RecordFile, guard_reporter, install_stop_handlers
+from tests.support.common import REPO
 
 
 def test_a_closed_pipe_silences_only_its_reporter():
@@ -197,3 +199,19 @@ def test_stop_handlers_given_back_from_another_thread_are_no_error_and_stay_unti
     finally:
         restore()
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_one_stop_signals_tuple_and_one_installer_for_the_whole_package():
+    """The session, the sidecar's loop, a unit's attempts and the checks before launch take their signals through
+    install_stop_handlers; the watchdog process (it ignores them) and the simulator (a server) are not runs."""
+    package = REPO / "firstlight"
+    installs, tuples = [], []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        text = path.read_text(encoding="utf-8")
+        exempt = rel in ("runner/guard.py", "runner/watchdog.py") or rel.startswith("sim/")
+        if "signal.signal(" in text and not exempt:
+            installs.append(rel)
+        if re.search(r"^STOP_SIGNALS\b.*=", text, re.MULTILINE):
+            tuples.append(rel)
+    assert installs == [] and tuples == ["runner/launcher.py"], (installs, tuples)

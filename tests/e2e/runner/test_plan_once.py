@@ -1,0 +1,108 @@
+"""A run reads its server's command once (settings.read_server builds the run's Plan; the profile, the URL, the
+role, the preflight, the weights, the node rank and the history's deployment key read that plan): counted on a
+live ``up`` of the simulator (the CLI's and the API's), a ``watch --pid`` and a sidecar's start, in this process,
+by wrapping the one parse function every reading goes through."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+import firstlight
+from firstlight.cli import sidecar
+from firstlight.cli.app import cli
+from firstlight.engines import command as reader
+from firstlight.engines.command import split_words
+from firstlight.runner.rewatch import Rewatch
+from firstlight.runner.session import Outcome
+from firstlight.sim.fixtures import free_port
+from tests.support.common import sim_cmd, wait_for
+
+WATCH = ["--poll-min", "0.05", "--sample-interval", "0.2", "--plain"]
+UP = [*WATCH, "--quiet-server"]
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, ...]]]:
+    """Every command parsed, as words (the preflight's stale-server check reads other processes' too)."""
+    seen: list[tuple[str, ...]] = []
+    real = reader.parse_command
+
+    def counting(argv, profiles, **kw):  # type: ignore[no-untyped-def]
+        seen.append(tuple(split_words(argv)))
+        return real(argv, profiles, **kw)
+
+    monkeypatch.setattr(reader, "parse_command", counting)
+    yield seen
+
+
+def _sim(port: int, weights: Path) -> list[str]:
+    return sim_cmd("normal", port, "--model-path", str(weights), "--load-seconds", "1")
+
+
+def test_a_live_up_parses_its_command_once(parses: list[tuple[str, ...]], weights: Path, tmp_path: Path):
+    cmd = _sim(free_port(), weights)  # names no engine: the engine is learnt from its log, the key reads it so
+    r = CliRunner().invoke(cli, ["up", "--stop-when-ready", "--history", str(tmp_path / "h.db"), *UP, "--", *cmd])
+    assert r.exit_code == 0, r.output[-2000:]
+    assert parses.count(tuple(cmd)) == 1, parses
+
+
+def test_an_up_of_the_api_parses_its_command_once(parses: list[tuple[str, ...]], weights: Path, tmp_path: Path):
+    cmd = _sim(free_port(), weights)
+    with firstlight.up(cmd, timeout=120, history=tmp_path / "h.db") as server:
+        assert server.result.verdict == firstlight.READY
+    assert parses.count(tuple(cmd)) == 1, parses
+
+
+def test_a_watch_parses_the_watched_command_once(parses: list[tuple[str, ...]], weights: Path, tmp_path: Path,
+                                                 reap: list[int]):
+    port = free_port()
+    sim = subprocess.Popen(_sim(port, weights), start_new_session=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    reap.append(sim.pid)
+    r = CliRunner().invoke(cli, ["watch", f"http://127.0.0.1:{port}", "--pid", str(sim.pid), "--history",
+                                 str(tmp_path / "h.db"), *WATCH])
+    assert r.exit_code == 0, r.output[-2000:]
+    assert len(parses) == 1 and parses[0][1:] == tuple(_sim(port, weights)[1:]), parses  # its cmdline, read once
+
+
+def test_a_sidecar_parses_each_start_s_command_once(parses: list[tuple[str, ...]], weights: Path, tmp_path: Path,
+                                                    reap: list[int], monkeypatch: pytest.MonkeyPatch):
+    port, rport = free_port(), free_port()
+    sim = subprocess.Popen(_sim(port, weights), start_new_session=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    reap.append(sim.pid)
+    loops: list[Rewatch] = []
+
+    class Recorded(Rewatch):
+        def run(self) -> Outcome:
+            loops.append(self)
+            return super().run()
+
+    monkeypatch.setattr(sidecar, "Rewatch", Recorded)
+
+    def stop_once_ready() -> None:  # the sidecar serves on until stopped: one start is enough here
+        def ready() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{rport}/readyz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+        try:
+            wait_for(ready, 60, "the sidecar's /readyz")
+        finally:
+            wait_for(lambda: loops, 5, "the sidecar's loop")
+            loops[0].stop.set()  # as its stop signal would (no signal sent to the test's own process)
+
+    stopper = threading.Thread(target=stop_once_ready, daemon=True)
+    stopper.start()
+    r = CliRunner().invoke(cli, ["watch", f"http://127.0.0.1:{port}", "--pid", str(sim.pid), "--serve-readiness",
+                                 f"127.0.0.1:{rport}", "--history", str(tmp_path / "h.db"), *WATCH])
+    stopper.join(5)
+    assert "ready" in r.output.lower(), r.output[-2000:]
+    assert len(parses) == 1 and parses[0][1:] == tuple(_sim(port, weights)[1:]), parses
