@@ -10,6 +10,7 @@ catch ``ValueError`` or ``OSError`` still do. The tree (tests/unit/test_errors.p
     ├── UsageFailure             a command line the CLI refuses; also click.UsageError (firstlight.cli.options)
     ├── LaunchError              the server's command could not be started (firstlight.runner.launcher)
     ├── RuntimeFailure           a container runtime could not answer (firstlight.containers.runtime)
+    │   └── ContainerGone        the runtime has no such container: removed, or never made
     ├── SystemctlError           systemctl could not answer (firstlight.units.systemctl)
     ├── JournalError             journalctl missing, or the journal unreadable (firstlight.units.journal)
     ├── HistoryError             the history cannot be used (firstlight.history.db)

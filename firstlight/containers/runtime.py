@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,16 @@ STOP_EXTRA_S = 30.0  # the runtime's own stop takes its timeout, then its SIGKIL
 
 class RuntimeFailure(FirstlightError):
     """The runtime could not answer (not installed, its daemon down, no such container, a timeout)."""
+
+
+class ContainerGone(RuntimeFailure):
+    """The runtime answered that it has no such container (removed by ``--rm`` or ``rm -f``, or never made): an
+    answer, unlike a daemon that is down or slow."""
+
+
+# How docker ("No such container: X", "No such object: X") and podman ("no such container X", "no container
+# with name or ID X found") say a container does not exist.
+_NO_SUCH = re.compile(r"no such (?:container|object)|no container with (?:name or )?id", re.I)
 
 
 @dataclass(frozen=True)
@@ -156,7 +167,8 @@ class Runtime:
         if done.returncode != 0:
             err = done.stderr.decode("utf-8", "replace").strip().splitlines()
             why = err[-1] if err else f"exit status {done.returncode}"
-            raise RuntimeFailure(f"{self.name} {verb}: {why[:300]}")
+            gone = args[:2] == ["container", "inspect"] and _NO_SUCH.search(why) is not None
+            raise (ContainerGone if gone else RuntimeFailure)(f"{self.name} {verb}: {why[:300]}")
         return done.stdout.decode("utf-8", "replace")
 
     def inspect(self, ref: str) -> Container:
@@ -169,7 +181,7 @@ class Runtime:
         except json.JSONDecodeError:
             raise RuntimeFailure(f"{self.name} inspect {ref}: not JSON") from None
         if not isinstance(data, list) or not data or not isinstance(data[0], Mapping):
-            raise RuntimeFailure(f"{self.name} inspect {ref}: no such container")
+            raise ContainerGone(f"{self.name} inspect {ref}: no such container")
         return Container.from_inspect(data[0])
 
     def stop(self, ref: str, grace: float) -> str:

@@ -29,7 +29,7 @@ import psutil
 
 from firstlight.config import Config
 from firstlight.containers.command import RunCommand
-from firstlight.containers.runtime import Container, Runtime, RuntimeFailure, read_cidfile
+from firstlight.containers.runtime import Container, ContainerGone, Runtime, RuntimeFailure, read_cidfile
 from firstlight.engines.profile import EngineProfile
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter
@@ -56,6 +56,7 @@ class Tracker:
         self.runtime, self.ref, self.cidfile, self.clock = runtime, ref, cidfile, clock
         self.last: Container | None = None
         self.error: str | None = None
+        self.gone = False  # seen, then the runtime said it has no such container (--rm after its end, rm -f)
         self.on_found: Callable[[Container], None] | None = None  # told once, when the container is first seen
         self._at = -1e9
         self._lock = threading.Lock()
@@ -81,8 +82,9 @@ class Tracker:
                 found = self.runtime.inspect(ref)
             except RuntimeFailure as e:
                 self.error = str(e)
+                self.gone = self.last is not None and isinstance(e, ContainerGone)
                 return self.last
-            first, self.last, self.error = self.last is None, found, None
+            first, self.last, self.error, self.gone = self.last is None, found, None, False
         if first and self.on_found is not None:
             self.on_found(found)
         return found
@@ -309,6 +311,9 @@ class ContainerServer(ServerProcess):
             return cli
         c = self.tracker.get()
         if c is not None:
+            if self.tracker.gone:  # removed (rm -f, or --rm once it ended): not running, whatever it last said
+                code = None if c.running else c.popen_exit_code()
+                return code if code is not None else cli  # an attached CLI exits with it, at once
             if c.running or (c.exit_code is None and c.status in ("created", "configured", "initialized")):
                 return None
             code = c.popen_exit_code()

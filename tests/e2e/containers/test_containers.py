@@ -183,6 +183,36 @@ def test_stop_when_ready_stops_a_detached_container_read_through_podman_logs(
     assert f"container stopped (podman stop -t 10 {found['Id'][:12]}" in run.stderr
 
 
+@pytest.mark.parametrize("detach", [True, False], ids=["detached", "attached"])
+def test_a_container_removed_from_outside_after_ready_ends_the_supervision(
+        real_podman: Podman, weights: Path, tmp_path: Path, detach: bool):
+    """``podman rm -f`` while firstlight supervises: the runtime then has no such container, and the start ends
+    (it was reported running until firstlight was killed)."""
+    port, name = free_port(), real_podman.name()
+    out = tmp_path / "out.jsonl"
+    with out.open("w") as f:
+        p = subprocess.Popen(firstlight_cmd("up", "--json", "--engine", "sglang", "--quiet-server", "--no-history",
+                                            "--", "podman", "run", *(["-d"] if detach else []), "--rm", "--name",
+                                            name, "--network", "host", *sim(real_podman, port, weights)),
+                             stdout=f, stderr=subprocess.PIPE, text=True, env=real_podman.env,
+                             stdin=subprocess.DEVNULL)
+    try:
+        def events() -> list[dict[str, Any]]:  # whole lines only: the last one may be half written
+            return [json.loads(line) for line in out.read_text().split("\n")[:-1] if line.startswith("{")]
+        wait_for(lambda: any(e.get("event") == "summary" for e in events()), RUN_S, "the READY summary")
+        assert next(e for e in events() if e.get("event") == "summary")["verdict"] == "ready"
+        podman("rm", "-f", "-t", "0", name, env=real_podman.env)
+        _, err = p.communicate(timeout=RUN_S)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=30)
+    summaries = [e for e in events() if e.get("event") == "summary"]
+    assert len(summaries) == 2 and summaries[-1]["verdict"] == "failed", (summaries, err[-3000:])
+    assert p.returncode == 1, err[-3000:]
+    assert "already ended and is gone" in err, err[-3000:]
+
+
 def test_a_container_killed_from_outside_is_named_from_the_runtimes_record(real_podman: Podman, weights: Path):
     port, name = free_port(), real_podman.name()
     p = subprocess.Popen(firstlight_cmd("up", "--json", "--engine", "sglang", "--", "podman", "run", "-d", "--name",

@@ -1,0 +1,29 @@
+"""A container the runtime has no record of is gone (removed by ``--rm`` or ``rm -f``): told from the runtime's
+own words, as docker 28 and podman 4 print them, and never from a daemon that is down or slow."""
+
+from __future__ import annotations
+
+import pytest
+
+from firstlight.containers.runtime import _NO_SUCH
+
+
+@pytest.mark.parametrize("said", [
+    "Error: No such container: fl-test-1",  # docker container inspect
+    "Error response from daemon: No such container: 3f2a",  # docker, from the daemon
+    "Error: No such object: fl-test-1",  # docker inspect
+    "Error: no such container fl-test-1",  # podman 4
+    "Error: inspecting object: no such container fl-test-1",  # podman 4, container inspect
+    "Error: no container with name or ID \"fl-test-1\" found: no such container",  # podman
+])
+def test_the_runtimes_words_for_no_such_container_are_gone(said: str) -> None:
+    assert _NO_SUCH.search(said) is not None
+
+
+@pytest.mark.parametrize("said", [
+    "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
+    "Error: context deadline exceeded",
+    "Error: container fl-test-1 is not running",
+])
+def test_other_failures_are_not_gone(said: str) -> None:
+    assert _NO_SUCH.search(said) is None
