@@ -25,8 +25,9 @@ from firstlight.formats import mbps as _mbps
 from firstlight.logtext import one_line
 from firstlight.timeline import EngineClock, LogLine, ProcessSample, WeightsTotal
 
-__all__ = ["CLOCK_DIFF_S", "CLOCK_DIFF_SHARE", "NETWORK_FS", "WHOLE", "Signals", "anatomy", "clock_differs",
-           "clock_lines", "compare", "compare_clocks", "human_lines"]
+__all__ = ["CLOCK_DIFF_S", "CLOCK_DIFF_SHARE", "NETWORK_FS", "RESIDENT_WARM", "WHOLE", "Signals", "anatomy",
+           "clock_differs", "clock_lines", "compare", "compare_clocks", "human_lines", "resident_share",
+           "warm_page_cache"]
 
 NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "fuse.s3fs", "fuse.gcsfuse",
                         "fuse.juicefs", "lustre", "gpfs", "ceph", "fuse.ceph", "glusterfs", "fuse.glusterfs",
@@ -44,6 +45,17 @@ BACKED_OFF = 1.5  # a sample gap this many times the next one's: the sampler had
 _NO_CLOCK = 1e3  # epoch seconds below this: a line without a timestamp of its own
 _COMPILE_PHASES = ("compile",)
 _WEIGHT_PHASES = ("weights_loading",)
+
+
+def resident_share(w: WeightsTotal | None) -> float | None:
+    """The share of the weights that was in the page cache as the server started; None: not measured."""
+    return (w.resident / w.bytes) if w is not None and w.resident is not None and w.bytes else None
+
+
+def warm_page_cache(resident: float) -> bool:
+    """The one rule for "warm vs cold": the weights were read from memory, not storage (the weights phase's
+    bound, the start type, the ETA's type before the engine says more)."""
+    return resident >= RESIDENT_WARM
 
 
 _Point = tuple[float, int, float, float | None, str, str]  # t, read bytes, CPU s, busiest thread: cores, name, state
@@ -228,7 +240,7 @@ def _weights_bound(w: _Window, sig: Signals, t0: float, device_rate: float | Non
         return "download", [_ev("log", f"{sum(1 for t in sig.downloads if t >= t0)} download progress lines", t0)]
     if fstype in NETWORK_FS:
         return "network_fs", [_ev("disk", f"weights on a {fstype} mount, read {_mbps(rate)}", t0)]
-    if resident is not None and resident >= RESIDENT_WARM:
+    if resident is not None and warm_page_cache(resident):
         return "page_cache", [_ev("disk", f"{resident:.0%} of the weights resident in the page cache at start, "
                                           f"read {_mbps(rate)}", t0)]
     if not w.measured:
@@ -278,7 +290,7 @@ def anatomy(phases: list[dict[str, Any]], sig: Signals, end: float, *, first_gen
             reached: str | None = None) -> dict[str, Any]:
     """Each phase's duration and bound, idle stretches, cache states and what would cut the start."""
     w = sig.weights
-    resident = (w.resident / w.bytes) if w is not None and w.resident is not None and w.bytes else None
+    resident = resident_share(w)
     fstype = w.fstype if w is not None else ""
     out_phases: list[dict[str, Any]] = []
     idle_all: list[dict[str, Any]] = []

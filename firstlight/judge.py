@@ -14,6 +14,7 @@ Progress, for telling slow from hung:
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -128,6 +129,7 @@ class Judge:
         self.progress_tracker = ProgressTracker(started_at, rules.expected_total_s)  # how far, and the ETAs
         self._final: Assessment | None = None
         self.signals = Signals()  # what the anatomy reads (firstlight.anatomy), from these same observations
+        self._clocks: tuple[EngineClock, ...] = ()  # the engine's figures as the last assessment gave them
 
     # -- feeding ---------------------------------------------------------------------------------------
     def feed(self, obs: Observation) -> list[Event]:
@@ -376,7 +378,12 @@ class Judge:
 
     def assess(self, now: float) -> Assessment:
         if self._final is not None:
-            return self._final
+            f = self._final
+            if (f.weights is not self.signals.weights or len(f.clocks) != len(self.signals.clocks)
+                    or f.ready_at != self.ready_at):
+                self._final = f = dataclasses.replace(f, ready_at=self.ready_at, weights=self.signals.weights,
+                                                      clocks=tuple(self.signals.clocks))
+            return f
         a = self._verdict(now)
         if a.final:
             self.phases[-1].end = self.phases[-1].end or now
@@ -384,9 +391,12 @@ class Judge:
         return a
 
     def _base(self, now: float, verdict: str, evidence: list[Evidence], **kw: Any) -> Assessment:
+        if len(self._clocks) != len(self.signals.clocks):
+            self._clocks = tuple(self.signals.clocks)
         return Assessment(verdict=verdict, phase=self.phases[-1].name, level=self.level,
                           elapsed_s=now - self.started_at, evidence=evidence, progress=self.progress(now),
-                          engine_ready=self.engine_ready is not None, **kw)
+                          engine_ready=self.engine_ready is not None, t=now, ready_at=self.ready_at,
+                          weights=self.signals.weights, clocks=self._clocks, **kw)
 
     def _verdict(self, now: float) -> Assessment:
         """The verdict rules, first match wins: a stop signal (interrupted); another server on the port (failed,

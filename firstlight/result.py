@@ -13,9 +13,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from firstlight.anatomy import anatomy, compare_clocks
+from firstlight.analysis import analyse
+from firstlight.anatomy import compare_clocks
 from firstlight.deaths import CRASH_SIGNALS, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
-from firstlight.starts import classify
 from firstlight.vocab import FAILED, INTERRUPTED, READY, REGRESSION, SERVING_VERDICTS, TIMEOUT, exit_code
 
 if TYPE_CHECKING:
@@ -106,14 +106,8 @@ class RunResult:
     # -- building ------------------------------------------------------------------------------------------
     @classmethod
     def from_judge(cls, judge: Judge, a: Assessment, facts: RunFacts) -> RunResult:
-        anat = anatomy(judge.phases_dicts(), judge.signals, facts.started_at + a.elapsed_s,
-                       first_generation_s=(judge.first_generation or {}).get("latency_s"),
-                       device_rate=(facts.disk or {}).get("rate"), cache_rate=(facts.disk or {}).get("cache_rate"),
-                       reached=a.phase)
-        phases = [str(p["name"]) for p in judge.phases_dicts()]
-        kind = classify(phases=phases, signals=judge.signals, anatomy=anat, log_lines=judge.log_lines,
-                        cold_start_s=facts.cold_start_s, ready=a.verdict in SERVING_VERDICTS, command=facts.command)
-        anat["start_type"] = kind  # with the anatomy, so that `explain` of a --json file or a history run says it
+        found = analyse(judge, a, cold_start_s=facts.cold_start_s, command=facts.command, disk=facts.disk)
+        kind = found.start_type
         evidence = tuple(e.to_dict() for e in a.evidence)
         if "restored" in kind["labels"]:  # a silent start that serves: say why the stall rules did not fire
             rules = judge.rules
@@ -136,7 +130,7 @@ class RunResult:
             requests=dict(facts.requests),
             notes=tuple(n.message if n.source in n.message else f"{n.source}: {n.message}" for n in judge.notes),
             server_log=facts.server_log,
-            anatomy=anat, engine_clock=compare_clocks(anat, judge.signals.clocks),
+            anatomy=found.summary_anatomy, engine_clock=found.engine_clock,
         )
 
     @classmethod
@@ -181,9 +175,10 @@ class RunResult:
             return self
         return dataclasses.replace(self, anatomy={**self.anatomy, "vs_baseline": vs})
 
-    def with_engine_clock(self, judge: Judge) -> RunResult:
-        """The engine's figures again, with those read after READY (its endpoints) fed to the judge's signals."""
-        return dataclasses.replace(self, engine_clock=compare_clocks(self.anatomy, judge.signals.clocks))
+    def with_engine_clock(self, a: Assessment) -> RunResult:
+        """The engine's figures again, with those read after READY (its endpoints), as the judge's latest
+        assessment carries them."""
+        return dataclasses.replace(self, engine_clock=compare_clocks(self.anatomy, list(a.clocks)))
 
     def with_preflight(self, report: dict[str, Any] | None) -> RunResult:
         return dataclasses.replace(self, preflight=report)
