@@ -47,6 +47,7 @@ from firstlight.trackers import (
     LogTracker,
     ProcessTracker,
     ProgressTracker,
+    activity,
     clip,
 )
 from firstlight.vocab import (
@@ -57,6 +58,7 @@ from firstlight.vocab import (
     INTERRUPTED,
     PHASE_INDEX,
     READY,
+    STALL_HINTS,
     STARTING,
     TIMEOUT,
 )
@@ -68,24 +70,6 @@ __all__ = ["STALL_HINTS", "Assessment", "Event", "Evidence", "Judge", "PhaseSpan
 _FAILURE_SETTLE_S = 1.5
 # A generation probe in flight this long gets what the server did meanwhile attached to it.
 _SLOW_PROBE_S = 5.0
-# What a start that stopped moving in a phase is usually doing there: the hint of a hung verdict, and of a log
-# that ends with no verdict (replay's "incomplete").
-STALL_HINTS: dict[str, str] = {
-    "process_start": "no engine progress line yet: still importing, downloading or compiling kernels, or the "
-    "log level hides the markers",
-    "distributed_init": "in distributed init: a hang here is usually NCCL (NCCL_DEBUG=INFO, P2P/IB "
-    "settings, shm size)",
-    "weights_loading": "loading weights: compare disk/network read throughput with the checkpoint size",
-    "weights_loaded": "weights loaded; profiling memory and allocating the KV cache come next",
-    "kv_cache": "profiling memory / allocating the KV cache",
-    "compile": "torch.compile / JIT compilation: minutes on a cold cache (persist the compile cache)",
-    "cuda_graph": "capturing CUDA graphs: can take minutes; no progress for long may be a hang",
-    "http_listening": "the HTTP port is up but the engine's ready line has not appeared yet (warmup "
-    "pending); do not trust /v1/models here",
-    "warmup": "warming up: the first generation may be slow (JIT kernels)",
-}
-
-
 @dataclass
 class _Mark:
     t: float
@@ -303,24 +287,12 @@ class Judge:
         return events
 
     def activity_during(self, p: Probe) -> str | None:
-        """What the server did while a generation probe was in flight (JIT compiles, CPU, GPU, log lines), so a
-        slow first request can be told from a stuck one."""
+        """What the server did while a generation probe was in flight, so a slow first request can be told from
+        a stuck one (``firstlight.trackers.activity``)."""
         t0 = p.t - (p.latency_s or 0.0)
         if p.t - t0 < _SLOW_PROBE_S:
             return None
-        parts = []
-        compiles = self.compiles.runs_between(t0, p.t)
-        if compiles:
-            parts.append(f"{compiles} compiler runs")
-        cores = self.procs.cpu_share_between(t0, p.t)
-        if cores is not None:
-            parts.append(f"CPU {cores * 100:.0f}% of a core")
-        gpu = self.gpus.mean_util_between(t0, p.t)
-        if gpu is not None:
-            parts.append(f"GPU utilisation {gpu:.0f}%")
-        logs = self.log.lines_between(t0, p.t)
-        parts.append(f"{logs} log lines")
-        return ", ".join(parts)
+        return activity(t0, p.t, self.compiles, self.procs, self.gpus, self.log)
 
     def _before(self, phase: str) -> bool:
         """Is the current phase earlier than ``phase``? (Probe-derived phases only move forward.)"""

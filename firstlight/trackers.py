@@ -388,3 +388,20 @@ class ProgressTracker:
             utils = [d.utilization for d in g.devices if d.utilization is not None]
             p.gpu_util = sum(utils) / len(utils) if utils else None
         return p
+
+
+def activity(t0: float, t1: float, compiles: CompileTracker, procs: ProcessTracker, gpus: GpuTracker,
+             log: LogTracker) -> str:
+    """What the server did in [t0, t1], as the trackers saw it: JIT compiles, CPU, GPU, log lines."""
+    parts = []
+    runs = compiles.runs_between(t0, t1)
+    if runs:
+        parts.append(f"{runs} compiler runs")
+    cores = procs.cpu_share_between(t0, t1)
+    if cores is not None:
+        parts.append(f"CPU {cores * 100:.0f}% of a core")
+    gpu = gpus.mean_util_between(t0, t1)
+    if gpu is not None:
+        parts.append(f"GPU utilisation {gpu:.0f}%")
+    parts.append(f"{log.lines_between(t0, t1)} log lines")
+    return ", ".join(parts)
