@@ -36,9 +36,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # history's store.
     ("observe", ("firstlight.samplers", "firstlight.probes", "firstlight.preflight", "firstlight.interpret",
                  "firstlight.bench", "firstlight.history")),
-    # Observations in, verdict out: the judge, its typed result, the anatomy of a start, the serving tracker.
+    # Observations in, verdict out: the judge, its typed result and its summary's shapes, the one analysis of its
+    # output (anatomy, start type, engine clock), the serving tracker.
     ("judge", ("firstlight.judge", "firstlight.assessment", "firstlight.trackers", "firstlight.result",
-               "firstlight.analysis",
+               "firstlight.analysis", "firstlight.summary",
                "firstlight.starts",
                "firstlight.anatomy", "firstlight.serving", "firstlight.group")),
     # The one code that feeds a judge (issue 24) and the replay of a log through it.
