@@ -274,8 +274,10 @@ def summary_schema() -> dict[str, Any]:
     hints = typing.get_type_hints(RunResult, include_extras=True)
     props = {f.name: json_schema(hints[f.name]) for f in dataclasses.fields(RunResult)}
     props["elapsed_s"] = {"type": "number"}
+    required = sorted(props)
+    props["event"] = {"const": "summary"}  # the summary line of --json (report/jsonl.py) names itself
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "firstlight run summary",
-            "type": "object", "properties": props, "required": sorted(props), "additionalProperties": False}
+            "type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 
 def summary_dict(result: Any) -> dict[str, Any]:

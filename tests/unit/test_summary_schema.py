@@ -17,6 +17,7 @@ from firstlight.drive import Driver
 from firstlight.engines import get_profile
 from firstlight.history import DeploymentKey, History
 from firstlight.redact import Redactor
+from firstlight.report.jsonl import summary_event
 from firstlight.result import RunFacts, RunResult, summary_schema
 from firstlight.runner.after_ready import compare_with_history
 from firstlight.timeline import EngineClock, Level, LogLine, Observation, Started, WeightsTotal
@@ -69,6 +70,7 @@ def test_real_summaries_hold_to_the_schema(tmp_path: Path):
     assert s["anatomy"]["cuts"] and s["anatomy"]["phases"][3]["compile"] and s["engine_clock"]["phases"]
     assert s["start_type"]["type"] and s["progress"]
     _valid(s)
+    _valid(summary_event(first))  # the --json summary line names itself
     history = History(tmp_path / "h.db")
     key = DeploymentKey.create("vllm", "/models/m", ["vllm", "serve", "/models/m"], 1, Redactor())
     compare_with_history(history, key, "up", first, 0.2)
