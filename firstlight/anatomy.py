@@ -26,8 +26,7 @@ from firstlight.logtext import one_line
 from firstlight.timeline import EngineClock, LogLine, ProcessSample, WeightsTotal
 
 __all__ = ["CLOCK_DIFF_S", "CLOCK_DIFF_SHARE", "NETWORK_FS", "RESIDENT_WARM", "WHOLE", "Signals", "anatomy",
-           "clock_differs", "clock_lines", "compare", "compare_clocks", "human_lines", "resident_share",
-           "warm_page_cache"]
+           "clock_differs", "compare", "compare_clocks", "resident_share", "warm_page_cache"]
 
 NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "fuse.s3fs", "fuse.gcsfuse",
                         "fuse.juicefs", "lustre", "gpfs", "ceph", "fuse.ceph", "glusterfs", "fuse.glusterfs",
@@ -415,25 +414,6 @@ def compare(cur: dict[str, Any], base: dict[str, Any], base_run: int | None = No
     return {"run": base_run, "delta_s": round(diff, 3), "phases": deltas, "message": msg}
 
 
-def human_lines(anat: dict[str, Any], verdict: str = "ready") -> list[str]:
-    """A short block for a person: each phase with its bound, the idle time, what would cut it."""
-    if not anat or not anat.get("phases"):
-        return []
-    head = "anatomy" if verdict == "ready" else f"anatomy (reached {anat.get('reached')}; how far each phase got)"
-    lines = [f"{head}: {anat['total_s']:.1f}s"]
-    for p in anat["phases"]:
-        ev = p["evidence"][0]["value"] if p.get("evidence") else ""
-        lines.append(f"  {p['name']:<17}{p['seconds']:>8.1f}s  {p['bound']:<11} {ev}")
-    if anat.get("idle_s"):
-        lines.append(f"  idle: {anat['idle_s']:.1f}s with no measured signal moving")
-    for c in anat.get("cuts", []):
-        saving = "saving unknown" if c["saving_s"] is None else f"would save ~{c['saving_s']:.1f}s"
-        lines.append(f"  cut: {c['cut']} {saving}: {c['how']}")
-    vs = anat.get("vs_baseline")
-    if vs:
-        lines.append(f"  vs baseline{' run ' + str(vs['run']) if vs.get('run') else ''}: {vs['message']}")
-    return lines
-
 # -- the engine's own clock beside the anatomy -------------------------------------------------------------------
 # Per stage the engine timed (firstlight.timeline.EngineClock, read by firstlight.engines.clocks from its log lines,
 # endpoints and progress stream): the engine's seconds, firstlight's for the same phases, and a note where they
@@ -531,17 +511,3 @@ def _why(c: EngineClock, engine_s: float, fl: float, began: float | None) -> str
                 if lead > 0 else f"{head}: {fl - engine_s:.1f}s of it the engine does not count")
     return (f"{head}: the engine's clock starts {-lead:.1f}s before firstlight's {what} began "
             "(at the process's creation, or in a phase firstlight names differently)")
-
-
-def clock_lines(section: dict[str, Any] | None) -> list[str]:
-    """The side-by-side table for a person."""
-    if not section or not section.get("phases"):
-        return []
-    lines = [f"engine clock ({section.get('source')}): stage, phase, engine s, firstlight s"]
-    for r in section["phases"]:
-        fl = "-" if r.get("firstlight_s") is None else f"{r['firstlight_s']:.1f}s"
-        mark = "  DIFFERS" if r.get("differs") else ""
-        lines.append(f"  {r['stage']:<22}{r.get('phase') or '-'!s:<34}{r['engine_s']:>9.1f}s {fl:>9}{mark}")
-        if r.get("note"):
-            lines.append(f"    {r['note']}")
-    return lines

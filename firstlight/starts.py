@@ -88,12 +88,3 @@ def classify(*, phases: Sequence[str], signals: Signals, anatomy: dict[str, Any]
             _ev("log", f"compile cache {state}")]
     labels = [x for x in ORDER if x in found]
     return {"type": "+".join(labels) or None, "labels": labels, "evidence": {x: found[x] for x in labels}}
-
-
-def describe(start_type: dict[str, Any] | None) -> str | None:
-    """One line: ``start type: warm_page_cache+compile_cache_hit (page_cache: 100% of ...; log: ...)``."""
-    if not start_type or not start_type.get("type"):
-        return None
-    why = "; ".join(f"{e['signal']}: {e['value']}" for x in start_type.get("labels", [])
-                    for e in start_type["evidence"].get(x, [])[:1])
-    return f"start type: {start_type['type']} ({why})"

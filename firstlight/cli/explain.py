@@ -16,16 +16,15 @@ from typing import Any
 import click
 
 from firstlight.analysis import analyse
-from firstlight.anatomy import clock_lines, human_lines
 from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure, engine_option, history_option
 from firstlight.config import JudgeConfig
 from firstlight.files import kind
 from firstlight.history import History, HistoryError
 from firstlight.logreplay import replay_log
 from firstlight.logtext import one_line
+from firstlight.report.anatomy_text import clock_lines, describe, human_lines
 from firstlight.report.record import RecordError, read_record, read_summary
 from firstlight.report.series import profile_for, replay
-from firstlight.starts import describe
 
 EXIT_HELP = """\b
 Exit codes:
