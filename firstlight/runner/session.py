@@ -49,21 +49,12 @@ from firstlight.runner.serving import ServingWatch
 from firstlight.runner.sources import Sources, server_command
 from firstlight.serving import ServingStatus
 from firstlight.starts import predicted_type
-from firstlight.timeline import (
-    Interrupted,
-    Level,
-    LogLine,
-    Observation,
-    PortConflict,
-    Probe,
-    SourceNote,
-    Started,
-    WeightsTotal,
-)
+from firstlight.timeline import Interrupted, Level, LogLine, Observation, PortConflict, Probe, SourceNote, Started
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, READY, TIMEOUT
 
 if TYPE_CHECKING:
     from firstlight.preflight import PreflightReport
+    from firstlight.timeline import WeightsTotal
 
 __all__ = ["EXIT_CODES", "EXIT_INTERNAL", "EXIT_REGRESSION", "EXIT_USAGE", "STOP_SIGNALS", "Outcome", "Session"]
 
