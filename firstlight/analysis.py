@@ -1,4 +1,4 @@
-"""One analysis of a judged start: its anatomy, its start type and the engine's clock beside it.
+"""One analysis of a judged start: its anatomy, its start type, the engine's clock beside it and its version.
 
 The live result, the replay of a log, the report of a record and ``explain`` all take the judge's final state
 through :func:`analyse`, so a start analysed in any of them says the same. Pure: no clocks, no I/O.
@@ -28,6 +28,7 @@ class Analysis:
     anatomy: dict[str, Any]  # firstlight.anatomy: each phase's time and bound, idle stretches, cuts
     start_type: dict[str, Any]  # firstlight.starts.classify: {"type", "labels", "evidence"}
     engine_clock: dict[str, Any] | None  # the engine's own figures beside the anatomy; None: it published none
+    engine_version: str | None = None  # as the engine's log says it (what a regression after an upgrade names)
 
     @property
     def summary_anatomy(self) -> dict[str, Any]:
@@ -48,4 +49,5 @@ def analyse(judge: Judge, a: Assessment, *, cold_start_s: float | None = None, c
     kind = classify(phases=[str(p["name"]) for p in phases], signals=judge.signals, anatomy=anat,
                     log_lines=judge.log_lines, cold_start_s=cold_start_s, ready=a.verdict in SERVING_VERDICTS,
                     command=command)
-    return Analysis(anat, kind, compare_clocks(anat, judge.signals.clocks))
+    version = judge.signals.engine_version
+    return Analysis(anat, kind, compare_clocks(anat, judge.signals.clocks), version[1] if version else None)

@@ -134,9 +134,8 @@ class RunResult:
                    "progress) could pass; a silent start that serves is restored, not hung")
             stall = {"signal": "stall_rules", "value": why, "since": None}
             evidence = (*evidence, *kind["evidence"]["restored"], stall)
-        version = judge.signals.engine_version
         return cls(
-            start_type=kind, engine_version=version[1] if version else None,
+            start_type=kind, engine_version=found.engine_version,
             verdict=a.verdict, phase=a.phase, detail=a.detail, failure=a.failure, hint=a.hint,
             evidence=evidence,
             started_at=facts.started_at, ended_at=facts.started_at + a.elapsed_s, ready_at=judge.ready_at,

@@ -3,6 +3,8 @@ record read the same anatomy, start type and engine clock from it; "warm vs cold
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from firstlight.analysis import analyse
@@ -15,6 +17,7 @@ from firstlight.report.series import build_view
 from firstlight.result import RunFacts, RunResult
 from firstlight.starts import predicted_type
 from firstlight.timeline import LogLine, Observation, Started, WeightsTotal
+from tests.support.common import REPO
 
 T0 = 1_000_000.0
 GB = 1_000_000_000
@@ -86,3 +89,20 @@ def test_warm_versus_cold_is_one_rule(resident: float | None, label: str | None)
     assert predicted_type(w) == label
     if resident is not None:
         assert warm_page_cache(resident) == (resident >= RESIDENT_WARM)
+
+
+def test_the_anatomy_and_the_start_type_are_computed_in_one_place_and_no_caller_reads_the_judges_signals():
+    package = REPO / "firstlight"
+    calls: dict[str, set[str]] = {"anatomy": set(), "classify": set(), "signals": set(), "RESIDENT_WARM": set()}
+    for path in package.rglob("*.py"):
+        name = str(path.relative_to(package))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in calls:
+                calls[node.func.id].add(name)
+            if isinstance(node, ast.Attribute) and node.attr == "signals":
+                calls["signals"].add(name)
+            if isinstance(node, ast.Name) and node.id == "RESIDENT_WARM":
+                calls["RESIDENT_WARM"].add(name)
+    assert calls["anatomy"] == {"analysis.py"} and calls["classify"] == {"analysis.py"}
+    assert calls["signals"] <= {"judge.py", "analysis.py", "trackers.py"}, calls["signals"]
+    assert calls["RESIDENT_WARM"] <= {"anatomy.py", "starts.py"}  # the rule is anatomy.warm_page_cache
