@@ -3,6 +3,10 @@
 Pure: no clocks, no I/O. ``feed`` takes observations in arrival order and returns the notable events they
 caused (a phase began, a level was reached, a fatal line); ``assess(now)`` gives the verdict at ``now``.
 Replaying a recorded timeline through a fresh Judge reproduces every verdict (tests/unit/test_judge.py).
+What each observation meant is the trackers' to say (``firstlight.trackers``: the log, the process tree, the GPUs,
+the ladder, the progress); the judge weighs their readings with the verdict rules (``_verdict``). Each assessment
+carries its time and the facts the rest of a run reads (READY, the weights, the engine's figures), so nothing past
+the driver reaches inside.
 
 Progress, for telling slow from hung:
 - strong: a new log line (not an HTTP access line, which our own probes cause), bytes read by the process
