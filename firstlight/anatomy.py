@@ -25,8 +25,8 @@ from firstlight.formats import mbps as _mbps
 from firstlight.logtext import one_line
 from firstlight.timeline import EngineClock, LogLine, ProcessSample, WeightsTotal
 
-__all__ = ["CLOCK_DIFF_S", "CLOCK_DIFF_SHARE", "NETWORK_FS", "WHOLE", "Signals", "anatomy", "clock_differs",
-           "clock_lines", "compare", "compare_clocks", "human_lines"]
+__all__ = ["CLOCK_DIFF_S", "CLOCK_DIFF_SHARE", "NETWORK_FS", "RESIDENT_WARM", "WHOLE", "Signals", "anatomy",
+           "clock_differs", "compare", "compare_clocks", "resident_share", "warm_page_cache"]
 
 NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "fuse.s3fs", "fuse.gcsfuse",
                         "fuse.juicefs", "lustre", "gpfs", "ceph", "fuse.ceph", "glusterfs", "fuse.glusterfs",
@@ -44,6 +44,17 @@ BACKED_OFF = 1.5  # a sample gap this many times the next one's: the sampler had
 _NO_CLOCK = 1e3  # epoch seconds below this: a line without a timestamp of its own
 _COMPILE_PHASES = ("compile",)
 _WEIGHT_PHASES = ("weights_loading",)
+
+
+def resident_share(w: WeightsTotal | None) -> float | None:
+    """The share of the weights that was in the page cache as the server started; None: not measured."""
+    return (w.resident / w.bytes) if w is not None and w.resident is not None and w.bytes else None
+
+
+def warm_page_cache(resident: float) -> bool:
+    """The one rule for "warm vs cold": the weights were read from memory, not storage (the weights phase's
+    bound, the start type, the ETA's type before the engine says more)."""
+    return resident >= RESIDENT_WARM
 
 
 _Point = tuple[float, int, float, float | None, str, str]  # t, read bytes, CPU s, busiest thread: cores, name, state
@@ -228,7 +239,7 @@ def _weights_bound(w: _Window, sig: Signals, t0: float, device_rate: float | Non
         return "download", [_ev("log", f"{sum(1 for t in sig.downloads if t >= t0)} download progress lines", t0)]
     if fstype in NETWORK_FS:
         return "network_fs", [_ev("disk", f"weights on a {fstype} mount, read {_mbps(rate)}", t0)]
-    if resident is not None and resident >= RESIDENT_WARM:
+    if resident is not None and warm_page_cache(resident):
         return "page_cache", [_ev("disk", f"{resident:.0%} of the weights resident in the page cache at start, "
                                           f"read {_mbps(rate)}", t0)]
     if not w.measured:
@@ -278,7 +289,7 @@ def anatomy(phases: list[dict[str, Any]], sig: Signals, end: float, *, first_gen
             reached: str | None = None) -> dict[str, Any]:
     """Each phase's duration and bound, idle stretches, cache states and what would cut the start."""
     w = sig.weights
-    resident = (w.resident / w.bytes) if w is not None and w.resident is not None and w.bytes else None
+    resident = resident_share(w)
     fstype = w.fstype if w is not None else ""
     out_phases: list[dict[str, Any]] = []
     idle_all: list[dict[str, Any]] = []
@@ -403,25 +414,6 @@ def compare(cur: dict[str, Any], base: dict[str, Any], base_run: int | None = No
     return {"run": base_run, "delta_s": round(diff, 3), "phases": deltas, "message": msg}
 
 
-def human_lines(anat: dict[str, Any], verdict: str = "ready") -> list[str]:
-    """A short block for a person: each phase with its bound, the idle time, what would cut it."""
-    if not anat or not anat.get("phases"):
-        return []
-    head = "anatomy" if verdict == "ready" else f"anatomy (reached {anat.get('reached')}; how far each phase got)"
-    lines = [f"{head}: {anat['total_s']:.1f}s"]
-    for p in anat["phases"]:
-        ev = p["evidence"][0]["value"] if p.get("evidence") else ""
-        lines.append(f"  {p['name']:<17}{p['seconds']:>8.1f}s  {p['bound']:<11} {ev}")
-    if anat.get("idle_s"):
-        lines.append(f"  idle: {anat['idle_s']:.1f}s with no measured signal moving")
-    for c in anat.get("cuts", []):
-        saving = "saving unknown" if c["saving_s"] is None else f"would save ~{c['saving_s']:.1f}s"
-        lines.append(f"  cut: {c['cut']} {saving}: {c['how']}")
-    vs = anat.get("vs_baseline")
-    if vs:
-        lines.append(f"  vs baseline{' run ' + str(vs['run']) if vs.get('run') else ''}: {vs['message']}")
-    return lines
-
 # -- the engine's own clock beside the anatomy -------------------------------------------------------------------
 # Per stage the engine timed (firstlight.timeline.EngineClock, read by firstlight.engines.clocks from its log lines,
 # endpoints and progress stream): the engine's seconds, firstlight's for the same phases, and a note where they
@@ -519,17 +511,3 @@ def _why(c: EngineClock, engine_s: float, fl: float, began: float | None) -> str
                 if lead > 0 else f"{head}: {fl - engine_s:.1f}s of it the engine does not count")
     return (f"{head}: the engine's clock starts {-lead:.1f}s before firstlight's {what} began "
             "(at the process's creation, or in a phase firstlight names differently)")
-
-
-def clock_lines(section: dict[str, Any] | None) -> list[str]:
-    """The side-by-side table for a person."""
-    if not section or not section.get("phases"):
-        return []
-    lines = [f"engine clock ({section.get('source')}): stage, phase, engine s, firstlight s"]
-    for r in section["phases"]:
-        fl = "-" if r.get("firstlight_s") is None else f"{r['firstlight_s']:.1f}s"
-        mark = "  DIFFERS" if r.get("differs") else ""
-        lines.append(f"  {r['stage']:<22}{r.get('phase') or '-'!s:<34}{r['engine_s']:>9.1f}s {fl:>9}{mark}")
-        if r.get("note"):
-            lines.append(f"    {r['note']}")
-    return lines

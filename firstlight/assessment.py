@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from firstlight.timeline import Level
+from firstlight.timeline import EngineClock, Level, WeightsTotal
 from firstlight.vocab import FINAL_VERDICTS
 
 
@@ -78,6 +78,13 @@ class Assessment:
     hint: str | None = None
     detail: str | None = None  # e.g. "busy-wait suspected"
     engine_ready: bool = False
+    # When it was judged (epoch seconds), and the facts of the start that the rest of a run needs, as they stand
+    # at that moment; a final verdict's facts follow what arrives after it (the engine's figures read once it
+    # serves), its verdict does not.
+    t: float = 0.0
+    ready_at: float | None = None  # when READY held (a generation answered, or replay's ready line)
+    weights: WeightsTotal | None = None  # the weights' size, residency at start and filesystem, once measured
+    clocks: tuple[EngineClock, ...] = ()  # the engine's own figures so far (its log, stream and endpoints)
 
     @property
     def final(self) -> bool:

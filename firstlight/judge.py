@@ -3,6 +3,10 @@
 Pure: no clocks, no I/O. ``feed`` takes observations in arrival order and returns the notable events they
 caused (a phase began, a level was reached, a fatal line); ``assess(now)`` gives the verdict at ``now``.
 Replaying a recorded timeline through a fresh Judge reproduces every verdict (tests/unit/judge/test_judge.py).
+What each observation meant is the trackers' to say (``firstlight.trackers``: the log, the process tree, the GPUs,
+the ladder, the progress); the judge weighs their readings with the verdict rules (``_verdict``). Each assessment
+carries its time and the facts the rest of a run reads (READY, the weights, the engine's figures), so nothing past
+the driver reaches inside.
 
 Progress, for telling slow from hung:
 - strong: a new log line (not an HTTP access line, which our own probes cause), bytes read by the process
@@ -14,7 +18,7 @@ Progress, for telling slow from hung:
 
 from __future__ import annotations
 
-from collections import deque
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +44,16 @@ from firstlight.timeline import (
     Started,
     WeightsTotal,
 )
-from firstlight.trackers import CompileTracker, GpuTracker, LadderTracker, ProcessTracker, ProgressTracker
+from firstlight.trackers import (
+    CompileTracker,
+    GpuTracker,
+    LadderTracker,
+    LogTracker,
+    ProcessTracker,
+    ProgressTracker,
+    activity,
+    clip,
+)
 from firstlight.vocab import (
     BAD_GENERATION,
     CATEGORY_RANK,
@@ -49,6 +62,7 @@ from firstlight.vocab import (
     INTERRUPTED,
     PHASE_INDEX,
     READY,
+    STALL_HINTS,
     STARTING,
     TIMEOUT,
 )
@@ -60,25 +74,6 @@ __all__ = ["STALL_HINTS", "Assessment", "Event", "Evidence", "Judge", "PhaseSpan
 _FAILURE_SETTLE_S = 1.5
 # A generation probe in flight this long gets what the server did meanwhile attached to it.
 _SLOW_PROBE_S = 5.0
-_TAIL_LINES = 3  # last log lines quoted when a process dies without a log line naming why
-# What a start that stopped moving in a phase is usually doing there: the hint of a hung verdict, and of a log
-# that ends with no verdict (replay's "incomplete").
-STALL_HINTS: dict[str, str] = {
-    "process_start": "no engine progress line yet: still importing, downloading or compiling kernels, or the "
-    "log level hides the markers",
-    "distributed_init": "in distributed init: a hang here is usually NCCL (NCCL_DEBUG=INFO, P2P/IB "
-    "settings, shm size)",
-    "weights_loading": "loading weights: compare disk/network read throughput with the checkpoint size",
-    "weights_loaded": "weights loaded; profiling memory and allocating the KV cache come next",
-    "kv_cache": "profiling memory / allocating the KV cache",
-    "compile": "torch.compile / JIT compilation: minutes on a cold cache (persist the compile cache)",
-    "cuda_graph": "capturing CUDA graphs: can take minutes; no progress for long may be a hang",
-    "http_listening": "the HTTP port is up but the engine's ready line has not appeared yet (warmup "
-    "pending); do not trust /v1/models here",
-    "warmup": "warming up: the first generation may be slow (JIT kernels)",
-}
-
-
 @dataclass
 class _Mark:
     t: float
@@ -99,19 +94,13 @@ class Judge:
         self.ladder = LadderTracker()  # the readiness levels that hold, and since when
         self.last_strong = _Mark(started_at, "watch", "firstlight started watching")
         self.last_weak: _Mark | None = None
-        self.last_log: LogLine | None = None
-        self._tail: deque[LogLine] = deque(maxlen=_TAIL_LINES)  # the last lines, for a crash's evidence
-        self.log_lines = 0
         self.first_generation: dict[str, Any] | None = None
         self.ready_at: float | None = None
         self.worker_listening: str | None = None  # a worker's READY: what its port rung saw (no generation)
         self.engine_ready: LogLine | None = None
-        # The one interpretation of the server's lines (shared with replay): phase, progress, root cause.
-        self.lines = LineInterpreter(profile)
         self.fatal: FailureHit | None = None  # the first fatal line, with its arrival time
         self.log_ended: float | None = None  # replay: the log is over (the equivalent of the process exiting)
         self.compiles = CompileTracker()
-        self._recent_logs: deque[float] = deque(maxlen=4096)  # arrival times of progress lines
         self.exited: ProcessSample | None = None
         self.interrupted: Interrupted | None = None
         self.port_conflict: PortConflict | None = None  # another server answers on our port: never our READY
@@ -128,6 +117,9 @@ class Judge:
         self.progress_tracker = ProgressTracker(started_at, rules.expected_total_s)  # how far, and the ETAs
         self._final: Assessment | None = None
         self.signals = Signals()  # what the anatomy reads (firstlight.anatomy), from these same observations
+        # The server's lines, read once (their interpretation is shared with replay): phase, progress, root cause.
+        self.log = LogTracker(profile, self.signals, self.progress_tracker)
+        self._clocks: tuple[EngineClock, ...] = ()  # the engine's figures as the last assessment gave them
 
     # -- feeding ---------------------------------------------------------------------------------------
     def feed(self, obs: Observation) -> list[Event]:
@@ -170,11 +162,24 @@ class Judge:
     def use_profile(self, profile: EngineProfile) -> None:
         """The engine became known during the run (from its log lines or its endpoints)."""
         self.profile = profile
-        self.lines.use_profile(profile)
+        self.log.lines.use_profile(profile)
 
     def expect_total(self, seconds: float | None) -> None:
         """The whole-start estimate (from this deployment's history), learnt once the engine is known."""
         self.progress_tracker.expected_total_s = seconds
+
+    @property
+    def lines(self) -> LineInterpreter:
+        """The one interpretation of the server's lines (the log tracker's)."""
+        return self.log.lines
+
+    @property
+    def last_log(self) -> LogLine | None:
+        return self.log.last
+
+    @property
+    def log_lines(self) -> int:
+        return self.log.count
 
     @property
     def level(self) -> Level:
@@ -211,29 +216,14 @@ class Judge:
         return [Event(t, "phase", name, {"source": source, "line": line})]
 
     def _on_log(self, line: LogLine) -> list[Event]:
-        self.log_lines += 1
-        self.last_log = line
-        r = self.lines.feed(line.text, line.t, final=line.final, lineno=line.lineno or None)
+        r, mark = self.log.feed(line)
+        if mark is not None:
+            self._strong(line.t, "log", mark)
+        events = self._log_phase(line, r)
         if not line.final:  # a bar's redraw moves the interpreter's phase: the start enters it there too
-            return self._log_phase(line, r) + self._on_progress(line, r)
-        if r.progress_line:
-            self._tail.append(line)
-        events: list[Event] = []
-        if r.progress_line:
-            self._strong(line.t, "log", _clip(line.text))
-            self._recent_logs.append(line.t)
-        if r.compile_cache is not None:
-            self.signals.compile_line(line.t, *r.compile_cache, r.text)
-        if r.engine_clock is not None:
-            marker, seconds = r.engine_clock
-            self.signals.engine_clock(EngineClock(line.t, "log", marker.stage, marker.phases, seconds,
-                                                  text=_clip(line.text, 200)))
-        if r.start_line is not None:
-            self.signals.start_line(line.t, *r.start_line)
-        events += self._log_phase(line, r)
-        self._on_progress(line, r)
+            return events
         if r.failure is not None:
-            events.append(Event(line.t, "failure_line", _clip(line.text),
+            events.append(Event(line.t, "failure_line", clip(line.text),
                                 {"category": r.failure.failure.category, "fatal": r.failure.failure.fatal,
                                  "line": r.line, "serving": r.serving}))
         if r.first_fatal and r.failure is not None and self.ready_at is None:
@@ -256,15 +246,6 @@ class Judge:
         if r.phase is None or self.ready_at is not None or (r.phase == "ready" and not self.rules.ready_from_log):
             return []  # live, the engine's ready line is a claim: READY is the generation's to say
         return self._enter_phase(line.t, r.phase, "log", r.line)
-
-    def _on_progress(self, line: LogLine, r: Reading) -> list[Event]:
-        p = r.match.progress
-        if p is not None:
-            self.progress_tracker.progress_line(line.t, _clip(line.text, 120), p.kind, p.done, p.total)
-            if p.kind == "download":
-                self.signals.downloads.append(line.t)
-            self._strong(line.t, "log", _clip(line.text))
-        return []
 
     def end_of_log(self, t: float) -> None:
         """Replay: the log is over. Like a process exit, it settles a pending root cause and makes a log that
@@ -310,24 +291,12 @@ class Judge:
         return events
 
     def activity_during(self, p: Probe) -> str | None:
-        """What the server did while a generation probe was in flight (JIT compiles, CPU, GPU, log lines), so a
-        slow first request can be told from a stuck one."""
+        """What the server did while a generation probe was in flight, so a slow first request can be told from
+        a stuck one (``firstlight.trackers.activity``)."""
         t0 = p.t - (p.latency_s or 0.0)
         if p.t - t0 < _SLOW_PROBE_S:
             return None
-        parts = []
-        compiles = self.compiles.runs_between(t0, p.t)
-        if compiles:
-            parts.append(f"{compiles} compiler runs")
-        cores = self.procs.cpu_share_between(t0, p.t)
-        if cores is not None:
-            parts.append(f"CPU {cores * 100:.0f}% of a core")
-        gpu = self.gpus.mean_util_between(t0, p.t)
-        if gpu is not None:
-            parts.append(f"GPU utilisation {gpu:.0f}%")
-        logs = sum(1 for t in self._recent_logs if t0 <= t <= p.t)
-        parts.append(f"{logs} log lines")
-        return ", ".join(parts)
+        return activity(t0, p.t, self.compiles, self.procs, self.gpus, self.log)
 
     def _before(self, phase: str) -> bool:
         """Is the current phase earlier than ``phase``? (Probe-derived phases only move forward.)"""
@@ -376,7 +345,12 @@ class Judge:
 
     def assess(self, now: float) -> Assessment:
         if self._final is not None:
-            return self._final
+            f = self._final
+            if (f.weights is not self.signals.weights or len(f.clocks) != len(self.signals.clocks)
+                    or f.ready_at != self.ready_at):
+                self._final = f = dataclasses.replace(f, ready_at=self.ready_at, weights=self.signals.weights,
+                                                      clocks=tuple(self.signals.clocks))
+            return f
         a = self._verdict(now)
         if a.final:
             self.phases[-1].end = self.phases[-1].end or now
@@ -384,9 +358,12 @@ class Judge:
         return a
 
     def _base(self, now: float, verdict: str, evidence: list[Evidence], **kw: Any) -> Assessment:
+        if len(self._clocks) != len(self.signals.clocks):
+            self._clocks = tuple(self.signals.clocks)
         return Assessment(verdict=verdict, phase=self.phases[-1].name, level=self.level,
                           elapsed_s=now - self.started_at, evidence=evidence, progress=self.progress(now),
-                          engine_ready=self.engine_ready is not None, **kw)
+                          engine_ready=self.engine_ready is not None, t=now, ready_at=self.ready_at,
+                          weights=self.signals.weights, clocks=self._clocks, **kw)
 
     def _verdict(self, now: float) -> Assessment:
         """The verdict rules, first match wins: a stop signal (interrupted); another server on the port (failed,
@@ -413,7 +390,7 @@ class Judge:
             if self.worker_listening is not None:
                 ev.append(Evidence("probe:port", f"worker ready: {self.worker_listening}", self.ready_at))
             if self.engine_ready is not None:
-                ev.append(Evidence("log", f"line {self.engine_ready.lineno}: {_clip(self.engine_ready.text)}",
+                ev.append(Evidence("log", f"line {self.engine_ready.lineno}: {clip(self.engine_ready.text)}",
                                    self.engine_ready.t))
             return self._base(now, READY, ev)
         failed = self._failure(now)
@@ -473,13 +450,13 @@ class Judge:
         own = self._death_cause(s)
         if own is not None and (best is None or CATEGORY_RANK[own[0]] > best.failure.rank):
             category, hint, extra = own
-            ev = [how, *extra, *self._tail_evidence()]
+            ev = [how, *extra, *self.log.tail_evidence()]
             if best is not None:
-                ev.append(Evidence("log", f"line {best.line}: {_clip(best.text)}", best.t))
+                ev.append(Evidence("log", f"line {best.line}: {clip(best.text)}", best.t))
             return self._base(now, FAILED, ev + self.warnings, failure=category, hint=hint)
         if best is not None:
             return self._failed_from_line(now, best, [how] if quote_exit else None)
-        return self._base(now, FAILED, [how, *self._tail_evidence(), *self.warnings], failure="other",
+        return self._base(now, FAILED, [how, *self.log.tail_evidence(), *self.warnings], failure="other",
                           hint="the server exited without a recognised error; read its last log lines")
 
     def _death_cause(self, s: ProcessSample) -> tuple[str, str, list[Evidence]] | None:
@@ -495,11 +472,8 @@ class Judge:
                                                               "not send it; no OOM-kill trace found)", s.t)]
         return None
 
-    def _tail_evidence(self) -> list[Evidence]:
-        return [Evidence("log", f"last line {ln.lineno}: {_clip(ln.text)}", ln.t) for ln in self._tail]
-
     def _failed_from_line(self, now: float, best: FailureHit, extra: list[Evidence] | None = None) -> Assessment:
-        ev = [Evidence("log", f"line {best.line}: {_clip(best.text)}", best.t)] + (extra or [])
+        ev = [Evidence("log", f"line {best.line}: {clip(best.text)}", best.t)] + (extra or [])
         hint = best.failure.hint
         if best.failure.category == "gpu_occupied":
             foreign = [w.value for w in self.warnings if w.signal == "gpu"]
@@ -545,7 +519,7 @@ class Judge:
             ev.append(Evidence(f"probe:{self.last_probe_failure.level.label}", self.last_probe_failure.detail,
                                self.last_probe_failure.t))
         if self.last_log is not None:
-            ev.append(Evidence("log", f"last line {self.last_log.lineno}: {_clip(self.last_log.text)}",
+            ev.append(Evidence("log", f"last line {self.last_log.lineno}: {clip(self.last_log.text)}",
                                self.last_log.t))
         return ev
 
@@ -562,8 +536,3 @@ class Judge:
 
     def phases_dicts(self) -> list[dict[str, Any]]:
         return [s.to_dict() for s in self.phases]
-
-
-def _clip(text: str, n: int = 240) -> str:
-    text = text.strip()
-    return text if len(text) <= n else text[: n - 1] + "…"

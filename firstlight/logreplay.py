@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from firstlight.anatomy import anatomy, compare_clocks
+from firstlight.analysis import analyse
 from firstlight.config import JudgeConfig
 from firstlight.drive import Driver
 from firstlight.engines import get_profile
@@ -59,8 +59,8 @@ class ReplayReport:
     progress: dict[str, Any] | None = None  # last progress line seen (kind, done, total, fraction, line)
     ready_line: int | None = None
     listening_line: int | None = None
-    anatomy: dict[str, Any] | None = None  # firstlight.anatomy over the same judge (log lines only: no idle)
-    engine_clock: dict[str, Any] | None = None  # the engine's own figures beside the anatomy (firstlight.anatomy)
+    anatomy: dict[str, Any] | None = None  # firstlight.analysis over the same judge (log lines only: no idle)
+    engine_clock: dict[str, Any] | None = None  # the engine's own figures beside the anatomy (firstlight.analysis)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -197,7 +197,7 @@ class Replayer:
             p = lines.progress
             progress = {"kind": p.kind, "done": p.done, "total": p.total, "fraction": p.fraction,
                         "line": lines.progress_at}
-        anat = anatomy(judge.phases_dicts(), judge.signals, t, reached=a.phase)
+        found = analyse(judge, a)
         return ReplayReport(
             engine=self.profile.name,
             outcome=outcome,
@@ -207,8 +207,8 @@ class Replayer:
             evidence=evidence,
             phases=phases,
             serving_failure=serving,
-            anatomy=anat,
-            engine_clock=compare_clocks(anat, judge.signals.clocks),
+            anatomy=found.anatomy,
+            engine_clock=found.engine_clock,
             lines=self.lines,
             progress=progress,
             ready_line=lines.ready_line.line if lines.ready_line else None,

@@ -10,12 +10,26 @@ documents.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from firstlight.anatomy import anatomy, compare_clocks
+from firstlight.analysis import analyse
+from firstlight.anatomy import compare_clocks
 from firstlight.deaths import CRASH_SIGNALS, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
-from firstlight.starts import classify
+from firstlight.summary import (
+    AnatomyDict,
+    BaselineDict,
+    EngineClockDict,
+    EtaDict,
+    EvidenceDict,
+    FirstGeneration,
+    PhaseDict,
+    ProgressDict,
+    RegressionDict,
+    StartTypeDict,
+    json_schema,
+)
 from firstlight.vocab import FAILED, INTERRUPTED, READY, REGRESSION, SERVING_VERDICTS, TIMEOUT, exit_code
 
 if TYPE_CHECKING:
@@ -50,16 +64,16 @@ class RunResult:
     detail: str | None = None
     failure: str | None = None
     hint: str | None = None
-    evidence: tuple[dict[str, Any], ...] = ()
+    evidence: Annotated[tuple[dict[str, Any], ...], list[EvidenceDict]] = ()
     ready_at: float | None = None
     cold_start_s: float | None = None
     levels: dict[str, float] = field(default_factory=dict)
-    phases: tuple[dict[str, Any], ...] = ()
-    first_generation: dict[str, Any] | None = None
+    phases: Annotated[tuple[dict[str, Any], ...], list[PhaseDict]] = ()
+    first_generation: Annotated[dict[str, Any] | None, FirstGeneration | None] = None
     engine_ready_at: float | None = None
     pid: int | None = None
     command: list[str] | None = None
-    progress: dict[str, Any] = field(default_factory=dict)
+    progress: Annotated[dict[str, Any], ProgressDict] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     server_log: str | None = None
@@ -69,18 +83,22 @@ class RunResult:
     spec_decoding: dict[str, Any] | None = None
     post_ready_error: str | None = None
     # the history's comparison
-    baseline: dict[str, Any] | None = None
-    regression: tuple[dict[str, Any], ...] | None = None
+    baseline: Annotated[dict[str, Any] | None, BaselineDict | None] = None
+    regression: Annotated[tuple[dict[str, Any], ...] | None, list[RegressionDict] | None] = None
     history_run: int | None = None
     # before launch, and at the end
     preflight: dict[str, Any] | None = None
     server_stopped: str | None = None
     unit: dict[str, Any] | None = None  # --unit: the unit, the invocation judged, every attempt
-    anatomy: dict[str, Any] | None = None  # where the time went and what bound it (firstlight.anatomy)
-    engine_clock: dict[str, Any] | None = None  # the engine's own figures beside the anatomy (firstlight.anatomy)
-    start_type: dict[str, Any] | None = None  # cold, warm_page_cache, restored, ... with evidence (firstlight.starts)
+    # where the time went and what bound it (firstlight.anatomy)
+    anatomy: Annotated[dict[str, Any] | None, AnatomyDict | None] = None
+    # the engine's own figures beside the anatomy (firstlight.anatomy)
+    engine_clock: Annotated[dict[str, Any] | None, EngineClockDict | None] = None
+    # cold, warm_page_cache, restored, ... with evidence (firstlight.starts)
+    start_type: Annotated[dict[str, Any] | None, StartTypeDict | None] = None
     engine_version: str | None = None  # as the engine's log says it
-    eta: dict[str, Any] | None = None  # the ETA this start was given from the history, and what it came from
+    # the ETA this start was given from the history, and what it came from
+    eta: Annotated[dict[str, Any] | None, EtaDict | None] = None
 
     # -- reading -------------------------------------------------------------------------------------------
     @property
@@ -106,14 +124,8 @@ class RunResult:
     # -- building ------------------------------------------------------------------------------------------
     @classmethod
     def from_judge(cls, judge: Judge, a: Assessment, facts: RunFacts) -> RunResult:
-        anat = anatomy(judge.phases_dicts(), judge.signals, facts.started_at + a.elapsed_s,
-                       first_generation_s=(judge.first_generation or {}).get("latency_s"),
-                       device_rate=(facts.disk or {}).get("rate"), cache_rate=(facts.disk or {}).get("cache_rate"),
-                       reached=a.phase)
-        phases = [str(p["name"]) for p in judge.phases_dicts()]
-        kind = classify(phases=phases, signals=judge.signals, anatomy=anat, log_lines=judge.log_lines,
-                        cold_start_s=facts.cold_start_s, ready=a.verdict in SERVING_VERDICTS, command=facts.command)
-        anat["start_type"] = kind  # with the anatomy, so that `explain` of a --json file or a history run says it
+        found = analyse(judge, a, cold_start_s=facts.cold_start_s, command=facts.command, disk=facts.disk)
+        kind = found.start_type
         evidence = tuple(e.to_dict() for e in a.evidence)
         if "restored" in kind["labels"]:  # a silent start that serves: say why the stall rules did not fire
             rules = judge.rules
@@ -122,9 +134,8 @@ class RunResult:
                    "progress) could pass; a silent start that serves is restored, not hung")
             stall = {"signal": "stall_rules", "value": why, "since": None}
             evidence = (*evidence, *kind["evidence"]["restored"], stall)
-        version = judge.signals.engine_version
         return cls(
-            start_type=kind, engine_version=version[1] if version else None,
+            start_type=kind, engine_version=found.engine_version,
             verdict=a.verdict, phase=a.phase, detail=a.detail, failure=a.failure, hint=a.hint,
             evidence=evidence,
             started_at=facts.started_at, ended_at=facts.started_at + a.elapsed_s, ready_at=judge.ready_at,
@@ -136,7 +147,7 @@ class RunResult:
             requests=dict(facts.requests),
             notes=tuple(n.message if n.source in n.message else f"{n.source}: {n.message}" for n in judge.notes),
             server_log=facts.server_log,
-            anatomy=anat, engine_clock=compare_clocks(anat, judge.signals.clocks),
+            anatomy=found.summary_anatomy, engine_clock=found.engine_clock,
         )
 
     @classmethod
@@ -181,9 +192,10 @@ class RunResult:
             return self
         return dataclasses.replace(self, anatomy={**self.anatomy, "vs_baseline": vs})
 
-    def with_engine_clock(self, judge: Judge) -> RunResult:
-        """The engine's figures again, with those read after READY (its endpoints) fed to the judge's signals."""
-        return dataclasses.replace(self, engine_clock=compare_clocks(self.anatomy, judge.signals.clocks))
+    def with_engine_clock(self, a: Assessment) -> RunResult:
+        """The engine's figures again, with those read after READY (its endpoints), as the judge's latest
+        assessment carries them."""
+        return dataclasses.replace(self, engine_clock=compare_clocks(self.anatomy, list(a.clocks)))
 
     def with_preflight(self, report: dict[str, Any] | None) -> RunResult:
         return dataclasses.replace(self, preflight=report)
@@ -252,7 +264,19 @@ class RunResult:
         return dataclasses.replace(self, server_stopped=how)
 
 
-__all__ = ["RunFacts", "RunResult", "summary_dict"]
+__all__ = ["RunFacts", "RunResult", "summary_dict", "summary_schema"]
+
+
+def summary_schema() -> dict[str, Any]:
+    """The JSON Schema of a run's summary (``RunResult.to_dict``), generated from :class:`RunResult`'s fields: a
+    field's ``Annotated`` shape (``firstlight.summary``) where it holds a dict, else its type."""
+    hints = typing.get_type_hints(RunResult, include_extras=True)
+    props = {f.name: json_schema(hints[f.name]) for f in dataclasses.fields(RunResult)}
+    props["elapsed_s"] = {"type": "number"}
+    required = sorted(props)
+    props["event"] = {"const": "summary"}  # the summary line of --json (report/jsonl.py) names itself
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "firstlight run summary",
+            "type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 
 def summary_dict(result: Any) -> dict[str, Any]:

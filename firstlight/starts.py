@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from firstlight.anatomy import RESIDENT_WARM, Signals
+from firstlight.anatomy import RESIDENT_WARM, Signals, resident_share, warm_page_cache
 from firstlight.engines.command import flag_value
+from firstlight.timeline import WeightsTotal
 
 RESTORED_MAX_S = 10.0  # a restore from a snapshot serves in seconds (Dynamo Snapshot: under 5 s)
 RESTORED_MAX_LINES = 20  # a restored process prints its server banner at most, never a load line
@@ -50,6 +51,17 @@ def restored_evidence(phases: Sequence[str], log_lines: int, cold_start_s: float
             _ev("ready", f"READY {cold_start_s:.1f}s after the start (at most {RESTORED_MAX_S:g}s)")]
 
 
+def page_cache_label(resident: float) -> str:
+    """``warm_page_cache`` or ``cold``, from the share of the weights resident at start."""
+    return "warm_page_cache" if warm_page_cache(resident) else "cold"
+
+
+def predicted_type(weights: WeightsTotal | None) -> str | None:
+    """A start's type as far as it is known before the engine says more: the page cache at start (for its ETA)."""
+    resident = resident_share(weights)
+    return None if resident is None else page_cache_label(resident)
+
+
 def classify(*, phases: Sequence[str], signals: Signals, anatomy: dict[str, Any] | None, log_lines: int,
              cold_start_s: float | None, ready: bool, command: Sequence[str] | None = None) -> dict[str, Any]:
     """``{"type": "warm_page_cache+compile_cache_hit" | None, "labels": [...], "evidence": {label: [...]}}``."""
@@ -66,7 +78,7 @@ def classify(*, phases: Sequence[str], signals: Signals, anatomy: dict[str, Any]
     cache = (anatomy or {}).get("cache") or {}
     resident = cache.get("page_cache_resident")
     if not peer and not restored and isinstance(resident, int | float):
-        label = "warm_page_cache" if resident >= RESIDENT_WARM else "cold"
+        label = page_cache_label(resident)
         found[label] = [_ev("page_cache", f"{resident:.0%} of the weights resident at start "
                                           f"({'at least' if label != 'cold' else 'under'} {RESIDENT_WARM:.0%})")]
     state = cache.get("compile_cache")
@@ -76,12 +88,3 @@ def classify(*, phases: Sequence[str], signals: Signals, anatomy: dict[str, Any]
             _ev("log", f"compile cache {state}")]
     labels = [x for x in ORDER if x in found]
     return {"type": "+".join(labels) or None, "labels": labels, "evidence": {x: found[x] for x in labels}}
-
-
-def describe(start_type: dict[str, Any] | None) -> str | None:
-    """One line: ``start type: warm_page_cache+compile_cache_hit (page_cache: 100% of ...; log: ...)``."""
-    if not start_type or not start_type.get("type"):
-        return None
-    why = "; ".join(f"{e['signal']}: {e['value']}" for x in start_type.get("labels", [])
-                    for e in start_type["evidence"].get(x, [])[:1])
-    return f"start type: {start_type['type']} ({why})"

@@ -1,17 +1,21 @@
-"""What the judge follows besides the log: compiler runs in the process tree, the GPUs, and the start's progress and
-ETA. Each tracker keeps its own state and says what a sample meant (a progress mark, a busy-wait hint, a warning,
-how far the weights are); the judge weighs that against everything else (``firstlight.judge``)."""
+"""What the judge follows: the server's log, compiler runs in the process tree, the GPUs, the readiness ladder, and
+the start's progress and ETA. Each tracker keeps its own state and says what an observation meant (a progress mark,
+a busy-wait hint, a warning, how far the weights are); the judge weighs that against everything else
+(``firstlight.judge``)."""
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
 
+from firstlight.anatomy import Signals
 from firstlight.assessment import Event, Evidence, Progress
 from firstlight.config import JudgeConfig
 from firstlight.cputime import rate_reaches
+from firstlight.engines.profile import EngineProfile
 from firstlight.formats import gb, mb
-from firstlight.timeline import GpuSample, Level, LogLine, Probe, ProcessSample, WeightsTotal
+from firstlight.interpret import LineInterpreter, Reading
+from firstlight.timeline import EngineClock, GpuSample, Level, LogLine, Probe, ProcessSample, WeightsTotal
 
 # Compiler runs (torch.compile/Inductor, Triton, DeepGEMM and flashinfer JIT, nvcc) are evidence of a compile:
 # strong progress, and reported as one aggregate, not a note per process.
@@ -20,6 +24,64 @@ COMPILERS = frozenset({"cc", "cc1", "cc1plus", "c++", "g++", "gcc", "clang", "cl
 COMPILE_WINDOW_S = 60.0
 _COMPILE_NOTE_EVERY_S = 30.0
 _RATE_WINDOW_S = 10.0
+_TAIL_LINES = 3  # last log lines quoted when a process dies without a log line naming why
+
+
+def clip(text: str, n: int = 240) -> str:
+    """A line as evidence quotes it: stripped, at most ``n`` characters."""
+    text = text.strip()
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+class LogTracker:
+    """The server's log, line by line: the one interpretation of each line (``firstlight.interpret``, shared with
+    replay), the last lines (a crash's evidence), when progress lines came (what a slow generation overlapped),
+    the engine's progress bars, and what the anatomy keeps of the lines (compile-cache, engine-clock, version and
+    peer-load lines, downloads)."""
+
+    def __init__(self, profile: EngineProfile, signals: Signals, progress: ProgressTracker) -> None:
+        self.lines = LineInterpreter(profile)
+        self.signals = signals
+        self.progress = progress
+        self.count = 0
+        self.last: LogLine | None = None
+        self._tail: deque[LogLine] = deque(maxlen=_TAIL_LINES)
+        self._recent: deque[float] = deque(maxlen=4096)  # arrival times of progress lines
+
+    def feed(self, line: LogLine) -> tuple[Reading, str | None]:
+        """The line's reading, and the progress mark to quote (a startup line or a progress bar), if any. A bar's
+        redraw (not final) moves the phase and the bar only."""
+        self.count += 1
+        self.last = line
+        r = self.lines.feed(line.text, line.t, final=line.final, lineno=line.lineno or None)
+        mark = None
+        if line.final:
+            if r.progress_line:
+                self._tail.append(line)
+                self._recent.append(line.t)
+                mark = clip(line.text)
+            if r.compile_cache is not None:
+                self.signals.compile_line(line.t, *r.compile_cache, r.text)
+            if r.engine_clock is not None:
+                marker, seconds = r.engine_clock
+                self.signals.engine_clock(EngineClock(line.t, "log", marker.stage, marker.phases, seconds,
+                                                      text=clip(line.text, 200)))
+            if r.start_line is not None:
+                self.signals.start_line(line.t, *r.start_line)
+        p = r.match.progress
+        if p is not None:
+            self.progress.progress_line(line.t, clip(line.text, 120), p.kind, p.done, p.total)
+            if p.kind == "download":
+                self.signals.downloads.append(line.t)
+            mark = clip(line.text)
+        return r, mark
+
+    def lines_between(self, t0: float, t1: float) -> int:
+        """Progress lines that arrived in [t0, t1]."""
+        return sum(1 for t in self._recent if t0 <= t <= t1)
+
+    def tail_evidence(self) -> list[Evidence]:
+        return [Evidence("log", f"last line {ln.lineno}: {clip(ln.text)}", ln.t) for ln in self._tail]
 
 
 class CompileTracker:
@@ -326,3 +388,20 @@ class ProgressTracker:
             utils = [d.utilization for d in g.devices if d.utilization is not None]
             p.gpu_util = sum(utils) / len(utils) if utils else None
         return p
+
+
+def activity(t0: float, t1: float, compiles: CompileTracker, procs: ProcessTracker, gpus: GpuTracker,
+             log: LogTracker) -> str:
+    """What the server did in [t0, t1], as the trackers saw it: JIT compiles, CPU, GPU, log lines."""
+    parts = []
+    runs = compiles.runs_between(t0, t1)
+    if runs:
+        parts.append(f"{runs} compiler runs")
+    cores = procs.cpu_share_between(t0, t1)
+    if cores is not None:
+        parts.append(f"CPU {cores * 100:.0f}% of a core")
+    gpu = gpus.mean_util_between(t0, t1)
+    if gpu is not None:
+        parts.append(f"GPU utilisation {gpu:.0f}%")
+    parts.append(f"{log.lines_between(t0, t1)} log lines")
+    return ", ".join(parts)

@@ -53,6 +53,23 @@ PHASES: tuple[str, ...] = (
     "ready",
 )
 PHASE_INDEX: dict[str, int] = {p: i for i, p in enumerate(PHASES)}
+
+# What a start that stopped moving in a phase is usually doing there: the hint of a hung verdict, and of a log
+# that ends with no verdict (replay's "incomplete").
+STALL_HINTS: dict[str, str] = {
+    "process_start": "no engine progress line yet: still importing, downloading or compiling kernels, or the "
+    "log level hides the markers",
+    "distributed_init": "in distributed init: a hang here is usually NCCL (NCCL_DEBUG=INFO, P2P/IB "
+    "settings, shm size)",
+    "weights_loading": "loading weights: compare disk/network read throughput with the checkpoint size",
+    "weights_loaded": "weights loaded; profiling memory and allocating the KV cache come next",
+    "kv_cache": "profiling memory / allocating the KV cache",
+    "compile": "torch.compile / JIT compilation: minutes on a cold cache (persist the compile cache)",
+    "cuda_graph": "capturing CUDA graphs: can take minutes; no progress for long may be a hang",
+    "http_listening": "the HTTP port is up but the engine's ready line has not appeared yet (warmup "
+    "pending); do not trust /v1/models here",
+    "warmup": "warming up: the first generation may be slow (JIT kernels)",
+}
 # The phase after READY: the server serves, and firstlight watches it serving (Prometheus ``firstlight_phase``;
 # the ``phase`` of a result whose server died after READY). Not a startup phase: no log line leads a start into
 # it, so it is outside PHASES and PHASE_INDEX (which the engines' phase markers are checked against).

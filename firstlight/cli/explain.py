@@ -15,16 +15,16 @@ from typing import Any
 
 import click
 
-from firstlight.anatomy import anatomy, clock_lines, compare_clocks, human_lines
+from firstlight.analysis import analyse
 from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure, engine_option, history_option
 from firstlight.config import JudgeConfig
 from firstlight.files import kind
 from firstlight.history import History, HistoryError
 from firstlight.logreplay import replay_log
 from firstlight.logtext import one_line
+from firstlight.report.anatomy_text import clock_lines, describe, human_lines
 from firstlight.report.record import RecordError, read_record, read_summary
 from firstlight.report.series import profile_for, replay
-from firstlight.starts import classify, describe
 
 EXIT_HELP = """\b
 Exit codes:
@@ -65,15 +65,9 @@ def _from_file(path: Path, engine: str | None) -> Found:
         rec = None
     if rec is not None:  # judged again as the session judged it (a generic start learns its engine from its lines)
         r = replay(rec.observations, JudgeConfig(), profile_for(rec.observations, engine))
-        end = r.observations[-1].t
-        first = (r.judge.first_generation or {}).get("latency_s")
-        anat = anatomy(r.judge.phases_dicts(), r.judge.signals, end, first_generation_s=first,
-                       reached=r.assessment.phase)
-        ready = r.judge.ready_at
-        anat["start_type"] = classify(phases=[str(p["name"]) for p in r.judge.phases_dicts()], signals=r.judge.signals,
-                                      anatomy=anat, log_lines=r.judge.log_lines, ready=ready is not None,
-                                      cold_start_s=None if ready is None else ready - r.judge.started_at)
-        return anat, r.assessment.verdict, compare_clocks(anat, r.judge.signals.clocks)
+        ready = r.assessment.ready_at
+        found = analyse(r.judge, r.assessment, cold_start_s=None if ready is None else ready - r.judge.started_at)
+        return found.summary_anatomy, r.assessment.verdict, found.engine_clock
     report = replay_log(path, engine)
     if not report.phases and report.outcome == "incomplete":
         return None, report.outcome, None  # no phase recognised: not a startup log (replay says the same)

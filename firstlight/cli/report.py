@@ -25,10 +25,10 @@ from firstlight.cli.options import (
     usage,
 )
 from firstlight.config import JudgeConfig
-from firstlight.history import History, HistoryError, default_path
+from firstlight.history import STARTS, History, HistoryError, default_path
 from firstlight.report.record import RecordError, read_record, read_summary
 from firstlight.report.series import RunView
-from firstlight.report.views import STARTS, view_from_history, view_from_record, write_outputs
+from firstlight.report.views import view_from_history, view_from_record, write_outputs
 
 EXIT_HELP = """\b
 Exit codes:

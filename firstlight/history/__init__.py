@@ -5,6 +5,7 @@ from __future__ import annotations
 from firstlight.history.store import (
     DIRECTION,
     KINDS,
+    STARTS,
     DeploymentKey,
     History,
     HistoryError,
@@ -19,6 +20,7 @@ from firstlight.history.store import (
 __all__ = [
     "DIRECTION",
     "KINDS",
+    "STARTS",
     "DeploymentKey",
     "History",
     "HistoryError",

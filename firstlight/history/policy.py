@@ -19,6 +19,7 @@ from firstlight.bench.metrics import median
 from firstlight.bounded import number
 
 KINDS = ("up", "watch", "bench")
+STARTS = ("up", "watch")  # the kinds that are starts of a server (a bench run is not)
 # metric -> True when lower is better
 DIRECTION: dict[str, bool] = {
     "cold_start_s": True,

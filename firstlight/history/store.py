@@ -26,6 +26,7 @@ from firstlight.history.key import DeploymentKey, key_hash
 from firstlight.history.policy import (
     DIRECTION,
     KINDS,
+    STARTS,
     Regression,
     StartEstimate,
     base_type,
@@ -40,7 +41,7 @@ from firstlight.history.policy import (
 from firstlight.history.scrub import scrub
 from firstlight.redact import Redactor
 
-__all__ = ["DIRECTION", "KINDS", "DeploymentKey", "History", "HistoryError", "Regression", "Run",
+__all__ = ["DIRECTION", "KINDS", "STARTS", "DeploymentKey", "History", "HistoryError", "Regression", "Run",
            "StartEstimate", "default_path", "extract_metrics", "is_good"]
 
 
@@ -263,6 +264,22 @@ class History(Database):
         ``start_type`` where there are such; only runs older than ``before`` when given); None without history."""
         b = self._baseline(deployment, metric, before, window, start_type=start_type)
         return b[0] if b else None
+
+    def baseline_run(self, deployment: DeploymentKey | str, before: int | None = None, window: int = 10
+                     ) -> Run | None:
+        """The deployment's baseline start, as a run (what a report draws beside a start): the pinned start, else
+        of the last ``window`` good starts (before ``before``), the one whose time to READY is nearest their
+        median, the value :meth:`baseline` compares with."""
+        runs = [r for r in self.runs(deployment, limit=200)
+                if r.kind in STARTS and (before is None or r.id < before)]
+        pinned = next((r for r in runs if r.pinned), None)
+        if pinned is not None:
+            return pinned
+        good = [r for r in runs if r.ok and "cold_start_s" in r.metrics][:window]
+        if not good:
+            return None
+        mid = median([r.metrics["cold_start_s"] for r in good])
+        return min(good, key=lambda r: abs(r.metrics["cold_start_s"] - mid))
 
     def starts(self, deployment: DeploymentKey | str, limit: int = 100) -> list[tuple[str | None, float]]:
         """(start type, seconds to READY) of this deployment's good starts, newest first."""

@@ -14,15 +14,14 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from firstlight.anatomy import clock_lines, human_lines
 from firstlight.assessment import Assessment, Event
 from firstlight.formats import duration
 from firstlight.logtext import one_line
+from firstlight.report.anatomy_text import clock_lines, describe, human_lines
 from firstlight.report.base import QuietReporter
 from firstlight.report.format import status_line
 from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
-from firstlight.starts import describe
 
 _STYLES = {"ready": "bold green", "regression": "bold yellow", "failed": "bold red", "hung": "bold red",
            "timeout": "bold yellow",

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from firstlight.anatomy import anatomy, compare_clocks
 from firstlight.assessment import Assessment, Event
 from firstlight.config import JudgeConfig
 from firstlight.drive import Driver
@@ -113,8 +112,8 @@ class RunView:
     spec_decoding: dict[str, Any] | None = None
     regression: list[dict[str, Any]] | None = None
     source: str = ""  # where the data came from: "record run.jsonl", "history run 12"
-    anatomy: dict[str, Any] | None = None  # firstlight.anatomy: the live run's, else from the replayed judge
-    engine_clock: dict[str, Any] | None = None  # the engine's own figures beside it (firstlight.anatomy.compare_clocks)
+    anatomy: dict[str, Any] | None = None  # the live run's, else the replayed judge's (firstlight.analysis)
+    engine_clock: dict[str, Any] | None = None  # the engine's own figures beside it (firstlight.analysis)
 
     def level_markers(self) -> list[Marker]:
         return [m for m in self.markers if m.kind == "level"]
@@ -170,10 +169,11 @@ def replay(observations: Sequence[Observation], rules: JudgeConfig, profile: Eng
             progress.append((obs.t, driver.judge.progress(obs.t).weights_fraction))
         a = step.assessment
         if a.final:
-            # the engine's own figures read after READY (its endpoints) belong to this start's anatomy
+            # the engine's own figures read after READY (its endpoints) belong to this start's anatomy: fed as the
+            # session fed them, they change no verdict
             for later in observations[i + 1:]:
                 if isinstance(later, EngineClock):
-                    driver.judge.signals.engine_clock(later)
+                    a = driver.feed(later).assessment
             break
     else:
         a = driver.assess(observations[-1].t)
@@ -201,7 +201,8 @@ def build_view(observations: Sequence[Observation], summary: dict[str, Any] | No
     if engine and r.judge.profile.name != engine:  # learnt from its endpoints live, which a record does not hold
         r = replay(observations, rules, profile_for(observations, engine))
     profile = r.judge.profile
-    s = result_of(r).to_dict()
+    result = result_of(r)
+    s = result.to_dict()
     if summary:
         s.update({k: v for k, v in summary.items() if v is not None or k in ("failure", "hint", "detail")})
     t0 = float(s.get("started_at") or observations[0].t)
@@ -226,9 +227,8 @@ def build_view(observations: Sequence[Observation], summary: dict[str, Any] | No
     view.windows = _windows(s, t0, end_abs)
     view.charts = charts(r.observations, r.progress, t0)
     view.log_tail = [(o.t - t0, o.text) for o in r.observations if isinstance(o, LogLine)][-LOG_TAIL:]
-    view.anatomy = s.get("anatomy") or anatomy(r.judge.phases_dicts(), r.judge.signals, end_abs,
-                                               reached=r.assessment.phase)
-    view.engine_clock = s.get("engine_clock") or compare_clocks(view.anatomy, r.judge.signals.clocks)
+    view.anatomy = s.get("anatomy") or result.anatomy
+    view.engine_clock = s.get("engine_clock") or result.engine_clock
     if baseline:
         bt0 = float(baseline.get("started_at") or 0.0)
         bend = float(baseline.get("ready_at") or baseline.get("ended_at") or bt0)

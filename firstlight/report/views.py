@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from firstlight.bench.metrics import median
 from firstlight.config import JudgeConfig
 from firstlight.history import History, HistoryError, Run, default_path
 from firstlight.report.html import render_html
@@ -19,22 +18,6 @@ from firstlight.report.record import RecordError, unpack_timeline
 from firstlight.report.series import RunView, build_view
 from firstlight.report.trace import render_trace
 from firstlight.timeline import Observation
-
-STARTS = ("up", "watch")
-
-
-def baseline_run(history: History, deployment: str, before: int | None) -> Run | None:
-    """The deployment's baseline start: the pinned run, else the good start (of the last ten before
-    ``before``) whose time to READY is nearest their median."""
-    runs = [r for r in history.runs(deployment, limit=200) if r.kind in STARTS and (before is None or r.id < before)]
-    pinned = next((r for r in runs if r.pinned), None)
-    if pinned is not None:
-        return pinned
-    good = [r for r in runs if r.ok and "cold_start_s" in r.metrics][:10]
-    if not good:
-        return None
-    mid = median([r.metrics["cold_start_s"] for r in good])
-    return min(good, key=lambda r: abs(r.metrics["cold_start_s"] - mid))
 
 
 def view_from_history(history: History, run: Run, rules: JudgeConfig, with_baseline: bool) -> RunView:
@@ -45,7 +28,7 @@ def view_from_history(history: History, run: Run, rules: JudgeConfig, with_basel
     observations = unpack_timeline(data)
     if not observations:
         raise RecordError(f"run {run.id}: its stored timeline is empty")
-    base = baseline_run(history, run.deployment, run.id) if with_baseline else None
+    base = history.baseline_run(run.deployment, run.id) if with_baseline else None
     return build_view(observations, run.summary, rules, base.summary if base else None,
                       base.id if base else None, source=f"history run {run.id} ({history.path})")
 
@@ -61,7 +44,7 @@ def view_from_record(observations: Sequence[Observation], summary: dict[str, Any
         if path.exists():
             try:
                 with History(path, warn=notes.append) as h:
-                    base = baseline_run(h, deployment, (summary or {}).get("history_run"))
+                    base = h.baseline_run(deployment, (summary or {}).get("history_run"))
             except HistoryError as e:
                 notes.append(f"history: {e}")
     view = build_view(list(observations), summary, rules, base.summary if base else None,

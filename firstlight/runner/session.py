@@ -23,7 +23,6 @@ from typing import IO, TYPE_CHECKING, Any
 import psutil
 
 from firstlight import settings
-from firstlight.anatomy import RESIDENT_WARM
 from firstlight.assessment import Assessment, Evidence
 from firstlight.config import Config
 from firstlight.drive import Driver, Step
@@ -51,11 +50,13 @@ from firstlight.runner.pump import Pump, drain
 from firstlight.runner.serving import ServingWatch
 from firstlight.runner.sources import Sources
 from firstlight.serving import ServingStatus
+from firstlight.starts import predicted_type
 from firstlight.timeline import Interrupted, Level, LogLine, Observation, PortConflict, Probe, SourceNote, Started
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, READY, TIMEOUT
 
 if TYPE_CHECKING:
     from firstlight.preflight import PreflightReport
+    from firstlight.timeline import WeightsTotal
 
 __all__ = ["EXIT_CODES", "EXIT_INTERNAL", "EXIT_REGRESSION", "EXIT_USAGE", "STOP_SIGNALS", "Outcome", "Session"]
 
@@ -119,7 +120,7 @@ class Session:
         self.expected_total_s = cfg.judge.expected_total_s  # the whole-start estimate, from the history
         self.eta: StartEstimate | None = None  # ... and what it is from
         self._eta_said: str | None = None
-        self._weights_seen = False
+        self._weights: WeightsTotal | None = None  # the weights as the judge's assessments carry them, once measured
         self.sources = Sources(cfg, self._sink, self._echo, identify=self.detect, clock=clock, backlog=self.q.qsize,
                                command=self.plan.server)
         self.history: History | None = None
@@ -134,6 +135,10 @@ class Session:
     @property
     def judge(self) -> Judge | None:
         return self.driver.judge if self.driver is not None else None
+
+    def assess(self, now: float) -> Assessment | None:
+        """The judge's assessment at ``now`` (its verdict once final); None before the run began."""
+        return self.driver.assess(now) if self.driver is not None else None
 
     # -- the run, step by step -----------------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -238,9 +243,8 @@ class Session:
         observation, then set beside the anatomy with those its log and stream gave."""
         for obs in engine_clock_endpoints(self.cfg, self.profile, self.clock):
             self._feed(obs)
-        judge = self.judge
-        assert judge is not None  # the watch made it
-        return result.with_engine_clock(judge)
+        assert self.driver is not None  # the watch made it
+        return result.with_engine_clock(self.driver.assess(self.clock()))
 
     def _check_after_ready(self, result: RunResult) -> RunResult:
         """Warm-up and benchmark in a thread, so that a stop signal meanwhile is honoured at once (the server
@@ -378,8 +382,8 @@ class Session:
         """The driver's step to the reporters; an engine learnt with it also changes what is probed and expected."""
         assert self.driver is not None
         a = step.assessment
-        if self.judge is not None and self.judge.signals.weights is not None and not self._weights_seen:
-            self._weights_seen = True  # the page cache at start is known: the ETA of this type of start
+        if a.weights is not None and self._weights is None:
+            self._weights = a.weights  # the page cache at start is known: the ETA of this type of start
             self._expect_from_history()
             self.driver.expect_total(self.expected_total_s)
         if step.engine is not None:
@@ -409,19 +413,11 @@ class Session:
             return
         key = self._deployment_key()
         with contextlib.suppress(HistoryError):
-            self.eta = self.history.expected_start(key, self._predicted_type())
+            self.eta = self.history.expected_start(key, predicted_type(self._weights))
             self.expected_total_s = self.eta.seconds if self.eta else None
             if self.eta is not None and self.eta.note != self._eta_said:
                 self._eta_said = self.eta.note
                 self.reporter.message(f"history: {self.eta.note}: {self.eta.seconds:.1f}s")
-
-    def _predicted_type(self) -> str | None:
-        """This start's type as far as it is known before the engine says more: the page cache at start."""
-        j = self.judge
-        w = j.signals.weights if j is not None else None
-        if w is None or w.resident is None or not w.bytes:
-            return None
-        return "warm_page_cache" if w.resident / w.bytes >= RESIDENT_WARM else "cold"
 
     def _facts(self, judge: Judge, started_at: float) -> RunFacts:
         return RunFacts(
@@ -429,11 +425,11 @@ class Session:
             pid=self.sources.pid, command=self.redactor.argv(self.cfg.command) if self.cfg.command else None,
             requests=self.sources.requests(),
             server_log=str(self.sources.server_log) if self.sources.server_log else None,
-            cold_start_s=self._cold_start(judge, started_at), disk=self._disk(judge))
+            cold_start_s=self._cold_start(judge, started_at), disk=self._disk())
 
-    def _disk(self, judge: Judge) -> dict[str, Any] | None:
+    def _disk(self) -> dict[str, Any] | None:
         """The measured read rates of the filesystem holding the weights (``preflight --disk``), for the anatomy."""
-        w = judge.signals.weights
+        w = self._weights
         if self.history is None or w is None:
             return None
         with contextlib.suppress(OSError):  # the weights' path gone: no filesystem to name

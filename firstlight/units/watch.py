@@ -243,8 +243,7 @@ class UnitWatch:
                               JournalSource(follower, invocation), processes, notes, self.clock)
         outcome = session.run()
         self.profile = session.profile  # the engine may have been learnt from the lines
-        if session.judge is not None:
-            self._last_assessment = session.judge.assess(outcome.result.ended_at)
+        self._last_assessment = session.assess(outcome.result.ended_at) or self._last_assessment
         unit_state = None
         if self.systemctl is not None:
             with contextlib.suppress(SystemctlError):

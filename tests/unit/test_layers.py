@@ -36,8 +36,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # history's store.
     ("observe", ("firstlight.samplers", "firstlight.probes", "firstlight.preflight", "firstlight.interpret",
                  "firstlight.bench", "firstlight.history")),
-    # Observations in, verdict out: the judge, its typed result, the anatomy of a start, the serving tracker.
+    # Observations in, verdict out: the judge, its typed result and its summary's shapes, the one analysis of its
+    # output (anatomy, start type, engine clock), the serving tracker.
     ("judge", ("firstlight.judge", "firstlight.assessment", "firstlight.trackers", "firstlight.result",
+               "firstlight.analysis", "firstlight.summary",
                "firstlight.starts",
                "firstlight.anatomy", "firstlight.serving", "firstlight.group")),
     # The one code that feeds a judge (issue 24) and the replay of a log through it.
@@ -243,9 +245,10 @@ def test_the_checks_find_an_upward_import_a_late_one_and_a_cycle(tmp_path: Path)
 # The waist (issue 36, item 3): the judge's value types (Assessment, Event, Evidence, Progress) live in
 # firstlight.assessment, and everything that only reads a verdict (every reporter, the report, the units, the pump)
 # imports them from there. Only what holds a judge names firstlight.judge: the one driver and the replay of a log,
-# the session's steps (its facts), the result's constructors (``RunResult.from_judge``) and the report's replay.
+# the session's steps (its facts), the result's constructors (``RunResult.from_judge``), the one analysis of a judged
+# start (``firstlight.analysis``) and the report's replay.
 JUDGE_HOLDERS = {"firstlight.drive", "firstlight.logreplay", "firstlight.runner.session", "firstlight.result",
-                 "firstlight.report.series"}
+                 "firstlight.analysis", "firstlight.report.series"}
 
 
 def judge_importers(graph: Mapping[str, set[str]]) -> set[str]:

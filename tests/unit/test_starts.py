@@ -12,7 +12,8 @@ from firstlight.anatomy import RESIDENT_WARM, anatomy
 from firstlight.config import JudgeConfig
 from firstlight.engines import get_profile
 from firstlight.judge import Judge
-from firstlight.starts import RESTORED_MAX_LINES, RESTORED_MAX_S, classify, describe
+from firstlight.report.anatomy_text import describe
+from firstlight.starts import RESTORED_MAX_LINES, RESTORED_MAX_S, classify
 from firstlight.timeline import LogLine, Started, WeightsTotal
 
 T0 = 1_000_000.0

@@ -1,13 +1,15 @@
-"""The judge's progress thresholds at their defaults (firstlight/trackers.py, JudgeConfig()): CPU at 10 % of a
-core or more is weak progress (hung only after --spin-timeout, 900 s), under it no progress (hung after
---stall-timeout, 120 s)."""
+"""The log tracker (what a line meant, the lines quoted) and the judge's progress thresholds at their defaults
+(firstlight/trackers.py, JudgeConfig()): CPU at 10 % of a core or more is weak progress (hung only after
+--spin-timeout, 900 s), under it no progress (hung after --stall-timeout, 120 s)."""
 
 from __future__ import annotations
 
+from firstlight.anatomy import Signals
 from firstlight.config import JudgeConfig
 from firstlight.drive import judge_timeline
 from firstlight.engines import get_profile
-from firstlight.timeline import Observation, Started
+from firstlight.timeline import LogLine, Observation, Started
+from firstlight.trackers import LogTracker, ProgressTracker
 from tests.support.judge import T0, proc
 
 DEFAULTS = JudgeConfig()
@@ -78,3 +80,20 @@ def test_the_progress_tracker_reads_the_weights_from_the_reads_else_the_shard_ba
     assert pt.progress(T0 + 10, procs, gpus, None, T0).weights_bytes == 4_000
     pt.progress_line(T0 + 12, "Downloading 5%", "download", 5, 100)
     assert pt.shard == (1, 4, 0.25, T0 + 10) and pt.line == "Downloading 5%"  # a download is no shard
+
+
+def test_the_log_tracker_reads_each_line_once_and_keeps_what_the_judge_and_the_anatomy_quote():
+    signals = Signals()
+    log = LogTracker(get_profile("vllm"), signals, ProgressTracker(T0, None))
+    texts = ["INFO 12-01 10:00:00 [x.py:1] Starting to load model /m...",
+             "INFO 12-01 10:00:01 [x.py:1] vLLM API server version 0.11.0",
+             "INFO 12-01 10:00:02 [x.py:1] Loading weights took 3.50 seconds",
+             "INFO 12-01 10:00:03 [x.py:1] Directly load the compiled graph(s) for dynamic shape from the cache",
+             "INFO:     127.0.0.1:5 - \"GET /health HTTP/1.1\" 200 OK"]
+    marks = [log.feed(LogLine(T0 + i, text, lineno=i + 1))[1] for i, text in enumerate(texts)]
+    assert marks[0] is not None and marks[-1] is None  # an access line (our own probe) is no progress
+    assert log.count == 5 and log.last is not None and log.last.lineno == 5
+    assert [e.value.split(":")[0] for e in log.tail_evidence()] == ["last line 2", "last line 3", "last line 4"]
+    assert log.lines_between(T0 + 1, T0 + 3) == 3 and log.lines_between(T0 + 4, T0 + 9) == 0
+    assert signals.compile_lines and signals.compile_lines[0][1] == "hit"
+    assert signals.clocks and signals.clocks[0].stage

@@ -14,10 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from firstlight.history import History
 from firstlight.preflight.pagecache import cached_bytes
+from firstlight.result import summary_schema
 from firstlight.sim.fixtures import free_port
 from tests.support.anatomy import (
     _phase,
@@ -39,6 +41,7 @@ def _live(scenario: str, weights: Path, record: Path) -> dict[str, Any]:  # noqa
                                 "--load-seconds", str(LOAD_S)), timeout=180)
     assert r.rc == 0, r.stderr[-3000:]
     assert "anatomy" in r.stderr and "weights_loading" in r.stderr  # the human block at READY
+    jsonschema.validate(r.summary, summary_schema(), cls=jsonschema.Draft202012Validator)  # a real run's summary
     anat: dict[str, Any] = r.summary["anatomy"]
     return anat
 
@@ -127,6 +130,7 @@ def test_a_failed_start_says_how_far_each_phase_got(weights: Path):  # noqa: F81
                        *sim_cmd("crash_oom", free_port(), "--model-path", str(weights), "--load-seconds", "1"),
                        timeout=180)
     assert r.rc == 1, r.stderr[-3000:]
+    jsonschema.validate(r.summary, summary_schema(), cls=jsonschema.Draft202012Validator)  # a failed run's summary
     anat = r.summary["anatomy"]
     assert anat["reached"] == r.summary["phase"] and anat["phases"][-1]["name"] == r.summary["phase"]
     assert f"anatomy (reached {anat['reached']}; how far each phase got)" in r.stderr

@@ -103,6 +103,20 @@ def test_baseline_is_the_median_of_previous_good_runs(tmp_path: Path):
         assert h.baseline(KEY, "cold_start_s", before=first.id + 2) == pytest.approx(11)  # only runs 1 and 2
 
 
+def test_the_baseline_run_is_the_pinned_start_else_the_good_start_nearest_the_median(tmp_path: Path):
+    with History(tmp_path / "h.sqlite3") as h:
+        assert h.baseline_run(KEY) is None
+        ids = [h.record_run("up", ready_summary(s), KEY) for s in (10, 30, 12)]
+        h.record_run("bench", {}, KEY, bench=bench_dict(100))  # not a start
+        h.record_run("up", {"verdict": "failed", "started_at": 0, "ready_at": None}, KEY)  # not a good start
+        run = h.baseline_run(KEY)
+        assert run is not None and run.id == ids[2] and h.baseline(KEY, "cold_start_s") == 12  # the median's run
+        assert getattr(h.baseline_run(KEY, before=ids[2]), "id", None) in (ids[0], ids[1])
+        h.pin(ids[1])
+        assert getattr(h.baseline_run(KEY), "id", None) == ids[1]
+        assert getattr(h.baseline_run(KEY, before=ids[1]), "id", None) == ids[0]
+
+
 def test_regression_is_caught_with_both_numbers(tmp_path: Path):
     with History(tmp_path / "h.sqlite3") as h:
         for _ in range(3):

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from firstlight.anatomy import anatomy, compare, human_lines
+from firstlight.anatomy import anatomy, compare
 from firstlight.config import JudgeConfig
 from firstlight.engines import get_profile
 from firstlight.judge import Judge
+from firstlight.report.anatomy_text import human_lines
 from firstlight.report.html import render_html
 from firstlight.report.series import build_view
 from firstlight.result import RunFacts, RunResult

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from firstlight.anatomy import CLOCK_DIFF_S, CLOCK_DIFF_SHARE, clock_differs, clock_lines, compare_clocks
+from firstlight.anatomy import CLOCK_DIFF_S, CLOCK_DIFF_SHARE, clock_differs, compare_clocks
+from firstlight.report.anatomy_text import clock_lines
 from firstlight.timeline import EngineClock, from_dict
 
 T0 = 1_800_000_000.0

@@ -22,8 +22,8 @@ from firstlight.anatomy import (
     _moving_s,
     anatomy,
     compare,
-    human_lines,
 )
+from firstlight.report.anatomy_text import human_lines
 from firstlight.timeline import LogLine, ProcessSample, WeightsTotal
 
 T0 = 1_000_000.0
