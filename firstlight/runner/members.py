@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from firstlight.group import LEADER, GroupVerdict, MemberState, decide_group, member_from_body, unreachable
+from firstlight.redact import Redactor
 from firstlight.report.base import QuietReporter
 from firstlight.report.readiness import ReadinessServer
 from firstlight.result import RunResult
@@ -62,6 +63,12 @@ class MemberWatch(QuietReporter):
     def __init__(self, urls: list[str], server: ReadinessServer, stall_timeout_s: float,
                  message: Callable[[str], None] = lambda m: None) -> None:
         self.urls = [u.rstrip("/") for u in urls]
+        # A member's URL as every output shows it (its /readyz body, the group: lines, the JSON events): a password
+        # or a token in its query masked, also inside an error's words
+        self._redactor = Redactor()
+        for u in self.urls:
+            self._redactor.add_from_url(u)
+        self._shown = {u: self._redactor.url(u) for u in self.urls}
         self.server = server
         self.sinks: list[GroupSink] = []  # told the same as the readiness server (the Prometheus exporter)
         self.stall_timeout_s = stall_timeout_s
@@ -75,7 +82,7 @@ class MemberWatch(QuietReporter):
         self._thread.start()
 
     def _read(self, wires: dict[str, Wire], url: str) -> MemberState:
-        prev = self.states.get(url)
+        prev, shown = self.states.get(url), self._shown[url]
         try:
             wire = wires.get(url)
             if wire is None:
@@ -83,12 +90,12 @@ class MemberWatch(QuietReporter):
             answer = wire.request("GET", "/readyz", read_timeout=REQUEST_TIMEOUT_S,
                                   deadline_at=time.monotonic() + REQUEST_TIMEOUT_S, max_body=MAX_READYZ_BODY)
         except (WireError, ValueError) as e:  # ValueError: a URL that names no server
-            return unreachable(url, str(e)[:160] or "no answer", prev, time.time())
+            return unreachable(shown, self._redactor.text(str(e))[:160] or "no answer", prev, time.time())
         try:
             body = answer.json()
         except NotJSON:
             body = None
-        return member_from_body(url, answer.status, body, prev)
+        return member_from_body(shown, answer.status, body, prev)
 
     def poll_once(self, wires: dict[str, Wire] | None = None) -> GroupVerdict:
         """Read every member once. ``wires``: connections kept from one read to the next (the loop's, filled as
