@@ -266,6 +266,8 @@ class Sources:
 
     def settle_logs(self, timeout: float = 2.0) -> None:
         """Wait (bounded) until the log sources have delivered what the exited process wrote."""
+        for f in self.followers:
+            f.writer_ended()
         logs: list[Source] = [*self.readers, *self.followers]
         for log in logs:
             log.sync(timeout)

@@ -263,6 +263,7 @@ class FileFollower:
         self._stop = threading.Event()
         self._pass = threading.Condition()
         self._passes = 0
+        self._ended = threading.Event()  # the writer is gone: a last line without its newline is whole
         self.guard = Guard("log", "log file reader", clock=clock)
         self.thread = threading.Thread(target=self._run, name="firstlight-logfile", daemon=True)
 
@@ -276,6 +277,11 @@ class FileFollower:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def writer_ended(self) -> None:
+        """The process writing the file has ended: what it left without a newline (a last line, an unfinished CRI
+        partial record) is delivered at the next pass instead of waiting for an end that never comes."""
+        self._ended.set()
 
     def sync(self, timeout: float) -> None:
         """Return once everything written to the file so far has been read (one full pass after this call)."""
@@ -329,6 +335,8 @@ class FileFollower:
                     d.wait_for_room(self._stop)
                     d.feed(data)
                     continue
+                if self._ended.is_set():
+                    d.flush()
                 self._pass_done()
                 if readable:  # end of file: no writer now; one may come
                     self._stop.wait(self.interval)
@@ -373,6 +381,8 @@ class FileFollower:
                 first = False
             if f is not None:
                 pos = self._drain(f, pos)
+            if self._ended.is_set():
+                self.delivery.flush()
             self._pass_done()
             self._stop.wait(self.interval)
         if f is not None:

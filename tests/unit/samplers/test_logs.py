@@ -6,6 +6,7 @@ The in-process tests of this subject; the others: ``tests/e2e/hostile/test_logs.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -93,3 +94,42 @@ def test_a_pipe_reader_that_raises_says_so_and_reads_on():
     assert note.source == "log" and note.message.startswith("stdout reader failed: RuntimeError: a terminal that "
                                                             "broke; started again in ")
     assert "second" in _texts(got) and echoed[-1] == "second" and not reader.thread.is_alive()
+
+
+def test_a_last_line_without_its_newline_is_delivered_once_the_writer_ended(tmp_path: Path):
+    """A server that dies mid-line ("Segmentation fault" and no newline) or mid-record (a CRI partial record):
+    held while it may go on, delivered once the writer is known to be gone (``watch --log``'s settle)."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"")
+    got: list[Observation] = []
+    f = FileFollower(log, interval=0.02)
+    f.start(got.append)
+    try:
+        f.sync(5)
+        with open(log, "ab") as out:
+            out.write(b"INFO loading\n2024-05-07T02:13:52.123456789Z stderr P Segmentation fa")
+        wait_for(lambda: _texts(got) == ["INFO loading"], 5, "the whole line")
+        f.sync(5)
+        assert _texts(got) == ["INFO loading"]  # the writer may still finish its record
+        f.writer_ended()
+        f.sync(5)
+    finally:
+        f.stop()
+    assert _texts(got) == ["INFO loading", "Segmentation fa"]
+
+
+def test_a_fifos_last_line_without_its_newline_is_delivered_once_the_writer_ended(tmp_path: Path):
+    fifo = tmp_path / "server.fifo"
+    os.mkfifo(fifo)
+    got: list[Observation] = []
+    f = FileFollower(fifo, interval=0.02)
+    f.start(got.append)
+    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # a writer that stays (no end of file)
+    try:
+        os.write(fd, b"INFO loading\nSegmentation fault")
+        wait_for(lambda: _texts(got) == ["INFO loading"], 5, "the whole line")
+        f.writer_ended()
+        wait_for(lambda: _texts(got) == ["INFO loading", "Segmentation fault"], 5, "the last line")
+    finally:
+        f.stop()
+        os.close(fd)
