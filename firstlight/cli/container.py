@@ -30,7 +30,7 @@ from firstlight.cli.options import (
 from firstlight.cli.run import outputs_from, run_watch
 from firstlight.containers.command import RunCommand
 from firstlight.containers.runtime import RUNTIMES, Container, Runtime, RuntimeFailure
-from firstlight.containers.watch import ContainerSession, Tracker, launched
+from firstlight.containers.watch import ContainerSession, Tracker, launched, log_since
 from firstlight.engines import read_command
 from firstlight.engines.profile import EngineProfile
 
@@ -107,7 +107,7 @@ def watch_container(url: str | None, kw: dict[str, Any]) -> None:
 
     def run(reporter: Any, record: IO[str] | None) -> Any:
         return ContainerSession(cfg, profile, reporter, plan.redactor, tracker, record=record,
-                                since=c.started_at).run()
+                                since=log_since(c.started_at)).run()
 
     outcome = run_watch(plan, runner=run)
     sys.exit(outcome.exit_code)

@@ -31,6 +31,7 @@ from firstlight.config import Config
 from firstlight.containers.command import RunCommand
 from firstlight.containers.runtime import Container, ContainerGone, Runtime, RuntimeFailure, read_cidfile
 from firstlight.engines.profile import EngineProfile
+from firstlight.framing import parse_rfc3339
 from firstlight.redact import Redactor
 from firstlight.report.base import Reporter
 from firstlight.runner.launcher import ServerProcess
@@ -102,6 +103,19 @@ class Tracker:
             if self.error is not None and self.last is not None:  # gone (--rm): what was known is all there is
                 return self.last
             time.sleep(0.25)
+
+
+LOG_SINCE_SLACK_S = 1.0  # the log of a watched container is read from this long before its StartedAt
+
+
+def log_since(started_at: str | None) -> str | None:
+    """``logs --since`` for a container that started at ``started_at`` (RFC 3339): a second earlier, since podman
+    may stamp ``StartedAt`` after the init process printed its first lines; None when the time cannot be read."""
+    t = parse_rfc3339(started_at) if started_at else None
+    if t is None:
+        return started_at
+    us = round((t - LOG_SINCE_SLACK_S) * 1e6)  # microseconds: what a float of a POSIX time holds exactly
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(us // 10**6)) + f".{us % 10**6:06d}Z"
 
 
 def launched(runtime: Runtime, cidfile: Path) -> Tracker:

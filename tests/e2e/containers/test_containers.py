@@ -267,6 +267,23 @@ def test_watch_container_attaches_and_leaves_it_running(real_podman: Podman, wei
     assert state["Running"]  # watch never stops what it did not start
 
 
+def test_watch_container_reads_the_containers_first_lines(real_podman: Podman, tmp_path: Path):
+    """The log is read from a moment before the runtime's ``StartedAt`` (podman may stamp it after the init process
+    printed its first lines), so a container's first line counts."""
+    name = real_podman.name()
+    podman("run", "-d", "--name", name, "--network", "host",
+           *real_podman.python("-c", "print('INFO the first line', flush=True); import time; time.sleep(120)"),
+           env=real_podman.env)
+    wait_for(lambda: "the first line" in podman("logs", name, env=real_podman.env).stdout, PODMAN_S,
+             "the container's first line in its log")
+    record = tmp_path / "rec.jsonl"
+    run = run_firstlight("watch", "--container", name, "--url", f"http://127.0.0.1:{free_port()}", "--timeout", "8",
+                         "--record", str(record), "--json", timeout=RUN_S, env=real_podman.env)
+    assert run.summary["verdict"] == "timeout", run.stderr[-3000:]
+    texts = [json.loads(line).get("text") for line in record.read_text().splitlines()]
+    assert "INFO the first line" in texts, texts
+
+
 def test_watch_of_no_such_container_is_a_usage_error(real_podman: Podman):
     run = run_firstlight("watch", "--container", f"no-such-{uuid.uuid4().hex[:8]}", "--runtime", "podman",
                          timeout=RUN_S, env=real_podman.env)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from firstlight.containers.runtime import _NO_SUCH
+from firstlight.containers.watch import LOG_SINCE_SLACK_S, log_since
 
 
 @pytest.mark.parametrize("said", [
@@ -27,3 +28,16 @@ def test_the_runtimes_words_for_no_such_container_are_gone(said: str) -> None:
 ])
 def test_other_failures_are_not_gone(said: str) -> None:
     assert _NO_SUCH.search(said) is None
+
+
+@pytest.mark.parametrize(("started", "since"), [
+    ("2026-12-04T10:00:00.000000000Z", "2026-12-04T09:59:59.000000Z"),
+    ("2026-12-04T10:00:00.5Z", "2026-12-04T09:59:59.500000Z"),
+    ("2026-12-04T10:00:00.123456789+01:00", "2026-12-04T08:59:59.123457Z"),
+    ("not a time", "not a time"),  # handed on as the runtime wrote it
+    (None, None),
+])
+def test_a_watched_containers_log_is_read_from_a_second_before_its_start(started: str | None,
+                                                                         since: str | None) -> None:
+    assert LOG_SINCE_SLACK_S == 1.0
+    assert log_since(started) == since
