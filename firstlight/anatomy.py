@@ -242,8 +242,10 @@ def _weights_bound(w: _Window, sig: Signals, t0: float, device_rate: float | Non
     if resident is not None and warm_page_cache(resident):
         return "page_cache", [_ev("disk", f"{resident:.0%} of the weights resident in the page cache at start, "
                                           f"read {_mbps(rate)}", t0)]
-    if not w.measured:
-        return "unmeasured", [_ev("log", "no process samples (a log replay): the bound is not known", t0)]
+    if not w.measured:  # a live phase shorter than a sample still keeps what was measured of its start
+        why = f"shorter than a sample ({w.seconds:.2f}s)" if w.sampled else "no process samples (a log replay)"
+        res = f"; {resident:.0%} of the weights resident in the page cache at start" if resident is not None else ""
+        return "unmeasured", [_ev("log", f"{why}: the bound is not known{res}", t0)]
     hot = w.runnable is not None and w.runnable >= HOT_THREAD
     slow = device_rate is None or rate is None or rate < DISK_SHARE * device_rate
     if hot and slow:
@@ -279,7 +281,9 @@ def _compile_info(sig: Signals, t0: float, t1: float) -> dict[str, Any]:
     lines = [c for c in sig.compile_lines if t0 <= c[0] <= t1 + 1e-6]
     states = {c[1] for c in lines}
     cache = "hit" if "hit" in states and "miss" not in states else "miss" if "miss" in states else None
-    total = next((c[2] for c in reversed(lines) if c[1] == "total" and c[2] is not None), None)
+    # The largest figure is the compile's whole: vLLM prints torch.compile's total, then the profiling run's own
+    # (often under a second) or both together; the last line alone read a 67 s compile as 0.83 s
+    total = max((c[2] for c in lines if c[1] == "total" and c[2] is not None), default=None)
     return {"cache": cache, "engine_seconds": total, "lines": [c[3] for c in lines[:4]],
             "compiler_runs": sig.compiler_runs, "compiler_cpu_s": round(sig.compiler_cpu, 2)}
 

@@ -224,6 +224,9 @@ READING = [pt(-0.5), pt(0.5, read=100_000_000, cpu=0.5, top=0.2, name="loader", 
                                  "90% resident at start"}),
     ({"sig": _sig([], logs=(0.5,))}, "unmeasured",
      {"signal": "log", "value": "no process samples (a log replay): the bound is not known"}),
+    ({"sig": _sig([pt(-5.0)], logs=(0.5,), weights=_weights(resident=int(3.48 * GB)))}, "unmeasured",
+     {"signal": "log", "value": "shorter than a sample (2.00s): the bound is not known; 87% of the weights resident "
+                                "in the page cache at start"}),
     ({"sig": _sig(READING), "device_rate": 400e6}, "disk",
      {"signal": "disk", "value": "read 200 MB at 100 MB/s, 25% of the device's measured 400 MB/s"}),
     ({"sig": _sig([pt(-0.5), pt(0.5, cpu=0.5), pt(1.5, cpu=1.0)])}, "cpu",
@@ -296,7 +299,7 @@ def test_cpu_at_half_a_core_or_a_hot_thread_is_cpu():
 
 
 # -- compile, cuts, totals ---------------------------------------------------------------------------------------
-def test_compile_info_takes_the_lines_of_its_phase_and_the_engines_last_total():
+def test_compile_info_takes_the_lines_of_its_phase_and_the_engines_largest_total():
     sig = _sig([pt(-0.5), pt(1.0, cpu=1.0), pt(3.0, cpu=3.0)])
     sig.compile_line(T0 - 0.5, "hit", None, "before")
     for k, (state, s) in enumerate([("miss", 4.2), ("total", 5.0), ("hit", None), ("total", None), ("miss", 1.0)]):
@@ -317,6 +320,10 @@ def test_compile_info_takes_the_lines_of_its_phase_and_the_engines_last_total():
     assert h["compile"]["cache"] == "hit" and h["compile"]["engine_seconds"] is None, h
     assert h["evidence"][0]["value"] == "compile cache hit; 0 compiler runs, 0 CPU s", h
     assert one("compile", [], 2.0, sig=_sig([]))["compile"]["cache"] is None
+    vllm = _sig([])  # vLLM 0.32: torch.compile's total, then the profiling run's own figure
+    vllm.compile_line(T0 + 0.5, "total", 66.71, "torch.compile takes 66.71 s in total")
+    vllm.compile_line(T0 + 1.5, "total", 0.83, "Initial profiling/warmup run took 0.83 s")
+    assert one("compile", [], 2.0, sig=vllm)["compile"]["engine_seconds"] == 66.71
 
 
 def test_signals_keep_only_alive_samples_and_final_lines_within_their_bounds():
