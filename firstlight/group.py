@@ -22,7 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from firstlight.bounded import number
 from firstlight.vocab import DEGRADED, FAILED, HUNG, NOT_SERVING, READY, SERVING_VERDICTS, STARTING
+from firstlight.wire.content import clean_text
 
 LEADER = "leader"
 
@@ -61,23 +63,40 @@ def member_from_body(url: str, status: int, body: Any, previous: MemberState | N
     if not isinstance(body, dict):
         return unreachable(url, f"HTTP {status}: not a firstlight readiness body", previous, None)
     rank = body.get("node_rank")
-    lp = body.get("last_progress_at")
+    lp = body.get("last_progress_at")  # a JSON number only; 400 digits: no time, never an OverflowError
+    lp = number(lp, 0.0, MAX_EPOCH_S) if isinstance(lp, int | float) else None
     serving = body.get("serving")
-    serving_state = serving.get("state") if isinstance(serving, dict) else None
-    evidence = tuple(e for e in body.get("evidence") or () if isinstance(e, dict))
+    serving_state = _text(serving.get("state")) if isinstance(serving, dict) else None
+    evidence = _evidence(body.get("evidence"))
     if isinstance(serving, dict) and serving_state not in (None, "serving"):  # why it stopped serving, first
-        evidence = tuple(e for e in serving.get("evidence") or () if isinstance(e, dict)) + evidence
+        evidence = _evidence(serving.get("evidence")) + evidence
     said = (body.get("pid"), body.get("start"))
     key = None if said == (None, None) else said
     before = previous.start_key if previous is not None else None
     restarts = (previous.restarts if previous is not None else 0) + (None not in (before, key) and key != before)
-    return MemberState(url=url, verdict=str(body.get("verdict") or STARTING), ok=status == 200,
-                       node_rank=rank if isinstance(rank, int) else None,
-                       role=body.get("role") if isinstance(body.get("role"), str) else None,
-                       phase=body.get("phase") if isinstance(body.get("phase"), str) else None,
-                       last_progress_at=float(lp) if isinstance(lp, (int, float)) else None,
-                       evidence=evidence, serving=serving_state if isinstance(serving_state, str) else None,
-                       start_key=key, restarts=restarts)
+    return MemberState(url=url, verdict=_text(body.get("verdict")) or STARTING, ok=status == 200,
+                       node_rank=rank if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 1 << 20
+                       else None,
+                       role=_text(body.get("role")), phase=_text(body.get("phase")), last_progress_at=lp,
+                       evidence=evidence, serving=serving_state, start_key=key, restarts=restarts)
+
+
+MAX_EPOCH_S = 1e11  # a member's progress time, POSIX seconds: beyond is not a time
+MAX_EVIDENCE = 8  # a member's evidence entries kept: its first ones explain it
+
+
+def _text(value: Any) -> str | None:
+    """A member's word, printable (escapes, bidi controls and newlines out, bounded): it reaches a terminal."""
+    return clean_text(value) if isinstance(value, str) else None
+
+
+def _evidence(entries: Any) -> tuple[dict[str, Any], ...]:
+    """A member's evidence, each text printable; numbers only where they are bounded numbers."""
+    if not isinstance(entries, list | tuple):
+        return ()
+    return tuple({k: (clean_text(v) if isinstance(v, str) else v if isinstance(v, bool | None) else
+                      number(v, -MAX_EPOCH_S, MAX_EPOCH_S)) for k, v in e.items() if isinstance(k, str)}
+                 for e in entries[:MAX_EVIDENCE] if isinstance(e, dict))
 
 
 def unreachable(url: str, error: str, previous: MemberState | None, now: float | None) -> MemberState:
