@@ -168,8 +168,9 @@ def test_up_watches_the_container_podman_starts_and_a_stop_signal_stops_the_cont
 def test_stop_when_ready_stops_a_detached_container_read_through_podman_logs(
         real_podman: Podman, weights: Path):
     port, name = free_port(), real_podman.name()
+    # loading outlasts the start of `podman logs` (a second or more on a loaded machine): its lines are read live
     run = run_firstlight("up", "--json", "--engine", "sglang", "--stop-when-ready", "--", "podman", "run", "-d",
-                         "--name", name, "--network", "host", *sim(real_podman, port, weights),
+                         "--name", name, "--network", "host", *sim(real_podman, port, weights, "--load-seconds", "5"),
                          timeout=RUN_S, env=real_podman.env)
     assert run.rc == 0, run.stderr[-3000:]
     s = run.summary
