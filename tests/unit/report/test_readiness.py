@@ -642,3 +642,31 @@ def test_a_failure_inside_an_answer_is_one_line_not_a_traceback(server: Readines
     wait_for(lambda: not server._server._open, 10, "the connection's thread ended")
     err = capsys.readouterr().err
     assert err == "firstlight: readiness endpoint: ValueError: no snapshot\n", err
+
+
+# -- which verdicts serve ----------------------------------------------------------------------------------------
+# docs/kubernetes.md: /readyz is 200 once the verdict is `ready`, "`regression` too: it serves". A regression is a
+# server slower than its baseline, still serving: a 503 would take a serving pod out of its Service.
+_SERVES = {"ready": True, "regression": True, "failed": False, "hung": False, "timeout": False,
+           "interrupted": False}
+
+
+def test_every_final_verdict_has_a_stated_readiness():
+    from firstlight.vocab import VERDICTS
+    assert set(_SERVES) == set(VERDICTS) - {"starting"}  # a verdict added to the vocabulary gets a case here
+
+
+@pytest.mark.parametrize("verdict", sorted(_SERVES))
+def test_a_start_judged_regression_answers_readyz_200_as_ready_does(server: ReadinessServer, verdict: str):
+    server.started({"pid": 4242})
+    result = _outcome("ready" if verdict == "regression" else verdict, ready_at=time.time()).result
+    if verdict == "regression":  # how the product makes one: a ready start the history found slower
+        result = result.with_history({"run": 1}, [{"metric": "ttft_s", "value": 2.0, "baseline": 1.0}], 2)
+    assert result.verdict == verdict
+    server.summary(result)
+    code, body = get(server.port, "/readyz")
+    assert body["verdict"] == verdict
+    assert code == (200 if _SERVES[verdict] else 503)
+    assert body["ok"] is _SERVES[verdict]
+    if _SERVES[verdict]:  # it serves: alive and started, as a ready one
+        assert [get(server.port, e)[0] for e in ("/livez", "/startupz")] == [200, 200]
