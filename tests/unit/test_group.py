@@ -329,5 +329,6 @@ def test_a_hung_leader_blames_the_worker_that_hung_as_a_failed_leader_does(leade
 
 @pytest.mark.parametrize("leader", [HUNG, FAILED])
 def test_a_leader_hung_or_failed_blames_the_first_worker_that_hung_in_member_order(leader: str) -> None:
-    g = decide_group(leader, NOW - 40, [m(A, READY, True), m(B, HUNG, rank=2), m("http://127.0.1.4:9", HUNG, rank=3)], STALL, NOW)
+    members = [m(A, READY, True), m(B, HUNG, rank=2), m("http://127.0.1.4:9", HUNG, rank=3)]
+    g = decide_group(leader, NOW - 40, members, STALL, NOW)
     assert (g.verdict, g.culprit) == (HUNG, B)

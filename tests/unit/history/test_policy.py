@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from firstlight.bench.metrics import RequestResult, summarize
 from firstlight.history import DeploymentKey, History
-from firstlight.history.policy import ETA_WINDOW, VERSION_MARGIN, estimate, start_groups, version_regressions
+from firstlight.history.policy import (
+    ETA_WINDOW,
+    VERSION_MARGIN,
+    estimate,
+    is_good,
+    start_groups,
+    version_regressions,
+)
 from firstlight.redact import Redactor
+from firstlight.vocab import READY, VERDICTS
 
 
 def test_the_numbers_are_pinned():
@@ -81,3 +92,50 @@ def test_history_groups_starts_by_type_and_version_and_flags_a_slower_version(tm
         ("warm_page_cache", "0.10.1", "0.11.0")]
     assert regs[0]["message"] == ("warm_page_cache starts 1.82x slower after 0.10.1 -> 0.11.0: median 20.0s (1) vs "
                                   "11.0s (2)")
+
+
+# -- which runs may be a baseline (is_good) ------------------------------------------------------------------------
+def _bench(*failures: RequestResult) -> dict[str, object]:
+    """A benchmark's result as the bench records it: three completed requests and the failed ones given."""
+    done = [RequestResult(i, ok=True, ttft_s=0.05, latency_s=0.5, output_tokens=16) for i in range(3)]
+    return summarize([*done, *failures], 2.0, url="http://127.0.0.1:1", api="completions", model="m",
+                     concurrency=1, prompt_tokens_estimate=8).to_dict()
+
+
+# every way a request fails, as the bench counts it: an error, a timeout (counted apart from the errors)
+FAILURES = {"errors": RequestResult(3, error="HTTP 500: boom"),
+            "timeouts": RequestResult(3, error="timed out after 30 s", timed_out=True)}
+
+
+@pytest.mark.parametrize("kind", sorted(FAILURES))
+def test_a_benchmark_with_a_failed_request_of_any_kind_is_never_a_baseline(tmp_path: Path, kind: str):
+    bench = _bench(FAILURES[kind])
+    assert bench[kind] == 1 and bench["completed"] == 3  # that kind alone: timeouts are not errors
+    assert {k: bench[k] for k in FAILURES if k != kind} == {k: 0 for k in FAILURES if k != kind}
+    assert is_good("bench", {}, bench) is False and is_good("up", {"verdict": "ready"}, bench) is False
+    h, key = _history(tmp_path)
+    run = h.get(h.record_run("bench", {}, key, bench))
+    assert run is not None and run.ok is False
+    assert h.baseline(key, "output_throughput") is None  # the only run is not good: no baseline
+
+
+def test_every_failure_kind_the_bench_counts_is_a_case():
+    # what a request sent can end as, beside completed: a failure kind added to the bench's count gets a case above
+    bench = _bench(*FAILURES.values())
+    assert bench["sent"] == bench["completed"] + sum(bench[k] for k in FAILURES) == 3 + len(FAILURES)
+
+
+def test_a_benchmark_whose_every_request_completed_is_a_baseline(tmp_path: Path):
+    bench = _bench()
+    assert is_good("bench", {}, bench) is True
+    h, key = _history(tmp_path)
+    h.record_run("bench", {}, key, bench)
+    assert h.baseline(key, "output_throughput") == bench["output_throughput"]
+    assert is_good("bench", {}, {**bench, "completed": 0}) is False  # nothing completed: nothing measured
+
+
+@pytest.mark.parametrize("verdict", VERDICTS)
+@pytest.mark.parametrize("kind", ["up", "watch"])
+def test_only_a_start_judged_ready_is_a_baseline(kind: str, verdict: str):
+    # a regression serves, but a baseline made of slower runs would hide the next one
+    assert is_good(kind, {"verdict": verdict}, None) is (verdict == READY)
