@@ -4,6 +4,7 @@ SGLang's remote-instance loader, llama.cpp's build line)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -12,8 +13,9 @@ from firstlight.anatomy import RESIDENT_WARM, anatomy
 from firstlight.config import JudgeConfig
 from firstlight.engines import get_profile
 from firstlight.judge import Judge
-from firstlight.starts import RESTORED_MAX_LINES, RESTORED_MAX_S, classify, describe
+from firstlight.starts import PEER_LOAD_FORMATS, RESTORED_MAX_LINES, RESTORED_MAX_S, classify, describe
 from firstlight.timeline import LogLine, Started, WeightsTotal
+from tests.support.common import REPO
 
 T0 = 1_000_000.0
 GB = 1_000_000_000
@@ -108,3 +110,31 @@ def test_the_engine_version_is_read_from_its_own_line(engine: str, line: str, ve
     j = _judge(engine)
     j.feed(LogLine(T0 + 0.1, line))
     assert j.signals.engine_version == (T0 + 0.1, version)
+
+
+def _docs_peer_formats() -> set[str]:
+    """The load formats docs/history.md names in its peer_loaded row (`--load-format A` / `B`)."""
+    row = next(line for line in (REPO / "docs" / "history.md").read_text().splitlines()
+               if line.startswith("| `peer_loaded` |"))
+    said = row.partition("`--load-format ")[2].partition(")")[0]  # "remote_instance` / `mx`"
+    return set(re.findall(r"[\w-]+", said))
+
+
+def test_the_docs_name_every_peer_load_format_the_code_knows():
+    assert _docs_peer_formats() == set(PEER_LOAD_FORMATS)
+
+
+@pytest.mark.parametrize("spelling", ["space", "equals"])
+@pytest.mark.parametrize("fmt", sorted(PEER_LOAD_FORMATS))
+def test_every_peer_load_format_in_the_command_is_peer_loading(fmt: str, spelling: str):
+    # ModelExpress (`mx`) is a peer load as SGLang's R-Fork (`remote_instance`) is, whatever the page cache says
+    flag = ["--load-format", fmt] if spelling == "space" else [f"--load-format={fmt}"]
+    k = _kind(_judge("sglang", resident=4 * GB), command=["python", "-m", "sglang.launch_server", *flag])
+    assert k["labels"][0] == "peer_loaded" and k["type"].startswith("peer_loaded")
+    assert k["evidence"]["peer_loaded"] == [{"signal": "command", "value": f"--load-format {fmt}", "since": None}]
+
+
+@pytest.mark.parametrize("fmt", ["auto", "safetensors", "dummy", "remote", "mx-like"])
+def test_a_load_format_that_is_not_a_peer_load_is_not_peer_loading(fmt: str):
+    k = _kind(_judge("sglang"), command=["python", "-m", "sglang.launch_server", "--load-format", fmt])
+    assert "peer_loaded" not in k["labels"]
