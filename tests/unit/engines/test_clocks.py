@@ -8,6 +8,7 @@ import json
 import pytest
 
 from firstlight.engines.clocks import (
+    SGLANG_STAGES,
     ModelsStream,
     sglang_metrics,
     sglang_startup_time,
@@ -116,3 +117,26 @@ def test_trtllm_startup_metrics():
     assert got["weight_population"] == (35.6, ())
     assert trtllm_startup_metrics({"a": {"b": {"c": {"d": {"deep_seconds": 1}}}}}, 0.0) == []  # bounded depth
     assert trtllm_startup_metrics("x", 0.0) == []
+
+
+# Several ranks, the slowest anywhere among them: the critical path is the max, whatever order the gauges come in.
+_RANK_SECONDS = {"first": (9.0, 4.0, 6.0), "middle": (4.0, 9.0, 6.0), "last": (4.0, 6.0, 9.0)}
+
+
+def _gauges(family: str, phase: str, seconds: tuple[float, ...]) -> str:
+    return "".join(f'sglang:{family}{{phase="{phase}",rank="{r}"}} {s}\n' for r, s in enumerate(seconds))
+
+
+@pytest.mark.parametrize("slowest", sorted(_RANK_SECONDS))
+@pytest.mark.parametrize("stage", sorted(s for s in SGLANG_STAGES if s != "cuda_graph"))
+def test_sglang_startup_gauges_are_the_slowest_ranks_wherever_it_comes(stage: str, slowest: str):
+    got = sglang_metrics(_gauges("startup_time_seconds", stage, _RANK_SECONDS[slowest]), 0.0)
+    assert [(c.stage, c.seconds, c.phases) for c in got] == [(stage, 9.0, SGLANG_STAGES[stage])]
+
+
+@pytest.mark.parametrize("slowest", sorted(_RANK_SECONDS))
+def test_sglang_cuda_graph_gauges_sum_each_modes_slowest_rank(slowest: str):
+    text = (_gauges("startup_cuda_graph_time_seconds", "prefill", _RANK_SECONDS[slowest])
+            + _gauges("startup_cuda_graph_time_seconds", "decode", tuple(s / 3 for s in _RANK_SECONDS[slowest])))
+    (graph,) = sglang_metrics(text, 0.0)
+    assert (graph.stage, graph.seconds) == ("cuda_graph", 12.0)  # prefill 9 s + decode 3 s, each its slowest
