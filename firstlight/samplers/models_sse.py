@@ -94,9 +94,11 @@ class ModelsSSE:
         with httpx.Client(timeout=timeout, headers=headers(self.api_key), trust_env=False) as client:
             while not self._done():
                 try:
+                    before = self.events
                     self._follow(client, sink)
-                    wait = BACKOFF_MIN_S  # it answered: the next try at once
-                    continue
+                    if self.events > before:  # it streamed: the next try at once (an empty one backs off)
+                        wait = BACKOFF_MIN_S
+                        continue
                 except httpx.ReadTimeout:
                     continue  # quiet, not gone
                 except LineTooLong as e:
