@@ -1,7 +1,7 @@
-"""A refused ``/models/sse`` is retried after a back-off that doubles from 0.2 s (docs/engine-clocks.md), not every 0.2
-s: a router that refuses the stream is asked 7 times in 12 s, not 59. Against a real loopback server in this process
-that refuses every request in each of the ways a refusal comes: an HTTP error status, a connection accepted and
-closed without an answer, a stream answered but ended before its first event. Only lower bounds on the gaps are
+"""A refused ``/models/sse`` is retried after a back-off that doubles from 0.2 s (docs/engine-clocks.md), not every
+0.2 s: a router that refuses the stream is asked 7 times in 12 s, not 59. Against a real loopback server in this
+process that refuses every request in each of the ways a refusal comes: an HTTP error status, a connection accepted
+and closed without an answer, a stream answered but ended before its first event. Only lower bounds on the gaps are
 asserted: a loaded machine can only make them longer."""
 
 from __future__ import annotations
