@@ -13,7 +13,14 @@ from firstlight.anatomy import RESIDENT_WARM, anatomy
 from firstlight.config import JudgeConfig
 from firstlight.engines import get_profile
 from firstlight.judge import Judge
-from firstlight.starts import PEER_LOAD_FORMATS, RESTORED_MAX_LINES, RESTORED_MAX_S, classify, describe
+from firstlight.starts import (
+    ORDER,
+    PEER_LOAD_FORMATS,
+    RESTORED_MAX_LINES,
+    RESTORED_MAX_S,
+    classify,
+    describe,
+)
 from firstlight.timeline import LogLine, Started, WeightsTotal
 from tests.support.common import REPO
 
@@ -138,3 +145,38 @@ def test_every_peer_load_format_in_the_command_is_peer_loading(fmt: str, spellin
 def test_a_load_format_that_is_not_a_peer_load_is_not_peer_loading(fmt: str):
     k = _kind(_judge("sglang"), command=["python", "-m", "sglang.launch_server", "--load-format", fmt])
     assert "peer_loaded" not in k["labels"]
+
+
+def _docs_labels() -> list[str]:
+    """The labels of docs/history.md's start-type table, in its order (`warm_page_cache` / `cold` is two)."""
+    text = (REPO / "docs" / "history.md").read_text()
+    table = text.partition("## Start types")[2].partition("\n\n| label |")[2].partition("\n\n")[0]
+    return [label for row in table.splitlines()[2:] for label in re.findall(r"`(\w+)`", row.split("|")[1])]
+
+
+def test_the_docs_table_names_every_start_label_in_the_order_a_type_joins_them():
+    assert _docs_labels() == list(ORDER)
+
+
+def _evidence_for(label: str) -> dict[str, Any]:
+    """A start with the evidence of ``label`` only (and what its rule needs beside it)."""
+    if label == "peer_loaded":
+        return _kind(_judge("sglang"), command=["sglang", "--load-format", "mx"])
+    if label == "restored":
+        return _kind(_judge(), cold_start_s=1.0)
+    if label in ("warm_page_cache", "cold"):
+        return _kind(_judge(resident=4 * GB if label == "warm_page_cache" else 0))
+    j = _judge()
+    j.feed(LogLine(T0 + 1, VLLM + ("Directly load the compiled graph(s) for dynamic shape from the cache, took 3 s"
+                                   if label == "compile_cache_hit" else
+                                   "Compiling a graph for dynamic shape takes 20.1 s")))
+    return _kind(j)
+
+
+@pytest.mark.parametrize("label", ORDER)
+def test_every_start_label_is_given_on_its_own_evidence_and_named_in_the_line(label: str):
+    k = _evidence_for(label)
+    assert label in k["labels"] and k["evidence"][label], k
+    assert k["type"] == "+".join(x for x in ORDER if x in k["labels"])  # joined in the stated order
+    line = describe(k)
+    assert line is not None and line.startswith(f"start type: {k['type']} (")
