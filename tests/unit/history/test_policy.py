@@ -9,9 +9,11 @@ import pytest
 from firstlight.bench.metrics import RequestResult, summarize
 from firstlight.history import DeploymentKey, History
 from firstlight.history.policy import (
+    DIRECTION,
     ETA_WINDOW,
     VERSION_MARGIN,
     estimate,
+    extract_metrics,
     is_good,
     start_groups,
     version_regressions,
@@ -97,7 +99,8 @@ def test_history_groups_starts_by_type_and_version_and_flags_a_slower_version(tm
 # -- which runs may be a baseline (is_good) ------------------------------------------------------------------------
 def _bench(*failures: RequestResult) -> dict[str, object]:
     """A benchmark's result as the bench records it: three completed requests and the failed ones given."""
-    done = [RequestResult(i, ok=True, ttft_s=0.05, latency_s=0.5, output_tokens=16) for i in range(3)]
+    done = [RequestResult(i, ok=True, ttft_s=0.05, itl_s=[0.03] * 15, latency_s=0.5, output_tokens=16)
+            for i in range(3)]
     return summarize([*done, *failures], 2.0, url="http://127.0.0.1:1", api="completions", model="m",
                      concurrency=1, prompt_tokens_estimate=8).to_dict()
 
@@ -139,3 +142,46 @@ def test_a_benchmark_whose_every_request_completed_is_a_baseline(tmp_path: Path)
 def test_only_a_start_judged_ready_is_a_baseline(kind: str, verdict: str):
     # a regression serves, but a baseline made of slower runs would hide the next one
     assert is_good(kind, {"verdict": verdict}, None) is (verdict == READY)
+
+
+# -- the numbers a run is compared on (extract_metrics), every metric of DIRECTION -------------------------------------
+def _figure(bench: dict[str, object], metric: str) -> object:
+    """Where the bench's own result holds ``metric``: top level, or the median of its ``<name>_ms`` stats."""
+    if metric.endswith("_median_ms"):
+        stats = bench[metric.removesuffix("_median_ms") + "_ms"]
+        assert isinstance(stats, dict)
+        return stats["median"]
+    return bench[metric]
+
+
+@pytest.mark.parametrize("metric", sorted(DIRECTION))
+def test_every_metric_a_baseline_compares_is_taken_from_a_real_benchmark_and_summary(metric: str):
+    bench = _bench()
+    got = extract_metrics({"verdict": "ready", "cold_start_s": 42.5}, bench)
+    assert set(got) == set(DIRECTION)  # each metric the regression rule compares, none else
+    assert got[metric] == (42.5 if metric == "cold_start_s" else _figure(bench, metric))
+    assert isinstance(got[metric], float | int) and got[metric] > 0
+
+
+@pytest.mark.parametrize("metric", sorted(m for m in DIRECTION if m != "cold_start_s"))
+def test_a_benchmark_figure_that_is_not_a_number_is_no_metric(metric: str):
+    bench = _bench()
+    if metric.endswith("_median_ms"):
+        bench[metric.removesuffix("_median_ms") + "_ms"] = {"median": "12.5"}
+    else:
+        bench[metric] = "12.5"
+    got = extract_metrics({"verdict": "ready"}, bench)
+    assert metric not in got and set(got) == set(DIRECTION) - {metric, "cold_start_s"}
+
+
+@pytest.mark.parametrize(("summary", "cold"), [
+    ({"verdict": "ready", "started_at": 100.0, "ready_at": 130.5}, 30.5),  # an older summary: from READY
+    ({"verdict": "failed", "started_at": 100.0, "ready_at": 130.5}, None),  # not ready: no start time
+    ({"verdict": "ready", "cold_start_s": None, "started_at": 100.0, "ready_at": 130.5}, None),  # saw no start
+    ({"verdict": "ready", "started_at": "100", "ready_at": 130.5}, None),  # a damaged row: text is no time
+    ({"verdict": "ready", "cold_start_s": 12.0, "started_at": 100.0, "ready_at": 130.5}, 12.0),  # its own figure
+])
+def test_the_start_time_is_the_summarys_own_else_from_ready_for_an_older_ready_one(summary: dict[str, object],
+                                                                                   cold: float | None):
+    assert extract_metrics(summary, None).get("cold_start_s") == cold
+    assert set(extract_metrics(summary, None)) <= {"cold_start_s"}
