@@ -12,10 +12,13 @@ from firstlight.history.policy import (
     DIRECTION,
     ETA_WINDOW,
     VERSION_MARGIN,
+    base_type,
     estimate,
     extract_metrics,
     is_good,
     start_groups,
+    start_type_of,
+    version_of,
     version_regressions,
 )
 from firstlight.redact import Redactor
@@ -185,3 +188,60 @@ def test_the_start_time_is_the_summarys_own_else_from_ready_for_an_older_ready_o
                                                                                    cold: float | None):
     assert extract_metrics(summary, None).get("cold_start_s") == cold
     assert set(extract_metrics(summary, None)) <= {"cold_start_s"}
+
+
+# -- start types and versions as a summary carries them, and the groups `history` compares -------------------------
+@pytest.mark.parametrize(("start_type", "base"), [
+    ("warm_page_cache+compile_cache_hit", "warm_page_cache"), ("cold+compile_cache_miss+x", "cold"),
+    ("restored", "restored"), ("", None), (None, None)])
+def test_a_start_is_compared_by_its_first_label(start_type: str | None, base: str | None):
+    assert base_type(start_type) == base
+
+
+@pytest.mark.parametrize(("summary", "start_type", "version"), [
+    ({"start_type": {"type": "cold"}, "engine_version": "0.11.0"}, "cold", "0.11.0"),
+    ({"start_type": {"type": ""}, "engine_version": ""}, None, None),  # said empty: none
+    ({"start_type": {"type": 3}, "engine_version": 3}, None, None),  # a damaged row: not text
+    ({"start_type": "cold"}, None, None),  # not the object a summary carries
+    ({}, None, None),  # an older run, a bench run
+])
+def test_the_start_type_and_engine_version_a_summary_carries(summary: dict[str, object], start_type: str | None,
+                                                             version: str | None):
+    assert (start_type_of(summary), version_of(summary)) == (start_type, version)
+
+
+def test_a_start_group_has_its_count_median_minimum_and_maximum_untyped_and_unknown_named():
+    groups = start_groups([("d", None, None, 30.0), ("d", None, None, 10.0), ("d", None, None, 20.0),
+                           ("e", "cold", "1", 5.0)])
+    assert groups == [
+        {"deployment": "d", "start_type": "untyped", "version": "unknown", "starts": 3, "median_s": 20.0,
+         "min_s": 10.0, "max_s": 30.0},
+        {"deployment": "e", "start_type": "cold", "version": "1", "starts": 1, "median_s": 5.0, "min_s": 5.0,
+         "max_s": 5.0}]
+
+
+def _group(version: str, median_s: float, start_type: str = "cold", deployment: str = "d") -> dict[str, object]:
+    return {"deployment": deployment, "start_type": start_type, "version": version, "starts": 2,
+            "median_s": median_s}
+
+
+def test_a_version_is_a_regression_only_beyond_the_margin_against_the_version_just_before():
+    at_margin = version_regressions([_group("1", 10.0), _group("2", 12.0)])
+    assert at_margin == []  # 1.2x: the margin itself is not beyond it
+    (reg,) = version_regressions([_group("1", 10.0), _group("2", 12.5)])
+    assert reg == {"deployment": "d", "start_type": "cold", "from_version": "1", "to_version": "2", "ratio": 1.25,
+                   "message": "cold starts 1.25x slower after 1 -> 2: median 12.5s (2) vs 10.0s (2)"}
+    assert version_regressions([_group("1", 10.0), _group("2", 11.0)], margin=0.05)  # the margin given is used
+    # against the version just before (3 is compared with 2, not with 1)
+    assert [r["to_version"] for r in version_regressions([_group("1", 10.0), _group("2", 20.0),
+                                                          _group("3", 21.0)])] == ["2"]
+
+
+@pytest.mark.parametrize("groups", [
+    [_group("1", 10.0), _group("1", 30.0)],  # the same version: no upgrade to blame
+    [_group("1", 0.0), _group("2", 30.0)],  # a 0 s median before: no ratio
+    [_group("1", 10.0), _group("2", 30.0, start_type="warm_page_cache")],  # another type: never compared
+    [_group("1", 10.0), _group("2", 30.0, deployment="e")],  # another deployment: never compared
+])
+def test_no_version_regression_without_an_upgrade_of_the_same_deployment_and_type(groups: list[dict[str, object]]):
+    assert version_regressions(groups) == []
