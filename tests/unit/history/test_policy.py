@@ -12,6 +12,7 @@ from firstlight.history.policy import (
     DIRECTION,
     ETA_WINDOW,
     VERSION_MARGIN,
+    StartEstimate,
     base_type,
     estimate,
     extract_metrics,
@@ -245,3 +246,15 @@ def test_a_version_is_a_regression_only_beyond_the_margin_against_the_version_ju
 ])
 def test_no_version_regression_without_an_upgrade_of_the_same_deployment_and_type(groups: list[dict[str, object]]):
     assert version_regressions(groups) == []
+
+
+def test_an_eta_says_what_it_is_from_in_its_fields_and_its_note():
+    one = estimate([("cold", 60.0), ("warm_page_cache", 10.0)], "cold+compile_cache_hit")
+    assert one == StartEstimate(60.0, 1, "cold", {"cold": 1}, "ETA from 1 cold start")  # one start: singular
+    mixed = estimate([("cold", 60.0), ("cold", 64.0), (None, 20.0)], "restored")
+    assert mixed == StartEstimate(60.0, 3, "restored", {"cold": 2, "untyped": 1},
+                                  "no restored starts yet: ETA from 2 cold starts, 1 untyped start")
+
+
+def test_a_version_after_a_sub_second_median_is_still_compared():
+    assert [r["ratio"] for r in version_regressions([_group("1", 0.5), _group("2", 1.0)])] == [2.0]
