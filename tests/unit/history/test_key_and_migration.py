@@ -77,3 +77,44 @@ def test_a_schema_1_database_written_by_the_old_code_is_migrated_and_its_rows_ke
         assert h.get(new) is not None and h.get(new).deployment == key.hash  # type: ignore[union-attr]
     with History(db) as h:  # opened again: nothing migrated twice
         assert len(h.runs()) == 4 and len({r.deployment for r in h.runs()}) == 1
+
+
+# -- every field of the key, from each form a command comes in ---------------------------------------------------------
+SECRET = "sk-" + "k" * 24
+
+
+def test_every_field_of_the_key_is_read_from_the_command_secrets_masked():
+    argv = [*VLLM, "--tensor-parallel-size", "2", "--pipeline-parallel-size", "3", "--data-parallel-size", "4",
+            "--nnodes", "5", "--quantization", "fp8", "--api-key", SECRET, "--port", "8000"]
+    k = DeploymentKey.create("vllm", "/models/qwen", argv, 8)
+    assert k == DeploymentKey(
+        engine="vllm", model="/models/qwen", gpu_count=8, parallelism="tp=2 pp=3 dp=4 nnodes=5", quantization="fp8",
+        command=f"{' '.join(VLLM)} --tensor-parallel-size 2 --pipeline-parallel-size 3 --data-parallel-size 4 "
+                "--nnodes 5 --quantization fp8 --api-key '***' --port 8000",
+        start_flags="--model /models/qwen --tensor-parallel-size 2 "
+                    "--pipeline-parallel-size 3 --data-parallel-size 4 --nnodes 5 --quantization fp8 --api-key '***'")
+
+
+def test_a_command_given_as_text_is_the_same_key_as_its_words():
+    argv = [*VLLM, "--tensor-parallel-size", "2", "--api-key", SECRET]
+    assert DeploymentKey.create("vllm", "/models/qwen", " ".join(argv), 2) == \
+        DeploymentKey.create("vllm", "/models/qwen", argv, 2)
+
+
+def test_a_command_text_that_cannot_be_split_is_kept_whole_with_its_secrets_masked():
+    text = f'vllm serve /models/{SECRET} --api-key "{SECRET}'  # an unbalanced quote
+    k = DeploymentKey.create("vllm", f"/models/{SECRET}", text, 2)
+    masked = 'vllm serve /models/*** --api-key "***'
+    assert k == DeploymentKey("vllm", "/models/***", masked, 2, start_flags=masked)
+
+
+@pytest.mark.parametrize("command", [None, [], ""])
+def test_without_a_command_the_key_is_the_engine_model_and_gpus(command: list[str] | str | None):
+    assert DeploymentKey.create("vllm", f"/models/{SECRET}", command, 2) == \
+        DeploymentKey("vllm", "/models/***", None, 2)
+
+
+def test_the_command_is_read_as_the_engine_named_reads_it():
+    argv = ["python", "launch.py", "--tp", "2", "--model-path", "/models/qwen"]  # --tp is SGLang's, not vLLM's
+    assert DeploymentKey.create("sglang", "/models/qwen", argv, 2).parallelism == "tp=2"
+    assert DeploymentKey.create("vllm", "/models/qwen", argv, 2).parallelism is None
