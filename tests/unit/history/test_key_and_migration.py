@@ -17,6 +17,7 @@ import pytest
 
 from firstlight.history import DeploymentKey, History
 from firstlight.history.db import SCHEMA_VERSION
+from firstlight.history.key import legacy_hash
 from tests.support.common import FIXTURES
 
 OLD_DB = FIXTURES / "history" / "schema1.sqlite3"
@@ -118,3 +119,19 @@ def test_the_command_is_read_as_the_engine_named_reads_it():
     argv = ["python", "launch.py", "--tp", "2", "--model-path", "/models/qwen"]  # --tp is SGLang's, not vLLM's
     assert DeploymentKey.create("sglang", "/models/qwen", argv, 2).parallelism == "tp=2"
     assert DeploymentKey.create("vllm", "/models/qwen", argv, 2).parallelism is None
+
+
+@pytest.mark.parametrize("model", [None, ""])
+def test_a_key_without_a_model_keeps_it_as_given(model: str | None):
+    assert DeploymentKey.create("vllm", model, VLLM, 2).model == model
+    assert DeploymentKey.create("vllm", model, None, 2).model == model
+
+
+def test_the_schema_1_hash_is_the_one_the_old_code_stored():
+    con = sqlite3.connect(f"file:{OLD_DB}?mode=ro", uri=True)  # the fixture is read, never written
+    try:
+        rows = con.execute("SELECT deployment, engine, model, command, gpu_count FROM runs").fetchall()
+    finally:
+        con.close()
+    assert {r[0] for r in rows} == {"7b096d27baa3", "22f7a4dcded2"}  # two ports: two deployments in schema 1
+    assert [legacy_hash(*r[1:]) for r in rows] == [r[0] for r in rows]
