@@ -135,3 +135,11 @@ def test_the_schema_1_hash_is_the_one_the_old_code_stored():
         con.close()
     assert {r[0] for r in rows} == {"7b096d27baa3", "22f7a4dcded2"}  # two ports: two deployments in schema 1
     assert [legacy_hash(*r[1:]) for r in rows] == [r[0] for r in rows]
+
+
+def test_a_key_as_a_dict_is_its_hash_and_every_field():
+    k = _key("--tensor-parallel-size", "2")
+    assert k.to_dict() == {"hash": k.hash, "engine": "vllm", "model": "/models/qwen", "command": k.command,
+                           "gpu_count": 2, "parallelism": "tp=2", "quantization": None,
+                           "start_flags": k.start_flags}
+    assert len(k.hash) == 12 and int(k.hash, 16) >= 0

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from firstlight.history import DeploymentKey, History
+from firstlight.history import History
+from firstlight.history.key import DeploymentKey
 from firstlight.redact import Redactor
 
 TOKEN = "hf_" + "Q" * 8 + "modelToken1234567"  # the shape a Hugging Face token has
