@@ -125,6 +125,7 @@ def test_the_command_is_read_as_the_engine_named_reads_it():
 def test_a_key_without_a_model_keeps_it_as_given(model: str | None):
     assert DeploymentKey.create("vllm", model, VLLM, 2).model == model
     assert DeploymentKey.create("vllm", model, None, 2).model == model
+    assert DeploymentKey.create("vllm", model, 'vllm serve "unbalanced', 2).model == model
 
 
 def test_the_schema_1_hash_is_the_one_the_old_code_stored():
