@@ -244,3 +244,9 @@ def test_a_restored_start_names_the_phases_it_went_through(phases: list[str], sa
     assert k["evidence"]["restored"][0] == {"signal": "phases", "since": None,
                                             "value": f"no load, compile or graph phase seen ({said})"}
     assert k["evidence"]["restored"][1]["value"] == "3 log lines before READY (at most 20)"
+
+
+@pytest.mark.parametrize("start_type", [{"type": "cold", "evidence": {}},  # no labels (an older or damaged row)
+                                        {"type": "cold", "labels": ["cold"], "evidence": {}}])  # a label without any
+def test_a_start_type_without_its_labels_or_evidence_is_still_one_line(start_type: dict[str, Any]):
+    assert describe(start_type) == "start type: cold ()"
