@@ -140,3 +140,46 @@ def test_sglang_cuda_graph_gauges_sum_each_modes_slowest_rank(slowest: str):
             + _gauges("startup_cuda_graph_time_seconds", "decode", tuple(s / 3 for s in _RANK_SECONDS[slowest])))
     (graph,) = sglang_metrics(text, 0.0)
     assert (graph.stage, graph.seconds) == ("cuda_graph", 12.0)  # prefill 9 s + decode 3 s, each its slowest
+
+
+# -- SGLang's startup_time, each place an answer holds it, each figure as shown ------------------------------------
+FIGURES = {"load_weight": 0.5, "kv_cache_allocation": 3.25}
+
+
+@pytest.mark.parametrize("info", [{"startup_time": FIGURES},  # top level
+                                  {"internal_states": [{"startup_time": FIGURES}, {}]},  # the first state's
+                                  FIGURES])  # the startup_time dict itself
+def test_sglang_startup_time_is_read_wherever_the_answer_holds_it(info: dict[str, object]):
+    got = sglang_startup_time(info, 7.0)
+    assert [(c.t, c.source, c.stage, c.phases, c.seconds, c.text) for c in got] == [
+        (7.0, "server_info", "load_weight", ("weights_loading",), 0.5, "load_weight: 0.5"),  # under a second too
+        (7.0, "server_info", "kv_cache_allocation", ("kv_cache",), 3.25, "kv_cache_allocation: 3.25")]
+
+
+@pytest.mark.parametrize("info", [{"internal_states": [{"startup_time": "x"}]}, {"internal_states": []},
+                                  {"internal_states": ["x"]}, {"e2e": 5.0}])  # no load_weight: not a bare dict
+def test_sglang_answers_without_a_startup_time_give_none(info: dict[str, object]):
+    assert sglang_startup_time(info, 0.0) == []
+
+
+def test_sglangs_cuda_graph_modes_are_summed_to_the_millisecond_and_named():
+    (graph,) = sglang_startup_time({"startup_time": {"cuda_graph": {"prefill": 1.23456, "decode": 2.0001}}}, 0.0)
+    assert (graph.stage, graph.phases, graph.seconds) == ("cuda_graph", ("cuda_graph",), 3.235)
+    assert graph.text == "cuda_graph: prefill 1.23456s, decode 2.0001s"
+
+
+def test_sglangs_stage_names_and_texts_are_clipped():
+    name = "x" * 300
+    (clock,) = sglang_startup_time({"startup_time": {name: 1.0, "load_weight": "nan"}}, 0.0)
+    assert clock.stage == "x" * 64 and clock.phases == ()  # an unknown stage: shown, not compared
+    assert len(clock.text) == 200 and clock.text.endswith("…") and clock.text.startswith("x" * 199)
+    (fits,) = sglang_startup_time({"startup_time": {"y" * 191: 1.0}}, 0.0)
+    assert fits.text == "y" * 191 + ": 1.0" and len(fits.text) == 196  # under the bound: whole
+
+
+def test_sglang_gauges_skip_other_families_and_samples_without_a_phase_and_keep_their_time():
+    text = ('sglang:num_running_reqs 3\n'
+            'sglang:startup_time_seconds{rank="0"} 99\n'  # no phase: not a stage
+            'sglang:startup_time_seconds{phase="load_weight",rank="0"} 0.25\n')
+    got = sglang_metrics(text, 5.0)
+    assert [(c.t, c.stage, c.seconds, c.text) for c in got] == [(5.0, "load_weight", 0.25, "load_weight: 0.25")]
