@@ -173,8 +173,8 @@ def test_sglangs_stage_names_and_texts_are_clipped():
     (clock,) = sglang_startup_time({"startup_time": {name: 1.0, "load_weight": "nan"}}, 0.0)
     assert clock.stage == "x" * 64 and clock.phases == ()  # an unknown stage: shown, not compared
     assert len(clock.text) == 200 and clock.text.endswith("…") and clock.text.startswith("x" * 199)
-    (fits,) = sglang_startup_time({"startup_time": {"y" * 191: 1.0}}, 0.0)
-    assert fits.text == "y" * 191 + ": 1.0" and len(fits.text) == 196  # under the bound: whole
+    (fits,) = sglang_startup_time({"startup_time": {"y" * 195: 1.0}}, 0.0)
+    assert fits.text == "y" * 195 + ": 1.0" and len(fits.text) == 200  # at the bound: whole
 
 
 def test_sglang_gauges_skip_other_families_and_samples_without_a_phase_and_keep_their_time():
