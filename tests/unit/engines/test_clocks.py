@@ -8,7 +8,9 @@ import json
 import pytest
 
 from firstlight.engines.clocks import (
+    MAX_FIGURES,
     SGLANG_STAGES,
+    TRTLLM_STAGES,
     ModelsStream,
     sglang_metrics,
     sglang_startup_time,
@@ -183,3 +185,23 @@ def test_sglang_gauges_skip_other_families_and_samples_without_a_phase_and_keep_
             'sglang:startup_time_seconds{phase="load_weight",rank="0"} 0.25\n')
     got = sglang_metrics(text, 5.0)
     assert [(c.t, c.stage, c.seconds, c.text) for c in got] == [(5.0, "load_weight", 0.25, "load_weight: 0.25")]
+
+
+# -- TensorRT-LLM's startup_metrics: every stage of the code's table, at each depth it may sit ------------------------
+@pytest.mark.parametrize("key", sorted(TRTLLM_STAGES))
+def test_every_trtllm_stage_is_read_with_its_phases_and_text_at_any_depth_to_three(key: str):
+    for depth in range(4):  # nested one to three dicts deep: read (four deep is not: test_trtllm_startup_metrics)
+        nested: object = {key: 2.5}
+        for i in range(depth):
+            nested = {f"level{i}": nested}
+        (clock,) = trtllm_startup_metrics({"startup": nested} if depth < 3 else nested, 9.0)
+        assert (clock.t, clock.source, clock.stage, clock.phases, clock.seconds, clock.text) == (
+            9.0, "startup_metrics", key.removesuffix("_seconds"), TRTLLM_STAGES[key], 2.5, f"{key}: 2.5")
+
+
+def test_trtllm_figures_are_bounded_in_number_and_name_and_only_seconds_are_read():
+    many = {f"stage{i:03d}_seconds": float(i) for i in range(MAX_FIGURES + 5)}
+    got = trtllm_startup_metrics({**many, "count": 3, "a_seconds_total": 1.0}, 0.0)
+    assert [c.stage for c in got] == [f"stage{i:03d}" for i in range(MAX_FIGURES)]
+    (long,) = trtllm_startup_metrics({"z" * 100 + "_seconds": 1.0}, 0.0)
+    assert long.stage == "z" * 64 and long.phases == ()
