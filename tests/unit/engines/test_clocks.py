@@ -8,11 +8,13 @@ import json
 import pytest
 
 from firstlight.engines.clocks import (
+    LLAMA_STAGES,
     MAX_FIGURES,
     SGLANG_STAGES,
     TRTLLM_STAGES,
     ModelsStream,
     sglang_metrics,
+    sglang_server_info,
     sglang_startup_time,
     trtllm_startup_metrics,
 )
@@ -205,3 +207,50 @@ def test_trtllm_figures_are_bounded_in_number_and_name_and_only_seconds_are_read
     assert [c.stage for c in got] == [f"stage{i:03d}" for i in range(MAX_FIGURES)]
     (long,) = trtllm_startup_metrics({"z" * 100 + "_seconds": 1.0}, 0.0)
     assert long.stage == "z" * 64 and long.phases == ()
+
+
+# -- llama.cpp's /models/sse, mark by mark ---------------------------------------------------------------------------
+def _ev(status: str, current: str | None = None, value: float | None = None, model: str = "m") -> str:
+    data: dict[str, object] = {"status": status}
+    if current is not None:
+        data["progress"] = {"current": current, "value": value}
+    return json.dumps({"model": model, "data": data})
+
+
+def test_each_mark_carries_its_time_stage_phases_and_the_event_it_came_from():
+    s = ModelsStream()
+    assert (s.loaded, s.failed, s.model) == (False, None, None)
+    first = _ev("loading", "text_model", 1.0)  # a stage that begins and ends in one event
+    got = s.feed(first, 3.0)
+    assert [(c.t, c.source, c.stage, c.phases, c.seconds, c.mark, c.text) for c in got] == [
+        (3.0, "models_sse", "load", LLAMA_STAGES["load"], None, "begin", first),
+        (3.0, "models_sse", "text_model", LLAMA_STAGES["text_model"], None, "begin", first),
+        (3.0, "models_sse", "text_model", LLAMA_STAGES["text_model"], None, "end", first)]
+    assert s.model == "m"
+    (begin,) = s.feed(_ev("loading", "y" * 100, 0.5), 4.0)
+    assert (begin.stage, begin.phases, begin.mark) == ("y" * 64, (), "begin")  # clipped, shown not compared
+    last = _ev("loaded")
+    assert [(c.t, c.stage, c.mark, c.text) for c in s.feed(last, 5.0)] == [
+        (5.0, "y" * 64, "end", last), (5.0, "load", "end", last)]
+    assert s.loaded is True and s.failed is None
+
+
+@pytest.mark.parametrize("status", ["unloaded", "failed", "error"])
+def test_a_load_that_fails_says_how_once_it_had_begun(status: str):
+    s = ModelsStream()
+    assert s.feed(_ev(status), 1.0) == [] and s.failed is None  # before its load began: nothing to fail
+    s.feed(_ev("loading", "text_model", 0.2), 2.0)
+    assert s.feed(_ev(status), 3.0) == [] and s.failed == status and s.loaded is False
+
+
+def test_a_status_that_is_not_a_failure_fails_nothing():
+    s = ModelsStream()
+    s.feed(_ev("loading", "text_model", 0.2), 2.0)
+    s.feed(_ev("sleeping"), 3.0)
+    assert s.failed is None
+
+
+def test_the_server_info_text_is_read_as_its_json_else_no_figure():
+    assert [(c.stage, c.seconds) for c in sglang_server_info(json.dumps({"startup_time": FIGURES}), 1.0)] == [
+        ("load_weight", 0.5), ("kv_cache_allocation", 3.25)]
+    assert sglang_server_info("not json", 1.0) == [] and sglang_server_info("[" * 100_000, 1.0) == []
