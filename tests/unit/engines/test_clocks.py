@@ -251,6 +251,14 @@ def test_a_status_that_is_not_a_failure_fails_nothing():
 
 
 def test_the_server_info_text_is_read_as_its_json_else_no_figure():
-    assert [(c.stage, c.seconds) for c in sglang_server_info(json.dumps({"startup_time": FIGURES}), 1.0)] == [
-        ("load_weight", 0.5), ("kv_cache_allocation", 3.25)]
+    assert [(c.t, c.stage, c.seconds) for c in sglang_server_info(json.dumps({"startup_time": FIGURES}), 1.0)] == [
+        (1.0, "load_weight", 0.5), (1.0, "kv_cache_allocation", 3.25)]
     assert sglang_server_info("not json", 1.0) == [] and sglang_server_info("[" * 100_000, 1.0) == []
+
+
+def test_a_stage_that_gives_way_to_the_next_ends_when_and_where_the_next_begins():
+    s = ModelsStream()
+    s.feed(_ev("loading", "text_model", 0.5), 1.0)
+    nxt = _ev("loading", "mmproj", 0.1)
+    assert [(c.t, c.stage, c.mark, c.text) for c in s.feed(nxt, 2.0)] == [
+        (2.0, "text_model", "end", nxt), (2.0, "mmproj", "begin", nxt)]
