@@ -39,16 +39,18 @@ class DeploymentKey:
                server: ServerCommand | None = None) -> DeploymentKey:
         """``server``: the command as the run already read it (by ``engine``'s flags); else it is read here."""
         r = redactor or Redactor()
-        model = r.text(model) if model else model  # a path or id may hold a token, as the command may
         argv: Sequence[str] | None = command if not isinstance(command, str) else None
         if isinstance(command, str):
             try:
                 argv = shlex.split(command)
             except ValueError:  # unbalanced quotes: mask what the text patterns can see
+                model = r.text(model) if model else model
                 return cls(engine, model, r.text(command), gpu_count, start_flags=r.text(command))
+        if argv:  # learnt first: the model's path may hold the value given to --api-key, as the command does
+            r.add_from_argv(argv)
+        model = r.text(model) if model else model  # a path or id may hold a token, as the command may
         if not argv:
             return cls(engine, model, None, gpu_count)
-        r.add_from_argv(argv)
         sc = server if server is not None else read_command(list(argv), engine=engine)
         parts = [f"{n}={v}" for n, v in (("tp", sc.tp), ("pp", sc.pp), ("dp", sc.dp), ("nnodes", sc.nnodes))
                  if v is not None]

@@ -90,9 +90,11 @@ class ModelsSSE:
         with Wire(self.base, api_key=self.api_key, connect_timeout=CONNECT_TIMEOUT_S) as wire:
             while not self._done():
                 try:
+                    before = self.events
                     self._follow(wire, sink)
-                    wait = BACKOFF_MIN_S  # it answered: the next try at once
-                    continue
+                    if self.events > before:  # it streamed: the next try at once (an empty one backs off)
+                        wait = BACKOFF_MIN_S
+                        continue
                 except LineTooLong as e:
                     if not noted:
                         sink(SourceNote(self.clock(), "engine_clock", f"{PATH}: {e}; reconnecting"))

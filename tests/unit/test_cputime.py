@@ -44,3 +44,26 @@ def test_the_serving_tracker_counts_cpu_that_reaches_its_threshold_in_ticks_as_w
     assert t.cpu_moved_at == 2.0
     t.cpu_seen(3.0, 1.0 + 0.09 + 0.01 + 0.09)  # 9 ticks in 1 s: under
     assert t.cpu_moved_at == 2.0
+
+
+# The cases the rule exists for, found rather than picked: a value whose product by the clock rate is exact (as
+# (0.09 + 0.01) * 100 happens to be) passes with or without the rounding, so it cannot fail for the bug.
+_TICKS = range(1, 64)
+_SUMS_SHORT = [(i, j) for i in _TICKS for j in _TICKS if (i * TICK_S + j * TICK_S) * CLK_TCK < i + j]
+_THRESHOLDS_OVER = [k for k in _TICKS if (k * TICK_S) * CLK_TCK > k]
+
+
+def test_cpu_summed_from_ticks_reaches_a_threshold_exactly_at_its_ticks_though_the_float_falls_short():
+    assert len(_SUMS_SHORT) >= 10  # the inexact cases exist at this clock rate: the test below can fail
+    for i, j in _SUMS_SHORT:
+        used, at = i * TICK_S + j * TICK_S, (i + j) * TICK_S
+        assert reaches(used, at), (i, j)
+        assert not reaches(used, at + TICK_S), (i, j)  # one tick more is still out of reach
+
+
+def test_cpu_exactly_at_a_threshold_whose_float_is_over_its_ticks_reaches_it():
+    assert _THRESHOLDS_OVER  # e.g. 7 ticks: 0.07 * 100 is 7.000000000000001
+    for k in _THRESHOLDS_OVER:
+        assert reaches(k * TICK_S, k * TICK_S), k
+        assert rate_reaches(k * TICK_S, 1.0, k * TICK_S), k
+        assert not reaches((k - 1) * TICK_S, k * TICK_S), k

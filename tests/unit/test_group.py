@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from firstlight.group import LEADER, GroupVerdict, MemberState, decide_group, member_from_body, unreachable
-from firstlight.vocab import FAILED, HUNG, READY, STARTING
+from firstlight.vocab import FAILED, HUNG, READY, SERVING_VERDICTS, STARTING, VERDICTS
 
 NOW = 1000.0
 STALL = 30.0
@@ -311,3 +313,39 @@ def test_a_member_restarting_is_counted_each_time_its_engine_pid_or_start_change
     blank = member_from_body(A, 503, {"verdict": "starting"}, sidecar)
     assert (blank.start_key, blank.restarts) == (None, 2)
     assert member_from_body(A, 503, {"verdict": "starting", "pid": 12, "start": 1}, blank).restarts == 2
+
+
+@pytest.mark.parametrize("leader", VERDICTS)
+def test_a_hung_leader_blames_the_worker_that_hung_as_a_failed_leader_does(leader: str) -> None:
+    # The leader's own judge says hung because rank 0 waits on the worker that stopped: the worker is named, for
+    # every verdict of the leader (rule 1 and 2 come before the leader's own verdict, docs/multinode.md).
+    hung = m(B, HUNG, rank=2, lp=NOW - 50)
+    g = decide_group(leader, NOW - 40, [m(A, READY, True), hung], STALL, NOW)
+    assert (g.verdict, g.serving, g.culprit) == (HUNG, False, B)
+    assert g.evidence[0]["message"].startswith(f"member {B} (node_rank 2) hung")
+    failed = m(B, FAILED, rank=2, lp=NOW - 50)
+    assert decide_group(leader, NOW - 40, [m(A, READY, True), failed], STALL, NOW).culprit == B
+
+
+@pytest.mark.parametrize("leader", [HUNG, FAILED])
+def test_a_leader_hung_or_failed_blames_the_first_worker_that_hung_in_member_order(leader: str) -> None:
+    members = [m(A, READY, True), m(B, HUNG, rank=2), m("http://127.0.1.4:9", HUNG, rank=3)]
+    g = decide_group(leader, NOW - 40, members, STALL, NOW)
+    assert (g.verdict, g.culprit) == (HUNG, B)
+
+
+# docs/multinode.md's rules 1 and 2: a member's own `failed` or `hung` is the group's, naming it; any other verdict
+# of a member decides nothing by itself (it progresses: the group waits, or serves once every member is ready)
+_MEMBER_DECIDES = {FAILED: FAILED, HUNG: HUNG}
+
+
+@pytest.mark.parametrize("own", VERDICTS)
+def test_a_members_own_verdict_decides_the_group_only_when_failed_or_hung(own: str) -> None:
+    member = m(B, own, ok=own in SERVING_VERDICTS, rank=2)
+    g = decide_group(STARTING, NOW, [m(A, READY, True), member], STALL, NOW)
+    if own in _MEMBER_DECIDES:
+        assert (g.verdict, g.serving, g.culprit) == (_MEMBER_DECIDES[own], False, B)
+    else:
+        assert (g.verdict, g.culprit) == (STARTING, None)
+    ready = decide_group(READY, NOW, [m(A, READY, True), member], STALL, NOW)
+    assert (ready.verdict == READY and ready.serving) is (own in SERVING_VERDICTS)

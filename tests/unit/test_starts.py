@@ -4,6 +4,7 @@ SGLang's remote-instance loader, llama.cpp's build line)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -13,8 +14,9 @@ from firstlight.config import JudgeConfig
 from firstlight.engines import get_profile
 from firstlight.judge import Judge
 from firstlight.report.anatomy_text import describe
-from firstlight.starts import RESTORED_MAX_LINES, RESTORED_MAX_S, classify
+from firstlight.starts import ORDER, PEER_LOAD_FORMATS, RESTORED_MAX_LINES, RESTORED_MAX_S, classify
 from firstlight.timeline import LogLine, Started, WeightsTotal
+from tests.support.common import REPO
 
 T0 = 1_000_000.0
 GB = 1_000_000_000
@@ -109,3 +111,136 @@ def test_the_engine_version_is_read_from_its_own_line(engine: str, line: str, ve
     j = _judge(engine)
     j.feed(LogLine(T0 + 0.1, line))
     assert j.signals.engine_version == (T0 + 0.1, version)
+
+
+def _docs_peer_formats() -> set[str]:
+    """The load formats docs/history.md names in its peer_loaded row (`--load-format A` / `B`)."""
+    row = next(line for line in (REPO / "docs" / "history.md").read_text().splitlines()
+               if line.startswith("| `peer_loaded` |"))
+    said = row.partition("`--load-format ")[2].partition(")")[0]  # "remote_instance` / `mx`"
+    return set(re.findall(r"[\w-]+", said))
+
+
+def test_the_docs_name_every_peer_load_format_the_code_knows():
+    assert _docs_peer_formats() == set(PEER_LOAD_FORMATS)
+
+
+@pytest.mark.parametrize("spelling", ["space", "equals"])
+@pytest.mark.parametrize("fmt", sorted(PEER_LOAD_FORMATS))
+def test_every_peer_load_format_in_the_command_is_peer_loading(fmt: str, spelling: str):
+    # ModelExpress (`mx`) is a peer load as SGLang's R-Fork (`remote_instance`) is, whatever the page cache says
+    flag = ["--load-format", fmt] if spelling == "space" else [f"--load-format={fmt}"]
+    k = _kind(_judge("sglang", resident=4 * GB), command=["python", "-m", "sglang.launch_server", *flag])
+    assert k["labels"][0] == "peer_loaded" and k["type"].startswith("peer_loaded")
+    assert k["evidence"]["peer_loaded"] == [{"signal": "command", "value": f"--load-format {fmt}", "since": None}]
+
+
+@pytest.mark.parametrize("fmt", ["auto", "safetensors", "dummy", "remote", "mx-like"])
+def test_a_load_format_that_is_not_a_peer_load_is_not_peer_loading(fmt: str):
+    k = _kind(_judge("sglang"), command=["python", "-m", "sglang.launch_server", "--load-format", fmt])
+    assert "peer_loaded" not in k["labels"]
+
+
+def _docs_labels() -> list[str]:
+    """The labels of docs/history.md's start-type table, in its order (`warm_page_cache` / `cold` is two)."""
+    text = (REPO / "docs" / "history.md").read_text()
+    table = text.partition("## Start types")[2].partition("\n\n| label |")[2].partition("\n\n")[0]
+    return [label for row in table.splitlines()[2:] for label in re.findall(r"`(\w+)`", row.split("|")[1])]
+
+
+def test_the_docs_table_names_every_start_label_in_the_order_a_type_joins_them():
+    assert _docs_labels() == list(ORDER)
+
+
+def _evidence_for(label: str) -> dict[str, Any]:
+    """A start with the evidence of ``label`` only (and what its rule needs beside it)."""
+    if label == "peer_loaded":
+        return _kind(_judge("sglang"), command=["sglang", "--load-format", "mx"])
+    if label == "restored":
+        return _kind(_judge(), cold_start_s=1.0)
+    if label in ("warm_page_cache", "cold"):
+        return _kind(_judge(resident=4 * GB if label == "warm_page_cache" else 0))
+    j = _judge()
+    j.feed(LogLine(T0 + 1, VLLM + ("Directly load the compiled graph(s) for dynamic shape from the cache, took 3 s"
+                                   if label == "compile_cache_hit" else
+                                   "Compiling a graph for dynamic shape takes 20.1 s")))
+    return _kind(j)
+
+
+@pytest.mark.parametrize("label", ORDER)
+def test_every_start_label_is_given_on_its_own_evidence_and_named_in_the_line(label: str):
+    k = _evidence_for(label)
+    assert label in k["labels"] and k["evidence"][label], k
+    assert k["type"] == "+".join(x for x in ORDER if x in k["labels"])  # joined in the stated order
+    line = describe(k)
+    assert line is not None and line.startswith(f"start type: {k['type']} (")
+
+
+# -- each label's evidence, word for word (what the summary and the console show) --------------------------------
+EVIDENCE = {
+    "peer_loaded": [{"signal": "command", "value": "--load-format mx", "since": None}],
+    "restored": [
+        {"signal": "phases", "value": "no load, compile or graph phase seen (process_start)", "since": None},
+        {"signal": "log", "value": "0 log lines before READY (at most 20)", "since": None},
+        {"signal": "ready", "value": "READY 1.0s after the start (at most 10s)", "since": None}],
+    "warm_page_cache": [{"signal": "page_cache", "value": "100% of the weights resident at start (at least 90%)",
+                         "since": None}],
+    "cold": [{"signal": "page_cache", "value": "0% of the weights resident at start (under 90%)", "since": None}],
+    "compile_cache_hit": [{"signal": "log", "value": VLLM + "Directly load the compiled graph(s) for dynamic shape "
+                                                            "from the cache, took 3 s", "since": T0 + 1}],
+    "compile_cache_miss": [{"signal": "log", "value": VLLM + "Compiling a graph for dynamic shape takes 20.1 s",
+                            "since": T0 + 1}],
+}
+
+
+@pytest.mark.parametrize("label", ORDER)
+def test_each_start_labels_evidence_says_what_was_seen_and_the_line_shows_its_first(label: str):
+    k = _evidence_for(label)
+    assert k["evidence"] == {label: EVIDENCE[label]}
+    first = EVIDENCE[label][0]
+    assert describe(k) == f"start type: {label} ({first['signal']}: {first['value']})"
+
+
+def test_a_peer_load_the_engine_said_and_the_command_asked_carries_both_the_line_first():
+    j = _judge("sglang", resident=0)
+    j.feed(LogLine(T0 + 1, "[2026-04-01 10:00:00] Loading weights from remote instance ..."))
+    k = _kind(j, cold_start_s=1.0, command=["sglang", "--load-format", "remote_instance"])
+    assert k["labels"] == ["peer_loaded"]  # fast and silent, but its weights came from a peer: not restored
+    assert k["evidence"]["peer_loaded"] == [
+        {"signal": "log", "value": "Loading weights from remote instance ...", "since": T0 + 1},
+        {"signal": "command", "value": "--load-format remote_instance", "since": None}]
+    assert describe(k) == "start type: peer_loaded (log: Loading weights from remote instance ...)"
+
+
+def test_a_peer_load_asked_by_the_command_alone_is_never_also_restored():
+    k = _kind(_judge("sglang"), cold_start_s=1.0, command=["sglang", "--load-format", "mx"])
+    assert k["labels"] == ["peer_loaded"]
+
+
+def test_the_compile_cache_keeps_its_first_two_lines_else_says_the_state():
+    j = _judge(resident=4 * GB)
+    for i in range(3):
+        j.feed(LogLine(T0 + 1 + i, VLLM + f"Compiling a graph for dynamic shape takes {i}.5 s"))
+    k = _kind(j)
+    assert k["type"] == "warm_page_cache+compile_cache_miss"
+    assert [e["since"] for e in k["evidence"]["compile_cache_miss"]] == [T0 + 1, T0 + 2]
+    assert describe(k) == ("start type: warm_page_cache+compile_cache_miss (page_cache: 100% of the weights resident "
+                           f"at start (at least 90%); log: {VLLM}Compiling a graph for dynamic shape takes 0.5 s)")
+    bare = classify(phases=[], signals=_judge().signals, anatomy={"cache": {"compile_cache": "hit"}}, log_lines=50,
+                    cold_start_s=60.0, ready=True)
+    assert bare["evidence"] == {"compile_cache_hit": [{"signal": "log", "value": "compile cache hit", "since": None}]}
+
+
+@pytest.mark.parametrize(("phases", "said"), [([], "none"), (["process_start", "http_listening"],
+                                                              "process_start, http_listening")])
+def test_a_restored_start_names_the_phases_it_went_through(phases: list[str], said: str):
+    k = classify(phases=phases, signals=_judge().signals, anatomy=None, log_lines=3, cold_start_s=2.0, ready=True)
+    assert k["evidence"]["restored"][0] == {"signal": "phases", "since": None,
+                                            "value": f"no load, compile or graph phase seen ({said})"}
+    assert k["evidence"]["restored"][1]["value"] == "3 log lines before READY (at most 20)"
+
+
+@pytest.mark.parametrize("start_type", [{"type": "cold", "evidence": {}},  # no labels (an older or damaged row)
+                                        {"type": "cold", "labels": ["cold"], "evidence": {}}])  # a label without any
+def test_a_start_type_without_its_labels_or_evidence_is_still_one_line(start_type: dict[str, Any]):
+    assert describe(start_type) == "start type: cold ()"

@@ -133,3 +133,11 @@ def test_server_text_reaches_neither_terminal_nor_json_with_escapes():
         for text in (r.stdout, r.stderr):
             assert "\x1b" not in text and "\\u001b" not in text and "\x07" not in text
     assert len(watch.summary["first_generation"]["text"]) <= 201
+    # the server's text itself is there, each escape taken out of the middle of it (the text around it kept): a
+    # reporter that dropped the server's words entirely would pass the checks above
+    assert json.loads(probe.stdout)["checks"][-1]["detail"] == 'GET /health -> 503 {"status": "loading"}'
+    assert 'GET /health -> 503 {"status": "loading"}' in probe.stderr
+    assert watch.summary["first_generation"]["text"].startswith(" Paris!!!!!")
+    assert "generation returned ' Paris!!!!!" in watch.stderr
+    bench_out = json.loads(bench.stdout)
+    assert bench_out["model"].startswith("m1zzzzz") and bench_out["bench"]["model"] == bench_out["model"]

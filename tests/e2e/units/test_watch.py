@@ -253,6 +253,13 @@ def test_a_start_timeout_shorter_than_the_history_says_is_warned_before_it_bites
     seen = io.StringIO()
     UnitWatch(UnitOptions(UNIT, path), cfg, get_profile("llamacpp"), JsonLinesReporter(seen), Redactor(),
               systemctl=systemd).run(state)  # type: ignore[arg-type]
-    warnings = [e["message"] for e in events(seen) if e["event"] == "message" and "TimeoutStartSec" in e["message"]]
+    evs = events(seen)
+    warnings = [e["message"] for e in evs if e["event"] == "message" and "TimeoutStartSec" in e["message"]]
     assert warnings and "TimeoutStartSec=90s is shorter than this deployment's usual start (610s" in warnings[0]
-    assert any("TimeoutStartSec=90s" in n for n in events(seen)[-1]["notes"])
+    assert any("TimeoutStartSec=90s" in n for n in evs[-1]["notes"])
+    # before it bites: the warning is the watch's first word on the start, before it is even watched, so a person
+    # reading along learns it while the start still runs, not from the verdict after systemd killed it
+    warned = next(i for i, e in enumerate(evs) if e["event"] == "message" and "TimeoutStartSec" in e["message"])
+    watched = [i for i, e in enumerate(evs) if e["event"] in ("started", "phase", "status", "verdict", "summary")]
+    assert watched and warned < min(watched), [e["event"] for e in evs]
+    assert evs[warned]["t"] <= min(e["t"] for e in evs if e["event"] in ("status", "verdict"))

@@ -17,6 +17,7 @@ import pytest
 
 from firstlight.history import DeploymentKey, History
 from firstlight.history.db import SCHEMA_VERSION
+from firstlight.history.key import legacy_hash
 from tests.support.common import FIXTURES
 
 OLD_DB = FIXTURES / "history" / "schema1.sqlite3"
@@ -77,3 +78,69 @@ def test_a_schema_1_database_written_by_the_old_code_is_migrated_and_its_rows_ke
         assert h.get(new) is not None and h.get(new).deployment == key.hash  # type: ignore[union-attr]
     with History(db) as h:  # opened again: nothing migrated twice
         assert len(h.runs()) == 4 and len({r.deployment for r in h.runs()}) == 1
+
+
+# -- every field of the key, from each form a command comes in ---------------------------------------------------------
+SECRET = "sk-" + "k" * 24
+
+
+def test_every_field_of_the_key_is_read_from_the_command_secrets_masked():
+    argv = [*VLLM, "--tensor-parallel-size", "2", "--pipeline-parallel-size", "3", "--data-parallel-size", "4",
+            "--nnodes", "5", "--quantization", "fp8", "--api-key", SECRET, "--port", "8000"]
+    k = DeploymentKey.create("vllm", "/models/qwen", argv, 8)
+    assert k == DeploymentKey(
+        engine="vllm", model="/models/qwen", gpu_count=8, parallelism="tp=2 pp=3 dp=4 nnodes=5", quantization="fp8",
+        command=f"{' '.join(VLLM)} --tensor-parallel-size 2 --pipeline-parallel-size 3 --data-parallel-size 4 "
+                "--nnodes 5 --quantization fp8 --api-key '***' --port 8000",
+        start_flags="--model /models/qwen --tensor-parallel-size 2 "
+                    "--pipeline-parallel-size 3 --data-parallel-size 4 --nnodes 5 --quantization fp8 --api-key '***'")
+
+
+def test_a_command_given_as_text_is_the_same_key_as_its_words():
+    argv = [*VLLM, "--tensor-parallel-size", "2", "--api-key", SECRET]
+    assert DeploymentKey.create("vllm", "/models/qwen", " ".join(argv), 2) == \
+        DeploymentKey.create("vllm", "/models/qwen", argv, 2)
+
+
+def test_a_command_text_that_cannot_be_split_is_kept_whole_with_its_secrets_masked():
+    text = f'vllm serve /models/{SECRET} --api-key "{SECRET}'  # an unbalanced quote
+    k = DeploymentKey.create("vllm", f"/models/{SECRET}", text, 2)
+    masked = 'vllm serve /models/*** --api-key "***'
+    assert k == DeploymentKey("vllm", "/models/***", masked, 2, start_flags=masked)
+
+
+@pytest.mark.parametrize("command", [None, [], ""])
+def test_without_a_command_the_key_is_the_engine_model_and_gpus(command: list[str] | str | None):
+    assert DeploymentKey.create("vllm", f"/models/{SECRET}", command, 2) == \
+        DeploymentKey("vllm", "/models/***", None, 2)
+
+
+def test_the_command_is_read_as_the_engine_named_reads_it():
+    argv = ["python", "launch.py", "--tp", "2", "--model-path", "/models/qwen"]  # --tp is SGLang's, not vLLM's
+    assert DeploymentKey.create("sglang", "/models/qwen", argv, 2).parallelism == "tp=2"
+    assert DeploymentKey.create("vllm", "/models/qwen", argv, 2).parallelism is None
+
+
+@pytest.mark.parametrize("model", [None, ""])
+def test_a_key_without_a_model_keeps_it_as_given(model: str | None):
+    assert DeploymentKey.create("vllm", model, VLLM, 2).model == model
+    assert DeploymentKey.create("vllm", model, None, 2).model == model
+    assert DeploymentKey.create("vllm", model, 'vllm serve "unbalanced', 2).model == model
+
+
+def test_the_schema_1_hash_is_the_one_the_old_code_stored():
+    con = sqlite3.connect(f"file:{OLD_DB}?mode=ro", uri=True)  # the fixture is read, never written
+    try:
+        rows = con.execute("SELECT deployment, engine, model, command, gpu_count FROM runs").fetchall()
+    finally:
+        con.close()
+    assert {r[0] for r in rows} == {"7b096d27baa3", "22f7a4dcded2"}  # two ports: two deployments in schema 1
+    assert [legacy_hash(*r[1:]) for r in rows] == [r[0] for r in rows]
+
+
+def test_a_key_as_a_dict_is_its_hash_and_every_field():
+    k = _key("--tensor-parallel-size", "2")
+    assert k.to_dict() == {"hash": k.hash, "engine": "vllm", "model": "/models/qwen", "command": k.command,
+                           "gpu_count": 2, "parallelism": "tp=2", "quantization": None,
+                           "start_flags": k.start_flags}
+    assert len(k.hash) == 12 and int(k.hash, 16) >= 0

@@ -4,9 +4,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from firstlight.bench.metrics import RequestResult, summarize
 from firstlight.history import DeploymentKey, History
-from firstlight.history.policy import ETA_WINDOW, VERSION_MARGIN, estimate, start_groups, version_regressions
+from firstlight.history.policy import (
+    DIRECTION,
+    ETA_WINDOW,
+    VERSION_MARGIN,
+    StartEstimate,
+    base_type,
+    estimate,
+    extract_metrics,
+    is_good,
+    start_groups,
+    start_type_of,
+    version_of,
+    version_regressions,
+)
 from firstlight.redact import Redactor
+from firstlight.vocab import READY, VERDICTS
 
 
 def test_the_numbers_are_pinned():
@@ -81,3 +98,163 @@ def test_history_groups_starts_by_type_and_version_and_flags_a_slower_version(tm
         ("warm_page_cache", "0.10.1", "0.11.0")]
     assert regs[0]["message"] == ("warm_page_cache starts 1.82x slower after 0.10.1 -> 0.11.0: median 20.0s (1) vs "
                                   "11.0s (2)")
+
+
+# -- which runs may be a baseline (is_good) ------------------------------------------------------------------------
+def _bench(*failures: RequestResult) -> dict[str, object]:
+    """A benchmark's result as the bench records it: three completed requests and the failed ones given."""
+    done = [RequestResult(i, ok=True, ttft_s=0.05, itl_s=[0.03] * 15, latency_s=0.5, output_tokens=16)
+            for i in range(3)]
+    return summarize([*done, *failures], 2.0, url="http://127.0.0.1:1", api="completions", model="m",
+                     concurrency=1, prompt_tokens_estimate=8).to_dict()
+
+
+# every way a request fails, as the bench counts it: an error, a timeout (counted apart from the errors)
+FAILURES = {"errors": RequestResult(3, error="HTTP 500: boom"),
+            "timeouts": RequestResult(3, error="timed out after 30 s", timed_out=True)}
+
+
+@pytest.mark.parametrize("kind", sorted(FAILURES))
+def test_a_benchmark_with_a_failed_request_of_any_kind_is_never_a_baseline(tmp_path: Path, kind: str):
+    bench = _bench(FAILURES[kind])
+    assert bench[kind] == 1 and bench["completed"] == 3  # that kind alone: timeouts are not errors
+    assert {k: bench[k] for k in FAILURES if k != kind} == {k: 0 for k in FAILURES if k != kind}
+    assert is_good("bench", {}, bench) is False and is_good("up", {"verdict": "ready"}, bench) is False
+    h, key = _history(tmp_path)
+    run = h.get(h.record_run("bench", {}, key, bench))
+    assert run is not None and run.ok is False
+    assert h.baseline(key, "output_throughput") is None  # the only run is not good: no baseline
+
+
+def test_every_failure_kind_the_bench_counts_is_a_case():
+    # what a request sent can end as, beside completed: a failure kind added to the bench's count gets a case above
+    bench = _bench(*FAILURES.values())
+    assert bench["sent"] == bench["completed"] + sum(bench[k] for k in FAILURES) == 3 + len(FAILURES)
+
+
+def test_a_benchmark_whose_every_request_completed_is_a_baseline(tmp_path: Path):
+    bench = _bench()
+    assert is_good("bench", {}, bench) is True
+    h, key = _history(tmp_path)
+    h.record_run("bench", {}, key, bench)
+    assert h.baseline(key, "output_throughput") == bench["output_throughput"]
+    assert is_good("bench", {}, {**bench, "completed": 0}) is False  # nothing completed: nothing measured
+
+
+@pytest.mark.parametrize("verdict", VERDICTS)
+@pytest.mark.parametrize("kind", ["up", "watch"])
+def test_only_a_start_judged_ready_is_a_baseline(kind: str, verdict: str):
+    # a regression serves, but a baseline made of slower runs would hide the next one
+    assert is_good(kind, {"verdict": verdict}, None) is (verdict == READY)
+
+
+# -- the numbers a run is compared on (extract_metrics), every metric of DIRECTION -------------------------------------
+def _figure(bench: dict[str, object], metric: str) -> object:
+    """Where the bench's own result holds ``metric``: top level, or the median of its ``<name>_ms`` stats."""
+    if metric.endswith("_median_ms"):
+        stats = bench[metric.removesuffix("_median_ms") + "_ms"]
+        assert isinstance(stats, dict)
+        return stats["median"]
+    return bench[metric]
+
+
+@pytest.mark.parametrize("metric", sorted(DIRECTION))
+def test_every_metric_a_baseline_compares_is_taken_from_a_real_benchmark_and_summary(metric: str):
+    bench = _bench()
+    got = extract_metrics({"verdict": "ready", "cold_start_s": 42.5}, bench)
+    assert set(got) == set(DIRECTION)  # each metric the regression rule compares, none else
+    assert got[metric] == (42.5 if metric == "cold_start_s" else _figure(bench, metric))
+    assert isinstance(got[metric], float | int) and got[metric] > 0
+
+
+@pytest.mark.parametrize("metric", sorted(m for m in DIRECTION if m != "cold_start_s"))
+def test_a_benchmark_figure_that_is_not_a_number_is_no_metric(metric: str):
+    bench = _bench()
+    if metric.endswith("_median_ms"):
+        bench[metric.removesuffix("_median_ms") + "_ms"] = {"median": "12.5"}
+    else:
+        bench[metric] = "12.5"
+    got = extract_metrics({"verdict": "ready"}, bench)
+    assert metric not in got and set(got) == set(DIRECTION) - {metric, "cold_start_s"}
+
+
+@pytest.mark.parametrize(("summary", "cold"), [
+    ({"verdict": "ready", "started_at": 100.0, "ready_at": 130.5}, 30.5),  # an older summary: from READY
+    ({"verdict": "failed", "started_at": 100.0, "ready_at": 130.5}, None),  # not ready: no start time
+    ({"verdict": "ready", "cold_start_s": None, "started_at": 100.0, "ready_at": 130.5}, None),  # saw no start
+    ({"verdict": "ready", "started_at": "100", "ready_at": 130.5}, None),  # a damaged row: text is no time
+    ({"verdict": "ready", "cold_start_s": 12.0, "started_at": 100.0, "ready_at": 130.5}, 12.0),  # its own figure
+])
+def test_the_start_time_is_the_summarys_own_else_from_ready_for_an_older_ready_one(summary: dict[str, object],
+                                                                                   cold: float | None):
+    assert extract_metrics(summary, None).get("cold_start_s") == cold
+    assert set(extract_metrics(summary, None)) <= {"cold_start_s"}
+
+
+# -- start types and versions as a summary carries them, and the groups `history` compares -------------------------
+@pytest.mark.parametrize(("start_type", "base"), [
+    ("warm_page_cache+compile_cache_hit", "warm_page_cache"), ("cold+compile_cache_miss+x", "cold"),
+    ("restored", "restored"), ("", None), (None, None)])
+def test_a_start_is_compared_by_its_first_label(start_type: str | None, base: str | None):
+    assert base_type(start_type) == base
+
+
+@pytest.mark.parametrize(("summary", "start_type", "version"), [
+    ({"start_type": {"type": "cold"}, "engine_version": "0.11.0"}, "cold", "0.11.0"),
+    ({"start_type": {"type": ""}, "engine_version": ""}, None, None),  # said empty: none
+    ({"start_type": {"type": 3}, "engine_version": 3}, None, None),  # a damaged row: not text
+    ({"start_type": "cold"}, None, None),  # not the object a summary carries
+    ({}, None, None),  # an older run, a bench run
+])
+def test_the_start_type_and_engine_version_a_summary_carries(summary: dict[str, object], start_type: str | None,
+                                                             version: str | None):
+    assert (start_type_of(summary), version_of(summary)) == (start_type, version)
+
+
+def test_a_start_group_has_its_count_median_minimum_and_maximum_untyped_and_unknown_named():
+    groups = start_groups([("d", None, None, 30.0), ("d", None, None, 10.0), ("d", None, None, 20.0),
+                           ("e", "cold", "1", 5.0)])
+    assert groups == [
+        {"deployment": "d", "start_type": "untyped", "version": "unknown", "starts": 3, "median_s": 20.0,
+         "min_s": 10.0, "max_s": 30.0},
+        {"deployment": "e", "start_type": "cold", "version": "1", "starts": 1, "median_s": 5.0, "min_s": 5.0,
+         "max_s": 5.0}]
+
+
+def _group(version: str, median_s: float, start_type: str = "cold", deployment: str = "d") -> dict[str, object]:
+    return {"deployment": deployment, "start_type": start_type, "version": version, "starts": 2,
+            "median_s": median_s}
+
+
+def test_a_version_is_a_regression_only_beyond_the_margin_against_the_version_just_before():
+    at_margin = version_regressions([_group("1", 10.0), _group("2", 12.0)])
+    assert at_margin == []  # 1.2x: the margin itself is not beyond it
+    (reg,) = version_regressions([_group("1", 10.0), _group("2", 12.5)])
+    assert reg == {"deployment": "d", "start_type": "cold", "from_version": "1", "to_version": "2", "ratio": 1.25,
+                   "message": "cold starts 1.25x slower after 1 -> 2: median 12.5s (2) vs 10.0s (2)"}
+    assert version_regressions([_group("1", 10.0), _group("2", 11.0)], margin=0.05)  # the margin given is used
+    # against the version just before (3 is compared with 2, not with 1)
+    assert [r["to_version"] for r in version_regressions([_group("1", 10.0), _group("2", 20.0),
+                                                          _group("3", 21.0)])] == ["2"]
+
+
+@pytest.mark.parametrize("groups", [
+    [_group("1", 10.0), _group("1", 30.0)],  # the same version: no upgrade to blame
+    [_group("1", 0.0), _group("2", 30.0)],  # a 0 s median before: no ratio
+    [_group("1", 10.0), _group("2", 30.0, start_type="warm_page_cache")],  # another type: never compared
+    [_group("1", 10.0), _group("2", 30.0, deployment="e")],  # another deployment: never compared
+])
+def test_no_version_regression_without_an_upgrade_of_the_same_deployment_and_type(groups: list[dict[str, object]]):
+    assert version_regressions(groups) == []
+
+
+def test_an_eta_says_what_it_is_from_in_its_fields_and_its_note():
+    one = estimate([("cold", 60.0), ("warm_page_cache", 10.0)], "cold+compile_cache_hit")
+    assert one == StartEstimate(60.0, 1, "cold", {"cold": 1}, "ETA from 1 cold start")  # one start: singular
+    mixed = estimate([("cold", 60.0), ("cold", 64.0), (None, 20.0)], "restored")
+    assert mixed == StartEstimate(60.0, 3, "restored", {"cold": 2, "untyped": 1},
+                                  "no restored starts yet: ETA from 2 cold starts, 1 untyped start")
+
+
+def test_a_version_after_a_sub_second_median_is_still_compared():
+    assert [r["ratio"] for r in version_regressions([_group("1", 0.5), _group("2", 1.0)])] == [2.0]

@@ -31,7 +31,9 @@ from firstlight.report.readiness import (
 from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
 from firstlight.timeline import Level
+from firstlight.vocab import VERDICTS
 from tests.support.common import wait_for
+from tests.support.docs import PAGES
 from tests.support.readiness import _assessment, _outcome, get
 
 
@@ -642,3 +644,58 @@ def test_a_failure_inside_an_answer_is_one_line_not_a_traceback(server: Readines
     wait_for(lambda: not server._server._open, 10, "the connection's thread ended")
     err = capsys.readouterr().err
     assert err == "firstlight: readiness endpoint: ValueError: no snapshot\n", err
+
+
+# -- which verdicts serve ----------------------------------------------------------------------------------------
+# docs/kubernetes.md: /readyz is 200 once the verdict is `ready`, "`regression` too: it serves". A regression is a
+# server slower than its baseline, still serving: a 503 would take a serving pod out of its Service.
+_SERVES = {"ready": True, "regression": True, "failed": False, "hung": False, "timeout": False,
+           "interrupted": False}
+
+
+def test_every_final_verdict_has_a_stated_readiness():
+    assert set(_SERVES) == set(VERDICTS) - {"starting"}  # a verdict added to the vocabulary gets a case here
+
+
+@pytest.mark.parametrize("verdict", sorted(_SERVES))
+def test_a_start_judged_regression_answers_readyz_200_as_ready_does(server: ReadinessServer, verdict: str):
+    server.started({"pid": 4242})
+    result = _outcome("ready" if verdict == "regression" else verdict, ready_at=time.time()).result
+    if verdict == "regression":  # how the product makes one: a ready start the history found slower
+        result = result.with_history({"run": 1}, [{"metric": "ttft_s", "value": 2.0, "baseline": 1.0}], 2)
+    assert result.verdict == verdict
+    server.summary(result)
+    code, body = get(server.port, "/readyz")
+    assert body["verdict"] == verdict
+    assert code == (200 if _SERVES[verdict] else 503)
+    assert body["ok"] is _SERVES[verdict]
+    if _SERVES[verdict]:  # it serves: alive and started, as a ready one
+        assert [get(server.port, e)[0] for e in ("/livez", "/startupz")] == [200, 200]
+
+
+def _docs_endpoint_verdicts() -> dict[tuple[str, str], set[str]]:
+    """(endpoint, "200" | "503") -> the verdicts docs/kubernetes.md's endpoint table names in that cell."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for line in PAGES["docs/kubernetes.md"].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`GET /"):
+            path = cells[0].strip("`").split()[1]
+            for status, cell in zip(("200", "503"), cells[1:], strict=True):
+                out[(path, status)] = {v for v in VERDICTS if f"`{v}`" in cell}
+    return out
+
+
+@pytest.mark.parametrize("verdict", sorted(_SERVES))
+def test_every_endpoint_answers_each_final_verdict_as_the_docs_table_says(server: ReadinessServer, verdict: str):
+    docs = _docs_endpoint_verdicts()
+    serving, not_live, ended = docs[("/readyz", "200")], docs[("/livez", "503")], docs[("/startupz", "503")]
+    assert serving == {"ready", "regression"} and not_live == ended == {"hung", "failed"}  # the table as read
+    server.started({"pid": 4242})
+    result = _outcome("ready" if verdict == "regression" else verdict, ready_at=time.time()).result
+    if verdict == "regression":
+        result = result.with_history({"run": 1}, [{"metric": "ttft_s", "value": 2.0, "baseline": 1.0}], 2)
+    server.summary(result)
+    got = {e: get(server.port, e)[0] for e in ("/readyz", "/livez", "/startupz")}
+    assert got == {"/readyz": 200 if verdict in serving else 503,
+                   "/livez": 503 if verdict in not_live else 200,
+                   "/startupz": 200 if verdict in serving and verdict not in ended else 503}

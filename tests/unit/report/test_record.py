@@ -8,7 +8,13 @@ The in-process tests of this subject; the others: ``tests/e2e/hostile/test_repor
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import pytest
+
+from firstlight.report.record import LINE_CAP_BYTES, RecordError, read_summary
+from tests.support.docs import PAGES
 
 
 def test_the_private_copy_of_a_flooded_run_is_bounded_and_keeps_the_last_lines(tmp_path: Path):
@@ -31,3 +37,20 @@ def test_the_private_copy_of_a_flooded_run_is_bounded_and_keeps_the_last_lines(t
     assert lines[-1].lineno == 99_999 and any(isinstance(o, Probe) for o in obs)  # the end and the verdict
     assert any("left out of this run's report" in getattr(o, "message", "") for o in obs)
     assert isinstance(obs[-1], Probe)  # in the order fed: the flood's last lines, then the verdict's probe
+
+
+def _summary_line(size: int) -> bytes:
+    """A ``--json`` summary event of exactly ``size`` bytes before its newline (padded inside a string)."""
+    head = b'{"event": "summary", "verdict": "ready", "pad": "'
+    return head + b"x" * (size - len(head) - 2) + b'"}'
+
+
+def test_the_record_readers_line_cap_is_the_16_mib_the_docs_state(tmp_path: Path):
+    stated = re.search(r"each line at most (\d+) MiB", " ".join(PAGES["docs/reliability.md"].split()))
+    assert stated and int(stated[1]) << 20 == LINE_CAP_BYTES == 16 * 1024 * 1024
+    at_cap, over = tmp_path / "at-cap.jsonl", tmp_path / "over.jsonl"
+    at_cap.write_bytes(_summary_line(16 * 1024 * 1024) + b"\n")
+    over.write_bytes(_summary_line(16 * 1024 * 1024 + 1) + b"\n")
+    assert read_summary(at_cap)["verdict"] == "ready"  # a line of 16 MiB is read
+    with pytest.raises(RecordError, match="holds no run summary"):  # one byte more: skipped whole, none left
+        read_summary(over)

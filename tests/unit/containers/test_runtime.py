@@ -1,0 +1,58 @@
+"""The container runtime's bounds as docs/kubernetes.md states them (``firstlight.containers.runtime``): every
+runtime call has a timeout, ``inspect`` 30 s and ``stop`` the grace plus 30 s. The runtime's CLI itself is run in
+``tests/e2e/containers/test_runtime.py``; here the call is caught before it starts, to read the timeout it gets."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from firstlight.containers import runtime as rt
+from firstlight.containers.runtime import Runtime, RuntimeFailure
+from tests.support.docs import PAGES
+
+STATED = re.compile(r"Every runtime call has a timeout \(`inspect` (\d+) s, `stop` the grace plus (\d+) s\)")
+
+
+def _stated() -> tuple[float, float]:
+    m = STATED.search(" ".join(PAGES["docs/kubernetes.md"].split()))
+    assert m, "docs/kubernetes.md no longer states the runtime's timeouts"
+    return float(m[1]), float(m[2])
+
+
+class _Caught(Exception):
+    pass
+
+
+def _timeouts(monkeypatch: pytest.MonkeyPatch, call: str) -> list[float]:
+    """The timeout each runtime command of ``call`` would run under (none is started)."""
+    seen: list[float] = []
+
+    def run(self: Runtime, args: list[str], timeout: float) -> str:
+        seen.append(timeout)
+        raise _Caught
+
+    monkeypatch.setattr(Runtime, "_run", run)
+    r = Runtime("podman", "/nonexistent/podman")  # as the CLI makes it: the default timeout
+    with pytest.raises(_Caught):
+        r.inspect("c1") if call == "inspect" else r.stop("c1", 10.0)
+    return seen
+
+
+def test_the_runtimes_inspect_timeout_is_the_30_s_the_docs_state(monkeypatch: pytest.MonkeyPatch):
+    inspect_s, _ = _stated()
+    assert inspect_s == 30.0 == rt.INSPECT_TIMEOUT_S
+    assert _timeouts(monkeypatch, "inspect") == [30.0]
+
+
+def test_the_runtimes_stop_timeout_is_the_grace_plus_the_30_s_the_docs_state(monkeypatch: pytest.MonkeyPatch):
+    _, extra_s = _stated()
+    assert extra_s == 30.0 == rt.STOP_EXTRA_S
+    assert _timeouts(monkeypatch, "stop") == [10.0 + 30.0]
+
+
+def test_an_inspect_of_something_that_is_not_a_container_name_is_refused_before_it_runs():
+    for ref in ("", "--all"):
+        with pytest.raises(RuntimeFailure, match="not a container name or id"):
+            Runtime("podman", "/nonexistent/podman").inspect(ref)
