@@ -29,3 +29,17 @@ def test_the_version_is_written_once_and_the_installed_metadata_says_it():
     assert importlib.metadata.version("firstlight") == leaf
     pyproject = (REPO / "pyproject.toml").read_text()
     assert 'dynamic = ["version"]' in pyproject and "\nversion = " not in pyproject.split("[tool.")[0]
+
+
+def test_the_changelogs_latest_version_is_the_packages_and_it_keeps_a_changelogs_form():
+    from firstlight._version import __version__
+
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert text.startswith("# Changelog\n") and "Keep a Changelog" in text
+    versions = re.findall(r"^## \[([^\]]+)\](?: - (\d{4}-\d{2}-\d{2}))?$", text, re.M)
+    assert versions and versions[0][0] == "Unreleased", versions
+    released = [v for v, _ in versions[1:]]
+    assert released and released[0] == __version__, (released, __version__)
+    assert all(date for _, date in versions[1:]), versions  # every release has its date
+    sections = re.findall(r"^### (\w+)$", text, re.M)
+    assert set(sections) <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}, sections

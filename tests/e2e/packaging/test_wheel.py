@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from firstlight._version import __version__
+from firstlight.cli.app import version_text
 from tests.support.common import REPO, SHARED, require
 
 # What a user's clone has that a build never reads: copying them would only slow the copy.
@@ -119,9 +120,11 @@ def test_the_venv_runs_the_installed_package_not_the_tree(installed: Installed):
     assert re.search(r"include-system-site-packages\s*=\s*false", cfg), cfg
 
 
-def test_version_from_the_wheel(installed: Installed):
+def test_version_from_the_wheel_names_the_checked_engine_releases(installed: Installed):
     p = _check(installed.run("firstlight", "--version"))
     assert p.stdout.splitlines()[0] == f"firstlight, version {__version__}"
+    assert p.stdout.rstrip("\n") == version_text()  # the profiles' data travels in the wheel
+    assert "b11434" in p.stdout and "0.32.0" in p.stdout
 
 
 def test_demo_and_the_real_demo_from_the_wheel_reach_ready(installed: Installed):
