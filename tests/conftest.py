@@ -46,8 +46,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 VLLM_MODULE = "tests/e2e/vllm/test_server.py"
-# modules whose tests share one costly module-scoped fixture: each is one unit of work on one worker
-TOGETHER = (VLLM_MODULE, "tests/e2e/packaging/test_wheel.py")  # the real vLLM; the built wheel's venv
+# modules whose tests share one costly module-scoped fixture (the real vLLM, the built wheel and its venv, the
+# built image): each is one unit of work on one worker
+TOGETHER = (VLLM_MODULE, "tests/e2e/packaging/test_wheel.py", "tests/e2e/packaging/test_image.py")
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest without xdist (-p no:xdist) must not reject it
