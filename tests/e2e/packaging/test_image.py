@@ -1,6 +1,6 @@
 """The sidecar image the Containerfile builds, under the real podman: built from the wheel, it runs as a non-root
-user on a read-only root filesystem, holds no compiler, and, as a sidecar in one pod beside a server, serves
-``/readyz`` once the server serves.
+user on a read-only root filesystem, holds no compiler, and, as a sidecar in one pod beside a server (the
+simulator; the real llama-server in a container of its own), serves ``/readyz`` once the server serves.
 
 The base: the image ``FIRSTLIGHT_IMAGE_BASE`` names, else the Containerfile's default (``python:3.12-slim-bookworm``)
 where podman's local store has it, else one made here without a registry from this machine's Debian packages
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -27,6 +28,7 @@ from firstlight._version import __version__
 from firstlight.sim.fixtures import free_port
 from tests.support.base_image import write_rootfs
 from tests.support.common import REPO, require, wait_for
+from tests.support.llama_server import llama  # noqa: F401  the fixture: the set-up's llama-server and model
 
 BUILD_S = 600  # the two stages' pip installs, on a loaded 2-core machine
 PODMAN_S = 120
@@ -121,5 +123,52 @@ def test_the_image_as_a_sidecar_in_one_pod_serves_readyz_once_the_server_serves(
                 return False
 
         wait_for(readyz, 180, "the sidecar's /readyz to answer 200")
+    finally:
+        _podman(env, "pod", "rm", "-f", "-t", "0", pod)
+
+
+@pytest.mark.llama
+def test_the_image_as_a_sidecar_beside_a_real_llama_server_container_reads_its_log_and_serves_readyz(
+        image: tuple[str, dict[str, str]], llama: dict[str, str], tmp_path: Path):  # noqa: F811 (the fixture)
+    """As deploy/k8s/ wires it: one pod sharing the network and the PID namespace, the engine's output teed to a
+    shared log, the sidecar started first (non-root, read-only root) watching the engine by its command line."""
+    tag, env = image
+    cache = Path(llama["llama_server"]).resolve().parents[3]  # ~/.cache/firstlight: the binary and the model
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    logs.chmod(0o777)  # the engine writes it as uid 10001
+    pod, port, ready = f"fl-pod-{uuid.uuid4().hex[:8]}", free_port(), free_port()
+    _ok(_podman(env, "pod", "create", "--name", pod, "--network", "host", "--share", "ipc,net,uts,pid"))
+    try:
+        sidecar = _ok(_podman(env, "run", "-d", "--pod", pod, "--read-only", "--tmpfs", "/var/lib/firstlight",
+                              "-v", f"{logs}:/var/log/engine:ro", "-v", f"{cache}:{cache}:ro", tag, "watch", f"http://127.0.0.1:{port}",
+                              "--pid-from", "bin/llama-server", "--engine", "llamacpp", "--log",
+                              "/var/log/engine/engine.log", "--serve-readiness", f"127.0.0.1:{ready}",
+                              "--history", "/var/lib/firstlight/history.sqlite3", "--timeout", "240")).stdout.strip()
+
+        def answer(path: str) -> int:
+            try:
+                return httpx.get(f"http://127.0.0.1:{ready}{path}", timeout=2).status_code
+            except httpx.HTTPError:
+                return 0
+
+        wait_for(lambda: answer("/livez") == 200, PODMAN_S, "the sidecar to listen before the engine starts")
+        assert answer("/readyz") == 503
+        server = " ".join([llama["llama_server"], "-m", llama["model"], "--host", "127.0.0.1", "--port", str(port),
+                           "-np", "1", "-c", "2048"])
+        # the engine as the manifests run it: its output teed to the shared log; the same uid as the sidecar, so
+        # the sidecar reads its /proc/PID/io; the host's /usr holds llama-server's libraries
+        _ok(_podman(env, "run", "-d", "--pod", pod, "--user", "10001", "-v", "/usr:/usr:ro", "-v",
+                    f"{cache}:{cache}:ro", "-v", f"{logs}:/var/log/engine", "--entrypoint", "sh", tag, "-c",
+                    f"{server} 2>&1 | tee /var/log/engine/engine.log"))
+        wait_for(lambda: answer("/readyz") == 200, 240, "the sidecar's /readyz to answer 200")
+        info = json.loads(_ok(_podman(env, "container", "inspect", sidecar)).stdout)[0]
+        assert info["Config"]["User"].split(":")[0] not in ("", "0", "root"), info["Config"]["User"]
+        assert info["HostConfig"]["ReadonlyRootfs"] is True
+        out = _podman(env, "logs", sidecar)
+        text = out.stdout + out.stderr
+        assert re.search(r"start +watching pid \d+: engine llamacpp", text), text[-3000:]  # found by --pid-from
+        assert re.search(r"because log: line \d+: .*model loaded", text), text[-3000:]  # the shared log, read
+        assert "READY    serving after" in text, text[-3000:]
     finally:
         _podman(env, "pod", "rm", "-f", "-t", "0", pod)
