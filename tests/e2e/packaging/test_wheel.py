@@ -26,7 +26,9 @@ import pytest
 
 from firstlight._version import __version__
 from firstlight.cli.app import version_text
+from firstlight.sim.fixtures import free_port
 from tests.support.common import REPO, SHARED, require
+from tests.support.llama_server import llama  # noqa: F401  the fixture: the set-up's llama-server and model
 
 # What a user's clone has that a build never reads: copying them would only slow the copy.
 NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", ".mutation", "mutants", ".cache", ".whl", "build", "dist",
@@ -175,3 +177,19 @@ def test_the_pytest_plugin_from_the_wheel_serves_a_fixture(installed: Installed)
                        text=True, timeout=240, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-3000:])
     assert "1 passed" in p.stdout, p.stdout[-2000:]
+
+
+@pytest.mark.llama
+def test_preflight_and_up_from_the_wheel_against_the_real_llama_server(
+        installed: Installed, llama: dict[str, str]):  # noqa: F811 (the fixture imported above)
+    """The README's first start, `firstlight up -- llama-server ...`, and the checks before it, from the wheel."""
+    server = [llama["llama_server"], "-m", llama["model"], "--host", "127.0.0.1", "--port", str(free_port()),
+              "-np", "1", "-c", "2048"]
+    pre = installed.run("firstlight", "preflight", "--", *server, timeout=120)
+    assert pre.returncode == 0, (pre.stdout[-2000:], pre.stderr[-2000:])
+    assert re.search(r"preflight checkpoint\s+ok", pre.stdout + pre.stderr), pre.stdout[-2000:] + pre.stderr[-2000:]
+    up = installed.run("firstlight", "up", "--quiet-server", "--stop-when-ready", "--json", "--", *server,
+                       timeout=240)
+    assert up.returncode == 0, (up.stdout[-3000:], up.stderr[-3000:])
+    summary = [json.loads(x) for x in up.stdout.splitlines() if x.startswith('{"event": "summary"')]
+    assert [(s["verdict"], s["engine"]) for s in summary] == [("ready", "llamacpp")], up.stdout[-3000:]
