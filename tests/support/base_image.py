@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -20,6 +21,13 @@ DIRS = ("tmp", "proc", "sys", "dev", "root", "run", "var/tmp", "var/lib", "home"
 def _query(fmt: str, *packages: str) -> list[str]:
     p = subprocess.run(["dpkg-query", "-W", "-f", fmt, *packages], capture_output=True, text=True, timeout=60)
     return p.stdout.splitlines()
+
+
+def can_make() -> bool:
+    """A Debian machine with Python's venv module installed as a package (what the base is made of)."""
+    if shutil.which("dpkg-query") is None:
+        return False
+    return any(re.fullmatch(r"python3\.\d+-venv ii\s*", line) for line in _query("${Package} ${db:Status-Abbrev}\\n"))
 
 
 def installed_closure(roots: tuple[str, ...] = ROOTS) -> list[str]:

@@ -26,7 +26,7 @@ import pytest
 
 from firstlight._version import __version__
 from firstlight.sim.fixtures import free_port
-from tests.support.base_image import write_rootfs
+from tests.support.base_image import can_make, write_rootfs
 from tests.support.common import REPO, require, wait_for
 from tests.support.llama_server import llama  # noqa: F401  the fixture: the set-up's llama-server and model
 
@@ -55,8 +55,7 @@ def _ok(p: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    if shutil.which("podman") is None:
-        pytest.skip("podman is not installed (scripts/test.sh installs it)")
+    require(shutil.which("podman") is not None, "podman (Debian's package: scripts/test.sh installs it)")
     if os.geteuid() != 0:
         pytest.skip("podman is proven to run containers here as root only (rootless: not tried)")
     work = tmp_path_factory.mktemp("image")
@@ -67,7 +66,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[
     tag, made = f"localhost/firstlight-image-test:{run_id}", None
     base = os.environ.get("FIRSTLIGHT_IMAGE_BASE", DEFAULT_BASE)
     if _podman(env, "image", "exists", base).returncode != 0:  # no registry: a base from Debian's packages
-        require(shutil.which("dpkg-query") is not None, "dpkg (a Debian machine) to make a base image")
+        require(can_make(), "Debian's python3-venv package, to make a base image without a registry")
         rootfs = work / "base.tar"
         write_rootfs(rootfs)
         base = made = f"localhost/firstlight-test-base:{run_id}"
