@@ -46,14 +46,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 VLLM_MODULE = "tests/e2e/vllm/test_server.py"
+# modules whose tests share one costly module-scoped fixture (the real vLLM, the built wheel and its venv, the
+# built image): each is one unit of work on one worker
+TOGETHER = (VLLM_MODULE, "tests/e2e/packaging/test_wheel.py", "tests/e2e/packaging/test_image.py")
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest without xdist (-p no:xdist) must not reject it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under pytest-xdist (scripts/test.sh runs 2 workers): every test is its own unit of work, except the
     real-vLLM module, which is one unit on one worker (its tests share module-scoped servers and must never run
-    two vLLMs at once). Being the largest unit, it is handed out first, so it runs beside the rest of the suite
-    instead of being its tail. (xdist's own ``loadgroup`` cannot do this under pytest 9: it renames node ids
+    two vLLMs at once), and the others of ``TOGETHER`` (the wheel's module builds and installs it once). Being
+    the largest unit, the vLLM module is handed out first, so it runs beside the rest of the suite instead of
+    being its tail. (xdist's own ``loadgroup`` cannot do this under pytest 9: it renames node ids
     through an attribute that pytest 9 no longer reads.)"""
     if config.getvalue("dist") != "load":  # an explicit --dist mode is the user's
         return None
@@ -61,6 +65,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class VllmTogether(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return VLLM_MODULE if nodeid.startswith(VLLM_MODULE + "::") else nodeid
+            return next((m for m in TOGETHER if nodeid.startswith(m + "::")), nodeid)
 
     return VllmTogether(config, log)

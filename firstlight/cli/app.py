@@ -20,7 +20,7 @@ from typing import Any
 import click
 import psutil
 
-from firstlight import settings
+from firstlight import engines, settings
 from firstlight._version import __version__
 from firstlight.cli.bench import bench_command
 from firstlight.cli.container import container_options, up_container, watch_container
@@ -75,9 +75,33 @@ Failure categories (the summary's "failure"):
 """ + "\n".join(textwrap.wrap(", ".join(ALL_FAILURES), 100, initial_indent="  ", subsequent_indent="  "))
 
 
+def version_text() -> str:
+    """firstlight's version, then each engine profile's ``checked_versions``: the releases a user can trust it with
+    most (the tests start and watch their real servers); the other profiles were checked against recorded logs."""
+    profiles = list(engines.PROFILES.values())
+    checked = [p for p in profiles if p.checked_versions]
+    width = max((len(p.display_name) for p in checked), default=0)
+    lines = [f"firstlight, version {__version__}",
+             "engine releases its profiles were checked against (real servers started and watched by its tests):"]
+    lines += [f"  {p.display_name:{width}}  {', '.join(p.checked_versions)}" for p in checked]
+    others = [p.name for p in profiles if not p.checked_versions]
+    if others:
+        lines += textwrap.wrap("the other profiles, checked against recorded logs of real starts: "
+                               + ", ".join(others), 110, subsequent_indent="  ")
+    return "\n".join(lines)
+
+
+def _version(ctx: click.Context, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_text())
+        ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
              epilog=EXIT_HELP)
-@click.version_option(__version__, prog_name="firstlight")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=lambda ctx, _param, value: _version(ctx, value),
+              help="Show the version and the engine releases its profiles were checked against, and exit.")
 def cli() -> None:
     """firstlight: know when your LLM server really serves, and what it is doing until then.
 

@@ -160,6 +160,7 @@ LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
 LLAMACPP = EngineProfile(
     name="llamacpp",
     display_name="llama.cpp (llama-server)",
+    checked_versions=("b11434",),  # scripts/setup_llama_server.py builds it
     default_port=8080,
     default_host="127.0.0.1",
     command_patterns=(

@@ -22,6 +22,7 @@ RPC_DEFAULT_PORT = 50052  # tools/rpc/rpc-server.cpp: rpc_server_params.port
 LLAMA_RPC = EngineProfile(
     name="llamarpc",
     display_name="llama.cpp RPC server (worker)",
+    checked_versions=("b11434",),  # ggml-rpc-server, built beside llama-server
     default_port=RPC_DEFAULT_PORT,
     default_host="127.0.0.1",
     command_patterns=(r"(?:^|[\s/\\])(?:ggml-)?rpc-server(?:\.exe)?(?:\s|$)",),

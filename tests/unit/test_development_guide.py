@@ -16,7 +16,7 @@ PROCESS = re.compile(r"\b(?:stop|round) \d+(?![\d.]| ?(?:s|ms|seconds?|minutes?)
 
 
 def _pages() -> list[str]:
-    files = [REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "scripts").iterdir(),
+    files = [REPO / "README.md", REPO / "CHANGELOG.md", *(REPO / "docs").glob("*.md"), *(REPO / "scripts").iterdir(),
              *(REPO / "firstlight").rglob("*.py")]
     return sorted(p.relative_to(REPO).as_posix() for p in files if p.is_file())
 

@@ -258,3 +258,42 @@ def test_a_leaderworkerset_asks_firstlight_on_every_pod_and_the_leader_reads_eac
             assert members == [f"http://{name}-0-{i}.{name}.default:{LWS_MEMBER_PORT}" for i in range(1, size)]
         else:
             assert members == []
+
+
+def _containers(node: Any) -> list[dict[str, Any]]:
+    """Every container and init container of a manifest, at any depth (a LeaderWorkerSet has two Pod templates)."""
+    if isinstance(node, list):
+        return [c for x in node for c in _containers(x)]
+    if not isinstance(node, dict):
+        return []
+    found = [c for key in ("containers", "initContainers") for c in node.get(key) or []]
+    return found + [c for v in node.values() for c in _containers(v)]
+
+
+def _images() -> dict[str, set[str]]:
+    """Each image repository the manifests name, with the tags they give it."""
+    tags: dict[str, set[str]] = {}
+    for path in ALL_MANIFESTS:
+        for c in _containers(docs(path)):
+            repo, _, tag = c["image"].rpartition(":")
+            tags.setdefault(repo, set()).add(tag)
+    return tags
+
+
+def test_every_sidecar_runs_the_image_the_containerfile_builds_tagged_with_the_version():
+    from firstlight._version import __version__
+
+    sidecars = [c for p in ALL_MANIFESTS for c in _containers(docs(p)) if c["name"] == "firstlight"]
+    assert len(sidecars) == 7, len(sidecars)  # one per sidecar manifest, two per LeaderWorkerSet
+    assert {c["image"] for c in sidecars} == {f"firstlight:{__version__}"}
+    assert f"podman build -t firstlight:{__version__} -f Containerfile ." in (REPO / "Containerfile").read_text()
+
+
+def test_each_engine_image_has_one_tag_across_the_manifests_and_vllms_is_its_checked_release():
+    from firstlight.engines import PROFILES
+
+    tags = _images()
+    assert {repo: t for repo, t in tags.items() if len(t) != 1} == {}, tags
+    vllm = f"v{PROFILES['vllm'].checked_versions[0]}"
+    assert tags["vllm/vllm-openai"] == {vllm} and tags["vllm-firstlight"] == {vllm}, tags
+    assert set(tags) == {"firstlight", "vllm/vllm-openai", "vllm-firstlight", "lmsysorg/sglang"}, tags
