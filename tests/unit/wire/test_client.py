@@ -43,6 +43,7 @@ class _Recorded(BaseHTTPRequestHandler):
             cls.in_flight += 1
             cls.most = max(cls.most, cls.in_flight)
             cls.lock.notify_all()
+        answered = False
         try:
             if self.path.startswith("/redirect"):
                 self.send_response(302)
@@ -59,13 +60,18 @@ class _Recorded(BaseHTTPRequestHandler):
                 return
             with cls.lock:
                 cls.lock.wait_for(lambda: cls.in_flight >= cls.together or len(cls.seen) >= cls.total, cls.hold_s)
+                # out of flight before the answer goes: the server closes each connection (HTTP/1.0), so the
+                # client's next request may reach another thread before this one gets past its last write
+                cls.in_flight -= 1
+                answered = True
             self.send_response(200)
             self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"ok")
         finally:
-            with cls.lock:
-                cls.in_flight -= 1
+            if not answered:
+                with cls.lock:
+                    cls.in_flight -= 1
 
 
 @pytest.fixture
