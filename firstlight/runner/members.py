@@ -1,9 +1,9 @@
 """The leader's view of its members (``--member URL``, docs/multinode.md): a thread reads each member's
-``GET URL/readyz`` every ``POLL_S`` through the one HTTP layer (``firstlight.wire``: a wall-clock deadline of
-``REQUEST_TIMEOUT_S`` on every byte, a capped body, no proxy), and tells the readiness endpoints the members' states
-and the group verdict (decided by ``firstlight.group``). Observes and forwards; decides nothing. Its thread runs
-under the guard every thread has (``firstlight.samplers.base.Guard``): a poll that raises is said, and the next
-one comes as usual.
+``GET URL/readyz`` every ``POLL_S``, side by side (``READERS`` at a time), through the one HTTP layer
+(``firstlight.wire``: a wall-clock deadline of ``REQUEST_TIMEOUT_S`` on every byte, a capped body, no proxy), and
+tells the readiness endpoints the members' states and the group verdict (decided by ``firstlight.group``). Observes
+and forwards; decides nothing. Its thread runs under the guard every thread has (``firstlight.samplers.base.Guard``):
+a poll that raises is said, and the next one comes as usual.
 
 Bound (pinned in tests/e2e/runner/test_multinode.py): after READY, a member whose /readyz stops answering 200 turns the
 leader's /readyz 503 within ``POLL_S + REQUEST_TIMEOUT_S`` (``AFTER_READY_BOUND_S``) of that member's change.
@@ -11,9 +11,12 @@ leader's /readyz 503 within ``POLL_S + REQUEST_TIMEOUT_S`` (``AFTER_READY_BOUND_
 
 from __future__ import annotations
 
+import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from firstlight.group import LEADER, GroupVerdict, MemberState, decide_group, member_from_body, unreachable
@@ -39,6 +42,8 @@ MAX_READYZ_BODY = 1 << 20  # bytes of a member's /readyz read (a firstlight body
 # member's own watch sees its process end within its sample interval.
 SETTLE_S = 3.0
 AFTER_READY_BOUND_S = POLL_S + REQUEST_TIMEOUT_S
+# Members read at once: a poll of N members takes ceil(N / READERS) request deadlines at the most, not N.
+READERS = 16
 LWS_MEMBER_PORT = 8081  # the member readiness port on every LeaderWorkerSet pod (--member-port)
 
 
@@ -97,6 +102,17 @@ class MemberWatch(QuietReporter):
             body = None
         return member_from_body(shown, answer.status, body, prev)
 
+    def _read_all(self, wires: dict[str, Wire]) -> list[MemberState]:
+        """Every member's state, read side by side: one member that takes its whole deadline delays no other."""
+        for url in self.urls:  # made here, one thread: the readers only use them, one member each
+            if url not in wires:
+                with contextlib.suppress(ValueError):  # a URL that names no server: its read says so
+                    wires[url] = Wire(url, connect_timeout=REQUEST_TIMEOUT_S)
+        if len(self.urls) <= 1:
+            return [self._read(wires, url) for url in self.urls]
+        with ThreadPoolExecutor(min(READERS, len(self.urls)), thread_name_prefix="firstlight-member") as readers:
+            return list(readers.map(lambda url: self._read(wires, url), self.urls))
+
     def poll_once(self, wires: dict[str, Wire] | None = None) -> GroupVerdict:
         """Read every member once. ``wires``: connections kept from one read to the next (the loop's, filled as
         needed); without, ones for this read only."""
@@ -109,8 +125,8 @@ class MemberWatch(QuietReporter):
                 _close(own)
 
     def _poll(self, wires: dict[str, Wire]) -> GroupVerdict:
-        for url in self.urls:
-            self.states[url] = self._read(wires, url)
+        for url, state in zip(self.urls, self._read_all(wires), strict=True):
+            self.states[url] = state
         s = self.server.state.snapshot()
         members = [self.states[u] for u in self.urls]
         g = decide_group(s["verdict"], s["last_progress_at"], members, self.stall_timeout_s, time.time(),
@@ -156,7 +172,12 @@ class MemberWatch(QuietReporter):
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=REQUEST_TIMEOUT_S * (len(self.urls) + 1))
+        self._thread.join(timeout=poll_bound_s(len(self.urls)) + REQUEST_TIMEOUT_S)
+
+
+def poll_bound_s(members: int) -> float:
+    """The longest one poll of ``members`` members can take: their reads side by side, ``READERS`` at a time."""
+    return REQUEST_TIMEOUT_S * max(1, math.ceil(members / READERS))
 
 
 def _close(wires: dict[str, Wire]) -> None:

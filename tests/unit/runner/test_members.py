@@ -327,3 +327,37 @@ def test_a_poll_that_raises_is_said_and_the_loop_goes_on():
         watch.close()
         for r in (leader, member):
             r.close()
+
+
+def test_members_are_read_side_by_side_so_a_poll_of_many_silent_ones_takes_a_deadline_per_sixteen():
+    """20 members that accept and never answer: the poll takes two request deadlines (16 read at once, then 4), not
+    20 one after the other (40 s); and the watch's close waits for no more than that."""
+    import socket
+
+    from firstlight.runner.members import READERS, REQUEST_TIMEOUT_S, poll_bound_s
+
+    assert (READERS, poll_bound_s(1), poll_bound_s(16), poll_bound_s(17), poll_bound_s(50)) == (
+        16, REQUEST_TIMEOUT_S, REQUEST_TIMEOUT_S, 2 * REQUEST_TIMEOUT_S, 4 * REQUEST_TIMEOUT_S)
+    leader = ReadinessServer()
+    with contextlib.ExitStack() as stack:
+        urls = []
+        for _ in range(20):
+            silent = stack.enter_context(socket.socket())
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(4)
+            urls.append(f"http://127.0.0.1:{silent.getsockname()[1]}")
+        serial = 20 * REQUEST_TIMEOUT_S  # one after the other
+        watch = MemberWatch(urls, leader, stall_timeout_s=30.0)
+        try:
+            t0 = time.monotonic()
+            watch.close()  # its loop's first poll of the 20 is in flight
+            assert not watch._thread.is_alive() and time.monotonic() - t0 < serial / 2
+            with _wires() as client:
+                t0 = time.monotonic()
+                watch.poll_once(client)
+                took = time.monotonic() - t0
+            assert all("deadline" in (watch.states[u].error or "") for u in urls), watch.states
+            assert poll_bound_s(20) * 0.9 <= took < serial / 2, took
+        finally:
+            watch.close()
+            leader.close()
