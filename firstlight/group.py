@@ -48,6 +48,7 @@ class MemberState:
     # times the leader saw it change: a member restarting while the others wait
     start_key: tuple[Any, Any] | None = None
     restarts: int = 0
+    instance: str | None = None  # which firstlight answered (its /readyz's own token)
 
     def to_dict(self) -> dict[str, Any]:
         return {"url": self.url, "node_rank": self.node_rank, "role": self.role,
@@ -78,7 +79,8 @@ def member_from_body(url: str, status: int, body: Any, previous: MemberState | N
                        node_rank=rank if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 1 << 20
                        else None,
                        role=_text(body.get("role")), phase=_text(body.get("phase")), last_progress_at=lp,
-                       evidence=evidence, serving=serving_state, start_key=key, restarts=restarts)
+                       evidence=evidence, serving=serving_state, start_key=key, restarts=restarts,
+                       instance=_text(body.get("instance")))
 
 
 MAX_EPOCH_S = 1e11  # a member's progress time, POSIX seconds: beyond is not a time

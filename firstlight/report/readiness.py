@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 import socket
 import sys
 import threading
@@ -99,6 +100,8 @@ class ReadinessState:
         self.evidence: list[dict[str, Any]] = []
         self.start = 0  # how many starts have begun (0: waiting for the first)
         self.pid: int | None = None
+        # this endpoint, told apart from every other: a leader given its own URL as a member's knows it is itself
+        self.instance = secrets.token_hex(8)
         self.reached_ready = False  # in the current start
         self.serving: dict[str, Any] | None = None  # the serving checks' status after READY (None: none yet)
         self.last_progress_at: float | None = None  # wall clock of this node's last progress (docs/multinode.md)
@@ -115,7 +118,7 @@ class ReadinessState:
                     "elapsed_seconds": None if self.elapsed_s is None else round(self.elapsed_s, 3),
                     "verdict": self.verdict, "phase": self.phase, "level": self.level, "progress": self.progress,
                     "eta_s": self.eta_s, "evidence": self.evidence, "start": self.start, "pid": self.pid,
-                    "reached_ready": self.reached_ready, "serving": self.serving,
+                    "instance": self.instance, "reached_ready": self.reached_ready, "serving": self.serving,
                     "last_progress_at": self.last_progress_at, "node_rank": self.node_rank, "role": self.role,
                     "members": self.members, "group": self.group}
 
@@ -285,7 +288,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             body = {"ok": status == 200, **{k: s[k] for k in ("state", "phase", "detail", "elapsed_seconds",
                                                               "level", "progress", "eta_s", "verdict",
-                                                              "evidence", "start", "pid", "serving",
+                                                              "evidence", "start", "pid", "instance", "serving",
                                                               "last_progress_at", "node_rank", "role",
                                                               "members", "group")}}
             self._send(status, body, head)

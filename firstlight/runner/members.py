@@ -79,6 +79,7 @@ class MemberWatch(QuietReporter):
         self.stall_timeout_s = stall_timeout_s
         self._say = message
         self.states: dict[str, MemberState] = {}
+        self._itself: set[str] = set()  # member URLs that answered as this leader's own endpoint
         self.group: GroupVerdict | None = None
         self._stop = threading.Event()
         self._poll_lock = threading.Lock()  # the loop's polls and the verdict's settling, one at a time
@@ -102,16 +103,16 @@ class MemberWatch(QuietReporter):
             body = None
         return member_from_body(shown, answer.status, body, prev)
 
-    def _read_all(self, wires: dict[str, Wire]) -> list[MemberState]:
+    def _read_all(self, wires: dict[str, Wire], urls: list[str]) -> list[MemberState]:
         """Every member's state, read side by side: one member that takes its whole deadline delays no other."""
-        for url in self.urls:  # made here, one thread: the readers only use them, one member each
+        for url in urls:  # made here, one thread: the readers only use them, one member each
             if url not in wires:
                 with contextlib.suppress(ValueError):  # a URL that names no server: its read says so
                     wires[url] = Wire(url, connect_timeout=REQUEST_TIMEOUT_S)
-        if len(self.urls) <= 1:
-            return [self._read(wires, url) for url in self.urls]
-        with ThreadPoolExecutor(min(READERS, len(self.urls)), thread_name_prefix="firstlight-member") as readers:
-            return list(readers.map(lambda url: self._read(wires, url), self.urls))
+        if len(urls) <= 1:
+            return [self._read(wires, url) for url in urls]
+        with ThreadPoolExecutor(min(READERS, len(urls)), thread_name_prefix="firstlight-member") as readers:
+            return list(readers.map(lambda url: self._read(wires, url), urls))
 
     def poll_once(self, wires: dict[str, Wire] | None = None) -> GroupVerdict:
         """Read every member once. ``wires``: connections kept from one read to the next (the loop's, filled as
@@ -125,10 +126,16 @@ class MemberWatch(QuietReporter):
                 _close(own)
 
     def _poll(self, wires: dict[str, Wire]) -> GroupVerdict:
-        for url, state in zip(self.urls, self._read_all(wires), strict=True):
+        urls = [u for u in self.urls if u not in self._itself]
+        for url, state in zip(urls, self._read_all(wires, urls), strict=True):
             self.states[url] = state
         s = self.server.state.snapshot()
-        members = [self.states[u] for u in self.urls]
+        for url in urls:
+            if self.states[url].instance == s["instance"]:  # its /readyz would wait on this very poll
+                self._itself.add(url)
+                self._say(f"group: member {self._shown[url]} is this leader's own readiness endpoint: left out "
+                          "of the group")
+        members = [self.states[u] for u in self.urls if u not in self._itself]
         g = decide_group(s["verdict"], s["last_progress_at"], members, self.stall_timeout_s, time.time(),
                          reached_ready=self.group is not None and self.group.verdict == READY)
         told = [m.to_dict() for m in members]

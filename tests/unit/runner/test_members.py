@@ -361,3 +361,29 @@ def test_members_are_read_side_by_side_so_a_poll_of_many_silent_ones_takes_a_dea
         finally:
             watch.close()
             leader.close()
+
+
+def test_a_leader_given_its_own_url_as_a_members_leaves_it_out_and_says_so_once():
+    """Its own /readyz is 503 until the group is ready, and the group would wait on it for ever: the member that
+    answers with the leader's own instance token is left out, said once, and never read again."""
+    leader, member = ReadinessServer(), _ready_member()
+    with leader.state.lock:
+        leader.state.verdict, leader.state.start, leader.state.last_progress_at = READY, 1, 5.0
+    said: list[str] = []
+    watch = MemberWatch([leader.url, member.url], leader, stall_timeout_s=30.0, message=said.append)
+    watch.close()  # its own loop stopped: the polls below are the test's
+    try:
+        with _wires() as client:
+            g = watch.poll_once(client)
+            assert (g.verdict, g.serving, g.culprit) == (READY, True, None)
+            read = watch.states[leader.url]
+            g = watch.poll_once(client)
+        assert (g.verdict, g.serving) == (READY, True) and watch.states[leader.url] is read  # not read again
+        assert said == [f"group: member {leader.url} is this leader's own readiness endpoint: left out of the "
+                        "group", f"group: ready (1 member(s)): member {member.url} (node_rank 1) ready"]
+        with leader.state.lock:
+            assert [m["url"] for m in leader.state.members] == [member.url]
+        assert leader.state.instance != member.state.instance and len(leader.state.instance) == 16
+    finally:
+        for r in (leader, member):
+            r.close()
