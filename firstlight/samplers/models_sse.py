@@ -4,7 +4,8 @@ source follows that stream during the start and puts each stage's begin and end 
 
 It only observes, on its own thread, through the one HTTP layer (``firstlight.wire``): the answer's headers come
 by a deadline, a failed connect is retried with a doubling back-off (up to BACKOFF_MAX_S), a quiet stream is
-reconnected after READ_TIMEOUT_S, lines are capped (SSELines) and so is one connection's body (MAX_STREAM_BYTES),
+reconnected after READ_TIMEOUT_S, lines are capped (SSELines) and so is one connection's body (MAX_STREAM_BYTES,
+and MAX_BYTES_WITHOUT_EVENT of anything but events: dropped, read again after the back-off),
 and it stops at the model's ``loaded`` event, after MAX_EVENTS events, or when stopped. The driver never waits on
 it; what escapes its loop is a failed note (the guard of every thread), and the loop starts again.
 An event sent while it reconnects is not seen (the stream does not replay): its stage then has no figure.
@@ -29,8 +30,15 @@ BACKOFF_MIN_S = 0.2
 BACKOFF_MAX_S = 5.0
 MAX_EVENTS = 10_000  # a stream that never says "loaded" stops costing anything after these
 MAX_STREAM_BYTES = 64 << 20  # one connection's body; then it is read again from a new one
+# A connection that sends this much and no event (comments, other fields: a keep-alive gone wild) is dropped and
+# read again after the back-off, so that a chattering stream costs a moment each time, not a core
+MAX_BYTES_WITHOUT_EVENT = 1 << 20
 ROUTER_FLAGS = ("--models-dir", "--models-preset")  # llama-server's router mode (common/arg.cpp)
 ROUTER_ENV = ("LLAMA_ARG_MODELS_DIR", "LLAMA_ARG_MODELS_PRESET")
+
+
+class _Chatter(WireError):
+    """The stream sends bytes but no event."""
 
 
 def is_router(argv: list[str] | None, env: dict[str, str] | None = None) -> bool:
@@ -86,7 +94,7 @@ class ModelsSSE:
 
     def _read_all(self, sink: Sink) -> None:
         wait = BACKOFF_MIN_S
-        noted = False
+        noted = chatter_noted = False
         with Wire(self.base, api_key=self.api_key, connect_timeout=CONNECT_TIMEOUT_S) as wire:
             while not self._done():
                 try:
@@ -99,6 +107,10 @@ class ModelsSSE:
                     if not noted:
                         sink(SourceNote(self.clock(), "engine_clock", f"{PATH}: {e}; reconnecting"))
                         noted = True
+                except _Chatter as e:
+                    if not chatter_noted:
+                        sink(SourceNote(self.clock(), "engine_clock", str(e)))
+                        chatter_noted = True
                 except WireError as e:
                     if e.timed_out:
                         continue  # quiet, not gone (a timeout took its seconds: no spin)
@@ -121,12 +133,17 @@ class ModelsSSE:
                 raise WireError(f"{PATH} -> {resp.status}")
             self.connects += 1
             lines = SSELines()
+            chatter = 0  # bytes since the last event
             for chunk in resp.chunks():
+                chatter += len(chunk)
                 for line in lines.feed(chunk):
                     if not line.startswith("data:"):
                         continue
+                    chatter = 0
                     self.events += 1
                     for mark in self.stream.feed(line[5:].strip(), self.clock()):
                         sink(mark)
                     if self._done():
                         return
+                if chatter > MAX_BYTES_WITHOUT_EVENT:
+                    raise _Chatter(f"{PATH}: {chatter} bytes without an event; read again after a pause")

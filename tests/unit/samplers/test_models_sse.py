@@ -196,3 +196,51 @@ def test_what_escapes_the_reader_is_a_failed_note_and_it_reads_on(monkeypatch: A
     finally:
         src.stop()
         srv.shutdown()
+
+
+def test_a_stream_of_comments_and_no_event_is_dropped_after_a_mebibyte_noted_once_and_read_again_later():
+    """34 MB of keep-alive comments on one connection (the body's own cap is 64 MiB): the reader lets it go after
+    about 1 MiB without an event (the socket buffers hold a few MB more), says so once, and reads the stream again
+    after its back-off."""
+    from firstlight.samplers.models_sse import BACKOFF_MIN_S, MAX_BYTES_WITHOUT_EVENT
+
+    written: list[int] = []
+
+    class Chatter(BaseHTTPRequestHandler):
+        def log_message(self, *a: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            if written:  # the second connection: the load's events
+                self.wfile.write(("\n\n".join([EVENTS[0], EVENTS[4]]) + "\n\n").encode())
+                self.wfile.flush()
+                time.sleep(30)
+                return
+            written.append(0)
+            comments = b": keep-alive\n" * 65_536  # 832 KiB
+            try:
+                for _ in range(40):
+                    self.wfile.write(comments)
+                    written[0] += len(comments)
+                self.wfile.flush()
+            except OSError:
+                pass  # the reader let go
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Chatter)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    t0 = time.monotonic()
+    src, got = _run(srv.server_port)
+    try:
+        wait_for(lambda: src.stream.loaded, 30, "loaded on the second connection")
+        assert MAX_BYTES_WITHOUT_EVENT == 1 << 20 and written[0] < 16 << 20, written  # not the whole 34 MB
+        notes = [o.message for o in got if isinstance(o, SourceNote)]
+        assert len(notes) == 1 and "bytes without an event; read again after a pause" in notes[0], notes
+        assert time.monotonic() - t0 >= BACKOFF_MIN_S and src.connects == 2
+        assert _marks(got) == [("load", "begin"), ("load", "end")]
+    finally:
+        src.stop()
+        srv.shutdown()
