@@ -40,6 +40,8 @@ from firstlight.timestamps import TS_START, TimestampParser
 from firstlight.vocab import FAILED, READY
 
 MAX_PHASE_RECORDS = 500
+# A log's clock moving more than a day at one line is a bad stamp unless the next dated line moves there too
+MAX_CLOCK_JUMP_S = 86_400.0
 READ_CHUNK = 1 << 20
 REPLAY_RULES = JudgeConfig(timeout=float("inf"), ready_from_log=True)  # no probes: the ready line is READY
 
@@ -82,6 +84,7 @@ class Replayer:
         self._ts = TimestampParser()
         self._ts_candidates: deque[str] = deque(maxlen=16)  # recent lines that may carry a timestamp
         self._t: float | None = None  # the log's clock: the latest timestamp seen
+        self._jump: float | None = None  # a line's time far from that clock, until the next dated line confirms it
         self._tick = 0.0  # tie-breaker, so lines keep their order at one timestamp
         self._driver: Driver | None = None  # made at the first line: the start is that line's time
         self._stamps: dict[int, float | None] = {}  # line -> its own time, for the report's phases
@@ -119,6 +122,8 @@ class Replayer:
                 self._ts_candidates.append(text)
         ts = t if t is not None else (self._timestamp(text, framed_ts) if final else None)
         if ts is not None:
+            ts = self._steady(ts)
+        if ts is not None:
             self._t = ts
         driver = self.driver
         if final:
@@ -134,6 +139,21 @@ class Replayer:
     def _clock(self) -> float:
         self._tick += 1e-6
         return (self._t or 0.0) + self._tick
+
+    def _steady(self, ts: float) -> float | None:
+        """The line's time, or None (it keeps the log's clock) when it moves that clock by more than
+        ``MAX_CLOCK_JUMP_S`` and the next dated line does not go there too: one badly stamped line (a year that
+        is not this one) makes no century-long phase, and a log that really moves on (a start resumed the next
+        day) follows from its second line there."""
+        prev = self._t
+        if prev is None or abs(ts - prev) <= MAX_CLOCK_JUMP_S:
+            self._jump = None
+            return ts
+        if self._jump is not None and abs(ts - self._jump) <= MAX_CLOCK_JUMP_S:
+            self._jump = None
+            return ts
+        self._jump = ts
+        return None
 
     def _phase_lines(self) -> set[int]:
         return {s.line for s in self.judge.phases if s.line is not None}

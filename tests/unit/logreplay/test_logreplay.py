@@ -107,6 +107,36 @@ def test_timestamps_sglang_full_and_time_only() -> None:
     assert t1 - t0 == pytest.approx(5.0)  # rolls over midnight
 
 
+def test_one_line_stamped_a_century_off_keeps_the_logs_clock_and_a_real_move_to_another_day_follows() -> None:
+    """A log's clock moving more than a day (MAX_CLOCK_JUMP_S) at one line is that line's bad stamp unless the next
+    dated line goes there too: no century-long phase in the anatomy; a start resumed two days later is followed
+    from its second line there."""
+    from firstlight.logreplay import MAX_CLOCK_JUMP_S
+
+    assert MAX_CLOCK_JUMP_S == 86_400.0
+    lines = [
+        "[2025-08-11 02:20:13 TP0] Load weight begin. avail mem=78.58 GB",
+        "[2125-08-11 02:20:20 TP0] Capture cuda graph begin. This can take up to several minutes.",
+        "[2025-08-11 02:20:25 TP0] Capture cuda graph end. Time elapsed: 5.00 s",
+        "[2025-08-11 02:20:30] The server is fired up and ready to roll!",
+    ]
+    rep = replay_lines(lines, engine="sglang")
+    assert rep.outcome == "ready"
+    assert [p["timestamp"] for p in rep.phases] == [1754878813.0, None, 1754878830.0]  # the bad stamp: not a time
+    assert rep.anatomy is not None
+    assert all(p["seconds"] < 60 for p in rep.anatomy["phases"]), rep.anatomy["phases"]
+    assert rep.anatomy["total_s"] == pytest.approx(17.0, abs=0.01)
+    # the same log moved on by two days at the graphs (two dated lines there): its clock follows
+    later = [lines[0], lines[1].replace("2125-08-11", "2025-08-13"), lines[2].replace("2025-08-11", "2025-08-13"),
+             lines[3].replace("2025-08-11", "2025-08-13")]
+    rep = replay_lines(later, engine="sglang")
+    assert [p["timestamp"] for p in rep.phases] == [1754878813.0, None, 1754878813.0 + 2 * 86_400 + 17]
+    # a jump of exactly a day is the clock's own move, at once
+    rep = replay_lines([lines[0], lines[1].replace("2125-08-11 02:20:20", "2025-08-12 02:20:13"), lines[3]],
+                       engine="sglang")
+    assert [p["timestamp"] for p in rep.phases][:2] == [1754878813.0, 1754878813.0 + 86_400]
+
+
 def test_serving_failure_after_ready_keeps_outcome_ready() -> None:
     lines = (FIXTURES / "vllm-v1-ready.log").read_text(encoding="utf-8").splitlines()
     lines += [

@@ -529,8 +529,8 @@ def test_a_fresh_state_is_waiting_for_its_first_start():
     assert st.snapshot() == {
         "state": "starting", "detail": None, "elapsed_seconds": None, "verdict": "starting", "phase": None,
         "level": "none", "progress": {}, "eta_s": None, "evidence": [], "start": 0, "pid": None,
-        "instance": st.instance, "reached_ready": False, "serving": None, "last_progress_at": None, "node_rank": None, "role": None,
-        "members": [], "group": None}
+        "instance": st.instance, "reached_ready": False, "serving": None, "last_progress_at": None,
+        "node_rank": None, "role": None, "members": [], "group": None}
     assert st.probed is False and not st.final_read.is_set()
 
 
