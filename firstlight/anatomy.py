@@ -21,6 +21,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from firstlight.budgets import QuietTracker
 from firstlight.formats import mbps as _mbps
 from firstlight.logtext import one_line
 from firstlight.timeline import EngineClock, LogLine, ProcessSample, WeightsTotal
@@ -75,6 +76,8 @@ class Signals:
     clocks: list[EngineClock] = field(default_factory=list)  # the engine's own figures (compare_clocks)
     peer_lines: list[tuple[float, str]] = field(default_factory=list)  # the engine's peer-load lines: t, text
     engine_version: tuple[float, str] | None = None  # t, the version its log says
+    # per phase, the longest silence of strong progress, of any progress and of each signal (the judge feeds it)
+    quiet: QuietTracker = field(default_factory=QuietTracker)
 
     def feed(self, obs: Any) -> None:
         if isinstance(obs, ProcessSample) and obs.alive and len(self.points) < MAX_POINTS:
@@ -326,6 +329,9 @@ def anatomy(phases: list[dict[str, Any]], sig: Signals, end: float, *, first_gen
             bound, ev = _generic_bound(win, t0)
         entry.update({"bound": bound, "cpu_cores": _r(win.cores, 2), "thread_top": _r(win.thread_top, 2),
                       "thread_runnable": _r(win.runnable, 2), "evidence": ev})
+        quiet = sig.quiet.of(p["name"], t1)
+        if quiet is not None and sig.points:  # silences are measured only with a process tree to watch
+            entry["quiet"] = quiet
         out_phases.append(entry)
         idle_all += [{"phase": p["name"], "start": a, "seconds": round(b - a, 3)} for a, b in win.idle]
     total = (end - max(float(phases[0]["start"]), origin)) if phases else 0.0

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from firstlight.assessment import Assessment, Event
+from firstlight.budgets import Budgets
 from firstlight.config import JudgeConfig
 from firstlight.engines import get_profile, new_detector
 from firstlight.engines.detect import EngineDetector
@@ -53,6 +54,7 @@ class Driver:
         self._kept: list[Observation] | None = [] if detect else None
         self._kept_bytes = 0
         self._expected_total_s = rules.expected_total_s
+        self._budgets: Budgets | None = None
 
     @property
     def profile(self) -> EngineProfile:
@@ -83,6 +85,11 @@ class Driver:
         """The whole-start estimate (this deployment's history), kept across a swap of the judge."""
         self._expected_total_s = seconds
         self.judge.expect_total(seconds)
+
+    def use_budgets(self, budgets: Budgets | None) -> None:
+        """The phase budgets learned from this deployment's history, kept across a swap of the judge."""
+        self._budgets = budgets
+        self.judge.use_budgets(budgets)
 
     def assess(self, now: float) -> Assessment:
         return self.judge.assess(now)
@@ -129,6 +136,7 @@ class Driver:
         else:
             self.judge = Judge(old.rules, profile, old.started_at)
             self.judge.expect_total(self._expected_total_s)
+            self.judge.use_budgets(self._budgets)
             for o in kept:
                 self.judge.feed(o)
                 self.judge.assess(o.t)

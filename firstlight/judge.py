@@ -24,10 +24,11 @@ from typing import Any
 
 from firstlight.anatomy import Signals
 from firstlight.assessment import Assessment, Event, Evidence, PhaseSpan, Progress
+from firstlight.budgets import Budgets, PhaseBudget
 from firstlight.config import JudgeConfig
 from firstlight.deaths import CRASH_SIGNALS, KILLED_HINT, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
 from firstlight.engines.profile import EngineProfile
-from firstlight.formats import gb
+from firstlight.formats import duration, gb
 from firstlight.interpret import FailureHit, LineInterpreter, Reading
 from firstlight.logtext import is_access_line, one_line
 from firstlight.timeline import (
@@ -120,6 +121,8 @@ class Judge:
         # The server's lines, read once (their interpretation is shared with replay): phase, progress, root cause.
         self.log = LogTracker(profile, self.signals, self.progress_tracker)
         self._clocks: tuple[EngineClock, ...] = ()  # the engine's figures as the last assessment gave them
+        self.budgets: Budgets | None = None  # this deployment's learned phase budgets (its history), if any
+        self.signals.quiet.enter("process_start", started_at)
 
     # -- feeding ---------------------------------------------------------------------------------------
     def feed(self, obs: Observation) -> list[Event]:
@@ -156,8 +159,13 @@ class Judge:
         return []
 
     def _strong(self, t: float, signal: str, value: str) -> None:
+        self.signals.quiet.mark(t, signal, strong=True)
         if t >= self.last_strong.t:
             self.last_strong = _Mark(t, signal, value)
+
+    def _weak(self, t: float, signal: str, value: str) -> None:
+        self.signals.quiet.mark(t, "cpu" if signal == "cpu" else "gpu_util", strong=False)
+        self.last_weak = _Mark(t, signal, value)
 
     def use_profile(self, profile: EngineProfile) -> None:
         """The engine became known during the run (from its log lines or its endpoints)."""
@@ -167,6 +175,10 @@ class Judge:
     def expect_total(self, seconds: float | None) -> None:
         """The whole-start estimate (from this deployment's history), learnt once the engine is known."""
         self.progress_tracker.expected_total_s = seconds
+
+    def use_budgets(self, budgets: Budgets | None) -> None:
+        """The phase budgets learned from this deployment's earlier good starts of this start type."""
+        self.budgets = budgets
 
     @property
     def lines(self) -> LineInterpreter:
@@ -213,6 +225,7 @@ class Judge:
             return []
         current.end = t
         self.phases.append(PhaseSpan(name, t, source=source, line=line))
+        self.signals.quiet.enter(name, t)
         return [Event(t, "phase", name, {"source": source, "line": line})]
 
     def _on_log(self, line: LogLine) -> list[Event]:
@@ -314,7 +327,7 @@ class Judge:
         self.ladder.process_seen(s.t)
         r = self.procs.feed(s)
         if r.weak is not None:
-            self.last_weak = _Mark(s.t, "cpu", r.weak)
+            self._weak(s.t, "cpu", r.weak)
         for signal, value in r.strong:
             self._strong(s.t, signal, value)
         for cpu in r.compiler_cpu:
@@ -330,7 +343,7 @@ class Judge:
         if r.strong is not None:
             self._strong(g.t, "gpu", r.strong)
         if r.weak is not None:
-            self.last_weak = _Mark(g.t, "gpu", r.weak)
+            self._weak(g.t, "gpu", r.weak)
         events: list[Event] = []
         for ev, data in r.foreign:
             self.warnings.append(ev)
@@ -354,6 +367,7 @@ class Judge:
         a = self._verdict(now)
         if a.final:
             self.phases[-1].end = self.phases[-1].end or now
+            self.signals.quiet.close(self.phases[-1].end)
             self._final = a
         return a
 
@@ -482,30 +496,95 @@ class Judge:
         return self._base(now, FAILED, ev + self.warnings, failure=best.failure.category, hint=hint)
 
     def _hang(self, now: float) -> Assessment | None:
+        """``hung``: nothing at all moved for stall_timeout (longer where this deployment's history shows the
+        phase is usually that still); then, in a phase with a learned budget, the phase ran past its budget with no
+        strong progress for longer than its usual longest silence (the spin clock is only the ceiling of that
+        silence; within its budget a phase is never hung by it); in a phase without one, only CPU/GPU busy for
+        spin_timeout."""
         if not self.has_stillness_signal:
             return None  # no process tree to watch: a quiet log and a closed port are what a slow load looks like too
         if self.process_failed is not None:
             return None  # the process tree's signal is missing (its sampler failed), not still: only --timeout
         r = self.rules
+        span = self.phases[-1]
+        budget = self.budgets.get(span.name) if self.budgets is not None else None
         strong_idle = now - self.last_strong.t
         last_any = max(self.last_strong.t, self.last_weak.t if self.last_weak else 0.0)
-        if now - last_any >= r.stall_timeout:
+        still_limit = r.stall_timeout
+        if budget is not None and budget.still_limit_s is not None:
+            still_limit = max(still_limit, budget.still_limit_s)  # the history only lengthens the user's floor
+        if now - last_any >= still_limit:
             ev = [Evidence(self.last_strong.signal,
                            f"no progress for {now - last_any:.0f}s; last progress: {self.last_strong.value}",
                            self.last_strong.t)]
             if self.last_weak is not None:
                 ev.append(Evidence(self.last_weak.signal, f"last activity: {self.last_weak.value}",
                                    self.last_weak.t))
+            ev += self._budget_evidence(now, span, budget)
             ev += self._context_evidence(now, last_progress=False) + self.warnings
             return self._base(now, HUNG, ev, detail="no progress", hint=self._stall_hint())
+        if budget is not None:
+            return self._past_budget(now, span, budget)
         if strong_idle >= r.spin_timeout and self.last_weak is not None:
             ev = [Evidence(self.last_weak.signal, f"{self.last_weak.value}, yet nothing else moved for "
                                                   f"{strong_idle:.0f}s", self.last_strong.t),
                   Evidence(self.last_strong.signal, f"last real progress: {self.last_strong.value}",
                            self.last_strong.t)]
+            ev += self._budget_evidence(now, span, None)
             ev += self._context_evidence(now, last_progress=False) + self.warnings
             return self._base(now, HUNG, ev, detail="busy-wait suspected", hint=self._stall_hint())
         return None
+
+    def _silence_allowed(self, budget: PhaseBudget) -> float:
+        """How long a phase past its budget may go without strong progress: its usual longest silence with its
+        margin, at most spin_timeout (without measured silences: spin_timeout)."""
+        lim = budget.silence_limit_s
+        return self.rules.spin_timeout if lim is None else min(lim, self.rules.spin_timeout)
+
+    def _past_budget(self, now: float, span: PhaseSpan, budget: PhaseBudget) -> Assessment | None:
+        ran = now - span.start
+        silence = self.signals.quiet.silence(now)
+        if ran <= budget.budget_s or silence <= self._silence_allowed(budget):
+            return None
+        ev = self._budget_evidence(now, span, budget)
+        if self.last_weak is not None:
+            ev.append(Evidence(self.last_weak.signal, f"meanwhile: {self.last_weak.value}", self.last_weak.t))
+        ev.append(Evidence(self.last_strong.signal, f"last real progress: {self.last_strong.value}",
+                           self.last_strong.t))
+        ev += self._context_evidence(now, last_progress=False) + self.warnings
+        return self._base(now, HUNG, ev, detail="past its learned budget", hint=self._stall_hint())
+
+    def _budget_evidence(self, now: float, span: PhaseSpan, budget: PhaseBudget | None) -> list[Evidence]:
+        """The phase against this deployment's past starts, as the verdict names it; nothing without a history."""
+        if self.budgets is None:
+            return []
+        if budget is None:
+            return [Evidence("budget", self.budgets.why_none(span.name), span.start)]
+        usual = (f"usual at most {duration(budget.silence_s)}" if budget.silence_limit_s is not None
+                 else "usual silence not measured")
+        return [Evidence("budget", f"{span.name} has run {duration(now - span.start)}; {budget.source} (budget "
+                                   f"{duration(budget.budget_s)}); no strong progress for "
+                                   f"{duration(self.signals.quiet.silence(now))}, {usual}", span.start)]
+
+    def budget_use(self, now: float) -> dict[str, Any] | None:
+        """The current phase against its learned budget (None: no history was read): what status, /startupz and
+        the metrics carry."""
+        if self.budgets is None:
+            return None
+        span = self.phases[-1]
+        ran = max(now - span.start, 0.0)
+        budget = self.budgets.get(span.name)
+        if budget is None:
+            b = self.budgets.phases.get(span.name)
+            return {"phase": span.name, "learned": False, "starts": b.starts if b else 0,
+                    "start_type": self.budgets.start_type, "used_s": round(ran, 3),
+                    "note": self.budgets.why_none(span.name)}
+        return {"phase": span.name, "learned": True, "starts": budget.starts, "start_type": budget.start_type,
+                "used_s": round(ran, 3), "budget_s": round(budget.budget_s, 3),
+                "used": round(ran / budget.budget_s, 4) if budget.budget_s > 0 else None,
+                "median_s": round(budget.median_s, 3), "usual_s": [round(budget.min_s, 3), round(budget.max_s, 3)],
+                "silence_s": round(self.signals.quiet.silence(now), 3),
+                "silence_limit_s": round(self._silence_allowed(budget), 3), "note": budget.source}
 
     def _context_evidence(self, now: float, last_progress: bool = True) -> list[Evidence]:
         ev = []
@@ -525,8 +604,10 @@ class Judge:
 
     # -- progress and ETA ------------------------------------------------------------------------------
     def progress(self, now: float) -> Progress:
-        return self.progress_tracker.progress(now, self.procs, self.gpus, self.last_log,
-                                              self._phase_start("weights_loading", self.started_at))
+        p = self.progress_tracker.progress(now, self.procs, self.gpus, self.last_log,
+                                           self._phase_start("weights_loading", self.started_at))
+        p.phase_budget = self.budget_use(now)
+        return p
 
     def _phase_start(self, name: str, default: float) -> float:
         for span in self.phases:

@@ -52,6 +52,7 @@ class ProgressDict(TypedDict, total=False):  # empty for a run that never starte
     since_last_log_s: float | None
     shard: tuple[int, ...] | None  # (done, total)
     progress_line: str | None
+    phase_budget: dict[str, Any] | None  # the current phase against its learned budget (firstlight.budgets)
 
 
 class StartTypeDict(TypedDict):
@@ -79,10 +80,18 @@ class _AnatomyPhaseBase(TypedDict):
     evidence: list[EvidenceDict]
 
 
+class PhaseQuiet(TypedDict):
+    silence_s: float  # the longest stretch without strong progress in the phase
+    still_s: float  # the longest stretch with nothing moving at all
+    signals: dict[str, float]  # per signal that moved in it (log, disk, memory, gpu, process, probe, cpu, gpu_util)
+    moved: list[str]
+
+
 class AnatomyPhase(_AnatomyPhaseBase, total=False):
     read_bytes: int  # the weights phase
     read_rate: float | None
     compile: CompileInfo  # the compile phase
+    quiet: PhaseQuiet  # its silences (firstlight.budgets.QuietTracker); only with a process tree to watch
 
 
 class IdleStretch(TypedDict):

@@ -288,6 +288,24 @@ class History(Database):
             "AND r.ok = 1 AND m.name = 'cold_start_s' ORDER BY r.id DESC LIMIT ?", (key_hash(deployment), limit))
         return [(_opt_str(t), v) for t, raw in rows if (v := metric_value(raw)) is not None]
 
+    def start_anatomies(self, deployment: DeploymentKey | str, limit: int = 40
+                        ) -> list[tuple[str | None, dict[str, Any] | None]]:
+        """(start type, anatomy) of this deployment's good starts, newest first: what its phase budgets are
+        learned from (``firstlight.budgets.learn``). A damaged summary gives no anatomy."""
+        rows = self._query(
+            f"SELECT {self._typed()}, r.summary FROM runs r WHERE r.deployment = ? AND r.ok = 1 "
+            "AND r.kind IN ('up', 'watch') ORDER BY r.id DESC LIMIT ?", (key_hash(deployment), limit))
+        out: list[tuple[str | None, dict[str, Any] | None]] = []
+        for t, raw in rows:
+            try:
+                summary = json.loads(raw)
+            except (TypeError, ValueError, RecursionError):
+                summary = None
+            anat = summary.get("anatomy") if isinstance(summary, dict) else None
+            typed = _opt_str(t) or (start_type_of(summary) if isinstance(summary, dict) else None)
+            out.append((typed, anat if isinstance(anat, dict) else None))
+        return out
+
     def expected_start(self, deployment: DeploymentKey | str, start_type: str | None = None
                        ) -> StartEstimate | None:
         """The ETA of a start of ``start_type`` (``firstlight.history.policy.estimate``): from past starts of that

@@ -149,6 +149,10 @@ class PrometheusExporter(QuietReporter):
                                  registry=r)
         self.eta_total = Gauge("firstlight_ready_eta_seconds", "Seconds until READY, from this deployment's "
                                "history", registry=r)
+        self.budget = Gauge("firstlight_phase_budget_seconds", "The current phase's budget learned from this "
+                            "deployment's good starts; NaN without one", registry=r)
+        self.budget_used = Gauge("firstlight_phase_budget_used_ratio", "Share of the current phase's learned budget "
+                                 "used (above 1: past it); NaN without one", registry=r)
         self.since_log = Gauge("firstlight_seconds_since_last_log_line", "Seconds since the server's last log "
                                "line", registry=r)
         self.cpu = Gauge("firstlight_server_cpu_cores", "CPU used by the server's process tree, in cores",
@@ -244,6 +248,9 @@ class PrometheusExporter(QuietReporter):
         self.read_rate.set(_num(p.read_rate))
         self.eta_weights.set(_num(p.eta_weights_s))
         self.eta_total.set(_num(p.eta_total_s))
+        pb = p.phase_budget or {}
+        self.budget.set(_num(pb.get("budget_s")))
+        self.budget_used.set(_num(pb.get("used")))
         self.since_log.set(_num(p.since_last_log_s))
         self.cpu.set(_num(p.cpu_cores))
         self.rss.set(p.rss_bytes)

@@ -24,6 +24,7 @@ import psutil
 
 from firstlight import settings
 from firstlight.assessment import Assessment, Evidence
+from firstlight.budgets import Budgets, budgets_note, learn
 from firstlight.config import Config
 from firstlight.drive import Driver, Step
 from firstlight.engines.profile import EngineProfile
@@ -120,6 +121,8 @@ class Session:
         self.expected_total_s = cfg.judge.expected_total_s  # the whole-start estimate, from the history
         self.eta: StartEstimate | None = None  # ... and what it is from
         self._eta_said: str | None = None
+        self.budgets: Budgets | None = None  # the phase budgets learned from the history (firstlight.budgets)
+        self._budgets_said: str | None = None
         self._weights: WeightsTotal | None = None  # the weights as the judge's assessments carry them, once measured
         self.sources = Sources(cfg, self._sink, self._echo, identify=self.detect, clock=clock, backlog=self.q.qsize,
                                command=self.plan.server)
@@ -148,6 +151,7 @@ class Session:
         self._expect_from_history()
         driver = self.driver = Driver(self.cfg.judge, self.profile, started_at, detect=self.detect)
         driver.expect_total(self.expected_total_s)
+        driver.use_budgets(self.budgets)
         with self._signals():
             try:
                 if self.preflight is not None and self.preflight.failure is not None:
@@ -386,10 +390,12 @@ class Session:
             self._weights = a.weights  # the page cache at start is known: the ETA of this type of start
             self._expect_from_history()
             self.driver.expect_total(self.expected_total_s)
+            self.driver.use_budgets(self.budgets)
         if step.engine is not None:
             self.sources.use_endpoints(self.driver.profile.endpoints)
             self._expect_from_history()  # the deployment key names the engine: look again now it is known
             self.driver.expect_total(self.expected_total_s)
+            self.driver.use_budgets(self.budgets)
         for ev in step.events:
             self.reporter.event(ev, a)
 
@@ -408,16 +414,26 @@ class Session:
         return deployment_key(self.cfg, self.profile, self.plan.argv, self.redactor, self.plan.server_as(self.profile))
 
     def _expect_from_history(self) -> None:
-        """The whole-start ETA: the median time to READY of this deployment's previous good starts."""
-        if self.history is None or self.cfg.judge.expected_total_s is not None:
+        """The whole-start ETA (the median time to READY of this deployment's previous good starts) and the phase
+        budgets learned from them (``firstlight.budgets``), both of the start's type as far as it is known."""
+        if self.history is None:
             return
         key = self._deployment_key()
         with contextlib.suppress(HistoryError):
-            self.eta = self.history.expected_start(key, predicted_type(self._weights))
-            self.expected_total_s = self.eta.seconds if self.eta else None
-            if self.eta is not None and self.eta.note != self._eta_said:
-                self._eta_said = self.eta.note
-                self.reporter.message(f"history: {self.eta.note}: {self.eta.seconds:.1f}s")
+            if self.cfg.judge.expected_total_s is None:
+                self.eta = self.history.expected_start(key, predicted_type(self._weights))
+                self.expected_total_s = self.eta.seconds if self.eta else None
+                if self.eta is not None and self.eta.note != self._eta_said:
+                    self._eta_said = self.eta.note
+                    self.reporter.message(f"history: {self.eta.note}: {self.eta.seconds:.1f}s")
+            kind = predicted_type(self._weights)
+            if kind is None:  # budgets are per start type: a cold start is never held to a warm one's
+                return
+            self.budgets = learn(self.history.start_anatomies(key), kind)
+            said = budgets_note(self.budgets)
+            if said != self._budgets_said:
+                self._budgets_said = said
+                self.reporter.message(f"history: {said}")
 
     def _facts(self, judge: Judge, started_at: float) -> RunFacts:
         return RunFacts(

@@ -119,6 +119,8 @@ class Sim:
             if self.dialect.listens_early and step.key in ("args", "listening"):
                 return
             self.say(step.key, step.stream)
+            if step.key == self.args.spin_after:
+                self.do(Spin())
         elif isinstance(step, Listen):
             self.listen()
         elif isinstance(step, ReadWeights):
@@ -337,6 +339,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--load-seconds", type=float, default=float(os.environ.get("FIRSTLIGHT_SIM_LOAD_SECONDS", 1.0)),
                     help="how long reading the weights takes (default: $FIRSTLIGHT_SIM_LOAD_SECONDS or 1; the "
                          "variable slows a start without changing its command line, as a slower disk would)")
+    ap.add_argument("--spin-after", default=os.environ.get("FIRSTLIGHT_SIM_SPIN_AFTER") or None,
+                    help="after printing this dialect line (e.g. kv_cache), busy-wait forever on one core: a hang "
+                         "in that phase (default: $FIRSTLIGHT_SIM_SPIN_AFTER; the variable hangs a start without "
+                         "changing its command line, as a deadlock would)")
     ap.add_argument("--workers", type=int, default=0, help="worker processes to fork (TP ranks)")
     ap.add_argument("--node-rank", type=int, default=0,
                     help="this node's rank in a multi-node start (SGLang: rank >= 1 serves only a dummy health server)")

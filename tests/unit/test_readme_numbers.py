@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 import firstlight.api as api
-from firstlight import anatomy, starts, vocab
+from firstlight import anatomy, budgets, starts, vocab
 from firstlight.cli import history as cli_history
 from firstlight.cli import options
 from firstlight.cli import preflight as cli_preflight
@@ -183,6 +183,15 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
      r"lines", (1, 1), lambda: (starts.RESTORED_MAX_S, starts.RESTORED_MAX_LINES)),
     ("warm page cache", r"at least / under (\d+) % of the weights in the page cache at start", (0.01,),
      lambda: (anatomy.RESIDENT_WARM,)),
+    # + tests/unit/test_budgets.py, tests/unit/judge/test_budgets.py
+    ("budget window", r"From the last (\d+) good starts of the same deployment and the same start", (1,),
+     lambda: (budgets.WINDOW,)),
+    ("budget starts", r"A phase seen in fewer than (\d+) such starts has no learned budget", (1,),
+     lambda: (budgets.MIN_STARTS,)),
+    ("budget rule", r"`max\((\d+) × p95, p95 \+ (\d+) s\)`", (1, 1),
+     lambda: (budgets.BUDGET_FACTOR, budgets.BUDGET_FLOOR_S)),
+    ("silence allowance", r"`max\((\d+) × usual longest silence, usual \+ (\d+) s\)`", (1, 1),
+     lambda: (budgets.SILENCE_FACTOR, budgets.SILENCE_FLOOR_S)),
     ("ETA window", r"median time to READY of the last (\d+) good starts of the same deployment", (1,),
      lambda: (history_policy.ETA_WINDOW,)),
     ("baseline window", r"else the median of the last (\d+) good runs \*\*of the same start type\*\*", (1,),

@@ -270,6 +270,19 @@ def test_each_progress_figure_reaches_its_own_series(exporter):  # noqa: F811
         "firstlight_server_rss_bytes": 3e9, "firstlight_gpu_memory_used_bytes": 7e10}
 
 
+def test_the_current_phase_budget_and_its_use_reach_their_series(exporter):  # noqa: F811
+    ex, port = exporter
+    ex.started({"started_at": 1000.0, "engine": "vllm"})
+    p = Progress(phase_budget={"phase": "cuda_graph", "learned": True, "budget_s": 150.0, "used_s": 75.0,
+                               "used": 0.5})
+    ex.status(Assessment("starting", "cuda_graph", Level.PORT, 80.0, [], p))
+    m = _samples(port)
+    assert (m["firstlight_phase_budget_seconds{}"], m["firstlight_phase_budget_used_ratio{}"]) == (150.0, 0.5)
+    ex.status(Assessment("starting", "compile", Level.PORT, 81.0, [], Progress(phase_budget={"learned": False})))
+    m = _samples(port)
+    assert math.isnan(m["firstlight_phase_budget_seconds{}"]) and math.isnan(m["firstlight_phase_budget_used_ratio{}"])
+
+
 def test_a_phase_entered_twice_counts_both_stretches_to_the_millisecond(exporter):  # noqa: F811
     ex, port = exporter
     ex.started({"started_at": 1000.0, "engine": "vllm"})

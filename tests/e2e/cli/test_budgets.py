@@ -1,0 +1,36 @@
+"""`firstlight up` with a history file on the simulator: three good warm starts recorded, then the same deployment
+spinning in one phase is named hung by its learned budget, long before the spin timeout, with the budget in its
+evidence (docs/history.md, Phase budgets)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from firstlight.sim.fixtures import free_port
+from tests.support.common import pids_in_group, run_firstlight, sim_cmd
+
+FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]
+
+
+def _up(history: Path, weights: Path, port: int, env: dict[str, str] | None = None, timeout: float = 120):
+    return run_firstlight("up", "--json", "--stop-when-ready", "--history", str(history), *FAST, "--",
+                          *sim_cmd("normal", port, "--model-path", str(weights)), env=env, timeout=timeout)
+
+
+def test_a_spinning_start_is_hung_by_its_learned_budget_before_the_spin_timeout(tmp_path: Path, weights: Path):
+    history = tmp_path / "h.sqlite3"
+    port = free_port()
+    for _ in range(4):  # the first reads the weights cold; the three after it are the warm starts learned from
+        r = _up(history, weights, port)
+        assert r.rc == 0 and r.summary["verdict"] == "ready", r.stderr[-3000:]
+        assert any("quiet" in p for p in r.summary["anatomy"]["phases"])
+    r = _up(history, weights, port, env={"FIRSTLIGHT_SIM_SPIN_AFTER": "kv_cache"}, timeout=240)
+    s = r.summary
+    assert r.rc == 2 and s["verdict"] == "hung", r.stderr[-3000:]
+    assert s["phase"] == "kv_cache" and s["detail"] == "past its learned budget"
+    assert s["elapsed_s"] < 900 / 5  # the spin clock (900 s) would have waited
+    budget = s["evidence"][0]
+    assert budget["signal"] == "budget" and "kv_cache has run" in budget["value"]
+    assert "the 3 earlier warm_page_cache starts" in budget["value"] and "(budget " in budget["value"]
+    assert s["progress"]["phase_budget"]["learned"] is True
+    assert not pids_in_group(s["pid"])

@@ -1,0 +1,37 @@
+"""The run history's read of what phase budgets are learned from (``History.start_anatomies``), in process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from firstlight.budgets import learn
+from firstlight.history import DeploymentKey, History
+
+KEY = DeploymentKey.create("vllm", "m", ["vllm", "serve", "m"], 1)
+OTHER = DeploymentKey.create("vllm", "m", ["vllm", "serve", "m", "--enforce-eager"], 1)
+
+
+def _summary(verdict: str, kind: str, seconds: float) -> dict:
+    return {"verdict": verdict, "started_at": 1000.0, "ready_at": 1000.0 + seconds,
+            "start_type": {"type": kind, "labels": [kind], "evidence": {}},
+            "anatomy": {"phases": [{"name": "cuda_graph", "seconds": seconds}]}}
+
+
+def test_start_anatomies_are_this_deployments_good_starts_newest_first(tmp_path: Path):
+    with History(tmp_path / "h.sqlite3") as h:
+        h.record_run("up", _summary("ready", "cold", 40.0), KEY)
+        h.record_run("up", _summary("hung", "cold", 900.0), KEY)  # not a good start
+        h.record_run("watch", _summary("ready", "warm_page_cache", 10.0), KEY)
+        h.record_run("up", _summary("ready", "cold", 50.0), OTHER)  # another deployment
+        h.record_run("bench", _summary("ready", "cold", 60.0), KEY, bench={"completed": 1})  # not a start
+        h.record_run("up", _summary("ready", "cold+compile_cache_hit", 45.0), KEY)
+        got = h.start_anatomies(KEY)
+    assert [(t, a["phases"][0]["seconds"] if a else None) for t, a in got] == [
+        ("cold+compile_cache_hit", 45.0), ("warm_page_cache", 10.0), ("cold", 40.0)]
+    assert learn(got, "cold").phases["cuda_graph"].starts == 2
+
+
+def test_a_summary_without_an_anatomy_gives_none(tmp_path: Path):
+    with History(tmp_path / "h.sqlite3") as h:
+        h.record_run("up", {"verdict": "ready", "started_at": 1.0, "ready_at": 2.0}, KEY)
+        assert h.start_anatomies(KEY) == [(None, None)]
