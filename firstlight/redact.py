@@ -239,7 +239,7 @@ class Redactor:
 
     def observation(self, obs: T) -> T:
         """An observation (any frozen dataclass of ``firstlight.timeline``) with its text fields redacted:
-        log lines, probe details and generated text, notes, the URL, the weights' path."""
+        log lines, probe details and generated text (and its tokens), notes, the URL, the weights' path."""
         if not dataclasses.is_dataclass(obs) or isinstance(obs, type):
             return obs
         changes = {}
@@ -249,6 +249,10 @@ class Redactor:
                 red = self.text(v)
                 if red != v:
                     changes[f.name] = red
+            elif f.name == "tokens" and isinstance(v, tuple):  # a generation's tokens, one by one
+                tokens = tuple(self.text(x) for x in v)
+                if tokens != v:
+                    changes[f.name] = tokens
         return dataclasses.replace(obs, **changes) if changes else obs
 
 
