@@ -242,7 +242,7 @@ class Redactor:
         log lines, probe details and generated text (and its tokens), notes, the URL, the weights' path."""
         if not dataclasses.is_dataclass(obs) or isinstance(obs, type):
             return obs
-        changes = {}
+        changes: dict[str, object] = {}
         for f in dataclasses.fields(obs):
             v = getattr(obs, f.name)
             if isinstance(v, str) and f.name in ("text", "detail", "message", "url", "command", "path"):
