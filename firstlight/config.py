@@ -12,6 +12,9 @@ from pathlib import Path
 
 DEFAULT_PROMPT = "The capital of France is"
 DEFAULT_CHAT_PROMPT = "What is the capital of France? Answer in one word."
+# --known-answer: check (record the answer at a deployment's first verified start, compare every later start's with
+# it), record (this start's answer becomes the reference: after a deliberate model change), off
+KNOWN_ANSWER_MODES: tuple[str, ...] = ("check", "record", "off")
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,12 @@ class HistoryConfig:
     path: Path | None = None  # None: the per-user data directory
     fail_on_regression: bool = False
     margin: float = 0.2  # worse than the baseline by more than this fraction is a regression
+    known_answer: str = "check"  # KNOWN_ANSWER_MODES: the first answer checked against this deployment's before
+
+    @property
+    def answers(self) -> bool:
+        """Known answers are recorded or checked: the history is kept and --known-answer is not off."""
+        return self.enabled and self.known_answer != "off"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from firstlight.anatomy import Signals
+from firstlight.answers import Comparison, compare, shown
 from firstlight.assessment import Assessment, Event, Evidence, PhaseSpan, Progress
 from firstlight.budgets import Budgets, PhaseBudget
 from firstlight.config import JudgeConfig
@@ -35,6 +36,7 @@ from firstlight.timeline import (
     EngineClock,
     GpuSample,
     Interrupted,
+    KnownAnswer,
     Level,
     LogLine,
     Observation,
@@ -66,6 +68,7 @@ from firstlight.vocab import (
     STALL_HINTS,
     STARTING,
     TIMEOUT,
+    WRONG_ANSWER,
 )
 
 __all__ = ["STALL_HINTS", "Assessment", "Event", "Evidence", "Judge", "PhaseSpan", "Progress", "is_access_line"]
@@ -75,6 +78,10 @@ __all__ = ["STALL_HINTS", "Assessment", "Event", "Evidence", "Judge", "PhaseSpan
 _FAILURE_SETTLE_S = 1.5
 # A generation probe in flight this long gets what the server did meanwhile attached to it.
 _SLOW_PROBE_S = 5.0
+WRONG_ANSWER_HINT = ("the weights served are not the ones this deployment served before: a stale weight cache, a "
+                     "different checkpoint, a quantization change; after a deliberate change, record the new answer "
+                     "with --known-answer record")
+
 @dataclass
 class _Mark:
     t: float
@@ -123,6 +130,9 @@ class Judge:
         self._clocks: tuple[EngineClock, ...] = ()  # the engine's figures as the last assessment gave them
         self.budgets: Budgets | None = None  # this deployment's learned phase budgets (its history), if any
         self.signals.quiet.enter("process_start", started_at)
+        self.known_answer: KnownAnswer | None = None  # this deployment's answer before (--known-answer check)
+        self.answer: Probe | None = None  # the first answer, compared with it: READY's, or the wrong one
+        self.answer_check: Comparison | None = None
 
     # -- feeding ---------------------------------------------------------------------------------------
     def feed(self, obs: Observation) -> list[Event]:
@@ -146,6 +156,8 @@ class Judge:
         if isinstance(obs, Interrupted):
             self.interrupted = self.interrupted or obs
             return []
+        if isinstance(obs, KnownAnswer):
+            return self._on_known_answer(obs)
         if isinstance(obs, PortConflict):
             if self.port_conflict is not None or self.ready_at is not None:
                 return []
@@ -269,6 +281,10 @@ class Judge:
         if self.port_conflict is not None:  # whatever answers on the port is the other server: never our levels
             return []
         events: list[Event] = []
+        if p.ok and p.level == Level.GENERATION and self.first_generation is None and self._answer_differs(p):
+            why = self.answer_check.why if self.answer_check is not None else ""
+            return [Event(p.t, "warning", f"the answer is not this deployment's known answer: {why}",
+                          {"category": WRONG_ANSWER})]
         if p.ok:
             for lv in self.ladder.held(p):
                 self._strong(p.t, f"probe:{lv.label}", f"{lv.label} reached")
@@ -380,8 +396,9 @@ class Judge:
                           weights=self.signals.weights, clocks=self._clocks, **kw)
 
     def _verdict(self, now: float) -> Assessment:
-        """The verdict rules, first match wins: a stop signal (interrupted); another server on the port (failed,
-        port_in_use); a generation answered, or replay's ready line (ready); a settled fatal line, the log's end
+        """The verdict rules, first match wins: a stop signal (interrupted); a first answer that is not this
+        deployment's known answer (failed, wrong_answer); another server on the port (failed, port_in_use); a
+        generation answered, or replay's ready line (ready); a settled fatal line, the log's end
         inside a traceback, the process's exit, or bad answers in a row (failed, with the most specific cause);
         --timeout (timeout); no progress, or only CPU/GPU busy-waiting, with a process tree to watch (hung, with
         the phase's stall hint); else starting (with the stall hint once a replayed log is over)."""
@@ -389,6 +406,9 @@ class Judge:
         if self.interrupted is not None:
             return self._base(now, INTERRUPTED,
                               [Evidence("signal", f"{self.interrupted.signal} received", self.interrupted.t)])
+        wrong = self._wrong_answer(now)
+        if wrong is not None:
+            return wrong
         if self.port_conflict is not None:
             return self._base(now, FAILED, [Evidence("port", self.port_conflict.detail, self.port_conflict.t)],
                               failure="port_in_use",
@@ -419,6 +439,37 @@ class Judge:
             return hung
         hint = self._stall_hint() if self.log_ended is not None else None  # a log that ends mid-start
         return self._base(now, STARTING, self._context_evidence(now), hint=hint)
+
+    # -- the known answer ------------------------------------------------------------------------------------
+    def _on_known_answer(self, known: KnownAnswer) -> list[Event]:
+        """The answer this deployment gave before: the first generation must give it again before READY."""
+        if self.known_answer is not None or self.first_generation is not None:
+            return []  # one reference per start; one that comes after READY compares nothing
+        self.known_answer = known
+        run = f" (run {known.run})" if known.run is not None else ""
+        return [Event(known.t, "note", f"known answer{run}: {shown(known.text, known.tokens, known.logprobs)}")]
+
+    def _answer_differs(self, p: Probe) -> bool:
+        """The first valid answer, against the known one where there is one: True when it differs (never READY)."""
+        if self.answer is not None:
+            return self.answer_check is not None and not self.answer_check.same
+        self.answer = p
+        if self.known_answer is not None:
+            self.answer_check = compare(self.known_answer, p)
+        return self.answer_check is not None and not self.answer_check.same
+
+    def _wrong_answer(self, now: float) -> Assessment | None:
+        """A valid answer that is not the one this deployment gave before: failed, both answers as evidence."""
+        p, known, check = self.answer, self.known_answer, self.answer_check
+        if p is None or known is None or check is None or check.same:
+            return None
+        run = f"run {known.run}" if known.run is not None else "the history"
+        ev = [Evidence("probe:generation", f"answer now: {shown(p.text, p.tokens, p.logprobs)}", p.t),
+              Evidence("history", f"known answer ({run}): {shown(known.text, known.tokens, known.logprobs)}",
+                       known.t),
+              Evidence("known_answer", check.why, p.t)]
+        return self._base(now, FAILED, ev, failure=WRONG_ANSWER, detail=f"not the known answer ({check.by})",
+                          hint=WRONG_ANSWER_HINT)
 
     def _stall_hint(self) -> str | None:
         return STALL_HINTS.get(self.phases[-1].name)

@@ -239,16 +239,20 @@ class Redactor:
 
     def observation(self, obs: T) -> T:
         """An observation (any frozen dataclass of ``firstlight.timeline``) with its text fields redacted:
-        log lines, probe details and generated text, notes, the URL, the weights' path."""
+        log lines, probe details and generated text (and its tokens), notes, the URL, the weights' path."""
         if not dataclasses.is_dataclass(obs) or isinstance(obs, type):
             return obs
-        changes = {}
+        changes: dict[str, object] = {}
         for f in dataclasses.fields(obs):
             v = getattr(obs, f.name)
             if isinstance(v, str) and f.name in ("text", "detail", "message", "url", "command", "path"):
                 red = self.text(v)
                 if red != v:
                     changes[f.name] = red
+            elif f.name == "tokens" and isinstance(v, tuple):  # a generation's tokens, one by one
+                tokens = tuple(self.text(x) for x in v)
+                if tokens != v:
+                    changes[f.name] = tokens
         return dataclasses.replace(obs, **changes) if changes else obs
 
 

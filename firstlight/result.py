@@ -24,6 +24,7 @@ from firstlight.summary import (
     EtaDict,
     EvidenceDict,
     FirstGeneration,
+    KnownAnswerDict,
     PhaseDict,
     ProgressDict,
     RegressionDict,
@@ -99,6 +100,8 @@ class RunResult:
     engine_version: str | None = None  # as the engine's log says it
     # the ETA this start was given from the history, and what it came from
     eta: Annotated[dict[str, Any] | None, EtaDict | None] = None
+    # the first answer recorded as this deployment's known answer, or checked against it (--known-answer)
+    known_answer: Annotated[dict[str, Any] | None, KnownAnswerDict | None] = None
 
     # -- reading -------------------------------------------------------------------------------------------
     @property
@@ -185,6 +188,10 @@ class RunResult:
     def with_eta(self, eta: dict[str, Any] | None) -> RunResult:
         """The history's ETA of this start (``firstlight.history.policy.StartEstimate``)."""
         return dataclasses.replace(self, eta=eta)
+
+    def with_known_answer(self, entry: dict[str, Any] | None) -> RunResult:
+        """The first answer as recorded or checked (``firstlight.answers``): the history finds it again."""
+        return dataclasses.replace(self, known_answer=entry)
 
     def with_anatomy_baseline(self, vs: dict[str, Any] | None) -> RunResult:
         """The anatomy against the deployment's baseline run's (firstlight.anatomy.compare)."""

@@ -25,7 +25,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConfig, Outputs, ProbeConfig
+from firstlight.config import (
+    KNOWN_ANSWER_MODES,
+    AfterReadyConfig,
+    Config,
+    HistoryConfig,
+    JudgeConfig,
+    Outputs,
+    ProbeConfig,
+)
 from firstlight.engines import ServerCommand, detect_from_command, get_profile, read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.errors import FirstlightError
@@ -245,10 +253,13 @@ def after_ready(warmup: object = 0, bench: bool = False, bench_requests: object 
 
 
 def history(enabled: bool = True, path: str | os.PathLike[str] | None = None, fail_on_regression: bool = False,
-            margin: object = HistoryConfig.margin) -> HistoryConfig:
-    """The run history: where, and how much worse than the baseline is a regression."""
+            margin: object = HistoryConfig.margin, known_answer: str = HistoryConfig.known_answer) -> HistoryConfig:
+    """The run history: where, how much worse than the baseline is a regression, and the known answer's mode."""
+    if known_answer not in KNOWN_ANSWER_MODES:
+        raise SettingError("known_answer", known_answer, f"give one of {', '.join(KNOWN_ANSWER_MODES)}")
     return HistoryConfig(enabled=enabled, path=Path(path) if path is not None else None,
-                         fail_on_regression=fail_on_regression, margin=check("margin", margin))
+                         fail_on_regression=fail_on_regression, margin=check("margin", margin),
+                         known_answer=known_answer)
 
 
 def redactor(command: Sequence[str], api_key: str | None) -> Redactor:

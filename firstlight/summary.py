@@ -35,6 +35,24 @@ class FirstGeneration(TypedDict):
     meanwhile: str | None  # what the server did while a slow first generation was in flight
 
 
+class AnswerDict(TypedDict):
+    text: str | None
+    tokens: list[str]
+    logprobs: list[float]  # empty where the engine returned none
+    request: str  # the fingerprint of the request it answers (API, prompt, max tokens, model named)
+
+
+class _KnownAnswerBase(TypedDict):
+    mode: str  # check | record (--known-answer)
+    outcome: str  # recorded | re-recorded | same | different
+    answer: AnswerDict  # this start's first answer
+
+
+class KnownAnswerDict(_KnownAnswerBase, total=False):  # a check's: what it was compared with
+    reference_run: int | None
+    why: str
+
+
 class ProgressDict(TypedDict, total=False):  # empty for a run that never started a server
     weights_fraction: float | None
     weights_source: str | None

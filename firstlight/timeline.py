@@ -128,6 +128,10 @@ class Probe(Observation):
     latency_s: float | None = None
     text: str | None = None  # the generated text for GENERATION
     transient: bool = True  # False: a definitive bad answer (garbage, empty), not merely "not yet"
+    # GENERATION asked with log-probabilities (the known answer): the answer's tokens and each one's
+    # log-probability, as the engine returned them; empty where it returned none
+    tokens: tuple[str, ...] = ()
+    logprobs: tuple[float, ...] = ()
     kind: ClassVar[str] = "probe"
 
     @property
@@ -205,6 +209,20 @@ class PortConflict(Observation):
 
 
 @dataclass(frozen=True)
+class KnownAnswer(Observation):
+    """The answer this deployment gave at a verified start, from the history (``--known-answer``): the generation
+    probe's text, tokens and log-probabilities at temperature 0, to the same request (``request``: its
+    fingerprint). A later start's first answer is compared with it before READY."""
+
+    run: int | None = None  # the history run it was recorded by
+    text: str | None = None
+    tokens: tuple[str, ...] = ()
+    logprobs: tuple[float, ...] = ()
+    request: str = ""
+    kind: ClassVar[str] = "known_answer"
+
+
+@dataclass(frozen=True)
 class Interrupted(Observation):
     signal: str = "SIGINT"
     kind: ClassVar[str] = "interrupted"
@@ -250,7 +268,7 @@ class CollectorBook:
 _KINDS: dict[str, type[Observation]] = {
     cls.kind: cls
     for cls in (Started, ProcessSample, LogLine, Probe, GpuSample, SourceNote, WeightsTotal, Interrupted,
-                PortConflict, EngineClock)
+                PortConflict, EngineClock, KnownAnswer)
 }
 
 
@@ -260,6 +278,9 @@ def from_dict(d: dict[str, Any]) -> Observation:
     cls = _KINDS[d.pop("kind")]
     if cls is Probe:
         d["level"] = Level.parse(d["level"])
+    if cls is Probe or cls is KnownAnswer:
+        d["tokens"] = tuple(d.get("tokens", ()))
+        d["logprobs"] = tuple(d.get("logprobs", ()))
     if cls is ProcessSample:
         d["procs"] = tuple(ProcInfo(**p) for p in d.get("procs", ()))
         d["died"] = tuple(ProcInfo(**p) for p in d.get("died", ()))

@@ -104,6 +104,9 @@ CATEGORY_RANK: dict[str, int] = {
 WRAPPER_RANK = 0
 # From the server's answers, not its log: it serves, but not valid text.
 BAD_GENERATION = "bad_generation"
+# From the server's answer against the one this deployment gave before (the known answer): it serves valid text,
+# but other weights' answer.
+WRONG_ANSWER = "wrong_answer"
 FAILURE_CATEGORIES: tuple[str, ...] = (
     "oom",
     "kv_cache",
@@ -121,7 +124,7 @@ FAILURE_CATEGORIES: tuple[str, ...] = (
     "crashed",
     "other",
 )
-ALL_FAILURES: tuple[str, ...] = (*FAILURE_CATEGORIES, BAD_GENERATION)
+ALL_FAILURES: tuple[str, ...] = (*FAILURE_CATEGORIES, BAD_GENERATION, WRONG_ANSWER)
 
 
 def exit_code(verdict: str, fail_on_regression: bool = False) -> int:

@@ -19,7 +19,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from firstlight import settings
-from firstlight.config import AfterReadyConfig, HistoryConfig, JudgeConfig, ProbeConfig
+from firstlight.config import KNOWN_ANSWER_MODES, AfterReadyConfig, HistoryConfig, JudgeConfig, ProbeConfig
 from firstlight.engines import PROFILES, ServerCommand
 from firstlight.engines.profile import EngineProfile
 from firstlight.errors import FirstlightError
@@ -198,6 +198,11 @@ after_ready_options = options(  # up and watch: what to do once READY holds, and
     click.option("--fail-on-regression", is_flag=True,
                  help="Exit 4 when the cold start or throughput is worse than the baseline by over --margin."),
     number_option("margin", "Regression margin, as a fraction of the baseline."),
+    click.option("--known-answer", "known_answer", type=click.Choice(KNOWN_ANSWER_MODES),
+                 default=HistoryConfig.known_answer, show_default=True,
+                 help="check: READY only when the first answer (tokens and log-probabilities at temperature 0) "
+                      "is the one this deployment gave at its first verified start, recorded then; record: this "
+                      "start's answer becomes the reference (after a deliberate model change); off: neither."),
 )
 
 watch_options = options(  # up and watch (the long-running commands): when to give up, what to sample
@@ -261,7 +266,7 @@ def after_ready_config(kw: dict[str, Any]) -> tuple[AfterReadyConfig, HistoryCon
     after = usage(settings.after_ready, kw["warmup"], kw["bench"], kw["bench_requests"], kw["bench_concurrency"],
                   kw["bench_duration"], kw["bench_output_len"])
     history = usage(settings.history, not kw["no_history"], kw["history_path"], kw["fail_on_regression"],
-                    kw["margin"])
+                    kw["margin"], kw.get("known_answer", HistoryConfig.known_answer))
     return after, history
 
 

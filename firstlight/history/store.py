@@ -281,6 +281,27 @@ class History(Database):
         mid = median([r.metrics["cold_start_s"] for r in good])
         return min(good, key=lambda r: abs(r.metrics["cold_start_s"] - mid))
 
+    def known_answer(self, deployment: DeploymentKey | str, request: str) -> tuple[int, float, dict[str, Any]] | None:
+        """(run, when, answer) of this deployment's known answer to ``request`` (a fingerprint): of its good
+        starts that recorded one (summary ``known_answer.outcome``), the newest re-recorded (``--known-answer
+        record``), else the earliest recorded. None: no reference yet."""
+        # a damaged summary is no reference, never an error (json_extract would raise on it: CASE guards it)
+        ka = "CASE WHEN json_valid(summary) THEN json_extract(summary, '$.known_answer{}') END"
+        rows = self._query(
+            f"SELECT id, created_at, {ka.format('.outcome')}, {ka.format('.answer')} FROM runs WHERE deployment = ? "
+            f"AND ok = 1 AND {ka.format('.outcome')} IN ('recorded', 're-recorded') "
+            f"AND {ka.format('.answer.request')} = ? ORDER BY id",
+            (key_hash(deployment), request))
+        rerecorded = [r for r in rows if r[2] == "re-recorded"]
+        for row in ([rerecorded[-1]] if rerecorded else []) + rows:
+            try:
+                answer = json.loads(row[3])
+            except (TypeError, ValueError, RecursionError):
+                continue  # a damaged row is no reference; the next one may be
+            if isinstance(answer, dict):
+                return int(row[0]), float(row[1]), answer
+        return None
+
     def starts(self, deployment: DeploymentKey | str, limit: int = 100) -> list[tuple[str | None, float]]:
         """(start type, seconds to READY) of this deployment's good starts, newest first."""
         rows = self._query(

@@ -29,6 +29,7 @@ from firstlight.wire import (
     NotJSON,
     Wire,
     WireError,
+    answer_tokens,
     clean_text,
     generated_text,
     model_ids,
@@ -60,8 +61,11 @@ class Ladder:
 
     def __init__(self, cfg: ProbeConfig, clock: Callable[[], float] = time.time,
                  endpoints: Endpoints | None = None, wire: Wire | None = None,
-                 listener: Listener | None = None) -> None:
+                 listener: Listener | None = None, logprobs: bool = False) -> None:
         self.cfg = cfg
+        # ask the generation for its tokens' log-probabilities (the known answer); dropped for the rest of the run
+        # when the engine refuses the field
+        self.logprobs = logprobs
         self.clock = clock
         self.wire = wire or Wire(cfg.url, api_key=cfg.api_key, connect_timeout=cfg.connect_timeout)
         self.host, self.port = self.wire.host, self.wire.port
@@ -246,9 +250,8 @@ class Ladder:
         if self.model:
             body["model"] = self.model
         t0 = self.clock()
-        self._count("generation")
         try:
-            r = self.wire.post_json(path, body, read_timeout=cfg.generation_timeout, deadline_at=deadline_at)
+            r = self._post_generation(path, body, chat, deadline_at)
         except WireError as e:
             return [Probe(t0, Level.GENERATION, False, f"POST {path}: {e}", latency_s=self.clock() - t0)]
         now = self.clock()
@@ -272,8 +275,24 @@ class Ladder:
         if problem is not None:
             return [Probe(now, Level.GENERATION, False, f"POST {path} -> 200 but {problem}", status=200,
                           latency_s=r.latency_s, text=shown, transient=False)]
+        tokens, logprobs = answer_tokens(data) if self.logprobs else ((), ())
         return [Probe(now, Level.GENERATION, True, f"POST {path} -> 200 in {r.latency_s:.2f}s: {shown!r}",
-                      status=200, latency_s=r.latency_s, text=shown)]
+                      status=200, latency_s=r.latency_s, text=shown, tokens=tokens, logprobs=logprobs)]
+
+    def _post_generation(self, path: str, body: dict[str, Any], chat: bool, deadline_at: float | None) -> Answer:
+        """The generation request, with log-probabilities asked where the known answer wants them (the completions
+        API's ``logprobs: 1``; the chat API's ``logprobs: true, top_logprobs: 1``). An engine that refuses the field
+        (400 or 422) is asked again without it, and never again this run: the answer is then checked by its text."""
+        self._count("generation")
+        if not self.logprobs:
+            return self.wire.post_json(path, body, read_timeout=self.cfg.generation_timeout, deadline_at=deadline_at)
+        asked = {**body, "logprobs": True, "top_logprobs": 1} if chat else {**body, "logprobs": 1}
+        r = self.wire.post_json(path, asked, read_timeout=self.cfg.generation_timeout, deadline_at=deadline_at)
+        if r.status not in (400, 422):
+            return r
+        self.logprobs = False
+        self._count("generation")
+        return self.wire.post_json(path, body, read_timeout=self.cfg.generation_timeout, deadline_at=deadline_at)
 
     # -- engine identification ---------------------------------------------------------------------------
     def identify(self, budget_s: float = IDENTIFY_BUDGET_S) -> tuple[str, str] | None:

@@ -23,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any
 import psutil
 
 from firstlight import settings
+from firstlight.answers import answer_dict, known_from, request_fingerprint
 from firstlight.assessment import Assessment, Evidence
 from firstlight.budgets import Budgets, budgets_note, learn
 from firstlight.config import Config
@@ -201,6 +202,7 @@ class Session:
         if self.sources.pid is None and not self.cfg.command:
             self._feed(SourceNote(started_at, "process", "no --pid: without the process tree's reads and CPU a "
                                   "slow start cannot be told from a hung one; only --timeout ends the wait"))
+        self._feed_known_answer(started_at)
         if self.sources.port_conflict is not None:  # found before the launch: nothing was started
             self._feed(PortConflict(started_at, self.sources.port_conflict))
         pump = Pump(self.q, self._feed, self._settle_logs, self._assess)
@@ -277,6 +279,7 @@ class Session:
         kind = "up" if self.cfg.command else "watch"
         self.history.set_busy_timeout(HISTORY_BUSY_S)  # another writer's lock must not hold up stopping the server
         result = result.with_eta(self.eta.to_dict() if self.eta else None)
+        result = result.with_known_answer(self._known_answer_entry())
         result = compare_with_history(self.history, key, kind, result, self.cfg.history.margin)
         for r in result.regression or ():
             self.reporter.message(f"REGRESSION: {r['message']}")
@@ -396,6 +399,7 @@ class Session:
             self._expect_from_history()  # the deployment key names the engine: look again now it is known
             self.driver.expect_total(self.expected_total_s)
             self.driver.use_budgets(self.budgets)
+            self._feed_known_answer(a.t)
         for ev in step.events:
             self.reporter.event(ev, a)
 
@@ -434,6 +438,36 @@ class Session:
             if said != self._budgets_said:
                 self._budgets_said = said
                 self.reporter.message(f"history: {said}")
+
+    def _feed_known_answer(self, t: float) -> None:
+        """``--known-answer check``: this deployment's known answer to this request, from the history, to the judge
+        (which compares the first answer with it before READY). Looked up again once the engine is known (the
+        deployment key names it); the judge keeps the first it gets."""
+        judge = self.judge
+        if (self.history is None or not self.cfg.history.answers or self.cfg.history.known_answer != "check"
+                or judge is None or judge.known_answer is not None):
+            return
+        with contextlib.suppress(HistoryError):
+            found = self.history.known_answer(self._deployment_key(), request_fingerprint(self.cfg.probe))
+            known = known_from(found[0], found[1], found[2]) if found is not None else None
+            if known is not None:
+                self._feed(known)
+
+    def _known_answer_entry(self) -> dict[str, Any] | None:
+        """The summary's ``known_answer``: this start's first answer, recorded as the reference (the first verified
+        start of this request, or ``--known-answer record``) or checked against it."""
+        judge = self.judge
+        if not self.cfg.history.answers or judge is None or judge.answer is None:
+            return None
+        mode = self.cfg.history.known_answer
+        entry: dict[str, Any] = {"mode": mode, "answer": answer_dict(judge.answer, request_fingerprint(self.cfg.probe))}
+        known, check = judge.known_answer, judge.answer_check
+        if mode == "record":
+            return {**entry, "outcome": "re-recorded"}
+        if known is None or check is None:
+            return {**entry, "outcome": "recorded"}
+        return {**entry, "outcome": "same" if check.same else "different", "reference_run": known.run,
+                "why": check.why}
 
     def _facts(self, judge: Judge, started_at: float) -> RunFacts:
         return RunFacts(

@@ -101,7 +101,9 @@ class Sources:
             self._start(s)
         self._engine_streams()
         listener = worker_listener(self.cfg.judge, self.pid, self.cfg.probe.url)  # a worker: never connected to
-        self.ladder_loop = LadderLoop(Ladder(self.cfg.probe, self.clock, listener=listener),
+        # the known answer wants the generation's log-probabilities; a worker generates nothing
+        ladder = Ladder(self.cfg.probe, self.clock, listener=listener, logprobs=self.cfg.history.answers)
+        self.ladder_loop = LadderLoop(ladder,
                                       self.cfg.probe.min_interval, self.cfg.probe.max_interval,
                                       identify=self.identify and listener is None)
         self._start(self.ladder_loop, self._probed)

@@ -103,6 +103,42 @@ def generated_text(data: Any, chat: bool) -> tuple[str | None, str | None]:
     return text, None
 
 
+MAX_ANSWER_TOKENS = 4096  # tokens of one answer read with their log-probabilities (the most --max-tokens allows)
+
+
+def answer_tokens(data: Any) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    """The tokens of a non-streamed answer and their log-probabilities, as the engine returned them when asked
+    (``logprobs``); ``((), ())`` when it returned none, and no log-probabilities unless every token has a finite
+    one. Two shapes: the completions API's ``logprobs.tokens`` / ``logprobs.token_logprobs`` (vLLM, SGLang), and
+    the chat API's ``logprobs.content[].token`` / ``.logprob`` (every chat API; llama.cpp's server answers its
+    completions API in this shape too)."""
+    if not isinstance(data, dict):
+        return (), ()
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return (), ()
+    lp = choices[0].get("logprobs")
+    if not isinstance(lp, dict):
+        return (), ()
+    content = lp.get("content")
+    if isinstance(content, list):
+        items = [c for c in content[:MAX_ANSWER_TOKENS] if isinstance(c, dict)]
+        if len(items) != len(content[:MAX_ANSWER_TOKENS]):
+            return (), ()
+        tokens: list[Any] = [c.get("token") for c in items]
+        values: list[Any] = [c.get("logprob") for c in items]
+    else:
+        raw, raw_values = lp.get("tokens"), lp.get("token_logprobs")
+        if not isinstance(raw, list):
+            return (), ()
+        tokens = raw[:MAX_ANSWER_TOKENS]
+        values = raw_values[:MAX_ANSWER_TOKENS] if isinstance(raw_values, list) else []
+    if not tokens or not all(isinstance(t, str) for t in tokens):
+        return (), ()
+    finite = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return tuple(tokens), tuple(float(v) for v in finite) if len(finite) == len(tokens) == len(values) else ()
+
+
 def chunk_text(obj: Any, chat: bool) -> str:
     """The text of one streamed chunk ("" when it carries none)."""
     if not isinstance(obj, dict):

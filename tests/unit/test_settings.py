@@ -119,6 +119,15 @@ def test_a_margin_outside_0_to_10_is_refused(margin: float):
         settings.history(margin=margin)
 
 
+def test_the_known_answer_is_checked_by_default_and_only_its_three_modes_are_taken():
+    assert settings.history().known_answer == "check" and settings.history().answers
+    assert settings.history(known_answer="record").known_answer == "record"
+    assert not settings.history(known_answer="off").answers
+    assert not settings.history(False).answers  # no history: nothing to record or check against
+    with pytest.raises(SettingError, match=r"^known_answer 'sometimes': give one of check, record, off$"):
+        settings.history(known_answer="sometimes")
+
+
 def test_the_config_checks_its_periods_and_names_the_engine_of_the_watched_command():
     judge = settings.judge()
     c = settings.config(probe=probe(), judge=judge, command=["podman", "run", "img"],

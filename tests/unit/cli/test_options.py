@@ -177,6 +177,14 @@ def test_each_start_option_reaches_its_config(tmp_path: Path):
     assert o.after_ready_config({**kw, "no_history": True})[1].enabled is False
 
 
+def test_known_answer_is_check_by_default_takes_its_modes_and_refuses_others_with_64():
+    cmd = _command(o.probe_options, o.after_ready_options, o.watch_options)
+    assert o.after_ready_config(_parse(cmd))[1].known_answer == "check"
+    assert o.after_ready_config(_parse(cmd, "--known-answer", "record"))[1].known_answer == "record"
+    assert o.after_ready_config(_parse(cmd, "--known-answer", "off"))[1].answers is False
+    assert "--known-answer" in _refuse(cmd, "--known-answer", "sometimes")
+
+
 def test_a_probe_without_polling_options_polls_at_the_settings_defaults():
     kw = _parse(_command(o.probe_options))
     probe = o.probe_config("http://127.0.0.1:8000", get_profile("vllm"), kw)

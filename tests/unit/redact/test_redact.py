@@ -138,3 +138,13 @@ def _added(secret: str) -> Redactor:
     r = Redactor()
     r.add(secret)
     return r
+
+
+def test_a_generations_tokens_are_redacted_one_by_one():
+    r = Redactor()
+    r.add("hunter2-secret")
+    p = Probe(1.0, Level.GENERATION, True, text="x hunter2-secret", tokens=(" x", " hunter2-secret"), logprobs=(-1, -2))
+    red = r.observation(p)
+    assert red.tokens == (" x", f" {MASK}") and red.logprobs == (-1, -2) and "hunter2" not in red.text
+    clean = Probe(1.0, Level.GENERATION, True, text="x", tokens=(" x",))
+    assert r.observation(clean) is clean

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from firstlight.wire.content import (
+    MAX_ANSWER_TOKENS,
     MAX_MODEL_ID,
     LineTooLong,
     NotJSON,
     SSELines,
+    answer_tokens,
     chunk_text,
     clean_text,
     generated_text,
@@ -182,3 +184,45 @@ def test_sse_pending_line_is_capped_at_its_limit_exactly():
     assert s.feed(b"ab\n12345678") == ["ab"]  # what follows the last newline counts, not the chunk
     with pytest.raises(LineTooLong):
         s.feed(b"x\n" + b"y" * 9)
+
+
+# -- answer_tokens: the tokens of an answer and their log-probabilities (the known answer) ------------------------
+
+
+def test_answer_tokens_reads_the_completions_shape_of_vllm():
+    data = {"choices": [{"text": " Paris.", "logprobs": {"tokens": [" Paris", "."], "token_logprobs": [-0.1, -2],
+                                                          "top_logprobs": [{}, {}], "text_offset": [0, 6]}}]}
+    assert answer_tokens(data) == ((" Paris", "."), (-0.1, -2.0))
+
+
+def test_answer_tokens_reads_the_content_shape_of_chat_and_of_llama_cpp():
+    data = {"choices": [{"text": " Paris.", "logprobs": {"content": [
+        {"id": 1, "token": " Paris", "bytes": [32], "logprob": -0.25, "top_logprobs": []},
+        {"id": 2, "token": ".", "bytes": [46], "logprob": -1.5, "top_logprobs": []}]}}]}
+    assert answer_tokens(data) == ((" Paris", "."), (-0.25, -1.5))
+
+
+def test_answer_tokens_keeps_the_tokens_without_logprobs_unless_every_token_has_a_finite_one():
+    def shape(values):
+        return {"choices": [{"logprobs": {"tokens": ["a", "b"], "token_logprobs": values}}]}
+    assert answer_tokens(shape([-1.0, None])) == (("a", "b"), ())
+    assert answer_tokens(shape([-1.0, True])) == (("a", "b"), ())
+    assert answer_tokens(shape([-1.0])) == (("a", "b"), ())
+    assert answer_tokens(shape(None)) == (("a", "b"), ())
+    assert answer_tokens(shape([-1.0, float("nan")])) == (("a", "b"), ())
+    assert answer_tokens(shape([-1, 0])) == (("a", "b"), (-1.0, 0.0))
+
+
+def test_answer_tokens_is_empty_for_an_answer_without_them():
+    for data in (None, [], {}, {"choices": []}, {"choices": ["x"]}, {"choices": [{"text": "x"}]},
+                 {"choices": [{"logprobs": None}]}, {"choices": [{"logprobs": {"tokens": "ab"}}]},
+                 {"choices": [{"logprobs": {"tokens": ["a", 3], "token_logprobs": [0, 0]}}]},
+                 {"choices": [{"logprobs": {"content": [{"token": "a", "logprob": 0}, "b"]}}]},
+                 {"choices": [{"logprobs": {"tokens": []}}]}):
+        assert answer_tokens(data) == ((), ()), data
+
+
+def test_answer_tokens_reads_at_most_its_cap():
+    n = MAX_ANSWER_TOKENS + 5
+    tokens, logprobs = answer_tokens({"choices": [{"logprobs": {"tokens": ["t"] * n, "token_logprobs": [0.0] * n}}]})
+    assert len(tokens) == len(logprobs) == MAX_ANSWER_TOKENS
