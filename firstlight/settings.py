@@ -29,6 +29,7 @@ from firstlight.config import AfterReadyConfig, Config, HistoryConfig, JudgeConf
 from firstlight.engines import ServerCommand, detect_from_command, get_profile, read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.errors import FirstlightError
+from firstlight.history.location import where as history_where
 from firstlight.redact import Redactor, redactor_for
 from firstlight.wire import normalise_url, split_url
 from firstlight.wire.deadline import resolve
@@ -247,7 +248,7 @@ def after_ready(warmup: object = 0, bench: bool = False, bench_requests: object 
 def history(enabled: bool = True, path: str | os.PathLike[str] | None = None, fail_on_regression: bool = False,
             margin: object = HistoryConfig.margin) -> HistoryConfig:
     """The run history: where, and how much worse than the baseline is a regression."""
-    return HistoryConfig(enabled=enabled, path=Path(path) if path is not None else None,
+    return HistoryConfig(enabled=enabled, path=history_where(path),
                          fail_on_regression=fail_on_regression, margin=check("margin", margin))
 
 
