@@ -52,7 +52,7 @@ def test_a_second_node_gets_its_first_eta_from_the_fleet_and_the_listing_names_t
                                                                                         tmp_path: Path):
     url = pg.url.replace("/postgres", "/postgres?application_name=fleet1")
     for _ in range(2):
-        _, s = _up(url, tmp_path, "node-a")
+        _up(url, tmp_path, "node-a")
     _, first = _up(url, tmp_path, "node-b")  # node-b has never started it: its history is the fleet's
     assert first["eta"] is not None and first["eta"]["seconds"] > 0, first.get("eta")
     listing = run_firstlight("history", "--history", url, "--limit", "10", env=_env(tmp_path, "node-b"))
