@@ -137,7 +137,10 @@ class HistoryLocation(click.ParamType):
             return value
         if not value:
             self.fail("an empty history location", param, ctx)
-        return where(value)
+        w = where(value)
+        if isinstance(w, Path) and w.is_dir():
+            self.fail(f"{value!r} is a directory (a history is a file or a postgresql:// URL)", param, ctx)
+        return w
 
 
 def _known_engine(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
