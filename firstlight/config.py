@@ -91,7 +91,7 @@ class HistoryConfig:
     """Every run is remembered per deployment: the ETA of the next start, and the baseline to compare with."""
 
     enabled: bool = True
-    path: Path | None = None  # None: the per-user data directory
+    path: Path | str | None = None  # a SQLite file or a postgresql:// URL; None: the per-user data directory
     fail_on_regression: bool = False
     margin: float = 0.2  # worse than the baseline by more than this fraction is a regression
     known_answer: str = "check"  # KNOWN_ANSWER_MODES: the first answer checked against this deployment's before

@@ -13,8 +13,9 @@ catch ``ValueError`` or ``OSError`` still do. The tree (tests/unit/test_errors.p
     │   └── ContainerGone        the runtime has no such container: removed, or never made
     ├── SystemctlError           systemctl could not answer (firstlight.units.systemctl)
     ├── JournalError             journalctl missing, or the journal unreadable (firstlight.units.journal)
-    ├── HistoryError             the history cannot be used (firstlight.history.db)
-    │   (_Corrupt                private: a file that is not a database, recreated or named)
+    ├── HistoryError             the history cannot be used (firstlight.history.errors)
+    │   ├── Unreachable          its shared database did not answer in time or refused the login
+    │   (_Corrupt                private: a file that is not a database, recreated or named; firstlight.history.db)
     ├── RecordError              a record that cannot be read (firstlight.report.record)
     ├── GgufError                a GGUF header that cannot be read; also a ValueError (firstlight.preflight.gguf)
     ├── NvmlUnavailable          no NVML library, driver or GPU here (firstlight.samplers.nvml)

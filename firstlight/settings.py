@@ -37,6 +37,7 @@ from firstlight.config import (
 from firstlight.engines import ServerCommand, detect_from_command, get_profile, read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.errors import FirstlightError
+from firstlight.history.location import where as history_where
 from firstlight.redact import Redactor, redactor_for
 from firstlight.wire import normalise_url, split_url
 from firstlight.wire.deadline import resolve
@@ -257,7 +258,7 @@ def history(enabled: bool = True, path: str | os.PathLike[str] | None = None, fa
     """The run history: where, how much worse than the baseline is a regression, and the known answer's mode."""
     if known_answer not in KNOWN_ANSWER_MODES:
         raise SettingError("known_answer", known_answer, f"give one of {', '.join(KNOWN_ANSWER_MODES)}")
-    return HistoryConfig(enabled=enabled, path=Path(path) if path is not None else None,
+    return HistoryConfig(enabled=enabled, path=history_where(path),
                          fail_on_regression=fail_on_regression, margin=check("margin", margin),
                          known_answer=known_answer)
 

@@ -66,6 +66,17 @@ if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; the
     echo "test.sh: podman is missing and cannot be installed here; the container tests will skip (fail under CI)" >&2
   fi
 fi
+if [ ! -x /usr/lib/postgresql/15/bin/postgres ] || [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
+  # The fleet history's tests run a real PostgreSQL 15 (Debian's package): only the binaries are used; no
+  # service is started (the tests start their own, as nobody, on loopback, in a temp dir).
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+  else
+    echo "test.sh: postgresql is missing and cannot be installed here; the history's PostgreSQL tests will skip" \
+         "(fail under CI)" >&2
+  fi
+fi
 echo "test.sh: set-up done after ${SECONDS} s" >&2
 .venv/bin/ruff check firstlight tests scripts bench
 .venv/bin/mypy

@@ -13,6 +13,7 @@ import click
 from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure, history_option
 from firstlight.history import DIRECTION, History, HistoryError, Run, default_path
 from firstlight.history.k8s import format_budget, probe_budget
+from firstlight.history.location import Where, exists, mask
 from firstlight.history.policy import start_groups, version_regressions
 
 EXIT_HELP = """\b
@@ -30,14 +31,15 @@ def _num(v: float | None, fmt: str = ".1f") -> str:
 
 def format_runs(runs: list[Run]) -> str:
     head = f"{'id':>5}  {'when':16}  {'kind':5}  {'deployment':12}  {'engine':8}  {'model':24}  {'ok':3}  " \
-           f"{'start s':>8}  {'out tok/s':>9}  {'weights':16}  {'compile':7}  pin"
+           f"{'start s':>8}  {'out tok/s':>9}  {'weights':16}  {'compile':7}  {'node':16}  pin"
     lines = [head]
     for r in runs:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
         lines.append(f"{r.id:>5}  {when:16}  {r.kind:5}  {r.deployment:12}  {(r.engine or '?')[:8]:8}  "
                      f"{(r.model or '?')[-24:]:24}  {'yes' if r.ok else 'no':3}  "
                      f"{_num(r.metrics.get('cold_start_s')):>8}  {_num(r.metrics.get('output_throughput')):>9}  "
-                     f"{_weights(r.summary):16}  {_compile(r.summary):7}  {'*' if r.pinned else ''}".rstrip())
+                     f"{_weights(r.summary):16}  {_compile(r.summary):7}  {(r.node or '-')[:16]:16}  "
+                     f"{'*' if r.pinned else ''}".rstrip())
     return "\n".join(lines)
 
 
@@ -111,12 +113,12 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
     if unpin and not deployment:
         raise UsageFailure("--unpin needs --deployment")
     path = history_path or default_path()
-    out: dict[str, Any] = {"event": "history", "path": str(path)}
-    if not path.exists() and k8s_probe is not None:
-        raise UsageFailure(f"no history at {path}: no deployment {k8s_probe}")
-    if not path.exists() and compare is None and pin is None:
+    out: dict[str, Any] = {"event": "history", "path": mask(path)}
+    if not exists(path) and k8s_probe is not None:
+        raise UsageFailure(f"no history at {mask(path)}: no deployment {k8s_probe}")
+    if not exists(path) and compare is None and pin is None:
         out["runs"] = []
-        click.echo(json.dumps(out) if as_json else f"no history yet at {path}")
+        click.echo(json.dumps(out) if as_json else f"no history yet at {mask(path)}")
         sys.exit(EXIT_OK)
     try:
         with History(path, warn=lambda m: click.echo(f"firstlight: warning: {m}", err=True),
@@ -125,14 +127,14 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
                 try:
                     c = h.compare(*compare)
                 except KeyError as e:
-                    raise UsageFailure(f"no run {e.args[0]} in {path}") from None
+                    raise UsageFailure(f"no run {e.args[0]} in {mask(path)}") from None
                 out["compare"] = c
                 click.echo(json.dumps(out, default=str) if as_json else format_compare(c))
             elif pin is not None:
                 try:
                     run = h.pin(pin)
                 except KeyError:
-                    raise UsageFailure(f"no run {pin} in {path}") from None
+                    raise UsageFailure(f"no run {pin} in {mask(path)}") from None
                 out["pinned"] = run.to_dict()
                 click.echo(json.dumps(out, default=str) if as_json
                            else f"pinned run {run.id} as the baseline of deployment {run.deployment}")
@@ -144,7 +146,7 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
                 assert deployment is not None
                 found = h.runs(deployment, limit=1)
                 if not found:
-                    raise UsageFailure(f"no deployment {deployment} in {path}")
+                    raise UsageFailure(f"no deployment {deployment} in {mask(path)}")
                 h.unpin(found[0].deployment)
                 out["unpinned"] = deployment
                 click.echo(json.dumps(out) if as_json else f"deployment {deployment}: baseline is the median again")
@@ -163,7 +165,7 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
                 if as_json:
                     click.echo(json.dumps(out, default=str))
                 else:
-                    click.echo(format_runs(runs) if runs else f"no runs in {path}")
+                    click.echo(format_runs(runs) if runs else f"no runs in {mask(path)}")
                     if out["groups"]:
                         click.echo(format_groups(out["groups"]))
                     for reg in out["version_regressions"]:
@@ -178,12 +180,12 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
     sys.exit(EXIT_OK)
 
 
-def _k8s_probe(h: History, deployment: str, path: Path, readiness_port: int, as_json: bool) -> dict[str, Any]:
+def _k8s_probe(h: History, deployment: str, path: Where, readiness_port: int, as_json: bool) -> dict[str, Any]:
     """The probe budget of one deployment from its recent good cold starts; exits 1 when it has none."""
     runs = h.runs(deployment, limit=100_000)
     found = sorted({r.deployment for r in runs})
     if not found:
-        raise UsageFailure(f"no deployment {deployment} in {path}")
+        raise UsageFailure(f"no deployment {deployment} in {mask(path)}")
     if len(found) > 1:
         raise UsageFailure(f"{deployment!r} names {len(found)} deployments ({', '.join(found[:5])}): give more of "
                            "the hash")

@@ -23,6 +23,7 @@ from firstlight.config import KNOWN_ANSWER_MODES, AfterReadyConfig, HistoryConfi
 from firstlight.engines import PROFILES, ServerCommand
 from firstlight.engines.profile import EngineProfile
 from firstlight.errors import FirstlightError
+from firstlight.history.location import Where, where
 from firstlight.redact import Redactor
 from firstlight.settings import DAY_S, NUMBERS, Number, SettingError
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE
@@ -121,8 +122,25 @@ def options(*opts: Decorator) -> Decorator:
 
 # -- options that several commands share, each declared once ----------------------------------------------------
 def history_option() -> Decorator:
-    return click.option("--history", "history_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-                        help="Run history database (default: $FIRSTLIGHT_HISTORY, else the user data directory).")
+    return click.option("--history", "history_path", type=HistoryLocation(), default=None,
+                        help="Run history: a SQLite file, or a postgresql:// URL that a fleet shares (default: "
+                             "$FIRSTLIGHT_HISTORY, else a file in the user data directory).")
+
+
+class HistoryLocation(click.ParamType):
+    """``--history``: a path (SQLite) or a ``postgresql://`` URL, kept as text (a Path folds its ``//``)."""
+
+    name = "PATH|URL"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Where | None:
+        if value is None or not isinstance(value, str):
+            return value
+        if not value:
+            self.fail("an empty history location", param, ctx)
+        w = where(value)
+        if isinstance(w, Path) and w.is_dir():
+            self.fail(f"{value!r} is a directory (a history is a file or a postgresql:// URL)", param, ctx)
+        return w
 
 
 def _known_engine(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

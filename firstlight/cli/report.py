@@ -26,6 +26,7 @@ from firstlight.cli.options import (
 )
 from firstlight.config import JudgeConfig
 from firstlight.history import STARTS, History, HistoryError, default_path
+from firstlight.history.location import exists, mask
 from firstlight.report.record import RecordError, read_record, read_summary
 from firstlight.report.series import RunView
 from firstlight.report.views import view_from_history, view_from_record, write_outputs
@@ -81,7 +82,7 @@ def report_command(record: Path | None, html_path: Path | None, trace_path: Path
         raise UsageFailure(f"not a readable record file: {record}")
     for option, path in (("-o", html_path), ("--trace", trace_path)):
         if path is not None and not os.access(path.parent.resolve(), os.W_OK):
-            raise UsageFailure(f"{option} {path}: cannot write in {path.parent}")
+            raise UsageFailure(f"{option} {mask(path)}: cannot write in {path.parent}")
     rules = usage(settings.judge, timeout, stall_timeout, spin_timeout)
     try:
         if record is not None:
@@ -122,18 +123,19 @@ def report_command(record: Path | None, html_path: Path | None, trace_path: Path
 def _view_from_history(history_path: Path | None, run_id: int | None, deployment: str | None, rules: JudgeConfig,
                        with_baseline: bool) -> RunView:
     path = history_path or default_path()
-    if not path.exists():
-        raise RecordError(f"no history at {path}")
+    if not exists(path):
+        raise RecordError(f"no history at {mask(path)}")
     try:
         with History(path, warn=lambda m: click.echo(f"firstlight: warning: {m}", err=True)) as h:
             if run_id is not None:
                 run = h.get(run_id)
                 if run is None:
-                    raise UsageFailure(f"no run {run_id} in {path}")
+                    raise UsageFailure(f"no run {run_id} in {mask(path)}")
             else:
                 starts = [r for r in h.runs(deployment, limit=50) if r.kind in STARTS]
                 if not starts:
-                    raise RecordError(f"no start in {path}" + (f" for deployment {deployment}" if deployment else ""))
+                    raise RecordError(f"no start in {mask(path)}"
+                                      + (f" for deployment {deployment}" if deployment else ""))
                 run = starts[0]
             return view_from_history(h, run, rules, with_baseline)
     except HistoryError as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from firstlight.history.errors import Unreachable
 from firstlight.history.store import (
     DIRECTION,
     KINDS,
@@ -27,6 +28,7 @@ __all__ = [
     "Regression",
     "Run",
     "StartEstimate",
+    "Unreachable",
     "default_path",
     "extract_metrics",
     "is_good",

@@ -30,11 +30,12 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from firstlight.errors import FirstlightError
 from firstlight.files import kind
+from firstlight.history.errors import HistoryError, Unreachable
 from firstlight.history.key import DeploymentKey
+from firstlight.history.location import Where, default_where, is_url, mask, redactor_with, where
+from firstlight.history.pg import Connection as PgConnection
 from firstlight.history.policy import start_type_of, version_of
 from firstlight.redact import Redactor
 
@@ -43,7 +44,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -122,16 +123,23 @@ def migrate_1_to_2(con: sqlite3.Connection) -> int:
     return len(rows)
 
 
-def default_path() -> Path:
-    """$FIRSTLIGHT_HISTORY, else ``history.sqlite3`` in the per-user data directory."""
-    env = os.environ.get("FIRSTLIGHT_HISTORY")
-    if env:
-        return Path(env).expanduser()
-    return Path(platformdirs.user_data_dir("firstlight")) / "history.sqlite3"
+def default_path() -> Where:
+    """$FIRSTLIGHT_HISTORY (a path or a ``postgresql://`` URL), else ``history.sqlite3`` in the per-user data
+    directory."""
+    return default_where()
 
 
-class HistoryError(FirstlightError):
-    """The history cannot be used (unwritable path, locked for too long, written by a newer firstlight)."""
+# 2 -> 3: the node that made each run, and its unique id (a run sent twice from the spool is stored once).
+_V3_COLUMNS = ("node TEXT", "uid TEXT")
+
+
+def migrate_2_to_3(con: sqlite3.Connection) -> None:
+    have = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
+    for col in _V3_COLUMNS:
+        if col.split()[0] not in have:
+            con.execute(f"ALTER TABLE runs ADD COLUMN {col}")
+    con.execute("CREATE UNIQUE INDEX IF NOT EXISTS runs_uid ON runs(uid)")
+
 
 
 
@@ -166,13 +174,16 @@ def _warn_stderr(message: str) -> None:
 
 
 class Database:
-    """The history database at ``path`` (default: ``platformdirs.user_data_dir("firstlight")/history.sqlite3``)."""
+    """The history database at ``path`` (default: ``platformdirs.user_data_dir("firstlight")/history.sqlite3``),
+    or, given a ``postgresql://`` URL, the fleet's database (``firstlight.history.pg``): the same tables and
+    statements, so that nothing above the store knows which it has. ``path`` is the file, or the URL masked."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, busy_timeout: float = 30.0,
                  warn: Callable[[str], None] = _warn_stderr, redactor: Redactor | None = None,
                  readonly: bool = False) -> None:
         """``readonly``: for listings: the file is opened read-only, nothing is created, moved or written."""
-        self.path = Path(path) if path is not None else default_path()
+        loc = where(path) if path is not None else default_path()
+        assert loc is not None
         self.busy_timeout = busy_timeout
         self.readonly = readonly
         self.warn = warn
@@ -182,21 +193,50 @@ class Database:
             redactor.add_from_env()
         self.redactor = redactor
         self.schema = SCHEMA_VERSION  # the file's, once open
-        self._con = self._open()
+        self.url: str | None = loc if isinstance(loc, str) and is_url(loc) else None
+        self.shared = self.url is not None  # many nodes write here: runs are spooled when it does not answer
+        self.path: Path | str = mask(loc)
+        self.file = Path(loc) if self.url is None else Path()
+        self.unreached: str | None = None  # why the shared database was not reached, if it was not
+        self._con: Any
+        if self.url is not None:
+            redactor_with(self.url, self.redactor)
+            self._con = self._open_shared(self.url)
+        else:
+            self.path = self.file
+            self._con = self._open()
+
+    def _open_shared(self, url: str) -> PgConnection | None:
+        """The fleet's database; None (and ``unreached`` set) when it does not answer, refuses the login or is
+        newer: a run then goes on and its record waits in the spool."""
+        try:
+            con = PgConnection(url, self.redactor)
+            self.schema = con.init_schema()
+            return con
+        except Unreachable as e:
+            self.unreached = str(e)
+            return None
+
+    @property
+    def con(self) -> Any:
+        """The open connection; Unreachable at once when the shared database was not reached."""
+        if self._con is None:
+            raise Unreachable(self.unreached or f"history {self.path} not reached")
+        return self._con
 
     # -- opening, corruption ---------------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        con = sqlite3.connect(self.file, timeout=self.busy_timeout, isolation_level=None)
         con.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         con.execute("PRAGMA synchronous = NORMAL")  # with WAL: a crash of the process loses nothing committed
         return con
 
     def _connect_readonly(self) -> sqlite3.Connection:
         """Read-only; ``immutable`` where even the WAL's shared memory cannot be created (a read-only directory)."""
-        uri = "file:" + urllib.parse.quote(str(self.path.absolute()))
+        uri = "file:" + urllib.parse.quote(str(self.file.absolute()))
         # A header that says WAL (byte 19 is 2) makes even a read-only open create the -wal and -shm files: a
         # damaged file's (1 random header in 300 says so) are removed again, so a listing leaves nothing behind.
-        sidecars = [self.path.with_name(self.path.name + suffix) for suffix in ("-wal", "-shm")]
+        sidecars = [self.file.with_name(self.file.name + suffix) for suffix in ("-wal", "-shm")]
         existed = [f.exists() for f in sidecars]
         for extra in ("", "&immutable=1"):
             try:
@@ -218,6 +258,8 @@ class Database:
     def set_busy_timeout(self, seconds: float) -> None:
         """How long a write waits for another writer's lock (short on the way to stopping a server)."""
         self.busy_timeout = seconds
+        if self.shared:  # its statements have their own deadline (firstlight.history.pg)
+            return
         with contextlib.suppress(sqlite3.Error):
             self._con.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
 
@@ -241,56 +283,56 @@ class Database:
 
     def _open(self) -> sqlite3.Connection:
         try:  # a FIFO blocks in open(), a device is no database: a regular file or none
-            mode = os.stat(self.path).st_mode
+            mode = os.stat(self.file).st_mode
         except OSError:
             mode = None  # no file yet (or unreadable): said below
         if mode is not None and not stat.S_ISREG(mode):
-            raise HistoryError(f"history database {self.path} is {kind(mode)}, not a regular file; pass another "
+            raise HistoryError(f"history database {self.file} is {kind(mode)}, not a regular file; pass another "
                                "--history")
         if self.readonly:
             return self._open_readonly()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fresh = not self.path.exists()
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            fresh = not self.file.exists()
             try:
                 con = self._connect_checked()
             except _Corrupt as e:
-                if not _is_sqlite_file(self.path):
-                    raise HistoryError(f"{self.path} is not a SQLite database; firstlight leaves it alone (pass "
+                if not _is_sqlite_file(self.file):
+                    raise HistoryError(f"{self.file} is not a SQLite database; firstlight leaves it alone (pass "
                                        "another --history)") from None
                 self._move_aside(str(e))
                 con = self._connect_checked()
             if fresh:
                 with contextlib.suppress(OSError):
-                    os.chmod(self.path, 0o600)
+                    os.chmod(self.file, 0o600)
             self._init_schema(con)
             return con
         except _Corrupt as e:
-            raise HistoryError(f"history database {self.path} is still unreadable after moving it aside: {e}") from None
+            raise HistoryError(f"history database {self.file} is still unreadable after moving it aside: {e}") from None
         except (sqlite3.Error, OSError) as e:
-            raise HistoryError(f"cannot open history database {self.path}: {e}") from None
+            raise HistoryError(f"cannot open history database {self.file}: {e}") from None
 
     def _open_readonly(self) -> sqlite3.Connection:
-        if not self.path.exists():  # a listing creates nothing: say what is wrong, not "not a database"
-            raise HistoryError(f"no history at {self.path} (no such file)")
-        if not _is_sqlite_file(self.path):
-            raise HistoryError(f"{self.path} is not a SQLite database")
+        if not self.file.exists():  # a listing creates nothing: say what is wrong, not "not a database"
+            raise HistoryError(f"no history at {self.file} (no such file)")
+        if not _is_sqlite_file(self.file):
+            raise HistoryError(f"{self.file} is not a SQLite database")
         try:
             con = self._connect_readonly()
         except _Corrupt as e:
-            raise HistoryError(f"history database {self.path} is damaged ({e}); a run (not a listing) moves it "
+            raise HistoryError(f"history database {self.file} is damaged ({e}); a run (not a listing) moves it "
                                "aside") from None
         except (sqlite3.Error, OSError) as e:
-            raise HistoryError(f"cannot open history database {self.path} read-only: {e}") from None
+            raise HistoryError(f"cannot open history database {self.file} read-only: {e}") from None
         version = con.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             con.close()
-            raise HistoryError(f"history database {self.path} was written by a newer firstlight (schema {version})")
+            raise HistoryError(f"history database {self.file} was written by a newer firstlight (schema {version})")
         self.schema = version  # an older file is read as it is: a listing migrates nothing
         return con
 
     def _move_aside(self, reason: str) -> None:
-        lock_path = self.path.with_name(self.path.name + ".lock")
+        lock_path = self.file.with_name(self.file.name + ".lock")
         with open(lock_path, "a") as lock:
             if fcntl is not None:
                 fcntl.flock(lock, fcntl.LOCK_EX)
@@ -302,17 +344,17 @@ class Database:
                 except _Corrupt:
                     pass
                 stamp = time.strftime("%Y%m%d-%H%M%S")
-                dest = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+                dest = self.file.with_name(f"{self.file.name}.corrupt-{stamp}")
                 n = 1
                 while dest.exists():
                     n += 1
-                    dest = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
-                os.replace(self.path, dest)
+                    dest = self.file.with_name(f"{self.file.name}.corrupt-{stamp}-{n}")
+                os.replace(self.file, dest)
                 for suffix in ("-wal", "-shm"):
-                    side = self.path.with_name(self.path.name + suffix)
+                    side = self.file.with_name(self.file.name + suffix)
                     if side.exists():
                         os.replace(side, dest.with_name(dest.name + suffix))
-                msg = f"history database {self.path} is corrupt ({reason}); moved it to {dest}, starting a new one"
+                msg = f"history database {self.file} is corrupt ({reason}); moved it to {dest}, starting a new one"
                 self.warnings.append(msg)
                 self.warn(msg)
             finally:
@@ -322,7 +364,7 @@ class Database:
     def _init_schema(self, con: sqlite3.Connection) -> None:
         version = con.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise HistoryError(f"history database {self.path} was written by a newer firstlight (schema {version})")
+            raise HistoryError(f"history database {self.file} was written by a newer firstlight (schema {version})")
         self.schema = SCHEMA_VERSION
         if version == SCHEMA_VERSION:
             return
@@ -336,6 +378,8 @@ class Database:
                         con.execute(stmt)
             if version < 2:
                 migrate_1_to_2(con)
+            if version < 3:
+                migrate_2_to_3(con)
             con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             con.execute("COMMIT")
         except BaseException:
@@ -343,31 +387,41 @@ class Database:
             raise
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> Iterator[Any]:
+        """One transaction (``BEGIN IMMEDIATE`` in SQLite: no lock upgrade), committed whole or rolled back."""
+        con = self.con
         try:
-            self._con.execute("BEGIN IMMEDIATE")
+            con.execute("BEGIN" if self.shared else "BEGIN IMMEDIATE")
         except sqlite3.Error as e:
             raise HistoryError(f"cannot write history database {self.path}: {e}") from None
         try:
-            yield self._con
-            self._con.execute("COMMIT")
+            yield con
+            con.execute("COMMIT")
         except BaseException as e:
-            with contextlib.suppress(sqlite3.Error):
-                self._con.execute("ROLLBACK")
+            if not isinstance(e, Unreachable):  # a connection that did not answer is abandoned, not rolled back
+                with contextlib.suppress(sqlite3.Error, HistoryError):
+                    con.execute("ROLLBACK")
             if isinstance(e, sqlite3.Error):
                 raise HistoryError(f"cannot write history database {self.path}: {e}") from None
             raise
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
-            return self._con.execute(sql, args).fetchall()
+            return list(self.con.execute(sql, args).fetchall())
         except sqlite3.Error as e:
             if self.readonly and "no such table" in str(e):
                 return []  # an empty database: nothing recorded yet
             raise HistoryError(f"cannot read history database {self.path}: {e}") from None
 
+    def _additive(self, con: Any, ddl: str) -> None:
+        """A table created on first use in SQLite (older files lack it); the shared schema has them all."""
+        if not self.shared:
+            con.execute(ddl)
+
     def close(self) -> None:
-        self._con.close()
+        if self._con is not None:
+            with contextlib.suppress(HistoryError):
+                self._con.close()
 
     def __enter__(self) -> Database:
         return self

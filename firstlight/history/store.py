@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -22,7 +23,9 @@ from firstlight.history.db import (
     HistoryError,
     default_path,
 )
+from firstlight.history.errors import Unreachable
 from firstlight.history.key import DeploymentKey, key_hash
+from firstlight.history.location import node, spool_dir
 from firstlight.history.policy import (
     DIRECTION,
     KINDS,
@@ -39,6 +42,7 @@ from firstlight.history.policy import (
     version_of,
 )
 from firstlight.history.scrub import scrub
+from firstlight.history.spool import Spool
 from firstlight.redact import Redactor
 
 __all__ = ["DIRECTION", "KINDS", "STARTS", "DeploymentKey", "History", "HistoryError", "Regression", "Run",
@@ -62,6 +66,7 @@ class Run:
     bench: dict[str, Any] | None
     start_type: str | None = None
     engine_version: str | None = None
+    node: str | None = None  # the machine that made it (FIRSTLIGHT_NODE, else the host name)
 
     def to_dict(self, full: bool = False) -> dict[str, Any]:
         d = asdict(self)
@@ -71,11 +76,41 @@ class Run:
         return d
 
 
+_RUN_COLUMNS = ("created_at", "kind", "deployment", "engine", "model", "command", "gpu_count", "ok", "summary",
+                "bench", "start_type", "engine_version", "node", "uid")
+
+
 class History(Database):
-    """The run history at ``path`` (default: ``platformdirs.user_data_dir("firstlight")/history.sqlite3``)."""
+    """The run history at ``path`` (default: ``platformdirs.user_data_dir("firstlight")/history.sqlite3``), or in
+    the fleet's PostgreSQL database given a ``postgresql://`` URL. A writer to a shared database first sends the
+    runs its spool holds; a run the database does not take is spooled."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.spool = Spool(spool_dir(self.url), self.warn) if self.url is not None else None
+        if self.spool is not None and self._con is not None and not self.readonly:
+            self.send_spooled()
 
     def __enter__(self) -> History:
         return self
+
+    def send_spooled(self) -> int:
+        """Send the spooled runs, oldest first; each is stored once whatever happens between its send and the
+        removal of its file. Returns how many were sent; stops at the first the database does not take."""
+        sent = 0
+        if self.spool is None:
+            return 0
+        for path, record in self.spool.waiting():
+            try:
+                self._insert(record)
+            except Unreachable:
+                break
+            except (HistoryError, KeyError, TypeError, ValueError) as e:
+                self.warn(f"spooled run {path.name} not taken by {self.path} ({e}); kept")
+                continue
+            self.spool.sent(path)
+            sent += 1
+        return sent
 
     # -- writing ---------------------------------------------------------------------------------------------
     def record_run(self, kind: str, summary: dict[str, Any], deployment: DeploymentKey,
@@ -94,64 +129,92 @@ class History(Database):
         summary_json = json.dumps(scrub(summary, r), default=str)
         bench_json = json.dumps(scrub(bench, r), default=str) if bench is not None else None
         d = deployment
+        record = {"created_at": created_at if created_at is not None else time.time(), "kind": kind,
+                  "deployment": d.hash, "engine": d.engine, "model": d.model,
+                  "command": r.text(d.command) if d.command else None, "gpu_count": d.gpu_count, "ok": int(good),
+                  "summary": summary_json, "bench": bench_json, "start_type": start_type_of(summary),
+                  "engine_version": version_of(summary), "node": node(), "uid": uuid.uuid4().hex,
+                  "metrics": metrics}
+        try:
+            return self._insert(record)
+        except Unreachable as e:
+            if self.spool is None:
+                raise
+            try:
+                self.spool.keep(record)
+            except OSError as oe:
+                raise HistoryError(f"{e}; this run is lost (spool {self.spool.folder}: {oe.strerror})") from None
+            raise Unreachable(f"{e}; this run is kept in {self.spool.folder} and sent when it answers") from None
+
+    def _insert(self, record: dict[str, Any]) -> int:
+        """One run and its metrics in one transaction; a run whose ``uid`` is stored already is not stored again."""
+        values = [record[c] for c in _RUN_COLUMNS]
         with self._write() as con:
-            cur = con.execute(
-                "INSERT INTO runs (created_at, kind, deployment, engine, model, command, gpu_count, ok, summary, bench,"
-                " start_type, engine_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (created_at if created_at is not None else time.time(), kind, d.hash, d.engine, d.model,
-                 r.text(d.command) if d.command else None, d.gpu_count, int(good), summary_json,
-                 bench_json, start_type_of(summary), version_of(summary)))
-            run_id = int(cur.lastrowid or 0)
+            row = con.execute(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({', '.join('?' * len(values))})"
+                              " ON CONFLICT (uid) DO NOTHING RETURNING id", values).fetchone()
+            if row is None:  # sent before: the file outlived the send
+                again = con.execute("SELECT id FROM runs WHERE uid = ?", (record["uid"],)).fetchone()
+                return int(again[0])
+            run_id = int(row[0])
             con.executemany("INSERT INTO metrics (run_id, name, value) VALUES (?, ?, ?)",
-                            [(run_id, k, v) for k, v in metrics.items()])
+                            [(run_id, k, float(v)) for k, v in dict(record["metrics"]).items()])
         return run_id
 
     def store_timeline(self, run_id: int, data: bytes) -> None:
         """Keep a run's timeline (gzip-compressed JSON Lines, see ``firstlight.report.record.pack_timeline``)."""
         with self._write() as con:
-            con.execute(_TIMELINES)
-            con.execute("INSERT OR REPLACE INTO timelines (run_id, data) VALUES (?, ?)", (run_id, data))
+            self._additive(con, _TIMELINES)
+            con.execute("INSERT INTO timelines (run_id, data) VALUES (?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+                        "data = excluded.data", (run_id, data))
 
     def record_serving(self, run_id: int, t: float, state: str, reason: str) -> None:
         """One change of a run's serving state after READY."""
         with self._write() as con:
-            con.execute(_SERVING)
+            self._additive(con, _SERVING)
             con.execute("INSERT INTO serving (run_id, t, state, reason) VALUES (?, ?, ?, ?)",
                         (run_id, t, state, self.redactor.text(reason)))
 
     def record_disk(self, disk: dict[str, Any]) -> None:
         """A filesystem's measured read rates (``firstlight.preflight.disk.measure``); the newest replaces."""
         with self._write() as con:
-            con.execute(_DISKS)
-            con.execute("INSERT OR REPLACE INTO disks (device, mount, fstype, rate, cache_rate, bytes, measured_at) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?)", (disk["device"], disk["mount"], disk["fstype"], disk["rate"],
-                                                         disk.get("cache_rate"), disk["bytes"], disk["measured_at"]))
+            self._additive(con, _DISKS)
+            con.execute("INSERT INTO disks (device, mount, fstype, rate, cache_rate, bytes, measured_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (device) DO UPDATE SET mount = excluded.mount, "
+                        "fstype = excluded.fstype, rate = excluded.rate, cache_rate = excluded.cache_rate, "
+                        "bytes = excluded.bytes, measured_at = excluded.measured_at",
+                        (self._device(disk["device"]), disk["mount"], disk["fstype"], disk["rate"],
+                         disk.get("cache_rate"), disk["bytes"], disk["measured_at"]))
 
     def disk(self, device: str) -> dict[str, Any] | None:
         """The measured read rates of the filesystem on ``device`` (``st_dev`` as major:minor); None: never."""
         try:
-            row = self._con.execute("SELECT device, mount, fstype, rate, cache_rate, bytes, measured_at FROM disks "
-                                    "WHERE device = ?", (device,)).fetchone()
-        except sqlite3.Error:  # no such table: never measured
+            row = self.con.execute("SELECT device, mount, fstype, rate, cache_rate, bytes, measured_at FROM disks "
+                                   "WHERE device = ?", (self._device(device),)).fetchone()
+        except (sqlite3.Error, HistoryError):  # no such table: never measured (or a database that did not answer)
             return None
         if row is None:
             return None
-        return dict(zip(("device", "mount", "fstype", "rate", "cache_rate", "bytes", "measured_at"), row, strict=True))
+        out = dict(zip(("device", "mount", "fstype", "rate", "cache_rate", "bytes", "measured_at"), row, strict=True))
+        return {**out, "device": device}
+
+    def _device(self, device: str) -> str:
+        """A device number names a filesystem on one machine: in a shared database it is the node's."""
+        return f"{node()}/{device}" if self.shared else device
 
     def serving_changes(self, run_id: int) -> list[tuple[float, str, str]]:
         """A run's serving-state changes, oldest first: (t, state, reason)."""
         try:
-            rows = self._con.execute("SELECT t, state, reason FROM serving WHERE run_id = ? ORDER BY t",
-                                     (run_id,)).fetchall()
-        except sqlite3.Error:  # no such table: nothing recorded
+            rows = self.con.execute("SELECT t, state, reason FROM serving WHERE run_id = ? ORDER BY t",
+                                    (run_id,)).fetchall()
+        except (sqlite3.Error, HistoryError):  # no such table: nothing recorded
             return []
         return [(float(t), str(s), str(r)) for t, s, r in rows]
 
     def timeline(self, run_id: int) -> bytes | None:
         """A run's stored timeline; None when it has none (older runs, ``bench`` runs)."""
         try:
-            row = self._con.execute("SELECT data FROM timelines WHERE run_id = ?", (run_id,)).fetchone()
-        except sqlite3.OperationalError:  # no timelines table yet: a database from before timelines were kept
+            row = self.con.execute("SELECT data FROM timelines WHERE run_id = ?", (run_id,)).fetchone()
+        except (sqlite3.OperationalError, HistoryError):  # no timelines table yet: a file from before timelines
             return None
         return bytes(row[0]) if row else None
 
@@ -175,6 +238,7 @@ class History(Database):
     def _cols(self) -> str:
         """The columns of a Run; a schema-1 file (a read-only listing) has no start types or versions."""
         extra = "start_type, engine_version" if self.schema >= 2 else "NULL, NULL"
+        extra += ", node" if self.schema >= 3 else ", NULL"
         return f"id, created_at, kind, deployment, engine, model, command, gpu_count, ok, pinned, summary, bench, " \
                f"{extra}"
 
@@ -207,7 +271,7 @@ class History(Database):
         return Run(int(row[0]), float(row[1]), str(row[2]), str(row[3]), _opt_str(row[4]), _opt_str(row[5]),
                    _opt_str(row[6]), None if row[7] is None else int(row[7]), bool(row[8]), bool(row[9]), metrics,
                    summary, bench, _opt_str(row[12]) or start_type_of(summary),
-                   _opt_str(row[13]) or version_of(summary))
+                   _opt_str(row[13]) or version_of(summary), _opt_str(row[14]))
 
     def get(self, run_id: int) -> Run | None:
         runs = self._runs(self._query(f"SELECT {self._cols} FROM runs WHERE id = ?", (run_id,)))
@@ -285,21 +349,25 @@ class History(Database):
         """(run, when, answer) of this deployment's known answer to ``request`` (a fingerprint): of its good
         starts that recorded one (summary ``known_answer.outcome``), the newest re-recorded (``--known-answer
         record``), else the earliest recorded. None: no reference yet."""
-        # a damaged summary is no reference, never an error (json_extract would raise on it: CASE guards it)
-        ka = "CASE WHEN json_valid(summary) THEN json_extract(summary, '$.known_answer{}') END"
-        rows = self._query(
-            f"SELECT id, created_at, {ka.format('.outcome')}, {ka.format('.answer')} FROM runs WHERE deployment = ? "
-            f"AND ok = 1 AND {ka.format('.outcome')} IN ('recorded', 're-recorded') "
-            f"AND {ka.format('.answer.request')} = ? ORDER BY id",
-            (key_hash(deployment), request))
-        rerecorded = [r for r in rows if r[2] == "re-recorded"]
-        for row in ([rerecorded[-1]] if rerecorded else []) + rows:
+        # read in Python, not by the database's JSON functions: one query for SQLite and PostgreSQL alike; a damaged
+        # summary is no reference, never an error
+        rows = self._query("SELECT id, created_at, summary FROM runs WHERE deployment = ? AND ok = 1 ORDER BY id",
+                           (key_hash(deployment),))
+        found: list[tuple[int, float, str, dict[str, Any]]] = []
+        for run_id, created, raw in rows:
             try:
-                answer = json.loads(row[3])
+                summary = json.loads(raw)
             except (TypeError, ValueError, RecursionError):
-                continue  # a damaged row is no reference; the next one may be
-            if isinstance(answer, dict):
-                return int(row[0]), float(row[1]), answer
+                continue
+            ka = summary.get("known_answer") if isinstance(summary, dict) else None
+            if not isinstance(ka, dict):
+                continue
+            answer, outcome = ka.get("answer"), ka.get("outcome")
+            if isinstance(answer, dict) and outcome in ("recorded", "re-recorded") and answer.get("request") == request:
+                found.append((int(run_id), float(created), str(outcome), answer))
+        rerecorded = [f for f in found if f[2] == "re-recorded"]
+        for run_id, created, _, answer in ([rerecorded[-1]] if rerecorded else []) + found:
+            return run_id, created, answer
         return None
 
     def starts(self, deployment: DeploymentKey | str, limit: int = 100) -> list[tuple[str | None, float]]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from firstlight.config import JudgeConfig
 from firstlight.history import History, HistoryError, Run, default_path
+from firstlight.history.location import exists
 from firstlight.report.html import render_html
 from firstlight.report.record import RecordError, unpack_timeline
 from firstlight.report.series import RunView, build_view
@@ -34,14 +35,14 @@ def view_from_history(history: History, run: Run, rules: JudgeConfig, with_basel
 
 
 def view_from_record(observations: Sequence[Observation], summary: dict[str, Any] | None, rules: JudgeConfig,
-                     history_path: Path | None, with_baseline: bool, source: str) -> tuple[RunView, list[str]]:
+                     history_path: Path | str | None, with_baseline: bool, source: str) -> tuple[RunView, list[str]]:
     """The view of a recorded run, with its baseline when the history knows its deployment."""
     notes: list[str] = []
     base: Run | None = None
     deployment = ((summary or {}).get("baseline") or {}).get("deployment")
     if with_baseline and deployment:
         path = history_path or default_path()
-        if path.exists():
+        if exists(path):
             try:
                 with History(path, warn=notes.append) as h:
                     base = h.baseline_run(deployment, (summary or {}).get("history_run"))

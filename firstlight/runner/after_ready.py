@@ -16,6 +16,7 @@ from firstlight.bench.spec import bench_with_spec
 from firstlight.config import Config
 from firstlight.engines import ServerCommand, read_command
 from firstlight.engines.profile import EngineProfile
+from firstlight.history.errors import Unreachable
 from firstlight.history.store import DeploymentKey, History, HistoryError
 from firstlight.redact import Redactor
 from firstlight.result import RunResult
@@ -56,7 +57,10 @@ def open_history(cfg: Config, redactor: Redactor, warn: Callable[[str], None]) -
     try:
         # Opened before the launch: another process's lock (EXCLUSIVE locking mode, a long write) is waited for
         # a second at most, then the run goes on unrecorded (it waited out 30 s, and the cold start read 30 s).
-        return History(cfg.history.path, redactor=redactor, warn=warn, busy_timeout=HISTORY_BUSY_S)
+        h = History(cfg.history.path, redactor=redactor, warn=warn, busy_timeout=HISTORY_BUSY_S)
+        if h.unreached is not None:  # a shared database that did not answer: the run goes on, its record spooled
+            warn(f"{h.unreached}; this run's record will wait in the local spool")
+        return h
     except HistoryError as e:
         warn(f"history unavailable, not recorded: {e}")
         return None
@@ -136,6 +140,12 @@ def compare_with_history(history: History, key: DeploymentKey, kind: str, result
     bench = result.bench
     throughput = bench.get("output_throughput") if isinstance(bench, dict) else None
     start_type = (result.start_type or {}).get("type")
+    if history.unreached is not None:  # the shared database did not answer: no comparison, the run is spooled
+        try:
+            history.record_run(kind, result.to_dict(), key, bench=bench)
+        except HistoryError as e:
+            return result.with_history(None, None, None, note=f"history: {e}")
+        return result.with_history(None, None, None)
     try:
         regressions = history.check_regression(key, cold_start_s=result.cold_start_s,
                                                output_throughput=throughput, margin=margin, start_type=start_type,
@@ -153,5 +163,12 @@ def compare_with_history(history: History, key: DeploymentKey, kind: str, result
         result = result.with_anatomy_baseline(anatomy_baseline(history, key, result))
         run_id = history.record_run(kind, result.to_dict(), key, bench=bench)
         return result.with_history(baseline, list(result.regression) if result.regression else None, run_id)
+    except Unreachable as e:  # lost during the comparison: the record waits in the spool
+        note = f"history: {e}"
+        try:
+            history.record_run(kind, result.to_dict(), key, bench=bench)
+        except HistoryError as again:
+            note = f"history: {again}"
+        return result.with_history(None, None, None, note=note)
     except HistoryError as e:
         return result.with_history(None, None, None, note=f"history: {e}")

@@ -126,7 +126,7 @@ def test_the_history_option_is_a_file_path(tmp_path: Path):
     assert _parse(cmd, "--history", str(tmp_path / "h.db")) == {"history_path": tmp_path / "h.db"}
     assert "is a directory" in _refuse(cmd, "--history", str(tmp_path))
     (param,) = o.history_option()(lambda **kw: None).__click_params__  # type: ignore[attr-defined]
-    assert param.help.startswith("Run history database (default: $FIRSTLIGHT_HISTORY")
+    assert param.help.startswith("Run history: a SQLite file, or a postgresql:// URL")
 
 
 def test_options_keep_the_order_they_are_listed_in():

@@ -64,7 +64,7 @@ def test_a_schema_1_database_written_by_the_old_code_is_migrated_and_its_rows_ke
         assert h.runs()[0].start_type is None
     assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 1
     with History(db) as h:
-        assert h.schema == SCHEMA_VERSION == 2
+        assert h.schema == SCHEMA_VERSION == 3
         runs = h.runs()
         assert len(runs) == 3 and len({r.deployment for r in runs}) == 1  # ports 8000 and 8001: one deployment
         key = DeploymentKey.create("vllm", "/models/qwen", [*VLLM, "--port", "8123", "--tensor-parallel-size", "2",
