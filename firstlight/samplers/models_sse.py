@@ -37,7 +37,7 @@ ROUTER_FLAGS = ("--models-dir", "--models-preset")  # llama-server's router mode
 ROUTER_ENV = ("LLAMA_ARG_MODELS_DIR", "LLAMA_ARG_MODELS_PRESET")
 
 
-class _Chatter(WireError):
+class _Chatter(Exception):
     """The stream sends bytes but no event."""
 
 
