@@ -37,10 +37,6 @@ ROUTER_FLAGS = ("--models-dir", "--models-preset")  # llama-server's router mode
 ROUTER_ENV = ("LLAMA_ARG_MODELS_DIR", "LLAMA_ARG_MODELS_PRESET")
 
 
-class _Chatter(Exception):
-    """The stream sends bytes but no event."""
-
-
 def is_router(argv: list[str] | None, env: dict[str, str] | None = None) -> bool:
     """The command starts llama-server in router mode (its models from a directory or a preset file)."""
     if not argv:
@@ -99,18 +95,17 @@ class ModelsSSE:
             while not self._done():
                 try:
                     before = self.events
-                    self._follow(wire, sink)
-                    if self.events > before:  # it streamed: the next try at once (an empty one backs off)
+                    chatter = self._follow(wire, sink)
+                    if chatter is not None and not chatter_noted:
+                        sink(SourceNote(self.clock(), "engine_clock", chatter))
+                        chatter_noted = True
+                    if self.events > before and chatter is None:  # it streamed: again at once (else the back-off)
                         wait = BACKOFF_MIN_S
                         continue
                 except LineTooLong as e:
                     if not noted:
                         sink(SourceNote(self.clock(), "engine_clock", f"{PATH}: {e}; reconnecting"))
                         noted = True
-                except _Chatter as e:
-                    if not chatter_noted:
-                        sink(SourceNote(self.clock(), "engine_clock", str(e)))
-                        chatter_noted = True
                 except WireError as e:
                     if e.timed_out:
                         continue  # quiet, not gone (a timeout took its seconds: no spin)
@@ -121,14 +116,15 @@ class ModelsSSE:
                     return
                 wait = min(wait * 2, BACKOFF_MAX_S)
 
-    def _follow(self, wire: Wire, sink: Sink) -> None:
+    def _follow(self, wire: Wire, sink: Sink) -> str | None:
+        """Reads one connection; what it says when it let go of a stream that sends bytes but no event."""
         with wire.stream("GET", PATH, read_timeout=self.read_timeout, headers={"Accept": "text/event-stream"},
                          max_body=MAX_STREAM_BYTES) as resp:
             self._resp = resp
             if resp.status == 404:  # not a router, or a build without it: nothing to follow
                 sink(SourceNote(self.clock(), "engine_clock", f"{PATH} -> 404: no model-load stream to read"))
                 self._stop.set()
-                return
+                return None
             if resp.status != 200:
                 raise WireError(f"{PATH} -> {resp.status}")
             self.connects += 1
@@ -144,6 +140,7 @@ class ModelsSSE:
                     for mark in self.stream.feed(line[5:].strip(), self.clock()):
                         sink(mark)
                     if self._done():
-                        return
+                        return None
                 if chatter > MAX_BYTES_WITHOUT_EVENT:
-                    raise _Chatter(f"{PATH}: {chatter} bytes without an event; read again after a pause")
+                    return f"{PATH}: {chatter} bytes without an event; read again after a pause"
+        return None
