@@ -87,8 +87,10 @@ def answer_dict(p: Probe, request: str) -> dict[str, Any]:
     return {"text": p.text, "tokens": list(p.tokens), "logprobs": list(p.logprobs), "request": request}
 
 
-def known_from(run: int | None, t: float, answer: Any) -> KnownAnswer | None:
-    """A stored answer (:func:`answer_dict`) as the observation the judge compares with; None when damaged."""
+def known_from(run: int | None, recorded_at: float, answer: Any, t: float) -> KnownAnswer | None:
+    """A stored answer (:func:`answer_dict`), recorded by ``run`` at ``recorded_at``, as the observation the judge
+    compares with, looked up at ``t`` (this start's clock: never the earlier run's, which would move the judge's
+    timeline to it); None when damaged."""
     if not isinstance(answer, dict):
         return None
     text, tokens, logprobs = answer.get("text"), answer.get("tokens"), answer.get("logprobs")
@@ -100,5 +102,5 @@ def known_from(run: int | None, t: float, answer: Any) -> KnownAnswer | None:
         return None
     if logprobs and len(logprobs) != len(tokens):
         return None
-    return KnownAnswer(t, run=run, text=text, tokens=tuple(tokens), logprobs=tuple(float(x) for x in logprobs),
-                       request=str(answer.get("request") or ""))
+    return KnownAnswer(t, run=run, recorded_at=recorded_at, text=text, tokens=tuple(tokens),
+                       logprobs=tuple(float(x) for x in logprobs), request=str(answer.get("request") or ""))

@@ -109,6 +109,9 @@ class Config:
     watched_command: list[str] = field(default_factory=list)  # `watch --pid`: that process's command line
     log_file: Path | None = None
     log_from_start: bool = False  # `watch --log-from-start`: read an existing log whole, not from its end
+    # the log's size when the sidecar began waiting for this start, which came later: where this start's lines
+    # begin in a log without dates (None: not known; the size when the watch began)
+    log_start_size: int | None = None
     engine: str | None = None  # None: detect
     model_path: Path | None = None  # weights on disk, for the fraction read
     probe: ProbeConfig = field(default_factory=ProbeConfig)

@@ -6,12 +6,14 @@ watched by its own ``firstlight up --serve-readiness HOST:PORT``. The leader rea
 the members' states into the group's. Pure functions of their inputs: no clock, no I/O (the caller passes ``now``).
 
 Rules, in order:
-1. a member whose own verdict is ``failed`` -> the group is ``failed``, naming it, its verdict and its evidence;
-2. a member whose own verdict is ``hung`` (or, after its own READY, whose serving checks say ``hung``: a frozen
-   worker), or the whole group without progress for ``stall_timeout_s`` (no node's ``last_progress_at`` within
-   it) -> ``hung``, naming the member hung itself, else a member whose own serving checks fail, else the node
-   whose last progress is the oldest (the one that stopped first); an unreachable member's last progress is its
-   last one seen;
+1. a member whose own verdict is ``failed`` -> the group is ``failed``, naming it, its verdict and its evidence (a
+   verdict is final: a member that said it and then went away, as its firstlight does once the verdict was read,
+   still counts);
+2. a member whose own verdict is ``hung`` (also one that said it and went away; or, after its own READY, whose
+   serving checks say ``hung``: a frozen worker), or the whole group without progress for ``stall_timeout_s``
+   (no node's ``last_progress_at`` within it) -> ``hung``, naming the member hung itself, else a member whose own
+   serving checks fail, else the node whose last progress is the oldest (the one that stopped first); an
+   unreachable member's last progress is its last one seen;
 3. the leader ``ready`` and every member ready or serving (its ``/readyz`` 200) -> ``ready``;
 4. otherwise ``starting`` (a slow member that progresses keeps the group starting); once the group reached READY,
    a member that stops answering 200 makes the group not serving (``serving`` False: the leader's /readyz 503).
@@ -27,6 +29,7 @@ from firstlight.vocab import DEGRADED, FAILED, HUNG, NOT_SERVING, READY, SERVING
 from firstlight.wire.content import clean_text
 
 LEADER = "leader"
+FINAL = (FAILED, HUNG)  # a member's verdicts that its going away does not undo
 
 
 @dataclass(frozen=True)
@@ -124,11 +127,12 @@ class GroupVerdict:
 
 
 def _why(m: MemberState) -> str:
-    if m.error:
+    if m.error and m.verdict not in FINAL:
         return f"unreachable since {m.unreachable_since}: {m.error}"
+    gone = f" (unreachable since {m.unreachable_since}: {m.error})" if m.error else ""
     ev = "; ".join(str(e.get("message") or e.get("value") or e.get("signal") or e) for e in m.evidence[:3])
     return (f"verdict {m.verdict}" + (f", serving {m.serving}" if m.serving else "")
-            + (f", phase {m.phase}" if m.phase else "") + (f": {ev}" if ev else ""))
+            + (f", phase {m.phase}" if m.phase else "") + (f": {ev}" if ev else "") + gone)
 
 
 def _ev(m: MemberState, message: str) -> dict[str, Any]:
@@ -141,10 +145,10 @@ def decide_group(leader_verdict: str, leader_last_progress_at: float | None, mem
                  stall_timeout_s: float, now: float, reached_ready: bool = False) -> GroupVerdict:
     """The group's verdict from the leader's own verdict and each member's last state (rules in the module doc)."""
     for m in members:
-        if m.verdict == FAILED and not m.error:
+        if m.verdict == FAILED:
             return GroupVerdict(FAILED, False, (_ev(m, f"{member_name(m)} failed: {_why(m)}"),), m.url)
     for m in members:  # hung before its READY, or after it (its serving checks: a frozen worker)
-        if (m.verdict == HUNG or m.serving == HUNG) and not m.error:
+        if m.verdict == HUNG or (m.serving == HUNG and not m.error):
             return GroupVerdict(HUNG, False, (_ev(m, f"{member_name(m)} hung: {_why(m)}"),), m.url)
     if leader_verdict in (FAILED, HUNG):
         return GroupVerdict(leader_verdict, False, (), LEADER)

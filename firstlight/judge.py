@@ -466,7 +466,7 @@ class Judge:
         run = f"run {known.run}" if known.run is not None else "the history"
         ev = [Evidence("probe:generation", f"answer now: {shown(p.text, p.tokens, p.logprobs)}", p.t),
               Evidence("history", f"known answer ({run}): {shown(known.text, known.tokens, known.logprobs)}",
-                       known.t),
+                       known.t if known.recorded_at is None else known.recorded_at),
               Evidence("known_answer", check.why, p.t)]
         return self._base(now, FAILED, ev, failure=WRONG_ANSWER, detail=f"not the known answer ({check.by})",
                           hint=WRONG_ANSWER_HINT)

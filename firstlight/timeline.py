@@ -212,9 +212,11 @@ class PortConflict(Observation):
 class KnownAnswer(Observation):
     """The answer this deployment gave at a verified start, from the history (``--known-answer``): the generation
     probe's text, tokens and log-probabilities at temperature 0, to the same request (``request``: its
-    fingerprint). A later start's first answer is compared with it before READY."""
+    fingerprint). A later start's first answer is compared with it before READY. ``t`` is when this start looked it
+    up (an observation's time is always this start's), ``recorded_at`` when the earlier run recorded it."""
 
     run: int | None = None  # the history run it was recorded by
+    recorded_at: float | None = None
     text: str | None = None
     tokens: tuple[str, ...] = ()
     logprobs: tuple[float, ...] = ()

@@ -46,8 +46,10 @@ def process_matcher(pid: int | None, pid_from: str | None) -> ProcessMatcher | N
         raise UsageFailure(f"--pid-from is not a valid regular expression: {e}") from None
 
 
-def watch_plan(url: str, pid: int | None, log_file: Path | None, kw: dict[str, Any]) -> Plan:
-    """The plan of one watched start: its process's command line read once (none without a process)."""
+def watch_plan(url: str, pid: int | None, log_file: Path | None, kw: dict[str, Any],
+               log_start_size: int | None = None) -> Plan:
+    """The plan of one watched start: its process's command line read once (none without a process).
+    ``log_start_size``: where the start's lines begin in the log (runner/rewatch.py's ``Target.log_size``)."""
     command: list[str] = []
     if pid is not None:
         with contextlib.suppress(psutil.Error):  # gone, or another user's: watch it without its command line
@@ -58,6 +60,7 @@ def watch_plan(url: str, pid: int | None, log_file: Path | None, kw: dict[str, A
     after, history = after_ready_config(kw)
     cfg = usage(settings.config, probe=probe, judge=judge_config(kw), watched_command=command, engine=kw["engine"],
                 server=server, pid=pid, log_file=log_file, log_from_start=kw.get("log_from_start", False),
+                log_start_size=log_start_size,
                 after=after, history=history,
                 model_path=settings.watch_model(kw["model_path"], command, kw["engine"], server),
                 sample_interval=kw["sample_interval"], serving_interval=kw["serving_interval"])
@@ -78,7 +81,7 @@ def run_sidecar(url: str, pid: int | None, matcher: ProcessMatcher | None, log_f
     sessions: list[Session] = []  # the last start's session: its serving checks and history
 
     def run_start(target: Target) -> Outcome:
-        plan = watch_plan(url, target.pid, log_file, kw)
+        plan = watch_plan(url, target.pid, log_file, kw, target.log_size)
         cfg = plan.config
         if first is None and target.create_time is not None and target.create_time < born and cfg.history.enabled:
             # --pid-from found an engine older than this sidecar: the sidecar restarted under a running engine,

@@ -20,9 +20,11 @@ reporters when serving ends; it decides nothing about any one start.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import signal
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +52,9 @@ class Target:
     pid: int | None = None
     create_time: float | None = None
     command: tuple[str, ...] = ()
+    # the log file's size when the wait for this start began, where the start came after it (0: no file then):
+    # the start's lines in a log without dates begin there, however late it was found
+    log_size: int | None = None
 
     @classmethod
     def of(cls, pid: int) -> Target | None:
@@ -192,11 +197,15 @@ class Rewatch:
         if self.matcher is not None:
             self.reporter.message(f"waiting for the engine: a process matching {self.matcher.pattern!r}"
                                   + (f" other than pid {previous.pid}" if previous and previous.pid else ""))
+            # the log's size before the first scan: a start that a later scan finds first began after it (process
+            # creation times are too coarse against the wall clock to tell)
+            log_size, absent = self._log_size(), False
             while not self.stop.is_set():
                 found = self.matcher.find(split_url(self.url)[1])
                 if found is not None and (previous is None or self._later(found, previous)):
                     self._wait_log_fresh(found.create_time or self.clock())
-                    return found
+                    return dataclasses.replace(found, log_size=log_size) if absent else found
+                absent = True  # this scan did not find it: the one that does, found it after the wait began
                 # a scan reads every process's command line (~2 % of a core per 100 processes at 1 Hz); a start
                 # takes minutes, so one scan a second finds it soon enough
                 self.stop.wait(max(self.poll_s, self.scan_s))
@@ -218,6 +227,16 @@ class Rewatch:
     def _later(found: Target, previous: Target) -> bool:
         """Another process, created no earlier than the previous start's (creation times have 10 ms ticks)."""
         return found.pid != previous.pid and (found.create_time or 0.0) >= (previous.create_time or 0.0)
+
+    def _log_size(self) -> int | None:
+        """The log file's size now (0: no file yet); None without a regular log file."""
+        if self.log_file is None:
+            return None
+        try:
+            st = self.log_file.stat()
+        except OSError:
+            return 0
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
 
     def _wait_log_fresh(self, since: float, limit_s: float = 5.0) -> None:
         """A log file shared by every start (a truncating ``tee``) may still hold the last start's lines, its

@@ -449,7 +449,7 @@ class Session:
             return
         with contextlib.suppress(HistoryError):
             found = self.history.known_answer(self._deployment_key(), request_fingerprint(self.cfg.probe))
-            known = known_from(found[0], found[1], found[2]) if found is not None else None
+            known = known_from(found[0], found[1], found[2], t) if found is not None else None
             if known is not None:
                 self._feed(known)
 

@@ -91,7 +91,7 @@ class Sources:
                 return error
         if self.cfg.log_file is not None:
             self._follow(self.cfg.log_file, echo=False, from_start=self.cfg.log_from_start,
-                         since=self._watched_start())
+                         since=self._watched_start(), start_size=self.cfg.log_start_size)
         processes = self.process_sampler()
         if processes is not None:  # backs off while nothing moves; nudged back by a line or a probe's change
             processes.backoff = Backoff(self.cfg.sample_interval, idle_cap(self.cfg.judge.stall_timeout))
@@ -165,9 +165,10 @@ class Sources:
         """The launched server's process (a container's CLI is one: firstlight.containers)."""
         return ServerProcess(self.cfg.command, output=output, detachable=detachable)
 
-    def _follow(self, path: Path, echo: bool, from_start: bool = False, since: float | None = None) -> None:
+    def _follow(self, path: Path, echo: bool, from_start: bool = False, since: float | None = None,
+                start_size: int | None = None) -> None:
         f = FileFollower(path, clock=self.clock, echo=self.echo if echo else None, from_start=from_start,
-                         since=since, backlog=self.backlog)
+                         since=since, backlog=self.backlog, start_size=start_size)
         self._start(f)
         self.followers.append(f)
 

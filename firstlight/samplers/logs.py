@@ -240,8 +240,9 @@ def _is_stream(mode: int) -> bool:
 class FileFollower:
     """Follows a log file like ``tail -F``: across rotation (a new inode) and truncation.
 
-    A file that already exists is read from where it ended when the watch began (``start_size``; by default
-    its size when this follower is made, before its thread looks): an append-mode log holds earlier
+    A file that already exists is read from where it ended when the watch began (``start_size``: where the
+    caller saw it end before this start began, such as a sidecar that waited for the start; by default its size
+    when this follower is made, before its thread looks): an append-mode log holds earlier
     runs, whose "CUDA out of memory" must not fail this start; ``from_start`` reads it whole. With ``since``
     (the watched process's start time) it is read from the first line the log's own timestamps place at or
     after that moment, so the lines this run printed before firstlight attached count too; a log without
@@ -258,6 +259,7 @@ class FileFollower:
         self.path, self.interval, self.clock = path, interval, clock
         self.from_start, self.since = from_start, since
         self.start_size = start_size if start_size is not None else regular_file_size(path)
+        self._start_told = start_size is not None  # the caller knew where this start's lines begin
         self.max_pending = max_pending
         self.delivery = _Delivery("file", echo, clock, backlog)
         self._stop = threading.Event()
@@ -393,8 +395,8 @@ class FileFollower:
         if self.since is not None and st.st_mtime >= self.since - 1:
             found = run_start_offset(f, st.st_size, self.since, self.clock())
             if found is None:  # byte 0 would replay an earlier run's crash as this run's
-                self._note(f"{self.path}: no dates in its lines to tell this run's from earlier ones; reading "
-                           "from where it ended when the watch began")
+                self._note(f"{self.path}: no dates in its lines to tell this run's from earlier ones; "
+                           + self._start_told_words())
             else:
                 if found < st.st_size:
                     self._note(f"{self.path}: this run's lines start at byte {found} (by the log's own "
@@ -405,6 +407,13 @@ class FileFollower:
             self._note(f"{self.path} was truncated after the watch began: reading it from its start")
             return 0
         return self._skip_to_end(f, st.st_size if self.start_size is None else self.start_size)
+
+    def _start_told_words(self) -> str:
+        if not self._start_told:
+            return "reading from where it ended when the watch began"
+        if self.start_size:
+            return f"reading from where it ended before this start began (byte {self.start_size})"
+        return "reading it whole: it was empty or absent before this start began"
 
     def _skip_to_end(self, f: BinaryIO, size: int) -> int:
         """Start after the last complete line already in the file (a half-written one is read whole)."""

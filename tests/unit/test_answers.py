@@ -79,8 +79,9 @@ def test_without_tokens_on_either_side_the_text_decides(known_tokens, answer_tok
 
 def test_an_answer_reads_back_as_the_known_answer_it_was():
     p = _answer()
-    k = known_from(7, 5.0, answer_dict(p, "abc"))
-    assert k == KnownAnswer(5.0, run=7, text=p.text, tokens=TOKENS, logprobs=LOGPROBS, request="abc")
+    k = known_from(7, 5.0, answer_dict(p, "abc"), 9.0)
+    assert k == KnownAnswer(9.0, run=7, recorded_at=5.0, text=p.text, tokens=TOKENS, logprobs=LOGPROBS,
+                            request="abc")
 
 
 @pytest.mark.parametrize("damaged", [
@@ -89,7 +90,7 @@ def test_an_answer_reads_back_as_the_known_answer_it_was():
     {"text": "a", "tokens": ["a", "b"], "logprobs": [-1.0]}, {"text": "a", "tokens": ["a"], "logprobs": None},
 ])
 def test_a_damaged_stored_answer_is_no_reference(damaged):
-    assert known_from(1, 1.0, damaged) is None
+    assert known_from(1, 1.0, damaged, 2.0) is None
 
 
 def test_the_request_fingerprint_changes_with_what_is_asked_and_hides_the_prompt():

@@ -33,6 +33,19 @@ def test_failed_member_is_named_with_its_verdict_and_evidence() -> None:
     assert "http://b:1 says failed" in g.evidence[0]["message"]
 
 
+@pytest.mark.parametrize("verdict", [FAILED, HUNG])
+def test_a_member_that_said_its_final_verdict_and_went_away_is_still_named(verdict: str) -> None:
+    """A member's firstlight answers its failed or hung verdict once, then exits: the leader's next read finds it
+    unreachable, and the group still names it with what it said, not the leader whose engine it broke."""
+    gone = unreachable("http://b:1", "connection refused", m("http://b:1", verdict, rank=2), NOW)
+    g = decide_group(FAILED, NOW, [m("http://a:1", READY, True), gone], STALL, NOW)
+    assert (g.verdict, g.culprit) == (verdict, "http://b:1")
+    assert f"verdict {verdict}" in g.evidence[0]["message"] and f"http://b:1 says {verdict}" in g.evidence[0]["message"]
+    assert "unreachable since 1000.0: connection refused" in g.evidence[0]["message"]
+    was_ready = unreachable("http://b:1", "connection refused", m("http://b:1", READY, True, rank=2), NOW)
+    assert decide_group(FAILED, NOW, [was_ready], STALL, NOW).culprit == LEADER  # not a verdict of its own
+
+
 def test_hung_names_the_member_whose_progress_is_oldest() -> None:
     members = [m("http://a:1", lp=NOW - 40), m("http://b:1", lp=NOW - 100), m("http://c:1", lp=NOW - 35)]
     g = decide_group(STARTING, NOW - 31, members, STALL, NOW)

@@ -336,6 +336,34 @@ def test_a_stale_shared_log_holds_the_next_start_back_until_it_is_written_or_a_b
     assert time.monotonic() - t0 < CHECK_S
 
 
+@pytest.mark.parametrize("before", [None, "the last start's lines\n"])
+def test_a_start_found_late_is_read_from_where_its_log_ended_when_the_wait_began(procs: Procs, marker: str,
+                                                                                 tmp_path: Path, before: str | None) -> None:
+    """A start that began after the sidecar began waiting may write its first (dateless) lines before a scan finds
+    it: its target carries where the log ended when the wait began (0: no file then), where its lines begin."""
+    log = tmp_path / "engine.log"
+    if before is not None:
+        log.write_text(before)
+    run_start, rep = Starts("http://127.0.0.1:1"), Recorder()
+    rw = rewatch(run_start, "http://127.0.0.1:1", rep, matcher=ProcessMatcher(marker), log_file=log)
+
+    def start_then_stop() -> None:
+        wait_for(lambda: any("waiting for the engine" in m for m in rep.messages()), CHECK_S, "the wait")
+        with log.open("a") as f:
+            f.write("llama_model_loader: loaded meta data\n")  # its first line, before it is found
+        procs.start(SLEEPER, marker)
+        wait_for(lambda: run_start.targets, CHECK_S, "the start found")
+        rw.stop.set()
+
+    errors = drive(start_then_stop, rw.stop.set)
+    rw.run()
+    assert not errors, errors
+    assert [t.log_size for t in run_start.targets] == [0 if before is None else len(before)]
+    # already running when the wait began: where its lines begin is not known
+    again = rewatch(run_start, "http://127.0.0.1:1", Recorder(), matcher=ProcessMatcher(marker), log_file=log)
+    assert (again._next_target(None) or Target(pid=1, log_size=-1)).log_size is None
+
+
 def test_port_open_says_whether_the_port_accepts_a_connection() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -579,7 +579,7 @@ def test_the_page_cache_at_start_picks_the_eta_of_that_type_of_start(tmp_path: P
     t = born() + 100.0
     weights = WeightsTotal(t - 0.5, bytes=1000, files=1, path=str(tmp_path), resident=resident)
     r = run([weights, generation(t)], pid=os.getpid(), t0=t - 1, history=tmp_path / "h.db")
-    said = [m for m in r.reporter.messages() if m.startswith("history:")]
+    said = [m for m in r.reporter.messages() if m.startswith("history:") and "ETA" in m]
     assert said[-1] == f"history: no {told} starts yet: ETA from 1 untyped start: 100.0s"
     last = r.reporter.statuses()[-1]  # assessed after the weights were seen
     assert last.progress.eta_total_s is not None  # the judge keeps the estimate of that type of start
@@ -1171,6 +1171,17 @@ def test_the_cold_start_of_a_watched_process_counts_from_its_own_birth_not_first
     finally:
         child.kill()
         child.wait(CHECK_S)
+
+
+def test_the_known_answer_looked_up_keeps_this_starts_clock_not_the_time_it_was_recorded(tmp_path: Path) -> None:
+    """The known answer was recorded at the wall clock of an earlier run, long after this start's scripted clock:
+    fed at that time it would move the judge's now past the stall clock (hung); it is fed at this start's now."""
+    first = run([generation(T0 + 5.0)], history=tmp_path / "h.db")
+    assert first.result.verdict == "ready" and (first.result.known_answer or {}).get("outcome") == "recorded"
+    again = run([generation(T0 + 5.0)], history=tmp_path / "h.db", stall_timeout=30.0)
+    assert again.result.verdict == "ready", again.result.evidence
+    assert again.result.ended_at - again.result.started_at < 30.0
+    assert (again.result.known_answer or {}).get("outcome") == "same"
 
 
 def test_the_history_eta_is_said_once_however_often_it_is_looked_up(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from firstlight.samplers.logs import FileFollower
-from firstlight.timeline import LogLine, Observation
+from firstlight.timeline import LogLine, Observation, SourceNote
 from tests.support.common import wait_for
 
 OLD_OOM = (b"ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: "
@@ -24,9 +24,9 @@ def _texts(obs: list[Observation]) -> list[str]:
     return [o.text for o in obs if isinstance(o, LogLine)]
 
 
-def _follow(log: Path, since: float) -> list[str]:
+def _follow(log: Path, since: float, start_size: int | None = None, notes: list[str] | None = None) -> list[str]:
     got: list[Observation] = []
-    f = FileFollower(log, interval=0.02, since=since)
+    f = FileFollower(log, interval=0.02, since=since, start_size=start_size)
     f.start(got.append)
     try:
         f.sync(10)
@@ -35,6 +35,8 @@ def _follow(log: Path, since: float) -> list[str]:
         wait_for(lambda: any("listening" in t for t in _texts(got)), 10, "the appended line")
     finally:
         f.stop()
+    if notes is not None:
+        notes.extend(o.message for o in got if isinstance(o, SourceNote))
     return _texts(got)
 
 
@@ -43,6 +45,23 @@ def test_an_undated_log_with_an_old_crash_is_read_from_where_it_ended(tmp_path: 
     log.write_bytes(b"llama_model_loader: loaded meta data\n" + OLD_OOM)  # fresh mtime: written "now"
     texts = _follow(log, since=time.time() - 1)
     assert not any("out of memory" in t or "unable to allocate" in t for t in texts), texts
+
+
+def test_an_undated_log_is_read_from_where_it_ended_before_a_start_that_a_sidecar_found_late(tmp_path: Path):
+    """The sidecar waited for the start and saw the log end at byte N (0: no file) before it began: the start's
+    first lines, written before it was found, are read; the earlier start's crash before byte N is not."""
+    log = tmp_path / "llama.log"
+    log.write_bytes(OLD_OOM + b"llama_model_loader: loaded meta data\n")
+    notes: list[str] = []
+    texts = _follow(log, since=time.time() - 1, start_size=len(OLD_OOM), notes=notes)
+    assert texts[0] == "llama_model_loader: loaded meta data", texts
+    assert not any("out of memory" in t for t in texts), texts
+    assert any(f"before this start began (byte {len(OLD_OOM)})" in n for n in notes), notes
+    fresh = tmp_path / "fresh.log"
+    fresh.write_bytes(b"llama_model_loader: loaded meta data\n")
+    notes.clear()
+    assert _follow(fresh, since=time.time() - 1, start_size=0, notes=notes)[0] == "llama_model_loader: loaded meta data"
+    assert any("reading it whole: it was empty or absent before this start began" in n for n in notes), notes
 
 
 def _stamp(t: float) -> str:
