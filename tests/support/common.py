@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -230,6 +231,14 @@ main()
 def firstlight_peak_cmd(peak: Path, *args: str) -> list[str]:
     """``firstlight ARGS`` that writes its own peak RSS (KiB) to ``peak`` as it exits."""
     return [sys.executable, "-c", _PEAK, str(peak), *args]
+
+
+def signal_self(sig: int = signal.SIGTERM) -> None:
+    """``sig`` to this process, as an operator's stop comes to a run going on in the main thread; only while a
+    handler of the run's own is installed: a run that already ended would leave the default, which ends the whole
+    test process (the test then fails on the run's outcome instead)."""
+    if signal.getsignal(sig) not in (signal.SIG_DFL, signal.SIG_IGN, signal.default_int_handler, None):
+        os.kill(os.getpid(), sig)
 
 
 def drive(steps: Callable[[], None], stop: Callable[[], None]) -> list[BaseException]:

@@ -29,7 +29,7 @@ from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target, port_open
 from firstlight.runner.session import Outcome
 from firstlight.sim.fixtures import free_port
 from tests.e2e.runner.test_session import Recorder
-from tests.support.common import drive, wait_for
+from tests.support.common import drive, signal_self, wait_for
 from tests.support.faults import full_accept_queue
 
 CHECK_S = 60  # a deadline far above what each wait needs: reached only when the behaviour is broken
@@ -310,7 +310,7 @@ def test_a_stop_before_any_start_is_interrupted_waiting_for_the_server(marker: s
                  engine="vllm")
 
     errors = drive(lambda: wait_for(lambda: rep.messages(), CHECK_S, "the wait"),
-                   lambda: os.kill(os.getpid(), signal.SIGTERM))
+                   lambda: signal_self(signal.SIGTERM))
     out = rw.run()
     assert not errors, errors
     assert rw.starts == 0 and out.verdict == "interrupted" and out.result.engine == "vllm"
@@ -337,8 +337,8 @@ def test_a_stale_shared_log_holds_the_next_start_back_until_it_is_written_or_a_b
 
 
 @pytest.mark.parametrize("before", [None, "the last start's lines\n"])
-def test_a_start_found_late_is_read_from_where_its_log_ended_when_the_wait_began(procs: Procs, marker: str,
-                                                                                 tmp_path: Path, before: str | None) -> None:
+def test_a_start_found_late_is_read_from_where_its_log_ended_when_the_wait_began(
+        procs: Procs, marker: str, tmp_path: Path, before: str | None) -> None:
     """A start that began after the sidecar began waiting may write its first (dateless) lines before a scan finds
     it: its target carries where the log ended when the wait began (0: no file then), where its lines begin."""
     log = tmp_path / "engine.log"

@@ -63,7 +63,7 @@ from firstlight.timeline import (
 )
 from firstlight.vocab import EXIT_CODES, EXIT_REGRESSION, FAILED, HUNG, READY, STARTING
 from tests.support.bench import running_sim
-from tests.support.common import FIXTURES, drive, sim_cmd, wait_for
+from tests.support.common import FIXTURES, drive, signal_self, sim_cmd, wait_for
 from tests.support.hostile_signals import _full_pipe
 
 CHECK_S = 60  # far above the rule's seconds: reached only when the defect is back
@@ -656,7 +656,7 @@ def test_a_stop_signal_during_the_checks_after_ready_ends_them_at_once() -> None
 
     def stop_during_the_checks() -> None:
         wait_for(lambda: heartbeats(reporter) > 0, CHECK_S, "the checks after READY to begin")
-        os.kill(os.getpid(), signal.SIGTERM)
+        signal_self(signal.SIGTERM)
 
     with running_sim(rate=2.0) as url:
         r = run([generation(T0 + 1), Call(stop_during_the_checks)], engine="sglang", probe=ProbeConfig(url=url),
@@ -686,7 +686,7 @@ def test_checks_abandoned_by_a_stop_signal_never_speak_after_the_summary(monkeyp
 
     def stop_during_the_checks() -> None:
         wait_for(lambda: "warm-up: first words" in reporter.messages(), CHECK_S, "the checks to begin")
-        os.kill(os.getpid(), signal.SIGTERM)
+        signal_self(signal.SIGTERM)
 
     monkeypatch.setattr(session_module, "post_ready_checks", checks)
     r = run([generation(T0 + 1), Call(stop_during_the_checks)], probe=ProbeConfig(url=URL),
@@ -859,7 +859,7 @@ def test_the_serving_checks_under_supervision_record_each_change_in_the_history(
         if s.sources.pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(s.sources.pid, signal.SIGCONT)
-        os.kill(os.getpid(), signal.SIGTERM)
+        signal_self(signal.SIGTERM)
 
     errors = drive(freeze_and_thaw, thaw_and_stop)
     o = s.run()
@@ -886,7 +886,7 @@ def test_a_supervised_server_killed_after_ready_fails_serving_and_what_is_left_o
         workers.extend(c.pid for c in psutil.Process(pid).children())
         os.kill(pid, signal.SIGKILL)
 
-    errors = drive(kill_after_ready, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    errors = drive(kill_after_ready, lambda: signal_self(signal.SIGTERM))
     o = s.run()
     assert not errors, errors
     assert (o.verdict, o.result.phase) == (FAILED, "serving"), o.result.evidence
