@@ -1,6 +1,6 @@
 """``watch --container NAME|ID`` and ``up -- docker run ...`` / ``up -- podman run ...``: the glue from the
-command line to a :class:`firstlight.containers.watch.ContainerSession`. ``app`` hands over when ``--container``
-is given or the command is a runtime's ``run``.
+command line to a session composed with :func:`firstlight.containers.watch.container_sources`. ``app`` hands over
+when ``--container`` is given or the command is a runtime's ``run``.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from firstlight.cli.options import (
 from firstlight.cli.run import outputs_from, run_watch
 from firstlight.containers.command import RunCommand
 from firstlight.containers.runtime import RUNTIMES, Container, Runtime, RuntimeFailure
-from firstlight.containers.watch import ContainerSession, Tracker, launched, log_since
+from firstlight.containers.watch import Tracker, container_sources, launched, log_since
 from firstlight.engines import read_command
 from firstlight.engines.profile import EngineProfile
+from firstlight.runner.session import Session
 
 
 def container_options() -> Decorator:
@@ -106,8 +107,8 @@ def watch_container(url: str | None, kw: dict[str, Any]) -> None:
     tracker.last = c
 
     def run(reporter: Any, record: IO[str] | None) -> Any:
-        return ContainerSession(cfg, profile, reporter, plan.redactor, tracker, record=record,
-                                since=log_since(c.started_at)).run()
+        return Session(cfg, profile, reporter, plan.redactor, record, plan=plan,
+                       sources=container_sources(tracker, since=log_since(c.started_at))).run()
 
     outcome = run_watch(plan, runner=run)
     sys.exit(outcome.exit_code)
@@ -146,7 +147,8 @@ def up_container(run: RunCommand, url: str | None, kw: dict[str, Any], cfg_kw: d
                        f"{launch.cidfile}); preflight skipped: the model and libraries are in the image", err=True)
 
         def go(reporter: Any, record: IO[str] | None) -> Any:
-            return ContainerSession(cfg, profile, reporter, plan.redactor, tracker, launch, record=record).run()
+            return Session(cfg, profile, reporter, plan.redactor, record, plan=plan,
+                           sources=container_sources(tracker, launch)).run()
 
         outcome = run_watch(plan, runner=go)
     finally:

@@ -18,24 +18,22 @@ knows those framings), and is only named in a note.
 from __future__ import annotations
 
 import contextlib
+import functools
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO
 
 import psutil
 
 from firstlight.config import Config
 from firstlight.containers.command import RunCommand
 from firstlight.containers.runtime import Container, ContainerGone, Runtime, RuntimeFailure, read_cidfile
-from firstlight.engines.profile import EngineProfile
+from firstlight.engines.command import ServerCommand
 from firstlight.framing import parse_rfc3339
-from firstlight.redact import Redactor
-from firstlight.report.base import Reporter
 from firstlight.runner.launcher import ServerProcess
-from firstlight.runner.session import Session
+from firstlight.runner.session import SourcesFactory
 from firstlight.runner.sources import Echo, Sink, Sources
 from firstlight.samplers.base import Backoff, Guard, Sampler, idle_cap
 from firstlight.samplers.logs import PipeReader
@@ -385,9 +383,9 @@ class ContainerServer(ServerProcess):
 
 class ContainerSources(Sources):
     def __init__(self, cfg: Config, sink: Sink, echo: Echo, identify: bool, clock: Callable[[], float],
-                 backlog: Callable[[], int] | None, tracker: Tracker, run: RunCommand | None,
-                 since: str | None) -> None:
-        super().__init__(cfg, sink, echo, identify, clock, backlog)
+                 backlog: Callable[[], int] | None, command: ServerCommand | None, *, tracker: Tracker,
+                 run: RunCommand | None, since: str | None) -> None:
+        super().__init__(cfg, sink, echo, identify, clock, backlog, command)
         self.tracker, self.run = tracker, run
         self.log: ContainerLog | None = None
         self.since = since
@@ -435,12 +433,7 @@ class ContainerSources(Sources):
             self.log.stop()
 
 
-class ContainerSession(Session):
-    """A session whose server is a container: ``watch --container`` (``run`` None) or ``up -- RUNTIME run``."""
-
-    def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor,
-                 tracker: Tracker, run: RunCommand | None = None, record: IO[str] | None = None,
-                 since: str | None = None, clock: Callable[[], float] = time.time) -> None:
-        super().__init__(cfg, profile, reporter, redactor, record, clock)
-        self.sources = ContainerSources(cfg, self._sink, self._echo, self.detect, clock, self.q.qsize, tracker,
-                                        run, since)
+def container_sources(tracker: Tracker, run: RunCommand | None = None, since: str | None = None) -> SourcesFactory:
+    """The sources of a session whose server is a container: ``watch --container`` (``run`` None) or ``up --
+    RUNTIME run``; ``since``: where the runtime's logs of a watched container begin."""
+    return functools.partial(ContainerSources, tracker=tracker, run=run, since=since)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import psutil
 
@@ -50,17 +50,19 @@ from firstlight.runner.guard import RecordFile, guard_reporter, install_stop_han
 from firstlight.runner.launcher import STOP_SIGNALS  # the one tuple: a dropped ssh session (SIGHUP) included
 from firstlight.runner.pump import Pump, drain
 from firstlight.runner.serving import ServingWatch
-from firstlight.runner.sources import Sources
+from firstlight.runner.sources import Echo, Sink, Sources
 from firstlight.serving import ServingStatus
 from firstlight.starts import predicted_type
 from firstlight.timeline import Interrupted, Level, LogLine, Observation, PortConflict, Probe, SourceNote, Started
 from firstlight.vocab import EXIT_CODES, EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, READY, TIMEOUT
 
 if TYPE_CHECKING:
+    from firstlight.engines.command import ServerCommand
     from firstlight.preflight import PreflightReport
     from firstlight.timeline import WeightsTotal
 
-__all__ = ["EXIT_CODES", "EXIT_INTERNAL", "EXIT_REGRESSION", "EXIT_USAGE", "STOP_SIGNALS", "Outcome", "Session"]
+__all__ = ["EXIT_CODES", "EXIT_INTERNAL", "EXIT_REGRESSION", "EXIT_USAGE", "STOP_SIGNALS", "Outcome", "Session",
+           "SourcesFactory"]
 
 
 
@@ -99,13 +101,23 @@ class _Words:
             self._open = False
 
 
+class SourcesFactory(Protocol):
+    """Makes a session's sources, given where they put what they observe: ``Sources`` itself, or the sources of a
+    unit's invocation or a container (``functools.partial`` of theirs), so that a session is composed, never
+    subclassed."""
+
+    def __call__(self, cfg: Config, sink: Sink, echo: Echo, identify: bool, clock: Callable[[], float],
+                 backlog: Callable[[], int] | None, command: ServerCommand | None) -> Sources: ...
+
+
 class Session:
     def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor | None = None,
                  record: IO[str] | None = None, clock: Callable[[], float] = time.time,
                  preflight: PreflightReport | None = None, record_timeout: bool = True,
-                 plan: settings.Plan | None = None) -> None:
+                 plan: settings.Plan | None = None, sources: SourcesFactory = Sources) -> None:
         """``plan``: the run as settings read it once (its command parsed, its redactor); without one (a caller
-        holding only a Config), the plan is made here from ``cfg``, ``profile`` and ``redactor``."""
+        holding only a Config), the plan is made here from ``cfg``, ``profile`` and ``redactor``. ``sources``:
+        what the run watches (a unit's journal and cgroup, a container: their factories)."""
         # what the run is, read once: the session and its sources read the command from here, never parse it
         self.plan = plan or settings.plan(cfg, profile, redactor=redactor or Redactor())
         self.cfg = cfg  # read-only from here on: what the run learns lives in the session and its driver
@@ -125,8 +137,7 @@ class Session:
         self.budgets: Budgets | None = None  # the phase budgets learned from the history (firstlight.budgets)
         self._budgets_said: str | None = None
         self._weights: WeightsTotal | None = None  # the weights as the judge's assessments carry them, once measured
-        self.sources = Sources(cfg, self._sink, self._echo, identify=self.detect, clock=clock, backlog=self.q.qsize,
-                               command=self.plan.server)
+        self.sources = sources(cfg, self._sink, self._echo, self.detect, clock, self.q.qsize, self.plan.server)
         self.history: History | None = None
         self.driver: Driver | None = None
         self.preflight = preflight  # the checks `up` ran before launch; kept with the run in the history
@@ -147,7 +158,6 @@ class Session:
     # -- the run, step by step -----------------------------------------------------------------------------
     def run(self) -> Outcome:
         started_at = self.clock()
-        self.sources.command = self.plan.server  # sources made by a unit's or a container's session too
         self.history = open_history(self.cfg, self.redactor, self.reporter.message)
         self._expect_from_history()
         driver = self.driver = Driver(self.cfg.judge, self.profile, started_at, detect=self.detect)

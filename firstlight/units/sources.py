@@ -1,21 +1,16 @@
 """The sources of one attempt at a unit: the runner's sources (GPUs, weights, the readiness ladder), with the
 unit's cgroup as the process sampler and one invocation's journal as the log.
 
-Plugged into the session through ``Sources.process_sampler`` and the session's ``sources`` part: the pump, the
+A session is composed with them (``Session(..., sources=partial(UnitSources, journal=..., ...))``): the pump, the
 judge, the result and the reporters are the same as for ``watch --pid --log``.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from typing import IO
 
 from firstlight.config import Config
-from firstlight.engines.profile import EngineProfile
-from firstlight.redact import Redactor
-from firstlight.report.base import Reporter
-from firstlight.runner.session import Session
+from firstlight.engines.command import ServerCommand
 from firstlight.runner.sources import Echo, Sink, Sources
 from firstlight.samplers.base import Sampler
 from firstlight.timeline import SourceNote
@@ -24,8 +19,9 @@ from firstlight.units.journal.follow import JournalSource
 
 class UnitSources(Sources):
     def __init__(self, cfg: Config, sink: Sink, echo: Echo, identify: bool, clock: Callable[[], float],
-                 journal: JournalSource, processes: Sampler | None, notes: list[str]) -> None:
-        super().__init__(cfg, sink, echo, identify, clock)
+                 backlog: Callable[[], int] | None, command: ServerCommand | None, *, journal: JournalSource,
+                 processes: Sampler | None, notes: list[str]) -> None:
+        super().__init__(cfg, sink, echo, identify, clock, backlog, command)
         self.journal, self.processes, self.notes = journal, processes, notes
 
     def process_sampler(self) -> Sampler | None:
@@ -41,14 +37,3 @@ class UnitSources(Sources):
     def settle_logs(self, timeout: float = 2.0) -> None:
         super().settle_logs(timeout)
         self.journal.sync(timeout)
-
-
-class UnitSession(Session):
-    """A session whose log is one invocation's journal and whose processes are the unit's cgroup."""
-
-    def __init__(self, cfg: Config, profile: EngineProfile, reporter: Reporter, redactor: Redactor,
-                 record: IO[str] | None, journal: JournalSource, processes: Sampler | None, notes: list[str],
-                 clock: Callable[[], float] = time.time) -> None:
-        super().__init__(cfg, profile, reporter, redactor, record, clock)
-        self.sources = UnitSources(cfg, self._sink, self._echo, self.detect, clock, journal,
-                                   processes, notes)

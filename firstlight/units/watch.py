@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -36,13 +37,13 @@ from firstlight.report.base import ForwardingReporter, Reporter
 from firstlight.result import RunResult
 from firstlight.runner.after_ready import deployment_key, open_history
 from firstlight.runner.guard import install_stop_handlers
-from firstlight.runner.session import Outcome
+from firstlight.runner.session import Outcome, Session
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.oom import OomTraces, memory_dirs
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.units.cgroup import CgroupSampler, cgroup_dir, read_pids
 from firstlight.units.journal.follow import JournalFollower, JournalSource
-from firstlight.units.sources import UnitSession
+from firstlight.units.sources import UnitSources
 from firstlight.units.systemctl import Systemctl, SystemctlError, UnitState
 from firstlight.vocab import FAILED, HUNG, INTERRUPTED
 
@@ -239,8 +240,10 @@ class UnitWatch:
             self.reporter.message(n)
         processes = self._process_sampler(state, cfg, lambda: self._exit_code(follower, invocation),
                                           lambda: self._unit_result(invocation))
-        session = UnitSession(cfg, self.profile, _HeldReporter(self.reporter), self.redactor, self.record,
-                              JournalSource(follower, invocation), processes, notes, self.clock)
+        sources = functools.partial(UnitSources, journal=JournalSource(follower, invocation), processes=processes,
+                                    notes=notes)
+        session = Session(cfg, self.profile, _HeldReporter(self.reporter), self.redactor, self.record, self.clock,
+                          sources=sources)
         outcome = session.run()
         self.profile = session.profile  # the engine may have been learnt from the lines
         self._last_assessment = session.assess(outcome.result.ended_at) or self._last_assessment

@@ -265,3 +265,24 @@ def test_the_waist_rule_sees_a_reporter_importing_the_judge():
     graph = import_graph(modules())
     graph["firstlight.report.console"] = {*graph["firstlight.report.console"], "firstlight.judge"}
     assert "firstlight.report.console" in judge_importers(graph) - JUDGE_HOLDERS
+
+
+def session_subclasses(sources: Mapping[str, str]) -> list[str]:
+    """Classes that derive from the Session (by name, as the source writes its bases)."""
+    found = []
+    for name, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and any(
+                    (isinstance(b, ast.Name) and b.id == "Session")
+                    or (isinstance(b, ast.Attribute) and b.attr == "Session") for b in node.bases):
+                found.append(f"{name}.{node.name}")
+    return found
+
+
+def test_a_session_is_composed_from_its_parts_never_subclassed():
+    """A unit's or a container's session is a Session given their sources' factory (``sources=``)."""
+    texts = {p.relative_to(_REPO).with_suffix("").as_posix().replace("/", "."): p.read_text()
+             for p in PACKAGE.rglob("*.py")}
+    assert session_subclasses(texts) == []
+    texts["firstlight.units.x"] = "from firstlight.runner import session\nclass UnitSession(session.Session): pass\n"
+    assert session_subclasses(texts) == ["firstlight.units.x.UnitSession"]

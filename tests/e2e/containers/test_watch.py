@@ -31,16 +31,17 @@ from firstlight.containers.watch import (
     ContainerOom,
     ContainerSampler,
     ContainerServer,
-    ContainerSession,
     ContainerSources,
     Tracker,
     _from_cli,
     container_oom,
+    container_sources,
     describe,
 )
 from firstlight.engines import get_profile
 from firstlight.redact import Redactor
 from firstlight.report.base import QuietReporter
+from firstlight.runner.session import Session
 from firstlight.samplers.base import idle_cap
 from firstlight.samplers.oom import kernel_log_cgroup_kills, memory_dirs
 from firstlight.sim.fixtures import free_port
@@ -206,8 +207,8 @@ def test_a_watched_container_is_its_init_process_its_log_and_its_oom_kill_as_the
 
             errors = drive(lambda: wait_for(lambda: "hello from stdout" in record.getvalue(), CHECK_S,
                                             "the container's log lines"), oom_kill)
-            session = ContainerSession(cfg, get_profile("generic"), QuietReporter(), Redactor(), tracker,
-                                       record=record, since=c.started_at)
+            session = Session(cfg, get_profile("generic"), QuietReporter(), Redactor(), record,
+                              sources=container_sources(tracker, since=c.started_at))
             o = session.run()
             assert not errors, errors
     finally:
@@ -496,8 +497,8 @@ def test_up_docker_run_detached_watches_the_container_to_ready_then_stops_it(doc
         cfg = Config(command=list(launch.argv), watched_command=run.inner, engine="sglang", after_ready="stop",
                      probe=ProbeConfig(url=f"http://127.0.0.1:{port}"), history=HistoryConfig(enabled=False),
                      sample_interval=0.2, echo_server_output=False)
-        session = ContainerSession(cfg, get_profile("sglang"), QuietReporter(), Redactor(), tracker, launch,
-                                   record=record)
+        session = Session(cfg, get_profile("sglang"), QuietReporter(), Redactor(), record,
+                          sources=container_sources(tracker, launch))
         o = session.run()
         server = session.sources.server
         assert isinstance(server, ContainerServer)
@@ -540,7 +541,8 @@ def test_up_docker_run_naming_a_container_another_holds_never_watches_nor_stops_
             cfg = Config(command=list(launch.argv), watched_command=run.inner, engine="sglang", after_ready="stop",
                          probe=ProbeConfig(url=f"http://127.0.0.1:{port}"), history=HistoryConfig(enabled=False),
                          judge=JudgeConfig(timeout=CHECK_S), sample_interval=0.2, echo_server_output=False)
-            o = ContainerSession(cfg, get_profile("sglang"), QuietReporter(), Redactor(), tracker, launch).run()
+            o = Session(cfg, get_profile("sglang"), QuietReporter(), Redactor(),
+                        sources=container_sources(tracker, launch)).run()
             asked = [path for _, path in engine.requests]
         assert o.verdict == "failed", o.result.evidence
         assert engine.refused and not engine.created
@@ -808,10 +810,10 @@ def test_the_container_server_keeps_its_output_and_detachability(tmp_path: Path)
     assert (s.output, s.detachable, s.container_stop) == (tmp_path / "out", False, None)
 
 
-def container_sources(cfg: Config, tracker: Tracker, run: Any = None) -> tuple[ContainerSources, Lines]:
+def sources_of(cfg: Config, tracker: Tracker, run: Any = None) -> tuple[ContainerSources, Lines]:
     lines = Lines()
-    return ContainerSources(cfg, lines, lambda stream, text: None, False, lambda: 42.0, lambda: 0, tracker, run,
-                            None), lines
+    return ContainerSources(cfg, lines, lambda stream, text: None, False, lambda: 42.0, lambda: 0, None,
+                            tracker=tracker, run=run, since=None), lines
 
 
 def test_the_launched_cli_is_the_run_command_with_its_cidfile(tmp_path: Path) -> None:
@@ -819,18 +821,18 @@ def test_the_launched_cli_is_the_run_command_with_its_cidfile(tmp_path: Path) ->
     assert run is not None
     launch = run.with_cidfile(tmp_path / "cid")
     tracker = Tracker(Replayed(), ref=run.name, cidfile=launch.cidfile)
-    sources, _ = container_sources(Config(command=["docker", "run", "img"]), tracker, launch)
+    sources, _ = sources_of(Config(command=["docker", "run", "img"]), tracker, launch)
     server = sources.make_server(tmp_path / "out", True)
     assert isinstance(server, ContainerServer) and server.argv == list(launch.argv)
     assert (server.tracker, server.output, server.detachable) == (tracker, tmp_path / "out", True)
     assert sources.make_server(None, True).detachable is True  # --keep-on-failure: no output file, handed over
-    bare, _ = container_sources(Config(command=["docker", "run", "img"]), tracker)
+    bare, _ = sources_of(Config(command=["docker", "run", "img"]), tracker)
     assert bare.make_server(None, False).argv == ["docker", "run", "img"]  # no run parsed: the command as given
 
 
 def test_the_container_sampler_reads_the_clis_exit_and_backs_off_while_idle(tmp_path: Path) -> None:
     tracker = Tracker(Replayed(), cidfile=tmp_path / "cid")
-    sources, _ = container_sources(Config(sample_interval=0.3, judge=JudgeConfig(stall_timeout=40)), tracker)
+    sources, _ = sources_of(Config(sample_interval=0.3, judge=JudgeConfig(stall_timeout=40)), tracker)
     sampler = sources.process_sampler()
     assert isinstance(sampler, ContainerSampler) and sampler.launcher_exit is None  # watched: no CLI
     assert sampler.backoff is not None and (sampler.backoff.base, sampler.backoff.cap) == (0.3, idle_cap(40))
@@ -842,10 +844,10 @@ def test_the_container_sampler_reads_the_clis_exit_and_backs_off_while_idle(tmp_
 def test_a_model_path_in_the_container_is_not_sized_on_the_host(tmp_path: Path) -> None:
     (tmp_path / "model.safetensors").write_bytes(b"x" * 1024)
     cfg = Config(watched_command=["vllm", "serve", str(tmp_path)])
-    sources, lines = container_sources(cfg, Tracker(Replayed(), ref="x"))
+    sources, lines = sources_of(cfg, Tracker(Replayed(), ref="x"))
     sources._size_weights()
     assert lines.seen == []
-    sized, lines = container_sources(Config(watched_command=["vllm", "serve", "m"], model_path=tmp_path),
+    sized, lines = sources_of(Config(watched_command=["vllm", "serve", "m"], model_path=tmp_path),
                                      Tracker(Replayed(), ref="x"))
     sized._size_weights()  # a path the host has too (-v): sized
     assert [type(o).__name__ for o in lines.seen] == ["WeightsTotal"]
@@ -860,7 +862,7 @@ def test_a_watched_containers_log_is_the_runtimes_echoed_as_asked_and_stopped_wi
         for n, echo in enumerate((False, True), 1):
             cfg = Config(pid=os.getpid(), watched_command=["vllm", "serve", "m"], echo_server_output=echo,
                          probe=ProbeConfig(url=f"http://127.0.0.1:{free_port()}"))
-            sources, _ = container_sources(cfg, tracker)
+            sources, _ = sources_of(cfg, tracker)
             assert sources.start() is None
             log = sources.log
             assert log is not None and (log.echo is sources.echo if echo else log.echo is None)
@@ -876,8 +878,8 @@ def test_a_container_session_is_built_on_the_container_sources(tmp_path: Path) -
     run = parse_run(["docker", "run", "-d", "img"])
     tracker = Tracker(Replayed(), cidfile=tmp_path / "cid")
     cfg = Config(command=["docker", "run", "-d", "img"], history=HistoryConfig(enabled=False))
-    session = ContainerSession(cfg, get_profile("generic"), QuietReporter(), Redactor(), tracker, run,
-                               since="2026-12-04T10:00:00Z", clock=lambda: 42.0)
+    session = Session(cfg, get_profile("generic"), QuietReporter(), Redactor(), clock=lambda: 42.0,
+                      sources=container_sources(tracker, run, since="2026-12-04T10:00:00Z"))
     sources = session.sources
     assert isinstance(sources, ContainerSources)
     assert (sources.tracker, sources.run, sources.since, sources.clock()) == (tracker, run, "2026-12-04T10:00:00Z",
@@ -925,7 +927,7 @@ def test_an_attached_runs_log_is_the_clis_own_output_and_settling_is_bounded(doc
     """Attached (`docker run` without -d): the CLI's output is the container's, no `logs` command runs; watched,
     the runtime's `logs --follow` runs, and settling it while the container runs is bounded."""
     attached = parse_run(["docker", "run", "img"])
-    sources, _ = container_sources(Config(command=["docker", "run", "img"]), Tracker(Replayed(), ref="x"), attached)
+    sources, _ = sources_of(Config(command=["docker", "run", "img"]), Tracker(Replayed(), ref="x"), attached)
     assert sources.log is None
     sources.settle_logs(0.1)  # nothing to settle: no error
     sources.stop()
@@ -934,7 +936,7 @@ def test_an_attached_runs_log_is_the_clis_own_output_and_settling_is_bounded(doc
         assert tracker.get() is not None
         cfg = Config(pid=os.getpid(), watched_command=["vllm", "serve", "m"],
                      probe=ProbeConfig(url=f"http://127.0.0.1:{free_port()}"))
-        watched, _ = container_sources(cfg, tracker)
+        watched, _ = sources_of(cfg, tracker)
         assert watched.start() is None
         try:
             wait_for(lambda: any("/logs?" in p for _, p in engine.requests), CHECK_S, "the logs request")
