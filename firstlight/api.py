@@ -19,14 +19,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import inspect
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+import types
+import typing
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
 
 import psutil
 
@@ -48,6 +53,75 @@ from firstlight.timeline import Interrupted
 from firstlight.vocab import INTERRUPTED
 
 __all__ = ["NotReady", "Server", "replay", "run_preflight", "up", "watch"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+Word = str | os.PathLike[str] | int  # one word of a command: made a str, as exec wants
+
+
+def _typed(fn: Callable[P, T]) -> Callable[P, T]:
+    """Each argument checked against its annotation before anything is built: a wrong type is a one-line
+    TypeError naming the function, the argument and the type expected, not an error from deep inside."""
+    sig = inspect.signature(fn)
+    hints = typing.get_type_hints(fn)
+
+    @functools.wraps(fn)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{fn.__name__}: {e}") from None
+        for name, value in bound.arguments.items():
+            tp = hints.get(name)
+            if tp is not None and not _is(value, tp):
+                raise TypeError(f"{fn.__name__}: {name} must be {_named(tp)}, not {type(value).__name__}"
+                                + (" (a command is a list of its words: shlex.split a string)"
+                                   if name == "command" and isinstance(value, str) else ""))
+        return fn(*args, **kwargs)
+
+    return checked
+
+
+def _is(value: Any, tp: Any) -> bool:
+    """``value`` is of the annotated type: the scalars exactly (a bool is no number), a path any os.PathLike, a
+    sequence or an iterable anything but a str (an iterable's items are not consumed to look), a protocol
+    anything."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is(value, a) for a in args)
+    if tp is type(None):
+        return value is None
+    if tp in (int, float):
+        return isinstance(value, (int, float) if tp is float else int) and not isinstance(value, bool)
+    if tp is Path or origin is os.PathLike:
+        return isinstance(value, os.PathLike)
+    if origin is Sequence:
+        return (isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+                and all(_is(v, args[0]) for v in value))
+    if origin is Iterable:
+        return isinstance(value, Iterable) and not isinstance(value, (str, bytes))
+    try:
+        return isinstance(value, tp)
+    except TypeError:  # a protocol that cannot be checked at run time (Reporter): its use will tell
+        return True
+
+
+_NAMES = {str: "a str", int: "an int", float: "a number", bool: "True or False", type(None): "None"}
+
+
+def _named(tp: Any) -> str:
+    """The annotated type as the error names it: ``a str or a path or None``, ``a list of (a str or an int)``."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_named(a) for a in args)
+    if tp is Path or origin is os.PathLike:
+        return "a path"
+    if origin in (Sequence, Iterable):
+        inner = _named(args[0])
+        return f"a list of ({inner})" if " or " in inner else f"a list of {inner.removeprefix('a ')}s"
+    return _NAMES.get(tp, getattr(tp, "__name__", str(tp)))
+
 
 # What the caller's stop looks like to the run: the evidence of the final result reads "<this> received ...".
 _EXIT = "the with-block's exit"
@@ -245,7 +319,8 @@ class _Context:
                 raise
 
 
-def up(command: Sequence[str], *, url: str | None = None, port: int | None = None, engine: str | None = None,
+@_typed
+def up(command: Sequence[Word], *, url: str | None = None, port: int | None = None, engine: str | None = None,
        model: str | Path | None = None, served_model: str | None = None, api: str = "completions",
        prompt: str | None = None, expect: str | None = None, max_tokens: int = 8, api_key: str | None = None,
        timeout: float = 3600.0, stall_timeout: float = 120.0, spin_timeout: float = 900.0,
@@ -264,17 +339,17 @@ def up(command: Sequence[str], *, url: str | None = None, port: int | None = Non
     Lines while the run goes, its HTML report and its Chrome trace when it ends (after the block's exit, or at a
     NotReady), whatever the verdict; ``Server.written`` lists them. Raises ValueError on bad input (one line),
     before anything is started."""
-    command = [str(c) for c in command]
-    if not command or not command[0]:
+    argv = [str(c) for c in command]
+    if not argv or not argv[0]:
         raise ValueError("up: no command to launch")
-    server = settings.read_server(command, engine, launched=True)  # the run's one reading of its command
-    profile = settings.profile(engine, command, server)
+    server = settings.read_server(argv, engine, launched=True)  # the run's one reading of its command
+    profile = settings.profile(engine, argv, server)
     out = settings.outputs(record=record, report=report, trace=trace)
-    probe = settings.probe(settings.where(url, port) or settings.url_from_command(command, profile, server),
+    probe = settings.probe(settings.where(url, port) or settings.url_from_command(argv, profile, server),
                            profile, api=api, prompt=prompt, expect=expect, max_tokens=max_tokens,
                            served_model=served_model, api_key=api_key, connect_timeout=connect_timeout,
                            read_timeout=read_timeout, generation_timeout=generation_timeout)
-    cfg = settings.config(probe=probe, judge=settings.judge(timeout, stall_timeout, spin_timeout), command=command,
+    cfg = settings.config(probe=probe, judge=settings.judge(timeout, stall_timeout, spin_timeout), command=argv,
                           engine=engine, server=server, model_path=Path(model) if model else None,
                           history=_history(history), grace=grace, serving_interval=serving_interval,
                           after_ready="supervise")
@@ -282,6 +357,7 @@ def up(command: Sequence[str], *, url: str | None = None, port: int | None = Non
     return _Context(_Run(plan, reporter, preflight=not no_preflight), probe.url, launched=True)
 
 
+@_typed
 def watch(url: str, *, pid: int | None = None, log: str | Path | None = None, log_from_start: bool = False,
           engine: str | None = None, model: str | Path | None = None, served_model: str | None = None,
           api: str = "completions", prompt: str | None = None, expect: str | None = None, max_tokens: int = 8,
@@ -314,22 +390,24 @@ def watch(url: str, *, pid: int | None = None, log: str | Path | None = None, lo
     return _Context(_Run(plan, reporter), probe.url, launched=False)
 
 
-def run_preflight(command: Sequence[str], *, engine: str | None = None, model: str | Path | None = None,
+@_typed
+def run_preflight(command: Sequence[Word], *, engine: str | None = None, model: str | Path | None = None,
               disk_sample: bool = True, deadline_s: float = DEADLINE_S) -> PreflightReport:
     """The checks ``up`` runs before launch (GPUs, quantization, pip, checkpoint, port, stale server, memory and
     disk), without starting anything: one typed ``Check`` per check, secrets masked; ``verdict`` is the worst."""
-    command = [str(c) for c in command]
-    if not command or not command[0]:
+    argv = [str(c) for c in command]
+    if not argv or not argv[0]:
         raise ValueError("run_preflight: no command to check")
     if engine is not None:
-        settings.profile(engine, command)
+        settings.profile(engine, argv)
     if not 0 < deadline_s <= settings.DAY_S:  # nan too
         raise settings.SettingError("deadline_s", deadline_s, f"give a number of seconds above 0 and at most "
                                                               f"{settings.DAY_S:g}")
-    return _preflight(command, engine, Path(model) if model else None, disk_sample,
-                      settings.redactor(command, None), float(deadline_s))
+    return _preflight(argv, engine, Path(model) if model else None, disk_sample,
+                      settings.redactor(argv, None), float(deadline_s))
 
 
+@_typed
 def replay(source: str | os.PathLike[str] | Iterable[str], *, engine: str | None = None) -> ReplayReport:
     """A startup log's post-mortem, as ``firstlight replay`` gives it: ``outcome`` (ready, failed, incomplete),
     the last ``phase``, the ``failure`` category, ``hint``, ``evidence`` and ``phases``. ``source`` is a path, or

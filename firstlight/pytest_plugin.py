@@ -85,9 +85,12 @@ def firstlight_up(pytestconfig: pytest.Config) -> Iterator[Up]:
             options.setdefault("timeout", timeout)
             try:
                 return stack.enter_context(up(_command(command), **options))
+            except TypeError as e:  # an option of the wrong type: said as the API says it, in one line
+                why = str(e)
             except (NotReady, ValueError) as e:
-                why = str(e)  # failed outside the except: the report shows the reason, not a chain of exceptions
-            pytest.fail(f"firstlight: the server did not become READY: {why}", pytrace=False)
+                why = f"the server did not become READY: {e}"
+            # failed outside the except: the report shows the reason, not a chain of exceptions
+            pytest.fail(f"firstlight: {why}", pytrace=False)
 
         try:
             yield start

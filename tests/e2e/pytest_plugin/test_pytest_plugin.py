@@ -113,6 +113,17 @@ def test_a_server_that_never_becomes_ready_errors_the_tests_with_its_reason_once
     assert starts.read_text() == "x"  # started once for the session, not once per test
 
 
+def test_an_option_of_the_wrong_type_errors_the_test_in_one_line_without_a_traceback(tmp_path: Path):
+    (tmp_path / "test_typed.py").write_text(textwrap.dedent("""
+        def test_it(firstlight_up):
+            firstlight_up(["python", "-c", "pass"], port="8000")
+    """))
+    p = _pytest(tmp_path)
+    assert p.returncode == 1 and "1 failed" in p.stdout, p.stdout[-2000:]
+    assert "firstlight: up: port must be an int or None, not str" in p.stdout, p.stdout[-2000:]
+    assert "Traceback" not in p.stdout
+
+
 def test_firstlight_server_without_a_command_errors_saying_how_to_give_one(tmp_path: Path):
     (tmp_path / "test_nothing.py").write_text("def test_it(firstlight_server):\n    pass\n")
     p = _pytest(tmp_path)

@@ -257,3 +257,37 @@ def test_replay_of_a_file_reads_it_as_the_engine_given(tmp_path: Path):
     assert firstlight.replay(log, engine="vllm").engine == "vllm"
     assert firstlight.replay(str(log), engine="sglang").engine == "sglang"
 
+
+
+@pytest.mark.parametrize(("call", "said"), [
+    (lambda: firstlight.up("vllm serve m"), "up: command must be a list of (a str or a path or an int), not str "
+                                           "(a command is a list of its words: shlex.split a string)"),
+    (lambda: firstlight.up(["x"], timeout="60"), "up: timeout must be a number, not str"),
+    (lambda: firstlight.up(["x"], timeout=True), "up: timeout must be a number, not bool"),
+    (lambda: firstlight.up(["x"], port="80"), "up: port must be an int or None, not str"),
+    (lambda: firstlight.up(["x"], history=5), "up: history must be True or False or a str or a path, not int"),
+    (lambda: firstlight.up(["x"], engine=5), "up: engine must be a str or None, not int"),
+    (lambda: firstlight.up(["x"], no_such=1), "up: got an unexpected keyword argument 'no_such'"),
+    (lambda: firstlight.watch(123), "watch: url must be a str, not int"),
+    (lambda: firstlight.watch("http://127.0.0.1:1", pid="12"), "watch: pid must be an int or None, not str"),
+    (lambda: firstlight.watch("http://127.0.0.1:1", log=5), "watch: log must be a str or a path or None, not int"),
+    (lambda: firstlight.run_preflight("vllm serve m"), "run_preflight: command must be a list of"),
+    (lambda: firstlight.replay(5), "replay: source must be a str or a path or a list of strs, not int"),
+    (lambda: firstlight.replay(None), "replay: source must be a str or a path or a list of strs, not NoneType"),
+])
+def test_an_argument_of_the_wrong_type_is_a_one_line_type_error_naming_it_before_anything_starts(call: Any,
+                                                                                                 said: str):
+    """Not an AttributeError or a comparison's TypeError from deep inside (``'int' object has no attribute
+    'strip'``): the function, the argument, the type expected and the type given."""
+    with pytest.raises(TypeError) as caught:
+        call()
+    assert str(caught.value).startswith(said) and "\n" not in str(caught.value)
+
+
+def test_the_types_each_argument_accepts_are_the_annotated_ones(tmp_path: Path):
+    """Paths as os.PathLike, words of a command as ints too, an iterable of lines as any iterable but a str."""
+    up = _up([Path(sys.executable), "-c", "pass", "--port", 12], url="http://127.0.0.1:1")
+    assert up._run.cfg.command[-1] == "12"
+    assert _watch(log=tmp_path / "x.log", model=tmp_path)._run.cfg.log_file == tmp_path / "x.log"
+    assert firstlight.replay(iter(["INFO: Started server process [1]"])).outcome == "incomplete"
+    assert _up(timeout=5, port=free_port())._run.cfg.judge.timeout == 5.0  # an int is a number
