@@ -41,6 +41,10 @@ READ_BYTES = 1 << 20  # one read() of a pipe
 DELIVER_BYTES = 64 << 10  # bytes split and handed on per step, between two looks at the consumer's backlog
 MAX_PENDING_BYTES = 8 << 20  # bytes read but not yet handed on; beyond it the oldest are dropped
 KEEP_BYTES = 2 << 20  # what a drop keeps: the newest bytes
+# A file truncated under us (logrotate's copytruncate): the bytes written after our last read went to the copy; a
+# sibling named after the file (NAME.1, NAME-20261206) whose bytes before that offset end as the last ones read is
+# that copy, and the rest is read from it. TAIL_BYTES: how much of what was read identifies it.
+TAIL_BYTES = 256
 MAX_BACKLOG = 5000  # observations waiting in the consumer's queue before a source waits (and then drops)
 NOTE_EVERY_S = 10.0  # at most one "lines dropped" note per source this often (the first one at once)
 AGAIN_S = 0.5  # a pipe's reader that raised starts again after this: a pipe nobody reads would stop the server
@@ -260,6 +264,7 @@ class FileFollower:
         self.from_start, self.since = from_start, since
         self.start_size = start_size if start_size is not None else regular_file_size(path)
         self._start_told = start_size is not None  # the caller knew where this start's lines begin
+        self._tail = b""  # the last bytes read (TAIL_BYTES): what finds a truncated file's copy
         self.max_pending = max_pending
         self.delivery = _Delivery("file", echo, clock, backlog)
         self._stop = threading.Event()
@@ -360,20 +365,23 @@ class FileFollower:
                 if not missing_noted:
                     self._note(f"{self.path} does not exist (yet); waiting for it")
                     missing_noted = True
-            if st is not None and (f is None or st.st_ino != ino or st.st_size < pos):
+            if st is not None and (f is None or st.st_ino != ino or st.st_size < pos or not self._same_tail(f, pos)):
                 if f is not None:
-                    self._drain(f, pos)
+                    if st.st_ino == ino:  # truncated in place: what came after our last read is in the copy
+                        self._note(f"{self.path} was truncated; {self._from_copy(pos)}; following it from its "
+                                   "start")
+                    else:  # renamed: the old file's last lines are read from it first
+                        self._drain(f, pos)
+                        self._note(f"{self.path} was rotated; following the new file")
                     self.delivery.flush()
                     f.close()
-                    how = "rotated" if st.st_ino != ino else "truncated"
-                    self._note(f"{self.path} was {how}; following the new file")
                 try:
                     f = open(self.path, "rb")  # noqa: SIM115 - held open across iterations
                 except OSError as e:
                     self._note(f"cannot open {self.path}: {e.strerror}")
                     f = None
                 else:
-                    ino, pos = st.st_ino, 0
+                    ino, pos, self._tail = st.st_ino, 0, b""
                     self.delivery.splitter, self.delivery.lines = LineSplitter(), _Numbering()
                     if first:
                         pos = self._start_offset(f, st)
@@ -438,8 +446,43 @@ class FileFollower:
             if not data:
                 return pos
             pos += len(data)
+            self._tail = (self._tail + data)[-TAIL_BYTES:]
             d.feed(data)
         return pos
+
+    def _same_tail(self, f: BinaryIO, pos: int) -> bool:
+        """The file still holds, just before ``pos``, the last bytes read from it: else it was truncated and
+        written again past ``pos`` between two looks (copytruncate under a fast writer), which its size alone
+        cannot show."""
+        if not self._tail:
+            return True
+        try:
+            return os.pread(f.fileno(), len(self._tail), pos - len(self._tail)) == self._tail
+        except OSError:
+            return True
+
+    def _from_copy(self, pos: int) -> str:
+        """The bytes after ``pos`` (our last read) of a file truncated in place, read from its rotated copy when
+        one is found (its bytes before ``pos`` end as ours did): what was done, as the note says it."""
+        tail = self._tail
+        if not tail:
+            return "nothing had been read from it"
+        for copy in _copies(self.path):
+            try:
+                with open(copy, "rb") as c:
+                    size = os.fstat(c.fileno()).st_size
+                    if size < pos:
+                        continue
+                    c.seek(pos - len(tail))
+                    if c.read(len(tail)) != tail:
+                        continue
+                    got = self._drain(c, pos) - pos
+            except OSError:
+                continue
+            return (f"the {got} bytes written after the last read were read from its copy {copy.name}" if got
+                    else f"nothing was written after the last read (its copy {copy.name} ends there)")
+        return ("no copy of it ends as the last read did: lines written between the last read and the truncation, "
+                "if any, are lost")
 
     def _skip_ahead(self, f: BinaryIO, pos: int) -> int:
         """The consumer is behind: when the file has run over ``max_pending`` bytes ahead of us, count the
@@ -452,6 +495,7 @@ class FileFollower:
             return pos
         target = size - min(KEEP_BYTES, self.max_pending // 2)
         lines = nbytes = 0
+        last = self._tail
         while pos < target:
             data = f.read(min(READ_BYTES, target - pos))
             if not data:
@@ -459,10 +503,31 @@ class FileFollower:
             pos += len(data)
             nbytes += len(data)
             lines += data.count(b"\n")
+            last = (last + data)[-TAIL_BYTES:]
         rest = f.readline()  # finish the line the skip ended in
         pos += len(rest)
+        self._tail = (last + rest)[-TAIL_BYTES:]  # skipped, but read: what the file must still hold before pos
         self.delivery.dropped(lines + 1 if rest.endswith(b"\n") else lines, nbytes + len(rest))
         return pos
+
+
+def _copies(path: Path) -> list[Path]:
+    """A log's rotated copies, as logrotate names them (``NAME.1``, ``NAME-DATE``; not compressed ones), the
+    newest first."""
+    try:
+        found = [p for p in path.parent.iterdir()
+                 if p.name != path.name and p.name.startswith((path.name + ".", path.name + "-"))
+                 and not p.name.endswith((".gz", ".xz", ".bz2", ".zst")) and p.is_file()]
+    except OSError:
+        return []
+    return sorted(found, key=_mtime, reverse=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # gone since it was listed
+        return 0.0
 
 
 SCAN_BYTES = 8 << 20  # how much of an existing log's end is searched for this run's first line

@@ -52,6 +52,78 @@ def test_file_follower_follows_rotation_and_truncation(tmp_path: Path):
     assert any("rotated" in n for n in notes) and any("truncated" in n for n in notes)
 
 
+def test_copytruncate_under_a_fast_writer_loses_no_line_and_repeats_none(tmp_path: Path):
+    """logrotate's copytruncate: the file copied to NAME.1 then truncated in place, and the writer at once writes
+    past the old size (so the size alone never shows the truncation). Whether or not the follower read the last
+    lines before the copy, every line arrives once: those after its last read from the copy, then the new file."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"")
+    got: list[Observation] = []
+    f = FileFollower(log, interval=0.05)
+    f.start(got.append)
+    try:
+        with log.open("ab") as w:
+            w.write(b"a\nb\n")
+            w.flush()
+            wait_for(lambda: _texts(got) == ["a", "b"], 5, "the first lines")
+            w.write(b"c\nd\n")  # the writer goes on; the rotation comes before the follower's next look
+            w.flush()
+            (tmp_path / "server.log.1").write_bytes(log.read_bytes())
+            os.truncate(log, 0)
+            w.write(b"".join(b"new %d\n" % i for i in range(20)))  # O_APPEND: from 0, past the old size at once
+            w.flush()
+        wait_for(lambda: _texts(got)[-1:] == ["new 19"], 5, "the new file's lines")
+    finally:
+        f.stop()
+    assert _texts(got) == ["a", "b", "c", "d", *[f"new {i}" for i in range(20)]]
+    notes = [o.message for o in got if isinstance(o, SourceNote)]
+    assert any("server.log was truncated" in n and "server.log.1" in n for n in notes), notes
+
+
+def test_a_truncated_files_unread_bytes_are_read_from_the_copy_that_ends_as_the_last_read(tmp_path: Path):
+    """The copy is the sibling whose bytes before the last read's offset are the last bytes read; another file of
+    the same name's family that differs there is not it; no such copy: the loss is said."""
+    log = tmp_path / "server.log"
+    got: list[Observation] = []
+    f = FileFollower(log)
+    f.delivery.sink = got.append
+    f._tail = b"b\n"  # read up to offset 4 ("a\nb\n")
+    (tmp_path / "server.log-20261206").write_bytes(b"a\nX\nnot it\n")  # differs before offset 4
+    assert "are lost" in f._from_copy(4) and _texts(got) == []
+    (tmp_path / "server.log.1").write_bytes(b"a\nb\nc\nd\n")
+    said = f._from_copy(4)
+    f.delivery.flush()
+    assert said == "the 4 bytes written after the last read were read from its copy server.log.1", said
+    assert _texts(got) == ["c", "d"]
+    (tmp_path / "server.log.1").write_bytes(b"a\nb\n")
+    f._tail = b"b\n"
+    assert f._from_copy(4) == "nothing was written after the last read (its copy server.log.1 ends there)"
+    f._tail = b""
+    assert f._from_copy(0) == "nothing had been read from it"
+
+
+def test_a_follower_that_skipped_ahead_behind_a_slow_consumer_takes_no_skip_for_a_truncation(tmp_path: Path):
+    """Lines dropped unread (the consumer behind, the file 1 MiB past the follower) move the read offset without
+    delivering them: the file is still the same file there, so the next lines follow with no truncation note."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"")
+    got: list[Observation] = []
+    behind = [True]
+    f = FileFollower(log, interval=0.02, backlog=lambda: 10**6 if behind[0] else 0, max_pending=64 << 10)
+    f.start(got.append)
+    try:
+        log.write_bytes(b"".join(b"line %06d\n" % i for i in range(100_000)))
+        wait_for(lambda: f.dropped_lines > 0, 10, "lines dropped while the consumer is behind")
+        behind[0] = False
+        wait_for(lambda: _texts(got)[-1:] == ["line 099999"], 10, "the file's end")
+        with log.open("ab") as w:
+            w.write(b"after\n")
+        wait_for(lambda: _texts(got)[-1:] == ["after"], 10, "the next line")
+    finally:
+        f.stop()
+    assert not any("truncated" in o.message for o in got if isinstance(o, SourceNote))
+
+
 def _texts(obs: list[Observation]) -> list[str]:
     return [o.text for o in obs if isinstance(o, LogLine)]
 
