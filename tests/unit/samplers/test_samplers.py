@@ -18,6 +18,7 @@ from firstlight.samplers.weights import resolve_model_dir, total_weight_bytes
 from firstlight.timeline import GpuSample, LogLine, Observation, SourceNote
 from tests.support.common import FIXTURES as _FIXTURES
 from tests.support.common import wait_for
+from tests.support.logs import following
 
 FIXTURES = _FIXTURES
 
@@ -58,23 +59,17 @@ def test_copytruncate_under_a_fast_writer_loses_no_line_and_repeats_none(tmp_pat
     lines before the copy, every line arrives once: those after its last read from the copy, then the new file."""
     log = tmp_path / "server.log"
     log.write_bytes(b"")
-    got: list[Observation] = []
-    f = FileFollower(log, interval=0.05)
-    f.start(got.append)
-    try:
-        with log.open("ab") as w:
-            w.write(b"a\nb\n")
-            w.flush()
-            wait_for(lambda: _texts(got) == ["a", "b"], 5, "the first lines")
-            w.write(b"c\nd\n")  # the writer goes on; the rotation comes before the follower's next look
-            w.flush()
-            (tmp_path / "server.log.1").write_bytes(log.read_bytes())
-            os.truncate(log, 0)
-            w.write(b"".join(b"new %d\n" % i for i in range(20)))  # O_APPEND: from 0, past the old size at once
-            w.flush()
+    with following(log, interval=0.05) as (_, got), log.open("ab") as w:
+        w.write(b"a\nb\n")
+        w.flush()
+        wait_for(lambda: _texts(got) == ["a", "b"], 5, "the first lines")
+        w.write(b"c\nd\n")  # the writer goes on; the rotation comes before the follower's next look
+        w.flush()
+        (tmp_path / "server.log.1").write_bytes(log.read_bytes())
+        os.truncate(log, 0)
+        w.write(b"".join(b"new %d\n" % i for i in range(20)))  # O_APPEND: from 0, past the old size at once
+        w.flush()
         wait_for(lambda: _texts(got)[-1:] == ["new 19"], 5, "the new file's lines")
-    finally:
-        f.stop()
     assert _texts(got) == ["a", "b", "c", "d", *[f"new {i}" for i in range(20)]]
     notes = [o.message for o in got if isinstance(o, SourceNote)]
     assert any("server.log was truncated" in n and "server.log.1" in n for n in notes), notes
@@ -107,11 +102,8 @@ def test_a_follower_that_skipped_ahead_behind_a_slow_consumer_takes_no_skip_for_
     delivering them: the file is still the same file there, so the next lines follow with no truncation note."""
     log = tmp_path / "server.log"
     log.write_bytes(b"")
-    got: list[Observation] = []
     behind = [True]
-    f = FileFollower(log, interval=0.02, backlog=lambda: 10**6 if behind[0] else 0, max_pending=64 << 10)
-    f.start(got.append)
-    try:
+    with following(log, interval=0.02, backlog=lambda: 10**6 if behind[0] else 0, max_pending=64 << 10) as (f, got):
         log.write_bytes(b"".join(b"line %06d\n" % i for i in range(100_000)))
         wait_for(lambda: f.dropped_lines > 0, 10, "lines dropped while the consumer is behind")
         behind[0] = False
@@ -119,8 +111,6 @@ def test_a_follower_that_skipped_ahead_behind_a_slow_consumer_takes_no_skip_for_
         with log.open("ab") as w:
             w.write(b"after\n")
         wait_for(lambda: _texts(got)[-1:] == ["after"], 10, "the next line")
-    finally:
-        f.stop()
     assert not any("truncated" in o.message for o in got if isinstance(o, SourceNote))
 
 
