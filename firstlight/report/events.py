@@ -1,9 +1,12 @@
 """The stream of a watch's events behind ``/events`` (server-sent events, ``firstlight.report.readiness``).
 
 A bounded log of the JSON objects firstlight emits (``firstlight.report.jsonl``'s ``*_event`` functions: the JSON
-Lines objects, the same ones), each with an id that only grows, across the starts a sidecar watches. A client
-follows the log from the id it last saw (``Last-Event-ID``, which a browser's ``EventSource`` sends by itself when
-it reconnects), so a reconnect loses nothing the log still holds. The log keeps the last ``CAPACITY`` events (a
+Lines objects, the same ones), each with an id that only grows, across the starts a sidecar watches and across
+its restarts: a readiness server's log counts from the wall clock's milliseconds when it began (``first_id``), so
+a later process's ids are above an earlier one's. A client follows the log from the id it last saw
+(``Last-Event-ID``, which a browser's ``EventSource`` sends by itself when it reconnects), so a reconnect loses
+nothing the log still holds; an id from before this log began (the sidecar restarted) or past its newest one (not
+this log's) follows it from its start. The log keeps the last ``CAPACITY`` events (a
 client further behind is told how many it missed) and serves at most ``MAX_CLIENTS`` at once: a stream holds a
 thread for as long as it is open, and the kubelet's probes must never wait for one.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -27,10 +31,11 @@ DRAIN_S = 2.0  # at the end of a watch, how long the streams get to send their l
 class EventLog:
     """Events in order with their ids; append from the reporter, read from the HTTP threads."""
 
-    def __init__(self, capacity: int = CAPACITY, max_clients: int = MAX_CLIENTS) -> None:
+    def __init__(self, capacity: int = CAPACITY, max_clients: int = MAX_CLIENTS, first_id: int = 1) -> None:
         self._cond = threading.Condition()
         self._events: deque[tuple[int, str]] = deque(maxlen=capacity)
-        self._next_id = 1
+        self.first_id = first_id
+        self._next_id = first_id
         self._clients = 0
         self.max_clients = max_clients
         self.closed = False
@@ -48,6 +53,8 @@ class EventLog:
         """The events after ``last_id`` (waiting up to ``timeout`` seconds for one), and how many of those the log
         no longer holds (a client that fell more than ``CAPACITY`` behind)."""
         with self._cond:
+            if not self.first_id <= last_id < self._next_id:  # not one of this log's ids: from its start
+                last_id = self.first_id - 1
             self._cond.wait_for(lambda: self.closed or (bool(self._events) and self._events[-1][0] > last_id),
                                 timeout)
             out = [e for e in self._events if e[0] > last_id]
@@ -84,6 +91,12 @@ class EventLog:
 def frame(event_id: int, data: str) -> bytes:
     """One server-sent event: its id (what ``Last-Event-ID`` resumes from) and the JSON object as its data."""
     return f"id: {event_id}\ndata: {data}\n\n".encode()
+
+
+def first_id_now() -> int:
+    """A new log's first id: the wall clock's milliseconds, above every id an earlier process's log gave (one
+    event a millisecond would be needed to catch up)."""
+    return int(time.time() * 1000)
 
 
 def last_event_id(header: str | None) -> int:

@@ -158,7 +158,7 @@ class _Server(ThreadingHTTPServer):
         self._open: dict[Any, bool] = {}
         self._shed: set[Any] = set()  # cut to make room: their threads end at once
         self._deadlines: dict[Any, threading.Timer] = {}
-        self.events = event_log.EventLog()
+        self.events = event_log.EventLog(first_id=event_log.first_id_now())  # above an earlier process's ids
         self.address_family = socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
         super().__init__(addr, _Handler)
 

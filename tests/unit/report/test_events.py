@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from firstlight.report.events import EventLog, frame, last_event_id
+from firstlight.report.events import EventLog, first_id_now, frame, last_event_id
 
 
 def test_each_event_gets_the_next_id_and_a_client_resumes_after_the_one_it_saw():
@@ -62,6 +62,20 @@ def test_closing_wakes_every_waiting_client_and_refuses_new_ones():
     threading.Thread(target=wait, daemon=True).start()
     log.close()
     assert done.wait(10) and not log.join()
+
+
+def test_a_later_logs_ids_are_above_an_earlier_ones_and_an_id_not_its_own_reads_it_from_the_start():
+    earlier = EventLog(first_id=first_id_now())
+    for n in range(3):
+        earlier.append({"n": n})
+    seen = earlier.after(0, timeout=0)[0][-1][0]
+    later = EventLog(first_id=first_id_now() + 10_000)  # a process started ten seconds later
+    later.append({"n": "a"})
+    later.append({"n": "b"})
+    (one, _), (two, _) = later.after(seen, timeout=0)[0]  # the earlier process's last id
+    assert seen < one < two and later.after(seen, timeout=0)[1] == 0  # nothing missed
+    assert [i for i, _ in later.after(two + 5, timeout=0)[0]] == [one, two]  # past its newest: not its own
+    assert later.after(one, timeout=0)[0] == [(two, '{"n": "b"}')]
 
 
 def test_a_frame_is_the_id_and_one_data_line():

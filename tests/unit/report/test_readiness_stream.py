@@ -62,7 +62,8 @@ def test_the_stream_sends_the_json_lines_objects_in_order_with_growing_ids(serve
     server.verdict(_outcome("ready", ready_at=1.0).result)
     got = _events(server.port, 4)
     assert [e["event"] for _, e in got] == ["started", "phase", "message", "verdict"]
-    assert [i for i, _ in got] == [1, 2, 3, 4]
+    first = server.events.first_id
+    assert [i for i, _ in got] == [first, first + 1, first + 2, first + 3]
     assert got[0][1]["pid"] == 4242 and got[1][1]["message"] == "weights_loading"
     assert got[3][1]["verdict"] == "ready"
 
@@ -86,8 +87,21 @@ def test_last_event_id_resumes_after_that_event(server: ReadinessServer):
     server.started({"pid": 1, "started_at": 0.0})
     for name in ("weights_loading", "kv_cache", "cuda_graph"):
         server.event(_phase(name), _assessment(phase=name))
-    got = _events(server.port, 2, last_id=2)
-    assert [i for i, _ in got] == [3, 4] and got[0][1]["message"] == "kv_cache"
+    first = server.events.first_id
+    got = _events(server.port, 2, last_id=first + 1)
+    assert [i for i, _ in got] == [first + 2, first + 3] and got[0][1]["message"] == "kv_cache"
+
+
+def test_an_id_from_before_a_restart_follows_the_new_log_from_its_start(server: ReadinessServer):
+    """The sidecar restarted: the client's Last-Event-ID is the earlier process's, below this log's first id (its
+    ids count from the wall clock's milliseconds when it began); an id past the newest is not this log's either."""
+    server.started({"pid": 1, "started_at": 0.0})
+    server.event(_phase("weights_loading"), _assessment(phase="weights_loading"))
+    first = server.events.first_id
+    assert abs(first - time.time() * 1000) < 60_000
+    for stale in (first - 1, 5, first + 10**6):
+        got = _events(server.port, 2, last_id=stale)
+        assert [i for i, _ in got] == [first, first + 1], stale
 
 
 def test_a_stream_outlives_the_per_request_deadline(server: ReadinessServer, monkeypatch: pytest.MonkeyPatch):
