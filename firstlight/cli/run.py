@@ -49,12 +49,16 @@ def make_reporters(outputs: Outputs, echo: bool, stall_timeout: float = 120.0) -
     if as_json:
         chosen.append(JsonLinesReporter())
     members = group_members(outputs)
-    if readiness is not None:
-        server = _readiness_server(readiness, chosen[0])
+    if readiness is not None or members:
+        # without --serve-readiness, a leader still keeps its state for the group (its members read, the group
+        # decided and told on the console, in --json and the scrape), served nowhere
+        server = _readiness_server(readiness, chosen[0]) if readiness is not None else ReadinessServer(serve=False)
         chosen.append(server)
         if members:
             assert isinstance(server, ReadinessServer)
-            chosen[0].message(f"group: {len(members)} member(s): {', '.join(members)}")
+            chosen[0].message(f"group: {len(members)} member(s): {', '.join(members)}"
+                              + ("" if readiness is not None else " (the group's state is not served: no "
+                                                                  "--serve-readiness)"))
             watch = MemberWatch(members, server, stall_timeout, chosen[0].message)
             watch.sinks += [r for r in chosen if isinstance(r, JsonLinesReporter)]  # the group in --json too
             chosen.append(watch)
@@ -80,13 +84,11 @@ def make_reporters(outputs: Outputs, echo: bool, stall_timeout: float = 120.0) -
 
 
 def group_members(outputs: Outputs) -> list[str]:
-    """--member URLs, else the LeaderWorkerSet env's (docs/multinode.md); a usage error without --serve-readiness."""
+    """--member URLs, else the LeaderWorkerSet env's (docs/multinode.md)."""
     members = list(outputs.members) or members_from_lws(os.environ, outputs.member_port)
     for url in members:
         if not url.startswith(("http://", "https://")):
             raise UsageFailure(f"--member {url!r}: expected a URL (http://HOST:PORT of that node's firstlight)")
-    if members and outputs.readiness is None:
-        raise UsageFailure("--member: the group's readiness is served on --serve-readiness HOST:PORT; give it")
     return members
 
 

@@ -350,20 +350,22 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class ReadinessServer(QuietReporter):
-    """A Reporter that serves /readyz, /livez and /startupz. Binds at once; raises OSError when it cannot."""
+    """A Reporter that serves /readyz, /livez and /startupz. Binds at once; raises OSError when it cannot.
+    ``serve`` False: the same state kept, served nowhere (a group's leader without --serve-readiness, such as a CI
+    check of a group start: its members are read and the group decided all the same)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, node_rank: int | None = None,
-                 role: str | None = None) -> None:
+                 role: str | None = None, serve: bool = True) -> None:
         self.state = ReadinessState()
         self.state.node_rank, self.state.role = node_rank, role
-        self._server = _Server((host, port), self.state)
+        self._server = _Server((host, port), self.state) if serve else None
         self.host = host
-        self.port = int(self._server.server_address[1])
-        self.events = self._server.events
+        self.port = int(self._server.server_address[1]) if self._server is not None else 0
+        self.events = self._server.events if self._server is not None else event_log.EventLog()
         self._last_status_event = 0.0
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="firstlight-readiness", daemon=True)
-        self._thread.start()
+        if self._server is not None:
+            threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                             name="firstlight-readiness", daemon=True).start()
 
     @property
     def url(self) -> str:
@@ -458,6 +460,7 @@ class ReadinessServer(QuietReporter):
         # verdict was read once, at most LINGER_S: the leader names its verdict, not just "unreachable".
         if self.state.probed and self.state.verdict in NOT_LIVE:
             self.state.final_read.wait(LINGER_S)
-        with contextlib.suppress(OSError):
-            self._server.shutdown()
-            self._server.server_close()
+        if self._server is not None:
+            with contextlib.suppress(OSError):
+                self._server.shutdown()
+                self._server.server_close()

@@ -165,9 +165,12 @@ class MemberWatch(QuietReporter):
         self._say(f"group: {note.message}")
 
     def summary(self, result: RunResult) -> None:
-        """The leader's start ended failed or hung: read the members again (``SETTLE_S`` at most) until one of them
-        explains it, so the group's last word names the worker whose end broke the leader, not the leader."""
+        """The leader's start ended: the group's last word is read at its verdict (a ``--stop-when-ready`` check
+        gets the group as it was then, not as the last poll found it). Failed or hung: the members are read again
+        (``SETTLE_S`` at most) until one of them explains it, so that the group names the worker whose end broke the
+        leader, not the leader."""
         if result.verdict not in (FAILED, HUNG):
+            self._guard.step(self.poll_once, self._escaped, "the group's state is the last poll's that worked")
             return
         deadline = time.monotonic() + SETTLE_S
         wires: dict[str, Wire] = {}

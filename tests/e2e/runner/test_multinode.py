@@ -116,6 +116,23 @@ def test_healthy_group_is_ready_with_every_member_listed(group: Group) -> None:
     assert [m["url"] for m in objs[-1]["members"]] == members and all(m["ok"] for m in objs[-1]["members"])
 
 
+def test_a_leader_without_serve_readiness_still_reads_its_members_and_tells_the_group(group: Group) -> None:
+    """A CI check of a group start: `up --stop-when-ready --json --member ...` with no endpoint of its own: the
+    group is decided and told in --json all the same."""
+    members = [group.node(2, "normal"), group.node(3, "normal")]
+    for m in members:
+        wait_for(lambda m=m: readyz(m)[0] == 200, DEADLINE_S, "a member READY")
+    eport = free_port_on("127.0.1.1")
+    cmd = firstlight_cmd("up", "--json", "--stop-when-ready", "--no-history", "--url", f"http://127.0.1.1:{eport}",
+                         *[a for m in members for a in ("--member", m)],
+                         "--", *sim_cmd("normal", eport, "--host", "127.0.1.1"))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=DEADLINE_S, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr[-3000:]
+    objs = [json.loads(line) for line in p.stdout.splitlines() if line.startswith('{"event": "group"')]
+    assert objs and objs[-1]["verdict"] == "ready" and [m["url"] for m in objs[-1]["members"]] == members, p.stdout
+    assert "the group's state is not served: no --serve-readiness" in p.stdout + p.stderr
+
+
 def test_a_member_hung_at_start_hangs_the_group_naming_it(group: Group) -> None:
     members = [group.node(2, "normal"), group.node(3, "hang")]
     leader = group.node(1, "normal", tuple(members))

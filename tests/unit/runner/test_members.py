@@ -12,6 +12,7 @@ from firstlight.result import RunResult
 from firstlight.runner.members import SETTLE_S, MemberWatch
 from firstlight.vocab import FAILED, READY
 from firstlight.wire import Wire
+from tests.support.common import wait_for
 
 FAILED_RESULT = RunResult(FAILED, "weights_loading", 0.0, 5.0, "llamacpp", "http://127.0.0.1:1", failure="other")
 
@@ -54,6 +55,28 @@ def test_a_leader_that_failed_waits_for_the_member_whose_end_broke_it(monkeypatc
         watch.summary(FAILED_RESULT)  # returns once a member explains it (SETTLE_S at most)
         assert watch.group is not None and (watch.group.verdict, watch.group.culprit) == (FAILED, member.url)
         assert time.monotonic() - t0 < SETTLE_S + 0.9  # it reads again every POLL_S / 4 within the settle time
+    finally:
+        for r in (watch, leader, member):
+            r.close()
+
+
+def test_a_leader_ready_between_two_polls_reads_its_group_once_more_at_its_verdict():
+    """--stop-when-ready ends the leader at READY, maybe before the next poll: its last group word is read at the
+    verdict, ready with every member, not the starting group of the poll before; an unserved leader too."""
+    leader, member = ReadinessServer(serve=False), ReadinessServer()
+    with member.state.lock:
+        member.state.verdict, member.state.start, member.state.reached_ready = READY, 1, True
+    with leader.state.lock:
+        leader.state.start = 1
+    watch = MemberWatch([member.url], leader, stall_timeout_s=30.0)
+    try:
+        wait_for(lambda: watch.group is not None, 10, "the first poll")
+        assert watch.group is not None and watch.group.verdict == "starting"
+        with leader.state.lock:
+            leader.state.verdict = READY
+        watch.summary(RunResult(READY, "ready", 0.0, 5.0, "llamacpp", "http://127.0.0.1:1", ready_at=5.0))
+        assert (watch.group.verdict, watch.group.serving) == (READY, True)
+        assert leader.port == 0 and leader.state.group is not None and leader.state.group["verdict"] == READY
     finally:
         for r in (watch, leader, member):
             r.close()
