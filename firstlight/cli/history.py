@@ -189,8 +189,9 @@ def _k8s_probe(h: History, deployment: str, path: Where, readiness_port: int, as
     if len(found) > 1:
         raise UsageFailure(f"{deployment!r} names {len(found)} deployments ({', '.join(found[:5])}): give more of "
                            "the hash")
+    # a start of 0 s is no start (a damaged row, or a watch that never saw one): it would give failureThreshold 1
     starts = [r.metrics["cold_start_s"] for r in runs if r.kind in ("up", "watch") and r.ok
-              and "cold_start_s" in r.metrics][:K8S_WINDOW]
+              and r.metrics.get("cold_start_s", 0.0) > 0.0][:K8S_WINDOW]
     if not starts:
         click.echo(f"firstlight history: deployment {found[0]} has {len(runs)} runs but no good cold start to size "
                    "a startupProbe from (a ready `up`, or `watch` with --pid or --pid-from, records one)", err=True)
