@@ -21,6 +21,7 @@ from typing import Any
 
 from firstlight.deaths import signal_name
 from firstlight.errors import FirstlightError
+from firstlight.wire.content import clean_text
 
 RUNTIMES = ("docker", "podman")
 INSPECT_TIMEOUT_S = 30.0  # a loaded machine and a busy daemon: seconds, never for ever
@@ -76,16 +77,17 @@ class Container:
         config = data.get("Config") or {}
         command = [*_words(config.get("Entrypoint")), *_words(config.get("Cmd"))]
         finished = state.get("Status") in ("exited", "stopped", "dead") or (not running and started is not None)
+        # every word the runtime wrote is printed (the start line, evidence, --json): made printable first
         return cls(
-            id=str(data.get("Id") or ""), name=str(data.get("Name") or "").lstrip("/"),
-            status=str(state.get("Status") or ""), running=running,
+            id=_text(data.get("Id")), name=_text(data.get("Name")).lstrip("/"),
+            status=_text(state.get("Status")), running=running,
             pid=int(pid) if isinstance(pid, int) and pid > 0 and running else None,
             exit_code=int(state["ExitCode"]) if finished and isinstance(state.get("ExitCode"), int) else None,
-            oom_killed=bool(state.get("OOMKilled")), health=str(health) if health else None,
+            oom_killed=bool(state.get("OOMKilled")), health=_text(health) or None,
             started_at=started, log_path=data.get("LogPath") or (host.get("LogConfig") or {}).get("Path") or None,
-            log_driver=(host.get("LogConfig") or {}).get("Type") or None,
-            image=data.get("ImageName") or config.get("Image") or None, command=tuple(command),
-            network_mode=host.get("NetworkMode") or None, ports=_ports(data),
+            log_driver=_text((host.get("LogConfig") or {}).get("Type")) or None,
+            image=_text(data.get("ImageName") or config.get("Image")) or None, command=tuple(command),
+            network_mode=_text(host.get("NetworkMode")) or None, ports=_ports(data),
             cgroup=state.get("CgroupPath") or None,
             monitor_pid=state["ConmonPid"] if isinstance(state.get("ConmonPid"), int) and state["ConmonPid"] > 0
             else None)
@@ -111,6 +113,11 @@ class Container:
         if 128 < self.exit_code < 128 + 65:
             return -(self.exit_code - 128)
         return self.exit_code
+
+
+def _text(value: Any) -> str:
+    """A word of the runtime's inspect output, as it is printed: escapes, controls and bidi marks out, bounded."""
+    return clean_text(str(value), 256) if value else ""
 
 
 def _words(value: Any) -> list[str]:

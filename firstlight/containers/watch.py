@@ -40,6 +40,7 @@ from firstlight.samplers.logs import PipeReader
 from firstlight.samplers.oom import OomTraces, kernel_log_cgroup_kills, memory_dirs
 from firstlight.samplers.process import ProcessTreeSampler
 from firstlight.timeline import Observation, ProcessSample, SourceNote
+from firstlight.wire.content import clean_text
 
 INSPECT_EVERY_S = 1.0  # at most one `inspect` a second, however often the state is asked
 EXIT_SETTLE_S = 10.0  # after the init process is gone, how long the runtime may take to record the exit
@@ -228,9 +229,9 @@ def describe(c: Container, runtime: Runtime) -> str:
              f"init pid {c.pid}"]
     cgroups = memory_dirs(c.pid) if c.pid else []
     if c.cgroup or cgroups:
-        parts.append(f"cgroup {c.cgroup or cgroups[0]}")
+        parts.append(f"cgroup {clean_text(str(c.cgroup or cgroups[0]), 256)}")
     if c.log_driver or c.log_path:
-        parts.append(f"log {c.log_driver or '?'} {c.log_path or ''}".rstrip())
+        parts.append(f"log {c.log_driver or '?'} {clean_text(c.log_path or '', 256)}".rstrip())
     if c.health:
         parts.append(f"health {c.health}")
     return "; ".join(parts)

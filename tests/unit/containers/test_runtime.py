@@ -10,6 +10,7 @@ import pytest
 
 from firstlight.containers import runtime as rt
 from firstlight.containers.runtime import Runtime, RuntimeFailure
+from firstlight.containers.watch import describe
 from tests.support.docs import PAGES
 
 STATED = re.compile(r"Every runtime call has a timeout \(`inspect` (\d+) s, `stop` the grace plus (\d+) s\)")
@@ -56,3 +57,22 @@ def test_an_inspect_of_something_that_is_not_a_container_name_is_refused_before_
     for ref in ("", "--all"):
         with pytest.raises(RuntimeFailure, match="not a container name or id"):
             Runtime("podman", "/nonexistent/podman").inspect(ref)
+
+
+def test_every_word_of_an_inspect_is_printable_before_it_is_printed():
+    """A runtime's inspect answer is another program's text: a name, an image or a state with escape sequences,
+    bidi marks or newlines is printed without them (the start line, evidence, --json)."""
+    hostile = "\x1b[2J\x1b]0;owned\x07evil\u202ename\nnext"
+    c = rt.Container.from_inspect({
+        "Id": "abc123", "Name": "/" + hostile, "Config": {"Image": hostile},
+        "State": {"Status": hostile, "Running": True, "Pid": 42, "Health": {"Status": hostile}},
+        "HostConfig": {"NetworkMode": hostile, "LogConfig": {"Type": hostile, "Path": "/var/log/x\x1b[31m.log"}}})
+    for word in (c.name, c.image, c.status, c.health, c.network_mode, c.log_driver):
+        assert word == "evilname next", word
+    said = describe(c, Runtime("podman", "/nonexistent/podman"))
+    assert "\x1b" not in said and "\u202e" not in said and "\n" not in said, said
+    assert c.log_path == "/var/log/x\x1b[31m.log"  # a path the watch opens stays the runtime's own
+
+
+def test_a_runtime_word_is_bounded():
+    assert len(rt.Container.from_inspect({"Id": "a", "Name": "n" * 10_000}).name) <= 257
