@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from firstlight.anatomy import Signals
-from firstlight.answers import Comparison, compare, shown
 from firstlight.assessment import Assessment, Event, Evidence, PhaseSpan, Progress
 from firstlight.budgets import Budgets, PhaseBudget
 from firstlight.config import JudgeConfig
@@ -48,6 +47,7 @@ from firstlight.timeline import (
     WeightsTotal,
 )
 from firstlight.trackers import (
+    AnswerTracker,
     CompileTracker,
     GpuTracker,
     LadderTracker,
@@ -130,9 +130,7 @@ class Judge:
         self._clocks: tuple[EngineClock, ...] = ()  # the engine's figures as the last assessment gave them
         self.budgets: Budgets | None = None  # this deployment's learned phase budgets (its history), if any
         self.signals.quiet.enter("process_start", started_at)
-        self.known_answer: KnownAnswer | None = None  # this deployment's answer before (--known-answer check)
-        self.answer: Probe | None = None  # the first answer, compared with it: READY's, or the wrong one
-        self.answer_check: Comparison | None = None
+        self.answers = AnswerTracker()  # the known answer (--known-answer check) and this start's first answer
 
     # -- feeding ---------------------------------------------------------------------------------------
     def feed(self, obs: Observation) -> list[Event]:
@@ -281,8 +279,8 @@ class Judge:
         if self.port_conflict is not None:  # whatever answers on the port is the other server: never our levels
             return []
         events: list[Event] = []
-        if p.ok and p.level == Level.GENERATION and self.first_generation is None and self._answer_differs(p):
-            why = self.answer_check.why if self.answer_check is not None else ""
+        if p.ok and p.level == Level.GENERATION and self.first_generation is None and self.answers.differs(p):
+            why = self.answers.check.why if self.answers.check is not None else ""
             return [Event(p.t, "warning", f"the answer is not this deployment's known answer: {why}",
                           {"category": WRONG_ANSWER})]
         if p.ok:
@@ -442,33 +440,17 @@ class Judge:
 
     # -- the known answer ------------------------------------------------------------------------------------
     def _on_known_answer(self, known: KnownAnswer) -> list[Event]:
-        """The answer this deployment gave before: the first generation must give it again before READY."""
-        if self.known_answer is not None or self.first_generation is not None:
-            return []  # one reference per start; one that comes after READY compares nothing
-        self.known_answer = known
-        run = f" (run {known.run})" if known.run is not None else ""
-        return [Event(known.t, "note", f"known answer{run}: {shown(known.text, known.tokens, known.logprobs)}")]
-
-    def _answer_differs(self, p: Probe) -> bool:
-        """The first valid answer, against the known one where there is one: True when it differs (never READY)."""
-        if self.answer is not None:
-            return self.answer_check is not None and not self.answer_check.same
-        self.answer = p
-        if self.known_answer is not None:
-            self.answer_check = compare(self.known_answer, p)
-        return self.answer_check is not None and not self.answer_check.same
+        """The answer this deployment gave before: the first generation must give it again before READY (one that
+        comes after READY compares nothing)."""
+        return self.answers.know(known) if self.first_generation is None else []
 
     def _wrong_answer(self, now: float) -> Assessment | None:
         """A valid answer that is not the one this deployment gave before: failed, both answers as evidence."""
-        p, known, check = self.answer, self.known_answer, self.answer_check
-        if p is None or known is None or check is None or check.same:
+        wrong = self.answers.wrong()
+        if wrong is None:
             return None
-        run = f"run {known.run}" if known.run is not None else "the history"
-        ev = [Evidence("probe:generation", f"answer now: {shown(p.text, p.tokens, p.logprobs)}", p.t),
-              Evidence("history", f"known answer ({run}): {shown(known.text, known.tokens, known.logprobs)}",
-                       known.t if known.recorded_at is None else known.recorded_at),
-              Evidence("known_answer", check.why, p.t)]
-        return self._base(now, FAILED, ev, failure=WRONG_ANSWER, detail=f"not the known answer ({check.by})",
+        evidence, check = wrong
+        return self._base(now, FAILED, evidence, failure=WRONG_ANSWER, detail=f"not the known answer ({check.by})",
                           hint=WRONG_ANSWER_HINT)
 
     def _stall_hint(self) -> str | None:

@@ -1,7 +1,7 @@
-"""What the judge follows: the server's log, compiler runs in the process tree, the GPUs, the readiness ladder, and
-the start's progress and ETA. Each tracker keeps its own state and says what an observation meant (a progress mark,
-a busy-wait hint, a warning, how far the weights are); the judge weighs that against everything else
-(``firstlight.judge``)."""
+"""What the judge follows: the server's log, compiler runs in the process tree, the GPUs, the readiness ladder, the
+start's progress and ETA, and the known answer. Each tracker keeps its own state and says what an observation meant
+(a progress mark, a busy-wait hint, a warning, how far the weights are, whether the answer is the known one); the
+judge weighs that against everything else (``firstlight.judge``)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,23 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from firstlight.anatomy import Signals
+from firstlight.answers import Comparison, compare, shown
 from firstlight.assessment import Event, Evidence, Progress
 from firstlight.config import JudgeConfig
 from firstlight.cputime import rate_reaches
 from firstlight.engines.profile import EngineProfile
 from firstlight.formats import gb, mb
 from firstlight.interpret import LineInterpreter, Reading
-from firstlight.timeline import EngineClock, GpuSample, Level, LogLine, Probe, ProcessSample, WeightsTotal
+from firstlight.timeline import (
+    EngineClock,
+    GpuSample,
+    KnownAnswer,
+    Level,
+    LogLine,
+    Probe,
+    ProcessSample,
+    WeightsTotal,
+)
 
 # Compiler runs (torch.compile/Inductor, Triton, DeepGEMM and flashinfer JIT, nvcc) are evidence of a compile:
 # strong progress, and reported as one aggregate, not a note per process.
@@ -405,3 +415,40 @@ def activity(t0: float, t1: float, compiles: CompileTracker, procs: ProcessTrack
         parts.append(f"GPU utilisation {gpu:.0f}%")
     parts.append(f"{log.lines_between(t0, t1)} log lines")
     return ", ".join(parts)
+
+
+class AnswerTracker:
+    """The known answer (``--known-answer check``): this deployment's answer before, from the history, and this
+    start's first valid answer compared with it; the judge makes a different one ``wrong_answer``."""
+
+    def __init__(self) -> None:
+        self.known: KnownAnswer | None = None
+        self.first: Probe | None = None  # the first valid answer: READY's, or the wrong one
+        self.check: Comparison | None = None
+
+    def know(self, known: KnownAnswer) -> list[Event]:
+        """The reference, once per start (a second one is ignored): said as a note."""
+        if self.known is not None:
+            return []
+        self.known = known
+        run = f" (run {known.run})" if known.run is not None else ""
+        return [Event(known.t, "note", f"known answer{run}: {shown(known.text, known.tokens, known.logprobs)}")]
+
+    def differs(self, p: Probe) -> bool:
+        """``p`` (a valid generation) against the known answer, the first one only: True when it differs."""
+        if self.first is None:
+            self.first = p
+            if self.known is not None:
+                self.check = compare(self.known, p)
+        return self.check is not None and not self.check.same
+
+    def wrong(self) -> tuple[list[Evidence], Comparison] | None:
+        """Both answers and why they differ, as evidence, when the first answer is not the known one."""
+        p, known, check = self.first, self.known, self.check
+        if p is None or known is None or check is None or check.same:
+            return None
+        run = f"run {known.run}" if known.run is not None else "the history"
+        return [Evidence("probe:generation", f"answer now: {shown(p.text, p.tokens, p.logprobs)}", p.t),
+                Evidence("history", f"known answer ({run}): {shown(known.text, known.tokens, known.logprobs)}",
+                         known.t if known.recorded_at is None else known.recorded_at),
+                Evidence("known_answer", check.why, p.t)], check

@@ -455,7 +455,7 @@ class Session:
         deployment key names it); the judge keeps the first it gets."""
         judge = self.judge
         if (self.history is None or not self.cfg.history.answers or self.cfg.history.known_answer != "check"
-                or judge is None or judge.known_answer is not None):
+                or judge is None or judge.answers.known is not None):
             return
         with contextlib.suppress(HistoryError):
             found = self.history.known_answer(self._deployment_key(), request_fingerprint(self.cfg.probe))
@@ -466,12 +466,13 @@ class Session:
     def _known_answer_entry(self) -> dict[str, Any] | None:
         """The summary's ``known_answer``: this start's first answer, recorded as the reference (the first verified
         start of this request, or ``--known-answer record``) or checked against it."""
-        judge = self.judge
-        if not self.cfg.history.answers or judge is None or judge.answer is None:
+        answers = self.judge.answers if self.judge is not None else None
+        if not self.cfg.history.answers or answers is None or answers.first is None:
             return None
         mode = self.cfg.history.known_answer
-        entry: dict[str, Any] = {"mode": mode, "answer": answer_dict(judge.answer, request_fingerprint(self.cfg.probe))}
-        known, check = judge.known_answer, judge.answer_check
+        first = answer_dict(answers.first, request_fingerprint(self.cfg.probe))
+        entry: dict[str, Any] = {"mode": mode, "answer": first}
+        known, check = answers.known, answers.check
         if mode == "record":
             return {**entry, "outcome": "re-recorded"}
         if known is None or check is None:
