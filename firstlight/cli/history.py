@@ -14,7 +14,7 @@ from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure, 
 from firstlight.history import DIRECTION, History, HistoryError, Run, default_path
 from firstlight.history.k8s import format_budget, probe_budget
 from firstlight.history.location import Where, exists, mask
-from firstlight.history.policy import start_groups, version_regressions
+from firstlight.history.policy import slow_nodes, start_groups, version_regressions
 
 EXIT_HELP = """\b
 Exit codes:
@@ -162,6 +162,9 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
                           for r in reversed(runs) if r.ok and r.kind in ("up", "watch") and "cold_start_s" in r.metrics]
                 out["groups"] = start_groups(starts)
                 out["version_regressions"] = version_regressions(out["groups"])
+                out["slow_nodes"] = slow_nodes([(r.deployment, r.start_type, r.node, r.metrics["cold_start_s"])
+                                                for r in reversed(runs) if r.ok and r.kind in ("up", "watch")
+                                                and "cold_start_s" in r.metrics])
                 if as_json:
                     click.echo(json.dumps(out, default=str))
                 else:
@@ -170,6 +173,8 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
                         click.echo(format_groups(out["groups"]))
                     for reg in out["version_regressions"]:
                         click.echo(f"REGRESSION {reg['deployment']}: {reg['message']}")
+                    for slow in out["slow_nodes"]:
+                        click.echo(f"SLOW NODE {slow['deployment']}: {slow['message']}")
                     for m, v in (out.get("baselines") or {}).items():
                         click.echo(f"baseline {m}: {v:.4g}")
                     if out.get("expected_start_seconds") is not None:

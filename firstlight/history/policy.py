@@ -195,3 +195,31 @@ def version_regressions(groups: Sequence[dict[str, Any]], margin: float = VERSIO
                                        f"{before['median_s']:.1f}s ({before['starts']})"})
         last[key] = g
     return out
+
+
+SLOW_NODE_MARGIN = 0.2  # `history`: a node whose median start is this much slower than the rest of the fleet's
+SLOW_NODE_STARTS = 3  # starts each side needs (the node's, the rest's) before a node is named
+
+
+def slow_nodes(starts: Sequence[tuple[str, str | None, str | None, float]], margin: float = SLOW_NODE_MARGIN,
+               min_starts: int = SLOW_NODE_STARTS) -> list[dict[str, Any]]:
+    """Good starts (deployment, start type, node, seconds): per deployment and start type (:func:`base_type`), each
+    node whose median start is slower than the median of the other nodes' starts by more than ``margin``, with at
+    least ``min_starts`` starts on each side (a slower disk, a throttled GPU: the node, not the deployment)."""
+    by_group: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for dep, kind, where, seconds in starts:
+        if where:
+            by_group.setdefault((dep, base_type(kind) or "untyped"), {}).setdefault(where, []).append(seconds)
+    out: list[dict[str, Any]] = []
+    for (dep, kind), nodes in by_group.items():
+        for where, own in nodes.items():
+            rest = [x for other, xs in nodes.items() if other != where for x in xs]
+            if len(own) < min_starts or len(rest) < min_starts:
+                continue
+            mine, theirs = median(own), median(rest)
+            if theirs > 0 and mine / theirs > 1 + margin:
+                out.append({"deployment": dep, "start_type": kind, "node": where, "ratio": mine / theirs,
+                            "median_s": mine, "starts": len(own), "fleet_median_s": theirs, "fleet_starts": len(rest),
+                            "message": f"node {where}: {kind} starts {mine / theirs:.2f}x slower than the rest of the "
+                                       f"fleet: median {mine:.1f}s ({len(own)}) vs {theirs:.1f}s ({len(rest)})"})
+    return out

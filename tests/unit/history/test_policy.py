@@ -11,12 +11,15 @@ from firstlight.history import DeploymentKey, History
 from firstlight.history.policy import (
     DIRECTION,
     ETA_WINDOW,
+    SLOW_NODE_MARGIN,
+    SLOW_NODE_STARTS,
     VERSION_MARGIN,
     StartEstimate,
     base_type,
     estimate,
     extract_metrics,
     is_good,
+    slow_nodes,
     start_groups,
     start_type_of,
     version_of,
@@ -27,7 +30,7 @@ from firstlight.vocab import READY, VERDICTS
 
 
 def test_the_numbers_are_pinned():
-    assert (ETA_WINDOW, VERSION_MARGIN) == (10, 0.2)
+    assert (ETA_WINDOW, VERSION_MARGIN, SLOW_NODE_MARGIN, SLOW_NODE_STARTS) == (10, 0.2, 0.2, 3)
 
 
 def test_the_eta_of_a_warm_start_comes_from_warm_starts_only():
@@ -258,3 +261,29 @@ def test_an_eta_says_what_it_is_from_in_its_fields_and_its_note():
 
 def test_a_version_after_a_sub_second_median_is_still_compared():
     assert [r["ratio"] for r in version_regressions([_group("1", 0.5), _group("2", 1.0)])] == [2.0]
+
+
+def _fleet(**nodes: list[float]) -> list[tuple[str, str | None, str | None, float]]:
+    return [("d", "cold", node, t) for node, times in nodes.items() for t in times]
+
+
+def test_a_node_slower_than_the_rest_of_the_fleet_beyond_the_margin_is_named():
+    (slow,) = slow_nodes(_fleet(a=[100.0, 101.0, 99.0], b=[100.0, 100.0, 102.0], c=[130.0, 125.0, 126.0]))
+    assert slow == {"deployment": "d", "start_type": "cold", "node": "c", "ratio": 1.26, "median_s": 126.0,
+                    "starts": 3, "fleet_median_s": 100.0, "fleet_starts": 6,
+                    "message": "node c: cold starts 1.26x slower than the rest of the fleet: median 126.0s (3) vs "
+                               "100.0s (6)"}
+    assert slow_nodes(_fleet(a=[100.0] * 3, b=[120.0] * 3)) == []  # 1.2x: the margin itself is not beyond it
+    assert [s["node"] for s in slow_nodes(_fleet(a=[100.0] * 3, b=[111.0] * 3), margin=0.1)] == ["b"]
+
+
+@pytest.mark.parametrize("starts", [
+    _fleet(a=[100.0] * 3, b=[200.0] * 2),  # two starts of the node: not yet
+    _fleet(a=[100.0] * 2, b=[200.0] * 3),  # two of the rest: not yet
+    _fleet(b=[200.0] * 6),  # one node: no fleet to compare with
+    [("d", "cold", None, 200.0)] * 3 + _fleet(a=[100.0] * 3),  # starts of no node are nobody's
+    [("d", "cold", "a", 100.0)] * 3 + [("d", "warm_page_cache", "b", 200.0)] * 3,  # another type: never compared
+    [("d", "cold", "a", 100.0)] * 3 + [("e", "cold", "b", 200.0)] * 3,  # another deployment: never compared
+])
+def test_a_node_is_named_only_against_enough_starts_of_the_same_deployment_and_type(starts):
+    assert slow_nodes(starts) == []
