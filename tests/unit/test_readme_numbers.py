@@ -198,6 +198,11 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
      lambda: (inspect.signature(History.baseline).parameters["window"].default,)),
     ("version regression", r"a type's median start more than (\d+) % slower", (0.01,),
      lambda: (history_policy.VERSION_MARGIN,)),
+    ("slow node", r"more than (\d+) % slower than the median of the other nodes' starts of that deployment and type "
+                  r"\(at least (\d+) starts on each side", (0.01, 1),
+     lambda: (history_policy.SLOW_NODE_MARGIN, history_policy.SLOW_NODE_STARTS)),
+    ("copytruncate tail", r"the file still holds its last (\d+) bytes read where it read them", (1,),
+     lambda: (logs.TAIL_BYTES,)),
     ("startup budget", r"good cold starts \(the last (\d+);.*?times a \*\*safety factor of ([\d.]+)\*\*", (1, 1),
      lambda: (cli_history.K8S_WINDOW, k8s.SAFETY_FACTOR)),
     ("progress deadline", r"its (\d+) s default trips on a ten-minute start\): the budget plus (\d+) s for "
