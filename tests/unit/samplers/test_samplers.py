@@ -13,7 +13,7 @@ import pytest
 
 from firstlight.logtext import LineSplitter
 from firstlight.samplers.gpu import GpuSampler, NvmlSnapshot
-from firstlight.samplers.logs import FileFollower
+from firstlight.samplers.logs import FileFollower, _copies, _mtime
 from firstlight.samplers.weights import resolve_model_dir, total_weight_bytes
 from firstlight.timeline import GpuSample, LogLine, Observation, SourceNote
 from tests.support.common import FIXTURES as _FIXTURES
@@ -97,6 +97,25 @@ def test_a_truncated_files_unread_bytes_are_read_from_the_copy_that_ends_as_the_
     assert f._from_copy(0) == "nothing had been read from it"
 
 
+def test_a_newer_sibling_that_is_not_the_copy_is_passed_over_for_the_one_that_is(tmp_path: Path):
+    """The newest sibling is tried first; one that is too short, or whose bytes before the offset differ, is
+    passed over, and an older one that ends as the last read did is the copy."""
+    log = tmp_path / "server.log"
+    got: list[Observation] = []
+    f = FileFollower(log)
+    f.delivery.sink = got.append
+    (tmp_path / "server.log.1").write_bytes(b"a\nb\nc\n")
+    os.utime(tmp_path / "server.log.1", (1_000_000, 1_000_000))
+    (tmp_path / "server.log.2").write_bytes(b"a\n")  # newer, too short
+    os.utime(tmp_path / "server.log.2", (1_000_002, 1_000_002))
+    (tmp_path / "server.log-20261206").write_bytes(b"a\nX\nnot it\n")  # newer still, differs before offset 4
+    os.utime(tmp_path / "server.log-20261206", (1_000_001, 1_000_001))
+    f._tail = b"b\n"
+    assert f._from_copy(4) == "the 2 bytes written after the last read were read from its copy server.log.1"
+    f.delivery.flush()
+    assert _texts(got) == ["c"]
+
+
 def test_a_follower_that_skipped_ahead_behind_a_slow_consumer_takes_no_skip_for_a_truncation(tmp_path: Path):
     """Lines dropped unread (the consumer behind, the file 1 MiB past the follower) move the read offset without
     delivering them: the file is still the same file there, so the next lines follow with no truncation note."""
@@ -112,6 +131,20 @@ def test_a_follower_that_skipped_ahead_behind_a_slow_consumer_takes_no_skip_for_
             w.write(b"after\n")
         wait_for(lambda: _texts(got)[-1:] == ["after"], 10, "the next line")
     assert not any("truncated" in o.message for o in got if isinstance(o, SourceNote))
+
+
+def test_a_logs_rotated_copies_are_its_siblings_by_logrotates_names_newest_first(tmp_path: Path):
+    """NAME.1 and NAME-DATE (not compressed, not the log itself, not another log's, not a folder), the newest
+    first: the one a truncation most likely went to is tried first."""
+    log = tmp_path / "server.log"
+    names = ["server.log", "server.log.1", "server.log-20261205", "server.log.2.gz", "server.log-1.xz",
+             "server.log.3.bz2", "server.log.4.zst", "server.logs.1", "other.log.1", "server.log.GZ"]
+    for i, name in enumerate(names):
+        (tmp_path / name).write_text(name)
+        os.utime(tmp_path / name, (1_000_000 + i, 1_000_000 + i))
+    (tmp_path / "server.log.d").mkdir()
+    assert [p.name for p in _copies(log)] == ["server.log.GZ", "server.log-20261205", "server.log.1"]
+    assert _mtime(tmp_path / "gone") == 0.0 and _mtime(log) == 1_000_000.0
 
 
 def _texts(obs: list[Observation]) -> list[str]:
