@@ -363,9 +363,11 @@ class ReadinessServer(QuietReporter):
         self.port = int(self._server.server_address[1]) if self._server is not None else 0
         self.events = self._server.events if self._server is not None else event_log.EventLog()
         self._last_status_event = 0.0
+        self._thread: threading.Thread | None = None
         if self._server is not None:
-            threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
-                             name="firstlight-readiness", daemon=True).start()
+            self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                                            name="firstlight-readiness", daemon=True)
+            self._thread.start()
 
     @property
     def url(self) -> str:

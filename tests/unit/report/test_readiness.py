@@ -597,7 +597,19 @@ def test_a_node_nobody_watches_or_that_serves_closes_at_once(monkeypatch: pytest
 
 
 def test_the_server_thread_is_named_and_does_not_hold_the_process(server: ReadinessServer):
+    assert server._thread is not None
     assert server._thread.name == "firstlight-readiness" and server._thread.daemon
+
+
+def test_a_state_kept_unserved_binds_nothing_and_closes_at_once():
+    """A group's leader without --serve-readiness: the state is kept, no port is bound, no thread serves."""
+    kept = ReadinessServer(serve=False)
+    try:
+        assert (kept.port, kept._server, kept._thread) == (0, None, None)
+        kept.started({"pid": 1, "started_at": 0.0})
+        assert kept.state.snapshot()["verdict"] == "starting" and kept.state.start == 1
+    finally:
+        kept.close()
 
 
 def test_an_ipv6_address_is_served_on_ipv6():
