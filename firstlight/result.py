@@ -24,6 +24,7 @@ from firstlight.summary import (
     EtaDict,
     EvidenceDict,
     FirstGeneration,
+    ForecastDict,
     KnownAnswerDict,
     PhaseDict,
     ProgressDict,
@@ -102,6 +103,8 @@ class RunResult:
     eta: Annotated[dict[str, Any] | None, EtaDict | None] = None
     # the first answer recorded as this deployment's known answer, or checked against it (--known-answer)
     known_answer: Annotated[dict[str, Any] | None, KnownAnswerDict | None] = None
+    # what the start was forecast to take and whether it fits, said before it began, graded after (firstlight.forecast)
+    forecast: Annotated[dict[str, Any] | None, ForecastDict | None] = None
 
     # -- reading -------------------------------------------------------------------------------------------
     @property
@@ -188,6 +191,10 @@ class RunResult:
     def with_eta(self, eta: dict[str, Any] | None) -> RunResult:
         """The history's ETA of this start (``firstlight.history.policy.StartEstimate``)."""
         return dataclasses.replace(self, eta=eta)
+
+    def with_forecast(self, forecast: dict[str, Any] | None) -> RunResult:
+        """The forecast said before the start, graded against it (``firstlight.forecast.grade``)."""
+        return dataclasses.replace(self, forecast=forecast)
 
     def with_known_answer(self, entry: dict[str, Any] | None) -> RunResult:
         """The first answer as recorded or checked (``firstlight.answers``): the history finds it again."""

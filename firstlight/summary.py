@@ -189,6 +189,28 @@ class EtaDict(TypedDict):
     note: str
 
 
+class ForecastError(TypedDict):
+    forecast_s: float
+    actual_s: float
+    error_s: float  # taken - forecast
+    error: float | None  # error_s / forecast_s
+
+
+class ForecastGrade(TypedDict):
+    total: ForecastError | None
+    phases: dict[str, ForecastError]
+
+
+class ForecastDict(TypedDict):
+    source: str | None  # history | bytes | None
+    note: str
+    total_s: float | None
+    phases: dict[str, float]
+    fit: dict[str, Any] | None  # the preflight's fit: context, KV per token, each device's side
+    fit_status: str | None  # ok | warn | fail
+    graded: ForecastGrade
+
+
 class BaselineDict(TypedDict):
     deployment: str
     start_type: str | None
@@ -240,6 +262,27 @@ def json_schema(tp: Any) -> dict[str, Any]:
     raise TypeError(f"no JSON Schema for {tp!r}")
 
 
-__all__ = ["AnatomyDict", "AnatomyPhase", "BaselineDict", "CacheState", "ClockRow", "CompileInfo", "Cut",
-           "EngineClockDict", "EtaDict", "EvidenceDict", "FirstGeneration", "IdleStretch", "PhaseDelta", "PhaseDict",
-           "ProgressDict", "RegressionDict", "StartTypeDict", "VsBaseline", "json_schema"]
+__all__ = [
+    "AnatomyDict",
+    "AnatomyPhase",
+    "BaselineDict",
+    "CacheState",
+    "ClockRow",
+    "CompileInfo",
+    "Cut",
+    "EngineClockDict",
+    "EtaDict",
+    "EvidenceDict",
+    "FirstGeneration",
+    "ForecastDict",
+    "ForecastError",
+    "ForecastGrade",
+    "IdleStretch",
+    "PhaseDelta",
+    "PhaseDict",
+    "ProgressDict",
+    "RegressionDict",
+    "StartTypeDict",
+    "VsBaseline",
+    "json_schema",
+]

@@ -19,6 +19,7 @@ from firstlight.analysis import analyse
 from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure, engine_option, history_option
 from firstlight.config import JudgeConfig
 from firstlight.files import kind
+from firstlight.forecast import graded_line
 from firstlight.history import History, HistoryError
 from firstlight.logreplay import replay_log
 from firstlight.logtext import one_line
@@ -50,13 +51,16 @@ def _check_file(path: Path) -> None:
                            f"{EXPLAIN_MAX_BYTES >> 30} GiB")
 
 
-Found = tuple[dict[str, Any] | None, str, Any]  # the anatomy, the verdict, the engine's clock beside it
+# the anatomy, the verdict, the engine's clock beside it, the graded forecast (a run's summary only: a log or a record
+# has none)
+Found = tuple[dict[str, Any] | None, str, Any, Any]
 
 
 def _from_file(path: Path, engine: str | None) -> Found:
     try:
         summary = read_summary(path)
-        return summary.get("anatomy"), str(summary.get("verdict", "ready")), summary.get("engine_clock")
+        return (summary.get("anatomy"), str(summary.get("verdict", "ready")), summary.get("engine_clock"),
+                summary.get("forecast"))
     except RecordError:
         pass
     try:
@@ -67,11 +71,11 @@ def _from_file(path: Path, engine: str | None) -> Found:
         r = replay(rec.observations, JudgeConfig(), profile_for(rec.observations, engine))
         ready = r.assessment.ready_at
         found = analyse(r.judge, r.assessment, cold_start_s=None if ready is None else ready - r.judge.started_at)
-        return found.summary_anatomy, r.assessment.verdict, found.engine_clock
+        return found.summary_anatomy, r.assessment.verdict, found.engine_clock, None
     report = replay_log(path, engine)
     if not report.phases and report.outcome == "incomplete":
-        return None, report.outcome, None  # no phase recognised: not a startup log (replay says the same)
-    return report.anatomy, report.outcome, report.engine_clock
+        return None, report.outcome, None, None  # no phase recognised: not a startup log (replay says the same)
+    return report.anatomy, report.outcome, report.engine_clock, None
 
 
 def _from_history(path: Path | None, run_id: int | None) -> Found:
@@ -82,7 +86,8 @@ def _from_history(path: Path | None, run_id: int | None) -> Found:
         raise UsageFailure(f"history: {e}") from None
     if run is None:
         raise UsageFailure(f"no run {run_id} in the history" if run_id is not None else "the history has no run")
-    return run.summary.get("anatomy"), str(run.summary.get("verdict", "ready")), run.summary.get("engine_clock")
+    return (run.summary.get("anatomy"), str(run.summary.get("verdict", "ready")), run.summary.get("engine_clock"),
+            run.summary.get("forecast"))
 
 
 @click.command("explain", cls=Command, epilog=EXIT_HELP)
@@ -104,9 +109,9 @@ def explain_command(source: Path | None, run_id: int | None, last: bool, engine:
         raise UsageFailure("give exactly one of: a file, --run N, --last")
     if source is not None:
         _check_file(source)
-        anat, verdict, clock = _from_file(source, engine)
+        anat, verdict, clock, said = _from_file(source, engine)
     else:
-        anat, verdict, clock = _from_history(history_path, run_id)
+        anat, verdict, clock, said = _from_history(history_path, run_id)
     kind = anat.get("start_type") if isinstance(anat, dict) else None
     typed = describe(kind) if isinstance(kind, dict) and isinstance(kind.get("evidence"), dict) else None
     if not isinstance(anat, dict) or not (anat.get("phases") or typed):
@@ -114,9 +119,13 @@ def explain_command(source: Path | None, run_id: int | None, last: bool, engine:
               file=sys.stderr)
         sys.exit(EXIT_FAILED)
     try:  # a hand-edited history row or --json file may hold anything in any field
+        graded = graded_line(said) if isinstance(said, dict) else None
         lines = ([typed] if typed else []) + human_lines(anat, verdict) + clock_lines(
-            clock if isinstance(clock, dict) else None)
-        shown = json.dumps({**anat, "engine_clock": clock} if clock else anat, allow_nan=False) if as_json else None
+            clock if isinstance(clock, dict) else None) + ([f"forecast: {graded}"] if graded else [])
+        out = {**anat, "engine_clock": clock} if clock else dict(anat)
+        if isinstance(said, dict):
+            out["forecast"] = said
+        shown = json.dumps(out, allow_nan=False) if as_json else None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
         print(f"firstlight: explain: the anatomy in it is damaged ({type(e).__name__}); nothing shown",
               file=sys.stderr)

@@ -14,7 +14,7 @@ from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure, 
 from firstlight.history import DIRECTION, History, HistoryError, Run, default_path
 from firstlight.history.k8s import format_budget, probe_budget
 from firstlight.history.location import Where, exists, mask
-from firstlight.history.policy import slow_nodes, start_groups, version_regressions
+from firstlight.history.policy import forecast_accuracy, slow_nodes, start_groups, version_regressions
 
 EXIT_HELP = """\b
 Exit codes:
@@ -55,6 +55,15 @@ def _weights(summary: dict[str, Any]) -> str:
 
 def _compile(summary: dict[str, Any]) -> str:
     return str(((summary.get("anatomy") or {}).get("cache") or {}).get("compile_cache") or "-")
+
+
+def _forecast_error(summary: dict[str, Any]) -> float | None:
+    """The whole start's forecast error of a run's summary; None when it was not forecast or not graded."""
+    said = summary.get("forecast") if isinstance(summary, dict) else None
+    graded = said.get("graded") if isinstance(said, dict) else None
+    total = graded.get("total") if isinstance(graded, dict) else None
+    err = total.get("error") if isinstance(total, dict) else None
+    return err if isinstance(err, int | float) and not isinstance(err, bool) else None
 
 
 def format_groups(groups: list[dict[str, Any]]) -> str:
@@ -165,6 +174,8 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
                 out["slow_nodes"] = slow_nodes([(r.deployment, r.start_type, r.node, r.metrics["cold_start_s"])
                                                 for r in reversed(runs) if r.ok and r.kind in ("up", "watch")
                                                 and "cold_start_s" in r.metrics])
+                out["forecasts"] = forecast_accuracy([(r.deployment, _forecast_error(r.summary)) for r in runs
+                                                      if r.kind in ("up", "watch")])
                 if as_json:
                     click.echo(json.dumps(out, default=str))
                 else:
@@ -175,6 +186,8 @@ def history_command(history_path: Path | None, as_json: bool, deployment: str | 
                         click.echo(f"REGRESSION {reg['deployment']}: {reg['message']}")
                     for slow in out["slow_nodes"]:
                         click.echo(f"SLOW NODE {slow['deployment']}: {slow['message']}")
+                    for f in out["forecasts"]:
+                        click.echo(f"FORECAST {f['deployment']}: {f['message']}")
                     for m, v in (out.get("baselines") or {}).items():
                         click.echo(f"baseline {m}: {v:.4g}")
                     if out.get("expected_start_seconds") is not None:

@@ -1,7 +1,8 @@
 """``firstlight preflight [options] -- COMMAND...``: check a launch command's machine, environment and model
 without starting it; ``firstlight up`` runs the same checks before launch (:func:`gate`).
 
-Human lines go to stderr; with ``--json``, JSON Lines on stdout whose last line is the preflight event.
+Human lines go to stderr, then the start's forecast (``firstlight.forecast``: from the history, read only, else the
+weights' bytes); with ``--json``, JSON Lines on stdout: the forecast event, then the preflight event, the last.
 """
 
 from __future__ import annotations
@@ -21,12 +22,16 @@ import click
 
 from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure, engine_option, history_option
 from firstlight.config import Config
-from firstlight.engines import ServerCommand
-from firstlight.history import History, HistoryError
+from firstlight.engines import ServerCommand, get_profile, read_command
+from firstlight.forecast import Forecast, from_store
+from firstlight.history import DeploymentKey, History, HistoryError
+from firstlight.history.db import default_path
+from firstlight.history.location import exists
 from firstlight.logtext import one_line
 from firstlight.preflight import DEADLINE_S, FAIL, OK, PreflightOptions, PreflightReport, read_target, run_preflight
 from firstlight.preflight.disk import measure as measure_disk
 from firstlight.redact import Redactor
+from firstlight.runner.after_ready import visible_gpu_count
 from firstlight.runner.guard import install_stop_handlers, silence
 
 EXIT_HELP = """\b
@@ -169,5 +174,28 @@ def preflight_command(command: tuple[str, ...], engine: str | None, model: str |
         raise UsageFailure("no command to check (firstlight preflight -- COMMAND...)")
     with _sigterm_interrupts():
         report = preflight(command, engine, model, not no_disk_sample)
-    show(report, as_json)
+    said = _forecast(list(command), engine, model, report, history_path)
+    for line in format_report(report):
+        print(line, file=sys.stderr, flush=True)
+    print(f"forecast: {one_line(said.line())}", file=sys.stderr, flush=True)
+    if as_json:  # the preflight event stays the last line
+        print(json.dumps({"event": "forecast", **said.to_dict()}), flush=True)
+        print(json.dumps(report.to_dict()), flush=True)
     sys.exit(EXIT_FAILED if report.verdict == FAIL else EXIT_OK)
+
+
+def _forecast(command: list[str], engine: str | None, model: str | None, report: PreflightReport,
+              history_path: Path | None) -> Forecast:
+    """The start's forecast as ``up`` would say it: from the history's starts of this deployment (read only; none
+    when there is no history yet or it cannot be read), else from the weights' bytes."""
+    server = read_command(command, engine=engine)
+    profile = get_profile(server.engine or "generic")
+    key = DeploymentKey.create(profile.name, model or server.model, command, visible_gpu_count(), _redactor(command),
+                               server=server)
+    fit = next((c for c in report.checks if c.name == "fit"), None)
+    where = history_path or default_path()
+    try:
+        with History(where, readonly=True) if exists(where) else contextlib.nullcontext() as h:
+            return from_store(h, key, report.facts, fit.status if fit else None, model or server.model_local)
+    except HistoryError:
+        return from_store(None, key, report.facts, fit.status if fit else None, model or server.model_local)

@@ -227,7 +227,10 @@ LLAMACPP = EngineProfile(
         M("slots", "speculative", "/slots: each slot's speculative flag (it has a drafter)"),
     ),
     flags=CommandFlags(model=("-m", "--model", "-hf", "--hf-repo"), model_env=("LLAMA_ARG_MODEL",), tp=(), pp=(),
-                       dp=(), nnodes=(), quantization=(), rpc=("--rpc",)),
+                       dp=(), nnodes=(), quantization=(), rpc=("--rpc",), context=("-c", "--ctx-size"),
+                       context_env=("LLAMA_ARG_CTX_SIZE",), kv_dtype=("-ctk", "--cache-type-k"),
+                       # --fit (on by default) sizes a context left unset to the memory
+                       fits_unset_context=True, context_must_fit=True),
     port_flags=("--port",),
     host_flags=("--host",),
     port_env=("LLAMA_ARG_PORT",),

@@ -75,7 +75,7 @@ LMDEPLOY = EngineProfile(
     ready_markers=(r"^Application startup complete\.", r"Uvicorn running on \S+", *SERVED_MARKERS),
     listening_markers=(r"Uvicorn running on \S+",),
     flags=CommandFlags(model=(), model_after=("api_server",), tp=("--tp",), pp=("--pp",), dp=("--dp",),
-                       quantization=("--model-format",)),
+                       quantization=("--model-format",), context=("--session-len",)),
     port_flags=("--server-port",),
     host_flags=("--server-name",),
     detect_patterns=(

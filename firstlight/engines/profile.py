@@ -259,6 +259,19 @@ class CommandFlags:
     # given counts (TP/PP and DP name it differently); ``head_default`` when none is (the engine's own default)
     head: tuple[str, ...] = ()
     head_default: str | None = None
+    # what the forecast's memory fit reads (firstlight/preflight/fit.py): the context asked for, the KV cache's
+    # dtype, the share of each GPU the engine takes for itself (vLLM --gpu-memory-utilization); and whether the
+    # engine shrinks a context left unset until it fits (llama.cpp's --fit), so that an unset one cannot fail
+    context: tuple[str, ...] = ()
+    context_env: tuple[str, ...] = ()
+    kv_dtype: tuple[str, ...] = ()
+    memory_share: tuple[str, ...] = ()
+    memory_share_default: float | None = None
+    fits_unset_context: bool = False
+    # the engine refuses to start unless one sequence of the whole context fits its KV cache (vLLM's "To serve at
+    # least one request with the models's max seq len", llama.cpp's cells allocated up front); others size the
+    # pool to what is left and only warn
+    context_must_fit: bool = False
 
 
 @dataclass(frozen=True)

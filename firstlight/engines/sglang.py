@@ -275,7 +275,8 @@ SGLANG = EngineProfile(
                        dp=("--dp-size", "--dp", "--data-parallel-size"),
                        # a node of rank >= 1 runs only schedulers; its port opens (a dummy /health that answers
                        # 200 forever) once they are ready: a worker, READY when that port is seen listening
-                       node_rank=("--node-rank",)),
+                       node_rank=("--node-rank",), context=("--context-length",),
+                       kv_dtype=("--kv-cache-dtype",), memory_share=("--mem-fraction-static",)),
     port_flags=("--port",),
     host_flags=("--host",),
     detect_patterns=(

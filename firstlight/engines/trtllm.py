@@ -118,7 +118,8 @@ TRTLLM = EngineProfile(
         M("perf_metrics", "speculative_decoding.total_draft_tokens", "per request"),
     ),
     flags=CommandFlags(model=(), model_after=("trtllm-serve", "serve"), tp=("--tp_size", "--tp-size"),
-                       pp=("--pp_size", "--pp-size"), dp=(), nnodes=(), quantization=()),
+                       pp=("--pp_size", "--pp-size"), dp=(), nnodes=(), quantization=(),
+                       context=("--max_seq_len", "--max-seq-len")),
     port_flags=("--port",),
     host_flags=("--host",),
     detect_patterns=(

@@ -298,6 +298,10 @@ VLLM = EngineProfile(
         ),
     ),
     flags=CommandFlags(model=("--model",), model_after=("serve",), tp=("-tp", "--tensor-parallel-size"),
+                       context=("--max-model-len",), kv_dtype=("--kv-cache-dtype",),
+                       # vllm/config/cache.py CacheConfig.gpu_memory_utilization
+                       memory_share=("--gpu-memory-utilization",), memory_share_default=0.9,
+                       context_must_fit=True,
                        pp=("-pp", "--pipeline-parallel-size"), dp=("-dp", "--data-parallel-size"),
                        quantization=("-q", "--quantization"), nnodes=("--nnodes", "-n"),
                        # multi-node (docs/serving/parallelism_scaling.md): a --headless node serves no HTTP; it

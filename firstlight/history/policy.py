@@ -10,6 +10,7 @@ names both versions.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -222,4 +223,26 @@ def slow_nodes(starts: Sequence[tuple[str, str | None, str | None, float]], marg
                             "median_s": mine, "starts": len(own), "fleet_median_s": theirs, "fleet_starts": len(rest),
                             "message": f"node {where}: {kind} starts {mine / theirs:.2f}x slower than the rest of the "
                                        f"fleet: median {mine:.1f}s ({len(own)}) vs {theirs:.1f}s ({len(rest)})"})
+    return out
+
+
+FORECAST_GOOD = 0.25  # `history`: a whole-start forecast within 25 % of what the start took counts as good
+
+
+def forecast_accuracy(graded: Sequence[tuple[str, float | None]]) -> list[dict[str, Any]]:
+    """How good each deployment's whole-start forecasts have been: from (deployment, error) of its graded starts
+    (``error``: (taken - forecast) / forecast, ``firstlight.forecast.grade``), the median of the absolute errors,
+    the median error (its bias: above 0, starts take longer than forecast) and the share within
+    :data:`FORECAST_GOOD`."""
+    by: dict[str, list[float]] = {}
+    for dep, err in graded:
+        if isinstance(err, int | float) and not isinstance(err, bool) and math.isfinite(err):
+            by.setdefault(dep, []).append(float(err))
+    out = []
+    for dep, errs in by.items():
+        typical, bias = median([abs(e) for e in errs]), median(errs)
+        good = sum(abs(e) <= FORECAST_GOOD for e in errs) / len(errs)
+        out.append({"deployment": dep, "starts": len(errs), "median_abs_error": typical, "median_error": bias,
+                    "within": good, "message": f"forecasts of {len(errs)} start{'s' if len(errs) != 1 else ''}: "
+                    f"typically off by {typical:.0%} (bias {bias:+.0%}), {good:.0%} within {FORECAST_GOOD:.0%}"})
     return out

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from firstlight.preflight.base import FAIL, OK, STATUSES, WARN, Check, PreflightReport
 from firstlight.preflight.checkpoint import Scan, check_checkpoint, scan_into
 from firstlight.preflight.environment import check_pip
+from firstlight.preflight.fit import check_fit
 from firstlight.preflight.gpus import check_gpus, read_gpus
 from firstlight.preflight.interpreter import InterpreterInfo, probe_interpreter
 from firstlight.preflight.port import check_port
@@ -82,7 +83,7 @@ def _result(future: Future[T] | None) -> T | None:
 
 def run_preflight(target: Target, options: PreflightOptions | None = None,
                   redactor: Redactor | None = None) -> PreflightReport:
-    """Every check, in a stable order: checkpoint, quantization, pip, gpus, port, stale_server, memory_disk.
+    """Every check, in a stable order: checkpoint, quantization, pip, gpus, port, stale_server, memory_disk, fit.
     All run at once on daemon threads; what is unfinished at the deadline is ``warn: timed out``."""
     opts = options or PreflightOptions()
     t0 = time.monotonic()
@@ -112,6 +113,7 @@ def run_preflight(target: Target, options: PreflightOptions | None = None,
         ("stale_server", "other", lambda: check_stale(target, redactor), lambda: "reading the processes"),
         ("memory_disk", "oom", lambda: check_resources(target, _result(scan), reading(), opts.disk_sample),
          reads_scan),
+        ("fit", "kv_cache", lambda: check_fit(target, _result(scan), reading()), reads_scan),
     ]
     running = [(name, category, _background(partial(_guarded, name, category, fn)), what)
                for name, category, fn, what in plan]

@@ -29,6 +29,9 @@ class Check:
     category: str
     evidence: str
     hint: str | None = None
+    # the measured figures behind the evidence (the weights' bytes, the read rate, each device's fit), for the
+    # forecast: never a second reading of the machine
+    facts: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -37,8 +40,9 @@ class Check:
             raise ValueError(f"category {self.category!r} is not a failure category")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "category": self.category, "evidence": self.evidence,
-                "hint": self.hint}
+        out = {"name": self.name, "status": self.status, "category": self.category, "evidence": self.evidence,
+               "hint": self.hint}
+        return {**out, "facts": self.facts} if self.facts else out
 
 
 def worst(statuses: list[str]) -> str:
@@ -66,6 +70,14 @@ class PreflightReport:
         first in check order."""
         failed = self.failed
         return max(failed, key=lambda c: CATEGORY_RANK.get(c.category, 0)) if failed else None
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        """Every check's measured figures, merged (each check names its own)."""
+        out: dict[str, Any] = {}
+        for c in self.checks:
+            out.update(c.facts)
+        return out
 
     def evidence(self, since: float) -> list[dict[str, Any]]:
         """The failed checks as the run's evidence (signal, value, since): the reported one first."""

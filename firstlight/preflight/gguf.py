@@ -103,6 +103,50 @@ def _nbytes(ggml_type: int, dims: list[int]) -> int | None:
     return elements // per * size
 
 
+_INTS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 10: "<Q", 11: "<q"}  # integer value types
+
+
+def read_numbers(path: Path, suffixes: tuple[str, ...]) -> tuple[str | None, dict[str, int]]:
+    """(``general.architecture``, the integer metadata ``ARCH.SUFFIX`` for each of ``suffixes``: ``block_count``,
+    ``attention.head_count_kv``...) of a GGUF file, keyed by the suffix (a vision tower's ``clip.*`` keys are not
+    the model's); the rest of the header skipped by length. An integer array (a per-layer ``head_count_kv``) gives
+    its largest value. GgufError when unreadable."""
+    with open_regular(path) as f:
+        size = f.seek(0, 2)
+        if size < 24:
+            raise GgufError(f"{size} bytes: too short for a GGUF header (24 bytes at least)")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            r = _Reader(m, size)
+            if bytes(m[:4]) != MAGIC:
+                raise GgufError(f"not GGUF: magic {bytes(m[:4])!r}")
+            r.pos = 4
+            if r.take("<I") not in (2, 3):
+                raise GgufError("GGUF version not supported (2 and 3 are)")
+            r.take("<Q")
+            arch: str | None = None
+            found: dict[tuple[str, str], int] = {}
+            for _ in range(r.take("<Q")):
+                key = r.string().decode("utf-8", "replace")
+                vtype = r.take("<I")
+                prefix, _, rest = key.partition(".")
+                suffix = rest if rest in suffixes else None
+                if key == "general.architecture" and vtype == _STRING:
+                    arch = r.string().decode("utf-8", "replace")
+                elif suffix is not None and vtype in _INTS:
+                    found[prefix, suffix] = r.take(_INTS[vtype])
+                elif suffix is not None and vtype == _ARRAY:
+                    start = r.pos
+                    item, count = r.take("<I"), r.take("<Q")
+                    if item in _INTS and 0 < count <= 4096:
+                        found[prefix, suffix] = max(r.take(_INTS[item]) for _ in range(count))
+                    else:
+                        r.pos = start
+                        r.skip_value(vtype)
+                else:
+                    r.skip_value(vtype)
+            return arch, {suffix: v for (prefix, suffix), v in found.items() if prefix == arch}
+
+
 def read_layout(path: Path) -> GgufLayout:
     """The layout of a GGUF file's header; GgufError when the header cannot be read."""
     with open_regular(path) as f:

@@ -41,6 +41,8 @@ def check_resources(target: Target, scan: Scan | None, gpus: GpuSample | str, di
     elif gpu_free is None and total > ram:
         status, hint = WARN, "free RAM or expect the load to page from disk throughout"
         parts.append("the weights exceed the available RAM")
+    facts: dict[str, float | int | None] = {"weights_bytes": total, "uncached_bytes": total, "resident": None,
+                                            "read_rate": None}
     sizes = [(f, f.stat().st_size) for f in scan.files]
     cached = [cached_bytes(f) for f, _ in sizes]
     known = [(c, s) for c, (_, s) in zip(cached, sizes, strict=True) if c is not None]
@@ -49,6 +51,7 @@ def check_resources(target: Target, scan: Scan | None, gpus: GpuSample | str, di
         in_cache = sum(c for c, _ in known)
         uncached = max(sum(s for _, s in known) - in_cache, 0)
         share = in_cache / max(sum(s for _, s in known), 1)
+        facts.update(uncached_bytes=uncached, resident=round(share, 4))
         parts.append(f"page cache holds {share:.0%} ({human_bytes(in_cache)})")
     else:
         parts.append("page-cache residency unknown")
@@ -57,7 +60,8 @@ def check_resources(target: Target, scan: Scan | None, gpus: GpuSample | str, di
         if sample is None:
             parts.append("read-rate sample: no uncached data to read (holes or cached)")
         elif sample.bytes and sample.rate > 0:
+            facts["read_rate"] = round(sample.rate, 1)
             parts.append(f"read rate {sample.rate / 1e6:.0f} MB/s ({human_bytes(sample.bytes)} of "
                          f"{sample.path.name} at offset {sample.offset} in {sample.seconds:.2f}s): the uncached "
                          f"{human_bytes(uncached)} need about {uncached / sample.rate:.1f}s")
-    return Check(NAME, status, CATEGORY, "; ".join(parts), hint)
+    return Check(NAME, status, CATEGORY, "; ".join(parts), hint, facts={"weights": facts})

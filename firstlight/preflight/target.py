@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from firstlight.engines import ServerCommand, read_command
+from firstlight.engines import ServerCommand, get_profile, read_command
 from firstlight.files import open_regular
 from firstlight.samplers.weights import resolve_model_dir
 
-GPU_UTIL_FLAGS = ("--gpu-memory-utilization",)
-VLLM_DEFAULT_GPU_UTIL = 0.9  # vllm/config/cache.py CacheConfig.gpu_memory_utilization
+GPU_UTIL_FLAGS = get_profile("vllm").flags.memory_share
+VLLM_DEFAULT_GPU_UTIL = get_profile("vllm").flags.memory_share_default or 0.9  # the profile's, one place
 
 
 @dataclass

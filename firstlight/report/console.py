@@ -15,6 +15,7 @@ from rich.live import Live
 from rich.text import Text
 
 from firstlight.assessment import Assessment, Event
+from firstlight.forecast import graded_line
 from firstlight.formats import duration
 from firstlight.logtext import one_line
 from firstlight.report.anatomy_text import clock_lines, describe, human_lines
@@ -155,6 +156,9 @@ class ConsoleReporter(QuietReporter):
             self._line(None, "  start", kind)
         if r.eta and r.eta.get("note"):
             self._line(None, "  history", f"{r.eta['note']}: {r.eta['seconds']:.1f}s expected")
+        graded = graded_line(r.forecast)
+        if graded:
+            self._line(None, "  forecast", graded)
         if r.anatomy and r.verdict != "interrupted":
             lines = human_lines(r.anatomy, r.verdict)
             # The tag already says "anatomy": the head line's own "anatomy" becomes "total" ("anatomy total: 1.5s").

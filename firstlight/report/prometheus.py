@@ -186,6 +186,13 @@ class PrometheusExporter(QuietReporter):
                                  registry=r)
         self.bench_tps = Gauge("firstlight_bench_output_tokens_per_second", "Output tokens per second of the "
                                "after-READY benchmark; NaN when none ran", registry=r)
+        self.forecast = Gauge("firstlight_forecast_seconds", "The whole start as forecast before it began "
+                              "(firstlight.forecast); NaN when nothing forecast it", registry=r)
+        self.forecast_error = Gauge("firstlight_forecast_error_ratio", "The last start's time to READY against its "
+                                    "forecast: (taken - forecast) / forecast; NaN before READY or without one",
+                                    registry=r)
+        self.forecast_phase_error = Gauge("firstlight_forecast_phase_error_seconds", "Each phase's seconds taken "
+                                          "minus its forecast, for the last start", ["phase"], registry=r)
         self.preflight = Gauge("firstlight_preflight_checks", "Preflight checks of the last start, by status",
                                ["status"], registry=r)
         # Every known (verdict, failure) pair exists from the first scrape at 0: a counter series that first
@@ -218,8 +225,9 @@ class PrometheusExporter(QuietReporter):
 
     def _reset_start(self) -> None:
         for g in (self.ready_time, self.cold_start, self.first_gen, self.baseline, self.spec_rate, self.spec_length,
-                  self.bench_tps):
+                  self.bench_tps, self.forecast, self.forecast_error):
             g.set(math.nan)
+        self.forecast_phase_error.clear()
         self.ready.set(0)
         self.serving_state(NOT_SERVING)
         self.phase_seconds.clear()
@@ -366,6 +374,13 @@ class PrometheusExporter(QuietReporter):
         self.spec_length.set(_num(spec.get("mean_acceptance_length")))
         self.bench_tps.set(_num((result.bench or {}).get("output_throughput")))
         self.baseline.set(_num((result.baseline or {}).get("cold_start_s")))
+        said = result.forecast or {}
+        self.forecast.set(_num(said.get("total_s")))
+        graded = said.get("graded") or {}
+        self.forecast_error.set(_num((graded.get("total") or {}).get("error")))
+        for phase, err in (graded.get("phases") or {}).items():
+            if phase in PHASES and isinstance(err, dict):
+                self.forecast_phase_error.labels(phase).set(_num(err.get("error_s")))
         checks = (result.preflight or {}).get("checks") or []
         for status in PREFLIGHT_STATUSES:
             self.preflight.labels(status).set(sum(1 for c in checks if c.get("status") == status))

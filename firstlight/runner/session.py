@@ -22,13 +22,14 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import psutil
 
-from firstlight import settings
+from firstlight import forecast, settings
 from firstlight.answers import answer_dict, known_from, request_fingerprint
 from firstlight.assessment import Assessment, Evidence
 from firstlight.budgets import Budgets, budgets_note, learn
 from firstlight.config import Config
 from firstlight.drive import Driver, Step
 from firstlight.engines.profile import EngineProfile
+from firstlight.forecast import Forecast
 from firstlight.history.store import DeploymentKey, History, HistoryError, StartEstimate
 from firstlight.judge import Judge
 from firstlight.logtext import is_access_line
@@ -136,6 +137,7 @@ class Session:
         self._eta_said: str | None = None
         self.budgets: Budgets | None = None  # the phase budgets learned from the history (firstlight.budgets)
         self._budgets_said: str | None = None
+        self.forecast: Forecast | None = None  # said before the watch begins, graded with the result
         self._weights: WeightsTotal | None = None  # the weights as the judge's assessments carry them, once measured
         self.sources = sources(cfg, self._sink, self._echo, self.detect, clock, self.q.qsize, self.plan.server)
         self.history: History | None = None
@@ -160,6 +162,7 @@ class Session:
         started_at = self.clock()
         self.history = open_history(self.cfg, self.redactor, self.reporter.message)
         self._expect_from_history()
+        self._say_forecast()
         driver = self.driver = Driver(self.cfg.judge, self.profile, started_at, detect=self.detect)
         driver.expect_total(self.expected_total_s)
         driver.use_budgets(self.budgets)
@@ -171,6 +174,7 @@ class Session:
                 if result is None:  # the command could not even be started
                     return self._launch_failed(driver.judge, started_at)
                 result = result.with_preflight(self.preflight.to_dict() if self.preflight else None)
+                result = result.with_forecast(self._graded_forecast(result))
                 result = self._honour_stop_signal(result)
                 if result.verdict == READY:
                     result = self._engine_clock(result)
@@ -249,6 +253,7 @@ class Session:
         now, check = self.clock(), self.preflight.failure
         result = RunResult.preflight_failed(self._facts(judge, started_at), self.preflight.to_dict(), check.name,
                                             check.category, check.hint, self.preflight.evidence(now), now)
+        result = result.with_forecast(self._graded_forecast(result))
         self.reporter.verdict(result)
         result = self._remember(result)
         self.reporter.summary(result)
@@ -448,6 +453,23 @@ class Session:
             if said != self._budgets_said:
                 self._budgets_said = said
                 self.reporter.message(f"history: {said}")
+
+    def _say_forecast(self) -> None:
+        """The forecast of this start (``firstlight.forecast``), said before the watch begins: from this deployment's
+        history of starts of the type the preflight's page-cache reading predicts, else from the weights' bytes,
+        with the preflight's memory fit."""
+        facts = self.preflight.facts if self.preflight is not None else {}
+        fit = next((c for c in self.preflight.checks if c.name == "fit"), None) if self.preflight else None
+        local = self.plan.server.model_local if self.plan.server is not None else None
+        self.forecast = forecast.from_store(self.history, self._deployment_key(), facts,
+                                            fit.status if fit is not None else None, local)
+        self.reporter.message(f"forecast: {self.forecast.line()}")
+
+    def _graded_forecast(self, result: RunResult) -> dict[str, Any] | None:
+        """The forecast said at the start, with what happened beside it; None when none was said."""
+        if self.forecast is None:
+            return None
+        return forecast.grade(self.forecast.to_dict(), result.anatomy, result.cold_start_s)
 
     def _feed_known_answer(self, t: float) -> None:
         """``--known-answer check``: this deployment's known answer to this request, from the history, to the judge

@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # output (anatomy, start type, engine clock), the serving tracker.
     ("judge", ("firstlight.judge", "firstlight.assessment", "firstlight.trackers", "firstlight.result",
                "firstlight.analysis", "firstlight.summary", "firstlight.answers",
-               "firstlight.starts", "firstlight.budgets",
+               "firstlight.starts", "firstlight.budgets", "firstlight.forecast",
                "firstlight.anatomy", "firstlight.serving", "firstlight.group")),
     # The one code that feeds a judge (issue 24) and the replay of a log through it.
     ("drive", ("firstlight.drive", "firstlight.logreplay")),

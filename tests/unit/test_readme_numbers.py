@@ -27,10 +27,11 @@ from firstlight.cli import options
 from firstlight.cli import preflight as cli_preflight
 from firstlight.cli.app import cli
 from firstlight.config import Config, HistoryConfig, JudgeConfig, ProbeConfig
+from firstlight.engines import get_profile
 from firstlight.history import History, k8s
 from firstlight.history import policy as history_policy
 from firstlight.logtext import CLASSIFY_CHARS
-from firstlight.preflight import DEADLINE_S, PreflightOptions, checkpoint, disk, gpus, pagecache
+from firstlight.preflight import DEADLINE_S, PreflightOptions, checkpoint, disk, fit, gpus, pagecache
 from firstlight.probes import loop
 from firstlight.probes.identify import IDENTIFY_BUDGET_S
 from firstlight.redact import Redactor
@@ -201,6 +202,11 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
     ("slow node", r"more than (\d+) % slower than the median of the other nodes' starts of that deployment and type "
                   r"\(at least (\d+) starts on each side", (0.01, 1),
      lambda: (history_policy.SLOW_NODE_MARGIN, history_policy.SLOW_NODE_STARTS)),
+    # -- The forecast and the memory fit (tests/unit/preflight/test_fit.py, tests/unit/history/test_policy.py) ----
+    ("llama.cpp cells", r"`LLAMA_ARG_CTX_SIZE` rounded up to (\d+) cells", (1,), lambda: (fit.LLAMACPP_PAD,)),
+    ("vLLM memory share", r"\(vLLM `--gpu-memory-utilization`, ([\d.]+) by default;", (1,),
+     lambda: (get_profile("vllm").flags.memory_share_default,)),
+    ("forecast within", r"\(bias \+3%\), 92% within (\d+)%`", (0.01,), lambda: (history_policy.FORECAST_GOOD,)),
     ("copytruncate tail", r"the file still holds its last (\d+) bytes read where it read them", (1,),
      lambda: (logs.TAIL_BYTES,)),
     ("startup budget", r"good cold starts \(the last (\d+);.*?times a \*\*safety factor of ([\d.]+)\*\*", (1, 1),

@@ -460,6 +460,12 @@ def test_failures_name_the_category_with_vllms_own_line(vllm_setup: dict[str, st
             assert r.rc == 1 and r.summary["failure"] == category and r.summary["pid"] is None, r.stderr[-2000:]
             assert "model.safetensors" in r.summary["evidence"][0]["value"]
             assert r.summary["preflight"]["verdict"] == "fail"
+        if case == "kv_cache":  # the fit sees it first, from config.json and VLLM_CPU_KVCACHE_SPACE: no vLLM at all
+            r = up()
+            assert r.rc == 1 and r.summary["failure"] == category and r.summary["pid"] is None, r.stderr[-2000:]
+            said = r.summary["evidence"][0]
+            assert said["signal"] == "preflight:fit" and "65536-token sequence" in said["value"], said
+            assert "KV space" in said["value"] and "VLLM_CPU_KVCACHE_SPACE=1" in said["value"], said
         r = up("--no-preflight")  # vLLM's own failure, with its own line as evidence
     finally:
         if blocker is not None:

@@ -65,7 +65,7 @@ def test_run_preflight_returns_typed_checks_and_fails_a_missing_model(tmp_path: 
                                        str(free_port())], disk_sample=False)
     assert isinstance(report, firstlight.PreflightReport)
     assert [c.name for c in report.checks] == ["checkpoint", "quantization", "pip", "gpus", "port", "stale_server",
-                                               "memory_disk"]
+                                               "memory_disk", "fit"]
     assert report.verdict == "fail" and report.failure is not None and report.failure.name == "checkpoint"
     with pytest.raises(ValueError):
         firstlight.run_preflight([])

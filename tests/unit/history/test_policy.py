@@ -11,6 +11,7 @@ from firstlight.history import DeploymentKey, History
 from firstlight.history.policy import (
     DIRECTION,
     ETA_WINDOW,
+    FORECAST_GOOD,
     SLOW_NODE_MARGIN,
     SLOW_NODE_STARTS,
     VERSION_MARGIN,
@@ -18,6 +19,7 @@ from firstlight.history.policy import (
     base_type,
     estimate,
     extract_metrics,
+    forecast_accuracy,
     is_good,
     slow_nodes,
     start_groups,
@@ -287,3 +289,14 @@ def test_a_node_slower_than_the_rest_of_the_fleet_beyond_the_margin_is_named():
 ])
 def test_a_node_is_named_only_against_enough_starts_of_the_same_deployment_and_type(starts):
     assert slow_nodes(starts) == []
+
+
+def test_forecast_accuracy_is_each_deployments_typical_error_its_bias_and_its_share_within_25_percent():
+    got = forecast_accuracy([("a", 0.1), ("a", -0.3), ("a", 0.25), ("b", None), ("a", float("nan")), ("b", 0.5)])
+    by = {f["deployment"]: f for f in got}
+    assert by["a"]["starts"] == 3 and by["a"]["median_abs_error"] == 0.25 and by["a"]["median_error"] == 0.1
+    assert by["a"]["within"] == pytest.approx(2 / 3)  # 0.25 is within: the edge counts
+    assert by["a"]["message"] == "forecasts of 3 starts: typically off by 25% (bias +10%), 67% within 25%"
+    assert by["b"]["starts"] == 1 and by["b"]["within"] == 0.0
+    assert FORECAST_GOOD == 0.25
+    assert forecast_accuracy([("c", None)]) == []

@@ -21,9 +21,10 @@ from firstlight.preflight.target import read_target
 from firstlight.redact import Redactor
 from firstlight.timeline import GpuSample
 
-ORDER = ["checkpoint", "quantization", "pip", "gpus", "port", "stale_server", "memory_disk"]
+ORDER = ["checkpoint", "quantization", "pip", "gpus", "port", "stale_server", "memory_disk", "fit"]
 CATEGORY = {"checkpoint": "corrupt_weights", "quantization": "quantization", "pip": "import_error",
-            "gpus": "gpu_occupied", "port": "port_in_use", "stale_server": "other", "memory_disk": "oom"}
+            "gpus": "gpu_occupied", "port": "port_in_use", "stale_server": "other", "memory_disk": "oom",
+            "fit": "kv_cache"}
 
 
 class Machine:
@@ -40,7 +41,8 @@ class Machine:
         self.probed: list[tuple[Any, ...]] = []
         for name, fn in (("checkpoint", "check_checkpoint"), ("quantization", "check_quantization"),
                          ("pip", "check_pip"), ("gpus", "check_gpus"), ("port", "check_port"),
-                         ("stale_server", "check_stale"), ("memory_disk", "check_resources")):
+                         ("stale_server", "check_stale"), ("memory_disk", "check_resources"),
+                         ("fit", "check_fit")):
             monkeypatch.setattr(pf, fn, self._check(name))
         monkeypatch.setattr(pf, "probe_interpreter", self._probe)
         monkeypatch.setattr(pf, "read_gpus", self._read_gpus)
@@ -91,6 +93,7 @@ def test_every_check_in_a_stable_order_each_given_what_it_reads(machine: Machine
     assert machine.got["gpus"] == (PYTHON, machine.gpus, red)
     assert machine.got["port"] == (PYTHON, red) and machine.got["stale_server"] == (PYTHON, red)
     assert machine.got["memory_disk"] == (PYTHON, scan, machine.gpus, False)
+    assert machine.got["fit"] == (PYTHON, scan, machine.gpus)
     assert len({t.name for t in machine.threads.values()}) == 1 and all(
         t.name == "preflight" and t.daemon for t in machine.threads.values())
     assert 0 <= report.elapsed_s < 30
@@ -120,7 +123,7 @@ def test_a_check_that_raises_is_a_warning_with_the_reason(machine: Machine):
     assert (port.name, port.status, port.category) == ("port", "warn", "port_in_use")
     assert port.evidence == "could not check: PermissionError: /proc/net/tcp6"
     assert port.hint == "run it again; if it persists, check with --no-preflight and report it"
-    assert report.verdict == "warn" and [c.status for c in report.checks].count("ok") == 6
+    assert report.verdict == "warn" and [c.status for c in report.checks].count("ok") == len(ORDER) - 1
 
 
 def test_checks_unfinished_at_the_deadline_say_what_they_were_reading(machine: Machine):

@@ -26,6 +26,26 @@ from tests.support.prometheus import (
     exporter,  # noqa: F401 (a fixture)
 )
 
+GRADED = {"source": "history", "note": "from history", "total_s": 100.0, "phases": {"weights_loading": 60.0},
+          "fit": None, "fit_status": None,
+          "graded": {"total": {"forecast_s": 100.0, "actual_s": 125.0, "error_s": 25.0, "error": 0.25},
+                     "phases": {"weights_loading": {"forecast_s": 60.0, "actual_s": 50.0, "error_s": -10.0,
+                                                    "error": -0.1667}}}}
+
+
+def test_the_forecast_its_error_and_each_phases_error_are_exported_and_cleared_by_the_next_start(
+        exporter):  # noqa: F811
+    ex, port = exporter
+    assert math.isnan(_samples(port)["firstlight_forecast_seconds{}"])
+    ex.summary(_result("ready", forecast=GRADED))
+    got = _samples(port)
+    assert got["firstlight_forecast_seconds{}"] == 100.0 and got["firstlight_forecast_error_ratio{}"] == 0.25
+    assert got['firstlight_forecast_phase_error_seconds{"phase": "weights_loading"}'] == -10.0
+    ex.started({"started_at": 2000.0, "engine": "vllm"})
+    got = _samples(port)
+    assert math.isnan(got["firstlight_forecast_seconds{}"]) and math.isnan(got["firstlight_forecast_error_ratio{}"])
+    assert not any(k.startswith("firstlight_forecast_phase_error_seconds") for k in got)
+
 
 def _samples(port: int) -> dict[str, float]:
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
@@ -427,8 +447,10 @@ def _scrape_of_every_series() -> str:
         ex.group_update([{"url": "http://10.0.0.2:8081", "node_rank": 1, "state": "ready", "restarts": 0}],
                         {"verdict": "ready", "serving": True})
         ex.collectors(lambda: [CollectorStat("sampler", "process", runs=1), CollectorStat("probe", "port", runs=1)])
+        ex.summary(_result("ready", forecast=GRADED))  # the last start's graded forecast stays until the next start's
         ex.started({"started_at": 1000.0, "engine": "vllm"})
         ex.status(Assessment("starting", "weights_loading", Level.PORT, 12.0, [], Progress()))
+        ex.summary(_result("ready", forecast=GRADED))
         return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
     finally:
         ex.close()

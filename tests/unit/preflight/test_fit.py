@@ -1,0 +1,195 @@
+"""preflight/fit.py: the weights and the KV cache of one sequence of the context against each device, from the model's
+own config (real config.json shapes, a GGUF written by llama.cpp's own gguf-py), each rule at its edge. The GPUs are
+recorded NVML snapshots (no GPU on this machine).
+
+The real engines' side: tests/e2e/llama/test_forecast.py (llama.cpp's own KV cache size, a refused context) and
+tests/e2e/vllm/test_server.py (vLLM's KV space refused before launch).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firstlight.preflight.base import FAIL, OK, WARN
+from firstlight.preflight.checkpoint import Scan
+from firstlight.preflight.fit import GIB, LLAMACPP_PAD, Shape, check_fit, read_shape, shape_from_config
+from firstlight.preflight.target import read_target
+from tests.support.preflight import need
+from tests.support.preflight_gpus import dev, reading
+
+# Llama-3.1-8B-Instruct's config.json (the fields the fit reads): 32 layers, 8 KV heads of 128, bf16
+LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "num_attention_heads": 32,
+            "num_hidden_layers": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+            "torch_dtype": "bfloat16", "model_type": "llama"}
+# DeepSeek-V3's: multi-head latent attention, kv_lora_rank 512 + qk_rope_head_dim 64 per layer, 61 layers
+DEEPSEEK_V3 = {"num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128, "hidden_size": 7168,
+               "kv_lora_rank": 512, "qk_rope_head_dim": 64, "max_position_embeddings": 163840,
+               "torch_dtype": "bfloat16", "model_type": "deepseek_v3"}
+
+
+def model(tmp_path: Path, config: dict[str, Any], weights: int = 0) -> Path:
+    d = tmp_path / "model"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(config))
+    return d
+
+
+def scan_of(path: Path, total: int) -> Scan:
+    return Scan(path, [path / "model.safetensors"], total)
+
+
+def test_the_kv_cache_per_token_of_a_gqa_model_is_layers_by_kv_heads_by_k_and_v_by_bytes():
+    shape = shape_from_config(LLAMA_8B)
+    assert shape is not None and shape.bounded
+    assert shape.per_token(1, 1) == 32 * 8 * 128 * 2 * 2  # 128 KiB a token: vLLM's figure for Llama-3.1-8B
+    assert shape.per_token(2, 1) == shape.per_token(1, 1) / 2  # TP splits the KV heads
+    assert shape.per_token(16, 1) == shape.per_token(1, 1) / 8  # 8 heads on 16 ranks: one head each, replicated
+    assert shape.per_token(1, 2) == shape.per_token(1, 1) / 2  # pipeline stages split the layers
+    assert shape.per_token(1, 1, dtype_bytes=1) == shape.per_token(1, 1) / 2  # an fp8 cache
+    assert shape.trained_context == 131072
+
+
+def test_a_latent_cache_is_one_per_layer_and_not_split_by_tp():
+    shape = shape_from_config(DEEPSEEK_V3)
+    assert shape is not None and shape.kv_heads is None
+    assert shape.per_token(8, 1) == shape.per_token(1, 1) == 61 * (512 + 64) * 2
+
+
+def test_a_hybrid_model_counts_its_full_attention_layers_and_an_uncountable_one_is_no_bound():
+    kinds = ["sliding_attention", "full_attention"] * 12  # gpt-oss's alternation
+    shape = shape_from_config({**LLAMA_8B, "num_hidden_layers": 24, "layer_types": kinds})
+    assert shape is not None and shape.layers == 12 and shape.bounded
+    mamba = shape_from_config({**LLAMA_8B, "model_type": "jamba"})
+    assert mamba is not None and not mamba.bounded
+    windowed = shape_from_config({**LLAMA_8B, "use_sliding_window": True, "sliding_window": 4096})
+    assert windowed is not None and not windowed.bounded
+
+
+def test_a_multimodal_model_is_read_by_its_text_config_and_a_checkpoints_kv_quantization_halves_it():
+    shape = shape_from_config({"model_type": "llava", "text_config": LLAMA_8B})
+    assert shape is not None and shape.layers == 32
+    fp8 = shape_from_config({**LLAMA_8B, "quantization_config": {"kv_cache_scheme": {"num_bits": 8}}})
+    assert fp8 is not None and fp8.dtype_bytes == 1
+    assert shape_from_config({"num_hidden_layers": 2}) is None  # no heads: nothing to size
+
+
+def test_the_shape_of_a_gguf_is_read_from_its_metadata(tmp_path: Path):
+    try:
+        import gguf
+        import numpy as np
+    except ImportError as e:
+        need("gguf (test extra)", str(e))
+    path = tmp_path / "m.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(30)
+    w.add_context_length(8192)
+    w.add_embedding_length(576)
+    w.add_head_count(9)
+    w.add_head_count_kv(3)
+    w.add_uint32("clip.vision.block_count", 99)  # another tower's keys are not the model's
+    w.add_tensor("a", np.ones((3, 5), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    shape = read_shape(path)
+    assert shape == Shape(30, 3, 3 * (64 + 64), 2, 8192, "GGUF metadata (llama)")
+    assert shape.per_token(1, 1) == 23040  # SmolLM2-135M: llama.cpp's 67.50 MiB for 3072 cells
+
+
+def test_no_config_or_a_damaged_one_is_skipped_never_failed(tmp_path: Path):
+    d = tmp_path / "m"
+    d.mkdir()
+    t = read_target(["vllm", "serve", str(d), "--max-model-len", "1000000"], env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    assert check_fit(t, None, "no GPU").status == OK
+    (d / "config.json").write_text("{not json")
+    c = check_fit(t, None, "no GPU")
+    assert c.status == OK and c.evidence.startswith("skipped")
+
+
+def vllm_cpu(d: Path, length: int, space: str = "1") -> Any:
+    return read_target(["vllm", "serve", str(d), "--max-model-len", str(length)], env={"VLLM_CPU_KVCACHE_SPACE": space})
+
+
+def test_vllm_on_cpu_refuses_a_context_whose_kv_cache_does_not_fit_its_kv_space_at_the_edge(tmp_path: Path):
+    d = model(tmp_path, LLAMA_8B)
+    per = 32 * 8 * 128 * 2 * 2
+    fits = check_fit(vllm_cpu(d, GIB // per), scan_of(d, 1000), "no GPU", ram=100 * GIB)
+    assert fits.status == OK and "fits" in fits.evidence, fits
+    short = check_fit(vllm_cpu(d, GIB // per + 1), scan_of(d, 1000), "no GPU", ram=100 * GIB)
+    assert (short.status, short.category) == (FAIL, "kv_cache"), short
+    assert "KV space" in short.evidence and "VLLM_CPU_KVCACHE_SPACE=1" in short.evidence
+    assert "--max-model-len" in (short.hint or "") and "VLLM_CPU_KVCACHE_SPACE" in (short.hint or "")
+    assert short.facts["fit"]["kv_min_bytes"] == (GIB // per + 1) * per
+
+
+def test_weights_that_do_not_fit_the_ram_are_oom(tmp_path: Path):
+    d = model(tmp_path, LLAMA_8B)
+    c = check_fit(vllm_cpu(d, 1024), scan_of(d, 20 * GIB), "no GPU", ram=10 * GIB)
+    assert (c.status, c.category) == (FAIL, "oom")
+
+
+def test_a_gpu_gives_its_share_of_the_total_and_the_weights_split_over_tp(tmp_path: Path):
+    d = model(tmp_path, LLAMA_8B)
+    per_rank = 32 * 4 * 128 * 2 * 2  # TP 2: 4 KV heads a rank
+    gpus = reading(dev(80 * GIB), dev(80 * GIB))
+    t = read_target(["vllm", "serve", str(d), "-tp", "2", "--gpu-memory-utilization", "0.5",
+                     "--max-model-len", str(131072)], env={})
+    c = check_fit(t, scan_of(d, 16 * GIB), gpus)
+    assert c.status == OK, c
+    devices = c.facts["fit"]["devices"]
+    assert [x["device"] for x in devices] == ["GPU 0", "GPU 1"]
+    assert devices[0]["weights_bytes"] == 8 * GIB and devices[0]["kv_min_bytes"] == 131072 * per_rank
+    assert devices[0]["available_bytes"] == 40 * GIB  # 0.5 x 80 GiB
+    small = read_target(["vllm", "serve", str(d), "--gpu-memory-utilization", "0.2", "--max-model-len", "131072"],
+                        env={})
+    assert check_fit(small, scan_of(d, 16 * GIB), reading(dev(80 * GIB))).status == FAIL  # 16 + 16 GiB > 16 GiB
+
+
+def test_an_engine_that_sizes_its_pool_to_what_is_left_is_warned_never_refused(tmp_path: Path):
+    d = model(tmp_path, LLAMA_8B)
+    t = read_target(["python", "-m", "sglang.launch_server", "--model-path", str(d), "--context-length", "131072",
+                     "--mem-fraction-static", "0.2"], env={})
+    c = check_fit(t, scan_of(d, 16 * GIB), reading(dev(80 * GIB)))
+    assert (c.status, c.category) == (WARN, "kv_cache"), c
+
+
+def test_a_gpu_engine_without_an_nvml_reading_is_not_checked(tmp_path: Path):
+    d = model(tmp_path, LLAMA_8B)
+    t = read_target(["vllm", "serve", str(d)], env={})
+    c = check_fit(t, scan_of(d, 16 * GIB), "unavailable: no driver")
+    assert c.status == OK and "fit not checked" in c.evidence and "(the trained context)" in c.evidence
+
+
+def llama(tmp_path: Path, *extra: str) -> Any:
+    d = model(tmp_path, {**LLAMA_8B, "max_position_embeddings": 8192})
+    return read_target(["llama-server", "-m", str(d), *extra], env={})
+
+
+@pytest.mark.parametrize("extra, status", [
+    (("-c", "3000000"), FAIL),  # a context it was given: llama.cpp allocates every cell up front
+    ((), OK),  # the trained context fits
+])
+def test_llama_cpp_is_refused_a_context_it_was_given_that_does_not_fit(tmp_path: Path, extra: tuple[str, ...],
+                                                                       status: str):
+    t = llama(tmp_path, *extra)
+    c = check_fit(t, scan_of(t.model_path, 5 * GIB), "no GPU", ram=100 * GIB)
+    assert c.status == status, c
+
+
+def test_llama_cpp_shrinks_a_context_it_was_not_given_so_that_is_only_a_warning(tmp_path: Path):
+    t = llama(tmp_path)
+    c = check_fit(t, scan_of(t.model_path, 5 * GIB), "no GPU", ram=5 * GIB + 1)
+    assert c.status == WARN and "--fit will shrink" in (c.hint or ""), c
+
+
+def test_llama_cpp_pads_the_context_to_its_256_cells(tmp_path: Path):
+    t = llama(tmp_path, "-c", "3000")
+    c = check_fit(t, scan_of(t.model_path, 1), "no GPU", ram=100 * GIB)
+    assert c.facts["fit"]["context"] == 3072 == -(-3000 // LLAMACPP_PAD) * LLAMACPP_PAD
+    env = read_target(["llama-server", "-m", str(t.model_path)], env={"LLAMA_ARG_CTX_SIZE": "1000"})
+    assert check_fit(env, scan_of(t.model_path, 1), "no GPU", ram=100 * GIB).facts["fit"]["context"] == 1024
