@@ -48,6 +48,6 @@ def analyse(judge: Judge, a: Assessment, *, cold_start_s: float | None = None, c
                    device_rate=(disk or {}).get("rate"), cache_rate=(disk or {}).get("cache_rate"), reached=a.phase)
     kind = classify(phases=[str(p["name"]) for p in phases], signals=judge.signals, anatomy=anat,
                     log_lines=judge.log_lines, cold_start_s=cold_start_s, ready=a.verdict in SERVING_VERDICTS,
-                    command=command)
+                    command=command, attach=judge.profile.flags.attach)
     version = judge.signals.engine_version
     return Analysis(anat, kind, compare_clocks(anat, judge.signals.clocks), version[1] if version else None)

@@ -75,6 +75,8 @@ class Signals:
     weights: WeightsTotal | None = None
     clocks: list[EngineClock] = field(default_factory=list)  # the engine's own figures (compare_clocks)
     peer_lines: list[tuple[float, str]] = field(default_factory=list)  # the engine's peer-load lines: t, text
+    attach_lines: list[tuple[float, str]] = field(default_factory=list)  # ... that it attached a daemon's weights
+    wake_lines: list[tuple[float, str]] = field(default_factory=list)  # ... that it woke from sleep
     engine_version: tuple[float, str] | None = None  # t, the version its log says
     # per phase, the longest silence of strong progress, of any progress and of each signal (the judge feeds it)
     quiet: QuietTracker = field(default_factory=QuietTracker)
@@ -101,8 +103,10 @@ class Signals:
     def start_line(self, t: float, kind: str, value: str) -> None:
         if kind == "version" and self.engine_version is None:
             self.engine_version = (t, value[:80])
-        elif kind == "peer" and len(self.peer_lines) < 8:
-            self.peer_lines.append((t, value[:200]))
+        else:
+            lines = {"peer": self.peer_lines, "attached": self.attach_lines, "woken": self.wake_lines}.get(kind)
+            if lines is not None and len(lines) < 8:
+                lines.append((t, value[:200]))
 
     def compiler_ran(self, cpu_seconds: float) -> None:
         self.compiler_runs += 1

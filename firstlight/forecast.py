@@ -28,7 +28,7 @@ from firstlight.formats import size as human_bytes
 from firstlight.history import DeploymentKey, History, HistoryError
 from firstlight.history.policy import StartEstimate
 from firstlight.preflight.disk import device_id
-from firstlight.starts import page_cache_label
+from firstlight.starts import NOT_FROM_STORAGE, page_cache_label
 from firstlight.vocab import PHASE_INDEX
 
 HISTORY = "history"
@@ -113,11 +113,15 @@ def from_bytes(weights: dict[str, Any] | None, disk_rate: float | None = None) -
 
 
 def make(budgets: Budgets | None, eta: StartEstimate | None, facts: dict[str, Any] | None,
-         fit_status: str | None = None, disk_rate: float | None = None) -> Forecast:
-    """The forecast from the first source that has one (module docstring), with the preflight's fit."""
+         fit_status: str | None = None, disk_rate: float | None = None, kind: str | None = None) -> Forecast:
+    """The forecast from the first source that has one (module docstring), with the preflight's fit. ``kind``: the
+    start's type as known before it begins; a start whose weights do not come from storage (``attached``) is not
+    forecast from their bytes."""
     facts = facts or {}
     phases, total, note = from_history(budgets, eta)
     source: str | None = HISTORY if note else None
+    if not note and kind in NOT_FROM_STORAGE:
+        note = f"nothing to forecast from yet: no earlier {kind} start, and an {kind} start reads no weights"
     if not note:
         phases, note = from_bytes(facts.get("weights"), disk_rate)
         source = BYTES if phases else None
@@ -126,12 +130,14 @@ def make(budgets: Budgets | None, eta: StartEstimate | None, facts: dict[str, An
 
 
 def from_store(history: History | None, key: DeploymentKey, facts: dict[str, Any] | None,
-               fit_status: str | None = None, weights_path: str | None = None) -> Forecast:
-    """The forecast of a start of deployment ``key``: from its history (of the start type the preflight's page-cache
-    reading predicts), else from the weights' bytes over the read rate the preflight sampled or the one the history
-    keeps for their filesystem (``weights_path``'s); a history that cannot be read is no history."""
+               fit_status: str | None = None, weights_path: str | None = None, kind: str | None = None) -> Forecast:
+    """The forecast of a start of deployment ``key``: from its history (of ``kind``, the type its command says, else
+    the one the preflight's page-cache reading predicts), else from the weights' bytes over the read rate the
+    preflight sampled or the one the history keeps for their filesystem (``weights_path``'s); a history that cannot
+    be read is no history."""
     resident = ((facts or {}).get("weights") or {}).get("resident")
-    kind = page_cache_label(resident) if isinstance(resident, int | float) else None
+    if kind is None and isinstance(resident, int | float):
+        kind = page_cache_label(resident)
     budgets, eta, disk = None, None, None
     if history is not None:
         with contextlib.suppress(HistoryError):
@@ -139,7 +145,7 @@ def from_store(history: History | None, key: DeploymentKey, facts: dict[str, Any
             budgets = learn(history.start_anatomies(key), kind)
         with contextlib.suppress(OSError, HistoryError):  # no weights on this machine: no filesystem to name
             disk = history.disk(device_id(weights_path)) if weights_path else None
-    return make(budgets, eta, facts, fit_status, (disk or {}).get("rate"))
+    return make(budgets, eta, facts, fit_status, (disk or {}).get("rate"), kind)
 
 
 def _error(forecast: float | None, actual: float | None) -> dict[str, Any] | None:

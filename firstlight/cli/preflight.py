@@ -33,6 +33,7 @@ from firstlight.preflight.disk import measure as measure_disk
 from firstlight.redact import Redactor
 from firstlight.runner.after_ready import visible_gpu_count
 from firstlight.runner.guard import install_stop_handlers, silence
+from firstlight.starts import predicted_type
 
 EXIT_HELP = """\b
 Exit codes:
@@ -193,9 +194,11 @@ def _forecast(command: list[str], engine: str | None, model: str | None, report:
     key = DeploymentKey.create(profile.name, model or server.model, command, visible_gpu_count(), _redactor(command),
                                server=server)
     fit = next((c for c in report.checks if c.name == "fit"), None)
+    said = (fit.status if fit else None, model or server.model_local,
+            predicted_type(None, command, profile.flags.attach))
     where = history_path or default_path()
     try:
         with History(where, readonly=True) if exists(where) else contextlib.nullcontext() as h:
-            return from_store(h, key, report.facts, fit.status if fit else None, model or server.model_local)
+            return from_store(h, key, report.facts, *said)
     except HistoryError:
-        return from_store(None, key, report.facts, fit.status if fit else None, model or server.model_local)
+        return from_store(None, key, report.facts, *said)

@@ -234,6 +234,9 @@ class ClockEndpoint(NamedTuple):
     read: ClockReader
 
 
+START_LINE_KINDS = ("peer", "attached", "woken")  # the start types an engine's own lines say (firstlight.starts)
+
+
 @dataclass(frozen=True)
 class CommandFlags:
     """How an engine's command line names what the command reader (``engines/command.py``) reads: the model, the
@@ -268,6 +271,8 @@ class CommandFlags:
     memory_share: tuple[str, ...] = ()
     memory_share_default: float | None = None
     fits_unset_context: bool = False
+    # (flag, value) pairs that make the engine attach weights a weight-cache daemon holds (firstlight.starts)
+    attach: tuple[tuple[str, str], ...] = ()
     # the engine refuses to start unless one sequence of the whole context fits its KV cache (vLLM's "To serve at
     # least one request with the models's max seq len", llama.cpp's cells allocated up front); others size the
     # pool to what is left and only warn
@@ -312,6 +317,10 @@ class EngineProfile:
     engine_clock: tuple[ClockMarker, ...] = ()  # its own startup figures in its log (firstlight.anatomy.compare_clocks)
     # the engine's lines that say its weights come from a peer (another running instance), not from storage
     peer_load: tuple[str, ...] = ()
+    # ... that say it attached weights a weight-cache daemon holds (no load from storage at all)
+    attach_load: tuple[str, ...] = ()
+    # ... that say a sleeping engine woke up (its weights and KV cache put back, nothing loaded)
+    wake: tuple[str, ...] = ()
     # the engine's line that says its version, its version in a ``version`` group ("" when it prints none)
     version_line: str = ""
     # "server": serves the API, READY after a real generation; "worker": a member of a multi-node start that
@@ -353,19 +362,26 @@ class EngineProfile:
         return None
 
     def start_line(self, text: str) -> tuple[str, str] | None:
-        """("peer", text) for a peer-load line, ("version", V) for a version line (cleaned), else None."""
+        """("peer" | "attached" | "woken", text) for a line that says how this start got its weights, ("version",
+        V) for a version line (cleaned), else None."""
         rx = self._start_rx
         if rx is None:
             return None
         m = rx.search(text)
         if m is None:
             return None
-        v = m.groupdict().get("version")
-        return ("version", v) if v else ("peer", text)
+        found = m.groupdict()
+        kind = next((k for k in START_LINE_KINDS if found.get(f"_{k}") is not None), None)
+        if kind is not None:
+            return kind, text
+        v = found.get("version")
+        return ("version", v) if v else None
 
     @cached_property
     def _start_rx(self) -> re.Pattern[str] | None:
-        alts = [f"(?:{p})" for p in self.peer_load] + ([f"(?:{self.version_line})"] if self.version_line else [])
+        kinds = {"peer": self.peer_load, "attached": self.attach_load, "woken": self.wake}
+        alts = [f"(?P<_{k}>" + "|".join(f"(?:{p})" for p in kinds[k]) + ")" for k in START_LINE_KINDS if kinds[k]]
+        alts += [f"(?:{self.version_line})"] if self.version_line else []
         return re.compile("|".join(alts)) if alts else None
 
     @cached_property

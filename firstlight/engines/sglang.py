@@ -276,7 +276,9 @@ SGLANG = EngineProfile(
                        # a node of rank >= 1 runs only schedulers; its port opens (a dummy /health that answers
                        # 200 forever) once they are ready: a worker, READY when that port is seen listening
                        node_rank=("--node-rank",), context=("--context-length",),
-                       kv_dtype=("--kv-cache-dtype",), memory_share=("--mem-fraction-static",)),
+                       kv_dtype=("--kv-cache-dtype",), memory_share=("--mem-fraction-static",),
+                       # its weight-cache daemon's client (sgl-project/sglang#27139)
+                       attach=(("--weight-cache-mode", "client"),)),
     port_flags=("--port",),
     host_flags=("--host",),
     detect_patterns=(

@@ -302,6 +302,8 @@ VLLM = EngineProfile(
                        # vllm/config/cache.py CacheConfig.gpu_memory_utilization
                        memory_share=("--gpu-memory-utilization",), memory_share_default=0.9,
                        context_must_fit=True,
+                       # 0.31: engines attach the weights `vllm preload` holds over CUDA IPC (vllm-project/vllm#54921)
+                       attach=(("--load-format", "ipc_cache"),),
                        pp=("-pp", "--pipeline-parallel-size"), dp=("-dp", "--data-parallel-size"),
                        quantization=("-q", "--quantization"), nnodes=("--nnodes", "-n"),
                        # multi-node (docs/serving/parallelism_scaling.md): a --headless node serves no HTTP; it
@@ -364,5 +366,7 @@ VLLM = EngineProfile(
         (r"vLLM API server is ready\. Startup took (?P<seconds>[\d.]+) seconds", "startup", ("*",)),
     )),
     version_line=r"vLLM API server version (?P<version>\S+)",  # vllm/entrypoints/openai/api_server.py
+    # vllm/v1/engine/core.py wake_up (sleep mode): "It took 0.273367 seconds to wake up tags {'weights', 'kv_cache'}."
+    wake=(r"It took [\d.]+ seconds to wake up tags",),
     notes="Binds the port before loading but listens only when ready: connection refused while loading.",
 )

@@ -162,7 +162,7 @@ class Session:
         started_at = self.clock()
         self.history = open_history(self.cfg, self.redactor, self.reporter.message)
         self._expect_from_history()
-        self._say_forecast()
+        self._forecast()
         driver = self.driver = Driver(self.cfg.judge, self.profile, started_at, detect=self.detect)
         driver.expect_total(self.expected_total_s)
         driver.use_budgets(self.budgets)
@@ -211,6 +211,8 @@ class Session:
         if error is not None:
             return None
         self.reporter.collectors(self.sources.collector_stats)
+        if self.forecast is not None:  # said once the start is told, before anything is judged
+            self.reporter.message(f"forecast: {self.forecast.line()}")
         self._feed(self.redactor.observation(Started(started_at, self.sources.pid, self.cfg.probe.url,
                                                      self.profile.name, launched=self.sources.server is not None)))
         if self.sources.pid is None and not self.cfg.command:
@@ -440,12 +442,12 @@ class Session:
         key = self._deployment_key()
         with contextlib.suppress(HistoryError):
             if self.cfg.judge.expected_total_s is None:
-                self.eta = self.history.expected_start(key, predicted_type(self._weights))
+                self.eta = self.history.expected_start(key, self._predicted_type())
                 self.expected_total_s = self.eta.seconds if self.eta else None
                 if self.eta is not None and self.eta.note != self._eta_said:
                     self._eta_said = self.eta.note
                     self.reporter.message(f"history: {self.eta.note}: {self.eta.seconds:.1f}s")
-            kind = predicted_type(self._weights)
+            kind = self._predicted_type()
             if kind is None:  # budgets are per start type: a cold start is never held to a warm one's
                 return
             self.budgets = learn(self.history.start_anatomies(key), kind)
@@ -454,16 +456,20 @@ class Session:
                 self._budgets_said = said
                 self.reporter.message(f"history: {said}")
 
-    def _say_forecast(self) -> None:
-        """The forecast of this start (``firstlight.forecast``), said before the watch begins: from this deployment's
-        history of starts of the type the preflight's page-cache reading predicts, else from the weights' bytes,
-        with the preflight's memory fit."""
+    def _predicted_type(self) -> str | None:
+        """This start's type as far as it is known now (``firstlight.starts.predicted_type``)."""
+        return predicted_type(self._weights, self.plan.argv, self.profile.flags.attach)
+
+    def _forecast(self) -> None:
+        """The forecast of this start (``firstlight.forecast``), made before the watch begins and said once the start
+        is told: from this deployment's history of starts of the type its command or the preflight's page-cache
+        reading predicts, else from the weights' bytes, with the preflight's memory fit."""
         facts = self.preflight.facts if self.preflight is not None else {}
         fit = next((c for c in self.preflight.checks if c.name == "fit"), None) if self.preflight else None
         local = self.plan.server.model_local if self.plan.server is not None else None
+        said = predicted_type(None, self.plan.argv, self.profile.flags.attach)  # what the command alone says
         self.forecast = forecast.from_store(self.history, self._deployment_key(), facts,
-                                            fit.status if fit is not None else None, local)
-        self.reporter.message(f"forecast: {self.forecast.line()}")
+                                            fit.status if fit is not None else None, local, said)
 
     def _graded_forecast(self, result: RunResult) -> dict[str, Any] | None:
         """The forecast said at the start, with what happened beside it; None when none was said."""

@@ -34,6 +34,7 @@ class Dialect:
 SGLANG = Dialect(
     "sglang", 30000, listens_early=False, prefix_style="sglang",
     lines={
+        "wake": "",
         "args": "server_args=ServerArgs(model_path='{model}', tokenizer_path='{model}', host='{host}', "
                 "port={port}, tp_size={tp}, api_key={api_key!r}, speculative_algorithm={spec!r})",
         "dist_init": "Init torch distributed begin.",
@@ -75,6 +76,7 @@ VLLM = Dialect(
     "vllm", 8000, listens_early=False, prefix_style="vllm",
     lines={
         "args": "vLLM API server version 0.11.0",
+        "wake": "It took 2.512345 seconds to wake up tags {{'weights', 'kv_cache'}}.",  # vllm/v1/engine/core.py
         "dist_init": "world_size=1 rank=0 local_rank=0 distributed_init_method=tcp://127.0.0.1:45678 backend=nccl",
         "dist_end": "vLLM is using nccl==2.21.5",
         "weights_begin": "Starting to load model {model}...",
@@ -115,6 +117,7 @@ LLAMACPP = Dialect(
     "llamacpp", 8080, listens_early=True, prefix_style="none",
     lines={
         "args": "main: build = 11434 (sim) with cc for x86_64-linux-gnu",
+        "wake": "",
         "dist_init": "system info: n_threads = 2, n_threads_batch = 2, total_threads = 2",
         "listening": "main: HTTP server is listening, hostname: {host}, port: {port}, http threads: 2",
         "weights_begin": "load_model: loading model '{model}'",

@@ -158,6 +158,11 @@ def _scenario(name: str, load_s: float, workers: int) -> list[Step]:
     # Restored from a snapshot (CRIU / cuda-checkpoint): no load, compile or graph line at all, the port open and a
     # generation served within a second; READY with the type ``restored``, never ``hung``.
     match["restored"] = [Sleep(0.3), Listen(), Ready()]
+    # Woken from sleep mode (vLLM): the weights and KV cache put back from host memory, no load; then serving.
+    match["woken"] = [Log("args"), Sleep(0.3), Log("wake"), *_http(), Ready(), Log("ready")]
+    # Attached to a weight-cache daemon's weights (vLLM --load-format ipc_cache): no read of the weights, the KV
+    # cache and graphs still come.
+    match["attached"] = [*prelude, Log("weights_begin"), *_loaded(), *_http(), Ready(), Log("ready")]
     if name == "demo":
         # A large-model start compressed to about 25 s (READY at ~22 s): 8 TP workers, a long quiet weight read,
         # graphs, warmup.
@@ -169,4 +174,5 @@ def _scenario(name: str, load_s: float, workers: int) -> list[Step]:
 
 
 SCENARIOS = ("normal", "slow_first_request", "crash_oom", "gpu_occupied", "hang", "hang_after_load", "busy_wait",
-             "slow_disk_silent", "worker_dies", "demo", "anatomy_disk", "anatomy_cpu", "restored")
+             "slow_disk_silent", "worker_dies", "demo", "anatomy_disk", "anatomy_cpu", "restored", "woken",
+             "attached")

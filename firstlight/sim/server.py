@@ -336,6 +336,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--port", type=int, default=0, help="default: the dialect's engine default port")
     ap.add_argument("--model-path", help="a directory of weight files to read (see make_weights)")
     ap.add_argument("--served-model-name", default="sim-model")
+    ap.add_argument("--load-format", default="auto", help="read as vLLM reads it; the scenario decides what happens")
     ap.add_argument("--load-seconds", type=float, default=float(os.environ.get("FIRSTLIGHT_SIM_LOAD_SECONDS", 1.0)),
                     help="how long reading the weights takes (default: $FIRSTLIGHT_SIM_LOAD_SECONDS or 1; the "
                          "variable slows a start without changing its command line, as a slower disk would)")

@@ -91,3 +91,10 @@ def test_from_bytes_needs_the_weights_size():
 def test_a_damaged_graded_forecast_says_what_it_can_and_never_raises(damaged: Any):
     said = graded_line(damaged)
     assert said is None or said == "{x} 1.0s vs 2.0s"
+
+
+def test_a_start_whose_weights_do_not_come_from_storage_is_not_forecast_from_their_bytes():
+    facts = {"weights": {"weights_bytes": 10_000_000_000, "uncached_bytes": 8_000_000_000, "read_rate": 1e9}}
+    f = make(None, None, facts, kind="attached")
+    assert f.source is None and f.phases == {} and "no earlier attached start" in f.note
+    assert make(None, None, facts, kind="cold").source == BYTES

@@ -14,11 +14,13 @@ from firstlight.config import JudgeConfig
 from firstlight.engines import get_profile
 from firstlight.judge import Judge
 from firstlight.report.anatomy_text import describe
-from firstlight.starts import ORDER, PEER_LOAD_FORMATS, RESTORED_MAX_LINES, RESTORED_MAX_S, classify
+from firstlight.starts import ORDER, PEER_LOAD_FORMATS, RESTORED_MAX_LINES, RESTORED_MAX_S, classify, predicted_type
 from firstlight.timeline import LogLine, Started, WeightsTotal
 from tests.support.common import REPO
 
 T0 = 1_000_000.0
+# vllm/v1/engine/core.py wake_up, as a Dynamo shadow-engine benchmark quotes it
+WAKE = "It took 0.273367 seconds to wake up tags {'weights', 'kv_cache'}."
 GB = 1_000_000_000
 VLLM = "INFO 12-01 10:00:00 [x.py:1] "
 
@@ -35,7 +37,8 @@ def _kind(j: Judge, cold_start_s: float | None = 60.0, ready: bool = True,
           command: list[str] | None = None) -> dict[str, Any]:
     anat = anatomy(j.phases_dicts(), j.signals, T0 + 100)
     return classify(phases=[p["name"] for p in j.phases_dicts()], signals=j.signals, anatomy=anat,
-                    log_lines=j.log_lines, cold_start_s=cold_start_s, ready=ready, command=command)
+                    log_lines=j.log_lines, cold_start_s=cold_start_s, ready=ready, command=command,
+                    attach=j.profile.flags.attach)
 
 
 def test_the_thresholds_are_pinned():
@@ -156,6 +159,16 @@ def _evidence_for(label: str) -> dict[str, Any]:
     """A start with the evidence of ``label`` only (and what its rule needs beside it)."""
     if label == "peer_loaded":
         return _kind(_judge("sglang"), command=["sglang", "--load-format", "mx"])
+    if label == "attached":
+        return _kind(_judge("sglang"), command=["sglang", "--weight-cache-mode", "client"])
+    if label == "woken":
+        j = _judge()
+        j.feed(LogLine(T0 + 1, VLLM + WAKE))
+        return _kind(j)
+    if label == "downloaded":
+        j = _judge()
+        j.feed(LogLine(T0 + 1, "Fetching 4 files:  50%|█████     | 2/4 [00:10<00:10,  5.00s/it]"))
+        return _kind(j)
     if label == "restored":
         return _kind(_judge(), cold_start_s=1.0)
     if label in ("warm_page_cache", "cold"):
@@ -179,6 +192,9 @@ def test_every_start_label_is_given_on_its_own_evidence_and_named_in_the_line(la
 # -- each label's evidence, word for word (what the summary and the console show) --------------------------------
 EVIDENCE = {
     "peer_loaded": [{"signal": "command", "value": "--load-format mx", "since": None}],
+    "attached": [{"signal": "command", "value": "--weight-cache-mode client", "since": None}],
+    "woken": [{"signal": "log", "value": WAKE, "since": T0 + 1}],  # the line as cleaned of its logger's prefix
+    "downloaded": [{"signal": "log", "value": "1 download progress lines", "since": T0 + 1}],
     "restored": [
         {"signal": "phases", "value": "no load, compile or graph phase seen (process_start)", "since": None},
         {"signal": "log", "value": "0 log lines before READY (at most 20)", "since": None},
@@ -244,3 +260,39 @@ def test_a_restored_start_names_the_phases_it_went_through(phases: list[str], sa
                                         {"type": "cold", "labels": ["cold"], "evidence": {}}])  # a label without any
 def test_a_start_type_without_its_labels_or_evidence_is_still_one_line(start_type: dict[str, Any]):
     assert describe(start_type) == "start type: cold ()"
+
+
+@pytest.mark.parametrize(("engine", "command"), [
+    ("vllm", ["vllm", "serve", "/m", "--load-format", "ipc_cache"]),
+    ("vllm", ["vllm", "serve", "/m", "--load-format=ipc_cache"]),
+    ("sglang", ["python", "-m", "sglang.launch_server", "--weight-cache-mode", "client"]),
+])
+def test_every_engines_attach_flag_is_an_attached_start_whatever_the_page_cache(engine: str, command: list[str]):
+    k = _kind(_judge(engine, resident=4 * GB), command=command)
+    assert k["labels"] == ["attached"] and k["evidence"]["attached"][0]["signal"] == "command", k
+    assert predicted_type(None, command, get_profile(engine).flags.attach) == "attached"
+
+
+@pytest.mark.parametrize(("engine", "command"), [
+    ("vllm", ["vllm", "serve", "/m", "--load-format", "safetensors"]),
+    ("sglang", ["python", "-m", "sglang.launch_server", "--weight-cache-mode", "server"]),
+    ("vllm", ["python", "-m", "sglang.launch_server", "--weight-cache-mode", "client"]),  # another engine's flag
+])
+def test_other_values_or_another_engines_flag_are_not_attached(engine: str, command: list[str]):
+    assert "attached" not in _kind(_judge(engine), command=command)["labels"]
+    assert predicted_type(None, command, get_profile(engine).flags.attach) is None
+
+
+def test_every_engine_that_names_an_attach_flag_is_in_the_docs():
+    row = next(line for line in (REPO / "docs" / "history.md").read_text().splitlines()
+               if line.startswith("| `attached` |"))
+    for name in ("vllm", "sglang"):
+        for flag, value in get_profile(name).flags.attach:
+            assert f"`{flag} {value}`" in row, (name, flag, value)
+
+
+def test_a_wake_after_ready_is_no_woken_start_and_a_restored_start_is_not_woken_twice():
+    j = _judge()
+    j.feed(LogLine(T0 + 1, VLLM + "Application startup complete."))
+    j.feed(LogLine(T0 + 2, VLLM + WAKE))  # asleep and woken while serving: not how this start got its weights
+    assert "woken" not in _kind(j)["labels"]

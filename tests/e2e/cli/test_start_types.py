@@ -94,3 +94,40 @@ def test_a_warm_start_on_another_port_gets_its_eta_from_the_earlier_warm_starts(
     h = run_firstlight("history", "--history", str(history))
     assert h.rc == 0, h.stderr
     assert "cold" in h.stdout and "warm_page_cache" in h.stdout
+
+
+def test_a_woken_start_is_named_by_vllms_wake_line(tmp_path: Path):
+    r = run_firstlight("up", "--json", "--stop-when-ready", "--history", str(tmp_path / "h.db"), "--",
+                       *sim_cmd("woken", free_port(), "--dialect", "vllm"), timeout=120)
+    assert r.rc == 0, r.stderr[-3000:]
+    kind = r.summary["start_type"]
+    assert kind["type"] == "woken" and "seconds to wake up tags" in kind["evidence"]["woken"][0]["value"], kind
+
+
+def test_an_attached_start_is_named_by_its_command_and_gets_its_eta_from_attached_starts_only(tmp_path: Path):
+    """vLLM ``--load-format ipc_cache``: weights from a weight-cache daemon. A cold start of the same deployment
+    before it gives it no ETA: its own kind's starts do."""
+    history, weights = tmp_path / "h.db", tmp_path / "w"
+    make_weights(weights, 8_000_000)
+    _up(history, weights, free_port(), COLD_S)  # a cold start of this model (another command: another deployment)
+
+    def attached() -> dict[str, Any]:
+        # --engine vllm: the command names the simulator, not vLLM; the engine's flags read --load-format
+        r = run_firstlight("up", "--json", "--stop-when-ready", "--history", str(history), "--margin", "10",
+                           "--engine", "vllm", "--",
+                           *sim_cmd("attached", free_port(), "--dialect", "vllm", "--model-path", str(weights),
+                                    "--load-format", "ipc_cache"), timeout=180)
+        assert r.rc == 0, r.stderr[-3000:]
+        summary: dict[str, Any] = r.summary
+        summary["_stderr"] = r.stderr
+        return summary
+
+    first = attached()
+    assert first["start_type"]["labels"] == ["attached"], first["start_type"]
+    assert first["start_type"]["evidence"]["attached"] == [
+        {"signal": "command", "value": "--load-format ipc_cache", "since": None}]
+    second = attached()
+    assert second["start_type"]["type"] == "attached"
+    assert second["eta"] is not None and second["eta"]["from_types"] == {"attached": 1}, second["eta"]
+    assert "forecast: nothing to forecast from yet: no earlier attached start" in first["_stderr"]
+    assert "forecast: about" in second["_stderr"] and "ETA from 1 attached start" in second["_stderr"]
