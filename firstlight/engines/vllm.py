@@ -323,7 +323,6 @@ VLLM = EngineProfile(
         (r"^(?:INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \[launcher\.py:\d+\] Route: /", 2),
         # v1's graph capture bar names its mode: "Capturing CUDA graphs (decode, FULL)" (SGLang says "batches")
         (r"^Capturing CUDA graphs \((?:decode|mixed prefill-decode), (?:FULL|PIECEWISE)\)", 4),
-        (r"^Loading weights took [\d.]+ seconds", 2),
         (r"vLLM is profiling during initialization", 4),
         (r"^Initializing an? (?:V1 )?LLM engine \(v", 4),
         (r"vLLM is using nccl==", 4),
