@@ -142,6 +142,12 @@ _HOST_TAG = (r"(?:(?P<host>[A-Za-z0-9][\w.-]{0,254}) )?(?P<tag>[^\s:\[]{1,255})(
 _SHORT = re.compile(
     r"(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]?\d) (?P<hms>\d\d:\d\d:\d\d)(?P<frac>\.\d{1,9})? " + _HOST_TAG
 )
+# journalctl -o short under a non-English locale: the month as the locale abbreviates it ("авг 18", "Okt 02",
+# "janv. 05") or numbered ("7月 21", "7월 21"); its time is read where the month is a number, else none
+_SHORT_LOCAL = re.compile(
+    r"(?:(?P<num>1[0-2]|0?[1-9])[月월]|[^\W\d_]{3,5}\.?) (?P<day>[ \d]?\d)[日일]? (?P<hms>\d\d:\d\d:\d\d)"
+    r"(?P<frac>\.\d{1,9})? " + _HOST_TAG
+)
 # journalctl -o short-iso[-precise] and rsyslog's RFC 3339 files: seconds or microseconds, never nanoseconds
 _SHORT_ISO = re.compile(r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{6})?(?:Z|[+-]\d\d:?\d\d)) " + _HOST_TAG)
 _PRI = re.compile(r"<(?P<pri>\d{1,3})>")
@@ -252,6 +258,13 @@ def _peel_once(line: str) -> Framed | None:
         if m is not None and _named(m):
             name = JOURNAL_SHORT_PRECISE if m["frac"] else JOURNAL_SHORT
             return Framed(line[m.end():], _yearless(m["mon"], m["day"], m["hms"], m["frac"]), None, False, name)
+    if c.isalnum():
+        m = _SHORT_LOCAL.match(head)
+        if m is not None and _named(m):
+            mon = calendar.month_abbr[int(m["num"])] if m["num"] else None
+            ts = _yearless(mon, m["day"], m["hms"], m["frac"]) if mon else None
+            name = JOURNAL_SHORT_PRECISE if m["frac"] else JOURNAL_SHORT
+            return Framed(line[m.end():], ts, None, False, name)
     if c.isalnum() or c == "_":
         m = _COMPOSE.match(head)
         if m is not None and not _LEVEL_WORD.match(m["name"]):

@@ -111,6 +111,10 @@ class LineInterpreter:
     _tail_start: int | None = None  # first line of the traceback the log currently ends in
     _tail_hits: list[FailureHit] = field(default_factory=list)
     _tail_exc: FailureHit | None = None
+    # the log ends inside a traceback's frames, cut before its exception line (an excerpt, a killed process):
+    # its "Traceback (most recent call last):" line, once a frame followed it
+    _tail_header: FailureHit | None = None
+    _tail_open: FailureHit | None = None
 
     def use_profile(self, profile: EngineProfile) -> None:
         """The engine became known after some lines (detected from its log or endpoints)."""
@@ -174,6 +178,10 @@ class LineInterpreter:
         if (m.frame_phase is not None and (self.first_fatal is None or self._in_root_tb)
                 and PHASE_INDEX[m.frame_phase] > PHASE_INDEX[target or self.phase]):
             target = m.frame_phase
+        implied = m.failure.phase if m.failure is not None and m.failure.fatal else None
+        if (implied is not None and self.first_fatal is None
+                and PHASE_INDEX[implied] > PHASE_INDEX[target or self.phase]):
+            target = implied  # the first fatal line says where the start died (vocab.FAILURE_PHASES)
         if target is None:
             return None
         self.phase = target
@@ -208,6 +216,7 @@ class LineInterpreter:
         after_fatal = self.first_fatal is not None and lineno > self.first_fatal.line
         if cleaned and not _TB_LINE.match(cleaned) and not is_exc:
             self._tail_start, self._tail_hits, self._tail_exc = None, [], None
+            self._tail_header = self._tail_open = None
             if after_fatal:
                 self.root_traceback_open = False
             return
@@ -216,7 +225,12 @@ class LineInterpreter:
         if self._tail_start is None:
             self._tail_start = lineno
         if not is_exc:
+            if cleaned.startswith("Traceback (most recent call last)"):
+                self._tail_header = FailureHit(lineno, clip(cleaned), UNCAUGHT, t)
+            elif self._tail_header is not None and cleaned.lstrip().startswith('File "'):
+                self._tail_open = self._tail_header
             return
+        self._tail_header = self._tail_open = None  # its exception line came: _tail_exc says it
         if m.failure is not None and not m.failure.fatal:
             self._tail_hits.append(FailureHit(lineno, clip(cleaned), m.failure, t))
         # a Ctrl+C is a stop, not a failed start
@@ -229,8 +243,10 @@ class LineInterpreter:
     def root_cause(self, ended: bool) -> FailureHit | None:
         """The most specific failure behind a dead start. ``ended``: the process exited (or the log ended), so
         a log that stops inside an uncaught traceback counts as the cause too."""
-        if self._root is not None or not ended or self._tail_exc is None:
+        if self._root is not None or not ended:
             return self._root
+        if self._tail_exc is None:
+            return self._tail_open  # frames with no exception line after them: it died there all the same
         root = self._tail_exc
         for h in self._tail_hits:
             if better(h, root):

@@ -125,6 +125,16 @@ FAILURE_CATEGORIES: tuple[str, ...] = (
     "other",
 )
 ALL_FAILURES: tuple[str, ...] = (*FAILURE_CATEGORIES, BAD_GENERATION, WRONG_ANSWER)
+# The phase a start is in when a failure of these categories kills it, whatever line said it: NCCL fails in
+# distributed init, the KV cache in its sizing, a warmup in the warmup, a checkpoint while its weights load. A
+# fatal failure line moves the phase forward to it (never back), as a traceback frame does: a log that shows the
+# death and nothing before it still says where the start died.
+FAILURE_PHASES: dict[str, str] = {
+    "nccl": "distributed_init",
+    "kv_cache": "kv_cache",
+    "warmup_failed": "warmup",
+    "corrupt_weights": "weights_loading",
+}
 
 
 def exit_code(verdict: str, fail_on_regression: bool = False) -> int:

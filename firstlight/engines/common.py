@@ -24,11 +24,18 @@ OOM_HINT = (
     "model, or add GPUs (tensor parallel)"
 )
 
+NCCL_HINT = (
+    "NCCL failed: check NCCL_DEBUG=INFO output, shm size (--shm-size/--ipc=host), P2P/IB settings "
+    "(NCCL_P2P_DISABLE, NCCL_IB_DISABLE) and that all GPUs are visible"
+)
+
 TORCH_FAILURES: tuple[FailureSignature, ...] = (
     # --- GPU memory -----------------------------------------------------------------------------
     S(r"\bOutOfMemoryError: (?:CUDA|HIP|XPU)? ?out of memory", "oom", OOM_HINT, True),
     S(r"\b(?:CUDA|HIP) out of memory(?:\. Tried to allocate| occurred when)", "oom", OOM_HINT, True),
-    S(r"(?:CUDA|HIP|hip|cuda) ?[Ee]rror: out of memory", "oom", OOM_HINT, True),
+    # "CUDA driver error: out of memory" (torch's driver-API check, a Marlin repack: tests/fixtures/corpus/
+    # a-vllm-v1-marlin-repack-cuda-driver-oom.log)
+    S(r"(?:CUDA|HIP|hip|cuda)(?: driver)? ?[Ee]rror: out of memory", "oom", OOM_HINT, True),
     S(r"CUDA runtime error.*out of memory", "oom", OOM_HINT, True),
     S(
         r"\b(?:cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUBLAS_STATUS_ALLOC_FAILED)\b",
@@ -37,7 +44,13 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         True,
     ),
     S(r"\bkIOGPUCommandBufferCallbackErrorOutOfMemory\b", "oom", OOM_HINT, True),
+    # ggml's CUDA/HIP allocation failure, whichever program embeds ggml (an Ollama runner read by the generic
+    # profile: c-ollama-journal-deepseek-cudamalloc-panic)
+    S(r"\b(?:cudaMalloc|hipMalloc) failed: out of memory", "oom", OOM_HINT, True),
     S(r"NCCL WARN Cuda failure 'out of memory'|Failed to CUDA calloc", "oom", OOM_HINT, False),
+    # NCCL's own warning of a failed connection or call, in its "host:pid:tid [dev] NCCL WARN ..." frame: the cause
+    # a later wrapper ("Scheduler hit an exception") stands for (corpus: c-sglang-nccl-socket-connect-abort-tp0.log)
+    S(r"\bNCCL WARN \w[^\n]{0,200}?(?:\bfailed\b|\berror\b|\btimed? ?out\b)", "nccl", NCCL_HINT, False),
     # --- another process on the GPU -----------------------------------------------------------------
     S(
         r"Process \d+ has [\d.]+ [KMGT]iB memory in use\..*this process has",
@@ -127,8 +140,7 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         r"\bNCCL error\b|\b(?:ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalidUsage|"
         r"ncclRemoteError|DistBackendError)\b",
         "nccl",
-        "NCCL failed: check NCCL_DEBUG=INFO output, shm size (--shm-size/--ipc=host), P2P/IB settings "
-        "(NCCL_P2P_DISABLE, NCCL_IB_DISABLE) and that all GPUs are visible",
+        NCCL_HINT,
         True,
     ),
     S(
@@ -139,6 +151,16 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         True,
     ),
     # --- ports --------------------------------------------------------------------------------------------
+    # torch.distributed's rendezvous store (MASTER_PORT, 29500 by default) cannot bind: the port is taken by another
+    # job's rendezvous, in distributed init (corpus: b-tgi-openshift-master-port-in-use.log)
+    S(
+        r"The server socket has failed to (?:listen on any local network address|bind to \S+ \(errno: (?:98|48)\b)",
+        "port_in_use",
+        "the distributed rendezvous port (MASTER_PORT, 29500 by default) is already in use: stop the other job "
+        "or set another MASTER_PORT",
+        True,
+        phase="distributed_init",
+    ),
     S(
         r"\[Errno (?:98|48)\].*[Aa]ddress already in use|\[WinError 10048\]|"
         r"error while attempting to bind on address|bind: address already in use|"
@@ -242,7 +264,10 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     # error printed before the abort stays the root cause.
     S(
         r"^Fatal Python error: |\bSegmentation fault\b|\bcore dumped\b|^terminate called after throwing|"
-        r"\bSIGSEGV\b|\bIllegal instruction\b",
+        r"\bSIGSEGV\b|\bIllegal instruction\b|"
+        # a Go runtime's panic (Ollama's runner), oneAPI/SYCL's abort banner (corpus: c-ollama-journal-deepseek-
+        # cudamalloc-panic, c-ollama-intel-gpu-abort-docker-desktop)
+        r"^panic: |^Abort was called at \d+ line in file:",
         "crashed",
         CRASH_HINT,
         True,
@@ -292,17 +317,19 @@ FRAME_MARKERS: tuple[PhaseMarker, ...] = (
         "distributed_init",
     ),
     PhaseMarker(r"^\s*File \"[^\"]*/worker/\w+\.py\", line \d+, in init_device$", "distributed_init"),
+    # vLLM's NCCL communicators, set up in distributed init (corpus: c-vllm-worker-pynccl-allreduce-traceback.log)
+    PhaseMarker(r"^\s*File \"[^\"]*/device_communicators/\w+\.py\", line \d+, in ", "distributed_init"),
     PhaseMarker(
         FRAME + r"(?:load_model|load_weights|_load_weights|load_weights_and_postprocess|weight_loader\w*|"
         r"safetensors_weights_iterator|_get_weights_iterator|download_weights_from_hf|"
-        r"_prepare_weights|load_state_dict|get_model)$",
+        r"_prepare_weights|load_state_dict|get_model|process_weights_after_loading|(?:gptq|awq)_marlin_(?:moe_)?repack)$",
         "weights_loading",
     ),
     PhaseMarker(
         FRAME + r"(?:init_memory_pool|_initialize_kv_caches|determine_available_memory|"
         r"determine_num_available_blocks|initialize_kv_cache\w*|get_kv_cache_configs?|"
         r"_check_enough_kv_cache_memory|check_enough_kv_cache_memory|init_cache_engine|"
-        r"profile_max_num_token|initialize_cache)$",
+        r"profile_max_num_token|initialize_cache|profile_run|_dummy_sampler_run)$",
         "kv_cache",
     ),
     PhaseMarker(r"File \"[^\"]*/torch/_(?:dynamo|inductor)/", "compile"),
@@ -336,6 +363,15 @@ SHARD_PROGRESS: tuple[ProgressMarker, ...] = (
         "download",
         "process_start",
     ),
+)
+
+# NCCL's own init lines ("host:pid:tid [dev] NCCL INFO ..."), whichever engine runs it: evidence of distributed
+# init (corpus: c-generic-nccl-kube-pod-rings-connected.log). Weak: an NCCL line of a later collective never
+# moves a start back.
+NCCL_PHASES: tuple[PhaseMarker, ...] = (
+    PhaseMarker(r"\bNCCL INFO (?:Bootstrap|Channel \d+/\d+|comm 0x|Connected all (?:rings|trees)|ncclCommInitRank|"
+                r"NET/|Using network|cudaDriverVersion|NCCL version|Init COMPLETE|Setting affinity)|"
+                r"^NCCL version \d+\.\d+", "distributed_init", weak=True),
 )
 
 UVICORN_PHASES: tuple[PhaseMarker, ...] = (

@@ -7,7 +7,7 @@ generation probe decides.
 
 from __future__ import annotations
 
-from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
+from .common import FRAME_MARKERS, NCCL_PHASES, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
 from .profile import Endpoints, EngineProfile, PhaseMarker
 
 P = PhaseMarker
@@ -34,6 +34,7 @@ GENERIC = EngineProfile(
         P(r"\bLoading (?:model )?weights\b|\bLoading model\b", "weights_loading", weak=True),
         P(r"\b[Cc]apturing (?:CUDA|cuda) ?graphs?\b", "cuda_graph", weak=True),
         *UVICORN_PHASES,
+        *NCCL_PHASES,
     ),
     progress_markers=SHARD_PROGRESS,
     failure_signatures=TORCH_FAILURES,

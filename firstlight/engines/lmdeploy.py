@@ -7,7 +7,7 @@ prints "HINT:    Please open http://... in a browser for detailed api usage!!!" 
 
 from __future__ import annotations
 
-from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
+from .common import FRAME_MARKERS, NCCL_PHASES, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
 from .profile import (
     WRAPPER_RANK,
     CommandFlags,
@@ -53,6 +53,7 @@ LMDEPLOY = EngineProfile(
         P(r"[Ww]arming up|warmup", "warmup", weak=True),
         P(r"^HINT: +Please open .* in a browser for detailed api usage", "http_listening"),
         *UVICORN_PHASES,
+        *NCCL_PHASES,
     ),
     progress_markers=SHARD_PROGRESS,
     failure_signatures=(

@@ -9,6 +9,8 @@ responding" -> "llama runner started in N seconds" (ready). Errors: "llama runne
 
 from __future__ import annotations
 
+from firstlight.deaths import CRASH_HINT
+
 from .common import SERVED_MARKERS
 from .llamacpp import LLAMACPP_FAILURES, LLAMACPP_PHASES
 from .profile import (
@@ -98,6 +100,16 @@ OLLAMA = EngineProfile(
             True,
             WRAPPER_RANK,
         ),
+        # the runner died of a native crash: Go exits 2 on an unrecovered panic, a signal kills it; its panic line
+        # or oneAPI's abort banner (corpus: c-ollama-exit-status-2-vram-not-recovered,
+        # c-ollama-intel-gpu-abort-docker-desktop)
+        S(
+            r"llama runner process has terminated: (?:exit status 2\b|signal: )|^panic: |"
+            r"^Abort was called at \d+ line in file:",
+            "crashed",
+            CRASH_HINT,
+            True,
+        ),
         *(s._replace(fatal=False) for s in LLAMACPP_FAILURES),
     ),
     ready_markers=(r"llama runner started in [\d.]+ seconds", r"llama-server started in [\d.]+ seconds",
@@ -118,6 +130,8 @@ OLLAMA = EngineProfile(
         # the 2023 builds' log format: "2023/10/06 13:38:58 routes.go:572: Listening on 127.0.0.1:11434"
         (r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (?:images|routes|server|download|llama|gpu|sched)\.go:\d+: ", 4),
         (r"\bsource=runner\.go:\d+ msg=\"starting go runner\"", 5),
+        # its Go stack traces' frames (corpus: c-ollama-journal-deepseek-cudamalloc-panic)
+        (r"\bgithub\.com/ollama/ollama/", 5),
     ),
     embeds=("llamacpp",),
     notes="Daemon up at once; per-model readiness is 'llama runner started' or /api/ps.",

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from firstlight.logtext import strip_ansi
 from firstlight.timeline import EngineClock
-from firstlight.vocab import CATEGORY_RANK, FAILURE_CATEGORIES, PHASE_INDEX, PHASES, WRAPPER_RANK
+from firstlight.vocab import CATEGORY_RANK, FAILURE_CATEGORIES, FAILURE_PHASES, PHASE_INDEX, PHASES, WRAPPER_RANK
 
 from .lines import clean_line
 from .prefilter import WORD, compile_rules, may_match, required_literal
@@ -49,6 +49,7 @@ class Failure:
     hint: str  # one-line fix hint
     fatal: bool  # True: the start is dead as soon as this line appears (before the process exits)
     rank: int = 20  # specificity: higher is closer to the root cause
+    phase: str | None = None  # the phase this failure happens in (FailureSignature.phase, or its category's)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,9 @@ class FailureSignature(NamedTuple):
     hint: str
     fatal: bool
     rank: int | None = None  # None: CATEGORY_RANK[category]
+    # the phase the failure happens in, where its words say it (a rendezvous port taken: distributed init);
+    # None: its category's (FAILURE_PHASES), if any. Applied forward-only, as a traceback frame's phase is.
+    phase: str | None = None
 
 
 class SpecMetric(NamedTuple):
@@ -443,6 +447,8 @@ class _Matcher:
         for sig in profile.failure_signatures:
             if sig.category not in CATEGORY_RANK:
                 raise ValueError(f"{profile.name}: unknown failure category {sig.category!r}")
+            if sig.phase is not None and sig.phase not in PHASE_INDEX:
+                raise ValueError(f"{profile.name}: unknown phase {sig.phase!r}")
         items: list[tuple[str, int, Any]] = []
         items += [(m.pattern, _PHASE, m) for m in profile.phase_markers]
         items += [(m.pattern, _PROGRESS, m) for m in profile.progress_markers]
@@ -450,7 +456,8 @@ class _Matcher:
             (
                 s.pattern,
                 _FAILURE,
-                Failure(s.category, s.hint, s.fatal, CATEGORY_RANK[s.category] if s.rank is None else s.rank),
+                Failure(s.category, s.hint, s.fatal, CATEGORY_RANK[s.category] if s.rank is None else s.rank,
+                        s.phase or FAILURE_PHASES.get(s.category)),
             )
             for s in profile.failure_signatures
         ]
@@ -536,7 +543,7 @@ class _Matcher:
             phase, weak = progress_phase, True  # a progress bar implies its phase (forward only)
         if best is not None and fatal and not best.fatal:
             # a wrapper line that quotes its root cause ("runner process has terminated: ... out of memory")
-            best = Failure(best.category, best.hint, True, best.rank)
+            best = Failure(best.category, best.hint, True, best.rank, best.phase)
         if (
             phase is None
             and progress is None

@@ -11,7 +11,7 @@ allocated / Memory pool end -> Capture cuda graph begin/end (piecewise: Compilin
 from __future__ import annotations
 
 from .clocks import sglang_metrics, sglang_server_info
-from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
+from .common import FRAME_MARKERS, NCCL_PHASES, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
 from .profile import (
     WRAPPER_RANK,
     ClockEndpoint,
@@ -57,6 +57,7 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"^Capture (?:draft (?:extend )?|piecewise )?(?:cuda|CUDA) graph end\.", "cuda_graph", weak=True),
     P(r"^Capture (?:target|draft) (?:decode|verify|prefill|extend) CUDA graph end", "cuda_graph", weak=True),
     *UVICORN_PHASES,
+    *NCCL_PHASES,
     # a node of rank >= 1, its schedulers ready (srt/utils launch_dummy_health_check_server): its port opens
     P(r"^(?:Starting dummy health check server|Dummy health check server scheduled on existing loop) at \S+",
       "http_listening"),

@@ -9,7 +9,7 @@ until then.
 
 from __future__ import annotations
 
-from .common import FRAME_MARKERS, SERVED_MARKERS, TORCH_FAILURES
+from .common import FRAME_MARKERS, NCCL_PHASES, SERVED_MARKERS, TORCH_FAILURES
 from .profile import (
     WRAPPER_RANK,
     CommandFlags,
@@ -69,6 +69,7 @@ TGI = EngineProfile(
         P(r"^warmup\{|\bwarmup\{", "warmup", weak=True),
         P(r"Cuda Graphs are enabled for sizes", "cuda_graph"),
         P(r"Setting max batch total tokens to \d+", "warmup", weak=True),
+        *NCCL_PHASES,
     ),
     progress_markers=(
         ProgressMarker(
@@ -90,6 +91,7 @@ TGI = EngineProfile(
             "the KV cache and the largest batch do not fit: lower --max-batch-prefill-tokens / --max-total-tokens "
             "/ --max-input-tokens, or raise --cuda-memory-fraction",
             True,
+            phase="warmup",  # said in the warmup (corpus: b-tgi-awq-warmup-prefill-oom.log)
         ),
         S(r"Failed to bind to \S+", "port_in_use", "the port is already in use: change --port (PORT)", True),
         S(

@@ -9,7 +9,7 @@ ready to accept requests".
 
 from __future__ import annotations
 
-from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
+from .common import FRAME_MARKERS, NCCL_PHASES, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
 from .profile import (
     METRICS,
     WRAPPER_RANK,
@@ -74,6 +74,7 @@ TRTLLM = EngineProfile(
         P(r"[Aa]utotun(?:er|ing)", "compile", weak=True),
         P(r"[Cc]apturing CUDA graph|CUDA graph warmup|cuda_graph_batch_sizes", "cuda_graph", weak=True),
         P(r"TensorRT-LLM gRPC server started on", "http_listening"),
+        *NCCL_PHASES,
     ),
     progress_markers=SHARD_PROGRESS,
     failure_signatures=(

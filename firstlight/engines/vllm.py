@@ -19,7 +19,7 @@ create kv cache, warmup model) took" -> "Starting vLLM API server" -> "Applicati
 
 from __future__ import annotations
 
-from .common import FRAME_MARKERS, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
+from .common import FRAME_MARKERS, NCCL_PHASES, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
 from .profile import (
     WEAK,
     WRAPPER_RANK,
@@ -91,6 +91,7 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"^Graph capturing finished in \d+ secs", "cuda_graph", weak=True),
     P(r"^Starting vLLM (?:API )?server(?: \d+)? on ", "http_listening"),
     P(r"^Available routes are:", "http_listening", weak=True),
+    *NCCL_PHASES,
 )
 
 PROGRESS: tuple[ProgressMarker, ...] = (
@@ -125,6 +126,7 @@ FAILURES: tuple[FailureSignature, ...] = (
         "gpu_occupied",
         "GPU memory changed during profiling because another process uses the GPU: isolate vLLM",
         True,
+        phase="kv_cache",  # the profile run sizes the KV cache (corpus: c-vllm-hami-vgpu-memory-profiling-assert)
     ),
     S(r"No available memory for the cache blocks", "kv_cache", KV_HINT, True),
     S(r"is larger than the maximum number of tokens that can be stored in KV cache", "kv_cache", KV_HINT, True),
@@ -314,12 +316,20 @@ VLLM = EngineProfile(
     host_flags=("--host",),
     detect_patterns=(
         (r"vLLM (?:API )?server version", 4),
-        (r"^\((?:APIServer|EngineCore(?:_DP\d+)?|(?:Vllm)?Worker(?:-\d+| rank=\d+)?) pid=\d+\) "
+        (r"^\((?:APIServer|EngineCore(?:_DP\d+|_\d+)?|(?:Vllm)?Worker(?:-\d+| rank=\d+|(?:_[A-Z]+\d+)+)?) pid=\d+\) "
          r"(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d ", 4),  # 0.32's process tags (kept by the raw line)
         (r"█ +version \d+\.\d+", 3),  # the 0.32 start-up logo
         (r"^non-default args: \{", 2),
         (r"vllm\.entrypoints\.openai\.api_server` (?:command )?is deprecated", 4),
-        (r"^usage: (?:api_server\.py|vllm serve) \[-h\]", 3),
+        (r"^usage: (?:api_server\.py|vllm(?: serve)?) \[-h\]", 3),
+        # v0.8+'s process tag of a TP/EP worker: "(Worker_TP13_EP13 pid=5766)" (corpus: a-vllm-ascend-glm5-shards-stuck)
+        # and the Ray worker class vLLM runs its workers in: "(RayWorkerWrapper pid=376235, ip=10.10.10.61)"
+        (r"^\((?:Worker(?:_[A-Z]+\d+)+|RayWorkerWrapper) pid=\d+[,)]", 4),
+        # its launcher's route listing, "[launcher.py:34] Route: /v1/models, Methods: GET", in its log format
+        (r"^(?:INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \[launcher\.py:\d+\] Route: /", 2),
+        # v1's graph capture bar names its mode: "Capturing CUDA graphs (decode, FULL)" (SGLang says "batches")
+        (r"^Capturing CUDA graphs \((?:decode|mixed prefill-decode), (?:FULL|PIECEWISE)\)", 4),
+        (r"vLLM is profiling during initialization", 4),
         (r"^Initializing an? (?:V1 )?LLM engine \(v", 4),
         (r"vLLM is using nccl==", 4),
         # a traceback's frames in vLLM's own modules: two of its packages make it vLLM (one is 2: SGLang and others

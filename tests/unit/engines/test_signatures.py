@@ -23,6 +23,16 @@ FIXTURE_LOGS = _FIXTURES / "engines"
 
 # (engine, expected category, line). Timestamps and prefixes are the engine's own log format.
 SIGNATURE_LINES: list[tuple[str, str, str]] = [
+    # --- any engine, from tests/fixtures/corpus/ (real logs of public issues) ----------------------------------
+    # NCCL's own warning of a failed connect, in its "host:pid:tid [dev]" frame: c-sglang-nccl-socket-connect-abort-tp0
+    ("sglang", "nccl", "h100-15:139:1092 [7] socket.c:485 NCCL WARN socketStartConnect: Connect to 10.0.0.82<38455> "
+                       "failed : Software caused connection abort"),
+    # Ollama's scheduler on a runner that died of a Go panic (exit status 2): c-ollama-exit-status-2-vram-not-recovered
+    ("ollama", "crashed", 'time=2025-02-20T12:24:52.667+08:00 level=ERROR source=sched.go:455 msg="error loading '
+                          'llama server" error="llama runner process has terminated: exit status 2"'),
+    # torch.distributed's TCPStore on a taken MASTER_PORT: b-tgi-openshift-master-port-in-use
+    ("tgi", "port_in_use", "RuntimeError: The server socket has failed to listen on any local network address. The "
+                           "server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)."),
     # --- SGLang ---------------------------------------------------------------------------------------------
     # python/sglang/srt/server_args.py, PortArgs.init_new (DP attention): wait_port_available failed
     ("sglang", "port_in_use", "[2025-09-20 10:01:02] Port is already in use. dist_init_port=None port_base=30000 "

@@ -1,0 +1,239 @@
+"""The corpus of real startup logs (tests/fixtures/corpus/: logs pasted into public issue threads, each with its
+source and a label written from its text alone): its index is well formed and split in two halves, the figures
+docs/engines.md quotes are the ones ``bench/bench_corpus.py`` computes, and the rules that the dev half's misses
+led to, each on its real line (the corpus file named beside it)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from firstlight.engines import PROFILES, get_profile
+from firstlight.engines.detect import detect_from_lines
+from firstlight.framing import peel
+from firstlight.logreplay import replay_lines
+from firstlight.vocab import FAILURE_CATEGORIES, FAILURE_PHASES, PHASES
+
+REPO = Path(__file__).resolve().parents[3]
+CORPUS = REPO / "tests" / "fixtures" / "corpus"
+ENGINES_DOC = REPO / "docs" / "engines.md"
+ENGINES = {"vllm", "sglang", "llamacpp", "tgi", "ollama", "lmdeploy", "trtllm", "generic"}
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_corpus", REPO / "bench" / "bench_corpus.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_corpus", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+BENCH = _bench()
+ROWS = BENCH.rows()
+
+
+# --- the index -----------------------------------------------------------------------------------------------
+
+
+def test_every_log_is_listed_once_and_every_row_has_its_log() -> None:
+    files = [r["file"] for r in ROWS]
+    assert len(files) == len(set(files))
+    assert set(files) == {p.name for p in CORPUS.glob("*.log")}
+    assert len(files) >= 150
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["file"] for r in ROWS])
+def test_a_row_is_well_formed(row: dict[str, str]) -> None:
+    assert None not in row and all(v is not None for v in row.values()), row  # no missing or extra column
+    assert row["engine"] in ENGINES
+    assert row["outcome"] in ("ready", "failed", "incomplete")
+    assert all(p in PHASES for p in row["phase"].split("|"))
+    failures = row["failure"].split("|")
+    if row["outcome"] == "failed":
+        assert all(f in FAILURE_CATEGORIES for f in failures)
+    else:
+        assert failures == ["none"]
+    assert row["source"].startswith("https://github.com/"), row["source"]
+    assert row["why"].strip()
+
+
+def test_the_halves_follow_the_hash_of_the_name_and_are_both_large() -> None:
+    for row in ROWS:
+        digit = int(hashlib.sha256(row["file"].encode("utf-8")).hexdigest()[0], 16)
+        assert row["half"] == ("dev" if digit % 2 == 0 else "held"), row["file"]
+    held = sum(r["half"] == "held" for r in ROWS)
+    assert 0.4 * len(ROWS) <= held <= 0.6 * len(ROWS)
+
+
+def test_a_label_with_a_bar_is_right_whichever_word_is_said() -> None:
+    assert BENCH.right("kv_cache|warmup", "warmup") and BENCH.right("kv_cache|warmup", "kv_cache")
+    assert not BENCH.right("kv_cache|warmup", "cuda_graph") and not BENCH.right("oom", "oo")
+
+
+# --- the figures the docs quote ----------------------------------------------------------------------------
+
+FIGURE_ROW = re.compile(
+    r"^\| (?P<half>dev|held), now \| (?P<logs>\d+) \| (?P<all>\d+) \((?P<pct>[\d.]+) %\) \| (?P<engine>[\d.]+) % \| "
+    r"(?P<outcome>[\d.]+) % \| (?P<phase>[\d.]+) % \| (?P<failure>[\d.]+) % \|$", re.M)
+
+
+def test_the_docs_quote_the_figures_the_bench_computes() -> None:
+    """When the reader's accuracy on the corpus moves, docs/engines.md's table must move with it."""
+    quoted = {m["half"]: m for m in FIGURE_ROW.finditer(ENGINES_DOC.read_text(encoding="utf-8"))}
+    assert set(quoted) == {"dev", "held"}, "docs/engines.md has lost its '| dev, now |' / '| held, now |' rows"
+    scores = BENCH.score()
+    for half, m in quoted.items():
+        s = scores[half]
+        assert (int(m["logs"]), int(m["all"])) == (s.logs, s.right["all"]), half
+        assert float(m["pct"]) == s.pct("all"), half
+        for f in BENCH.FIELDS:
+            assert float(m[f]) == s.pct(f), (half, f)
+
+
+# --- rules the dev half's misses led to, each on its real line ---------------------------------------------
+
+
+@pytest.mark.parametrize("engine, line, phase", [
+    # c-generic-nccl-kube-pod-rings-connected.log: NCCL's own init lines under any engine
+    ("generic", "adp-us-llm-1-00001-deployment-6f47c67945-s59dl:235:235 [1] NCCL INFO Channel 13/0 : 1[1] -> 2[2] "
+                "via P2P/IPC", "distributed_init"),
+    ("vllm", "adp-us-llm-1-00001-deployment-6f47c67945-s59dl:235:235 [1] NCCL INFO Channel 13/0 : 1[1] -> 2[2] "
+             "via P2P/IPC", "distributed_init"),
+])
+def test_nccls_own_lines_are_distributed_init(engine: str, line: str, phase: str) -> None:
+    m = get_profile(engine).classify(line)
+    assert m.phase == phase and m.phase_weak
+
+
+def test_a_fatal_failure_says_the_phase_it_happens_in() -> None:
+    assert FAILURE_PHASES["nccl"] == "distributed_init"
+    # c-vllm-ray-llmengine-ncclinternalerror.log: the excerpt starts at the error
+    rep = replay_lines(["(LLMEngine pid=2347640, ip=10.58.226.15) ncclInternalError: Internal check failed."],
+                       engine="vllm")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "distributed_init", "nccl")
+    # b-tgi-openshift-master-port-in-use.log: torch.distributed's rendezvous port taken
+    rep = replay_lines(["RuntimeError: The server socket has failed to listen on any local network address. The "
+                        "server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)."],
+                       engine="tgi")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "distributed_init", "port_in_use")
+    # b-tgi-awq-warmup-prefill-oom.log: said in TGI's warmup
+    rep = replay_lines(["RuntimeError: Not enough memory to handle 4096 prefill tokens. You need to decrease "
+                        "`--max-batch-prefill-tokens`"], engine="tgi")
+    assert (rep.outcome, rep.phase) == ("failed", "warmup")
+
+
+def test_a_later_phase_is_never_moved_back_by_a_failure() -> None:
+    rep = replay_lines(["INFO 05-10 16:00:15 [gpu_model_runner.py:1] Capturing CUDA graphs (decode, FULL): 1%",
+                        "ncclInternalError: Internal check failed."], engine="vllm")
+    assert rep.phase == "cuda_graph" and rep.failure == "nccl"
+
+
+def test_a_log_cut_inside_a_tracebacks_frames_is_a_death() -> None:
+    # a-vllm-v0-kubeai-pod-input-scale-attr-error.log: the message, then frames, and the paste ends
+    lines = ["ERROR 05-26 00:17:47 [engine.py:448] 'ColumnParallelLinear' object has no attribute 'input_scale'",
+             "ERROR 05-26 00:17:47 [engine.py:448] Traceback (most recent call last):",
+             'ERROR 05-26 00:17:47 [engine.py:448]   File "/usr/local/lib/python3.12/dist-packages/vllm/engine/'
+             'multiprocessing/engine.py", line 436, in run_mp_engine',
+             "ERROR 05-26 00:17:47 [engine.py:448]     engine = MQLLMEngine.from_vllm_config("]
+    rep = replay_lines(lines, engine="vllm")
+    assert (rep.outcome, rep.failure) == ("failed", "other")
+    # a header with no frame yet, or a traceback that goes on to plain lines, is no death
+    assert replay_lines(lines[:2], engine="vllm").outcome == "incomplete"
+    assert replay_lines([*lines, "INFO 05-26 00:17:48 [engine.py:1] Retrying"], engine="vllm").outcome == "incomplete"
+    # a Ctrl+C is a stop
+    assert replay_lines([*lines, "KeyboardInterrupt"], engine="vllm").outcome == "incomplete"
+
+
+@pytest.mark.parametrize("line, frame_phase", [
+    # a-vllm-v1-sampler-warmup-oom-tp.log: the profile run that sizes the KV cache
+    ('  File "/opt/home/s4075740/miniconda3/envs/torch/lib/python3.10/site-packages/vllm/v1/worker/gpu_model_runner.py'
+     '", line 1544, in _dummy_sampler_run', "kv_cache"),
+    # a-vllm-v1-marlin-repack-cuda-driver-oom.log: the weights' repacking after they load
+    ('  File "/usr/local/lib/python3.12/dist-packages/vllm/_custom_ops.py", line 1279, in gptq_marlin_repack',
+     "weights_loading"),
+    # c-vllm-worker-pynccl-allreduce-traceback.log: vLLM's NCCL communicator
+    ('  File "/usr/local/lib/python3.12/dist-packages/vllm/distributed/device_communicators/pynccl.py", line 142, '
+     'in __init__', "distributed_init"),
+])
+def test_traceback_frames_say_the_phase(line: str, frame_phase: str) -> None:
+    assert get_profile("vllm").classify(line).frame_phase == frame_phase
+
+
+@pytest.mark.parametrize("engine, line, category", [
+    # a-vllm-v1-marlin-repack-cuda-driver-oom.log
+    ("vllm", "RuntimeError: CUDA driver error: out of memory", "oom"),
+    # c-ollama-journal-deepseek-cudamalloc-panic.log, read by any profile
+    ("generic", "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 45108.64 MiB on device 0: cudaMalloc failed: "
+                "out of memory", "oom"),
+    ("generic", "panic: unable to load model: /usr/share/ollama/.ollama/models/blobs/sha256-9801e7fce", "crashed"),
+    ("ollama", "panic: unable to load model: /usr/share/ollama/.ollama/models/blobs/sha256-9801e7fce", "crashed"),
+    # c-ollama-intel-gpu-abort-docker-desktop.log
+    ("ollama", "Abort was called at 63 line in file:", "crashed"),
+    # c-ollama-exit-status-2-vram-not-recovered.log: Go exits 2 on a panic
+    ("ollama", 'time=2025-02-20T12:24:52.667+08:00 level=ERROR source=sched.go:455 msg="error loading llama server" '
+               'error="llama runner process has terminated: exit status 2"', "crashed"),
+    # c-sglang-nccl-socket-connect-abort-tp0.log
+    ("sglang", "h100-15:139:1092 [7] socket.c:485 NCCL WARN socketStartConnect: Connect to 10.0.0.82<38455> failed : "
+               "Software caused connection abort", "nccl"),
+])
+def test_generic_failure_wordings(engine: str, line: str, category: str) -> None:
+    m = get_profile(engine).classify(line)
+    assert m.failure is not None and m.failure.category == category
+
+
+def test_an_ollama_runner_that_exits_2_is_a_crash_not_the_wrapper() -> None:
+    m = get_profile("ollama").classify('msg="error loading llama server" error="llama runner process has terminated: '
+                                       'exit status 1"')
+    assert m.failure is not None and m.failure.category == "other"
+
+
+def test_an_nccl_info_line_is_no_failure() -> None:
+    assert get_profile("sglang").classify("h100-15:132:132 [0] NCCL INFO init.cc:1263 -> 2").failure is None
+
+
+@pytest.mark.parametrize("lines, engine", [
+    # a-vllm-ascend-glm5-shards-stuck.log: a TP/EP worker's process tag
+    (["(Worker_TP13_EP13 pid=5766) INFO 02-13 06:25:33 [compilation.py:903] Using OOT custom backend for "
+      "compilation."], "vllm"),
+    # a-vllm-ray-ip-worker-sigsegv-nccl-proxy.log: vLLM's Ray worker class
+    (["(RayWorkerWrapper pid=376235, ip=10.10.10.61) *** SIGSEGV received at time=1745722347 on cpu 48 ***"], "vllm"),
+    # a-vllm-v0-gemma3-routes-startup-complete.log: the launcher's routes in vLLM's log format
+    (["INFO 03-18 08:51:39 [launcher.py:34] Route: /v1/models, Methods: GET"], "vllm"),
+    # a-vllm-gpustack-cuda-graph-bars-full.log: v1's graph capture with its mode
+    (["Capturing CUDA graphs (decode, FULL):  46%|████▌     | 16/35 [00:02<00:02,  8.85it/s]"], "vllm"),
+    # a-vllm-docker-serve-twice-unrecognized-args.log
+    (["/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/completion/protocol.py:176: SyntaxWarning: "
+      "invalid escape sequence '\\e'",
+      "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...",
+      "vllm: error: unrecognized arguments: serve /models/GLM-4.7-Flash-AWQ-4bit"], "vllm"),
+    # c-ollama-journal-deepseek-cudamalloc-panic.log: a Go frame of Ollama's
+    (["        github.com/ollama/ollama/llama/runner/runner.go:984 +0xde5"], "ollama"),
+])
+def test_engine_words(lines: list[str], engine: str) -> None:
+    assert detect_from_lines(lines, list(PROFILES.values())) == engine
+
+
+@pytest.mark.parametrize("line, inner", [
+    # a-vllm-v1-journalctl-ru-locale-engine-to-apiserver.log: journalctl under a Russian locale
+    ("авг 18 14:15:04 llm python3[28059]: (EngineCore pid=28059) INFO 08-18 14:15:04 [vllm.py:1721] Cudagraph is "
+     "disabled under eager mode", "(EngineCore pid=28059) INFO 08-18 14:15:04 [vllm.py:1721] Cudagraph is disabled "
+                                  "under eager mode"),
+    # c-ollama-journal-zh-locale-truncated-listening.log: a numbered month
+    ("7月 21 14:47:28 dar systemd[1]: Started Ollama Service.", "Started Ollama Service."),
+])
+def test_journal_short_under_any_locale(line: str, inner: str) -> None:
+    f = peel(line)
+    assert f.text == inner and f.framing == "journal-short"
+
+
+def test_a_numbered_month_keeps_its_time_and_a_word_is_no_month() -> None:
+    assert peel("7月 21 14:47:28 dar systemd[1]: Started Ollama Service.").ts is not None
+    assert peel("авг 18 14:15:04 llm python3[28059]: x").ts is None  # the month's name is the locale's: no time
+    assert peel("Loading 12 10:00:00 foo").framing is None
