@@ -259,7 +259,8 @@ def check_fit(target: Target, scan: Scan | None, gpus: GpuSample | str, ram: int
     weights_short = any(d.weights > d.available for d in short)
     category = "oom" if weights_short else CATEGORY
     shrinks = profile.flags.fits_unset_context and not asked
-    certain = shape.bounded and profile.flags.context_must_fit and not shrinks
+    unsure = uncertain(target, found)
+    certain = shape.bounded and profile.flags.context_must_fit and not shrinks and unsure is None
     knob = (CPU_KV_ENV if any(d.name == "KV space" for d in found)
             else ", ".join(profile.flags.memory_share) or "free memory")
     hint = ("use more GPUs (a larger TP), a smaller quantization, or free memory" if weights_short else
@@ -267,5 +268,26 @@ def check_fit(target: Target, scan: Scan | None, gpus: GpuSample | str, ram: int
             f"more memory ({knob}), or use more GPUs")
     if shrinks:
         hint = "llama.cpp's --fit will shrink the context it was not given until it fits"
-    return Check(NAME, FAIL if certain else WARN, category, f"{what}; does not fit: " + "; ".join(parts), hint,
+    why = f" (not refused: {unsure})" if unsure and shape.bounded and profile.flags.context_must_fit else ""
+    return Check(NAME, FAIL if certain else WARN, category, f"{what}; does not fit: " + "; ".join(parts) + why, hint,
                  facts=facts)
+
+
+# Words of a command that move weights or KV cache off the devices counted here, or split the weights other than
+# over TP x PP: the figures are no longer a bound, so a start is warned, never refused.
+_OFFLOAD = ("offload",)  # vLLM / SGLang --cpu-offload-gb, vLLM --kv-offloading-*, --offload-group-size
+_EXPERTS = ("expert-parallel", "--ep-size", "--ep", "--moe-")  # vLLM --enable-expert-parallel, SGLang --ep-size
+
+
+def uncertain(target: Target, found: list[Device]) -> str | None:
+    """Why the fit's figures are not a bound for this command (weights or KV cache elsewhere, weights split over
+    experts or data-parallel ranks, llama.cpp placing layers across GPUs and RAM by itself); None when they are."""
+    words = [w.lower() for w in (target.command.server if target.command is not None else target.argv)]
+    if any(any(o in w for o in _OFFLOAD) for w in words if w.startswith("-")):
+        return "an offload option moves part of it off the devices"
+    if any(w.startswith(_EXPERTS) or "expert-parallel" in w for w in words if w.startswith("-")) or (
+            target.command is not None and (target.command.dp or 1) > 1):
+        return "expert or data parallelism splits the weights other than over TP x PP"
+    if target.engine == "llamacpp" and any(d.name.startswith("GPU") for d in found):
+        return "llama.cpp places layers across the GPUs and RAM itself (--fit)"
+    return None

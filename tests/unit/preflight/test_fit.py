@@ -193,3 +193,24 @@ def test_llama_cpp_pads_the_context_to_its_256_cells(tmp_path: Path):
     assert c.facts["fit"]["context"] == 3072 == -(-3000 // LLAMACPP_PAD) * LLAMACPP_PAD
     env = read_target(["llama-server", "-m", str(t.model_path)], env={"LLAMA_ARG_CTX_SIZE": "1000"})
     assert check_fit(env, scan_of(t.model_path, 1), "no GPU", ram=100 * GIB).facts["fit"]["context"] == 1024
+
+
+@pytest.mark.parametrize("extra, why", [
+    (("--cpu-offload-gb", "40"), "offload"),
+    (("--kv-offloading-size", "8"), "offload"),
+    (("--enable-expert-parallel",), "expert or data parallelism"),
+    (("-dp", "8"), "expert or data parallelism"),
+])
+def test_an_option_that_moves_or_splits_the_weights_otherwise_is_warned_never_refused(tmp_path: Path,
+                                                                                    extra: tuple[str, ...], why: str):
+    d = model(tmp_path, LLAMA_8B)
+    t = read_target(["vllm", "serve", str(d), "--gpu-memory-utilization", "0.2", "--max-model-len", "131072", *extra],
+                    env={})
+    c = check_fit(t, scan_of(d, 16 * GIB), reading(dev(80 * GIB)))
+    assert c.status == WARN and "not refused" in c.evidence and why in c.evidence, c
+
+
+def test_llama_cpp_on_gpus_places_its_layers_itself_so_it_is_warned_never_refused(tmp_path: Path):
+    t = llama(tmp_path, "-c", "3000000")
+    c = check_fit(t, scan_of(t.model_path, 5 * GIB), reading(dev(80 * GIB)))
+    assert c.status == WARN and "places layers" in c.evidence, c
