@@ -77,6 +77,7 @@ class Signals:
     peer_lines: list[tuple[float, str]] = field(default_factory=list)  # the engine's peer-load lines: t, text
     attach_lines: list[tuple[float, str]] = field(default_factory=list)  # ... that it attached a daemon's weights
     wake_lines: list[tuple[float, str]] = field(default_factory=list)  # ... that it woke from sleep
+    compile_key: dict[str, str] = field(default_factory=dict)  # its compile cache's key: key, env, cfg, comp, code
     engine_version: tuple[float, str] | None = None  # t, the version its log says
     # per phase, the longest silence of strong progress, of any progress and of each signal (the judge feeds it)
     quiet: QuietTracker = field(default_factory=QuietTracker)
@@ -103,6 +104,10 @@ class Signals:
     def start_line(self, t: float, kind: str, value: str) -> None:
         if kind == "version" and self.engine_version is None:
             self.engine_version = (t, value[:80])
+        elif kind == "compile_key":
+            for part in value.split():
+                name, _, v = part.partition("=")
+                self.compile_key.setdefault(name, v[:64])  # the first said: rank 0's, as the cache is shared
         else:
             lines = {"peer": self.peer_lines, "attached": self.attach_lines, "woken": self.wake_lines}.get(kind)
             if lines is not None and len(lines) < 8:
@@ -353,6 +358,7 @@ def anatomy(phases: list[dict[str, Any]], sig: Signals, end: float, *, first_gen
             "weights_bytes": w.bytes if w is not None else None,
             "fstype": fstype or None,
             "compile_cache": compile_cache,
+            "compile_key": dict(sig.compile_key) or None,
             "device_rate": _r(device_rate, 0),
             "weights_read_rate": _r(weights_rate, 0),
         },

@@ -239,6 +239,7 @@ class ClockEndpoint(NamedTuple):
 
 
 START_LINE_KINDS = ("peer", "attached", "woken")  # the start types an engine's own lines say (firstlight.starts)
+COMPILE_FACTORS = ("env", "cfg", "comp", "code")  # the parts of a compile cache's key an engine may say
 
 
 @dataclass(frozen=True)
@@ -325,6 +326,9 @@ class EngineProfile:
     attach_load: tuple[str, ...] = ()
     # ... that say a sleeping engine woke up (its weights and KV cache put back, nothing loaded)
     wake: tuple[str, ...] = ()
+    # the engine's lines that name its compile cache's key: a ``key`` group (the cache directory's hash), or the
+    # factors that make it (``env``, ``cfg``, ``comp``, ``code`` groups): what changed when a miss follows hits
+    compile_key: tuple[str, ...] = ()
     # the engine's line that says its version, its version in a ``version`` group ("" when it prints none)
     version_line: str = ""
     # "server": serves the API, READY after a real generation; "worker": a member of a multi-node start that
@@ -378,6 +382,9 @@ class EngineProfile:
         kind = next((k for k in START_LINE_KINDS if found.get(f"_{k}") is not None), None)
         if kind is not None:
             return kind, text
+        if found.get("_compile_key") is not None:
+            said = [f"{f}={found[f]}" for f in ("key", *COMPILE_FACTORS) if found.get(f)]
+            return ("compile_key", " ".join(said)) if said else None
         v = found.get("version")
         return ("version", v) if v else None
 
@@ -385,6 +392,8 @@ class EngineProfile:
     def _start_rx(self) -> re.Pattern[str] | None:
         kinds = {"peer": self.peer_load, "attached": self.attach_load, "woken": self.wake}
         alts = [f"(?P<_{k}>" + "|".join(f"(?:{p})" for p in kinds[k]) + ")" for k in START_LINE_KINDS if kinds[k]]
+        if self.compile_key:
+            alts.append("(?P<_compile_key>" + "|".join(f"(?:{p})" for p in self.compile_key) + ")")
         alts += [f"(?:{self.version_line})"] if self.version_line else []
         return re.compile("|".join(alts)) if alts else None
 

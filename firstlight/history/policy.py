@@ -246,3 +246,29 @@ def forecast_accuracy(graded: Sequence[tuple[str, float | None]]) -> list[dict[s
                     "within": good, "message": f"forecasts of {len(errs)} start{'s' if len(errs) != 1 else ''}: "
                     f"typically off by {typical:.0%} (bias {bias:+.0%}), {good:.0%} within {FORECAST_GOOD:.0%}"})
     return out
+
+
+def compile_key_change(cache: dict[str, Any] | None,
+                       earlier: Sequence[tuple[str | None, dict[str, Any] | None]]) -> str | None:
+    """Why this start's compile cache missed, when its deployment's newest earlier start that hit it said its key
+    (the anatomy's ``cache.compile_key``: the cache directory's hash, and the factors where the engine logs them):
+    the parts of the key that changed, or that none did (the cache emptied, or not on this node's disk). None when
+    this start did not miss, or no earlier hit says its key."""
+    mine = (cache or {}).get("compile_key")
+    if (cache or {}).get("compile_cache") != "miss" or not isinstance(mine, dict) or not mine:
+        return None
+    for _, anat in earlier:
+        past = (anat or {}).get("cache") if isinstance(anat, dict) else None
+        theirs = past.get("compile_key") if isinstance(past, dict) else None
+        if not isinstance(past, dict) or past.get("compile_cache") != "hit" or not isinstance(theirs, dict):
+            continue
+        both = [k for k in ("key", "env", "cfg", "comp", "code") if mine.get(k) and theirs.get(k)]
+        if not both:
+            return None
+        changed = [f"{k} {theirs[k]} -> {mine[k]}" for k in both if theirs[k] != mine[k]]
+        if changed:
+            return ("compile cache miss: its key changed since the last start that hit it (" + ", ".join(changed)
+                    + "): a changed engine version, config, compiler or environment")
+        return (f"compile cache miss with the key the last hit had ({', '.join(f'{k} {mine[k]}' for k in both)}): "
+                "the cache was emptied, or is not on this node's disk")
+    return None

@@ -17,6 +17,7 @@ from firstlight.config import Config
 from firstlight.engines import ServerCommand, read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.errors import Unreachable
+from firstlight.history.policy import compile_key_change
 from firstlight.history.store import DeploymentKey, History, HistoryError
 from firstlight.redact import Redactor
 from firstlight.result import RunResult
@@ -159,7 +160,8 @@ def compare_with_history(history: History, key: DeploymentKey, kind: str, result
             "output_throughput": history.baseline(key, "output_throughput"),
             "margin": margin,
         }
-        result = result.with_history(baseline, [r.to_dict() for r in regressions] or None, None)
+        changed = compile_key_change((result.anatomy or {}).get("cache"), history.start_anatomies(key))
+        result = result.with_history(baseline, [r.to_dict() for r in regressions] or None, None, note=changed)
         result = result.with_anatomy_baseline(anatomy_baseline(history, key, result))
         run_id = history.record_run(kind, result.to_dict(), key, bench=bench)
         return result.with_history(baseline, list(result.regression) if result.regression else None, run_id)

@@ -296,3 +296,32 @@ def test_a_wake_after_ready_is_no_woken_start_and_a_restored_start_is_not_woken_
     j.feed(LogLine(T0 + 1, VLLM + "Application startup complete."))
     j.feed(LogLine(T0 + 2, VLLM + WAKE))  # asleep and woken while serving: not how this start got its weights
     assert "woken" not in _kind(j)["labels"]
+
+
+# -- the compile cache's key (vllm/compilation/backends.py), as real logs say it ------------------------------------
+@pytest.mark.parametrize(("line", "key"), [
+    # ../shared/logs/vllm-enginecore-failed-after-torch-compile.log
+    ("INFO 05-07 02:13:56 [backends.py:420] Using cache directory: /root/.cache/vllm/torch_compile_cache/3069c682cd/"
+     "rank_0_0 for vLLM's torch.compile", {"key": "3069c682cd"}),
+    # tests/fixtures/engines/vllm-v1-ready.log
+    ("(EngineCore_0 pid=4301) INFO 07-21 09:00:27 [backends.py:508] Using cache directory: /root/.cache/vllm/"
+     "torch_compile_cache/8c9f/rank_0_0/backbone for vLLM's torch.compile", {"key": "8c9f"}),
+    # the DEBUG line beside it (VLLM_LOGGING_LEVEL=DEBUG)
+    ("DEBUG 07-21 09:00:27 [backends.py:520] torch.compile cache factors: env=ab12 cfg=cd34 comp=ef56 code=7890 "
+     "dir=/root/.cache/vllm/torch_compile_cache/8c9f/rank_0_0/backbone",
+     {"env": "ab12", "cfg": "cd34", "comp": "ef56", "code": "7890"}),
+])
+def test_vllms_compile_cache_key_is_read_into_the_anatomy(line: str, key: dict[str, str]):
+    j = _judge()
+    j.feed(LogLine(T0 + 1, line))
+    j.feed(LogLine(T0 + 2, VLLM + "Compiling a graph for dynamic shape takes 20.1 s"))
+    assert j.signals.compile_key == key
+    assert anatomy(j.phases_dicts(), j.signals, T0 + 100)["cache"]["compile_key"] == key
+
+
+def test_a_compile_key_said_after_ready_is_not_this_starts():
+    j = _judge()
+    j.feed(LogLine(T0 + 1, VLLM + "Application startup complete."))
+    j.feed(LogLine(T0 + 2, VLLM + "Using cache directory: /c/torch_compile_cache/8c9f/rank_0_0 for vLLM's "
+                                 "torch.compile"))
+    assert j.signals.compile_key == {}

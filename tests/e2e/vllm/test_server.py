@@ -546,8 +546,9 @@ def test_a_frozen_vllm_engine_behind_a_live_api_server_is_not_ready_then_hung_an
 
 
 def test_anatomy_of_the_cold_vllm_start_names_the_compile_miss_and_the_weights_cache_state(served: dict[str, Any]):
-    """The shared server's start (empty compile cache): vLLM's own AOT line says the compile missed the cache, and
-    the weights phase carries its page-cache state at start and its read figures."""
+    """The shared server's start (empty compile cache): vLLM's own AOT line says the compile missed the cache, its
+    cache directory names the cache's key, and the weights phase carries its page-cache state at start and its read
+    figures."""
     a = served["summary"]["anatomy"]
     c = next(p for p in a["phases"] if p["name"] == "compile")
     assert c["bound"] == "compile" and c["compile"]["cache"] == "miss", c
@@ -556,6 +557,10 @@ def test_anatomy_of_the_cold_vllm_start_names_the_compile_miss_and_the_weights_c
     assert a["cache"]["page_cache_resident"] is not None and a["cache"]["weights_bytes"] > 0, a["cache"]
     assert w["bound"] in ("disk", "page_cache", "loader_cpu", "cpu", "reads", "log"), w
     assert a["cache"]["compile_cache"] == "miss" and any(x["cut"] == "compile_cache" for x in a["cuts"])
+    # the compile cache's key, from vLLM's own "Using cache directory: .../torch_compile_cache/KEY/..." line: what a
+    # later miss is compared with (firstlight.history.policy.compile_key_change)
+    key = (a["cache"]["compile_key"] or {}).get("key", "")
+    assert key and all(ch in "0123456789abcdef" for ch in key), a["cache"]
     assert "anatomy" in served["stderr"]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from firstlight.history.policy import (
     VERSION_MARGIN,
     StartEstimate,
     base_type,
+    compile_key_change,
     estimate,
     extract_metrics,
     forecast_accuracy,
@@ -300,3 +302,33 @@ def test_forecast_accuracy_is_each_deployments_typical_error_its_bias_and_its_sh
     assert by["b"]["starts"] == 1 and by["b"]["within"] == 0.0
     assert FORECAST_GOOD == 0.25
     assert forecast_accuracy([("c", None)]) == []
+
+
+def _cache(state: str | None, **key: str) -> dict[str, Any]:
+    return {"cache": {"compile_cache": state, "compile_key": key or None}}
+
+
+def test_a_compile_cache_miss_names_the_parts_of_its_key_that_changed_since_the_last_hit():
+    earlier = [("cold", _cache("miss", key="0000")), ("cold", _cache("hit", key="8c9f", cfg="cd34", env="ab12")),
+               ("cold", _cache("hit", key="1111"))]
+    said = compile_key_change(_cache("miss", key="3069", cfg="9999", env="ab12")["cache"], earlier)
+    assert said == ("compile cache miss: its key changed since the last start that hit it (key 8c9f -> 3069, "
+                    "cfg cd34 -> 9999): a changed engine version, config, compiler or environment")
+
+
+def test_a_compile_cache_miss_with_the_same_key_says_the_cache_is_gone():
+    said = compile_key_change(_cache("miss", key="8c9f")["cache"], [("cold", _cache("hit", key="8c9f"))])
+    assert said is not None and "with the key the last hit had (key 8c9f)" in said and "emptied" in said
+
+
+@pytest.mark.parametrize(("mine", "earlier"), [
+    (_cache("hit", key="8c9f"), [("cold", _cache("hit", key="0000"))]),  # not a miss
+    (_cache("miss"), [("cold", _cache("hit", key="0000"))]),  # no key said
+    (_cache("miss", key="8c9f"), [("cold", _cache("miss", key="0000")), ("cold", None)]),  # no earlier hit
+    (_cache("miss", key="8c9f"), [("cold", _cache("hit", cfg="x"))]),  # nothing to compare
+    (_cache("miss", key="8c9f"), [("cold", {"cache": "damaged"}), ("cold", {"cache": {"compile_cache": "hit",
+                                                                                     "compile_key": "x"}})]),
+])
+def test_no_compile_key_note_without_a_miss_and_an_earlier_hit_to_compare(mine: dict[str, Any],
+                                                                          earlier: list[Any]):
+    assert compile_key_change(mine["cache"], earlier) is None
