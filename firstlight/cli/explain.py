@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from firstlight.analysis import analyse
+from firstlight.budgets import learn
 from firstlight.cli.options import EXIT_FAILED, EXIT_OK, Command, UsageFailure, engine_option, history_option
 from firstlight.config import JudgeConfig
 from firstlight.files import kind
@@ -23,7 +24,7 @@ from firstlight.forecast import graded_line
 from firstlight.history import History, HistoryError
 from firstlight.logreplay import replay_log
 from firstlight.logtext import one_line
-from firstlight.report.anatomy_text import clock_lines, describe, human_lines
+from firstlight.report.anatomy_text import clock_lines, describe, human_lines, usual_lines
 from firstlight.report.record import RecordError, read_record, read_summary
 from firstlight.report.series import profile_for, replay
 
@@ -52,15 +53,15 @@ def _check_file(path: Path) -> None:
 
 
 # the anatomy, the verdict, the engine's clock beside it, the graded forecast (a run's summary only: a log or a record
-# has none)
-Found = tuple[dict[str, Any] | None, str, Any, Any]
+# has none), and what the deployment's earlier starts took in each phase (a run of the history only)
+Found = tuple[dict[str, Any] | None, str, Any, Any, Any]
 
 
 def _from_file(path: Path, engine: str | None) -> Found:
     try:
         summary = read_summary(path)
         return (summary.get("anatomy"), str(summary.get("verdict", "ready")), summary.get("engine_clock"),
-                summary.get("forecast"))
+                summary.get("forecast"), None)
     except RecordError:
         pass
     try:
@@ -71,23 +72,25 @@ def _from_file(path: Path, engine: str | None) -> Found:
         r = replay(rec.observations, JudgeConfig(), profile_for(rec.observations, engine))
         ready = r.assessment.ready_at
         found = analyse(r.judge, r.assessment, cold_start_s=None if ready is None else ready - r.judge.started_at)
-        return found.summary_anatomy, r.assessment.verdict, found.engine_clock, None
+        return found.summary_anatomy, r.assessment.verdict, found.engine_clock, None, None
     report = replay_log(path, engine)
     if not report.phases and report.outcome == "incomplete":
-        return None, report.outcome, None, None  # no phase recognised: not a startup log (replay says the same)
-    return report.anatomy, report.outcome, report.engine_clock, None
+        return None, report.outcome, None, None, None  # no phase recognised: not a startup log (as replay says)
+    return report.anatomy, report.outcome, report.engine_clock, None, None
 
 
 def _from_history(path: Path | None, run_id: int | None) -> Found:
     try:
         with History(path, readonly=True) as h:
             run = h.get(run_id) if run_id is not None else next(iter(h.runs(limit=1)), None)
+            # the phases' usual range: the deployment's good starts before this one, of its type
+            usual = learn(h.start_anatomies(run.deployment, before=run.id), run.start_type).to_dict() if run else None
     except HistoryError as e:
         raise UsageFailure(f"history: {e}") from None
     if run is None:
         raise UsageFailure(f"no run {run_id} in the history" if run_id is not None else "the history has no run")
     return (run.summary.get("anatomy"), str(run.summary.get("verdict", "ready")), run.summary.get("engine_clock"),
-            run.summary.get("forecast"))
+            run.summary.get("forecast"), usual)
 
 
 @click.command("explain", cls=Command, epilog=EXIT_HELP)
@@ -109,9 +112,9 @@ def explain_command(source: Path | None, run_id: int | None, last: bool, engine:
         raise UsageFailure("give exactly one of: a file, --run N, --last")
     if source is not None:
         _check_file(source)
-        anat, verdict, clock, said = _from_file(source, engine)
+        anat, verdict, clock, said, usual = _from_file(source, engine)
     else:
-        anat, verdict, clock, said = _from_history(history_path, run_id)
+        anat, verdict, clock, said, usual = _from_history(history_path, run_id)
     kind = anat.get("start_type") if isinstance(anat, dict) else None
     typed = describe(kind) if isinstance(kind, dict) and isinstance(kind.get("evidence"), dict) else None
     if not isinstance(anat, dict) or not (anat.get("phases") or typed):
@@ -121,10 +124,13 @@ def explain_command(source: Path | None, run_id: int | None, last: bool, engine:
     try:  # a hand-edited history row or --json file may hold anything in any field
         graded = graded_line(said) if isinstance(said, dict) else None
         lines = ([typed] if typed else []) + human_lines(anat, verdict) + clock_lines(
-            clock if isinstance(clock, dict) else None) + ([f"forecast: {graded}"] if graded else [])
+            clock if isinstance(clock, dict) else None) + usual_lines(anat, usual) + (
+            [f"forecast: {graded}"] if graded else [])
         out = {**anat, "engine_clock": clock} if clock else dict(anat)
         if isinstance(said, dict):
             out["forecast"] = said
+        if usual and usual.get("phases"):
+            out["usual"] = usual
         shown = json.dumps(out, allow_nan=False) if as_json else None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
         print(f"firstlight: explain: the anatomy in it is damaged ({type(e).__name__}); nothing shown",

@@ -377,13 +377,15 @@ class History(Database):
             "AND r.ok = 1 AND m.name = 'cold_start_s' ORDER BY r.id DESC LIMIT ?", (key_hash(deployment), limit))
         return [(_opt_str(t), v) for t, raw in rows if (v := metric_value(raw)) is not None]
 
-    def start_anatomies(self, deployment: DeploymentKey | str, limit: int = 40
+    def start_anatomies(self, deployment: DeploymentKey | str, limit: int = 40, before: int | None = None
                         ) -> list[tuple[str | None, dict[str, Any] | None]]:
         """(start type, anatomy) of this deployment's good starts, newest first: what its phase budgets are
-        learned from (``firstlight.budgets.learn``). A damaged summary gives no anatomy."""
+        learned from (``firstlight.budgets.learn``); ``before``: only runs older than that run id. A damaged summary
+        gives no anatomy."""
         rows = self._query(
             f"SELECT {self._typed()}, r.summary FROM runs r WHERE r.deployment = ? AND r.ok = 1 "
-            "AND r.kind IN ('up', 'watch') ORDER BY r.id DESC LIMIT ?", (key_hash(deployment), limit))
+            "AND r.kind IN ('up', 'watch') AND r.id < ? ORDER BY r.id DESC LIMIT ?",
+            (key_hash(deployment), before if before is not None else 2**62, limit))
         out: list[tuple[str | None, dict[str, Any] | None]] = []
         for t, raw in rows:
             try:

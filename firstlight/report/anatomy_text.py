@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["clock_lines", "describe", "human_lines"]
+__all__ = ["clock_lines", "describe", "human_lines", "usual_lines"]
 
 
 def human_lines(anat: dict[str, Any], verdict: str = "ready") -> list[str]:
@@ -27,6 +27,28 @@ def human_lines(anat: dict[str, Any], verdict: str = "ready") -> list[str]:
     if vs:
         lines.append(f"  vs baseline{' run ' + str(vs['run']) if vs.get('run') else ''}: {vs['message']}")
     return lines
+
+
+def usual_lines(anat: dict[str, Any] | None, usual: dict[str, Any] | None) -> list[str]:
+    """Each phase against what the deployment's earlier good starts of its type took in it (``Budgets.to_dict()``):
+    their range and median, and how this start's time compares."""
+    said = usual or {}
+    phases = said.get("phases") or {}
+    if not anat or not anat.get("phases") or not isinstance(phases, dict) or not phases:
+        return []
+    kind = f" {said['start_type']}" if said.get("start_type") else ""
+    lines = [f"usual (earlier good{kind} starts of this deployment): phase, this start, their range, median"]
+    for p in anat["phases"]:
+        b = phases.get(p.get("name"))
+        if not isinstance(b, dict) or not all(isinstance(b.get(k), int | float)
+                                              for k in ("min_s", "max_s", "median_s")):
+            continue
+        took = float(p["seconds"])
+        mark = ("  LONGER than every earlier start" if took > b["max_s"] else
+                "  SHORTER than every earlier start" if took < b["min_s"] else "")
+        lines.append(f"  {p['name']:<17}{took:>8.1f}s  {b['min_s']:.1f}-{b['max_s']:.1f}s over {b.get('starts')} "
+                     f"start{'s' if b.get('starts') != 1 else ''}, median {b['median_s']:.1f}s{mark}")
+    return lines if len(lines) > 1 else []
 
 
 def clock_lines(section: dict[str, Any] | None) -> list[str]:

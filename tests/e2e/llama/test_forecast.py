@@ -67,6 +67,9 @@ def test_the_forecast_kv_cache_is_llama_cpps_own_and_a_second_start_is_forecast_
 
     r = run_firstlight("explain", "--last", "--history", str(history))  # the graded forecast beside the anatomy
     assert r.rc == 0 and re.search(r"^forecast: expected [\d.]+s, took [\d.]+s \([+-]\d+%\)", r.stderr, re.M), r.stderr
+    if first["start_type"]["labels"][:1] == second["start_type"]["labels"][:1]:  # both warm (or cold): one before it
+        assert re.search(r"^  weights_loading +[\d.]+s  [\d.]+-[\d.]+s over 1 start, median", r.stderr, re.M), \
+            r.stderr
 
     # `firstlight preflight` forecasts the same deployment's next start from the same history, read only
     r = run_firstlight("preflight", "--json", "--history", str(history), "--", *server_cmd(llama, port, "-c", "3000",

@@ -35,3 +35,13 @@ def test_a_summary_without_an_anatomy_gives_none(tmp_path: Path):
     with History(tmp_path / "h.sqlite3") as h:
         h.record_run("up", {"verdict": "ready", "started_at": 1.0, "ready_at": 2.0}, KEY)
         assert h.start_anatomies(KEY) == [(None, None)]
+
+
+def test_start_anatomies_before_a_run_are_the_older_ones_only(tmp_path: Path):
+    with History(tmp_path / "h.sqlite3") as h:
+        first = h.record_run("up", _summary("ready", "cold", 40.0), KEY)
+        second = h.record_run("up", _summary("ready", "cold", 50.0), KEY)
+        h.record_run("up", _summary("ready", "cold", 60.0), KEY)
+        assert [a["phases"][0]["seconds"] for _, a in h.start_anatomies(KEY, before=second) if a] == [40.0]
+        assert h.start_anatomies(KEY, before=first) == []
+        assert len(h.start_anatomies(KEY)) == 3
