@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firstlight.formats import duration
+from firstlight.vocab import PHASE_INDEX
 
 __all__ = ["BUDGET_FACTOR", "BUDGET_FLOOR_S", "MIN_STARTS", "SILENCE_FACTOR", "SILENCE_FLOOR_S", "WEAK", "WINDOW",
-           "Budgets", "PhaseBudget", "QuietTracker", "budgets_note", "learn", "limit", "p95", "signal_class"]
+           "Budgets", "PhaseBudget", "QuietTracker", "budgets_note", "learn", "limit", "p95", "phase_eta",
+           "signal_class"]
 
 MIN_STARTS = 3  # good starts with a phase before it has a learned budget
 BUDGET_FACTOR = 3.0  # a phase past 3 x its p95 ...
@@ -268,3 +270,15 @@ def budgets_note(b: Budgets) -> str:
                 f"({MIN_STARTS} needed); the fixed clocks apply")
     return (f"phase budgets from {b.starts} earlier good{kind} starts: "
             + ", ".join(f"{p.phase} {duration(p.budget_s)}" for p in learned))
+
+
+def phase_eta(b: Budgets | None, phase: str, in_phase_s: float) -> float | None:
+    """Seconds to READY from what this deployment's earlier good starts of the type took in each phase: what is
+    left of the current phase's median, plus the medians of the phases after it that at least half of those starts
+    had. None when no earlier start had the current phase (the whole-start ETA applies)."""
+    if b is None or phase not in b.phases or phase not in PHASE_INDEX:
+        return None
+    here = PHASE_INDEX[phase]
+    later = [p.median_s for n, p in b.phases.items()
+             if PHASE_INDEX.get(n, -1) > here and n != "ready" and 2 * p.starts >= b.starts]
+    return max(0.0, b.phases[phase].median_s - in_phase_s) + sum(later)

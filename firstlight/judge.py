@@ -24,7 +24,7 @@ from typing import Any
 
 from firstlight.anatomy import Signals
 from firstlight.assessment import Assessment, Event, Evidence, PhaseSpan, Progress
-from firstlight.budgets import Budgets, PhaseBudget
+from firstlight.budgets import Budgets, PhaseBudget, phase_eta
 from firstlight.config import JudgeConfig
 from firstlight.deaths import CRASH_SIGNALS, KILLED_HINT, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
 from firstlight.engines.profile import EngineProfile
@@ -640,6 +640,11 @@ class Judge:
         p = self.progress_tracker.progress(now, self.procs, self.gpus, self.last_log,
                                            self._phase_start("weights_loading", self.started_at))
         p.phase_budget = self.budget_use(now)
+        # where the start is, against what each phase usually takes: closer than the whole start's median
+        span = self.phases[-1]
+        by_phase = phase_eta(self.budgets, span.name, max(now - span.start, 0.0)) if self.ready_at is None else None
+        if by_phase is not None:
+            p.eta_total_s = by_phase
         return p
 
     def _phase_start(self, name: str, default: float) -> float:

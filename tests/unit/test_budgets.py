@@ -18,8 +18,10 @@ from firstlight.budgets import (
     budgets_note,
     learn,
     p95,
+    phase_eta,
 )
-from tests.support.budgets import history_of
+from firstlight.timeline import LogLine
+from tests.support.budgets import history_of, judged, start
 
 
 def _anat(**phases: float | tuple[float, dict[str, Any]]) -> dict[str, Any]:
@@ -160,3 +162,30 @@ def test_budgets_note_says_which_phases_have_a_budget():
                                   "clocks apply")
     b = learn([("cold", _anat(cuda_graph=40.0, kv_cache=5.0))] * 3, "cold")
     assert budgets_note(b) == "phase budgets from 3 earlier good cold starts: cuda_graph 2m00s, kv_cache 35s"
+
+
+def _b(**medians: tuple[float, int]) -> Budgets:
+    return Budgets("cold", 4, {n: PhaseBudget(n, k, "cold", m, m, m, m, None, None) for n, (m, k) in medians.items()})
+
+
+def test_the_eta_by_phase_is_whats_left_of_this_phase_and_the_medians_of_those_after_it():
+    b = _b(weights_loading=(40.0, 4), kv_cache=(6.0, 4), cuda_graph=(45.0, 2), warmup=(3.0, 1))
+    # 30 s into the load: 10 s left of it, then the KV cache and the graphs (had by half the starts); not warmup
+    # (one start in four), not what came before
+    assert phase_eta(b, "weights_loading", 30.0) == 10.0 + 6.0 + 45.0
+    assert phase_eta(b, "weights_loading", 60.0) == 6.0 + 45.0  # past its median: none of it is left
+    assert phase_eta(b, "cuda_graph", 0.0) == 45.0
+    assert phase_eta(b, "compile", 1.0) is None  # no earlier start had the phase: the whole start's ETA applies
+    assert phase_eta(None, "weights_loading", 1.0) is None
+
+
+def test_a_judged_start_with_budgets_gives_the_eta_of_the_phases_left():
+    hist = history_of(3)
+    budgets = learn(hist, hist[0][0])
+    obs = start()
+    load = next(o.t for o in obs if isinstance(o, LogLine) and o.text.startswith("Load weight begin"))
+    driver, _ = judged([o for o in obs if o.t <= load + 10.0], budgets=budgets)
+    p = driver.judge.progress(load + 10.0)
+    after = sum(budgets.phases[n].median_s for n in ("weights_loaded", "kv_cache", "cuda_graph", "http_listening",
+                                                     "warmup"))  # warmup: the generation probe's time before READY
+    assert p.eta_total_s == pytest.approx(budgets.phases["weights_loading"].median_s - 10.0 + after, abs=0.01)
