@@ -23,18 +23,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from bench_serving import llama_paths  # noqa: E402
 
 from firstlight.sim.fixtures import free_port  # noqa: E402
 
 MIB = 1 << 20
-
-
-def _paths() -> dict[str, str]:
-    p = subprocess.run([sys.executable, str(REPO / "scripts" / "setup_llama_server.py"), "--print-paths"],
-                       capture_output=True, text=True, timeout=120)
-    if p.returncode != 0:
-        sys.exit(f"bench_forecast: llama-server is not set up: {p.stderr.strip()[-200:]}")
-    return dict(json.loads(p.stdout))
 
 
 def _up(paths: dict[str, str], history: Path, port: int) -> tuple[dict, str]:
@@ -53,7 +48,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--starts", type=int, default=8, help="starts on one history (default 8)")
     args = ap.parse_args()
-    paths = _paths()
+    paths = llama_paths()
     totals: list[float] = []
     phases: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
