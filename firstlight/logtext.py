@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import BinaryIO, NamedTuple
 
 from firstlight import framing
+from firstlight.learnedframe import FrameLearner, drop_spinner
 
 MAX_LINE_BYTES = 1 << 20
 CLASSIFY_CHARS = 8192  # the prefix of a line that patterns look at
@@ -27,6 +28,41 @@ ANSI_RE = re.compile(
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC ... BEL / ST (hyperlinks, titles)
     r"|\x1b[@-Z\\-_]"  # other two-byte escapes
 )
+
+
+# The prefixes ``firstlight.engines.lines.clean_line`` removes (repeatedly, up to 4 times) before classification.
+# Each alternative is one layer: container/journald wrappers, process tags, timestamps and log levels of the
+# engines we know.
+KNOWN_PREFIX_RE = re.compile(
+    r"^(?:"
+    r"[\w.-]+-\d+\s+\|\s?"  # docker compose: "vllm-1  | "
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "  # journald/syslog
+    r"|\((?:[\w.-]+)(?: [\w]+=[^)]*)?\)\s+"  # vLLM/Ray process tag: "(EngineCore_DP0 pid=17374) "
+    r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|TRACE) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
+    r" (?:\[[^\]]*\] |[\w.-]+:\d+\] )?"  # vLLM: "INFO 05-07 02:13:52 [core.py:396] "
+    r"|\[(?:(?:\d{4}-)?\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]{2,3}\d+)*\] "  # SGLang "[... TP0] "
+    r"|\[(?:gpu_id|rank|tp_rank)=\d+\] "  # old SGLang "[gpu_id=0] "
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"
+    r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR)\s+"  # TGI / tracing ISO
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? - [\w.\-]+ - [A-Z]+ - "  # python logging (LMDeploy)
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? (?:TRACE|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
+    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w./-]+:\d+\] "  # glog (torch C++ warnings)
+    r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+"  # uvicorn "INFO:     "
+    r"|\d+\.\d\d\.\d{3}\.\d{3} [IWEDT] "  # llama.cpp --log-timestamps/--log-prefix
+    r"|\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] "  # TensorRT-LLM "[11/20/2024-10:11:12] "
+    r"|\[TRT-LLM\](?: \[[A-Z]\])? "
+    r")"
+)
+
+
+def understood(line: str) -> bool:
+    """Whether the engine profiles read the line's head (``KNOWN_PREFIX_RE``): such a head is the engine's own,
+    never a frame to learn (``firstlight.learnedframe``)."""
+    head = line[:1024]
+    if "\x1b" in head:
+        head = ANSI_RE.sub("", head)
+    m = KNOWN_PREFIX_RE.match(head)
+    return m is not None and m.end() > 0
 
 
 # Access-log lines answer somebody's request (ours, while we poll): they say the HTTP server lives, not that
@@ -93,7 +129,10 @@ class LineEvent(NamedTuple):
     lines: int = 1  # raw lines it stands for (joined partial records, a journal export record); 0 for a redraw
     framing: str | None = None
     stream: str | None = None  # stdout | stderr, where the framing says
+    source: str | None = None  # the learned frame's tag, pod or rank (``firstlight.learnedframe``), where it has one
 
+
+LEARNED = "learned"  # LineEvent.framing of a line whose frame was learned from the log (``firstlight.learnedframe``)
 
 # Framings whose inner text was decoded from an escaped form (JSON, journal export): escapes are stripped again.
 _DECODED = frozenset({framing.DOCKER_JSON, framing.SHIPPER_JSON, framing.JOURNAL_JSON, framing.JOURNAL_EXPORT})
@@ -111,6 +150,8 @@ class LineSplitter:
     is peeled off before its redraws are split, so that the engine profiles see the engine's own line: partial
     records are joined, a journal export record becomes its MESSAGE (its binary fields are read as sized bytes),
     and the framing's time comes with the line (:class:`LineEvent`). ``feed_text`` takes lines already decoded.
+    Beside the known framings, a frame learned from the source's own first lines (``firstlight.learnedframe``)
+    is peeled from every line that fits it, after the known ones, the same way for every source.
     """
 
     def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
@@ -120,6 +161,7 @@ class LineSplitter:
         self._deframer = framing.Deframer()
         self._line_frame: framing.Framed | None = None  # the framing of the current line, once its head is read
         self._binary_key: str | None = None  # journal export: the field whose sized value comes next
+        self._learner = FrameLearner(understood)
 
     def feed(self, data: bytes) -> list[str]:
         """Complete lines contained in ``data`` (plus what was buffered)."""
@@ -219,9 +261,19 @@ class LineSplitter:
 
     def _event(self, text: str, final: bool) -> LineEvent:
         f = self._line_frame
-        if f is None or f.framing is None:
-            return LineEvent(text, final, lines=1 if final else 0)
-        return LineEvent(text, final, f.ts, 1 if final else 0, f.framing, f.stream)
+        if f is None:
+            f = framing.Framed(text)
+        return self._peeled(text, final, f, 1 if final else 0)
+
+    def _peeled(self, text: str, final: bool, f: framing.Framed, lines: int) -> LineEvent:
+        """One line or redraw as an event: the learned frame peeled where it fits (the known framing's time and
+        stream first); a spinner's glyph left before it dropped."""
+        text = drop_spinner(text)
+        p = self._learner.peel(text)
+        if p is None:
+            return LineEvent(text, final, f.ts, lines, f.framing, f.stream)
+        return LineEvent(p.text, final, f.ts if f.ts is not None else p.ts, lines, f.framing or LEARNED,
+                         f.stream or p.stream, p.source)
 
     def _complete(self, raw: bytes | bytearray, events: list[LineEvent]) -> None:
         if raw.endswith(b"\r"):
@@ -246,7 +298,7 @@ class LineSplitter:
             if "\r" in piece:
                 redraws, final = split_redraws(piece)
                 for r in redraws:
-                    events.append(LineEvent(r, False, f.ts, 0, f.framing, f.stream))
+                    events.append(self._peeled(r, False, f, 0))
                 if not final and redraws:
                     final = redraws[-1]
             else:
@@ -254,7 +306,8 @@ class LineSplitter:
             if not final.strip() and self._last_redraw is not None:
                 final = self._last_redraw
             self._last_redraw = None
-            events.append(LineEvent(final, True, f.ts, lines, f.framing, f.stream))
+            self._learner.observe(drop_spinner(final))
+            events.append(self._peeled(final, True, f, lines))
             lines = 1
 
 

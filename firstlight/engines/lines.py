@@ -4,33 +4,9 @@ timestamps and log levels of the engines firstlight knows), so that a profile's 
 
 from __future__ import annotations
 
-import re
-
 from firstlight.logtext import ANSI_RE as _ANSI_RE
+from firstlight.logtext import KNOWN_PREFIX_RE as _PREFIX_RE
 from firstlight.logtext import classify_prefix
-
-# Prefixes removed (repeatedly, up to 4 times) before classification. Each alternative is one layer:
-# container/journald wrappers, process tags, timestamps and log levels of the engines we know.
-_PREFIX_RE = re.compile(
-    r"^(?:"
-    r"[\w.-]+-\d+\s+\|\s?"  # docker compose: "vllm-1  | "
-    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "  # journald/syslog
-    r"|\((?:[\w.-]+)(?: [\w]+=[^)]*)?\)\s+"  # vLLM/Ray process tag: "(EngineCore_DP0 pid=17374) "
-    r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|TRACE) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
-    r" (?:\[[^\]]*\] |[\w.-]+:\d+\] )?"  # vLLM: "INFO 05-07 02:13:52 [core.py:396] "
-    r"|\[(?:(?:\d{4}-)?\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]{2,3}\d+)*\] "  # SGLang "[... TP0] "
-    r"|\[(?:gpu_id|rank|tp_rank)=\d+\] "  # old SGLang "[gpu_id=0] "
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"
-    r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR)\s+"  # TGI / tracing ISO
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? - [\w.\-]+ - [A-Z]+ - "  # python logging (LMDeploy)
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? (?:TRACE|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
-    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w./-]+:\d+\] "  # glog (torch C++ warnings)
-    r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+"  # uvicorn "INFO:     "
-    r"|\d+\.\d\d\.\d{3}\.\d{3} [IWEDT] "  # llama.cpp --log-timestamps/--log-prefix
-    r"|\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] "  # TensorRT-LLM "[11/20/2024-10:11:12] "
-    r"|\[TRT-LLM\](?: \[[A-Z]\])? "
-    r")"
-)
 
 
 def clean_line(line: str) -> str:

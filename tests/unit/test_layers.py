@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # API's names on first use, by name; its ``if TYPE_CHECKING:`` imports of them, which never run, are the one
     # thing this test does not read.
     ("leaves", ("firstlight", "firstlight._version", "firstlight.vocab", "firstlight.redact", "firstlight.framing",
-                "firstlight.logtext", "firstlight.formats", "firstlight.errors",
+                "firstlight.learnedframe", "firstlight.logtext", "firstlight.formats", "firstlight.errors",
                 "firstlight.files", "firstlight.deaths", "firstlight.config", "firstlight.timeline",
                 "firstlight.timestamps", "firstlight.cputime", "firstlight.bounded")),
     # The one HTTP layer: how to ask a server, never what an engine is.
