@@ -98,3 +98,61 @@ def test_a_start_whose_weights_do_not_come_from_storage_is_not_forecast_from_the
     f = make(None, None, facts, kind="attached")
     assert f.source is None and f.phases == {} and "no earlier attached start" in f.note
     assert make(None, None, facts, kind="cold").source == BYTES
+
+
+def test_the_grade_rounds_each_figure_to_the_millisecond_and_the_error_to_a_hundredth_of_a_percent():
+    said = {"total_s": 1.23456, "phases": {"compile": 2.0004}}
+    g = grade(said, anatomy(compile=3.00049, weights_loading=1.0), 2.345678)["graded"]
+    assert g["total"] == {"forecast_s": 1.235, "actual_s": 2.346, "error_s": 1.111, "error": 0.9}
+    assert g["phases"] == {"compile": {"forecast_s": 2.0, "actual_s": 3.0, "error_s": 1.0, "error": 0.4999}}
+    assert grade({"total_s": 0.0, "phases": {}}, None, 1.0)["graded"]["total"]["error"] is None  # no share of 0
+
+
+def test_the_forecast_as_the_summary_keeps_it():
+    f = Forecast(BYTES, "n", 12.34567, {"weights_loading": 1.23456}, {"devices": []}, "ok")
+    assert f.to_dict() == {"source": "bytes", "note": "n", "total_s": 12.346, "phases": {"weights_loading": 1.235},
+                           "fit": {"devices": []}, "fit_status": "ok"}
+    assert Forecast(None, "n").to_dict()["total_s"] is None
+
+
+@pytest.mark.parametrize(("f", "line"), [
+    (Forecast(HISTORY, "from h", 95.0, {"process_start": 1.0, "weights_loading": 60.0, "compile": 20.0,
+                                         "cuda_graph": 10.0}),
+     "about 1m35s (weights_loading 1m00s, compile 20s, cuda_graph 10s) from h"),  # the three longest, in order
+    (Forecast(HISTORY, "from h", 5.0), "about 5.0s from h"),
+    (Forecast(BYTES, "from b", None, {"weights_loading": 4.0}), "weights_loading 4.0s from b"),
+    (Forecast(None, "nothing"), "nothing"),
+    (Forecast(None, "nothing", fit={"devices": [{"device": "RAM", "spare_bytes": 0}]}),
+     "nothing; fits with 0 B to spare on RAM"),
+])
+def test_the_forecast_line(f: Forecast, line: str):
+    assert f.line() == line
+
+
+def test_the_notes_say_where_each_figure_comes_from():
+    _, note = from_bytes({"weights_bytes": 10_000_000, "uncached_bytes": 2_500_000, "read_rate": 5e6})
+    assert note == ("from bytes: 2.5 MB not in the page cache at 5 MB/s measured; no history yet for the other "
+                    "phases")
+    assert from_bytes({"weights_bytes": 10_000_000, "uncached_bytes": 0}) == (
+        {}, "from bytes: the weights' 10.0 MB are in the page cache; no history yet for the other phases")
+    assert from_bytes({"weights_bytes": 10, "uncached_bytes": 10, "read_rate": 0}) == (
+        {}, "from bytes: 10 B to read, the read rate not measured; no history yet")
+    assert from_bytes({"weights_bytes": 0, "uncached_bytes": 10, "read_rate": 1.0}) == ({}, "")
+    assert make(None, None, {}).note == "nothing to forecast from yet: no earlier start and no measured weights"
+    assert make(None, None, {}, kind="woken").note == ("nothing to forecast from yet: no earlier woken start, and an "
+                                                       "woken start reads no weights")
+
+
+def test_a_history_with_phases_but_no_eta_still_forecasts_them():
+    f = make(learn(STARTS, "cold"), None, {})
+    assert f.source == HISTORY and f.total_s is None and f.note == "from history: 3 earlier starts' phases"
+    assert make(learn([], "cold"), None, {}).source is None
+
+
+def test_the_fit_line_names_the_least_spare_device_and_every_short_one():
+    devices = [{"device": "GPU 0", "spare_bytes": -1_000_000}, {"device": "GPU 1", "spare_bytes": 5},
+               {"device": "GPU 2", "spare_bytes": -2_000_000}]
+    said = Forecast(None, "n", fit={"devices": devices}).fit_line()
+    assert said == "does not fit: GPU 0 1.0 MB short, GPU 2 2.0 MB short"
+    one = [{"device": "GPU 3", "spare_bytes": 7_000_000}]
+    assert Forecast(None, "n", fit={"devices": one}).fit_line() == "fits with 7.0 MB to spare on GPU 3"

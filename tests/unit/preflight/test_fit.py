@@ -214,3 +214,131 @@ def test_llama_cpp_on_gpus_places_its_layers_itself_so_it_is_warned_never_refuse
     t = llama(tmp_path, "-c", "3000000")
     c = check_fit(t, scan_of(t.model_path, 5 * GIB), reading(dev(80 * GIB)))
     assert c.status == WARN and "places layers" in c.evidence, c
+
+
+# -- every spelling a config says its shape in, each on its own --------------------------------------------------
+BASE = {"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 512,
+        "max_position_embeddings": 1000, "torch_dtype": "float32"}
+
+
+@pytest.mark.parametrize(("changed", "layers", "kv", "width", "nbytes", "trained"), [
+    ({}, 4, 2, 2 * 2 * 64, 4, 1000),
+    ({"num_hidden_layers": None, "n_layer": 6}, 6, 2, 256, 4, 1000),  # GPT-2 / Falcon spellings
+    ({"num_hidden_layers": None, "num_layers": 5}, 5, 2, 256, 4, 1000),
+    ({"num_attention_heads": None, "n_head": 4}, 4, 2, 2 * 2 * 128, 4, 1000),
+    ({"num_key_value_heads": None}, 4, 8, 2 * 8 * 64, 4, 1000),  # plain multi-head attention
+    ({"num_key_value_heads": None, "multi_query": True}, 4, 1, 2 * 64, 4, 1000),  # Falcon's multi-query
+    ({"head_dim": 80}, 4, 2, 2 * 2 * 80, 4, 1000),  # a head size of its own (Gemma)
+    ({"hidden_size": None, "n_embd": 1024}, 4, 2, 2 * 2 * 128, 4, 1000),
+    ({"torch_dtype": None, "dtype": "float16"}, 4, 2, 256, 2, 1000),  # transformers 5 writes "dtype"
+    ({"torch_dtype": "torch.float32"}, 4, 2, 256, 4, 1000),
+    ({"torch_dtype": None}, 4, 2, 256, 2, 1000),  # no dtype said: bf16, the loaders' default
+    ({"torch_dtype": "complex-of-the-future"}, 4, 2, 256, 2, 1000),
+    ({"max_position_embeddings": None, "max_sequence_length": 900}, 4, 2, 256, 4, 900),
+    ({"max_position_embeddings": None, "seq_length": 800}, 4, 2, 256, 4, 800),
+    ({"max_position_embeddings": None, "n_positions": 700}, 4, 2, 256, 4, 700),
+    ({"max_position_embeddings": None}, 4, 2, 256, 4, None),
+    ({"max_position_embeddings": True}, 4, 2, 256, 4, None),  # a bool is no count
+    ({"layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"]}, 2, 2, 256, 4,
+     1000),
+    ({"layer_types": ["linear_attention"] * 4}, 4, 2, 256, 4, 1000),  # none full: all counted, a bound still
+    ({"quantization_config": {"kv_cache_quant_algo": "FP8"}}, 4, 2, 256, 1, 1000),  # ModelOpt's spelling
+    ({"quantization_config": {"quant_method": "awq"}}, 4, 2, 256, 4, 1000),  # weights only: the cache is not
+])
+def test_each_config_spelling_is_read(changed: dict[str, Any], layers: int, kv: int, width: int, nbytes: float,
+                                      trained: int | None):
+    shape = shape_from_config({k: v for k, v in {**BASE, **changed}.items() if v is not None})
+    assert shape == Shape(layers, kv, width, nbytes, trained, "config.json", True)
+
+
+@pytest.mark.parametrize("changed", [{"model_type": "mamba2"}, {"model_type": "RWKV7"}, {"model_type": "qwen3_next"},
+                                     {"model_type": "granitemoehybrid"},
+                                     {"use_sliding_window": True, "sliding_window": 4096}])
+def test_a_layer_kind_it_cannot_count_makes_the_figure_no_bound(changed: dict[str, Any]):
+    shape = shape_from_config({**BASE, **changed})
+    assert shape is not None and not shape.bounded
+
+
+@pytest.mark.parametrize("changed", [{"use_sliding_window": False, "sliding_window": 4096},
+                                     {"use_sliding_window": True, "sliding_window": None}, {"model_type": "llama"}])
+def test_a_window_not_used_is_still_a_bound(changed: dict[str, Any]):
+    shape = shape_from_config({**BASE, **changed})
+    assert shape is not None and shape.bounded
+
+
+def test_a_latent_cache_without_a_rope_part_is_the_rank_alone():
+    shape = shape_from_config({**BASE, "kv_lora_rank": 512})
+    assert shape is not None and (shape.kv_heads, shape.width) == (None, 512)
+
+
+def test_a_config_whose_top_names_the_layers_is_not_read_by_its_text_config():
+    shape = shape_from_config({**BASE, "text_config": {**BASE, "num_hidden_layers": 99}})
+    assert shape is not None and shape.layers == 4
+    assert shape_from_config({"text_config": "x", **{k: v for k, v in BASE.items() if k != "num_hidden_layers"}}) \
+        is None
+
+
+def test_per_token_at_the_edges_of_tp_and_pp():
+    shape = Shape(5, 4, 4 * 2 * 10, 2, None, "x")
+    assert shape.per_token(0, 0) == 5 * 80 * 2  # a TP or PP of 0 is read as 1
+    assert shape.per_token(1, 2) == 3 * 80 * 2  # 5 layers on 2 stages: the larger stage holds 3
+    assert shape.per_token(3, 1) == 5 * 20 * 2  # 4 heads on 3 ranks: one head each (4 // 3)
+    assert Shape(5, 0, 80, 2, None, "x").per_token(2, 1) == 5 * 80 * 2  # no head count: the width as said
+
+
+@pytest.mark.parametrize(("flag", "nbytes"), [("fp8", 1), ("fp8_e5m2", 1), ("FP8_E4M3", 1), ("auto", None),
+                                              ("bfloat16", None), ("q8_0", 1)])
+def test_the_kv_cache_dtype_flag_sets_the_bytes_per_element(tmp_path: Path, flag: str, nbytes: int | None):
+    d = model(tmp_path, LLAMA_8B)
+    t = read_target(["vllm", "serve", str(d), "--max-model-len", "1000", "--kv-cache-dtype", flag],
+                    env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    c = check_fit(t, scan_of(d, 1), "no GPU", ram=100 * GIB)
+    per = 32 * 8 * 128 * 2 * (nbytes if nbytes is not None else 2)
+    if flag == "bfloat16":
+        per = 32 * 8 * 128 * 2 * 2
+    assert c.facts["fit"]["kv_per_token_bytes"] == per, c.facts
+
+
+def test_the_evidence_and_facts_say_every_figure(tmp_path: Path):
+    d = model(tmp_path, LLAMA_8B)
+    c = check_fit(vllm_cpu(d, 1024), scan_of(d, 2_000_000_000), "no GPU", ram=10_000_000_000)
+    assert c.evidence == (
+        "KV cache of one 1024-token sequence: 134.2 MB per device (131.1 kB per token, config.json); fits: "
+        "RAM: 2.0 GB weights of 10.0 GB (available): 8.0 GB to spare; KV space: 134.2 MB KV of 1.1 GB "
+        "(VLLM_CPU_KVCACHE_SPACE=1): 939.5 MB to spare")
+    fit = c.facts["fit"]
+    assert (fit["context"], fit["context_asked"], fit["kv_min_bytes"], fit["weights_bytes"], fit["bounded"]) == (
+        1024, True, 1024 * 131072, 2_000_000_000, True)
+    assert fit["devices"][1] == {"device": "KV space", "weights_bytes": 0, "kv_min_bytes": 1024 * 131072,
+                                 "available_bytes": GIB, "spare_bytes": GIB - 1024 * 131072,
+                                 "gives": "VLLM_CPU_KVCACHE_SPACE=1"}
+    trained = check_fit(read_target(["vllm", "serve", str(d)], env={"VLLM_CPU_KVCACHE_SPACE": "100"}),
+                        scan_of(d, 1), "no GPU", ram=100 * GIB)
+    assert "KV cache of one 131072-token sequence (the trained context)" in trained.evidence
+    assert trained.facts["fit"]["context_asked"] is False
+
+
+def test_a_gpu_without_a_share_gives_its_free_memory_and_the_evidence_names_what_is_short(tmp_path: Path):
+    d = model(tmp_path, LLAMA_8B)
+    t = read_target(["python", "-m", "sglang.launch_server", "--model-path", str(d), "--context-length", "1000"],
+                    env={})
+    c = check_fit(t, scan_of(d, 70 * GIB), reading(dev(60 * GIB)))
+    assert (c.status, c.category) == (WARN, "oom"), c  # SGLang sizes its pool: warned, not refused
+    assert "GPU 0: 75.2 GB weights + 131.1 MB KV of 64.4 GB (free of 85.9 GB): 10.9 GB short" in c.evidence
+    assert c.hint == "use more GPUs (a larger TP), a smaller quantization, or free memory"
+    assert c.facts["fit"]["devices"][0]["gives"] == "free of 85.9 GB"
+
+
+def test_a_gpu_selection_that_cannot_be_met_is_not_checked_here(tmp_path: Path):
+    d = model(tmp_path, LLAMA_8B)
+    t = read_target(["vllm", "serve", str(d), "-tp", "4"], env={})
+    c = check_fit(t, scan_of(d, 1), reading(dev(80 * GIB)))
+    assert c.status == OK and "fit not checked: TP 4 needs 4 GPUs; 1 visible" in c.evidence
+
+
+def test_a_damaged_context_flag_is_the_trained_context(tmp_path: Path):
+    t = llama(tmp_path, "-c", "lots")
+    c = check_fit(t, scan_of(t.model_path, 1), "no GPU", ram=100 * GIB)
+    assert c.facts["fit"]["context"] == 8192 and c.facts["fit"]["context_asked"] is False
+    zero = llama(tmp_path, "-c", "0")  # llama.cpp's "from the model"
+    assert check_fit(zero, scan_of(zero.model_path, 1), "no GPU", ram=100 * GIB).facts["fit"]["context"] == 8192
