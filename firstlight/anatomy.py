@@ -75,7 +75,6 @@ class Signals:
     weights: WeightsTotal | None = None
     clocks: list[EngineClock] = field(default_factory=list)  # the engine's own figures (compare_clocks)
     peer_lines: list[tuple[float, str]] = field(default_factory=list)  # the engine's peer-load lines: t, text
-    attach_lines: list[tuple[float, str]] = field(default_factory=list)  # ... that it attached a daemon's weights
     wake_lines: list[tuple[float, str]] = field(default_factory=list)  # ... that it woke from sleep
     compile_key: dict[str, str] = field(default_factory=dict)  # its compile cache's key: key, env, cfg, comp, code
     engine_version: tuple[float, str] | None = None  # t, the version its log says
@@ -109,7 +108,7 @@ class Signals:
                 name, _, v = part.partition("=")
                 self.compile_key.setdefault(name, v[:64])  # the first said: rank 0's, as the cache is shared
         else:
-            lines = {"peer": self.peer_lines, "attached": self.attach_lines, "woken": self.wake_lines}.get(kind)
+            lines = {"peer": self.peer_lines, "woken": self.wake_lines}.get(kind)
             if lines is not None and len(lines) < 8:
                 lines.append((t, value[:200]))
 

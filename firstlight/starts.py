@@ -5,9 +5,9 @@ Labels, each with its evidence (signal, value):
 - ``peer_loaded``: the engine said it took its weights from a peer (its profile's ``peer_load`` lines: SGLang's
   ``Loading weights from remote instance ...``), or the command asked for it (``--load-format remote_instance`` /
   ``mx``);
-- ``attached``: the engine attached weights a weight-cache daemon holds (its profile's ``attach_load`` lines), or the
-  command asked for it (its ``flags.attach``: vLLM ``--load-format ipc_cache`` with ``vllm preload``, SGLang
-  ``--weight-cache-mode client``): no weights read from storage, compile and graphs may still run;
+- ``attached``: the command asked the engine to attach weights a weight-cache daemon holds (its ``flags.attach``:
+  vLLM ``--load-format ipc_cache`` with ``vllm preload``, SGLang ``--weight-cache-mode client``): no weights read
+  from storage, compile and graphs may still run;
 - ``woken``: the engine said it woke from sleep before READY (its profile's ``wake`` lines: vLLM's ``It took ...
   seconds to wake up tags``): weights and KV cache put back from host memory, nothing loaded;
 - ``restored``: READY within :data:`RESTORED_MAX_S` with no load, compile or graph phase seen at all and at most
@@ -98,12 +98,9 @@ def classify(*, phases: Sequence[str], signals: Signals, anatomy: dict[str, Any]
         peer.append(_ev("command", f"--load-format {fmt}"))
     if peer:
         found["peer_loaded"] = peer
-    attached = [_ev("log", text, t) for t, text in signals.attach_lines]
     said = attach_flag(command, attach)
-    if said is not None:
-        attached.append(_ev("command", said))
-    if attached and not peer:
-        found["attached"] = attached
+    if said is not None and not peer:
+        found["attached"] = [_ev("command", said)]
     if signals.wake_lines:  # the engine's own word: a fast, silent start that says it woke is not a restore
         found["woken"] = [_ev("log", text, t) for t, text in signals.wake_lines[:2]]
     restored = restored_evidence(phases, log_lines, cold_start_s, ready) if not found else None

@@ -238,7 +238,7 @@ class ClockEndpoint(NamedTuple):
     read: ClockReader
 
 
-START_LINE_KINDS = ("peer", "attached", "woken")  # the start types an engine's own lines say (firstlight.starts)
+START_LINE_KINDS = ("peer", "woken")  # the start types an engine's own lines say (firstlight.starts)
 COMPILE_FACTORS = ("env", "cfg", "comp", "code")  # the parts of a compile cache's key an engine may say
 
 
@@ -322,8 +322,6 @@ class EngineProfile:
     engine_clock: tuple[ClockMarker, ...] = ()  # its own startup figures in its log (firstlight.anatomy.compare_clocks)
     # the engine's lines that say its weights come from a peer (another running instance), not from storage
     peer_load: tuple[str, ...] = ()
-    # ... that say it attached weights a weight-cache daemon holds (no load from storage at all)
-    attach_load: tuple[str, ...] = ()
     # ... that say a sleeping engine woke up (its weights and KV cache put back, nothing loaded)
     wake: tuple[str, ...] = ()
     # the engine's lines that name its compile cache's key: a ``key`` group (the cache directory's hash), or the
@@ -370,7 +368,7 @@ class EngineProfile:
         return None
 
     def start_line(self, text: str) -> tuple[str, str] | None:
-        """("peer" | "attached" | "woken", text) for a line that says how this start got its weights, ("version",
+        """("peer" | "woken", text) for a line that says how this start got its weights, ("version",
         V) for a version line (cleaned), else None."""
         rx = self._start_rx
         if rx is None:
@@ -390,7 +388,7 @@ class EngineProfile:
 
     @cached_property
     def _start_rx(self) -> re.Pattern[str] | None:
-        kinds = {"peer": self.peer_load, "attached": self.attach_load, "woken": self.wake}
+        kinds = {"peer": self.peer_load, "woken": self.wake}
         alts = [f"(?P<_{k}>" + "|".join(f"(?:{p})" for p in kinds[k]) + ")" for k in START_LINE_KINDS if kinds[k]]
         if self.compile_key:
             alts.append("(?P<_compile_key>" + "|".join(f"(?:{p})" for p in self.compile_key) + ")")

@@ -325,3 +325,10 @@ def test_a_compile_key_said_after_ready_is_not_this_starts():
     j.feed(LogLine(T0 + 2, VLLM + "Using cache directory: /c/torch_compile_cache/8c9f/rank_0_0 for vLLM's "
                                  "torch.compile"))
     assert j.signals.compile_key == {}
+
+
+def test_a_woken_start_quotes_at_most_its_first_two_wake_lines():
+    j = _judge()
+    for i in range(3):
+        j.feed(LogLine(T0 + 1 + i, VLLM + WAKE))
+    assert [e["since"] for e in _kind(j)["evidence"]["woken"]] == [T0 + 1, T0 + 2]
