@@ -8,7 +8,17 @@ from typing import Any
 import pytest
 
 from firstlight.budgets import learn
-from firstlight.forecast import BYTES, HISTORY, Forecast, actual_phases, from_bytes, grade, graded_line, make
+from firstlight.forecast import (
+    BYTES,
+    HISTORY,
+    Forecast,
+    actual_phases,
+    from_bytes,
+    from_store,
+    grade,
+    graded_line,
+    make,
+)
 from firstlight.history.policy import estimate
 
 
@@ -156,3 +166,24 @@ def test_the_fit_line_names_the_least_spare_device_and_every_short_one():
     assert said == "does not fit: GPU 0 1.0 MB short, GPU 2 2.0 MB short"
     one = [{"device": "GPU 3", "spare_bytes": 7_000_000}]
     assert Forecast(None, "n", fit={"devices": one}).fit_line() == "fits with 7.0 MB to spare on GPU 3"
+
+
+def test_from_store_reads_the_deployments_history_of_the_predicted_type_and_survives_an_unreadable_one(tmp_path):
+    from firstlight.history import DeploymentKey, History
+
+    key = DeploymentKey.create("vllm", "m", ["vllm", "serve", "m"], 1)
+    with History(tmp_path / "h.sqlite3") as h:
+        for seconds in (100.0, 120.0, 110.0):
+            h.record_run("up", {"verdict": "ready", "started_at": 1000.0, "ready_at": 1000.0 + seconds,
+                                "cold_start_s": seconds,
+                                "start_type": {"type": "cold", "labels": ["cold"], "evidence": {}},
+                                "anatomy": anatomy(weights_loading=seconds / 2)}, key)
+        cold = {"weights": {"weights_bytes": 10, "uncached_bytes": 10, "read_rate": 1.0, "resident": 0.0}}
+        f = from_store(h, key, cold, "ok", None)
+        assert f.source == HISTORY and f.total_s == 110.0 and f.phases == {"weights_loading": 55.0}, f
+        assert f.note == "from history: ETA from 3 cold starts" and f.fit_status == "ok"
+        warm = {"weights": {**cold["weights"], "resident": 1.0}}
+        assert "no warm_page_cache starts yet" in from_store(h, key, warm, None, None).note
+        assert from_store(h, key, cold, None, None, kind="attached").note.endswith("ETA from 3 cold starts")
+        assert from_store(h, key, cold, None, str(tmp_path / "gone")).source == HISTORY  # no filesystem: no rate
+    assert from_store(None, key, cold, None, None).source == BYTES  # no history: the bytes

@@ -342,3 +342,129 @@ def test_a_damaged_context_flag_is_the_trained_context(tmp_path: Path):
     assert c.facts["fit"]["context"] == 8192 and c.facts["fit"]["context_asked"] is False
     zero = llama(tmp_path, "-c", "0")  # llama.cpp's "from the model"
     assert check_fit(zero, scan_of(zero.model_path, 1), "no GPU", ram=100 * GIB).facts["fit"]["context"] == 8192
+
+
+# -- the rest of each rule's cases, at their edges ----------------------------------------------------------------
+def test_skips_say_why_word_for_word(tmp_path: Path):
+    t = read_target(["vllm", "serve", str(tmp_path / "none")], env={})
+    c = check_fit(t, None, "no GPU")
+    assert (c.name, c.status, c.category) == ("fit", OK, "kv_cache")
+    assert c.evidence == "skipped: the model's KV shape is not known (no config.json or GGUF metadata to read)"
+    d = model(tmp_path, {k: v for k, v in LLAMA_8B.items() if k != "max_position_embeddings"})
+    c = check_fit(read_target(["vllm", "serve", str(d)], env={}), None, "no GPU")
+    assert c.evidence == "skipped: no context asked for and none in the config.json" and c.facts == {}
+    c = check_fit(read_target(["vllm", "serve", str(d), "--max-model-len", "10"], env={}), None, "no GPU")
+    assert c.name == "fit" and c.facts["fit"]["devices"] == [] and c.facts["fit"]["weights_bytes"] == 0
+
+
+def test_a_device_with_nothing_to_spare_still_fits():
+    from firstlight.preflight.fit import Device
+
+    d = Device("RAM", 10, 5, 15, "available")
+    assert d.spare == 0 and d.to_dict()["spare_bytes"] == 0
+
+
+def test_an_exact_fit_fits_and_one_byte_more_is_short(tmp_path: Path):
+    d = model(tmp_path, LLAMA_8B)
+    per = 32 * 8 * 128 * 2 * 2
+    t = read_target(["llama-server", "-m", str(d), "-c", "256"], env={})
+    exact = check_fit(t, scan_of(d, 1000), "no GPU", ram=1000 + 256 * per)
+    assert exact.status == OK and "0 B to spare" in exact.evidence, exact
+    short = check_fit(t, scan_of(d, 1001), "no GPU", ram=1000 + 256 * per)
+    assert short.status == FAIL and "1 B short" in short.evidence, short
+
+
+def test_a_fraction_of_a_byte_per_token_is_kept_to_a_tenth(tmp_path: Path):
+    d = model(tmp_path, {**LLAMA_8B, "num_hidden_layers": 1, "num_key_value_heads": 1, "head_dim": 3})
+    t = read_target(["llama-server", "-m", str(d), "-c", "256", "-ctk", "q4_0"], env={})
+    assert check_fit(t, None, "no GPU", ram=GIB).facts["fit"]["kv_per_token_bytes"] == 3.0  # 6 elements x 0.5
+    t = read_target(["llama-server", "-m", str(d), "-c", "256", "-ctk", "q5_0"], env={})
+    assert check_fit(t, None, "no GPU", ram=GIB).facts["fit"]["kv_per_token_bytes"] == 3.8  # 6 x 0.625 = 3.75
+
+
+def test_a_share_over_one_or_none_gives_the_free_memory(tmp_path: Path):
+    d = model(tmp_path, LLAMA_8B)
+    t = read_target(["vllm", "serve", str(d), "--max-model-len", "16", "--gpu-memory-utilization", "1.5"], env={})
+    c = check_fit(t, scan_of(d, 1), reading(dev(10 * GIB)))
+    assert c.facts["fit"]["devices"][0]["available_bytes"] == 10 * GIB
+    t = read_target(["vllm", "serve", str(d), "--max-model-len", "16", "--gpu-memory-utilization", "1"], env={})
+    assert check_fit(t, scan_of(d, 1), reading(dev(10 * GIB))).facts["fit"]["devices"][0]["available_bytes"] == \
+        int(1.0 * 80 * GIB)
+    gen = read_target(["my-server", "--model", str(d)], env={})
+    assert check_fit(gen, scan_of(d, 1), reading(dev(10 * GIB))).status == WARN  # an unknown engine: never refused
+
+
+@pytest.mark.parametrize(("words", "unsure"), [
+    (["--no-offloading"], "offload"),
+    (["--offload-group-size", "2"], "offload"),
+    (["offload"], None),  # a value, not an option
+    (["--ep-size", "8"], "expert"),
+    (["--moe-dense-tp-size", "1"], "expert"),
+    (["--enable-prefix-caching"], None),
+])
+def test_uncertain_reads_only_options(tmp_path: Path, words: list[str], unsure: str | None):
+    from firstlight.preflight.fit import uncertain
+
+    d = model(tmp_path, LLAMA_8B)
+    t = read_target(["vllm", "serve", str(d), *words], env={})
+    said = uncertain(t, [])
+    assert (said is None) if unsure is None else (said is not None and unsure in said), said
+
+
+@pytest.mark.parametrize(("keys", "shape"), [
+    ({"block_count": 2, "attention.head_count": 4, "embedding_length": 256}, (2, 4, 4 * 128)),  # no KV count: MHA
+    ({"block_count": 2, "attention.head_count": 4, "attention.head_count_kv": 1, "attention.key_length": 96,
+      "attention.value_length": 64}, (2, 1, 160)),  # MLA-style unequal K and V heads
+    ({"block_count": 2, "attention.head_count": 4, "attention.head_count_kv": 2, "attention.key_length": 32},
+     (2, 2, 128)),  # V as K
+])
+def test_the_gguf_keys_each_count(tmp_path: Path, keys: dict[str, int], shape: tuple[int, int, int]):
+    try:
+        import gguf
+    except ImportError as e:
+        need("gguf (test extra)", str(e))
+    path = tmp_path / "m.gguf"
+    w = gguf.GGUFWriter(str(path), "qwen2")
+    for k, v in keys.items():
+        w.add_uint32(f"qwen2.{k}", v)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.close()
+    got = read_shape(path)
+    assert got is not None and (got.layers, got.kv_heads, got.width) == shape and got.bounded
+    assert got.trained_context is None and got.source == "GGUF metadata (qwen2)"
+
+
+@pytest.mark.parametrize(("arch", "keys"), [
+    ("mamba", {"block_count": 2, "attention.head_count": 4, "embedding_length": 256}),
+    ("llama", {"block_count": 2, "embedding_length": 256}),  # no head count: nothing to size
+    ("llama", {"attention.head_count": 2, "embedding_length": 256}),
+    ("llama", {"block_count": 2, "attention.head_count": 4}),  # no head size said or to derive
+])
+def test_a_gguf_that_cannot_be_sized_or_bounded(tmp_path: Path, arch: str, keys: dict[str, int]):
+    try:
+        import gguf
+    except ImportError as e:
+        need("gguf (test extra)", str(e))
+    path = tmp_path / "m.gguf"
+    w = gguf.GGUFWriter(str(path), arch)
+    for k, v in keys.items():
+        w.add_uint32(f"{arch}.{k}", v)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.close()
+    got = read_shape(path)
+    assert got is None or not got.bounded
+
+
+def test_a_broken_gguf_or_an_oversized_config_is_no_shape(tmp_path: Path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"NOTGGUF" * 10)
+    assert read_shape(bad) is None
+    d = tmp_path / "big"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**LLAMA_8B, "pad": "x" * (4 << 20)}))
+    assert read_shape(d) is None
+    (d / "config.json").write_text("[1, 2]")  # JSON, not an object
+    assert read_shape(d) is None
+    assert read_shape(None) is None and read_shape(tmp_path / "model.safetensors") is None
