@@ -16,7 +16,7 @@ import pytest
 
 from firstlight.preflight.base import FAIL, OK, WARN
 from firstlight.preflight.checkpoint import Scan
-from firstlight.preflight.fit import GIB, LLAMACPP_PAD, Shape, check_fit, read_shape, shape_from_config
+from firstlight.preflight.fit import GIB, LLAMACPP_PAD, Device, Shape, check_fit, read_shape, shape_from_config
 from firstlight.preflight.target import read_target
 from tests.support.preflight import need
 from tests.support.preflight_gpus import dev, reading
@@ -468,3 +468,87 @@ def test_a_broken_gguf_or_an_oversized_config_is_no_shape(tmp_path: Path):
     (d / "config.json").write_text("[1, 2]")  # JSON, not an object
     assert read_shape(d) is None
     assert read_shape(None) is None and read_shape(tmp_path / "model.safetensors") is None
+
+
+def test_a_latent_cache_shape_is_whole():
+    assert shape_from_config(DEEPSEEK_V3) == Shape(61, None, 576, 2, 163840, "config.json", True)
+    hybrid = shape_from_config({**DEEPSEEK_V3, "model_type": "deepseek_v3_hybrid"})
+    assert hybrid is not None and hybrid.bounded is False
+
+
+@pytest.mark.parametrize(("cfg", "nbytes"), [
+    ({"text_config": {**BASE, "torch_dtype": None, "dtype": "float32"}, "torch_dtype": "float16"}, 4),  # its own
+    ({"text_config": {**BASE, "torch_dtype": None}, "torch_dtype": "float32"}, 4),  # the top's
+    ({"text_config": {**BASE, "torch_dtype": None}, "dtype": "float32"}, 4),
+    ({"text_config": {**BASE, "torch_dtype": None}}, 2),
+])
+def test_the_dtype_is_the_text_configs_then_the_tops(cfg: dict[str, Any], nbytes: int):
+    cfg = {**cfg, "text_config": {k: v for k, v in cfg["text_config"].items() if v is not None}}
+    shape = shape_from_config(cfg)
+    assert shape is not None and shape.dtype_bytes == nbytes
+
+
+def test_a_head_size_derived_from_the_hidden_size_is_floored():
+    shape = shape_from_config({**BASE, "hidden_size": 100})
+    assert shape is not None and shape.width == 2 * 2 * 12  # 100 // 8
+
+
+def test_only_full_attention_layers_are_counted():
+    shape = shape_from_config({**BASE, "layer_types": ["full_attention", "sliding_attention", "sliding_attention",
+                                                       "sliding_attention"]})
+    assert shape is not None and shape.layers == 1
+
+
+def test_the_devices_say_how_they_give_their_memory_and_pipeline_stages_split_the_weights(tmp_path: Path):
+    from firstlight.preflight.fit import devices
+
+    d = model(tmp_path, LLAMA_8B)
+    t = read_target(["vllm", "serve", str(d), "-tp", "2", "-pp", "2", "--gpu-memory-utilization", "0.5"], env={})
+    found, why = devices(t, 8000, 10, reading(dev(80 * GIB), dev(80 * GIB), dev(80 * GIB), dev(80 * GIB)), 0)
+    assert why == "" and [x.name for x in found] == ["GPU 0", "GPU 1"]
+    assert found[0].weights == 2000 and found[0].gives == "0.5 x 85.9 GB"
+    assert devices(t, 1, 1, "no GPU", 5) == ([], "no GPU reading (NVML): the GPUs' memory is not known here")
+    llama_ = read_target(["llama-server", "-m", str(d)], env={})
+    assert devices(llama_, 3, 4, "no GPU", 5) == ([Device("RAM", 3, 4, 5, "available")], "")
+    sg = read_target(["python", "-m", "sglang.launch_server", "--model-path", str(d)], env={})
+    got, _ = devices(sg, 3, 4, reading(dev(10 * GIB)), 5)
+    assert got[0].gives == "free of 85.9 GB" and got[0].available == 10 * GIB
+    assert devices(read_target(["vllm", "serve", str(d), "-tp", "2"], env={}), 1, 1, reading(dev(GIB)), 5) == (
+        [], "TP 2 needs 2 GPUs; 1 visible (CUDA_VISIBLE_DEVICES=unset, TP 2)")
+    assert devices(read_target(["vllm", "serve", str(d)], env={"VLLM_CPU_KVCACHE_SPACE": "2"}), 1, 1, "x", 5) == (
+        [Device("RAM", 1, 0, 5, "available"), Device("KV space", 0, 1, 2 * GIB, "VLLM_CPU_KVCACHE_SPACE=2")], "")
+    assert devices(sg, 1, 1, "x", 5)[0] == []  # SGLang on CPU: no KV space it says
+
+
+@pytest.mark.parametrize(("argv", "env", "hint"), [
+    (["vllm", "serve", "{d}", "--max-model-len", "131072", "--gpu-memory-utilization", "0.2"], {},
+     "lower the context (--max-model-len), give the KV cache more memory (--gpu-memory-utilization), or use more "
+     "GPUs"),
+    (["python", "-m", "sglang.launch_server", "--model-path", "{d}", "--context-length", "131072",
+      "--mem-fraction-static", "0.2"], {},
+     "lower the context (--context-length), give the KV cache more memory (--mem-fraction-static), or use more GPUs"),
+    (["text-generation-launcher", "--model-id", "{d}", "--max-total-tokens", "9000000"], {},
+     "lower the context (--max-total-tokens), give the KV cache more memory (free memory), or use more GPUs"),
+    (["my-server", "--model", "{d}"], {},
+     "lower the context (the context length), give the KV cache more memory (free memory), or use more GPUs"),
+])
+def test_the_hint_names_each_engines_own_knobs(tmp_path: Path, argv: list[str], env: dict[str, str], hint: str):
+    d = model(tmp_path, LLAMA_8B)
+    t = read_target([w.replace("{d}", str(d)) for w in argv], env=env)
+    c = check_fit(t, scan_of(d, 16 * GIB), reading(dev(20 * GIB)))
+    assert c.name == "fit" and c.status in (FAIL, WARN) and c.hint == hint, c
+    assert "does not fit: GPU 0: 17.2 GB weights + " in c.evidence
+
+
+def test_a_bound_it_cannot_trust_says_so_and_is_not_refused(tmp_path: Path):
+    d = model(tmp_path, {**LLAMA_8B, "model_type": "jamba"})
+    c = check_fit(vllm_cpu(d, 131072), scan_of(d, 1), "no GPU", ram=100 * GIB)
+    assert c.status == WARN and ", not a bound: a layer kind it cannot count)" in c.evidence, c
+    assert "not refused" not in c.evidence  # the bound itself, not an option, is why
+
+
+def test_llama_cpp_asked_nothing_shrinks_and_says_so(tmp_path: Path):
+    t = llama(tmp_path)
+    c = check_fit(t, scan_of(t.model_path, 1), "no GPU", ram=2)
+    assert c.hint == "llama.cpp's --fit will shrink the context it was not given until it fits"
+    assert c.name == "fit" and "does not fit: RAM: 1 B weights + " in c.evidence
