@@ -123,6 +123,7 @@ class CacheState(TypedDict):
     weights_bytes: int | None
     fstype: str | None
     compile_cache: str | None
+    compile_key: dict[str, str] | None  # the compile cache's key as the engine says it: key, env, cfg, comp, code
     device_rate: float | None
     weights_read_rate: float | None
 

@@ -386,7 +386,8 @@ def test_the_anatomy_of_a_whole_start_with_its_totals_cache_states_and_cuts():
         "total_s": 9.5, "reached": "ready", "measured": True,
         "idle": [{"phase": "process_start", "start": T0, "seconds": 3.0}], "idle_s": 3.0, "first_generation_s": 0.25}
     assert a["cache"] == {"page_cache_resident": 0.333, "weights_bytes": 3 * GB, "fstype": "ext4",
-                          "compile_cache": "miss", "device_rate": 1e9, "weights_read_rate": 5e8}
+                          "compile_cache": "miss", "compile_key": None, "device_rate": 1e9,
+                          "weights_read_rate": 5e8}
     # 2 GB not resident: 4 s from the disk at 500 MB/s against 0.5 s from the page cache at 4 GB/s
     assert a["cuts"] == [
         {"cut": "warm_page_cache", "saving_s": 3.5,
@@ -597,6 +598,7 @@ def test_a_start_without_weights_or_compile_has_no_cache_states_and_phases_after
     a = anatomy(phases, Signals(points=[pt(0.5 * k) for k in range(8)]), T0 + 3.0)
     assert [p["name"] for p in a["phases"]] == ["warmup", "serving"]
     assert a["cache"] == {"page_cache_resident": None, "weights_bytes": None, "fstype": None, "compile_cache": None,
+                          "compile_key": None,
                           "device_rate": None, "weights_read_rate": None}
 
 
