@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -257,3 +257,12 @@ def drive(steps: Callable[[], None], stop: Callable[[], None]) -> list[BaseExcep
 
     threading.Thread(target=run, name="test-driver", daemon=True).start()
     return errors
+
+
+@pytest.fixture
+def stand_in_engine() -> Iterator[int]:
+    """A real process standing in for an engine's main process (a watch given ``--pid`` samples it), killed after."""
+    p = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
+    yield p.pid
+    p.kill()
+    p.wait(timeout=30)

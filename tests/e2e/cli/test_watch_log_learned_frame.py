@@ -9,29 +9,22 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from firstlight.logreplay import replay_log
 from firstlight.sim.fixtures import free_port
-from tests.support.common import REPO, firstlight_cmd, wait_for
+from tests.support.common import (
+    REPO,
+    firstlight_cmd,
+    stand_in_engine,  # noqa: F401 (a fixture)
+    wait_for,
+)
 
 RUN_S = 180.0  # the whole watch, on a loaded 2-core machine
 LOG = REPO / "tests" / "fixtures" / "corpus" / "a-vllm-k9s-routes-box-border.log"
 
 
-@pytest.fixture
-def engine() -> Iterator[int]:
-    """A real process standing in for the engine's main process (the watch samples it)."""
-    p = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
-    yield p.pid
-    p.kill()
-    p.wait(timeout=30)
-
-
-def test_watch_log_learns_the_frame_of_a_followed_file_as_replay_does(tmp_path: Path, engine: int):
+def test_watch_log_learns_the_frame_of_a_followed_file_as_replay_does(tmp_path: Path, stand_in_engine: int):  # noqa: F811
     lines = LOG.read_text(encoding="utf-8").splitlines(keepends=True)
     replayed = replay_log(LOG)
     assert replayed.engine == "vllm"  # the frame learned: the route lines read as vLLM's
@@ -39,8 +32,9 @@ def test_watch_log_learns_the_frame_of_a_followed_file_as_replay_does(tmp_path: 
     log.touch()
     out = tmp_path / "out.jsonl"
     record = tmp_path / "record.jsonl"
+    pid = str(stand_in_engine)
     with out.open("w") as f:
-        watch = subprocess.Popen(firstlight_cmd("watch", f"http://127.0.0.1:{free_port()}", "--pid", str(engine),
+        watch = subprocess.Popen(firstlight_cmd("watch", f"http://127.0.0.1:{free_port()}", "--pid", pid,
                                                 "--log", str(log), "--json", "--record", str(record),
                                                 "--stall-timeout", "600", "--timeout", "300", "--no-history"),
                                  stdout=f, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)

@@ -9,14 +9,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pytest
-
 from firstlight.sim.fixtures import free_port
-from tests.support.common import firstlight_cmd, wait_for
+from tests.support.common import (
+    firstlight_cmd,
+    stand_in_engine,  # noqa: F401 (a fixture)
+    wait_for,
+)
 
 RUN_S = 180.0  # the whole watch, on a loaded 2-core machine
 
@@ -27,23 +28,15 @@ def cri(text: str, stream: str = "stdout") -> bytes:
     return f"{stamp} {stream} F {text}\n".encode()
 
 
-@pytest.fixture
-def engine() -> Iterator[int]:
-    """A real process standing in for the engine container's main process (the watch samples it)."""
-    p = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
-    yield p.pid
-    p.kill()
-    p.wait(timeout=30)
-
-
-def test_watch_log_follows_a_cri_file_across_the_kubelets_rotation(tmp_path: Path, engine: int):
+def test_watch_log_follows_a_cri_file_across_the_kubelets_rotation(tmp_path: Path, stand_in_engine: int):  # noqa: F811
     d = tmp_path / "pods" / "default_vllm-qwen-7d9f_0b6a1c7e-1f2d-4c61-9a43-5b0f7e6d8c21" / "vllm"
     d.mkdir(parents=True)
     log = d / "0.log"
     out = tmp_path / "out.jsonl"
     record = tmp_path / "record.jsonl"
+    pid = str(stand_in_engine)
     with out.open("w") as f:
-        watch = subprocess.Popen(firstlight_cmd("watch", f"http://127.0.0.1:{free_port()}", "--pid", str(engine),
+        watch = subprocess.Popen(firstlight_cmd("watch", f"http://127.0.0.1:{free_port()}", "--pid", pid,
                                                 "--engine", "vllm", "--log", str(log), "--json", "--record",
                                                 str(record), "--stall-timeout", "600", "--timeout", "300",
                                                 "--no-history"),

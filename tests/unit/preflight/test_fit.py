@@ -411,37 +411,8 @@ def test_uncertain_reads_only_options(tmp_path: Path, words: list[str], unsure: 
     assert (said is None) if unsure is None else (said is not None and unsure in said), said
 
 
-@pytest.mark.parametrize(("keys", "shape"), [
-    ({"block_count": 2, "attention.head_count": 4, "embedding_length": 256}, (2, 4, 4 * 128)),  # no KV count: MHA
-    ({"block_count": 2, "attention.head_count": 4, "attention.head_count_kv": 1, "attention.key_length": 96,
-      "attention.value_length": 64}, (2, 1, 160)),  # MLA-style unequal K and V heads
-    ({"block_count": 2, "attention.head_count": 4, "attention.head_count_kv": 2, "attention.key_length": 32},
-     (2, 2, 128)),  # V as K
-])
-def test_the_gguf_keys_each_count(tmp_path: Path, keys: dict[str, int], shape: tuple[int, int, int]):
-    try:
-        import gguf
-    except ImportError as e:
-        need("gguf (test extra)", str(e))
-    path = tmp_path / "m.gguf"
-    w = gguf.GGUFWriter(str(path), "qwen2")
-    for k, v in keys.items():
-        w.add_uint32(f"qwen2.{k}", v)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.close()
-    got = read_shape(path)
-    assert got is not None and (got.layers, got.kv_heads, got.width) == shape and got.bounded
-    assert got.trained_context is None and got.source == "GGUF metadata (qwen2)"
-
-
-@pytest.mark.parametrize(("arch", "keys"), [
-    ("mamba", {"block_count": 2, "attention.head_count": 4, "embedding_length": 256}),
-    ("llama", {"block_count": 2, "embedding_length": 256}),  # no head count: nothing to size
-    ("llama", {"attention.head_count": 2, "embedding_length": 256}),
-    ("llama", {"block_count": 2, "attention.head_count": 4}),  # no head size said or to derive
-])
-def test_a_gguf_that_cannot_be_sized_or_bounded(tmp_path: Path, arch: str, keys: dict[str, int]):
+def _gguf(tmp_path: Path, arch: str, keys: dict[str, int]) -> Path:
+    """A GGUF with only ``keys`` (``ARCH.KEY``, u32) in its metadata, written by llama.cpp's gguf-py."""
     try:
         import gguf
     except ImportError as e:
@@ -453,7 +424,30 @@ def test_a_gguf_that_cannot_be_sized_or_bounded(tmp_path: Path, arch: str, keys:
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.close()
-    got = read_shape(path)
+    return path
+
+
+@pytest.mark.parametrize(("keys", "shape"), [
+    ({"block_count": 2, "attention.head_count": 4, "embedding_length": 256}, (2, 4, 4 * 128)),  # no KV count: MHA
+    ({"block_count": 2, "attention.head_count": 4, "attention.head_count_kv": 1, "attention.key_length": 96,
+      "attention.value_length": 64}, (2, 1, 160)),  # MLA-style unequal K and V heads
+    ({"block_count": 2, "attention.head_count": 4, "attention.head_count_kv": 2, "attention.key_length": 32},
+     (2, 2, 128)),  # V as K
+])
+def test_the_gguf_keys_each_count(tmp_path: Path, keys: dict[str, int], shape: tuple[int, int, int]):
+    got = read_shape(_gguf(tmp_path, "qwen2", keys))
+    assert got is not None and (got.layers, got.kv_heads, got.width) == shape and got.bounded
+    assert got.trained_context is None and got.source == "GGUF metadata (qwen2)"
+
+
+@pytest.mark.parametrize(("arch", "keys"), [
+    ("mamba", {"block_count": 2, "attention.head_count": 4, "embedding_length": 256}),
+    ("llama", {"block_count": 2, "embedding_length": 256}),  # no head count: nothing to size
+    ("llama", {"attention.head_count": 2, "embedding_length": 256}),
+    ("llama", {"block_count": 2, "attention.head_count": 4}),  # no head size said or to derive
+])
+def test_a_gguf_that_cannot_be_sized_or_bounded(tmp_path: Path, arch: str, keys: dict[str, int]):
+    got = read_shape(_gguf(tmp_path, arch, keys))
     assert got is None or not got.bounded
 
 
