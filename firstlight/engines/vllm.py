@@ -378,8 +378,11 @@ VLLM = EngineProfile(
     version_line=r"vLLM API server version (?P<version>\S+)",  # vllm/entrypoints/openai/api_server.py
     # vllm/v1/engine/core.py wake_up (sleep mode): "It took 0.273367 seconds to wake up tags {'weights', 'kv_cache'}."
     wake=(r"It took [\d.]+ seconds to wake up tags",),
-    # vllm/compilation/backends.py: the cache directory names the key's hash (INFO); its factors at DEBUG
-    compile_key=(r"Using cache directory: \S*/torch_compile_cache/(?P<key>[0-9a-f]+)/\S* for vLLM's torch\.compile",
+    # vllm/compilation/backends.py: the cache directory names the key's hash (INFO); 0.32's AOT compile names it in
+    # its torch_aot_compile/HASH/ path (compilation/decorators.py); the factors at DEBUG
+    compile_key=(r"(?:Using cache directory: |saved AOT compiled function to |Directly load AOT compilation from |"
+                 r"Compiling model again due to a load failure from )"
+                 r"\S*/torch_compile_cache/(?:torch_aot_compile/)?(?P<key>[0-9a-f]+)/",
                  r"torch\.compile cache factors: env=(?P<env>\S+) cfg=(?P<cfg>\S+) comp=(?P<comp>\S+) "
                  r"code=(?P<code>\S+)"),
     notes="Binds the port before loading but listens only when ready: connection refused while loading.",

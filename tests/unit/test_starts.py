@@ -306,6 +306,10 @@ def test_a_wake_after_ready_is_no_woken_start_and_a_restored_start_is_not_woken_
     # tests/fixtures/engines/vllm-v1-ready.log
     ("(EngineCore_0 pid=4301) INFO 07-21 09:00:27 [backends.py:508] Using cache directory: /root/.cache/vllm/"
      "torch_compile_cache/8c9f/rank_0_0/backbone for vLLM's torch.compile", {"key": "8c9f"}),
+    # tests/fixtures/engines/vllm-0.32-ready-cold.log: 0.32's AOT compile, the key's hash in its path
+    ("(Worker pid=14370) INFO 11-30 14:07:07 [decorators.py:743] [backbone] saved AOT compiled function to /tmp/vl/"
+     "vcache-cold/torch_compile_cache/torch_aot_compile/b51c0c8c84d9642cae6c2c08b1ef3a8e157bb7350e93079345d569e7b9881"
+     "fa0/rank_0_0/model", {"key": "b51c0c8c84d9642cae6c2c08b1ef3a8e157bb7350e93079345d569e7b9881fa0"}),
     # the DEBUG line beside it (VLLM_LOGGING_LEVEL=DEBUG)
     ("DEBUG 07-21 09:00:27 [backends.py:520] torch.compile cache factors: env=ab12 cfg=cd34 comp=ef56 code=7890 "
      "dir=/root/.cache/vllm/torch_compile_cache/8c9f/rank_0_0/backbone",

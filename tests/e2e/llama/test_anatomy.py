@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from firstlight.anatomy import RESIDENT_WARM
 from firstlight.preflight.pagecache import cached_bytes
 from firstlight.sim.fixtures import free_port
 from tests.support.common import run_firstlight
@@ -51,9 +52,10 @@ def test_cold_and_warm_page_cache_starts_are_named_and_compared(llama: dict[str,
                           *server_cmd(llama, port, model=str(model)), timeout=300)
     assert warm.rc == 0, warm.stderr[-3000:]
     b = warm.summary["anatomy"]
-    assert b["cache"]["page_cache_resident"] >= 0.99, b["cache"]
-    # the whole file was resident a moment before; on a busy machine the kernel may reclaim a few pages before the
-    # start is sampled (CI saw 99 %), so every view must name the same measured share, not a literal 100 %
+    # the whole file was resident a moment before; on a busy machine the kernel may reclaim some pages before the
+    # start is sampled (CI saw 99 %, and 97.8 % beside other test runs): the rule's bound, a warm start's 90 %, is
+    # what holds, and every view must name the same measured share, not a literal 100 %
+    assert b["cache"]["page_cache_resident"] >= RESIDENT_WARM, b["cache"]
     warm_share = f"{b['cache']['page_cache_resident']:.0%}"
     wb = next(p for p in b["phases"] if p["name"] == "weights_loading")
     assert wb["bound"] == "page_cache" and f"{warm_share} of the weights resident" in wb["evidence"][0]["value"], wb
