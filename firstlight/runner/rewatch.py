@@ -23,21 +23,19 @@ import contextlib
 import dataclasses
 import os
 import re
-import signal
 import stat
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
 import psutil
 
 from firstlight.probes.ladder import split_url
 from firstlight.report.base import Reporter
 from firstlight.result import RunResult
-from firstlight.runner.guard import install_stop_handlers
+from firstlight.runner.restarts import Loop, Step
 from firstlight.runner.serving import ServingWatch
 from firstlight.runner.session import Outcome
 from firstlight.samplers.process import zombie_exit_code
@@ -138,7 +136,8 @@ def _listens(pid: int, port: int) -> bool:
 
 
 class Rewatch:
-    """Start after start: ``run_start`` for each, and between them, the served engine's end and the next start.
+    """The sidecar's starts (runner/restarts.py's ``Starts``): ``run_start`` for each, and between them, the
+    served engine's end and the next start.
 
     ``run()`` returns only when a signal (SIGINT/SIGTERM) stops it (or ``stop`` is set): an ``interrupted``
     Outcome carrying the last start's summary.
@@ -154,8 +153,7 @@ class Rewatch:
         self.poll_s, self.scan_s, self.clock = poll_s, scan_s, clock
         self.serving = serving
         self.stop = threading.Event()
-        self.starts = 0
-        self._signal: str | None = None
+        self.count = 0  # starts watched
         self._between = "between starts"  # what the loop was doing when a signal came
         self.started_at = clock()
         self._port_s = min(1.0, poll_s * 4)  # a port check's bound: a hung connect never holds the loop
@@ -163,33 +161,29 @@ class Rewatch:
     def _port_open(self) -> bool:
         return port_open(self.url, self._port_s)
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._signal = signal.Signals(signum).name
-        self.stop.set()
-
     def run(self) -> Outcome:
-        restore = install_stop_handlers(self._on_signal)  # none off the main thread (library use)
-        last: Outcome | None = None
-        try:
-            previous: Target | None = None
-            target = self.first
-            while not self.stop.is_set():
-                if target is None:
-                    target = self._next_target(previous)
-                    if target is None:
-                        break
-                self.starts += 1
-                last = self.run_start(target)
-                if last.verdict == INTERRUPTED:
-                    return last
-                if last.verdict in SERVING_VERDICTS:
-                    last = self._while_serving(target, last)
-                elif last.verdict == TIMEOUT and (target.pid is None or target.alive()):
-                    continue  # no verdict yet within --timeout: the same start, watched again as a new run
-                previous, target = target, None
-        finally:
-            restore()
-        return self._stopped(last)
+        loop = Loop(self)
+        last = loop.run()
+        self.count = loop.count
+        if last is not None and last.verdict == INTERRUPTED:
+            return last  # a start's own verdict: its session took the signal
+        return self._stopped(last, loop.signal)
+
+    # -- the loop's three steps (runner/restarts.py) ----------------------------------------------------------
+    def next_start(self, previous: Target | None) -> Target | None:
+        if previous is None and self.first is not None:
+            return self.first
+        return self._next_target(previous)
+
+    def watch(self, start: Target) -> Outcome:
+        return self.run_start(start)
+
+    def after(self, start: Target, outcome: Outcome) -> tuple[Step, Outcome]:
+        if outcome.verdict in SERVING_VERDICTS:
+            return Step.NEXT, self._while_serving(start, outcome)
+        if outcome.verdict == TIMEOUT and (start.pid is None or start.alive()):
+            return Step.AGAIN, outcome  # no verdict yet within --timeout: the same start, watched again
+        return Step.NEXT, outcome
 
     # -- between starts -------------------------------------------------------------------------------------
     def _next_target(self, previous: Target | None) -> Target | None:
@@ -312,8 +306,8 @@ class Rewatch:
                     return found
         return None
 
-    def _stopped(self, last: Outcome | None) -> Outcome:
-        now, why = self.clock(), self._signal or "stop"
+    def _stopped(self, last: Outcome | None, signal_name: str | None) -> Outcome:
+        now, why = self.clock(), signal_name or "stop"
         if last is None:
             result = RunResult.never_started(self.url, self.engine, self.started_at, why, now)
         else:

@@ -20,12 +20,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import IO, Any
 
 from firstlight.assessment import Assessment, Event
@@ -36,7 +35,7 @@ from firstlight.redact import Redactor
 from firstlight.report.base import ForwardingReporter, Reporter
 from firstlight.result import RunResult
 from firstlight.runner.after_ready import deployment_key, open_history
-from firstlight.runner.guard import install_stop_handlers
+from firstlight.runner.restarts import Loop, Step
 from firstlight.runner.session import Outcome, Session
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.oom import OomTraces, memory_dirs
@@ -90,6 +89,15 @@ class UnitOptions:
     stop_on_interrupt: bool = False
 
 
+@dataclass(frozen=True)
+class Invocation:
+    """One attempt to watch: systemd's invocation of the unit (and its state then, live)."""
+
+    number: int
+    id: str
+    state: UnitState | None
+
+
 @dataclass
 class Attempt:
     number: int
@@ -132,6 +140,9 @@ class UnitWatch:
         self.attempts: list[Attempt] = []
         self.deadline = 0.0
         self._last_assessment: Assessment | None = None
+        self.stop = threading.Event()  # set by a stop signal between attempts: every wait ends
+        self._first: UnitState | None = None
+        self._follower: JournalFollower
 
     # -- the attempts ----------------------------------------------------------------------------------------
     def run(self, first: UnitState | None = None) -> Outcome:
@@ -143,44 +154,44 @@ class UnitWatch:
             since = started - 5.0
         elif first is not None and first.started_at is not None:
             since = first.started_at - 5.0
-        follower = JournalFollower(self.opts.unit, self.opts.journal_file, since=since, clock=self.clock)
-        follower.start()
-        restore = install_stop_handlers(_interrupt, (signal.SIGTERM,))  # between attempts; a session takes its own
+        self._first = first
+        self._follower = JournalFollower(self.opts.unit, self.opts.journal_file, since=since, clock=self.clock)
+        self._follower.start()
         try:
-            return self._attempts(follower, first)
+            loop = Loop(self)  # attempt after attempt (runner/restarts.py); stop signals between them
+            outcome = loop.run()
         finally:
-            restore()
-            follower.stop()
-
-    def _attempts(self, follower: JournalFollower, first: UnitState | None) -> Outcome:
-        outcome: Outcome | None = None
-        previous = first.invocation_id if first is not None and self.opts.restart_first else None
-        state = first
-        interrupted = False
-        try:
-            for number in range(1, self.opts.max_attempts + 1):
-                if number == 1 and not self.opts.restart_first:
-                    found = self._first_invocation(follower, state)
-                else:
-                    wait = self.opts.restart_wait if number > 1 else 60.0
-                    found = self._next_invocation(follower, previous, wait, fresh_start=number == 1)
-                if found is None:
-                    break
-                invocation, state = found
-                outcome = self._attempt(number, invocation, state, follower)
-                previous = invocation
-                if outcome.verdict not in AGAIN or number == self.opts.max_attempts:
-                    break
-                if not self._restart_possible(invocation):
-                    break
-                self._report_attempt(outcome)
-        except KeyboardInterrupt:  # between two attempts (during one, the session takes the signal)
-            interrupted = True
+            self._follower.stop()
         if outcome is None:
-            return self._nothing_to_watch(follower, interrupted)
-        if interrupted:
-            outcome = self._interrupted(outcome)
+            return self._nothing_to_watch(self._follower, loop.signal)
+        if loop.signal is not None and outcome.verdict != INTERRUPTED:
+            outcome = self._interrupted(outcome, loop.signal)
         return self._finish(outcome)
+
+    # -- the loop's three steps ------------------------------------------------------------------------------
+    def next_start(self, previous: Invocation | None) -> Invocation | None:
+        number = previous.number + 1 if previous is not None else 1
+        first = self._first
+        if number == 1 and not self.opts.restart_first:
+            found = self._first_invocation(self._follower, first)
+        else:
+            wait = self.opts.restart_wait if number > 1 else 60.0
+            after = (previous.id if previous is not None else
+                     first.invocation_id if first is not None else None)
+            found = self._next_invocation(self._follower, after, wait, fresh_start=number == 1)
+        return Invocation(number, *found) if found is not None else None
+
+    def watch(self, start: Invocation) -> Outcome:
+        return self._attempt(start.number, start.id, start.state, self._follower)
+
+    def after(self, start: Invocation, outcome: Outcome) -> tuple[Step, Outcome]:
+        """Another attempt is worth watching after a failed or hung one, while systemd will start it."""
+        if outcome.verdict not in AGAIN or start.number == self.opts.max_attempts:
+            return Step.END, outcome
+        if not self._restart_possible(start.id):
+            return Step.END, outcome
+        self._report_attempt(outcome)
+        return Step.NEXT, outcome
 
     def _first_invocation(self, follower: JournalFollower,
                           state: UnitState | None) -> tuple[str, UnitState | None] | None:
@@ -189,7 +200,7 @@ class UnitWatch:
             if state.restarting:  # between two attempts: watch the next one
                 return self._next_invocation(follower, state.invocation_id, self.opts.restart_wait)
             return (state.invocation_id, state) if state.invocation_id else None
-        inv = follower.wait_invocation(None, max(0.0, self.deadline - self.clock()))
+        inv = follower.wait_invocation(None, max(0.0, self.deadline - self.clock()), self.stop)
         return (inv, None) if inv is not None else None
 
     def _next_invocation(self, follower: JournalFollower, previous: str | None, wait: float,
@@ -198,7 +209,7 @@ class UnitWatch:
         ``fresh_start``: we just asked systemd to start the unit, so an inactive unit is not the end yet."""
         until = min(self.deadline, self.clock() + wait)
         if not self.live:
-            inv = follower.wait_invocation(previous, max(0.0, until - self.clock()))
+            inv = follower.wait_invocation(previous, max(0.0, until - self.clock()), self.stop)
             return (inv, None) if inv is not None else None
         assert self.systemctl is not None
         while True:
@@ -208,9 +219,8 @@ class UnitWatch:
                     return state.invocation_id, state
                 if not fresh_start and not state.restarting and not state.starting_or_up:
                     return None  # failed or stopped for good: no attempt is coming
-            if self.clock() >= until:
+            if self.clock() >= until or self.stop.wait(POLL_S):
                 return None
-            time.sleep(POLL_S)
 
     def _restart_possible(self, invocation: str, settle_s: float = 10.0) -> bool:
         """Will systemd start another attempt? Live: a restart is scheduled, or has begun, or the process is
@@ -228,9 +238,8 @@ class UnitWatch:
                 return True
             if state.active_state in ("failed", "inactive"):
                 return False
-            if state.active_state != "deactivating" or self.clock() >= until:
+            if state.active_state != "deactivating" or self.clock() >= until or self.stop.wait(POLL_S):
                 return state.starting_or_up
-            time.sleep(POLL_S)
 
     def _attempt(self, number: int, invocation: str, state: UnitState | None,
                  follower: JournalFollower) -> Outcome:
@@ -356,22 +365,20 @@ class UnitWatch:
         self.reporter.summary(result)
         return Outcome(result, result.exit_code(self.cfg.history.fail_on_regression))
 
-    def _interrupted(self, outcome: Outcome) -> Outcome:
-        result = outcome.result.interrupted("SIGINT", self.clock(), "while waiting for systemd's next attempt")
+    def _interrupted(self, outcome: Outcome, signal_name: str) -> Outcome:
+        result = outcome.result.interrupted(signal_name, self.clock(), "while waiting for systemd's next attempt")
         return Outcome(result, result.exit_code())
 
-    def _nothing_to_watch(self, follower: JournalFollower, interrupted: bool = False) -> Outcome:
+    def _nothing_to_watch(self, follower: JournalFollower, signal_name: str | None = None) -> Outcome:
         """No invocation to watch: the unit never started (live), or the journal has none of it in time."""
         now = self.clock()
         why = follower.error or (f"no entries of {self.opts.unit} in {self.opts.journal_file}" if not self.live
                                  else f"{self.opts.unit} has no current invocation (it is not running)")
         result = RunResult.no_invocation(self.redactor.text(self.cfg.probe.url), self.profile.name, now, why,
-                                         live=self.live, error=follower.error is not None, interrupted=interrupted,
+                                         live=self.live, error=follower.error is not None,
+                                         interrupted=signal_name is not None,
                                          unit=self._unit_facts())
         self.reporter.verdict(result)
         self.reporter.summary(result)
         return Outcome(result, result.exit_code())
 
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt

@@ -111,20 +111,24 @@ class JournalFollower:
     def wait_caught_up(self, timeout: float) -> bool:
         return self.caught_up.wait(timeout)
 
-    def wait_invocation(self, after: str | None, timeout: float) -> str | None:
+    def wait_invocation(self, after: str | None, timeout: float,
+                        cancel: threading.Event | None = None) -> str | None:
         """The first invocation that began after ``after`` (None: the latest one the journal held when
-        caught up, else the first to appear), waiting up to ``timeout`` seconds."""
+        caught up, else the first to appear), waiting up to ``timeout`` seconds, or until ``cancel`` is set."""
         deadline = time.monotonic() + timeout
-        self.wait_caught_up(timeout)
+        cancel = cancel or threading.Event()
+        while not self.caught_up.wait(min(0.25, max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline or cancel.is_set():
+                break
         with self._lock:
             while True:
                 found = self._next_after(after)
                 if found is not None:
                     return found
                 left = deadline - time.monotonic()
-                if left <= 0 or self._stop.is_set() or not self._thread.is_alive():
+                if left <= 0 or self._stop.is_set() or cancel.is_set() or not self._thread.is_alive():
                     return None
-                self._lock.wait(min(left, 0.5))
+                self._lock.wait(min(left, 0.25))
 
     def _next_after(self, after: str | None) -> str | None:
         if after is None:

@@ -205,7 +205,7 @@ def test_a_start_that_ends_while_serving_is_reported_and_the_next_one_is_watched
     errors = drive(restart, rw.stop.set)
     out = rw.run()
     assert not errors, errors
-    assert targets[0].pid == first.pid and rw.starts == 2
+    assert targets[0].pid == first.pid and rw.count == 2
     ended = summaries(rep)[0]
     assert (ended.verdict, ended.failure, ended.phase) == ("failed", "other", "serving")  # killed: no crash
     assert ended.evidence[0]["value"].startswith(f"server pid {first.pid} died of SIGKILL")
@@ -308,16 +308,17 @@ def test_a_stop_before_any_start_is_interrupted_waiting_for_the_server(marker: s
     rep = Recorder()
     rw = rewatch(lambda t: ready("u", None), "http://127.0.0.1:1", rep, matcher=ProcessMatcher(marker),
                  engine="vllm")
+    before = signal.getsignal(signal.SIGTERM)
 
     errors = drive(lambda: wait_for(lambda: rep.messages(), CHECK_S, "the wait"),
                    lambda: signal_self(signal.SIGTERM))
     out = rw.run()
     assert not errors, errors
-    assert rw.starts == 0 and out.verdict == "interrupted" and out.result.engine == "vllm"
+    assert rw.count == 0 and out.verdict == "interrupted" and out.result.engine == "vllm"
     assert out.result.evidence[0]["value"] == "SIGTERM received while waiting for the server to start"
     assert rep.messages()[0] == f"waiting for the engine: a process matching {marker!r}"  # no previous pid to name
     assert summaries(rep) == [out.result]
-    assert signal.getsignal(signal.SIGTERM) is not rw._on_signal  # the handlers are given back
+    assert signal.getsignal(signal.SIGTERM) == before  # the handlers are given back
 
 
 def test_a_stale_shared_log_holds_the_next_start_back_until_it_is_written_or_a_bound(tmp_path: Path) -> None:
@@ -601,7 +602,7 @@ def test_a_stop_before_any_start_dates_the_watch_from_its_own_beginning() -> Non
     rw = Rewatch(lambda t: ready("u", None), Recorder(), "http://127.0.0.1:1", clock=lambda: 5000.0)
     rw.stop.set()
     out = rw.run()
-    assert rw.starts == 0 and out.result.started_at == 5000.0
+    assert rw.count == 0 and out.result.started_at == 5000.0
 
 
 def test_this_process_and_its_ancestors_are_its_own_lineage() -> None:

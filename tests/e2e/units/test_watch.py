@@ -263,3 +263,52 @@ def test_a_start_timeout_shorter_than_the_history_says_is_warned_before_it_bites
     watched = [i for i, e in enumerate(evs) if e["event"] in ("started", "phase", "status", "verdict", "summary")]
     assert watched and warned < min(watched), [e["event"] for e in evs]
     assert evs[warned]["t"] <= min(e["t"] for e in evs if e["event"] in ("status", "verdict"))
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_while_waiting_for_systemds_next_attempt_ends_the_watch_at_once(
+        tmp_path: Path, stop: signal.Signals):
+    path = tmp_path / "u.journal"
+    first = UnitRun(UNIT, T0)
+    first.started()
+    first.lines(["build: 11434 (llama.cpp)", "main: loading model"])
+    write_journal(path, bytes(first.out))  # attempt 1 is running when the watch begins
+    systemd = JournalSystemd(path, restarts=1)
+    seen = io.StringIO()
+
+    def stop_while_waiting() -> None:  # attempt 1 fails; systemd's restart is due but never comes
+        wait_for(lambda: '"event": "started"' in seen.getvalue(), 60, "the watch to start")
+        write_journal(path, bytes(failing(T0 + 1, 1, invocation=first.invocation, start=False).out))
+        wait_for(lambda: '"event": "attempt"' in seen.getvalue(), 60, "attempt 1 reported")
+        os.kill(os.getpid(), stop)
+
+    threading.Thread(target=stop_while_waiting, daemon=True).start()
+    t0 = time.monotonic()
+    outcome = make_watch(path, systemd, seen, max_attempts=3, restart_wait=120).run(systemd.show(UNIT))
+    assert time.monotonic() - t0 < 60  # not the 120 s wait for an attempt that never comes
+    assert outcome.verdict == "interrupted" and outcome.exit_code == 130
+    summary = events(seen)[-1]
+    assert summary["evidence"][0]["value"] == f"{stop.name} received while waiting for systemd's next attempt"
+    assert [a["verdict"] for a in summary["unit"]["attempts"]] == ["failed"]
+    assert signal.getsignal(stop) in (signal.default_int_handler, signal.SIG_DFL)  # given back
+
+
+def test_a_stop_signal_before_any_invocation_is_interrupted_not_no_invocation(tmp_path: Path):
+    path = tmp_path / "u.journal"
+    write_journal(path, bytes(failing(T0, restart=None).out))  # a failed invocation: up waits for the new one
+    systemd = JournalSystemd(path, restarts=0)
+    seen = io.StringIO()
+    waiting = threading.Event()
+    systemd.on_restart = waiting.set  # systemd was asked, but its new invocation never appears
+
+    def stop_while_waiting() -> None:
+        wait_for(waiting.is_set, 60, "the restart to be asked for")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=stop_while_waiting, daemon=True).start()
+    state = systemd.restart_or_start(UNIT)
+    t0 = time.monotonic()
+    outcome = make_watch(path, systemd, seen, restart_first=True).run(state)
+    assert time.monotonic() - t0 < 30  # not the 60 s wait for the first invocation
+    assert outcome.verdict == "interrupted"
+    assert "interrupted before an invocation of the unit appeared" in json.dumps(events(seen)[-1])
