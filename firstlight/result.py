@@ -92,6 +92,7 @@ class RunResult:
     preflight: dict[str, Any] | None = None
     server_stopped: str | None = None
     unit: dict[str, Any] | None = None  # --unit: the unit, the invocation judged, every attempt
+    container: dict[str, Any] | None = None  # --container: the container, the start judged, every attempt
     # where the time went and what bound it (firstlight.anatomy)
     anatomy: Annotated[dict[str, Any] | None, AnatomyDict | None] = None
     # the engine's own figures beside the anatomy (firstlight.anatomy)
@@ -216,6 +217,9 @@ class RunResult:
 
     def with_unit(self, unit: dict[str, Any]) -> RunResult:
         return dataclasses.replace(self, unit=unit)
+
+    def with_container(self, container: dict[str, Any]) -> RunResult:
+        return dataclasses.replace(self, container=container)
 
     def interrupted(self, signal: str, t: float, when: str) -> RunResult:
         """SIGINT/SIGTERM (or SIGHUP/SIGQUIT) after READY: during the checks, or while serving."""

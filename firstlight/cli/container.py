@@ -6,9 +6,11 @@ when ``--container`` is given or the command is a runtime's ``run``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,6 +30,7 @@ from firstlight.cli.options import (
     usage,
 )
 from firstlight.cli.run import outputs_from, run_watch
+from firstlight.containers.attempts import ContainerAttempts
 from firstlight.containers.command import RunCommand
 from firstlight.containers.runtime import RUNTIMES, Container, Runtime, RuntimeFailure
 from firstlight.containers.watch import Tracker, container_sources, launched, log_since
@@ -105,10 +108,17 @@ def watch_container(url: str | None, kw: dict[str, Any]) -> None:
     plan = settings.plan(cfg, profile, api_key=kw["api_key"], outputs=outputs_from(kw))
     tracker = Tracker(runtime, ref=c.id)
     tracker.last = c
+    deadline = time.time() + cfg.judge.timeout  # --timeout bounds the whole watch, every attempt in it
 
     def run(reporter: Any, record: IO[str] | None) -> Any:
-        return Session(cfg, profile, reporter, plan.redactor, record, plan=plan,
-                       sources=container_sources(tracker, since=log_since(c.started_at))).run()
+        def session(start: Container, held: Any) -> Session:
+            judge = dataclasses.replace(cfg.judge, timeout=max(1.0, deadline - time.time()))
+            one = dataclasses.replace(cfg, pid=start.pid, judge=judge)
+            return Session(one, profile, held, plan.redactor, record, plan=dataclasses.replace(plan, config=one),
+                           sources=container_sources(tracker, since=log_since(start.started_at)))
+
+        return ContainerAttempts(tracker, c, session, reporter, kw["max_attempts"], kw["restart_wait"],
+                                 fail_on_regression=cfg.history.fail_on_regression).run()
 
     outcome = run_watch(plan, runner=run)
     sys.exit(outcome.exit_code)

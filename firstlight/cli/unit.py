@@ -41,9 +41,11 @@ def unit_options(up: bool = False) -> Decorator:
         click.option("--unit", default=None, metavar="UNIT",
                      help="A systemd unit: its processes (cgroup), its journal and its restarts"
                           + (" (restarted, or started, then watched)." if up else ".")),
-        number_option("max_attempts", "With --unit: a restart by Restart=on-failure is a new attempt; report each "
-                                      "failed one and keep watching, up to N attempts."),
-        number_option("restart_wait", "With --unit: seconds to wait for systemd's next attempt after a failed one."),
+        number_option("max_attempts", "With --unit or --container: a restart (the unit's Restart=on-failure, the "
+                                      "container's restart policy) is a new attempt; report each failed one and "
+                                      "keep watching, up to N attempts."),
+        number_option("restart_wait", "With --unit or --container: seconds to wait for the next attempt after a "
+                                      "failed one."),
         click.option("--cgroup", "cgroup_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
                      help="With --unit: the unit's cgroup directory (default: /sys/fs/cgroup + its ControlGroup)."),
     ]

@@ -63,6 +63,9 @@ class Container:
     ports: Mapping[int, int] = field(default_factory=dict)  # container TCP port -> host port
     cgroup: str | None = None  # State.CgroupPath (podman), relative to the controllers' mounts
     monitor_pid: int | None = None  # State.ConmonPid (podman): the monitor that holds its published ports
+    restart_policy: str = ""  # HostConfig.RestartPolicy.Name: no (""), always, unless-stopped, on-failure
+    max_retries: int = 0  # its MaximumRetryCount (on-failure; 0: no limit)
+    restart_count: int = 0  # RestartCount: restarts the policy has made so far
 
     @classmethod
     def from_inspect(cls, data: Mapping[str, Any]) -> Container:
@@ -90,7 +93,22 @@ class Container:
             network_mode=_text(host.get("NetworkMode")) or None, ports=_ports(data),
             cgroup=state.get("CgroupPath") or None,
             monitor_pid=state["ConmonPid"] if isinstance(state.get("ConmonPid"), int) and state["ConmonPid"] > 0
-            else None)
+            else None,
+            restart_policy=_text((host.get("RestartPolicy") or {}).get("Name")),
+            max_retries=_count((host.get("RestartPolicy") or {}).get("MaximumRetryCount")),
+            restart_count=_count(data.get("RestartCount")))
+
+    def restart_due(self) -> bool:
+        """Will the runtime start it again by its restart policy? Restarting now, or stopped with a policy that
+        restarts this exit and retries left (Docker's and podman's rules; ``on-failure``: a non-zero exit)."""
+        if self.status == "restarting":
+            return True
+        if self.running or self.exit_code is None:
+            return False
+        if self.restart_policy in ("always", "unless-stopped"):
+            return True
+        return (self.restart_policy == "on-failure" and self.exit_code != 0
+                and (self.max_retries == 0 or self.restart_count < self.max_retries))
 
     @property
     def short_id(self) -> str:
@@ -118,6 +136,10 @@ class Container:
 def _text(value: Any) -> str:
     """A word of the runtime's inspect output, as it is printed: escapes, controls and bidi marks out, bounded."""
     return clean_text(str(value), 256) if value else ""
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _words(value: Any) -> list[str]:

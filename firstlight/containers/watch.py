@@ -58,6 +58,9 @@ class Tracker:
         self.error: str | None = None
         self.gone = False  # seen, then the runtime said it has no such container (--rm after its end, rm -f)
         self.on_found: Callable[[Container], None] | None = None  # told once, when the container is first seen
+        # the StartedAt of the start being watched, where the runtime may start the container again (a restart
+        # policy): a later StartedAt means that start has ended, whatever the state says now
+        self.watching: str | None = None
         self._at = -1e9
         self._lock = threading.Lock()
 
@@ -95,7 +98,7 @@ class Tracker:
         until = time.monotonic() + settle_s
         while True:
             c = self.get(fresh=True)
-            if c is not None and not c.running:
+            if c is not None and (not c.running or (self.watching is not None and c.started_at != self.watching)):
                 return c
             if time.monotonic() >= until or (c is None and self.last is None):
                 return c

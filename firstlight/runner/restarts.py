@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Generic, Protocol, TypeVar
 
+from firstlight.report.base import ForwardingReporter
+from firstlight.result import RunResult
 from firstlight.runner.guard import install_stop_handlers
 from firstlight.runner.session import Outcome
 from firstlight.vocab import INTERRUPTED
@@ -90,3 +92,17 @@ class Loop(Generic[S]):
         finally:
             restore()
         return last
+
+
+class HeldReporter(ForwardingReporter):
+    """Passes everything on but an attempt's verdict and summary, which the watch releases once it knows whether
+    another attempt follows, and the close, which is the watch's (a unit's attempts, a container's)."""
+
+    def verdict(self, result: RunResult) -> None:
+        pass
+
+    def summary(self, result: RunResult) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

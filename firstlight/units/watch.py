@@ -32,10 +32,10 @@ from firstlight.config import Config
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import HistoryError
 from firstlight.redact import Redactor
-from firstlight.report.base import ForwardingReporter, Reporter
+from firstlight.report.base import Reporter
 from firstlight.result import RunResult
 from firstlight.runner.after_ready import deployment_key, open_history
-from firstlight.runner.restarts import Loop, Step
+from firstlight.runner.restarts import HeldReporter, Loop, Step
 from firstlight.runner.session import Outcome, Session
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.oom import OomTraces, memory_dirs
@@ -113,20 +113,6 @@ class Attempt:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-class _HeldReporter(ForwardingReporter):
-    """Passes everything on but the verdict and the summary, which the watch releases once it knows whether
-    another attempt follows, and the close, which is the watch's."""
-
-    def verdict(self, result: RunResult) -> None:
-        pass
-
-    def summary(self, result: RunResult) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 class UnitWatch:
@@ -251,7 +237,7 @@ class UnitWatch:
                                           lambda: self._unit_result(invocation))
         sources = functools.partial(UnitSources, journal=JournalSource(follower, invocation), processes=processes,
                                     notes=notes)
-        session = Session(cfg, self.profile, _HeldReporter(self.reporter), self.redactor, self.record, self.clock,
+        session = Session(cfg, self.profile, HeldReporter(self.reporter), self.redactor, self.record, self.clock,
                           sources=sources)
         outcome = session.run()
         self.profile = session.profile  # the engine may have been learnt from the lines

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -362,3 +363,74 @@ def test_a_runtime_that_never_answers_is_given_up_on_at_its_timeout(tmp_path: Pa
     with pytest.raises(RuntimeFailure, match=r"podman stop: no answer within 31s"):
         runtime.stop("x", 1.0)
     assert time.monotonic() - t0 < 90  # 1 s and 31 s, far from the 120 s the stand-in would take
+
+
+# A start that fails when the test says so: it counts its starts in the container's own /tmp (kept across the
+# runtime's restarts), prints that number, and exits 3 with its own error once /w/go<N> appears.
+ATTEMPT = ("import os, sys, time\n"
+           "n = int(open('/tmp/n').read()) + 1 if os.path.exists('/tmp/n') else 1\n"
+           "open('/tmp/n', 'w').write(str(n))\n"
+           "print(f'INFO loading the weights, start {n}', flush=True)\n"
+           "deadline = time.time() + 200\n"
+           "while not os.path.exists(f'/w/go{n}') and time.time() < deadline:\n"
+           "    time.sleep(0.05)\n"
+           "print(f'RuntimeError: start {n} failed', flush=True)\n"
+           "sys.exit(3)\n")
+
+
+def test_watch_container_follows_the_restart_policy_attempt_after_attempt(real_podman: Podman, tmp_path: Path):
+    """``--restart on-failure:1``: the runtime starts the container twice. Each start is an attempt judged on its
+    own lines; the first failed one is reported and the watch goes on; the second's verdict is the watch's."""
+    name, work = real_podman.name(), tmp_path / "w"
+    work.mkdir()
+    podman("run", "-d", "--name", name, "--restart", "on-failure:1", "--network", "host", "-v", f"{work}:/w:ro",
+           *real_podman.python("-c", ATTEMPT), env=real_podman.env)
+    out = tmp_path / "out.jsonl"
+    with out.open("w") as f:
+        p = subprocess.Popen(firstlight_cmd("watch", "--container", name, "--url", f"http://127.0.0.1:{free_port()}",
+                                            "--max-attempts", "3", "--restart-wait", "60", "--no-history", "--json"),
+                             stdout=f, stderr=subprocess.PIPE, text=True, env=real_podman.env,
+                             stdin=subprocess.DEVNULL)
+    try:
+        def count(kind: str) -> int:  # whole lines only: the last one may be half written
+            return sum(1 for line in out.read_text().split("\n")[:-1] if f'"event": "{kind}"' in line)
+        wait_for(lambda: count("started") == 1, RUN_S, "the first attempt's watch to start")
+        (work / "go1").touch()
+        wait_for(lambda: count("started") == 2, RUN_S, "the second attempt's watch to start")
+        (work / "go2").touch()
+        _, err = p.communicate(timeout=RUN_S)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=30)
+    events = [json.loads(line) for line in out.read_text().splitlines()]
+    assert p.returncode == 1, err[-3000:]
+    attempts = [e for e in events if e["event"] == "attempt"]
+    assert len(attempts) == 1 and attempts[0]["attempt"] == 1 and attempts[0]["verdict"] == "failed"
+    assert "start 1 failed" in json.dumps(attempts[0]["evidence"])
+    kinds = [e["event"] for e in events]
+    assert kinds[-1] == "summary" and kinds.count("summary") == 1 and kinds.count("verdict") == 1
+    summary = events[-1]
+    assert summary["verdict"] == "failed"
+    evidence = json.dumps(summary["evidence"])
+    assert "start 2 failed" in evidence and "start 1 failed" not in evidence  # judged on its own lines only
+    c = summary["container"]
+    assert (c["name"], c["runtime"], c["restart_policy"], c["attempt"]) == (name, "podman", "on-failure", 2)
+    assert [(a["number"], a["restart_count"], a["verdict"]) for a in c["attempts"]] == [(1, 0, "failed"),
+                                                                                       (2, 1, "failed")]
+    assert c["attempts"][0]["started_at"] != c["attempts"][1]["started_at"]
+
+
+def test_watch_container_without_a_restart_policy_ends_with_its_one_start(real_podman: Podman, tmp_path: Path):
+    name, work = real_podman.name(), tmp_path / "w"
+    work.mkdir()
+    (work / "go1").touch()  # fails at once
+    podman("run", "-d", "--name", name, "--network", "host", "-v", f"{work}:/w:ro",
+           *real_podman.python("-c", ATTEMPT.replace("time.time() + 200", "time.time() + 3")), env=real_podman.env)
+    t0 = time.monotonic()
+    run = run_firstlight("watch", "--container", name, "--url", f"http://127.0.0.1:{free_port()}", "--max-attempts",
+                         "3", "--restart-wait", "200", "--no-history", "--json", timeout=RUN_S, env=real_podman.env)
+    assert run.rc == 1, run.stderr[-3000:]
+    assert time.monotonic() - t0 < 150  # not the --restart-wait for a start that is not coming
+    assert not [e for e in run.events if e.get("event") == "attempt"]  # no restart is coming: no waiting for one
+    assert run.summary["container"]["restart_policy"] == "no" and run.summary["container"]["attempt"] == 1

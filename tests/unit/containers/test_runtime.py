@@ -76,3 +76,37 @@ def test_every_word_of_an_inspect_is_printable_before_it_is_printed():
 
 def test_a_runtime_word_is_bounded():
     assert len(rt.Container.from_inspect({"Id": "a", "Name": "n" * 10_000}).name) <= 257
+
+
+def _stopped(status: str, code: int | None, policy: str, retries: int = 0, count: int = 0,
+             running: bool = False) -> rt.Container:
+    state: dict[str, object] = {"Status": status, "Running": running, "StartedAt": "2026-01-01T00:00:00Z"}
+    if code is not None:
+        state["ExitCode"] = code
+    return rt.Container.from_inspect({"Id": "c1", "Name": "/n", "State": state, "RestartCount": count,
+                                      "HostConfig": {"RestartPolicy": {"Name": policy,
+                                                                       "MaximumRetryCount": retries}}})
+
+
+@pytest.mark.parametrize(("container", "due"), [
+    (_stopped("restarting", None, "always", running=True), True),  # Docker: between two starts
+    (_stopped("running", None, "always", running=True), False),  # running: nothing to restart
+    (_stopped("exited", 1, "no"), False),
+    (_stopped("exited", 1, ""), False),  # podman writes "" for no policy
+    (_stopped("exited", 0, "always"), True),
+    (_stopped("exited", 1, "unless-stopped"), True),
+    (_stopped("stopped", 3, "on-failure"), True),  # podman's word; 0 retries: no limit
+    (_stopped("exited", 0, "on-failure"), False),  # on-failure restarts a non-zero exit only
+    (_stopped("exited", 137, "on-failure", retries=2, count=1), True),
+    (_stopped("exited", 137, "on-failure", retries=2, count=2), False),  # its retries used up
+], ids=["restarting", "running", "no", "none", "always-0", "unless-stopped", "on-failure-unlimited",
+        "on-failure-exit-0", "retries-left", "retries-used"])
+def test_a_restart_is_due_by_the_docker_and_podman_restart_policy_rules(container: rt.Container, due: bool):
+    assert container.restart_due() is due
+
+
+def test_the_restart_policy_and_count_are_read_from_inspect():
+    c = _stopped("exited", 1, "on-failure", retries=3, count=2)
+    assert (c.restart_policy, c.max_retries, c.restart_count) == ("on-failure", 3, 2)
+    bare = rt.Container.from_inspect({"Id": "c1", "State": {"Status": "exited", "ExitCode": 1}, "RestartCount": True})
+    assert (bare.restart_policy, bare.max_retries, bare.restart_count) == ("", 0, 0)

@@ -14,7 +14,7 @@ from firstlight.api import _Tracker
 from firstlight.report.base import REPORTER_METHODS, ForwardingReporter, QuietReporter, Reporter, Reporters
 from firstlight.result import RunResult
 from firstlight.runner.guard import GuardedReporter, guard_reporter
-from firstlight.units.watch import _HeldReporter
+from firstlight.runner.restarts import HeldReporter
 
 
 class Calls(QuietReporter):
@@ -56,7 +56,7 @@ def test_every_reporter_class_in_the_package_derives_from_a_base():
                 assert issubclass(cls, QuietReporter | ForwardingReporter), cls
     names = {c.__name__ for c in found}
     assert {"ConsoleReporter", "DashboardReporter", "JsonLinesReporter", "Reporters", "GuardedReporter",
-            "_HeldReporter", "_Tracker", "PrometheusExporter", "SystemdNotifier", "ReadinessServer"} <= names, names
+            "HeldReporter", "_Tracker", "PrometheusExporter", "SystemdNotifier", "ReadinessServer"} <= names, names
 
 
 def test_the_wrappers_pass_every_method_on():
@@ -67,7 +67,7 @@ def test_the_wrappers_pass_every_method_on():
     _call_all(guard_reporter(inner))
     assert inner.calls == list(REPORTER_METHODS)
     inner = Calls()
-    _call_all(_HeldReporter(inner))  # the unit watch holds back the verdict and summary, and closes itself
+    _call_all(HeldReporter(inner))  # attempts (a unit's, a container's) hold back the verdict and summary
     assert inner.calls == [n for n in REPORTER_METHODS if n not in ("verdict", "summary", "close")]
     inner = Calls()
     tracker = _Tracker(inner, threading.Event())  # the Python API's: it also keeps the serving result
