@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from firstlight.anatomy import Signals
 from firstlight.answers import Comparison, compare, shown
 from firstlight.assessment import Event, Evidence, Progress
+from firstlight.budgets import QuietTracker
 from firstlight.config import JudgeConfig
 from firstlight.cputime import rate_reaches
 from firstlight.engines.profile import EngineProfile
@@ -35,12 +36,41 @@ COMPILE_WINDOW_S = 60.0
 _COMPILE_NOTE_EVERY_S = 30.0
 _RATE_WINDOW_S = 10.0
 _TAIL_LINES = 3  # last log lines quoted when a process dies without a log line naming why
+# A generation probe in flight this long gets what the server did meanwhile attached to it.
+SLOW_PROBE_S = 5.0
 
 
 def clip(text: str, n: int = 240) -> str:
     """A line as evidence quotes it: stripped, at most ``n`` characters."""
     text = text.strip()
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+@dataclass
+class Mark:
+    t: float
+    signal: str
+    value: str
+
+
+class MarkTracker:
+    """The last progress, as the hung rule quotes it: the last strong mark (a new log line, bytes read, memory
+    grown, a process, GPU memory moved, a level reached) and the last weak one (CPU or GPU busy); each mark is also
+    told to the phases' silences (``QuietTracker``)."""
+
+    def __init__(self, started_at: float, quiet: QuietTracker) -> None:
+        self.quiet = quiet
+        self.last_strong = Mark(started_at, "watch", "firstlight started watching")
+        self.last_weak: Mark | None = None
+
+    def strong(self, t: float, signal: str, value: str) -> None:
+        self.quiet.mark(t, signal, strong=True)
+        if t >= self.last_strong.t:
+            self.last_strong = Mark(t, signal, value)
+
+    def weak(self, t: float, signal: str, value: str) -> None:
+        self.quiet.mark(t, "cpu" if signal == "cpu" else "gpu_util", strong=False)
+        self.last_weak = Mark(t, signal, value)
 
 
 class LogTracker:
@@ -290,8 +320,8 @@ class ProcessTracker:
         return None
 
 
-__all__ = ["COMPILERS", "COMPILE_WINDOW_S", "CompileTracker", "GpuReading", "GpuTracker", "ProcessReading",
-           "ProcessTracker", "gb", "mb"]
+__all__ = ["COMPILERS", "COMPILE_WINDOW_S", "SLOW_PROBE_S", "CompileTracker", "GpuReading", "GpuTracker", "Mark",
+           "MarkTracker", "ProcessReading", "ProcessTracker", "activity_during", "gb", "mb"]
 
 
 class LadderTracker:
@@ -415,6 +445,16 @@ def activity(t0: float, t1: float, compiles: CompileTracker, procs: ProcessTrack
         parts.append(f"GPU utilisation {gpu:.0f}%")
     parts.append(f"{log.lines_between(t0, t1)} log lines")
     return ", ".join(parts)
+
+
+def activity_during(p: Probe, compiles: CompileTracker, procs: ProcessTracker, gpus: GpuTracker,
+                    log: LogTracker) -> str | None:
+    """What the server did while a generation probe was in flight (``SLOW_PROBE_S`` or longer), so a slow first
+    request can be told from a stuck one."""
+    t0 = p.t - (p.latency_s or 0.0)
+    if p.t - t0 < SLOW_PROBE_S:
+        return None
+    return activity(t0, p.t, compiles, procs, gpus, log)
 
 
 class AnswerTracker:
