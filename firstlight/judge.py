@@ -49,13 +49,11 @@ from firstlight.timeline import (
 from firstlight.trackers import (
     SLOW_PROBE_S,
     AnswerTracker,
-    CompileTracker,
-    GpuTracker,
     LadderTracker,
     LogTracker,
     MarkTracker,
-    ProcessTracker,
     ProgressTracker,
+    TreeTracker,
     activity_during,
     clip,
 )
@@ -88,8 +86,6 @@ class Judge:
         self.rules = rules
         self.profile = profile
         self.started_at = started_at
-        self.pid: int | None = None
-        self.launched = False
         self.first_generation: dict[str, Any] | None = None
         self.ready_at: float | None = None
         self.worker_listening: str | None = None  # a worker's READY: what its port rung saw (no generation)
@@ -99,14 +95,6 @@ class Judge:
         self.exited: ProcessSample | None = None
         self.interrupted: Interrupted | None = None
         self.port_conflict: PortConflict | None = None  # another server answers on our port: never our READY
-        self.warnings: list[Evidence] = []
-        self.notes: list[SourceNote] = []
-        # Only the process tree (its reads, memory, CPU) can tell a silent-but-loading server from a stuck one:
-        # log silence or a flat GPU alone cannot, so without it firstlight never says "hung".
-        self.has_stillness_signal = False
-        # The process sampler's failure, while it lasts: its stillness is a missing signal, not a still server,
-        # so no `hung` is judged from it; every verdict's evidence names it instead.
-        self.process_failed: SourceNote | None = None
         self._final: Assessment | None = None
         self._clocks: tuple[EngineClock, ...] = ()  # the engine's figures as the last assessment gave them
         # The trackers (firstlight.trackers, firstlight.phases): what each observation meant, and the state it left.
@@ -114,9 +102,7 @@ class Judge:
         self.phases = PhaseTracker(started_at, self.signals.quiet, rules.spin_timeout)  # spans, budgets, ETA
         self.marks = MarkTracker(started_at, self.signals.quiet)  # the last strong and weak progress
         self.ladder = LadderTracker()  # the readiness levels that hold, and since when
-        self.compiles = CompileTracker()
-        self.procs = ProcessTracker(rules, self.compiles)
-        self.gpus = GpuTracker(rules.gpu_mem_step_bytes)
+        self.tree = TreeTracker(rules, self.signals, self.marks)  # the process tree, the GPUs, the sources' notes
         self.progress_tracker = ProgressTracker(started_at, rules.expected_total_s)  # how far, and the ETAs
         # The server's lines, read once (their interpretation is shared with replay): phase, progress, root cause.
         self.log = LogTracker(profile, self.signals, self.progress_tracker)
@@ -132,14 +118,12 @@ class Judge:
         if isinstance(obs, ProcessSample):
             return self._on_process(obs)
         if isinstance(obs, GpuSample):
-            return self._on_gpu(obs)
+            return self.tree.gpu(obs)
         if isinstance(obs, WeightsTotal):
             self.progress_tracker.weights_total = obs
             return [Event(obs.t, "note", f"weights: {gb(obs.bytes)} in {obs.files} files at {one_line(obs.path)}")]
         if isinstance(obs, Started):
-            self.pid, self.launched = obs.pid, obs.launched
-            if obs.pid is not None:
-                self.has_stillness_signal = True
+            self.tree.started(obs)
             return []
         if isinstance(obs, Interrupted):
             self.interrupted = self.interrupted or obs
@@ -152,10 +136,7 @@ class Judge:
             self.port_conflict = obs
             return [Event(obs.t, "warning", f"the port is not the server's: {obs.detail}")]
         if isinstance(obs, SourceNote):
-            self.notes.append(obs)
-            if obs.source == "process":  # the process tree's sampler failed, or works again
-                self.process_failed = obs if obs.failed else None
-            return [Event(obs.t, "warning" if obs.failed else "note", f"{obs.source}: {obs.message}")]
+            return self.tree.note(obs)
         return []
 
     def use_profile(self, profile: EngineProfile) -> None:
@@ -251,39 +232,19 @@ class Judge:
         return events
 
     def _activity_during(self, p: Probe) -> str | None:
-        return activity_during(p, self.compiles, self.procs, self.gpus, self.log)
+        return activity_during(p, self.tree.compiles, self.tree.procs, self.tree.gpus, self.log)
 
     def _on_process(self, s: ProcessSample) -> list[Event]:
-        self.has_stillness_signal = True
+        self.tree.has_stillness_signal = True
         if not s.alive:
-            self.procs.prev = s
+            self.tree.procs.prev = s
             if self.exited is not None:
                 return []
             self.exited = s
             return [Event(s.t, "warning", f"server process {describe_exit(s.exit_code)}",
                           {"exit_code": s.exit_code, "signal": exit_signal(s.exit_code)})]
         self.ladder.process_seen(s.t)
-        r = self.procs.feed(s)
-        if r.weak is not None:
-            self.marks.weak(s.t, "cpu", r.weak)
-        for signal, value in r.strong:
-            self.marks.strong(s.t, signal, value)
-        for cpu in r.compiler_cpu:
-            self.signals.compiler_ran(cpu)
-        self.warnings += r.warnings
-        return r.events
-
-    def _on_gpu(self, g: GpuSample) -> list[Event]:
-        r = self.gpus.feed(g, self.procs.known_pids | ({self.pid} if self.pid else set()))
-        if r.strong is not None:
-            self.marks.strong(g.t, "gpu", r.strong)
-        if r.weak is not None:
-            self.marks.weak(g.t, "gpu", r.weak)
-        events: list[Event] = []
-        for ev, data in r.foreign:
-            self.warnings.append(ev)
-            events.append(Event(g.t, "warning", ev.value, data))
-        return events
+        return self.tree.process(s)
 
     # -- judging ---------------------------------------------------------------------------------------
     @property
@@ -413,10 +374,10 @@ class Judge:
             ev = [how, *extra, *self.log.tail_evidence()]
             if best is not None:
                 ev.append(Evidence("log", f"line {best.line}: {clip(best.text)}", best.t))
-            return self._base(now, FAILED, ev + self.warnings, failure=category, hint=hint)
+            return self._base(now, FAILED, ev + self.tree.warnings, failure=category, hint=hint)
         if best is not None:
             return self._failed_from_line(now, best, [how] if quote_exit else None)
-        return self._base(now, FAILED, [how, *self.log.tail_evidence(), *self.warnings], failure="other",
+        return self._base(now, FAILED, [how, *self.log.tail_evidence(), *self.tree.warnings], failure="other",
                           hint="the server exited without a recognised error; read its last log lines")
 
     def _death_cause(self, s: ProcessSample) -> tuple[str, str, list[Evidence]] | None:
@@ -436,10 +397,10 @@ class Judge:
         ev = [Evidence("log", f"line {best.line}: {clip(best.text)}", best.t)] + (extra or [])
         hint = best.failure.hint
         if best.failure.category == "gpu_occupied":
-            foreign = [w.value for w in self.warnings if w.signal == "gpu"]
+            foreign = [w.value for w in self.tree.warnings if w.signal == "gpu"]
             if foreign:
                 hint = f"{hint} ({'; '.join(foreign)})"
-        return self._base(now, FAILED, ev + self.warnings, failure=best.failure.category, hint=hint)
+        return self._base(now, FAILED, ev + self.tree.warnings, failure=best.failure.category, hint=hint)
 
     def _hang(self, now: float) -> Assessment | None:
         """``hung``: nothing at all moved for stall_timeout (longer where this deployment's history shows the
@@ -447,9 +408,9 @@ class Judge:
         strong progress for longer than its usual longest silence (the spin clock is only the ceiling of that
         silence; within its budget a phase is never hung by it); in a phase without one, only CPU/GPU busy for
         spin_timeout."""
-        if not self.has_stillness_signal:
+        if not self.tree.has_stillness_signal:
             return None  # no process tree to watch: a quiet log and a closed port are what a slow load looks like too
-        if self.process_failed is not None:
+        if self.tree.process_failed is not None:
             return None  # the process tree's signal is missing (its sampler failed), not still: only --timeout
         r = self.rules
         span, budget = self.phases.current, self.phases.budget()
@@ -465,7 +426,7 @@ class Judge:
             if weak is not None:
                 ev.append(Evidence(weak.signal, f"last activity: {weak.value}", weak.t))
             ev += self._budget_evidence(now, span, budget)
-            ev += self._context_evidence(now, last_progress=False) + self.warnings
+            ev += self._context_evidence(now, last_progress=False) + self.tree.warnings
             return self._base(now, HUNG, ev, detail="no progress", hint=self._stall_hint())
         if budget is not None:
             return self._past_budget(now, span, budget)
@@ -473,7 +434,7 @@ class Judge:
             ev = [Evidence(weak.signal, f"{weak.value}, yet nothing else moved for {strong_idle:.0f}s", strong.t),
                   Evidence(strong.signal, f"last real progress: {strong.value}", strong.t)]
             ev += self._budget_evidence(now, span, None)
-            ev += self._context_evidence(now, last_progress=False) + self.warnings
+            ev += self._context_evidence(now, last_progress=False) + self.tree.warnings
             return self._base(now, HUNG, ev, detail="busy-wait suspected", hint=self._stall_hint())
         return None
 
@@ -487,7 +448,7 @@ class Judge:
         if weak is not None:
             ev.append(Evidence(weak.signal, f"meanwhile: {weak.value}", weak.t))
         ev.append(Evidence(strong.signal, f"last real progress: {strong.value}", strong.t))
-        ev += self._context_evidence(now, last_progress=False) + self.warnings
+        ev += self._context_evidence(now, last_progress=False) + self.tree.warnings
         return self._base(now, HUNG, ev, detail="past its learned budget", hint=self._stall_hint())
 
     def _budget_evidence(self, now: float, span: PhaseSpan, budget: PhaseBudget | None) -> list[Evidence]:
@@ -505,8 +466,8 @@ class Judge:
 
     def _context_evidence(self, now: float, last_progress: bool = True) -> list[Evidence]:
         ev = []
-        if self.process_failed is not None:
-            f = self.process_failed
+        if self.tree.process_failed is not None:
+            f = self.tree.process_failed
             ev.append(Evidence("sampler:process", f.message, f.t))
         strong = self.marks.last_strong
         if last_progress:
@@ -522,6 +483,6 @@ class Judge:
     def progress(self, now: float) -> Progress:
         """How far the start is at ``now`` (``firstlight.trackers``), with the current phase against its budget and,
         before READY, the ETA by phase (``firstlight.phases``)."""
-        p = self.progress_tracker.progress(now, self.procs, self.gpus, self.log.last,
+        p = self.progress_tracker.progress(now, self.tree.procs, self.tree.gpus, self.log.last,
                                            self.phases.start_of("weights_loading", self.started_at))
         return self.phases.weigh(now, p, ready=self.ready_at is not None)

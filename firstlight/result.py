@@ -151,7 +151,7 @@ class RunResult:
             engine=facts.engine, engine_ready_at=judge.engine_ready.t if judge.engine_ready else None,
             url=facts.url, pid=facts.pid, command=facts.command, progress=a.progress.to_dict(),
             requests=dict(facts.requests),
-            notes=tuple(n.message if n.source in n.message else f"{n.source}: {n.message}" for n in judge.notes),
+            notes=tuple(n.message if n.source in n.message else f"{n.source}: {n.message}" for n in judge.tree.notes),
             server_log=facts.server_log,
             anatomy=found.summary_anatomy, engine_clock=found.engine_clock,
         )

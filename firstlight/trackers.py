@@ -25,6 +25,8 @@ from firstlight.timeline import (
     LogLine,
     Probe,
     ProcessSample,
+    SourceNote,
+    Started,
     WeightsTotal,
 )
 
@@ -320,8 +322,69 @@ class ProcessTracker:
         return None
 
 
+class TreeTracker:
+    """The server's process tree and the GPUs, as their samples come: who the server is (its PID, launched or
+    attached), whether its tree can be watched at all and whether its sampler works (the sources' notes), each
+    living sample read by the process tracker (compiler runs among it), each GPU sample by the GPU tracker. What
+    they meant is marked as progress (``MarkTracker``), the compilers' CPU told to the anatomy, their warnings kept
+    for every verdict's evidence. The exit is the judge's to take."""
+
+    def __init__(self, rules: JudgeConfig, signals: Signals, marks: MarkTracker) -> None:
+        self.signals = signals
+        self.marks = marks
+        self.compiles = CompileTracker()
+        self.procs = ProcessTracker(rules, self.compiles)
+        self.gpus = GpuTracker(rules.gpu_mem_step_bytes)
+        self.pid: int | None = None
+        self.launched = False
+        # Only the process tree (its reads, memory, CPU) can tell a silent-but-loading server from a stuck one:
+        # log silence or a flat GPU alone cannot, so without it firstlight never says "hung".
+        self.has_stillness_signal = False
+        # The process sampler's failure, while it lasts: its stillness is a missing signal, not a still server,
+        # so no `hung` is judged from it; every verdict's evidence names it instead.
+        self.process_failed: SourceNote | None = None
+        self.warnings: list[Evidence] = []
+        self.notes: list[SourceNote] = []
+
+    def started(self, obs: Started) -> None:
+        self.pid, self.launched = obs.pid, obs.launched
+        if obs.pid is not None:
+            self.has_stillness_signal = True
+
+    def process(self, s: ProcessSample) -> list[Event]:
+        """A sample of the living tree."""
+        r = self.procs.feed(s)
+        if r.weak is not None:
+            self.marks.weak(s.t, "cpu", r.weak)
+        for signal, value in r.strong:
+            self.marks.strong(s.t, signal, value)
+        for cpu in r.compiler_cpu:
+            self.signals.compiler_ran(cpu)
+        self.warnings += r.warnings
+        return r.events
+
+    def gpu(self, g: GpuSample) -> list[Event]:
+        r = self.gpus.feed(g, self.procs.known_pids | ({self.pid} if self.pid else set()))
+        if r.strong is not None:
+            self.marks.strong(g.t, "gpu", r.strong)
+        if r.weak is not None:
+            self.marks.weak(g.t, "gpu", r.weak)
+        events: list[Event] = []
+        for ev, data in r.foreign:
+            self.warnings.append(ev)
+            events.append(Event(g.t, "warning", ev.value, data))
+        return events
+
+    def note(self, obs: SourceNote) -> list[Event]:
+        """A source's note: a sampler failed, or works again."""
+        self.notes.append(obs)
+        if obs.source == "process":  # the process tree's sampler failed, or works again
+            self.process_failed = obs if obs.failed else None
+        return [Event(obs.t, "warning" if obs.failed else "note", f"{obs.source}: {obs.message}")]
+
+
 __all__ = ["COMPILERS", "COMPILE_WINDOW_S", "SLOW_PROBE_S", "CompileTracker", "GpuReading", "GpuTracker", "Mark",
-           "MarkTracker", "ProcessReading", "ProcessTracker", "activity_during", "gb", "mb"]
+           "MarkTracker", "ProcessReading", "ProcessTracker", "TreeTracker", "activity_during", "gb", "mb"]
 
 
 class LadderTracker:

@@ -159,8 +159,9 @@ def test_every_kind_of_observation_kept_is_fed_again_in_arrival_order() -> None:
         d.feed(obs)
     j = d.judge
     assert j.profile is LLAMA
-    assert (j.pid, j.launched, j.has_stillness_signal, j.ladder.level) == (100, True, True, Level.PROCESS)
-    assert j.procs.prev == timeline[1]
+    assert (j.tree.pid, j.tree.launched, j.tree.has_stillness_signal) == (100, True, True)
+    assert j.ladder.level == Level.PROCESS
+    assert j.tree.procs.prev == timeline[1]
     assert j.log.last == timeline[-1]
     assert j.log.count == 4  # three final lines and the redraw, each once
 

@@ -365,7 +365,7 @@ def test_a_gpu_held_by_a_process_outside_the_tree_is_a_warning_event():
     events = j.feed(_gpu(2, 1 << 30, pids=(4242, 100)))
     value = "GPU 0 held by PID 4242 python (1.07 GB), outside the server's process tree"
     assert events == [Event(T0 + 2, "warning", value, {"gpu": 0, "pid": 4242})]
-    assert j.warnings == [Evidence("gpu", value, T0 + 2)]
+    assert j.tree.warnings == [Evidence("gpu", value, T0 + 2)]
 
 
 def test_gpu_processes_of_the_tree_and_of_the_root_pid_are_not_foreign():
@@ -384,7 +384,7 @@ def test_without_a_pid_or_a_process_tree_no_gpu_process_is_called_foreign():
     j = Judge(RULES, VLLM, T0)
     j.feed(Started(T0, None, "http://x", "vllm", False))
     assert j.feed(_gpu(2, 1 << 30, pids=(4242,))) == []
-    assert j.warnings == []
+    assert j.tree.warnings == []
 
 
 # -- how the process died (Judge._exit_or_line, _death_cause, _tail_evidence) -----------------------------------
@@ -688,9 +688,9 @@ def test_a_live_process_sample_reaches_the_process_level_once():
     """A live sample means Level.PROCESS, since its first sample; it never lowers a higher level."""
     j = Judge(STALL_RULES, VLLM, T0)
     j.feed(Started(T0, None, "http://x", "vllm", False))
-    assert j.has_stillness_signal is False
+    assert j.tree.has_stillness_signal is False
     _feed(j, proc(1), proc(2))
-    assert j.has_stillness_signal is True
+    assert j.tree.has_stillness_signal is True
     assert (j.ladder.level, j.ladder.since) == (Level.PROCESS, {Level.PROCESS: T0 + 1})
     _feed(j, _ok(3, Level.HTTP, "ok"), proc(4))
     assert j.ladder.level == Level.HTTP
@@ -720,7 +720,7 @@ def test_process_warnings_are_events_and_evidence_and_dead_compilers_feed_the_an
     events = j.feed(proc(10, procs=(root,), died=(worker, cc)))
     value = "child worker[101] died while the server process lives"
     assert Event(T0 + 10, "warning", value, {"pid": 101}) in events
-    assert j.warnings == [Evidence("process", value, T0 + 10)]
+    assert j.tree.warnings == [Evidence("process", value, T0 + 10)]
     assert (j.signals.compiler_runs, j.signals.compiler_cpu) == (1, 2.5)
 
 
@@ -768,17 +768,17 @@ def test_other_observations_become_notes_warnings_and_state():
     """WeightsTotal and SourceNote are notes; Started sets pid/launched; an unknown observation does nothing."""
     j = Judge(STALL_RULES, VLLM, T0)
     assert j.feed(Started(T0, 4321, "http://x", "vllm", True)) == []
-    assert (j.pid, j.launched, j.has_stillness_signal) == (4321, True, True)
+    assert (j.tree.pid, j.tree.launched, j.tree.has_stillness_signal) == (4321, True, True)
     w = WeightsTotal(T0 + 1, 16_000_000_000, 4, "/models/m")
     assert j.feed(w) == [Event(T0 + 1, "note", "weights: 16.00 GB in 4 files at /models/m")]
     assert j.progress_tracker.weights_total is w
     note = SourceNote(T0 + 2, "journal", "unit restarted")
     assert j.feed(note) == [Event(T0 + 2, "note", "journal: unit restarted")]
-    assert j.notes == [note]
+    assert j.tree.notes == [note]
     assert j.feed(Observation(T0 + 3)) == []
     j = Judge(STALL_RULES, VLLM, T0)
     j.feed(Started(T0, None, "http://x", "vllm", False))
-    assert (j.pid, j.launched, j.has_stillness_signal) == (None, False, False)
+    assert (j.tree.pid, j.tree.launched, j.tree.has_stillness_signal) == (None, False, False)
 
 
 def test_the_first_stop_signal_is_the_interrupted_verdict_over_everything():
@@ -969,7 +969,7 @@ def test_progress_sums_gpu_memory_and_averages_the_utilisation_reported():
 def test_a_fresh_judge_knows_nothing_and_quotes_its_own_start_as_the_last_progress():
     """Before any observation: no pid, not launched, and the last progress is firstlight's own start."""
     j = Judge(JudgeConfig(timeout=600, stall_timeout=120, spin_timeout=900, expected_total_s=50.0), VLLM, T0)
-    assert (j.pid, j.launched, j.progress_tracker.expected_total_s) == (None, False, 50.0)
+    assert (j.tree.pid, j.tree.launched, j.progress_tracker.expected_total_s) == (None, False, 50.0)
     a = j.assess(T0 + 1)
     assert a.evidence == [Evidence("watch", "last progress: firstlight started watching", T0)]
     assert a.progress.eta_total_s == 49.0
@@ -982,7 +982,7 @@ def test_observations_also_feed_the_anatomy_and_compile_runs_are_counted():
     _feed(j, proc(1, cpu=1.0, read=5), LogLine(T0 + 2, "hello", "stderr", 1), proc(6, died=(cc,)))
     assert j.signals.log_times == [T0 + 2]
     assert [pt[:3] for pt in j.signals.points] == [(T0 + 1, 5, 1.0), (T0 + 6, 0, 0.0)]
-    assert j.compiles.runs(T0 + 7) == 1
+    assert j.tree.compiles.runs(T0 + 7) == 1
 
 
 def test_a_ready_generation_without_a_latency_says_zero_seconds():
