@@ -27,9 +27,9 @@ from firstlight.budgets import Budgets, PhaseBudget
 from firstlight.config import JudgeConfig
 from firstlight.deaths import CRASH_SIGNALS, KILLED_HINT, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
 from firstlight.engines.profile import EngineProfile
-from firstlight.formats import duration, gb
+from firstlight.formats import duration
 from firstlight.interpret import FailureHit, Reading
-from firstlight.logtext import is_access_line, one_line
+from firstlight.logtext import is_access_line
 from firstlight.phases import PhaseTracker
 from firstlight.timeline import (
     EngineClock,
@@ -47,14 +47,12 @@ from firstlight.timeline import (
     WeightsTotal,
 )
 from firstlight.trackers import (
-    SLOW_PROBE_S,
     AnswerTracker,
     LadderTracker,
     LogTracker,
     MarkTracker,
     ProgressTracker,
     TreeTracker,
-    activity_during,
     clip,
 )
 from firstlight.vocab import (
@@ -120,8 +118,7 @@ class Judge:
         if isinstance(obs, GpuSample):
             return self.tree.gpu(obs)
         if isinstance(obs, WeightsTotal):
-            self.progress_tracker.weights_total = obs
-            return [Event(obs.t, "note", f"weights: {gb(obs.bytes)} in {obs.files} files at {one_line(obs.path)}")]
+            return self.progress_tracker.weights(obs)
         if isinstance(obs, Started):
             self.tree.started(obs)
             return []
@@ -203,7 +200,7 @@ class Judge:
                 events.append(Event(p.t, "level", lv.label, {"detail": p.detail}))
             if p.level == Level.GENERATION and self.first_generation is None:
                 self.first_generation = {"latency_s": p.latency_s, "text": p.text,
-                                         "meanwhile": self._activity_during(p)}
+                                         "meanwhile": self.tree.activity_during(p, self.log)}
                 self.ready_at = p.t
                 events += self.phases.enter(p.t, "ready", "probe")
             elif (p.level == Level.PORT and self.rules.role == "worker" and self.ready_at is None
@@ -212,27 +209,15 @@ class Judge:
                 # one that serves no port: its engines' ready line, then its connection to its head, seen
                 self.ready_at, self.worker_listening = p.t, p.detail
                 events += self.phases.enter(p.t, "ready", "probe")
-            elif (p.level == Level.HEALTH and self.engine_ready is None and self.phases.before("warmup")
-                  and self.profile.endpoints.health not in self.profile.endpoints.lying_while_loading):
-                # the engine's health says it is up (Ollama's "/" says so before any model loads: not a phase)
-                events += self.phases.enter(p.t, "warmup", "probe")
-            elif (p.level in (Level.PORT, Level.HTTP) and self.rules.role != "worker"
-                  and not self.profile.endpoints.listens_before_ready
-                  and self.phases.before("http_listening")):
-                events += self.phases.enter(p.t, "http_listening", "probe")
+            else:
+                events += self.phases.probed(p, self.profile, self.rules.role, self.engine_ready is not None)
             return events
         # A failed rung: everything at and above it no longer holds.
         if self.ladder.failed(p, ready=self.ready_at is not None):
             events.append(Event(p.t, "lost", p.level.label, {"detail": p.detail}))
         if p.level == Level.GENERATION and p.state == "not_yet":
-            meanwhile = self._activity_during(p)
-            if meanwhile and (p.latency_s or 0) >= SLOW_PROBE_S:
-                events.append(Event(p.t, "note", f"generation not answered after {p.latency_s or 0:.0f}s; "
-                                                 f"meanwhile the server: {meanwhile}"))
+            events += self.tree.slow_generation(p, self.log)
         return events
-
-    def _activity_during(self, p: Probe) -> str | None:
-        return activity_during(p, self.tree.compiles, self.tree.procs, self.tree.gpus, self.log)
 
     def _on_process(self, s: ProcessSample) -> list[Event]:
         self.tree.has_stillness_signal = True

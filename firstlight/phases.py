@@ -9,6 +9,8 @@ from typing import Any
 
 from firstlight.assessment import Event, PhaseSpan, Progress
 from firstlight.budgets import Budgets, PhaseBudget, QuietTracker, phase_eta
+from firstlight.engines.profile import EngineProfile
+from firstlight.timeline import Level, Probe
 from firstlight.vocab import PHASE_INDEX
 
 
@@ -36,6 +38,18 @@ class PhaseTracker:
         self.spans.append(PhaseSpan(name, t, source=source, line=line))
         self.quiet.enter(name, t)
         return [Event(t, "phase", name, {"source": source, "line": line})]
+
+    def probed(self, p: Probe, profile: EngineProfile, role: str, engine_ready: bool) -> list[Event]:
+        """A rung held (not READY's) moves the phase where the log has not: the engine's health up (warmup), its
+        port or HTTP answering (http_listening)."""
+        if (p.level == Level.HEALTH and not engine_ready and self.before("warmup")
+                and profile.endpoints.health not in profile.endpoints.lying_while_loading):
+            # the engine's health says it is up (Ollama's "/" says so before any model loads: not a phase)
+            return self.enter(p.t, "warmup", "probe")
+        if (p.level in (Level.PORT, Level.HTTP) and role != "worker" and not profile.endpoints.listens_before_ready
+                and self.before("http_listening")):
+            return self.enter(p.t, "http_listening", "probe")
+        return []
 
     def before(self, phase: str) -> bool:
         """Is the current phase earlier than ``phase``? (Probe-derived phases only move forward.)"""

@@ -17,6 +17,7 @@ from firstlight.cputime import rate_reaches
 from firstlight.engines.profile import EngineProfile
 from firstlight.formats import gb, mb
 from firstlight.interpret import LineInterpreter, Reading
+from firstlight.logtext import one_line
 from firstlight.timeline import (
     EngineClock,
     GpuSample,
@@ -382,9 +383,25 @@ class TreeTracker:
             self.process_failed = obs if obs.failed else None
         return [Event(obs.t, "warning" if obs.failed else "note", f"{obs.source}: {obs.message}")]
 
+    def activity_during(self, p: Probe, log: LogTracker) -> str | None:
+        """What the server did while a generation probe was in flight (``SLOW_PROBE_S`` or longer), so a slow
+        first request can be told from a stuck one."""
+        t0 = p.t - (p.latency_s or 0.0)
+        if p.t - t0 < SLOW_PROBE_S:
+            return None
+        return activity(t0, p.t, self.compiles, self.procs, self.gpus, log)
+
+    def slow_generation(self, p: Probe, log: LogTracker) -> list[Event]:
+        """A generation not answered yet after ``SLOW_PROBE_S``: a note of what the server did meanwhile."""
+        meanwhile = self.activity_during(p, log)
+        if meanwhile and (p.latency_s or 0) >= SLOW_PROBE_S:
+            return [Event(p.t, "note", f"generation not answered after {p.latency_s or 0:.0f}s; meanwhile the "
+                                       f"server: {meanwhile}")]
+        return []
+
 
 __all__ = ["COMPILERS", "COMPILE_WINDOW_S", "SLOW_PROBE_S", "CompileTracker", "GpuReading", "GpuTracker", "Mark",
-           "MarkTracker", "ProcessReading", "ProcessTracker", "TreeTracker", "activity_during", "gb", "mb"]
+           "MarkTracker", "ProcessReading", "ProcessTracker", "TreeTracker", "gb", "mb"]
 
 
 class LadderTracker:
@@ -440,6 +457,11 @@ class ProgressTracker:
         self.weights_total: WeightsTotal | None = None
         self.shard: tuple[int, int, float, float] | None = None  # done, total, fraction, when
         self.line: str | None = None  # the last progress line, clipped
+
+    def weights(self, w: WeightsTotal) -> list[Event]:
+        """The weights' size on disk, once measured: said as a note."""
+        self.weights_total = w
+        return [Event(w.t, "note", f"weights: {gb(w.bytes)} in {w.files} files at {one_line(w.path)}")]
 
     def progress_line(self, t: float, text: str, kind: str, done: int | None, total: int | None) -> None:
         """One of the engine's progress lines: a shard bar gives the weights' fraction when the reads cannot."""
@@ -510,14 +532,6 @@ def activity(t0: float, t1: float, compiles: CompileTracker, procs: ProcessTrack
     return ", ".join(parts)
 
 
-def activity_during(p: Probe, compiles: CompileTracker, procs: ProcessTracker, gpus: GpuTracker,
-                    log: LogTracker) -> str | None:
-    """What the server did while a generation probe was in flight (``SLOW_PROBE_S`` or longer), so a slow first
-    request can be told from a stuck one."""
-    t0 = p.t - (p.latency_s or 0.0)
-    if p.t - t0 < SLOW_PROBE_S:
-        return None
-    return activity(t0, p.t, compiles, procs, gpus, log)
 
 
 class AnswerTracker:
