@@ -1,12 +1,16 @@
-"""The judge: a timeline of observations in, phase, verdict, evidence and ETA out.
+"""The judge: the verdict rules. Observations in, the verdict at any moment out (ready, failed, hung, timeout,
+wrong answer, interrupted, starting), with its phase, level, evidence and progress.
 
-Pure: no clocks, no I/O. ``feed`` takes observations in arrival order and returns the notable events they
-caused (a phase began, a level was reached, a fatal line); ``assess(now)`` gives the verdict at ``now``.
-Replaying a recorded timeline through a fresh Judge reproduces every verdict (tests/unit/judge/test_judge.py).
-What each observation meant is the trackers' to say (``firstlight.trackers``: the log, the process tree, the GPUs,
-the ladder, the progress); the judge weighs their readings with the verdict rules (``_verdict``). Each assessment
-carries its time and the facts the rest of a run reads (READY, the weights, the engine's figures), so nothing past
-the driver reaches inside.
+Pure: no clocks, no I/O. ``feed`` takes observations in arrival order, hands each to the trackers that read it and
+returns the notable events they caused (a phase began, a level was reached, a fatal line); ``assess(now)`` gives
+the verdict at ``now``. Replaying a recorded timeline through a fresh Judge reproduces every verdict
+(tests/unit/judge/test_judge.py). What each observation meant, and the state it leaves, is the trackers' to keep
+(``firstlight.trackers``: the log, the process tree and the GPUs, the progress marks, the ladder, the progress and
+ETA, the known answer; ``firstlight.phases``: the phases, their budgets, the ETA by phase). Here are only the
+facts a verdict turns on (READY and what showed it, the first fatal line, the exit, a stop signal, another server
+on the port) and the rules that weigh them (``_verdict``, first match wins). Each assessment carries its time and
+the facts the rest of a run reads (READY, the weights, the engine's figures), so nothing past the driver reaches
+inside.
 
 Progress, for telling slow from hung:
 - strong: a new log line (not an HTTP access line, which our own probes cause), bytes read by the process

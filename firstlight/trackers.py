@@ -1,7 +1,8 @@
-"""What the judge follows: the server's log, compiler runs in the process tree, the GPUs, the readiness ladder, the
-start's progress and ETA, and the known answer. Each tracker keeps its own state and says what an observation meant
-(a progress mark, a busy-wait hint, a warning, how far the weights are, whether the answer is the known one); the
-judge weighs that against everything else (``firstlight.judge``)."""
+"""What the judge follows: the server's log, the process tree (compiler runs among it) and the GPUs with the
+sources' notes, the last progress marks, the readiness ladder, the start's progress and ETA, and the known answer.
+Each tracker keeps its own state and says what an observation meant (a progress mark, a busy-wait hint, a warning,
+how far the weights are, what a slow generation overlapped, whether the answer is the known one); the judge weighs
+that with the verdict rules (``firstlight.judge``). The phases are kept by ``firstlight.phases``."""
 
 from __future__ import annotations
 
