@@ -224,16 +224,15 @@ class Judge:
         return events
 
     def _on_process(self, s: ProcessSample) -> list[Event]:
-        self.tree.has_stillness_signal = True
-        if not s.alive:
-            self.tree.procs.prev = s
-            if self.exited is not None:
-                return []
-            self.exited = s
-            return [Event(s.t, "warning", f"server process {describe_exit(s.exit_code)}",
-                          {"exit_code": s.exit_code, "signal": exit_signal(s.exit_code)})]
-        self.ladder.process_seen(s.t)
-        return self.tree.process(s)
+        if s.alive:
+            self.ladder.process_seen(s.t)
+            return self.tree.process(s)
+        self.tree.ended(s)
+        if self.exited is not None:
+            return []
+        self.exited = s
+        return [Event(s.t, "warning", f"server process {describe_exit(s.exit_code)}",
+                      {"exit_code": s.exit_code, "signal": exit_signal(s.exit_code)})]
 
     # -- judging ---------------------------------------------------------------------------------------
     @property

@@ -329,7 +329,7 @@ class TreeTracker:
     attached), whether its tree can be watched at all and whether its sampler works (the sources' notes), each
     living sample read by the process tracker (compiler runs among it), each GPU sample by the GPU tracker. What
     they meant is marked as progress (``MarkTracker``), the compilers' CPU told to the anatomy, their warnings kept
-    for every verdict's evidence. The exit is the judge's to take."""
+    for every verdict's evidence. What an exit means is the judge's to say."""
 
     def __init__(self, rules: JudgeConfig, signals: Signals, marks: MarkTracker) -> None:
         self.signals = signals
@@ -355,6 +355,7 @@ class TreeTracker:
 
     def process(self, s: ProcessSample) -> list[Event]:
         """A sample of the living tree."""
+        self.has_stillness_signal = True
         r = self.procs.feed(s)
         if r.weak is not None:
             self.marks.weak(s.t, "cpu", r.weak)
@@ -364,6 +365,11 @@ class TreeTracker:
             self.signals.compiler_ran(cpu)
         self.warnings += r.warnings
         return r.events
+
+    def ended(self, s: ProcessSample) -> None:
+        """The server's process is gone (how it died is the judge's to weigh): the last sample."""
+        self.has_stillness_signal = True
+        self.procs.prev = s
 
     def gpu(self, g: GpuSample) -> list[Event]:
         r = self.gpus.feed(g, self.procs.known_pids | ({self.pid} if self.pid else set()))
