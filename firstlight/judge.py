@@ -81,6 +81,7 @@ WRONG_ANSWER_HINT = ("the weights served are not the ones this deployment served
                      "different checkpoint, a quantization change; after a deliberate change, record the new answer "
                      "with --known-answer record")
 
+
 class Judge:
     """Feed it observations in order; ask it for the verdict at any moment."""
 

@@ -253,7 +253,7 @@ def test_a_definitive_bad_answer_gets_no_meanwhile_note():
     assert j.ladder.bad_answers == [bad]
 
 
-# -- phases from log lines (Judge._enter_phase, Judge._on_log) -------------------------------------------------
+# -- phases from log lines (PhaseTracker.enter, Judge._on_log) -------------------------------------------------
 def test_a_log_line_enters_its_phase_once_with_its_line_number():
     """A phase line enters its phase (source log, the line's number); a second line of the same phase does not
     enter it again."""
@@ -975,8 +975,8 @@ def test_a_fresh_judge_knows_nothing_and_quotes_its_own_start_as_the_last_progre
     assert a.progress.eta_total_s == 49.0
 
 
-def test_observations_also_feed_the_anatomy_and_compile_runs_are_counted():
-    """Every observation reaches the anatomy's signals; compiler children count in compile_runs."""
+def test_observations_also_feed_the_anatomy_and_compiler_runs_are_counted():
+    """Every observation reaches the anatomy's signals; compiler children count in the compile tracker's runs."""
     j = _judge(VLLM)
     cc = ProcInfo(102, "cc1plus", "running", 2.5, 1 << 20, T0 + 5)
     _feed(j, proc(1, cpu=1.0, read=5), LogLine(T0 + 2, "hello", "stderr", 1), proc(6, died=(cc,)))
