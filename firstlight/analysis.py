@@ -43,11 +43,11 @@ def analyse(judge: Judge, a: Assessment, *, cold_start_s: float | None = None, c
     from the server's start to READY, where the caller knows them (a watched process's birth is not the judge's
     start); ``command``: the server's command, masked; ``disk``: the measured read rates of the weights'
     filesystem (``preflight --disk``)."""
-    phases = judge.phases_dicts()
+    phases = judge.phases.dicts()
     anat = anatomy(phases, judge.signals, a.t, first_generation_s=(judge.first_generation or {}).get("latency_s"),
                    device_rate=(disk or {}).get("rate"), cache_rate=(disk or {}).get("cache_rate"), reached=a.phase)
     kind = classify(phases=[str(p["name"]) for p in phases], signals=judge.signals, anatomy=anat,
-                    log_lines=judge.log_lines, cold_start_s=cold_start_s, ready=a.verdict in SERVING_VERDICTS,
+                    log_lines=judge.log.count, cold_start_s=cold_start_s, ready=a.verdict in SERVING_VERDICTS,
                     command=command, attach=judge.profile.flags.attach)
     version = judge.signals.engine_version
     return Analysis(anat, kind, compare_clocks(anat, judge.signals.clocks), version[1] if version else None)

@@ -61,8 +61,8 @@ class Progress:
     since_last_log_s: float | None = None
     shard: tuple[int, int] | None = None
     progress_line: str | None = None
-    # the current phase against its budget learned from this deployment's history (Judge.budget_use); None: no
-    # history was read
+    # the current phase against its budget learned from this deployment's history (PhaseTracker.budget_use in
+    # firstlight.phases); None: no history was read
     phase_budget: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:

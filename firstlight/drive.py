@@ -140,10 +140,10 @@ class Driver:
             for o in kept:
                 self.judge.feed(o)
                 self.judge.assess(o.t)
-            had = {(s.name, s.start) for s in old.phases}
+            had = {(s.name, s.start) for s in old.phases.spans}
             # what the old reading missed (the reporters heard the rest already)
             events = [Event(s.start, "phase", s.name, {"source": s.source, "line": s.line})
-                      for s in self.judge.phases if (s.name, s.start) not in had]
+                      for s in self.judge.phases.spans if (s.name, s.start) not in had]
         return [*events, Event(when, "note", why)]
 
 

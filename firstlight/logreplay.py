@@ -107,7 +107,7 @@ class Replayer:
 
     @property
     def interpreter(self) -> LineInterpreter:
-        return self.judge.lines
+        return self.judge.log.lines
 
     def feed(self, text: str, final: bool = True, t: float | None = None, framed_ts: float | None = None,
              lines: int = 1) -> None:
@@ -156,7 +156,7 @@ class Replayer:
         return None
 
     def _phase_lines(self) -> set[int]:
-        return {s.line for s in self.judge.phases if s.line is not None}
+        return {s.line for s in self.judge.phases.spans if s.line is not None}
 
     def _timestamp(self, text: str, framed_ts: float | None = None) -> float | None:
         """The line's own timestamp, else the latest one printed shortly before it; in a log whose first dated
@@ -209,7 +209,7 @@ class Replayer:
             evidence += [{"line": None, "text": e.value, "what": e.signal} for e in a.evidence
                          if e.signal in ("process", "memory")]
         phases = [{"name": s.name, "line": s.line, "timestamp": self._stamps.get(s.line) if s.line else None}
-                  for s in judge.phases if s.line is not None]
+                  for s in judge.phases.spans if s.line is not None]
         if len(phases) > MAX_PHASE_RECORDS:
             phases = phases[: MAX_PHASE_RECORDS - 1] + phases[-1:]
         progress = None

@@ -1,7 +1,8 @@
-"""What the judge follows: the server's log, compiler runs in the process tree, the GPUs, the readiness ladder, the
-start's progress and ETA, and the known answer. Each tracker keeps its own state and says what an observation meant
-(a progress mark, a busy-wait hint, a warning, how far the weights are, whether the answer is the known one); the
-judge weighs that against everything else (``firstlight.judge``)."""
+"""What the judge follows: the server's log, the process tree (compiler runs among it) and the GPUs with the
+sources' notes, the last progress marks, the readiness ladder, the start's progress and ETA, and the known answer.
+Each tracker keeps its own state and says what an observation meant (a progress mark, a busy-wait hint, a warning,
+how far the weights are, what a slow generation overlapped, whether the answer is the known one); the judge weighs
+that with the verdict rules (``firstlight.judge``). The phases are kept by ``firstlight.phases``."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from dataclasses import dataclass, field
 from firstlight.anatomy import Signals
 from firstlight.answers import Comparison, compare, shown
 from firstlight.assessment import Event, Evidence, Progress
+from firstlight.budgets import QuietTracker
 from firstlight.config import JudgeConfig
 from firstlight.cputime import rate_reaches
 from firstlight.engines.profile import EngineProfile
 from firstlight.formats import gb, mb
 from firstlight.interpret import LineInterpreter, Reading
+from firstlight.logtext import one_line
 from firstlight.timeline import (
     EngineClock,
     GpuSample,
@@ -24,6 +27,8 @@ from firstlight.timeline import (
     LogLine,
     Probe,
     ProcessSample,
+    SourceNote,
+    Started,
     WeightsTotal,
 )
 
@@ -35,12 +40,41 @@ COMPILE_WINDOW_S = 60.0
 _COMPILE_NOTE_EVERY_S = 30.0
 _RATE_WINDOW_S = 10.0
 _TAIL_LINES = 3  # last log lines quoted when a process dies without a log line naming why
+# A generation probe in flight this long gets what the server did meanwhile attached to it.
+SLOW_PROBE_S = 5.0
 
 
 def clip(text: str, n: int = 240) -> str:
     """A line as evidence quotes it: stripped, at most ``n`` characters."""
     text = text.strip()
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+@dataclass
+class Mark:
+    t: float
+    signal: str
+    value: str
+
+
+class MarkTracker:
+    """The last progress, as the hung rule quotes it: the last strong mark (a new log line, bytes read, memory
+    grown, a process, GPU memory moved, a level reached) and the last weak one (CPU or GPU busy); each mark is also
+    told to the phases' silences (``QuietTracker``)."""
+
+    def __init__(self, started_at: float, quiet: QuietTracker) -> None:
+        self.quiet = quiet
+        self.last_strong = Mark(started_at, "watch", "firstlight started watching")
+        self.last_weak: Mark | None = None
+
+    def strong(self, t: float, signal: str, value: str) -> None:
+        self.quiet.mark(t, signal, strong=True)
+        if t >= self.last_strong.t:
+            self.last_strong = Mark(t, signal, value)
+
+    def weak(self, t: float, signal: str, value: str) -> None:
+        self.quiet.mark(t, "cpu" if signal == "cpu" else "gpu_util", strong=False)
+        self.last_weak = Mark(t, signal, value)
 
 
 class LogTracker:
@@ -290,8 +324,91 @@ class ProcessTracker:
         return None
 
 
-__all__ = ["COMPILERS", "COMPILE_WINDOW_S", "CompileTracker", "GpuReading", "GpuTracker", "ProcessReading",
-           "ProcessTracker", "gb", "mb"]
+class TreeTracker:
+    """The server's process tree and the GPUs, as their samples come: who the server is (its PID, launched or
+    attached), whether its tree can be watched at all and whether its sampler works (the sources' notes), each
+    living sample read by the process tracker (compiler runs among it), each GPU sample by the GPU tracker. What
+    they meant is marked as progress (``MarkTracker``), the compilers' CPU told to the anatomy, their warnings kept
+    for every verdict's evidence. What an exit means is the judge's to say."""
+
+    def __init__(self, rules: JudgeConfig, signals: Signals, marks: MarkTracker) -> None:
+        self.signals = signals
+        self.marks = marks
+        self.compiles = CompileTracker()
+        self.procs = ProcessTracker(rules, self.compiles)
+        self.gpus = GpuTracker(rules.gpu_mem_step_bytes)
+        self.pid: int | None = None
+        self.launched = False
+        # Only the process tree (its reads, memory, CPU) can tell a silent-but-loading server from a stuck one:
+        # log silence or a flat GPU alone cannot, so without it firstlight never says "hung".
+        self.has_stillness_signal = False
+        # The process sampler's failure, while it lasts: its stillness is a missing signal, not a still server,
+        # so no `hung` is judged from it; every verdict's evidence names it instead.
+        self.process_failed: SourceNote | None = None
+        self.warnings: list[Evidence] = []
+        self.notes: list[SourceNote] = []
+
+    def started(self, obs: Started) -> None:
+        self.pid, self.launched = obs.pid, obs.launched
+        if obs.pid is not None:
+            self.has_stillness_signal = True
+
+    def process(self, s: ProcessSample) -> list[Event]:
+        """A sample of the living tree."""
+        self.has_stillness_signal = True
+        r = self.procs.feed(s)
+        if r.weak is not None:
+            self.marks.weak(s.t, "cpu", r.weak)
+        for signal, value in r.strong:
+            self.marks.strong(s.t, signal, value)
+        for cpu in r.compiler_cpu:
+            self.signals.compiler_ran(cpu)
+        self.warnings += r.warnings
+        return r.events
+
+    def ended(self, s: ProcessSample) -> None:
+        """The server's process is gone (how it died is the judge's to weigh): the last sample."""
+        self.has_stillness_signal = True
+        self.procs.prev = s
+
+    def gpu(self, g: GpuSample) -> list[Event]:
+        r = self.gpus.feed(g, self.procs.known_pids | ({self.pid} if self.pid else set()))
+        if r.strong is not None:
+            self.marks.strong(g.t, "gpu", r.strong)
+        if r.weak is not None:
+            self.marks.weak(g.t, "gpu", r.weak)
+        events: list[Event] = []
+        for ev, data in r.foreign:
+            self.warnings.append(ev)
+            events.append(Event(g.t, "warning", ev.value, data))
+        return events
+
+    def note(self, obs: SourceNote) -> list[Event]:
+        """A source's note: a sampler failed, or works again."""
+        self.notes.append(obs)
+        if obs.source == "process":  # the process tree's sampler failed, or works again
+            self.process_failed = obs if obs.failed else None
+        return [Event(obs.t, "warning" if obs.failed else "note", f"{obs.source}: {obs.message}")]
+
+    def activity_during(self, p: Probe, log: LogTracker) -> str | None:
+        """What the server did while a generation probe was in flight (``SLOW_PROBE_S`` or longer), so a slow
+        first request can be told from a stuck one."""
+        t0 = p.t - (p.latency_s or 0.0)
+        if p.t - t0 < SLOW_PROBE_S:
+            return None
+        return activity(t0, p.t, self.compiles, self.procs, self.gpus, log)
+
+    def slow_generation(self, p: Probe, log: LogTracker) -> list[Event]:
+        """A generation not answered yet after ``SLOW_PROBE_S``: a note of what the server did meanwhile."""
+        meanwhile = self.activity_during(p, log)
+        if meanwhile and (p.latency_s or 0) >= SLOW_PROBE_S:
+            return [Event(p.t, "note", f"generation not answered after {p.latency_s or 0:.0f}s; meanwhile the "
+                                       f"server: {meanwhile}")]
+        return []
+
+
+__all__ = ["COMPILERS", "COMPILE_WINDOW_S", "SLOW_PROBE_S", "CompileTracker", "GpuReading", "GpuTracker", "Mark",
+           "MarkTracker", "ProcessReading", "ProcessTracker", "TreeTracker", "gb", "mb"]
 
 
 class LadderTracker:
@@ -347,6 +464,11 @@ class ProgressTracker:
         self.weights_total: WeightsTotal | None = None
         self.shard: tuple[int, int, float, float] | None = None  # done, total, fraction, when
         self.line: str | None = None  # the last progress line, clipped
+
+    def weights(self, w: WeightsTotal) -> list[Event]:
+        """The weights' size on disk, once measured: said as a note."""
+        self.weights_total = w
+        return [Event(w.t, "note", f"weights: {gb(w.bytes)} in {w.files} files at {one_line(w.path)}")]
 
     def progress_line(self, t: float, text: str, kind: str, done: int | None, total: int | None) -> None:
         """One of the engine's progress lines: a shard bar gives the weights' fraction when the reads cannot."""
@@ -415,6 +537,8 @@ def activity(t0: float, t1: float, compiles: CompileTracker, procs: ProcessTrack
         parts.append(f"GPU utilisation {gpu:.0f}%")
     parts.append(f"{log.lines_between(t0, t1)} log lines")
     return ", ".join(parts)
+
+
 
 
 class AnswerTracker:

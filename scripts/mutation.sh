@@ -71,7 +71,8 @@ tests_of() {
 # the promtool tests of deploy/prometheus/tests/ against each mutant)
 ORDER=(serving deaths redact cputime framing engines/command samplers/ports report/readiness probes/loop api drive
        config pytest_plugin cli/options samplers/oom report/prometheus runner containers preflight
-       interpret wire/content wire/deadline judge probes/ladder wire units/journal samplers/process anatomy rules)
+       interpret wire/content wire/deadline judge phases probes/ladder wire units/journal samplers/process anatomy
+       rules)
 # single files of the folders above, to run one at a time: runner/serving runner/watchdog preflight/stale
 # preflight/checkpoint containers/watch ...
 modules=("$@")

@@ -1,7 +1,8 @@
 """Synthetic starts for the learned phase budgets: an SGLang-like start, phase by phase, with its log lines and a
 process sample a second, as the judge is fed live; good ones to learn from and ones that hang in a phase.
 
-Shared by tests/unit/test_budgets.py, tests/unit/judge/test_budgets.py and bench/bench_budgets.py.
+Shared by tests/unit/test_budgets.py, tests/unit/judge/test_budgets.py, tests/unit/test_phases.py and
+bench/bench_budgets.py.
 """
 
 from __future__ import annotations

@@ -20,8 +20,7 @@ from firstlight.budgets import (
     p95,
     phase_eta,
 )
-from firstlight.timeline import LogLine
-from tests.support.budgets import history_of, judged, start
+from tests.support.budgets import history_of
 
 
 def _anat(**phases: float | tuple[float, dict[str, Any]]) -> dict[str, Any]:
@@ -177,15 +176,3 @@ def test_the_eta_by_phase_is_whats_left_of_this_phase_and_the_medians_of_those_a
     assert phase_eta(b, "cuda_graph", 0.0) == 45.0
     assert phase_eta(b, "compile", 1.0) is None  # no earlier start had the phase: the whole start's ETA applies
     assert phase_eta(None, "weights_loading", 1.0) is None
-
-
-def test_a_judged_start_with_budgets_gives_the_eta_of_the_phases_left():
-    hist = history_of(3)
-    budgets = learn(hist, hist[0][0])
-    obs = start()
-    load = next(o.t for o in obs if isinstance(o, LogLine) and o.text.startswith("Load weight begin"))
-    driver, _ = judged([o for o in obs if o.t <= load + 10.0], budgets=budgets)
-    p = driver.judge.progress(load + 10.0)
-    after = sum(budgets.phases[n].median_s for n in ("weights_loaded", "kv_cache", "cuda_graph", "http_listening",
-                                                     "warmup"))  # warmup: the generation probe's time before READY
-    assert p.eta_total_s == pytest.approx(budgets.phases["weights_loading"].median_s - 10.0 + after, abs=0.01)

@@ -58,7 +58,7 @@ def known_from_start(observations: list[Observation], engine: str = "llamacpp") 
 
 
 def phases(d: Driver) -> list[tuple[str, float, int | None]]:
-    return [(s.name, s.start - T0, s.line) for s in d.judge.phases]
+    return [(s.name, s.start - T0, s.line) for s in d.judge.phases.spans]
 
 
 # -- the engine detected from its lines: a fresh judge, fed again ----------------------------------------------
@@ -104,7 +104,7 @@ def test_the_swapped_judge_reads_exactly_what_a_judge_told_the_engine_up_front_r
     assert [s.engine for s in steps] == [None, None, "llamacpp", None]
     known, a = known_from_start(timeline)
     assert steps[-1].assessment == a
-    assert d.judge.phases == known.judge.phases and d.judge.level == known.judge.level
+    assert d.judge.phases.spans == known.judge.phases.spans and d.judge.ladder.level == known.judge.ladder.level
 
 
 def test_an_oom_printed_before_the_engine_is_known_is_read_with_its_markers_when_the_endpoints_tell_it() -> None:
@@ -142,7 +142,7 @@ def test_the_whole_start_estimate_survives_the_swap() -> None:
     d.expect_total(240.0)
     d.feed(line(1, TENSORS, 1))
     step = d.feed(line(2, CUDA_INIT, 2))
-    assert d.judge.expected_total_s == 240.0
+    assert d.judge.progress_tracker.expected_total_s == 240.0
     assert step.assessment.progress.eta_total_s == pytest.approx(240.0 - 2)
 
 
@@ -159,21 +159,22 @@ def test_every_kind_of_observation_kept_is_fed_again_in_arrival_order() -> None:
         d.feed(obs)
     j = d.judge
     assert j.profile is LLAMA
-    assert (j.pid, j.launched, j.has_stillness_signal, j.level) == (100, True, True, Level.PROCESS)
-    assert j.procs.prev == timeline[1]
-    assert j.last_log == timeline[-1]
-    assert j.log_lines == 4  # three final lines and the redraw, each once
+    assert (j.tree.pid, j.tree.launched, j.tree.has_stillness_signal) == (100, True, True)
+    assert j.ladder.level == Level.PROCESS
+    assert j.tree.procs.prev == timeline[1]
+    assert j.log.last == timeline[-1]
+    assert j.log.count == 4  # three final lines and the redraw, each once
 
 
 def test_no_observation_is_fed_twice_neither_at_the_swap_nor_after_it() -> None:
     d = detecting()
     d.feed(line(1, TENSORS, 1))
     d.feed(line(2, CUDA_INIT, 2))  # the detecting line is among the kept ones: fed with them, not again
-    assert d.judge.log_lines == 2
+    assert d.judge.log.count == 2
     for n in range(3, 6):
         step = d.feed(line(n, TENSORS if n == 3 else GENERIC_LINE, n))
         assert step.engine is None and all(e.type != "note" for e in step.events)
-        assert d.judge.log_lines == n
+        assert d.judge.log.count == n
     assert phases(d) == [("process_start", 0.0, None), ("weights_loading", 1.0, 1)]
 
 
@@ -199,7 +200,7 @@ def test_past_keep_bytes_the_profile_is_swapped_in_place_and_earlier_lines_keep_
     assert phases(d) == [("process_start", 0.0, None), ("kv_cache", 2.0, 2)]
     assert [(e.type, e.message) for e in step.events] == [
         ("phase", "kv_cache"), ("note", "engine detected from its log lines: llamacpp")]
-    assert d.judge.log_lines == 2
+    assert d.judge.log.count == 2
 
 
 def test_past_keep_bytes_an_engine_from_the_endpoints_is_swapped_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -354,11 +355,11 @@ def test_an_empty_timeline_is_refused_with_its_reason():
 
 def test_the_history_estimate_reaches_the_judge_and_survives_a_swap_of_it():
     d = Driver(JudgeConfig(expected_total_s=100.0), get_profile("generic"), 0.0, detect=True)
-    assert d.judge.expected_total_s == 100.0
+    assert d.judge.progress_tracker.expected_total_s == 100.0
     d._swap("vllm", None, "engine named", t=1.0)  # judged again from the start: a new judge
-    assert d.judge.profile.name == "vllm" and d.judge.expected_total_s == 100.0
+    assert d.judge.profile.name == "vllm" and d.judge.progress_tracker.expected_total_s == 100.0
     d.expect_total(50.0)
-    assert d.judge.expected_total_s == 50.0
+    assert d.judge.progress_tracker.expected_total_s == 50.0
 
 
 def test_a_swap_in_place_without_an_observation_feeds_nothing_and_notes_why():

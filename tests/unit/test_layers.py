@@ -36,10 +36,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # history's store.
     ("observe", ("firstlight.samplers", "firstlight.probes", "firstlight.preflight", "firstlight.interpret",
                  "firstlight.bench", "firstlight.history")),
-    # Observations in, verdict out: the judge, its typed result and its summary's shapes, the one analysis of its
-    # output (anatomy, start type, engine clock), the serving tracker.
-    ("judge", ("firstlight.judge", "firstlight.assessment", "firstlight.trackers", "firstlight.result",
-               "firstlight.analysis", "firstlight.summary", "firstlight.answers",
+    # Observations in, verdict out: the judge, what it follows (trackers, phases), its typed result and its summary's
+    # shapes, the one analysis of its output (anatomy, start type, engine clock), the serving tracker.
+    ("judge", ("firstlight.judge", "firstlight.assessment", "firstlight.trackers", "firstlight.phases",
+               "firstlight.result", "firstlight.analysis", "firstlight.summary", "firstlight.answers",
                "firstlight.starts", "firstlight.budgets", "firstlight.forecast",
                "firstlight.anatomy", "firstlight.serving", "firstlight.group")),
     # The one code that feeds a judge (issue 24) and the replay of a log through it.

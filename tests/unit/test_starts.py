@@ -35,9 +35,9 @@ def _judge(engine: str = "vllm", resident: int | None = None) -> Judge:
 
 def _kind(j: Judge, cold_start_s: float | None = 60.0, ready: bool = True,
           command: list[str] | None = None) -> dict[str, Any]:
-    anat = anatomy(j.phases_dicts(), j.signals, T0 + 100)
-    return classify(phases=[p["name"] for p in j.phases_dicts()], signals=j.signals, anatomy=anat,
-                    log_lines=j.log_lines, cold_start_s=cold_start_s, ready=ready, command=command,
+    anat = anatomy(j.phases.dicts(), j.signals, T0 + 100)
+    return classify(phases=[p["name"] for p in j.phases.dicts()], signals=j.signals, anatomy=anat,
+                    log_lines=j.log.count, cold_start_s=cold_start_s, ready=ready, command=command,
                     attach=j.profile.flags.attach)
 
 
@@ -320,7 +320,7 @@ def test_vllms_compile_cache_key_is_read_into_the_anatomy(line: str, key: dict[s
     j.feed(LogLine(T0 + 1, line))
     j.feed(LogLine(T0 + 2, VLLM + "Compiling a graph for dynamic shape takes 20.1 s"))
     assert j.signals.compile_key == key
-    assert anatomy(j.phases_dicts(), j.signals, T0 + 100)["cache"]["compile_key"] == key
+    assert anatomy(j.phases.dicts(), j.signals, T0 + 100)["cache"]["compile_key"] == key
 
 
 def test_a_compile_key_said_after_ready_is_not_this_starts():

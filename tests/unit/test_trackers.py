@@ -1,6 +1,7 @@
-"""The log tracker (what a line meant, the lines quoted) and the judge's progress thresholds at their defaults
-(firstlight/trackers.py, JudgeConfig()): CPU at 10 % of a core or more is weak progress (hung only after
---spin-timeout, 900 s), under it no progress (hung after --stall-timeout, 120 s)."""
+"""The trackers (firstlight/trackers.py): the log (what a line meant, the lines quoted), the ladder, the progress,
+the progress marks, the process tree with the GPUs; and the judge's progress thresholds at their defaults
+(JudgeConfig()): CPU at 10 % of a core or more is weak progress (hung only after --spin-timeout, 900 s), under it
+no progress (hung after --stall-timeout, 120 s)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,65 @@ def test_the_log_tracker_reads_each_line_once_and_keeps_what_the_judge_and_the_a
     assert log.lines_between(T0 + 1, T0 + 3) == 3 and log.lines_between(T0 + 4, T0 + 9) == 0
     assert signals.compile_lines and signals.compile_lines[0][1] == "hit"
     assert signals.clocks and signals.clocks[0].stage
+
+
+# -- the progress marks and the process tree ------------------------------------------------------------------
+def test_the_mark_tracker_keeps_the_latest_strong_mark_and_the_last_weak_one():
+    from firstlight.budgets import QuietTracker
+    from firstlight.trackers import Mark, MarkTracker
+
+    quiet = QuietTracker()
+    quiet.enter("process_start", T0)
+    marks = MarkTracker(T0, quiet)
+    assert (marks.last_strong, marks.last_weak) == (Mark(T0, "watch", "firstlight started watching"), None)
+    marks.strong(T0 + 5, "disk", "8 MB read")
+    marks.strong(T0 + 3, "log", "a late line")  # older than the last mark: it does not replace it
+    assert marks.last_strong == Mark(T0 + 5, "disk", "8 MB read")
+    marks.weak(T0 + 6, "gpu", "GPU 0 utilisation 90%")
+    marks.weak(T0 + 4, "cpu", "CPU busy at 100% of a core")  # the weak mark is the last one told
+    assert marks.last_weak == Mark(T0 + 4, "cpu", "CPU busy at 100% of a core")
+    assert quiet.silence(T0 + 7) == 2.0  # the strong marks are the phases' silences too
+    assert quiet.of("process_start", T0 + 7)["moved"] == ["cpu", "disk", "gpu_util", "log"]
+
+
+def test_the_tree_tracker_knows_the_server_its_samples_its_gpus_and_its_sampler():
+    from firstlight.assessment import Evidence
+    from firstlight.budgets import QuietTracker
+    from firstlight.timeline import GpuDevice, GpuProcess, GpuSample, SourceNote, Started
+    from firstlight.trackers import MarkTracker, TreeTracker
+
+    marks = MarkTracker(T0, QuietTracker())
+    tree = TreeTracker(DEFAULTS, Signals(), marks)
+    tree.started(Started(T0, None, "http://x"))
+    assert (tree.pid, tree.launched, tree.has_stillness_signal) == (None, False, False)  # attached to a URL only
+    tree.started(Started(T0, 100, "http://x", "vllm", True))
+    assert (tree.pid, tree.launched, tree.has_stillness_signal) == (100, True, True)
+    tree.process(proc(1.0, read=0))
+    assert tree.process(proc(2.0, read=64 << 20)) == [] and marks.last_strong.signal == "disk"
+    gpu = GpuSample(T0 + 3, devices=(GpuDevice(0, "H100", 1 << 30, 80 << 30, 0.0),),
+                    processes=(GpuProcess(0, 100, 1 << 30), GpuProcess(0, 777, 2 << 30, "python")))
+    events = tree.gpu(gpu)  # the server's own PID is in its tree; another holds the GPU too
+    assert [e.type for e in events] == ["warning"] and "PID 777 python" in events[0].message
+    assert tree.warnings == [Evidence("gpu", events[0].message, T0 + 3)]
+    failed = SourceNote(T0 + 4, "process", "psutil failed", failed=True)
+    assert [e.type for e in tree.note(failed)] == ["warning"] and tree.process_failed is failed
+    assert [e.type for e in tree.note(SourceNote(T0 + 5, "process", "works again"))] == ["note"]
+    assert tree.process_failed is None and len(tree.notes) == 2
+    gone = proc(6.0, alive=False, exit_code=1)
+    tree.ended(gone)
+    assert tree.procs.prev is gone
+
+
+def test_a_slow_generation_is_noted_with_what_the_server_did_meanwhile():
+    from firstlight.budgets import QuietTracker
+    from firstlight.timeline import Level, Probe
+    from firstlight.trackers import SLOW_PROBE_S, MarkTracker, TreeTracker
+
+    tree = TreeTracker(DEFAULTS, Signals(), MarkTracker(T0, QuietTracker()))
+    log = LogTracker(get_profile("vllm"), Signals(), ProgressTracker(T0, None))
+    quick = Probe(T0 + 10, Level.GENERATION, False, "503", latency_s=SLOW_PROBE_S - 0.1)
+    assert tree.activity_during(quick, log) is None and tree.slow_generation(quick, log) == []
+    slow = Probe(T0 + 10, Level.GENERATION, False, "503", latency_s=SLOW_PROBE_S)
+    assert tree.activity_during(slow, log) == "0 log lines"
+    [note] = tree.slow_generation(slow, log)
+    assert note.message == "generation not answered after 5s; meanwhile the server: 0 log lines"

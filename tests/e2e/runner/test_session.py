@@ -363,7 +363,7 @@ def replayed(r: Run) -> tuple[str, str, tuple[dict[str, Any], ...]]:
     observations = [from_dict(o) for o in r.record]
     rules = r.session.cfg.judge
     rep = series.replay(observations, rules, series.profile_for(observations, r.session.cfg.engine))
-    return rep.assessment.verdict, rep.assessment.level.label, tuple(rep.judge.phases_dicts())
+    return rep.assessment.verdict, rep.assessment.level.label, tuple(rep.judge.phases.dicts())
 
 
 def test_an_engine_detected_from_its_lines_swaps_the_judge_and_the_endpoints_probed() -> None:

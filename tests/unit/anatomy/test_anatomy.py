@@ -131,7 +131,7 @@ def test_a_line_in_a_backed_off_sample_gap_does_not_make_an_idle_phase_busy():
     j.feed(LogLine(t + 2.90, VLLM + "Using the nccl backend"))
     j.feed(ProcessSample(t + 2.95, alive=True, cpu_seconds=0.01, read_bytes=2_600_000, thread_top=0.0))
     j.feed(LogLine(t + 3.0, VLLM + "Starting to load model /models/m..."))
-    anat = anatomy(j.phases_dicts(), j.signals, t + 3.5)
+    anat = anatomy(j.phases.dicts(), j.signals, t + 3.5)
     d = _phase(anat, "process_start")
     assert d["bound"] == "idle", d
     assert "no measured signal moved for 3.1s of 3.2s" in d["evidence"][0]["value"], d
@@ -191,7 +191,7 @@ def test_a_compile_cache_hit_is_a_hit():
     j, t = _start()
     j.feed(LogLine(t + 1, VLLM + "Directly load the compiled graph(s) for dynamic shape from the cache, took 0.4 s"))
     j.feed(LogLine(t + 2, VLLM + "Available KV cache memory: 1.00 GiB"))
-    anat = anatomy(j.phases_dicts(), j.signals, t + 3)
+    anat = anatomy(j.phases.dicts(), j.signals, t + 3)
     assert _phase(anat, "compile")["compile"]["cache"] == "hit"
 
 
@@ -199,7 +199,7 @@ def test_a_replayed_log_without_process_samples_never_says_idle():
     j, t = _start(resident=None)
     j.feed(LogLine(t + 30, VLLM + "Starting to load model /models/m..."))
     j.feed(LogLine(t + 60, VLLM + "Loading weights took 30.00 seconds"))
-    anat = anatomy(j.phases_dicts(), j.signals, t + 61)
+    anat = anatomy(j.phases.dicts(), j.signals, t + 61)
     assert "idle" not in {p["bound"] for p in anat["phases"]} and anat["idle_s"] == 0
     assert _phase(anat, "weights_loading")["bound"] == "unmeasured"
 

@@ -164,4 +164,4 @@ def test_the_budgets_survive_the_engine_being_learnt_from_the_log():
     d.use_budgets(b)
     for o in start(hang=("kv_cache", "spinning"), hang_for=60):
         d.feed(o)
-    assert d.judge.profile.name == "sglang" and d.judge.budgets is b
+    assert d.judge.profile.name == "sglang" and d.judge.phases.budgets is b

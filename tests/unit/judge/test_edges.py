@@ -69,14 +69,15 @@ def test_a_probe_reaching_a_level_marks_every_level_below_it_once_in_order():
     events = j.feed(_ok(2, Level.HTTP, "GET / -> 404"))
     assert events == [_level(2, "port", "GET / -> 404"), _level(2, "http", "GET / -> 404"),
                       _phase(2, "http_listening")]
-    assert j.level == Level.HTTP
-    assert j.level_since == {Level.PROCESS: T0 + 1, Level.PORT: T0 + 2, Level.HTTP: T0 + 2}
-    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (T0 + 2, "probe:http", "http reached")
-    assert [(p.name, p.start, p.source) for p in j.phases] == [("process_start", T0, "start"),
+    assert j.ladder.level == Level.HTTP
+    assert j.ladder.since == {Level.PROCESS: T0 + 1, Level.PORT: T0 + 2, Level.HTTP: T0 + 2}
+    assert (j.marks.last_strong.t, j.marks.last_strong.signal, j.marks.last_strong.value) == (
+        T0 + 2, "probe:http", "http reached")
+    assert [(p.name, p.start, p.source) for p in j.phases.spans] == [("process_start", T0, "start"),
                                                               ("http_listening", T0 + 2, "probe")]
     # the same level again: nothing new
     assert j.feed(_ok(3, Level.HTTP, "GET / -> 404")) == []
-    assert j.level_since == {Level.PROCESS: T0 + 1, Level.PORT: T0 + 2, Level.HTTP: T0 + 2}
+    assert j.ladder.since == {Level.PROCESS: T0 + 1, Level.PORT: T0 + 2, Level.HTTP: T0 + 2}
 
 
 def test_without_a_process_sample_a_probe_marks_the_ladder_from_process_up():
@@ -85,7 +86,7 @@ def test_without_a_process_sample_a_probe_marks_the_ladder_from_process_up():
     events = j.feed(_ok(2, Level.PORT, "connect ok"))
     assert events == [_level(2, "process", "connect ok"), _level(2, "port", "connect ok"),
                       _phase(2, "http_listening")]
-    assert j.level_since == {Level.PROCESS: T0 + 2, Level.PORT: T0 + 2}
+    assert j.ladder.since == {Level.PROCESS: T0 + 2, Level.PORT: T0 + 2}
 
 
 def test_a_level_regained_after_a_loss_keeps_its_first_time():
@@ -94,10 +95,10 @@ def test_a_level_regained_after_a_loss_keeps_its_first_time():
     j = _judge(VLLM)
     _feed(j, proc(1), _ok(2, Level.PORT, "up"))
     assert j.feed(_fail(3, Level.PORT, "refused")) == [Event(T0 + 3, "lost", "port", {"detail": "refused"})]
-    assert j.level == Level.PROCESS
+    assert j.ladder.level == Level.PROCESS
     assert j.feed(_ok(4, Level.PORT, "up again")) == []  # already in level_since: no second "level" event
-    assert j.level == Level.PORT
-    assert j.level_since == {Level.PROCESS: T0 + 1, Level.PORT: T0 + 2}
+    assert j.ladder.level == Level.PORT
+    assert j.ladder.since == {Level.PROCESS: T0 + 1, Level.PORT: T0 + 2}
 
 
 def test_a_first_generation_reaches_every_level_and_the_ready_phase():
@@ -109,7 +110,7 @@ def test_a_first_generation_reaches_every_level_and_the_ready_phase():
         _phase(3, "ready")]
     assert j.first_generation == {"latency_s": 0.5, "text": " Paris", "meanwhile": None}
     assert j.ready_at == T0 + 3
-    assert (j.phases[-1].name, j.phases[-1].start, j.phases[-1].source) == ("ready", T0 + 3, "probe")
+    assert (j.phases.spans[-1].name, j.phases.spans[-1].start, j.phases.spans[-1].source) == ("ready", T0 + 3, "probe")
     a = j.assess(T0 + 4)
     assert a.verdict == "ready"
     assert a.evidence == [Evidence("probe:generation", "generation returned ' Paris' in 0.50s", T0 + 3)]
@@ -121,7 +122,7 @@ def test_a_healthy_health_probe_enters_warmup():
     _feed(j, proc(1), _ok(2, Level.HTTP, "GET / -> 404"))
     events = j.feed(_ok(5, Level.HEALTH, "GET /health -> 200"))
     assert events == [_level(5, "health", "GET /health -> 200"), _phase(5, "warmup")]
-    assert [(p.name, p.start, p.end, p.source) for p in j.phases] == [
+    assert [(p.name, p.start, p.end, p.source) for p in j.phases.spans] == [
         ("process_start", T0, T0 + 2, "start"), ("http_listening", T0 + 2, T0 + 5, "probe"),
         ("warmup", T0 + 5, None, "probe")]
 
@@ -141,7 +142,7 @@ def test_a_health_endpoint_that_lies_while_loading_is_not_warmup():
     _feed(j, proc(1))
     events = j.feed(_ok(2, Level.HEALTH, "GET / -> 200"))
     assert [e.type for e in events] == ["level", "level", "level"]
-    assert [p.name for p in j.phases] == ["process_start"]
+    assert [p.name for p in j.phases.spans] == ["process_start"]
 
 
 def test_an_open_port_is_http_listening_only_where_the_port_opens_late():
@@ -162,7 +163,7 @@ def test_a_probe_never_moves_the_phase_backwards():
     j = _judge(VLLM)
     _feed(j, proc(1), _ok(2, Level.HEALTH, "ok"), _fail(3, Level.PORT, "refused"))
     assert j.feed(_ok(4, Level.PORT, "ok")) == []
-    assert [p.name for p in j.phases] == ["process_start", "warmup"]
+    assert [p.name for p in j.phases.spans] == ["process_start", "warmup"]
 
 
 # -- a failed rung ---------------------------------------------------------------------------------------------
@@ -172,8 +173,8 @@ def test_a_failed_rung_at_the_current_level_is_lost_and_drops_one_level():
     _feed(j, proc(1), _ok(2, Level.MODELS, "ok"))
     failed = _fail(3, Level.MODELS, "GET /v1/models -> 503")
     assert j.feed(failed) == [Event(T0 + 3, "lost", "models", {"detail": "GET /v1/models -> 503"})]
-    assert j.level == Level.HEALTH
-    assert j.last_probe_failure is failed
+    assert j.ladder.level == Level.HEALTH
+    assert j.ladder.last_failure is failed
     a = j.assess(T0 + 4)
     assert Evidence("probe:models", "GET /v1/models -> 503", T0 + 3) in a.evidence
 
@@ -183,7 +184,7 @@ def test_a_failed_rung_above_the_reached_level_is_not_a_loss():
     j = _judge(VLLM)
     _feed(j, proc(1), _ok(2, Level.HTTP, "ok"))
     assert j.feed(_fail(3, Level.GENERATION, "POST -> 503")) == []
-    assert j.level == Level.HTTP
+    assert j.ladder.level == Level.HTTP
 
 
 def test_nothing_is_lost_after_ready():
@@ -191,7 +192,7 @@ def test_nothing_is_lost_after_ready():
     j = _judge(VLLM)
     _feed(j, proc(1), _ok(2, Level.GENERATION, "ok", text="x"))
     assert j.feed(_fail(3, Level.PORT, "refused")) == []
-    assert j.level == Level.GENERATION
+    assert j.ladder.level == Level.GENERATION
 
 
 # -- slow generations (activity_during and the "meanwhile" note) -----------------------------------------------
@@ -249,10 +250,10 @@ def test_a_definitive_bad_answer_gets_no_meanwhile_note():
     _busy_server(j)
     bad = _fail(20, Level.GENERATION, "200 but empty", latency=10.0, transient=False)
     assert j.feed(bad) == []
-    assert j.bad_answers == [bad]
+    assert j.ladder.bad_answers == [bad]
 
 
-# -- phases from log lines (Judge._enter_phase, Judge._on_log) -------------------------------------------------
+# -- phases from log lines (PhaseTracker.enter, Judge._on_log) -------------------------------------------------
 def test_a_log_line_enters_its_phase_once_with_its_line_number():
     """A phase line enters its phase (source log, the line's number); a second line of the same phase does not
     enter it again."""
@@ -260,7 +261,7 @@ def test_a_log_line_enters_its_phase_once_with_its_line_number():
     events = _feed(j, LogLine(T0 + 1, "Starting to load model /m ...", "stderr", 12))
     assert events == [_phase(1, "weights_loading", "log", 12)]
     assert j.feed(LogLine(T0 + 2, "Loading model weights from /m", "stderr", 13)) == []
-    assert [(p.name, p.start, p.end, p.source, p.line) for p in j.phases] == [
+    assert [(p.name, p.start, p.end, p.source, p.line) for p in j.phases.spans] == [
         ("process_start", T0, T0 + 1, "start", None), ("weights_loading", T0 + 1, None, "log", 12)]
 
 
@@ -268,8 +269,8 @@ def test_every_final_log_line_counts_and_is_strong_progress():
     """Each final line counts in log_lines and is strong progress, signal 'log', its text the value."""
     j = _judge(VLLM)
     _feed(j, *(LogLine(T0 + i, f"line {i}", "stderr", i) for i in (1, 2, 3)))
-    assert j.log_lines == 3
-    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (T0 + 3, "log", "line 3")
+    assert j.log.count == 3
+    assert (j.marks.last_strong.t, j.marks.last_strong.signal, j.marks.last_strong.value) == (T0 + 3, "log", "line 3")
     a = j.assess(T0 + 4)
     assert a.evidence[0] == Evidence("log", "last progress: line 3", T0 + 3)
 
@@ -291,7 +292,7 @@ def test_a_progress_bar_redraw_that_is_the_first_sign_of_a_phase_enters_it():
     events = j.feed(LogLine(T0 + 1, bar, "stderr", 0, final=False))
     assert events == [_phase(1, "weights_loading", "log", 1)]
     assert j.feed(LogLine(T0 + 2, bar.replace("25%", "100%").replace("1/4", "4/4"), "stderr", 0)) == []
-    assert [p.name for p in j.phases] == ["process_start", "weights_loading"]
+    assert [p.name for p in j.phases.spans] == ["process_start", "weights_loading"]
 
 
 def test_a_worker_is_ready_when_its_port_is_seen_listening_and_a_server_never_is():
@@ -343,7 +344,7 @@ def test_gpu_memory_moving_is_strong_progress_signal_gpu():
     """A GPU memory step is strong progress under the signal 'gpu', valued with the step."""
     j = _judge(VLLM)
     _feed(j, _gpu(1, 1 << 30), _gpu(2, 5 << 30))
-    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (
+    assert (j.marks.last_strong.t, j.marks.last_strong.signal, j.marks.last_strong.value) == (
         T0 + 2, "gpu", "GPU 0 memory 1.07 GB -> 5.37 GB")
 
 
@@ -351,9 +352,10 @@ def test_gpu_utilisation_alone_is_weak_progress_signal_gpu():
     """GPU utilisation is weak progress under the signal 'gpu'."""
     j = _judge(VLLM)
     _feed(j, _gpu(1, 1 << 30, util=97.0))
-    assert j.last_weak is not None
-    assert (j.last_weak.t, j.last_weak.signal, j.last_weak.value) == (T0 + 1, "gpu", "GPU 0 utilisation 97%")
-    assert j.last_strong.signal == "watch"
+    assert j.marks.last_weak is not None
+    assert (j.marks.last_weak.t, j.marks.last_weak.signal, j.marks.last_weak.value) == (
+        T0 + 1, "gpu", "GPU 0 utilisation 97%")
+    assert j.marks.last_strong.signal == "watch"
 
 
 def test_a_gpu_held_by_a_process_outside_the_tree_is_a_warning_event():
@@ -363,7 +365,7 @@ def test_a_gpu_held_by_a_process_outside_the_tree_is_a_warning_event():
     events = j.feed(_gpu(2, 1 << 30, pids=(4242, 100)))
     value = "GPU 0 held by PID 4242 python (1.07 GB), outside the server's process tree"
     assert events == [Event(T0 + 2, "warning", value, {"gpu": 0, "pid": 4242})]
-    assert j.warnings == [Evidence("gpu", value, T0 + 2)]
+    assert j.tree.warnings == [Evidence("gpu", value, T0 + 2)]
 
 
 def test_gpu_processes_of_the_tree_and_of_the_root_pid_are_not_foreign():
@@ -382,7 +384,7 @@ def test_without_a_pid_or_a_process_tree_no_gpu_process_is_called_foreign():
     j = Judge(RULES, VLLM, T0)
     j.feed(Started(T0, None, "http://x", "vllm", False))
     assert j.feed(_gpu(2, 1 << 30, pids=(4242,))) == []
-    assert j.warnings == []
+    assert j.tree.warnings == []
 
 
 # -- how the process died (Judge._exit_or_line, _death_cause, _tail_evidence) -----------------------------------
@@ -519,7 +521,7 @@ def test_with_ready_from_log_the_ready_line_enters_ready_once():
     j = Judge(JudgeConfig(timeout=600, stall_timeout=120, spin_timeout=900, ready_from_log=True), VLLM, T0)
     j.feed(Started(T0, 100, "http://x", "vllm", True))
     assert j.feed(LogLine(T0 + 2, "Application startup complete.", "stderr", 7)) == [_phase(2, "ready", "log", 7)]
-    assert [p.name for p in j.phases] == ["process_start", "ready"]
+    assert [p.name for p in j.phases.spans] == ["process_start", "ready"]
     a = j.assess(T0 + 3)
     assert a.verdict == "ready"
     assert a.evidence == [Evidence("log", "line 7: Application startup complete.", T0 + 2)]
@@ -568,7 +570,7 @@ def test_the_engines_ready_line_is_a_claim_confirmed_by_a_generation():
     assert j.feed(line) == [Event(T0 + 2, "engine_ready", "engine reports ready; confirming with a generation")]
     assert j.engine_ready is line
     assert j.ready_at is None
-    assert [p.name for p in j.phases] == ["process_start"]
+    assert [p.name for p in j.phases.spans] == ["process_start"]
     assert j.feed(LogLine(T0 + 3, "Application startup complete.", "stderr", 8)) == []
     assert j.engine_ready is line
     j.feed(_ok(4, Level.GENERATION, "ok", latency=0.25, text="x"))
@@ -583,8 +585,8 @@ def test_access_lines_are_not_progress_nor_tail_nor_meanwhile():
     access = 'INFO:     127.0.0.1:5555 - "GET /health HTTP/1.1" 503 Service Unavailable'
     j = _judge(VLLM)
     _feed(j, LogLine(T0 + 11, "working", "stderr", 1), LogLine(T0 + 12, access, "stderr", 2))
-    assert j.log_lines == 2
-    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (T0 + 11, "log", "working")
+    assert j.log.count == 2
+    assert (j.marks.last_strong.t, j.marks.last_strong.signal, j.marks.last_strong.value) == (T0 + 11, "log", "working")
     j.feed(_ok(20, Level.GENERATION, "ok", latency=10.0, text="x"))
     assert j.first_generation is not None and j.first_generation["meanwhile"] == "1 log lines"
     j = _judge(VLLM)
@@ -607,7 +609,7 @@ def test_shard_progress_lines_give_the_weights_fraction_and_eta():
     j = _judge(VLLM)
     shards = "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:10<00:10,  5.00s/it]"
     _feed(j, LOADING, LogLine(T0 + 10.5, shards, "stderr", 0, final=False))
-    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (T0 + 10.5, "log", shards)
+    assert (j.marks.last_strong.t, j.marks.last_strong.signal, j.marks.last_strong.value) == (T0 + 10.5, "log", shards)
     p = j.progress(T0 + 12.5)
     assert (p.shard, p.weights_fraction, p.weights_source) == ((2, 4), 0.5, "log")
     assert p.eta_weights_s == 8.0  # 10 s for half, 10 s to go, 2 s of them gone
@@ -618,9 +620,9 @@ def test_long_lines_are_clipped_with_an_ellipsis():
     """Evidence quotes a stripped line, clipped to 240 characters (239 and an ellipsis); progress lines to 120."""
     j = _judge(VLLM)
     j.feed(LogLine(T0 + 2, "  " + "x" * 300 + "  ", "stderr", 5))
-    assert j.last_strong.value == "x" * 239 + "…"
+    assert j.marks.last_strong.value == "x" * 239 + "…"
     j.feed(LogLine(T0 + 3, "  " + "y" * 240 + "  ", "stderr", 6))
-    assert j.last_strong.value == "y" * 240
+    assert j.marks.last_strong.value == "y" * 240
     shards = "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:10<00:10,  5.00s/it]" + " " + "z" * 100
     j.feed(LogLine(T0 + 4, shards, "stderr", 7))
     assert j.progress(T0 + 5).progress_line == shards[:119] + "…"
@@ -686,24 +688,25 @@ def test_a_live_process_sample_reaches_the_process_level_once():
     """A live sample means Level.PROCESS, since its first sample; it never lowers a higher level."""
     j = Judge(STALL_RULES, VLLM, T0)
     j.feed(Started(T0, None, "http://x", "vllm", False))
-    assert j.has_stillness_signal is False
+    assert j.tree.has_stillness_signal is False
     _feed(j, proc(1), proc(2))
-    assert j.has_stillness_signal is True
-    assert (j.level, j.level_since) == (Level.PROCESS, {Level.PROCESS: T0 + 1})
+    assert j.tree.has_stillness_signal is True
+    assert (j.ladder.level, j.ladder.since) == (Level.PROCESS, {Level.PROCESS: T0 + 1})
     _feed(j, _ok(3, Level.HTTP, "ok"), proc(4))
-    assert j.level == Level.HTTP
+    assert j.ladder.level == Level.HTTP
 
 
 def test_disk_reads_are_strong_progress_and_cpu_is_weak_signal_cpu():
     """Bytes read are strong progress (signal 'disk'); CPU time alone is weak (signal 'cpu')."""
     j = _judge(VLLM)
     _feed(j, proc(1, cpu=0.0, read=0), proc(2, cpu=0.0, read=8 << 20))
-    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (
+    assert (j.marks.last_strong.t, j.marks.last_strong.signal, j.marks.last_strong.value) == (
         T0 + 2, "disk", "8.4 MB read since the last sample")
     _feed(j, proc(3, cpu=0.5, read=8 << 20))
-    assert j.last_weak is not None
-    assert (j.last_weak.t, j.last_weak.signal, j.last_weak.value) == (T0 + 3, "cpu", "CPU busy at 50% of a core")
-    assert j.last_strong.t == T0 + 2
+    assert j.marks.last_weak is not None
+    assert (j.marks.last_weak.t, j.marks.last_weak.signal, j.marks.last_weak.value) == (
+        T0 + 3, "cpu", "CPU busy at 50% of a core")
+    assert j.marks.last_strong.t == T0 + 2
 
 
 def test_process_warnings_are_events_and_evidence_and_dead_compilers_feed_the_anatomy():
@@ -717,7 +720,7 @@ def test_process_warnings_are_events_and_evidence_and_dead_compilers_feed_the_an
     events = j.feed(proc(10, procs=(root,), died=(worker, cc)))
     value = "child worker[101] died while the server process lives"
     assert Event(T0 + 10, "warning", value, {"pid": 101}) in events
-    assert j.warnings == [Evidence("process", value, T0 + 10)]
+    assert j.tree.warnings == [Evidence("process", value, T0 + 10)]
     assert (j.signals.compiler_runs, j.signals.compiler_cpu) == (1, 2.5)
 
 
@@ -736,7 +739,7 @@ def test_a_download_progress_line_is_a_download_not_a_shard():
     text = "Fetching 4 files:  50%|█████     | 2/4 [00:01<00:01,  1.50it/s]"
     j.feed(LogLine(T0 + 2, text, "stderr", 3))
     assert j.signals.downloads == [T0 + 2]
-    assert (j.last_strong.t, j.last_strong.signal, j.last_strong.value) == (T0 + 2, "log", text)
+    assert (j.marks.last_strong.t, j.marks.last_strong.signal, j.marks.last_strong.value) == (T0 + 2, "log", text)
     p = j.progress(T0 + 3)
     assert (p.shard, p.weights_fraction, p.progress_line) == (None, None, text)
     j = _judge(VLLM)
@@ -765,17 +768,17 @@ def test_other_observations_become_notes_warnings_and_state():
     """WeightsTotal and SourceNote are notes; Started sets pid/launched; an unknown observation does nothing."""
     j = Judge(STALL_RULES, VLLM, T0)
     assert j.feed(Started(T0, 4321, "http://x", "vllm", True)) == []
-    assert (j.pid, j.launched, j.has_stillness_signal) == (4321, True, True)
+    assert (j.tree.pid, j.tree.launched, j.tree.has_stillness_signal) == (4321, True, True)
     w = WeightsTotal(T0 + 1, 16_000_000_000, 4, "/models/m")
     assert j.feed(w) == [Event(T0 + 1, "note", "weights: 16.00 GB in 4 files at /models/m")]
-    assert j.weights_total is w
+    assert j.progress_tracker.weights_total is w
     note = SourceNote(T0 + 2, "journal", "unit restarted")
     assert j.feed(note) == [Event(T0 + 2, "note", "journal: unit restarted")]
-    assert j.notes == [note]
+    assert j.tree.notes == [note]
     assert j.feed(Observation(T0 + 3)) == []
     j = Judge(STALL_RULES, VLLM, T0)
     j.feed(Started(T0, None, "http://x", "vllm", False))
-    assert (j.pid, j.launched, j.has_stillness_signal) == (None, False, False)
+    assert (j.tree.pid, j.tree.launched, j.tree.has_stillness_signal) == (None, False, False)
 
 
 def test_the_first_stop_signal_is_the_interrupted_verdict_over_everything():
@@ -809,8 +812,8 @@ def test_after_a_port_conflict_the_probes_answers_are_the_other_servers_and_neve
     j = _judge(VLLM)
     _feed(j, proc(1), PortConflict(T0 + 2, "PID 77 nginx"))
     assert j.feed(_ok(2, Level.GENERATION, "ok", text="x")) == []
-    assert (j.level, j.ready_at, j.first_generation) == (Level.PROCESS, None, None)
-    assert [s.name for s in j.phases] == ["process_start"]
+    assert (j.ladder.level, j.ready_at, j.first_generation) == (Level.PROCESS, None, None)
+    assert [s.name for s in j.phases.spans] == ["process_start"]
     assert (j.assess(T0 + 3).verdict, j.assess(T0 + 3).failure) == ("failed", "port_in_use")
 
 
@@ -825,7 +828,7 @@ def test_timeout_is_inclusive_and_quotes_the_context():
                           Evidence("log", "last progress: Starting to load model /m ...", T0 + 0.5),
                           Evidence("probe:port", "refused", T0 + 50),
                           Evidence("log", "last line 9: Starting to load model /m ...", T0 + 0.5)]
-    assert j.settled and j.phases[-1].end == T0 + 100
+    assert j.settled and j.phases.spans[-1].end == T0 + 100
     assert j.assess(T0 + 200) is a
 
 
@@ -835,7 +838,7 @@ def test_a_starting_verdict_is_not_final_and_carries_the_stall_hint_only_once_th
     _feed(j, proc(1), LOADING)
     a = j.assess(T0 + 5)
     assert (a.verdict, a.hint, a.engine_ready, a.elapsed_s) == ("starting", None, False, 5.0)
-    assert not j.settled and j.phases[-1].end is None
+    assert not j.settled and j.phases.spans[-1].end is None
     j.end_of_log(T0 + 6)
     assert j.log_ended == T0 + 6
     assert j.assess(T0 + 7).hint == STALL_HINTS["weights_loading"]
@@ -891,7 +894,7 @@ def test_use_profile_and_expect_total_change_what_is_read_and_the_eta():
     assert j.feed(LogLine(T0 + 1, "Starting to load model /m ...", "stderr", 9)) == [
         _phase(1, "weights_loading", "log", 9)]
     j.expect_total(100.0)
-    assert j.expected_total_s == 100.0
+    assert j.progress_tracker.expected_total_s == 100.0
     assert j.progress(T0 + 30).eta_total_s == 70.0
     assert j.progress(T0 + 130).eta_total_s == 0.0
 
@@ -966,20 +969,20 @@ def test_progress_sums_gpu_memory_and_averages_the_utilisation_reported():
 def test_a_fresh_judge_knows_nothing_and_quotes_its_own_start_as_the_last_progress():
     """Before any observation: no pid, not launched, and the last progress is firstlight's own start."""
     j = Judge(JudgeConfig(timeout=600, stall_timeout=120, spin_timeout=900, expected_total_s=50.0), VLLM, T0)
-    assert (j.pid, j.launched, j.expected_total_s) == (None, False, 50.0)
+    assert (j.tree.pid, j.tree.launched, j.progress_tracker.expected_total_s) == (None, False, 50.0)
     a = j.assess(T0 + 1)
     assert a.evidence == [Evidence("watch", "last progress: firstlight started watching", T0)]
     assert a.progress.eta_total_s == 49.0
 
 
-def test_observations_also_feed_the_anatomy_and_compile_runs_are_counted():
-    """Every observation reaches the anatomy's signals; compiler children count in compile_runs."""
+def test_observations_also_feed_the_anatomy_and_compiler_runs_are_counted():
+    """Every observation reaches the anatomy's signals; compiler children count in the compile tracker's runs."""
     j = _judge(VLLM)
     cc = ProcInfo(102, "cc1plus", "running", 2.5, 1 << 20, T0 + 5)
     _feed(j, proc(1, cpu=1.0, read=5), LogLine(T0 + 2, "hello", "stderr", 1), proc(6, died=(cc,)))
     assert j.signals.log_times == [T0 + 2]
     assert [pt[:3] for pt in j.signals.points] == [(T0 + 1, 5, 1.0), (T0 + 6, 0, 0.0)]
-    assert j.compile_runs(T0 + 7) == 1
+    assert j.tree.compiles.runs(T0 + 7) == 1
 
 
 def test_a_ready_generation_without_a_latency_says_zero_seconds():
@@ -1073,7 +1076,7 @@ def test_a_shard_bar_after_the_loading_phase_was_skipped_times_from_the_start():
     j = _judge(VLLM)
     _feed(j, _ok(1, Level.HTTP, "ok"),
           LogLine(T0 + 5, "Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:05<00:15]", "stderr", 3))
-    assert [p.name for p in j.phases] == ["process_start", "http_listening"]
+    assert [p.name for p in j.phases.spans] == ["process_start", "http_listening"]
     assert j.progress(T0 + 6).eta_weights_s == 14.0
 
 

@@ -86,7 +86,7 @@ def test_the_wrong_answer_does_not_hold_the_generation_level():
     events = []
     for obs in [Started(T0, 100, "http://x", "generic", True), *_start(_answer(1.1, tokens=(" Lyon", ".")))]:
         events += judge.feed(obs)
-    assert judge.level == Level.MODELS
+    assert judge.ladder.level == Level.MODELS
     warnings = [e for e in events if e.type == "warning"]
     assert warnings and warnings[-1].data == {"category": WRONG_ANSWER}
 

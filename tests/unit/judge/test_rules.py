@@ -84,7 +84,7 @@ def test_compiler_children_are_strong_progress_and_one_aggregate_note():
     assert len(notes) == 1 and "compiling: " in notes[0].message, notes
     assert not any("new process" in e.message for e in events)
     assert j.assess(T0 + 17).verdict == "starting"  # 9 s after the last compiler run, stall 10 s
-    assert "compiler run" in j.last_strong.value
+    assert "compiler run" in j.marks.last_strong.value
 
 
 def test_a_slow_generation_carries_what_the_server_did_meanwhile():
@@ -145,7 +145,7 @@ def test_a_level_that_no_longer_holds_is_a_lost_event():
         j.feed(o)
     events = j.feed(probe(2, Level.HEALTH, False, "GET /health -> 503"))
     assert [(e.type, e.message) for e in events] == [("lost", "health")]
-    assert j.level == Level.HTTP
+    assert j.ladder.level == Level.HTTP
 
 
 # -- failures ---------------------------------------------------------------------------------------------
@@ -174,7 +174,7 @@ def test_the_phase_never_goes_backwards():
                               "[2025-01-01 00:00:03 TP1] Load weight end. type=X, dtype=bf16, avail mem=60 GB",
                               "[2025-01-01 00:00:04 TP0] Memory pool end. avail mem=7.43 GB"]):
         j.feed(LogLine(T0 + t + 1, text, "stderr", t + 1))
-    assert [p.name for p in j.phases] == ["process_start", "weights_loading", "kv_cache"]
+    assert [p.name for p in j.phases.spans] == ["process_start", "weights_loading", "kv_cache"]
 
 
 def test_vllm_compile_after_weights_is_not_weights_loading():
@@ -186,7 +186,7 @@ def test_vllm_compile_after_weights_is_not_weights_loading():
              "INFO 11-30 10:00:05 [default_loader.py:1] Loading weights took 0.10 seconds"]
     for i, text in enumerate(lines):
         j.feed(LogLine(T0 + i + 1, text, "stderr", i + 1))
-    names = [p.name for p in j.phases]
+    names = [p.name for p in j.phases.spans]
     assert names == sorted(names, key=PHASE_INDEX.__getitem__), names
     assert names[-1] != "weights_loading", names
 
@@ -225,7 +225,7 @@ def test_a_log_line_never_moves_the_phase_back_behind_a_probe():
         j.feed(o)
     j.feed(LogLine(T0 + 3, "[2025-01-01 00:00:03 TP0] KV Cache is allocated. #tokens: 1000, K size: 1 GB",
                    "stderr", 2))
-    names = [p.name for p in j.phases]
+    names = [p.name for p in j.phases.spans]
     assert names == sorted(names, key=PHASE_INDEX.__getitem__), names
 
 
