@@ -7,6 +7,7 @@ It measures and records; the session decides what to do with the result.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -137,16 +138,20 @@ def anatomy_baseline(history: History, key: DeploymentKey, result: RunResult) ->
 
 def compare_with_history(history: History, key: DeploymentKey, kind: str, result: RunResult,
                          margin: float) -> RunResult:
-    """The result with this deployment's baseline and regressions, then the run recorded in the history."""
+    """The result with this deployment's baseline and regressions, then the run recorded in the history (or kept
+    in the spool: recorded again after a failure, it is kept once, under the same unique id)."""
     bench = result.bench
     throughput = bench.get("output_throughput") if isinstance(bench, dict) else None
     start_type = (result.start_type or {}).get("type")
+    uid = uuid.uuid4().hex
     if history.unreached is not None:  # the shared database did not answer: no comparison, the run is spooled
         try:
-            history.record_run(kind, result.to_dict(), key, bench=bench)
+            history.record_run(kind, result.to_dict(), key, bench=bench, uid=uid)
+        except Unreachable as e:  # kept in the spool
+            return result.with_history(None, None, None, note=f"history: {e}", uid=uid)
         except HistoryError as e:
             return result.with_history(None, None, None, note=f"history: {e}")
-        return result.with_history(None, None, None)
+        return result.with_history(None, None, None, uid=uid)
     try:
         regressions = history.check_regression(key, cold_start_s=result.cold_start_s,
                                                output_throughput=throughput, margin=margin, start_type=start_type,
@@ -163,14 +168,17 @@ def compare_with_history(history: History, key: DeploymentKey, kind: str, result
         changed = compile_key_change((result.anatomy or {}).get("cache"), history.start_anatomies(key))
         result = result.with_history(baseline, [r.to_dict() for r in regressions] or None, None, note=changed)
         result = result.with_anatomy_baseline(anatomy_baseline(history, key, result))
-        run_id = history.record_run(kind, result.to_dict(), key, bench=bench)
-        return result.with_history(baseline, list(result.regression) if result.regression else None, run_id)
+        run_id = history.record_run(kind, result.to_dict(), key, bench=bench, uid=uid)
+        return result.with_history(baseline, list(result.regression) if result.regression else None, run_id,
+                                   uid=uid)
     except Unreachable as e:  # lost during the comparison: the record waits in the spool
         note = f"history: {e}"
         try:
-            history.record_run(kind, result.to_dict(), key, bench=bench)
-        except HistoryError as again:
+            history.record_run(kind, result.to_dict(), key, bench=bench, uid=uid)
+        except Unreachable as again:
             note = f"history: {again}"
-        return result.with_history(None, None, None, note=note)
+        except HistoryError as again:
+            return result.with_history(None, None, None, note=f"history: {again}")
+        return result.with_history(None, None, None, note=note, uid=uid)
     except HistoryError as e:
         return result.with_history(None, None, None, note=f"history: {e}")

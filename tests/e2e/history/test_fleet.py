@@ -6,6 +6,7 @@ start no longer than the documented bound, and a wrong password is one line that
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,6 +71,8 @@ def test_a_database_down_during_a_start_keeps_the_run_and_the_next_start_sends_i
         assert notes and "not reached" in notes[0] and "\n" not in notes[0], s.get("notes")
         assert "Traceback" not in r.stderr
         assert len(_spooled(tmp_path, "node-c")) == 1
+        assert "timeline" in json.loads(_spooled(tmp_path, "node-c")[0].read_text())
+        assert s["history_run"] is None and s["history_uid"] == _spooled(tmp_path, "node-c")[0].stem
     finally:
         pg.start()
     _up(pg.url, tmp_path, "node-c")
@@ -78,7 +81,12 @@ def test_a_database_down_during_a_start_keeps_the_run_and_the_next_start_sends_i
 
     with psycopg.connect(pg.url, connect_timeout=5) as con:
         n = con.execute("SELECT count(*), count(DISTINCT uid) FROM runs WHERE node = 'node-c'").fetchone()
+        # the spooled run arrived whole: its metrics and its timeline, as the run written directly
+        parts = con.execute("SELECT r.id, (SELECT string_agg(name, ',' ORDER BY name) FROM metrics m WHERE "
+                            "m.run_id = r.id), (SELECT count(*) FROM timelines t WHERE t.run_id = r.id) FROM runs r "
+                            "WHERE node = 'node-c' ORDER BY r.id").fetchall()
     assert n == (2, 2)
+    assert [p[1:] for p in parts] == [(parts[1][1], 1)] * 2 and parts[1][1], parts
 
 
 def test_a_frozen_database_delays_a_start_no_more_than_the_bound(pg: Postgres, tmp_path: Path):

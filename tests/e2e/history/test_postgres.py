@@ -101,6 +101,7 @@ def test_a_stopped_database_spools_the_run_and_the_next_start_sends_it_once(pg: 
     copy = folder / "copy.json"  # a file that outlived its send: sent again, stored once
     copy.write_text(spooled[0].read_text())
     with History(pg.url) as back:
+        back.send_spooled()
         assert list(folder.glob("*.json")) == []
         runs = back.runs(KEY)
         assert sorted(r.metrics["cold_start_s"] for r in runs) == [40.0, 41.0, 42.0]
@@ -121,6 +122,7 @@ def test_a_frozen_database_holds_a_start_no_longer_than_the_bound(pg: Postgres, 
     finally:
         pg.thaw()
     with History(pg.url) as back:
+        back.send_spooled()
         assert [r.metrics["cold_start_s"] for r in back.runs(KEY)] == [40.0]
 
 
@@ -153,4 +155,70 @@ def test_a_newer_schema_is_not_written_and_the_run_waits(pg: Postgres, node: Non
         with psycopg.connect(pg.url, connect_timeout=5, autocommit=True) as fix:
             fix.execute("UPDATE firstlight_schema SET version = 3")
     with History(pg.url) as back:
+        back.send_spooled()
         assert [r.metrics["cold_start_s"] for r in back.runs(KEY)] == [40.0]
+
+
+def _whole(h: History, run_id: int) -> tuple:
+    """A stored run as every reader sees it: its row, its metrics, its timeline and its serving changes."""
+    run = h.get(run_id)
+    assert run is not None
+    return (run.kind, run.ok, run.summary, run.metrics, run.node, h.timeline(run_id), h.serving_changes(run_id))
+
+
+def test_a_spooled_run_once_sent_arrives_whole_and_never_twice(pg: Postgres, node: None):
+    _clear(pg)
+    direct_uid, spooled_uid = "d" * 32, "5" * 32
+    with History(pg.url) as h:
+        direct = h.record_run("up", ready(40.0), KEY, uid=direct_uid)
+        h.record_serving(direct, 1.0, "serving", "generation ok")
+        h.record_serving(direct, 2.0, "degraded", "slow answers")
+        h.store_timeline(direct, b"\x1f\x8b timeline")
+        pg.stop()
+        try:
+            with pytest.raises(Unreachable):
+                h.record_run("up", ready(40.0), KEY, uid=spooled_uid)
+            with pytest.raises(Unreachable):  # recorded again after a failure: kept once, under its id
+                h.record_run("up", ready(40.0), KEY, uid=spooled_uid)
+            h.record_serving(spooled_uid, 1.0, "serving", "generation ok")
+            h.record_serving(spooled_uid, 2.0, "degraded", "slow answers")
+            h.store_timeline(spooled_uid, b"\x1f\x8b timeline")
+            assert h.spool is not None
+            files = list(h.spool.folder.glob("*.json"))
+            assert [f.name for f in files] == [f"{spooled_uid}.json"]
+        finally:
+            pg.start()
+    (files[0].parent / "copy.json").write_text(files[0].read_text())  # a file that outlived its send
+    with History(pg.url) as back:
+        back.send_spooled()
+        assert back.send_spooled() == 0 and not list(files[0].parent.glob("*.json"))
+        sent = back.run_id(spooled_uid)
+        assert sent is not None and sent != direct
+        assert _whole(back, sent) == _whole(back, direct)
+        assert len(back.runs(KEY)) == 2
+        assert back.con.execute("SELECT count(*) FROM serving").fetchone()[0] == 4
+        assert back.con.execute("SELECT count(*) FROM timelines").fetchone()[0] == 2
+
+
+def test_what_a_run_adds_after_its_spooled_record_was_sent_goes_to_its_row(pg: Postgres, node: None):
+    """Another start of the node sent the spool before this run's timeline was ready: the timeline finds the row."""
+    _clear(pg)
+    uid = "a" * 32
+    with History(pg.url) as h:
+        pg.stop()
+        try:
+            with pytest.raises(Unreachable):
+                h.record_run("up", ready(40.0), KEY, uid=uid)
+        finally:
+            pg.start()
+    with History(pg.url) as other:
+        other.send_spooled()
+        assert other.spool is not None and not list(other.spool.folder.glob("*.json"))
+    with History(pg.url) as later:
+        later.record_serving(uid, 1.0, "serving", "generation ok")
+        later.store_timeline(uid, b"timeline")
+        run_id = later.run_id(uid)
+        assert run_id is not None
+        assert later.timeline(run_id) == b"timeline"
+        assert later.serving_changes(run_id) == [(1.0, "serving", "generation ok")]
+        assert len(later.runs(KEY)) == 1
