@@ -198,6 +198,7 @@ class Database:
         self.path: Path | str = mask(loc)
         self.file = Path(loc) if self.url is None else Path()
         self.unreached: str | None = None  # why the shared database was not reached, if it was not
+        self._empty = False  # a shared database read (never written) before any run made its tables
         self._con: Any
         if self.url is not None:
             redactor_with(self.url, self.redactor)
@@ -210,8 +211,16 @@ class Database:
         """The fleet's database; None (and ``unreached`` set) when it does not answer, refuses the login or is
         newer: a run then goes on and its record waits in the spool."""
         try:
-            con = PgConnection(url, self.redactor)
-            self.schema = con.init_schema()
+            con = PgConnection(url, self.redactor, readonly=self.readonly)
+            if self.readonly:  # a listing creates and migrates nothing: a database without the tables has no runs
+                self.schema = con.schema_version()
+                if self.schema > SCHEMA_VERSION:
+                    con.close()
+                    raise HistoryError(f"history {self.path} was written by a newer firstlight (schema "
+                                       f"{self.schema})")
+                self._empty = self.schema == 0
+            else:
+                self.schema = con.init_schema()
             return con
         except Unreachable as e:
             self.unreached = str(e)
@@ -406,6 +415,8 @@ class Database:
             raise
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        if self._empty:
+            return []
         try:
             return list(self.con.execute(sql, args).fetchall())
         except sqlite3.Error as e:

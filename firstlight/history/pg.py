@@ -106,7 +106,8 @@ class Connection:
     """One connection to the fleet's database, with the sqlite3 connection's ``execute`` (``?`` placeholders)."""
 
     def __init__(self, url: str, redactor: Redactor, *, connect_timeout: float = CONNECT_TIMEOUT_S,
-                 query_timeout: float = QUERY_TIMEOUT_S) -> None:
+                 query_timeout: float = QUERY_TIMEOUT_S, readonly: bool = False) -> None:
+        """``readonly``: every transaction of the session is read-only (the server refuses a write)."""
         self.name = mask(url)
         self.redactor = redactor
         self.query_timeout = query_timeout
@@ -118,7 +119,8 @@ class Connection:
         self._psycopg = psycopg
         kw: dict[str, Any] = {"connect_timeout": max(2, int(connect_timeout)), "autocommit": True,
                               "cursor_factory": psycopg.ClientCursor, "application_name": "firstlight",
-                              "options": f"-c statement_timeout={int(query_timeout * 1000)}"}
+                              "options": f"-c statement_timeout={int(query_timeout * 1000)}"
+                                         + (" -c default_transaction_read_only=on" if readonly else "")}
         password = password_from_file()
         if password:
             kw["password"] = password
@@ -210,6 +212,10 @@ class Connection:
                 self.execute("ROLLBACK")
             raise
         return SCHEMA_VERSION
+
+    def schema_version(self) -> int:
+        """The database's schema version, 0 before the first writer made it."""
+        return self._version()
 
     def _version(self) -> int:
         row = self.execute("SELECT to_regclass('firstlight_schema') IS NOT NULL").fetchone()

@@ -85,21 +85,20 @@ _RUN_COLUMNS = ("created_at", "kind", "deployment", "engine", "model", "command"
 
 class History(Database):
     """The run history at ``path`` (default: ``platformdirs.user_data_dir("firstlight")/history.sqlite3``), or in
-    the fleet's PostgreSQL database given a ``postgresql://`` URL. A writer to a shared database first sends the
-    runs its spool holds; a run the database does not take is spooled."""
+    the fleet's PostgreSQL database given a ``postgresql://`` URL. A run the shared database does not take is
+    spooled; what writes a run sends the spool first (:meth:`send_spooled`)."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.spool = Spool(spool_dir(self.url), self.warn) if self.url is not None else None
-        if self.spool is not None and self._con is not None and not self.readonly:
-            self.send_spooled()
 
     def __enter__(self) -> History:
         return self
 
     def send_spooled(self) -> int:
         """Send the spooled runs, oldest first, each whole (its run, metrics, timeline and serving changes in one
-        transaction) and stored once whatever happens between its send and the removal of its file. Returns
+        transaction) and stored once whatever happens between its send and the removal of its file. Only what
+        writes a run calls this (``up``, ``watch``, ``bench``); a listing, a report or a pin never does. Returns
         how many were sent; stops at the first the database does not take."""
         sent = 0
         if self.spool is None or self._con is None or self.readonly:

@@ -62,6 +62,8 @@ def open_history(cfg: Config, redactor: Redactor, warn: Callable[[str], None]) -
         h = History(cfg.history.path, redactor=redactor, warn=warn, busy_timeout=HISTORY_BUSY_S)
         if h.unreached is not None:  # a shared database that did not answer: the run goes on, its record spooled
             warn(f"{h.unreached}; this run's record will wait in the local spool")
+        else:  # this start writes a run: the runs the node's spool holds go first (older, so stored before it)
+            h.send_spooled()
         return h
     except HistoryError as e:
         warn(f"history unavailable, not recorded: {e}")

@@ -114,3 +114,32 @@ def test_a_wrong_password_is_one_line_and_never_shown(pg: Postgres, tmp_path: Pa
     listing = run_firstlight("history", "--history", pg.url_with(wrong), env=_env(tmp_path, "node-e"))
     assert listing.rc == 1 and wrong not in listing.stdout + listing.stderr
     assert len(listing.stderr.strip().splitlines()) == 1 and "Traceback" not in listing.stderr
+
+
+def test_a_listing_or_a_report_never_sends_the_spool_only_a_start_does(pg: Postgres, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch):
+    from firstlight.history import DeploymentKey, History, Unreachable
+
+    env = _env(tmp_path, "node-f")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    key = DeploymentKey.create("vllm", "m", ["vllm", "serve", "m"], 1)
+    with History(pg.url_with("Wr0ng-pw")) as h, pytest.raises(Unreachable):  # the same database's spool
+        h.record_run("up", {"verdict": "ready", "started_at": 0.0, "ready_at": 30.0}, key)
+    assert len(_spooled(tmp_path, "node-f")) == 1
+    import psycopg
+
+    def stored() -> int:
+        with psycopg.connect(pg.url, connect_timeout=5) as con:
+            row = con.execute("SELECT count(*) FROM runs WHERE node = 'node-f'").fetchone()
+        return int(row[0]) if row else -1
+
+    for args, rc in ((["--limit", "5"], 0), (["--json"], 0), (["--deployment", key.hash[:10]], 0),
+                     (["--compare", "999998", "999999"], 64), (["--k8s-probe", key.hash[:10]], 64)):  # 64: no such run
+        r = run_firstlight("history", "--history", pg.url, *args, env=env)
+        assert r.rc == rc and "Traceback" not in r.stderr, (args, r.stderr)
+    r = run_firstlight("report", "--history", pg.url, "--run", "999999", "-o", str(tmp_path / "r.html"), env=env)
+    assert r.rc == 64 and "no run 999999" in r.stderr, r.stderr
+    assert len(_spooled(tmp_path, "node-f")) == 1 and stored() == 0  # read, never sent
+    _up(pg.url, tmp_path, "node-f")
+    assert _spooled(tmp_path, "node-f") == [] and stored() == 2

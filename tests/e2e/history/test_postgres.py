@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from firstlight.history import DeploymentKey, History, Unreachable
+from firstlight.history import DeploymentKey, History, HistoryError, Unreachable
 from firstlight.history.pg import BOUND_S
 from tests.support.postgres import PASSWORD, Postgres, postgres_server
 
@@ -222,3 +222,18 @@ def test_what_a_run_adds_after_its_spooled_record_was_sent_goes_to_its_row(pg: P
         assert later.timeline(run_id) == b"timeline"
         assert later.serving_changes(run_id) == [(1.0, "serving", "generation ok")]
         assert len(later.runs(KEY)) == 1
+
+
+def test_a_listing_of_a_database_without_runs_creates_nothing_and_writes_nothing(pg: Postgres, node: None):
+    import psycopg
+
+    with psycopg.connect(pg.url, connect_timeout=5, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS listing_only")
+        admin.execute("CREATE DATABASE listing_only")
+    url = pg.url.replace("/postgres", "/listing_only")
+    with History(url, readonly=True) as h:
+        assert h.unreached is None and h.runs() == [] and h.expected_start(KEY) is None
+        with pytest.raises(HistoryError, match="read-only transaction"):
+            h.con.execute("CREATE TABLE x (y INTEGER)")
+    with psycopg.connect(url, connect_timeout=5) as con:
+        assert con.execute("SELECT to_regclass('firstlight_schema')").fetchone() == (None,)
