@@ -35,6 +35,7 @@ from firstlight.files import kind
 from firstlight.history.errors import HistoryError, Unreachable
 from firstlight.history.key import DeploymentKey
 from firstlight.history.location import Where, default_where, is_url, mask, redactor_with, where
+from firstlight.history.pg import Budget
 from firstlight.history.pg import Connection as PgConnection
 from firstlight.history.policy import start_type_of, version_of
 from firstlight.redact import Redactor
@@ -180,12 +181,14 @@ class Database:
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, busy_timeout: float = 30.0,
                  warn: Callable[[str], None] = _warn_stderr, redactor: Redactor | None = None,
-                 readonly: bool = False) -> None:
-        """``readonly``: for listings: the file is opened read-only, nothing is created, moved or written."""
+                 readonly: bool = False, budget: Budget | None = None) -> None:
+        """``readonly``: for listings: the file is opened read-only, nothing is created, moved or written.
+        ``budget``: a start's time for its shared database, all calls together (``firstlight.history.pg``)."""
         loc = where(path) if path is not None else default_path()
         assert loc is not None
         self.busy_timeout = busy_timeout
         self.readonly = readonly
+        self.budget = budget
         self.warn = warn
         self.warnings: list[str] = []
         if redactor is None:
@@ -211,7 +214,7 @@ class Database:
         """The fleet's database; None (and ``unreached`` set) when it does not answer, refuses the login or is
         newer: a run then goes on and its record waits in the spool."""
         try:
-            con = PgConnection(url, self.redactor, readonly=self.readonly)
+            con = PgConnection(url, self.redactor, readonly=self.readonly, budget=self.budget)
             if self.readonly:  # a listing creates and migrates nothing: a database without the tables has no runs
                 self.schema = con.schema_version()
                 if self.schema > SCHEMA_VERSION:
@@ -225,6 +228,13 @@ class Database:
         except Unreachable as e:
             self.unreached = str(e)
             return None
+
+    def end_budget(self) -> None:
+        """The start is over (its run recorded or spooled): later calls (serving changes) have their own deadlines
+        only. A database that spent the budget stays unreachable."""
+        self.budget = None
+        if isinstance(self._con, PgConnection):
+            self._con.budget = None
 
     @property
     def con(self) -> Any:

@@ -18,6 +18,7 @@ from firstlight.config import Config
 from firstlight.engines import ServerCommand, read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.errors import Unreachable
+from firstlight.history.pg import Budget
 from firstlight.history.policy import compile_key_change
 from firstlight.history.store import DeploymentKey, History, HistoryError
 from firstlight.redact import Redactor
@@ -59,7 +60,9 @@ def open_history(cfg: Config, redactor: Redactor, warn: Callable[[str], None]) -
     try:
         # Opened before the launch: another process's lock (EXCLUSIVE locking mode, a long write) is waited for
         # a second at most, then the run goes on unrecorded (it waited out 30 s, and the cold start read 30 s).
-        h = History(cfg.history.path, redactor=redactor, warn=warn, busy_timeout=HISTORY_BUSY_S)
+        # A shared database has the start's budget: everything the start asks of it, before and after the
+        # watch, takes START_BOUND_S at most in all.
+        h = History(cfg.history.path, redactor=redactor, warn=warn, busy_timeout=HISTORY_BUSY_S, budget=Budget())
         if h.unreached is not None:  # a shared database that did not answer: the run goes on, its record spooled
             warn(f"{h.unreached}; this run's record will wait in the local spool")
         else:  # this start writes a run: the runs the node's spool holds go first (older, so stored before it)

@@ -298,6 +298,7 @@ class Session:
         result = result.with_eta(self.eta.to_dict() if self.eta else None)
         result = result.with_known_answer(self._known_answer_entry())
         result = compare_with_history(self.history, key, kind, result, self.cfg.history.margin)
+        self.history.end_budget()  # the start's calls are done: its serving changes have their own deadlines
         for r in result.regression or ():
             self.reporter.message(f"REGRESSION: {r['message']}")
         return result

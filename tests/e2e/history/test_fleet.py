@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from firstlight.history.pg import BOUND_S
+from firstlight.history.pg import BOUND_S, START_BOUND_S
 from firstlight.sim.fixtures import free_port
 from tests.support.common import Run, run_firstlight, sim_cmd
 from tests.support.postgres import PASSWORD, Postgres, postgres_server
@@ -103,6 +103,24 @@ def test_a_frozen_database_delays_a_start_no_more_than_the_bound(pg: Postgres, t
     assert any("not reached" in n for n in s.get("notes", [])), s.get("notes")
     assert frozen < normal + BOUND_S + MARGIN_S, (frozen, normal)
     assert len(_spooled(tmp_path, "node-d")) == 1
+
+
+def test_a_slow_database_delays_a_start_no_more_than_the_start_bound(pg: Postgres, tmp_path: Path):
+    """Each statement answers within its deadline, a second late: all the start's calls together stop at the
+    start's bound, and the run waits in the spool."""
+    for _ in range(2):
+        _up(pg.url, tmp_path, "node-s")  # starts of this deployment to read: the comparison has work to do
+    t0 = time.monotonic()
+    _up(pg.url, tmp_path, "node-s")
+    normal = time.monotonic() - t0
+    with pg.slow(1.0) as url:
+        t0 = time.monotonic()
+        _, s = _up(url, tmp_path, "node-s")
+        slow = time.monotonic() - t0
+    notes = [n for n in s.get("notes", []) if n.startswith("history:")]
+    assert notes and f"took its bound of {START_BOUND_S:g} s" in notes[0], s.get("notes")
+    assert slow < normal + START_BOUND_S + MARGIN_S, (slow, normal)
+    assert len(_spooled(tmp_path, "node-s")) == 1
 
 
 def test_a_wrong_password_is_one_line_and_never_shown(pg: Postgres, tmp_path: Path):

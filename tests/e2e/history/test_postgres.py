@@ -4,6 +4,7 @@ longer than its bound and loses no run (the spool sends it once), and the passwo
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import time
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from firstlight.history import DeploymentKey, History, HistoryError, Unreachable
-from firstlight.history.pg import BOUND_S
+from firstlight.history.pg import BOUND_S, START_BOUND_S, Budget
 from tests.support.postgres import PASSWORD, Postgres, postgres_server
 
 KEY = DeploymentKey.create("vllm", "meta-llama/Llama-3.1-8B", ["vllm", "serve", "meta-llama/Llama-3.1-8B"], 1)
@@ -237,3 +238,36 @@ def test_a_listing_of_a_database_without_runs_creates_nothing_and_writes_nothing
             h.con.execute("CREATE TABLE x (y INTEGER)")
     with psycopg.connect(url, connect_timeout=5) as con:
         assert con.execute("SELECT to_regclass('firstlight_schema')").fetchone() == (None,)
+
+
+SLOW_S = 1.0  # each statement of a slow database: well within its 2 s deadline
+
+
+def test_a_slow_database_delays_a_start_no_more_than_the_start_bound_and_the_run_waits(pg: Postgres, node: None):
+    """Every call answers, slowly, within its own deadline: the start's calls together stop at START_BOUND_S, and
+    its run is spooled (sent whole later)."""
+    _clear(pg)
+    with History(pg.url) as h:
+        for s in (40.0, 41.0, 42.0, 43.0, 44.0):
+            h.record_run("up", ready(s), KEY)
+    with pg.slow(SLOW_S) as url:
+        t0 = time.monotonic()
+        with History(url, budget=Budget()) as h:
+            assert h.unreached is None  # its first calls answer
+            for _ in range(3):  # what a start reads before its watch, and again after it (more, unbounded)
+                with contextlib.suppress(Unreachable):
+                    h.expected_start(KEY)
+                    h.start_anatomies(KEY)
+                    h.known_answer(KEY, "request")
+                    h.check_regression(KEY, cold_start_s=40.0)
+                    h.baseline(KEY, "cold_start_s")
+                    h.runs(KEY)
+            with pytest.raises(Unreachable) as caught:
+                h.record_run("up", ready(45.0), KEY)
+            took = time.monotonic() - t0
+        assert took < START_BOUND_S + MARGIN_S, took
+        assert f"bound of {START_BOUND_S:g} s" in str(caught.value) and "kept in" in str(caught.value)
+        assert PASSWORD not in str(caught.value)
+    with History(url) as back:
+        back.send_spooled()
+        assert sorted(r.metrics["cold_start_s"] for r in back.runs(KEY)) == [40.0, 41.0, 42.0, 43.0, 44.0, 45.0]
