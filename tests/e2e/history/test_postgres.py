@@ -271,3 +271,24 @@ def test_a_slow_database_delays_a_start_no_more_than_the_start_bound_and_the_run
     with History(url) as back:
         back.send_spooled()
         assert sorted(r.metrics["cold_start_s"] for r in back.runs(KEY)) == [40.0, 41.0, 42.0, 43.0, 44.0, 45.0]
+
+
+def test_a_run_lost_at_its_write_is_spooled_once_and_its_summary_names_it(pg: Postgres, node: None,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    """The comparison read the database, then the write did not go through: the run is recorded again after the
+    failure, and kept once, under the id the summary carries."""
+    from firstlight.result import RunResult
+    from firstlight.runner.after_ready import compare_with_history
+
+    _clear(pg)
+    result = RunResult("ready", "ready", 1000.0, 1040.0, "vllm", "http://127.0.0.1:1", ready_at=1040.0,
+                       cold_start_s=40.0)
+    with History(pg.url) as h:
+        def lost(record: dict) -> int:
+            raise Unreachable("history not reached: connection lost")
+        monkeypatch.setattr(h, "_insert", lost)
+        out = compare_with_history(h, KEY, "up", result, 0.2)
+        assert h.spool is not None
+        files = list(h.spool.folder.glob("*.json"))
+    assert out.history_run is None and [f.stem for f in files] == [out.history_uid]
+    assert any("kept in" in n for n in out.notes), out.notes
