@@ -88,6 +88,7 @@ class RunResult:
     baseline: Annotated[dict[str, Any] | None, BaselineDict | None] = None
     regression: Annotated[tuple[dict[str, Any], ...] | None, list[RegressionDict] | None] = None
     history_run: int | None = None
+    history_uid: str | None = None  # the run's unique id in the history: stored, or waiting in the spool
     # before launch, and at the end
     preflight: dict[str, Any] | None = None
     server_stopped: str | None = None
@@ -180,14 +181,14 @@ class RunResult:
                                    post_ready_error=checks.get("post_ready_error"))
 
     def with_history(self, baseline: dict[str, Any] | None, regression: list[dict[str, Any]] | None,
-                     history_run: int | None, note: str | None = None) -> RunResult:
+                     history_run: int | None, note: str | None = None, uid: str | None = None) -> RunResult:
         """The comparison with this deployment's baseline. A regression is a finding about a server that serves:
         it replaces ``ready``, never a failure, and never stops anything."""
         verdict = REGRESSION if regression and self.verdict == READY else self.verdict
         notes = (*self.notes, note) if note else self.notes
         return dataclasses.replace(self, verdict=verdict, baseline=baseline,
                                    regression=tuple(regression) if regression else None,
-                                   history_run=history_run, notes=notes)
+                                   history_run=history_run, history_uid=uid, notes=notes)
 
     def with_eta(self, eta: dict[str, Any] | None) -> RunResult:
         """The history's ETA of this start (``firstlight.history.policy.StartEstimate``)."""

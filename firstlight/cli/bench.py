@@ -201,6 +201,7 @@ def bench_command(url: str, api: str, model: str | None, concurrency: int, num_r
         try:
             with History(history_path, warn=lambda m: click.echo(f"firstlight: warning: {m}", err=True),
                          redactor=redactor) as h:
+                h.send_spooled()  # a benchmark writes a run: the node's spooled runs go first
                 key = DeploymentKey.create(engine, cfg.model, None, gpus, redactor)
                 regressions = (h.check_regression(key, output_throughput=result.output_throughput, margin=margin)
                                if result.all_ok else [])

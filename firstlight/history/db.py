@@ -35,6 +35,7 @@ from firstlight.files import kind
 from firstlight.history.errors import HistoryError, Unreachable
 from firstlight.history.key import DeploymentKey
 from firstlight.history.location import Where, default_where, is_url, mask, redactor_with, where
+from firstlight.history.pg import Budget
 from firstlight.history.pg import Connection as PgConnection
 from firstlight.history.policy import start_type_of, version_of
 from firstlight.redact import Redactor
@@ -180,12 +181,14 @@ class Database:
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, busy_timeout: float = 30.0,
                  warn: Callable[[str], None] = _warn_stderr, redactor: Redactor | None = None,
-                 readonly: bool = False) -> None:
-        """``readonly``: for listings: the file is opened read-only, nothing is created, moved or written."""
+                 readonly: bool = False, budget: Budget | None = None) -> None:
+        """``readonly``: for listings: the file is opened read-only, nothing is created, moved or written.
+        ``budget``: a start's time for its shared database, all calls together (``firstlight.history.pg``)."""
         loc = where(path) if path is not None else default_path()
         assert loc is not None
         self.busy_timeout = busy_timeout
         self.readonly = readonly
+        self.budget = budget
         self.warn = warn
         self.warnings: list[str] = []
         if redactor is None:
@@ -198,6 +201,7 @@ class Database:
         self.path: Path | str = mask(loc)
         self.file = Path(loc) if self.url is None else Path()
         self.unreached: str | None = None  # why the shared database was not reached, if it was not
+        self._empty = False  # a shared database read (never written) before any run made its tables
         self._con: Any
         if self.url is not None:
             redactor_with(self.url, self.redactor)
@@ -210,12 +214,27 @@ class Database:
         """The fleet's database; None (and ``unreached`` set) when it does not answer, refuses the login or is
         newer: a run then goes on and its record waits in the spool."""
         try:
-            con = PgConnection(url, self.redactor)
-            self.schema = con.init_schema()
+            con = PgConnection(url, self.redactor, readonly=self.readonly, budget=self.budget)
+            if self.readonly:  # a listing creates and migrates nothing: a database without the tables has no runs
+                self.schema = con.schema_version()
+                if self.schema > SCHEMA_VERSION:
+                    con.close()
+                    raise HistoryError(f"history {self.path} was written by a newer firstlight (schema "
+                                       f"{self.schema})")
+                self._empty = self.schema == 0
+            else:
+                self.schema = con.init_schema()
             return con
         except Unreachable as e:
             self.unreached = str(e)
             return None
+
+    def end_budget(self) -> None:
+        """The start is over (its run recorded or spooled): later calls (serving changes) have their own deadlines
+        only. A database that spent the budget stays unreachable."""
+        self.budget = None
+        if isinstance(self._con, PgConnection):
+            self._con.budget = None
 
     @property
     def con(self) -> Any:
@@ -406,6 +425,8 @@ class Database:
             raise
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        if self._empty:
+            return []
         try:
             return list(self.con.execute(sql, args).fetchall())
         except sqlite3.Error as e:

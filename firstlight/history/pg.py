@@ -6,8 +6,11 @@ Every call has a deadline the caller keeps: the connection :data:`CONNECT_TIMEOU
 stops waiting :data:`SLACK_S` later: a server that stopped answering altogether, a frozen postmaster or a cut
 network, cancels nothing by itself). The first call that misses its deadline, loses its connection or is refused
 makes the database :class:`Unreachable` for the rest of the process: every later call fails at once, so a start
-waits at most :data:`BOUND_S` on a database that does not answer. Errors are one line with the URL's secrets
-masked.
+waits at most :data:`BOUND_S` on a database that does not answer. A database that is slow but answers each call
+within its deadline is held to a :class:`Budget` for the whole start (:data:`START_BOUND_S`): every call of the
+start (the connection, the reads before the watch, the spool's send, the comparison and the run's record after
+it) spends from it, each waits no longer than what is left, and once it is spent the database is Unreachable
+for the start (its run is spooled). Errors are one line with the URL's secrets masked.
 
 The schema is the SQLite file's (``firstlight.history.db``), in PostgreSQL's types, its version in
 ``firstlight_schema``; the first writer of a version creates or migrates it under an advisory lock, in one
@@ -17,6 +20,7 @@ transaction. A database of a newer schema is not used (it is Unreachable: the ru
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -28,6 +32,7 @@ CONNECT_TIMEOUT_S = 3  # libpq counts whole seconds (and at least 2)
 QUERY_TIMEOUT_S = 2.0
 SLACK_S = 0.5  # the client's deadline beyond the server's own: its timeout error comes first when it can
 BOUND_S = CONNECT_TIMEOUT_S + SLACK_S + QUERY_TIMEOUT_S + SLACK_S  # the most a start waits on the database: 6 s
+START_BOUND_S = 10.0  # all of a start's calls together, on a database that answers each call slowly
 
 SCHEMA_VERSION = 3
 _LOCK = 0x6669727374  # "first": the advisory lock under which the schema is created or migrated
@@ -102,12 +107,32 @@ def _first_line(e: BaseException) -> str:
     return lines[0] if lines else type(e).__name__
 
 
+class Budget:
+    """The time a start may spend on its history, all calls together (:data:`START_BOUND_S`): what each call
+    took is spent from it, and each call may wait no longer than what is left."""
+
+    def __init__(self, seconds: float = START_BOUND_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self.clock = clock
+        self.spent = 0.0
+
+    def left(self) -> float:
+        return max(self.seconds - self.spent, 0.0)
+
+    def spend(self, seconds: float) -> None:
+        self.spent += max(seconds, 0.0)
+
+
 class Connection:
     """One connection to the fleet's database, with the sqlite3 connection's ``execute`` (``?`` placeholders)."""
 
     def __init__(self, url: str, redactor: Redactor, *, connect_timeout: float = CONNECT_TIMEOUT_S,
-                 query_timeout: float = QUERY_TIMEOUT_S) -> None:
+                 query_timeout: float = QUERY_TIMEOUT_S, readonly: bool = False, budget: Budget | None = None
+                 ) -> None:
+        """``readonly``: every transaction of the session is read-only (the server refuses a write). ``budget``:
+        the start's, that every call spends from (none: each call has its own deadline only)."""
         self.name = mask(url)
+        self.budget = budget
         self.redactor = redactor
         self.query_timeout = query_timeout
         self.down: str | None = None  # why it is Unreachable, once it is
@@ -118,7 +143,8 @@ class Connection:
         self._psycopg = psycopg
         kw: dict[str, Any] = {"connect_timeout": max(2, int(connect_timeout)), "autocommit": True,
                               "cursor_factory": psycopg.ClientCursor, "application_name": "firstlight",
-                              "options": f"-c statement_timeout={int(query_timeout * 1000)}"}
+                              "options": f"-c statement_timeout={int(query_timeout * 1000)}"
+                                         + (" -c default_transaction_read_only=on" if readonly else "")}
         password = password_from_file()
         if password:
             kw["password"] = password
@@ -134,6 +160,13 @@ class Connection:
         (its thread ends when its socket does) and the database is Unreachable from then on."""
         if self.down is not None:
             raise Unreachable(self.down)
+        budget = self.budget
+        bounded = budget is not None and budget.left() < deadline  # what is left of the start's time cuts it short
+        if budget is not None:
+            if budget.left() <= 0:
+                self._fail(self._spent(budget))
+            deadline = min(deadline, budget.left())
+        began = budget.clock() if budget is not None else 0.0
         out: list[T] = []
         err: list[BaseException] = []
 
@@ -146,7 +179,11 @@ class Connection:
         t = threading.Thread(target=run, name="firstlight-history-pg", daemon=True)
         t.start()
         t.join(deadline)
+        if budget is not None:
+            budget.spend(budget.clock() - began)
         if t.is_alive():
+            if bounded and budget is not None:
+                self._fail(self._spent(budget))
             self._fail(f"history {self.name} not reached: no answer to {what} in {deadline:g} s")
         if err:
             e = err[0]
@@ -156,6 +193,10 @@ class Connection:
                 raise HistoryError(f"history {self.name}: {self.redactor.text(_first_line(e))}") from None
             raise e
         return out[0]
+
+    def _spent(self, budget: Budget) -> str:
+        return (f"history {self.name} too slow: this start's calls to it took its bound of {budget.seconds:g} s "
+                "in all")
 
     def _fail(self, why: str) -> None:
         self.down = why
@@ -211,6 +252,10 @@ class Connection:
             raise
         return SCHEMA_VERSION
 
+    def schema_version(self) -> int:
+        """The database's schema version, 0 before the first writer made it."""
+        return self._version()
+
     def _version(self) -> int:
         row = self.execute("SELECT to_regclass('firstlight_schema') IS NOT NULL").fetchone()
         if not row or not row[0]:
@@ -219,4 +264,5 @@ class Connection:
         return int(got[0]) if got and got[0] is not None else 0
 
 
-__all__ = ["BOUND_S", "CONNECT_TIMEOUT_S", "MIGRATIONS", "QUERY_TIMEOUT_S", "SCHEMA_VERSION", "Connection"]
+__all__ = ["BOUND_S", "CONNECT_TIMEOUT_S", "MIGRATIONS", "QUERY_TIMEOUT_S", "SCHEMA_VERSION", "START_BOUND_S", "Budget",
+           "Connection"]

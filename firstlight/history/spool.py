@@ -2,6 +2,10 @@
 id, until a later start of this node reaches the database and sends it (``INSERT ... ON CONFLICT DO NOTHING`` on
 the id: a run sent, then sent again because its file outlived the send, is stored once).
 
+A spooled run arrives whole: what the run adds after its record (its timeline, its serving changes) is added to
+its file while it waits, and sent with it in the same transaction. The folder's lock (``.lock``) is held by a send
+and by each addition, so that nothing is added to a file another process of the node is sending.
+
 A file is written whole or not at all (a temporary file renamed into place), readable by its owner only. A
 file that cannot be read is moved aside (``.bad``) with a warning and never blocks the others.
 """
@@ -12,9 +16,14 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 MAX_SPOOLED = 10_000  # the oldest beyond this are dropped with a warning: a node cut off for months fills no disk
 
@@ -43,6 +52,38 @@ class Spool:
             raise
         self._trim()
         return dest
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The folder's lock, held by one process of the node at a time (OSError when it cannot be made)."""
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.folder / ".lock", "a") as lock:
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if fcntl is not None:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def add(self, uid: str, change: Callable[[dict[str, Any]], None]) -> bool:
+        """Under :meth:`locked`: ``change`` the waiting run ``uid`` and write it back whole; False when no run of
+        that id waits here (sent already, or never spooled)."""
+        path = self.folder / f"{uid}.json"
+        try:
+            was = path.stat()
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return False
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+            return False  # damaged: the next send moves it aside
+        if not isinstance(record, dict) or record.get("uid") != uid:
+            return False
+        change(record)
+        self.keep(record)
+        with contextlib.suppress(OSError):  # its place in the order it is sent in (the oldest first) is kept
+            os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns))
+        return True
 
     def waiting(self) -> list[tuple[Path, dict[str, Any]]]:
         """The spooled runs, oldest first; a damaged file is moved aside."""

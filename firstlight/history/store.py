@@ -7,10 +7,13 @@ damaged row is skipped with a warning, never fatal. Strings are scrubbed of secr
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -82,42 +85,47 @@ _RUN_COLUMNS = ("created_at", "kind", "deployment", "engine", "model", "command"
 
 class History(Database):
     """The run history at ``path`` (default: ``platformdirs.user_data_dir("firstlight")/history.sqlite3``), or in
-    the fleet's PostgreSQL database given a ``postgresql://`` URL. A writer to a shared database first sends the
-    runs its spool holds; a run the database does not take is spooled."""
+    the fleet's PostgreSQL database given a ``postgresql://`` URL. A run the shared database does not take is
+    spooled; what writes a run sends the spool first (:meth:`send_spooled`)."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.spool = Spool(spool_dir(self.url), self.warn) if self.url is not None else None
-        if self.spool is not None and self._con is not None and not self.readonly:
-            self.send_spooled()
 
     def __enter__(self) -> History:
         return self
 
     def send_spooled(self) -> int:
-        """Send the spooled runs, oldest first; each is stored once whatever happens between its send and the
-        removal of its file. Returns how many were sent; stops at the first the database does not take."""
+        """Send the spooled runs, oldest first, each whole (its run, metrics, timeline and serving changes in one
+        transaction) and stored once whatever happens between its send and the removal of its file. Only what
+        writes a run calls this (``up``, ``watch``, ``bench``); a listing, a report or a pin never does. Returns
+        how many were sent; stops at the first the database does not take."""
         sent = 0
-        if self.spool is None:
+        if self.spool is None or self._con is None or self.readonly:
             return 0
-        for path, record in self.spool.waiting():
-            try:
-                self._insert(record)
-            except Unreachable:
-                break
-            except (HistoryError, KeyError, TypeError, ValueError) as e:
-                self.warn(f"spooled run {path.name} not taken by {self.path} ({e}); kept")
-                continue
-            self.spool.sent(path)
-            sent += 1
+        try:
+            with self.spool.locked():
+                for path, record in self.spool.waiting():
+                    try:
+                        self._insert(record)
+                    except Unreachable:
+                        break
+                    except (HistoryError, KeyError, TypeError, ValueError, binascii.Error) as e:
+                        self.warn(f"spooled run {path.name} not taken by {self.path} ({e}); kept")
+                        continue
+                    self.spool.sent(path)
+                    sent += 1
+        except OSError as e:
+            self.warn(f"spool {self.spool.folder} not sent ({e.strerror or e})")
         return sent
 
     # -- writing ---------------------------------------------------------------------------------------------
     def record_run(self, kind: str, summary: dict[str, Any], deployment: DeploymentKey,
                    bench: dict[str, Any] | None = None, *, ok: bool | None = None,
-                   created_at: float | None = None) -> int:
+                   created_at: float | None = None, uid: str | None = None) -> int:
         """Store one run and return its id. ``ok`` (default: :func:`is_good`) decides whether it may serve as
-        a baseline. Numbers compared later are extracted by :func:`extract_metrics`."""
+        a baseline. Numbers compared later are extracted by :func:`extract_metrics`. ``uid``: the run's unique id
+        (default: a new one); the same run recorded again under its id is stored, or spooled, once."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
         good = is_good(kind, summary, bench) if ok is None else ok
@@ -133,7 +141,7 @@ class History(Database):
                   "deployment": d.hash, "engine": d.engine, "model": d.model,
                   "command": r.text(d.command) if d.command else None, "gpu_count": d.gpu_count, "ok": int(good),
                   "summary": summary_json, "bench": bench_json, "start_type": start_type_of(summary),
-                  "engine_version": version_of(summary), "node": node(), "uid": uuid.uuid4().hex,
+                  "engine_version": version_of(summary), "node": node(), "uid": uid or uuid.uuid4().hex,
                   "metrics": metrics}
         try:
             return self._insert(record)
@@ -147,32 +155,86 @@ class History(Database):
             raise Unreachable(f"{e}; this run is kept in {self.spool.folder} and sent when it answers") from None
 
     def _insert(self, record: dict[str, Any]) -> int:
-        """One run and its metrics in one transaction; a run whose ``uid`` is stored already is not stored again."""
+        """One run with its metrics, and a spooled run's timeline and serving changes, in one transaction; a run
+        whose ``uid`` is stored already is not stored again (only what it lacks of its timeline and changes)."""
         values = [record[c] for c in _RUN_COLUMNS]
+        timeline = record.get("timeline")
+        data = base64.b64decode(timeline, validate=True) if isinstance(timeline, str) else None
+        serving = [(float(t), str(st), str(why)) for t, st, why in record.get("serving") or ()]
         with self._write() as con:
             row = con.execute(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({', '.join('?' * len(values))})"
                               " ON CONFLICT (uid) DO NOTHING RETURNING id", values).fetchone()
+            fresh = row is not None
             if row is None:  # sent before: the file outlived the send
-                again = con.execute("SELECT id FROM runs WHERE uid = ?", (record["uid"],)).fetchone()
-                return int(again[0])
+                row = con.execute("SELECT id FROM runs WHERE uid = ?", (record["uid"],)).fetchone()
             run_id = int(row[0])
-            con.executemany("INSERT INTO metrics (run_id, name, value) VALUES (?, ?, ?)",
-                            [(run_id, k, float(v)) for k, v in dict(record["metrics"]).items()])
+            if fresh:
+                con.executemany("INSERT INTO metrics (run_id, name, value) VALUES (?, ?, ?)",
+                                [(run_id, k, float(v)) for k, v in dict(record["metrics"]).items()])
+            if data is not None:
+                self._additive(con, _TIMELINES)
+                con.execute("INSERT INTO timelines (run_id, data) VALUES (?, ?) ON CONFLICT (run_id) DO NOTHING",
+                            (run_id, data))
+            if serving:
+                self._additive(con, _SERVING)
+                if fresh or con.execute("SELECT count(*) FROM serving WHERE run_id = ?", (run_id,)).fetchone()[0] == 0:
+                    con.executemany("INSERT INTO serving (run_id, t, state, reason) VALUES (?, ?, ?, ?)",
+                                    [(run_id, *change) for change in serving])
         return run_id
 
-    def store_timeline(self, run_id: int, data: bytes) -> None:
-        """Keep a run's timeline (gzip-compressed JSON Lines, see ``firstlight.report.record.pack_timeline``)."""
-        with self._write() as con:
-            self._additive(con, _TIMELINES)
-            con.execute("INSERT INTO timelines (run_id, data) VALUES (?, ?) ON CONFLICT (run_id) DO UPDATE SET "
-                        "data = excluded.data", (run_id, data))
+    def run_id(self, uid: str) -> int | None:
+        """The id of the stored run ``uid``; None when it is not stored (it may wait in the spool)."""
+        row = self.con.execute("SELECT id FROM runs WHERE uid = ?", (uid,)).fetchone()
+        return int(row[0]) if row else None
 
-    def record_serving(self, run_id: int, t: float, state: str, reason: str) -> None:
-        """One change of a run's serving state after READY."""
-        with self._write() as con:
-            self._additive(con, _SERVING)
-            con.execute("INSERT INTO serving (run_id, t, state, reason) VALUES (?, ?, ?, ?)",
-                        (run_id, t, state, self.redactor.text(reason)))
+    def _to_run(self, run: int | str, spooled: Callable[[dict[str, Any]], None], stored: Callable[[int], None]
+                ) -> None:
+        """What a run adds after its record: to its stored row (``run``: its id, or its uid once sent), or, while
+        the run waits in the spool (``run``: its uid), to its spooled file, sent with it."""
+        if isinstance(run, int):
+            stored(run)
+            return
+        if self.spool is not None:
+            try:
+                with self.spool.locked():
+                    if self.spool.add(run, spooled):
+                        return
+            except OSError as e:
+                raise HistoryError(f"spool {self.spool.folder}: {e.strerror or e}") from None
+        try:
+            run_id = self.run_id(run)
+        except sqlite3.Error as e:
+            raise HistoryError(f"cannot read history database {self.path}: {e}") from None
+        if run_id is None:
+            raise HistoryError(f"run {run} is neither in {self.path} nor in its spool")
+        stored(run_id)
+
+    def store_timeline(self, run: int | str, data: bytes) -> None:
+        """Keep a run's timeline (gzip-compressed JSON Lines, see ``firstlight.report.record.pack_timeline``);
+        ``run``: its id, or its uid (a run that may wait in the spool)."""
+        def stored(run_id: int) -> None:
+            with self._write() as con:
+                self._additive(con, _TIMELINES)
+                con.execute("INSERT INTO timelines (run_id, data) VALUES (?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+                            "data = excluded.data", (run_id, data))
+
+        def spooled(record: dict[str, Any]) -> None:
+            record["timeline"] = base64.b64encode(data).decode("ascii")
+        self._to_run(run, spooled, stored)
+
+    def record_serving(self, run: int | str, t: float, state: str, reason: str) -> None:
+        """One change of a run's serving state after READY; ``run``: its id, or its uid."""
+        reason = self.redactor.text(reason)
+
+        def stored(run_id: int) -> None:
+            with self._write() as con:
+                self._additive(con, _SERVING)
+                con.execute("INSERT INTO serving (run_id, t, state, reason) VALUES (?, ?, ?, ?)",
+                            (run_id, t, state, reason))
+
+        def spooled(record: dict[str, Any]) -> None:
+            record["serving"] = [*(record.get("serving") or []), [t, state, reason]]
+        self._to_run(run, spooled, stored)
 
     def record_disk(self, disk: dict[str, Any]) -> None:
         """A filesystem's measured read rates (``firstlight.preflight.disk.measure``); the newest replaces."""

@@ -74,11 +74,12 @@ class RunArtifacts:
                 written = write_outputs(view, self.report, self.trace)
             except (OSError, RecordError, ValueError) as e:
                 self.warn(f"report not written: {e}")
-        run_id = (summary or {}).get("history_run")
-        if self.cfg.history.enabled and isinstance(run_id, int):
+        run_id, uid = (summary or {}).get("history_run"), (summary or {}).get("history_uid")
+        run = run_id if isinstance(run_id, int) else uid if isinstance(uid, str) and uid else None
+        if self.cfg.history.enabled and run is not None:  # a run that waits in the spool: added to its file
             try:
                 with History(self.cfg.history.path, warn=self.warn) as h:
-                    h.store_timeline(run_id, pack_timeline(observations))
+                    h.store_timeline(run, pack_timeline(observations))
             except HistoryError as e:
                 self.warn(f"history: timeline not stored: {e}")
         return written

@@ -7,6 +7,7 @@ It measures and records; the session decides what to do with the result.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from firstlight.config import Config
 from firstlight.engines import ServerCommand, read_command
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.errors import Unreachable
+from firstlight.history.pg import Budget
 from firstlight.history.policy import compile_key_change
 from firstlight.history.store import DeploymentKey, History, HistoryError
 from firstlight.redact import Redactor
@@ -58,9 +60,13 @@ def open_history(cfg: Config, redactor: Redactor, warn: Callable[[str], None]) -
     try:
         # Opened before the launch: another process's lock (EXCLUSIVE locking mode, a long write) is waited for
         # a second at most, then the run goes on unrecorded (it waited out 30 s, and the cold start read 30 s).
-        h = History(cfg.history.path, redactor=redactor, warn=warn, busy_timeout=HISTORY_BUSY_S)
+        # A shared database has the start's budget: everything the start asks of it, before and after the
+        # watch, takes START_BOUND_S at most in all.
+        h = History(cfg.history.path, redactor=redactor, warn=warn, busy_timeout=HISTORY_BUSY_S, budget=Budget())
         if h.unreached is not None:  # a shared database that did not answer: the run goes on, its record spooled
             warn(f"{h.unreached}; this run's record will wait in the local spool")
+        else:  # this start writes a run: the runs the node's spool holds go first (older, so stored before it)
+            h.send_spooled()
         return h
     except HistoryError as e:
         warn(f"history unavailable, not recorded: {e}")
@@ -137,16 +143,20 @@ def anatomy_baseline(history: History, key: DeploymentKey, result: RunResult) ->
 
 def compare_with_history(history: History, key: DeploymentKey, kind: str, result: RunResult,
                          margin: float) -> RunResult:
-    """The result with this deployment's baseline and regressions, then the run recorded in the history."""
+    """The result with this deployment's baseline and regressions, then the run recorded in the history (or kept
+    in the spool: recorded again after a failure, it is kept once, under the same unique id)."""
     bench = result.bench
     throughput = bench.get("output_throughput") if isinstance(bench, dict) else None
     start_type = (result.start_type or {}).get("type")
+    uid = uuid.uuid4().hex
     if history.unreached is not None:  # the shared database did not answer: no comparison, the run is spooled
         try:
-            history.record_run(kind, result.to_dict(), key, bench=bench)
+            history.record_run(kind, result.to_dict(), key, bench=bench, uid=uid)
+        except Unreachable as e:  # kept in the spool
+            return result.with_history(None, None, None, note=f"history: {e}", uid=uid)
         except HistoryError as e:
             return result.with_history(None, None, None, note=f"history: {e}")
-        return result.with_history(None, None, None)
+        return result.with_history(None, None, None, uid=uid)
     try:
         regressions = history.check_regression(key, cold_start_s=result.cold_start_s,
                                                output_throughput=throughput, margin=margin, start_type=start_type,
@@ -163,14 +173,17 @@ def compare_with_history(history: History, key: DeploymentKey, kind: str, result
         changed = compile_key_change((result.anatomy or {}).get("cache"), history.start_anatomies(key))
         result = result.with_history(baseline, [r.to_dict() for r in regressions] or None, None, note=changed)
         result = result.with_anatomy_baseline(anatomy_baseline(history, key, result))
-        run_id = history.record_run(kind, result.to_dict(), key, bench=bench)
-        return result.with_history(baseline, list(result.regression) if result.regression else None, run_id)
+        run_id = history.record_run(kind, result.to_dict(), key, bench=bench, uid=uid)
+        return result.with_history(baseline, list(result.regression) if result.regression else None, run_id,
+                                   uid=uid)
     except Unreachable as e:  # lost during the comparison: the record waits in the spool
         note = f"history: {e}"
         try:
-            history.record_run(kind, result.to_dict(), key, bench=bench)
-        except HistoryError as again:
+            history.record_run(kind, result.to_dict(), key, bench=bench, uid=uid)
+        except Unreachable as again:
             note = f"history: {again}"
-        return result.with_history(None, None, None, note=note)
+        except HistoryError as again:
+            return result.with_history(None, None, None, note=f"history: {again}")
+        return result.with_history(None, None, None, note=note, uid=uid)
     except HistoryError as e:
         return result.with_history(None, None, None, note=f"history: {e}")

@@ -298,6 +298,7 @@ class Session:
         result = result.with_eta(self.eta.to_dict() if self.eta else None)
         result = result.with_known_answer(self._known_answer_entry())
         result = compare_with_history(self.history, key, kind, result, self.cfg.history.margin)
+        self.history.end_budget()  # the start's calls are done: its serving changes have their own deadlines
         for r in result.regression or ():
             self.reporter.message(f"REGRESSION: {r['message']}")
         return result
@@ -327,13 +328,14 @@ class Session:
                             record=self._record_serving(result), clock=self.clock)
 
     def _record_serving(self, result: RunResult) -> Callable[[ServingStatus], None] | None:
-        history, run_id = self.history, result.history_run
-        if history is None or run_id is None:
+        history = self.history
+        run: int | str | None = result.history_run if result.history_run is not None else result.history_uid
+        if history is None or run is None:
             return None
 
         def record(status: ServingStatus) -> None:
             with contextlib.suppress(HistoryError):  # a locked or full history never stops the checks
-                history.record_serving(run_id, status.since, status.state, status.reason)
+                history.record_serving(run, status.since, status.state, status.reason)
         return record
 
     def _stop_server_on_escape(self) -> None:

@@ -23,6 +23,7 @@ from tests.support.common import require, wait_for
 BIN = Path("/usr/lib/postgresql/15/bin")
 PASSWORD = "s3cret-pw-for-tests"  # a real password: the tests check that it is never shown
 USER = "fleet"
+SLOW_USER = "slowfleet"  # the role Postgres.slow holds to a slow answer
 
 
 def available() -> bool:
@@ -92,6 +93,41 @@ class Postgres:
                 child.kill()
             proc.kill()
             proc.wait(10)
+
+    @contextmanager
+    def slow(self, seconds: float) -> Iterator[str]:
+        """The database as a slow one answers: every statement that reads the history's tables (runs, metrics, its
+        schema version) takes ``seconds`` longer (``pg_sleep``, once per statement, from a row-level security
+        policy), each still within its deadline. Yields the URL of the role it is slow for (a superuser, the
+        owner, is never held to a policy)."""
+        import psycopg
+
+        url = f"postgresql://{SLOW_USER}:{PASSWORD}@127.0.0.1:{self.port}/postgres"
+        tables = ("runs", "metrics", "firstlight_schema")
+        with psycopg.connect(self.url, connect_timeout=5, autocommit=True) as admin:
+            if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (SLOW_USER,)).fetchone() is None:
+                admin.execute(f"CREATE ROLE {SLOW_USER} LOGIN PASSWORD '{PASSWORD}'")
+            admin.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {SLOW_USER}")
+            admin.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {SLOW_USER}")
+            admin.execute(f"""CREATE OR REPLACE FUNCTION firstlight_test_slow() RETURNS boolean LANGUAGE plpgsql
+                VOLATILE AS $$ BEGIN
+                  IF current_setting('firstlight_test.at', true) IS DISTINCT FROM statement_timestamp()::text THEN
+                    PERFORM set_config('firstlight_test.at', statement_timestamp()::text, false);
+                    PERFORM pg_sleep({seconds});
+                  END IF;
+                  RETURN true;
+                END $$""")
+            for t in tables:
+                admin.execute(f"ALTER TABLE {t} ENABLE ROW LEVEL SECURITY")
+                admin.execute(f"CREATE POLICY slow ON {t} TO {SLOW_USER} USING (firstlight_test_slow()) "
+                              "WITH CHECK (true)")
+        try:
+            yield url
+        finally:
+            with psycopg.connect(self.url, connect_timeout=5, autocommit=True) as admin:
+                for t in tables:
+                    admin.execute(f"DROP POLICY IF EXISTS slow ON {t}")
+                    admin.execute(f"ALTER TABLE {t} DISABLE ROW LEVEL SECURITY")
 
     def freeze(self) -> None:
         assert self.proc is not None

@@ -69,6 +69,12 @@ def test_the_containerfiles_final_stage_holds_the_wheel_only_runs_as_a_user_and_
     for tool in ("apt-get", "gcc", "build-essential", "pip install --no-cache-dir --disable-pip-version-check build"):
         assert tool not in body, tool  # no compiler, no build tool in the image
     assert "firstlight-*.whl" in body
+    # the postgres extra: the sidecars' shared history (deploy/k8s); the glob expanded before the extra is named
+    assert '"$(echo /tmp/dist/firstlight-*.whl)[postgres]"' in body
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert any(d.startswith("psycopg[binary]") for d in extras["postgres"]), extras["postgres"]
     users = [x.split()[1] for x in final if x.startswith("USER ")]
     assert users and users[-1].split(":")[0] not in ("0", "root"), users
     assert final[-2:] == ['ENTRYPOINT ["firstlight"]', 'CMD ["--help"]']

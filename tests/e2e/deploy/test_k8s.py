@@ -75,3 +75,35 @@ def test_k8s_probe_without_good_starts_or_deployment(tmp_path: Path):
     assert r.rc == 64 and "no deployment ffffffff" in r.stderr
     _history(db, [10.0])  # same key: now one good start
     assert run_firstlight("history", "--history", str(db), "--k8s-probe", h).rc == 0
+
+
+# -- one history for the fleet -------------------------------------------------------------------------------
+def test_the_sidecars_history_settings_reach_a_real_postgresql_with_the_secrets_password(tmp_path: Path):
+    """The sidecar's environment as the manifest sets it (its database's host and port made the test's own, the
+    Secret's password as the file the kubelet mounts): a start records into PostgreSQL, `firstlight history`
+    lists it with no --history, and the password is never shown."""
+    from urllib.parse import urlsplit
+
+    from tests.support.common import sim_cmd
+    from tests.support.postgres import PASSWORD, USER, postgres_server
+
+    spec = deployment(REPO / "deploy" / "k8s" / "vllm-sidecar.yaml")["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in spec["initContainers"][0]["env"]}
+    with postgres_server() as pg:
+        url = urlsplit(env["FIRSTLIGHT_HISTORY"])
+        local = url._replace(netloc=f"{USER}@127.0.0.1:{pg.port}", path="/postgres", query="").geturl()
+        secret = tmp_path / "run" / "secrets" / "firstlight-history" / "password"
+        secret.parent.mkdir(parents=True)
+        secret.write_text(PASSWORD + "\n")
+        secret.chmod(0o400)
+        state = tmp_path / env["XDG_STATE_HOME"].lstrip("/")
+        run_env = {"FIRSTLIGHT_HISTORY": local, "FIRSTLIGHT_HISTORY_PASSWORD_FILE": str(secret),
+                   "FIRSTLIGHT_NODE": "gpu-node-1", "XDG_STATE_HOME": str(state), "PGPASSWORD": ""}
+        r = run_firstlight("up", "--json", "--stop-when-ready", "--", *sim_cmd("normal", free_port()),
+                           timeout=180, env=run_env)
+        assert r.rc == 0 and PASSWORD not in r.stdout + r.stderr, r.stderr[-2000:]
+        assert isinstance(r.summary.get("history_run"), int), r.summary.get("notes")
+        listing = run_firstlight("history", env=run_env)
+        assert listing.rc == 0 and "gpu-node-1" in listing.stdout, listing.stderr
+        assert PASSWORD not in listing.stdout + listing.stderr
+        assert not list(state.rglob("*.json"))  # nothing waits in the spool

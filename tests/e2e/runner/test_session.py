@@ -1115,7 +1115,7 @@ def test_serving_changes_are_recorded_only_for_a_run_of_the_history_and_a_locked
     r = watched_start(tmp_path, 100.0, probe=ProbeConfig(url="http://ops:pa55w0rd-xyz@127.0.0.1:8000"))
     s, run_id = r.session, r.result.history_run
     assert s.history is not None and run_id is not None
-    assert s._record_serving(dataclasses.replace(r.result, history_run=None)) is None  # not a run of the history
+    assert s._record_serving(dataclasses.replace(r.result, history_run=None, history_uid=None)) is None  # no run
     record = s._record_serving(r.result)
     assert record is not None
     record(ServingStatus("serving", "generation ok, retried with pa55w0rd-xyz", T0 + 5, True, True))

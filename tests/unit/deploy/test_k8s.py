@@ -125,7 +125,7 @@ def test_the_node_log_sidecar_reads_the_engine_containers_cri_file():
     spec = deployment(path)["spec"]["template"]["spec"]
     (sidecar,) = spec["initContainers"]
     (engine,) = spec["containers"]
-    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in sidecar["env"]}
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in sidecar["env"] if "valueFrom" in e}
     log = _arg(sidecar["args"], "--log")
     expanded = re.sub(r"\$\((\w+)\)", lambda m: "{" + env[m.group(1)] + "}", log)  # as the kubelet does
     assert expanded == f"/var/log/pods/{{metadata.namespace}}_{{metadata.name}}_{{metadata.uid}}/{engine['name']}/0.log"
@@ -297,3 +297,63 @@ def test_each_engine_image_has_one_tag_across_the_manifests_and_vllms_is_its_che
     vllm = f"v{PROFILES['vllm'].checked_versions[0]}"
     assert tags["vllm/vllm-openai"] == {vllm} and tags["vllm-firstlight"] == {vllm}, tags
     assert set(tags) == {"firstlight", "vllm/vllm-openai", "vllm-firstlight", "lmsysorg/sglang"}, tags
+
+
+# -- one history for the fleet -----------------------------------------------------------------------------------
+def _sidecar_pods(path: Path) -> list[dict[str, Any]]:
+    """The Pod specs of a manifest that run a firstlight sidecar (a Deployment's; a LeaderWorkerSet's two)."""
+    if path in LWS_MANIFESTS:
+        lwt = _lws(path)["spec"]["leaderWorkerTemplate"]
+        return [lwt["leaderTemplate"]["spec"], lwt["workerTemplate"]["spec"]]
+    return [deployment(path)["spec"]["template"]["spec"]]
+
+
+FLEET_MANIFESTS = [*SIDECARS, *LWS_MANIFESTS]
+HISTORY_SECRET = "firstlight-history"  # docs/kubernetes.md: kubectl create secret generic firstlight-history
+
+
+@pytest.mark.parametrize("path", FLEET_MANIFESTS, ids=lambda p: p.name)
+def test_every_sidecar_shares_one_postgresql_history_its_password_from_a_secret(path: Path, tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch):
+    """FIRSTLIGHT_HISTORY names one PostgreSQL database and holds no secret; its password is the file the kubelet
+    mounts from the Secret, read-only, where FIRSTLIGHT_HISTORY_PASSWORD_FILE points; the spool is on a volume
+    of the Pod; no password is written in any manifest."""
+    from firstlight.history.location import is_url, password_from_file, secrets
+
+    urls = set()
+    for spec in _sidecar_pods(path):
+        (sidecar,) = spec["initContainers"]
+        assert "--history" not in sidecar["args"]  # the environment names it, for `kubectl exec ... history` too
+        env = {e["name"]: e for e in sidecar["env"]}
+        url = env["FIRSTLIGHT_HISTORY"]["value"]
+        assert is_url(url) and secrets(url) == [] and ":@" not in url, url
+        urls.add(url)
+        assert env["FIRSTLIGHT_NODE"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        mounts = sidecar["volumeMounts"]
+        pw_file = env["FIRSTLIGHT_HISTORY_PASSWORD_FILE"]["value"]
+        mount = next(m for m in mounts if pw_file.startswith(m["mountPath"] + "/"))
+        assert mount.get("readOnly") is True
+        secret = volumes[mount["name"]]["secret"]
+        assert secret["secretName"] == HISTORY_SECRET and secret["defaultMode"] & 0o077 == 0  # its owner's only
+        (item,) = secret["items"]
+        assert pw_file == f"{mount['mountPath']}/{item['path']}" and item["key"] == "password"
+        state = env["XDG_STATE_HOME"]["value"]
+        spool = next(m for m in mounts if state.startswith(m["mountPath"] + "/"))
+        assert not spool.get("readOnly") and "emptyDir" in volumes[spool["name"]]
+        # as the kubelet mounts it: firstlight reads the Secret's value from that file
+        where = tmp_path / path.name / item["path"]
+        where.parent.mkdir(parents=True, exist_ok=True)
+        where.write_text("the-secret-value\n")
+        monkeypatch.setenv("FIRSTLIGHT_HISTORY_PASSWORD_FILE", str(where))
+        assert password_from_file() == "the-secret-value"
+    assert len(urls) == 1  # every Pod of the manifest writes the same history
+    assert not [d for d in docs(path) if d["kind"] == "Secret"]  # the password is never in a manifest
+    text = path.read_text()
+    assert "password=" not in text.replace("--from-literal=password=...", "")
+
+
+def test_all_sidecar_manifests_point_at_the_same_history():
+    urls = {e["value"] for p in FLEET_MANIFESTS for spec in _sidecar_pods(p) for e in spec["initContainers"][0]["env"]
+            if e["name"] == "FIRSTLIGHT_HISTORY"}
+    assert len(urls) == 1, urls

@@ -18,6 +18,17 @@ def test_the_docs_state_the_bounds_the_code_keeps():
     assert pg.QUERY_TIMEOUT_S == 2.0 and "every statement 2 s" in DOC
     assert pg.SLACK_S == 0.5 and "stops waiting 0.5 s after each" in DOC
     assert pg.BOUND_S == 6.0 and "waits **6 s at most**" in DOC
+    assert pg.START_BOUND_S == 10.0 and "take **10 s at most in all**" in DOC
+    assert f"its bound of {pg.START_BOUND_S:g} s in all" in DOC
+
+
+def test_a_start_budget_is_spent_by_its_calls_and_cuts_the_last_short():
+    b = pg.Budget(10.0)
+    b.spend(4.0)
+    b.spend(-1.0)  # a clock that went back spends nothing
+    assert b.left() == 6.0
+    b.spend(7.0)
+    assert b.left() == 0.0
 
 
 def test_the_schema_has_the_columns_of_a_fleet_run():
