@@ -27,9 +27,13 @@ from firstlight.files import open_regular
 
 MASK = "***"
 # A key is secret when its last word is one of these: api_key, --hf-token, HF_TOKEN, OPENAI_API_KEY, password,
-# --api-keys. Not: tokenizer_path, max_tokens, #tokens.
+# --api-keys, and any name ending in password (sslpassword, PGPASSWORD) or passphrase. Not: tokenizer_path,
+# max_tokens, #tokens.
 _SECRET_WORDS = r"(?:keys?|apikeys?|token|secrets?|passwords?|passwd|credentials?|auth)"
-_SECRET_NAME = re.compile(rf"(?:^|[-_.\s])(?:--?)?{_SECRET_WORDS}$|^(?:--?)?{_SECRET_WORDS}$", re.I)
+# A password's name is secret glued to other words too (libpq's sslpassword, PGPASSWORD): no other word ends
+# so. "key" and "token" are not (monkey, ntoken).
+_SECRET_NAME = re.compile(rf"(?:^|[-_.\s])(?:--?)?{_SECRET_WORDS}$|^(?:--?)?{_SECRET_WORDS}$"
+                          r"|(?:password|passwd|passphrase)s?$", re.I)
 # Options that take several values (lmdeploy's --api-keys K1 K2): every following non-option word is secret.
 _PLURAL = re.compile(r"(?:keys|secrets|passwords|credentials)$", re.I)
 # The look-behind anchors a key at a word start, which keeps a long unbroken word linear rather than quadratic.

@@ -91,7 +91,7 @@ def mask(value: Where) -> str:
         parts = urlsplit(out)
     except ValueError:
         return out
-    if parts.query:  # libpq's sslpassword is no name is_secret_name knows
+    if parts.query:  # libpq's secret parameters (PG_SECRET_PARAMS) masked here whatever the redactor's rules
         pairs = []
         for pair in parts.query.split("&"):
             k, eq, v = pair.partition("=")

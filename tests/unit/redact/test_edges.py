@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
+
 from firstlight.redact import MASK, Redactor, is_secret_name, redactor_for
 
 
@@ -104,3 +106,18 @@ def test_observation_leaves_what_is_not_an_observation_and_returns_an_unchanged_
     assert r.observation("sekrit99") == "sekrit99"
     clean = _Obs("nothing")
     assert r.observation(clean) is clean
+
+
+@pytest.mark.parametrize("name", ["sslpassword", "PGPASSWORD", "SSLPASSWORD", "db_passwords", "KEY_PASSPHRASE",
+                                  "passphrase", "sshpasswd"])
+def test_a_name_ending_in_a_password_word_is_secret_even_glued(name: str):
+    assert is_secret_name(name)
+    assert Redactor().text(f"{name}=Hunter2pw") == f"{name}={MASK}"
+    learned = Redactor()
+    learned.add_from_env({name: "Hunter2pw"})
+    assert learned.text("connecting with Hunter2pw") == f"connecting with {MASK}"
+
+
+@pytest.mark.parametrize("name", ["monkey", "ntoken", "password_file", "passwords_dir", "tokenizer"])
+def test_a_glued_key_or_token_or_a_password_file_is_not_secret(name: str):
+    assert not is_secret_name(name)
