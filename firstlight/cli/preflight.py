@@ -188,7 +188,7 @@ def preflight_command(command: tuple[str, ...], engine: str | None, model: str |
 def _forecast(command: list[str], engine: str | None, model: str | None, report: PreflightReport,
               history_path: Path | None) -> Forecast:
     """The start's forecast as ``up`` would say it: from the history's starts of this deployment (read only; none
-    when there is no history yet or it cannot be read), else from the weights' bytes."""
+    when there is no history yet, or it cannot be read: a warning), else from the weights' bytes."""
     server = read_command(command, engine=engine)
     profile = get_profile(server.engine or "generic")
     key = DeploymentKey.create(profile.name, model or server.model, command, visible_gpu_count(), _redactor(command),
@@ -200,5 +200,6 @@ def _forecast(command: list[str], engine: str | None, model: str | None, report:
     try:
         with History(where, readonly=True) if exists(where) else contextlib.nullcontext() as h:
             return from_store(h, key, report.facts, *said)
-    except HistoryError:
+    except HistoryError as e:  # a history that cannot be read is said, and the forecast made without it
+        print(f"firstlight: warning: history: {e}; forecast without it", file=sys.stderr)
         return from_store(None, key, report.facts, *said)

@@ -196,3 +196,18 @@ def test_a_gguf_with_arrays_nested_3000_deep_is_a_fail(tmp_path: Path):
                        timeout=CHECK_S)
     c = next(c for c in r.events[-1]["checks"] if c["name"] == "checkpoint")
     assert c["status"] == FAIL and "nested" in c["evidence"], c
+
+
+def test_a_history_that_cannot_be_read_is_a_warning_and_the_forecast_goes_on_without_it(tmp_path: Path):
+    d = make_checkpoint(tmp_path / "m")
+    garbage = tmp_path / "h.db"
+    garbage.write_bytes(b"this is not a SQLite database\n" * 100)
+    r = run_firstlight("preflight", "--json", "--no-disk-sample", "--history", str(garbage), "--", "vllm", "serve",
+                       str(d), timeout=CHECK_S)
+    assert r.events and r.events[-1]["event"] == "preflight", r.stderr[-2000:]
+    forecast = next(e for e in r.events if e["event"] == "forecast")
+    assert forecast["source"] != "history"  # made without it
+    warnings = [line for line in r.stderr.splitlines() if "warning: history:" in line]
+    assert len(warnings) == 1 and "forecast without it" in warnings[0], r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    assert garbage.read_bytes() == b"this is not a SQLite database\n" * 100  # read only: nothing lost
