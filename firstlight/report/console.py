@@ -79,7 +79,8 @@ class ConsoleReporter(QuietReporter):
         elif ev.type == "lost":
             text = f"{ev.message} no longer holds: {ev.data.get('detail', '')}"
         elif ev.type == "failure_line":
-            text = f"[{ev.data.get('category')}] line {ev.data.get('line')}: {ev.message}"
+            where = f"line {ev.data['line']}: " if ev.data.get("line") is not None else ""  # a line without a number
+            text = f"[{ev.data.get('category')}] {where}{ev.message}"
         self._line(ev.t, tag, text, _STYLES.get(ev.type))
 
     def status(self, a: Assessment) -> None:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
+from firstlight.assessment import Assessment, Event, Progress
 from firstlight.report.console import ConsoleReporter
 from firstlight.result import RunResult
+from firstlight.timeline import Level
 from firstlight.vocab import FAILED, READY
 
 ANATOMY = {"total_s": 1.5, "reached": "warmup", "phases": [
@@ -48,3 +52,15 @@ def test_a_workers_ready_line_says_what_was_seen_of_it_port_or_head():
     bare = RunResult(verdict=READY, phase="ready", started_at=0.0, ended_at=2.0, engine="llamarpc",
                      url="http://127.0.0.1:50052", ready_at=2.0)
     assert next(x for x in _shown(bare) if "serving after" in x).endswith("itself): its port listens")
+
+
+@pytest.mark.parametrize(("line", "shown"), [(412, "[oom] line 412: CUDA out of memory"),
+                                             (None, "[oom] CUDA out of memory")])
+def test_a_failure_line_names_its_line_only_when_it_has_a_number(line: int | None, shown: str):
+    out = io.StringIO()
+    reporter = ConsoleReporter(out, live=False)
+    reporter.started({"started_at": 0.0, "pid": 7, "launched": True, "engine": "vllm", "url": "http://127.0.0.1:1"})
+    reporter.event(Event(1.0, "failure_line", "CUDA out of memory", {"category": "oom", "line": line}),
+                   Assessment("starting", "weights_loading", Level.PROCESS, 1.0, [], Progress()))
+    text = out.getvalue().splitlines()[-1]
+    assert text.endswith(shown) and "None" not in text, text
