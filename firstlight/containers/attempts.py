@@ -5,8 +5,9 @@ evidence (an ``attempt`` event) and the watch goes on while the runtime will sta
 ``--max-attempts``; the last attempt's verdict is the watch's, and its summary carries every attempt
 (``container.attempts``).
 
-A new start is a new ``StartedAt`` with the container running; a restart is coming while the runtime says
-``restarting`` or the container stopped with a policy that restarts that exit (:meth:`Container.restart_due`).
+A new start is a new ``StartedAt`` with the container running (or already ended again); a restart is coming
+while the runtime says ``restarting`` or the container stopped with a policy that restarts that exit
+(:meth:`Container.restart_due`).
 """
 
 from __future__ import annotations
@@ -90,9 +91,10 @@ class ContainerAttempts:
             c = self.tracker.get(fresh=True)
             if c is None or self.tracker.gone:
                 return None  # removed: no start is coming
-            if c.running and c.pid is not None and c.started_at != previous.container.started_at:
-                return ContainerStart(previous.number + 1, c)
-            if not c.running and not c.restart_due():
+            if c.started_at != previous.container.started_at:
+                if (c.running and c.pid is not None) or c.exit_code is not None:
+                    return ContainerStart(previous.number + 1, c)  # running, or already ended: judged either way
+            elif not c.running and not c.restart_due():
                 return None  # stopped for good
             if time.monotonic() >= until or self.stop.wait(POLL_S):
                 return None
