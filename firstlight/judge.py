@@ -235,6 +235,8 @@ class Judge:
         if grew <= 0:
             return []
         where = h.file or h.path
+        if len(self.signals.hub) < 4096:
+            self.signals.hub.append((h.t, grew))
         self.marks.strong(h.t, "hub_cache", f"{where} grew by {mb(grew)} ({mb(h.bytes)} in the hub cache)")
         if not h.incomplete or self.ready_at is not None:
             return []

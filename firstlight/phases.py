@@ -36,7 +36,7 @@ class PhaseTracker:
         current = self.spans[-1]
         if (RELABELS.get(name) == current.name and source != "probe"
                 and (len(self.spans) < 2 or PHASE_INDEX[self.spans[-2].name] < PHASE_INDEX[name])):
-            current.name, current.source, current.line = name, source, line
+            current.name = name  # from where it began: its start, its source and line stay
             self.quiet.enter(name, t)
             return [Event(t, "phase", name, {"source": source, "line": line, "relabel": RELABELS[name]})]
         if PHASE_INDEX[name] <= PHASE_INDEX[current.name]:
