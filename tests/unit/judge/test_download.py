@@ -94,7 +94,8 @@ def test_vllms_download_line_renames_the_load_in_replay_too():
     from firstlight.logreplay import replay_lines
 
     rep = replay_lines([
-        "INFO 03-22 12:15:20 [gpu_model_runner.py:1] Starting to load model deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B...",
+        "INFO 03-22 12:15:20 [gpu_model_runner.py:1] Starting to load model "
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B...",
         "INFO 03-22 12:15:21 [weight_utils.py:257] Using model weights format ['*.safetensors']",
         "INFO 03-22 12:23:49 [weight_utils.py:273] Time spent downloading weights for "
         "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B: 508.576789 seconds",

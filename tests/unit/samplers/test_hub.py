@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from firstlight.config import Config
 from firstlight.runner.sources import Sources
 from firstlight.samplers.hub import HubCacheSampler, hub_cache, hub_id, model_folder
-from firstlight.config import Config
 from firstlight.timeline import HubDownload
 
 
