@@ -72,7 +72,7 @@ OLLAMA = EngineProfile(
         *LLAMACPP_PHASES,
     ),
     progress_markers=(
-        # the CLI's bar per layer: "pulling 6150cb382311... 100% ▕████████████████▏  19 GB" (issue 8889), newer
+        # the CLI's bar per layer: "pulling 6150cb382311... 100% ▕████████████████▏  19 GB" (the same page), newer
         # "pulling dec52a44569a: 100% ▕███▏ 6.6 GB" (https://github.com/ollama/ollama/issues/14554)
         ProgressMarker(r"^pulling [0-9a-f]{12}(?:\.\.\.|:) +(?P<pct>\d+)% ", "download", "download"),
         ProgressMarker(r"model load progress (?P<frac>[\d.]+)", "weights"),
