@@ -17,6 +17,7 @@ import psutil
 
 from firstlight.config import Config
 from firstlight.engines import ServerCommand, read_command
+from firstlight.engines.command import flag_value
 from firstlight.engines.profile import Endpoints
 from firstlight.preflight.disk import mount_of
 from firstlight.preflight.pagecache import resident_bytes
@@ -143,7 +144,10 @@ class Sources:
         repo = hub_id(cmd.model) if not cmd.image and not self.cfg.model_path else None
         if repo is None:
             return None
-        folder = model_folder(hub_cache(cmd.env or os.environ), repo)
+        # vLLM's and SGLang's --download-dir is the cache huggingface_hub is given (its cache_dir)
+        download_dir = flag_value(list(cmd.server), ("--download-dir",))
+        cache = Path(download_dir).expanduser() if download_dir else hub_cache(cmd.env or os.environ)
+        folder = model_folder(cache, repo)
         sampler = HubCacheSampler(folder, self.cfg.sample_interval, self.clock)
         sampler.backoff = Backoff(self.cfg.sample_interval, idle_cap(self.cfg.judge.stall_timeout))
         return sampler

@@ -49,6 +49,9 @@ def test_a_watch_of_a_hub_id_samples_its_folder_and_of_a_local_model_does_not(tm
     sampler = Sources(cfg, lambda o: None, lambda a, b: None, identify=False).hub_sampler()
     assert isinstance(sampler, HubCacheSampler)
     assert sampler.folder == tmp_path / "hub" / "models--org--tiny"
+    cfg = Config(command=["vllm", "serve", "org/tiny", "--download-dir", str(tmp_path / "dl")])
+    sampler = Sources(cfg, lambda o: None, lambda a, b: None, identify=False).hub_sampler()
+    assert isinstance(sampler, HubCacheSampler) and sampler.folder == tmp_path / "dl" / "models--org--tiny"
     (tmp_path / "weights").mkdir()
     cfg = Config(command=["vllm", "serve", str(tmp_path / "weights")])
     assert Sources(cfg, lambda o: None, lambda a, b: None, identify=False).hub_sampler() is None
