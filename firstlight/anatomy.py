@@ -72,6 +72,7 @@ class Signals:
     compiler_cpu: float = 0.0  # CPU seconds of compiler children that finished
     compiler_runs: int = 0
     downloads: list[float] = field(default_factory=list)  # times of download progress lines
+    hub: list[tuple[float, int]] = field(default_factory=list)  # the hub cache's growth: t, bytes arrived then
     weights: WeightsTotal | None = None
     clocks: list[EngineClock] = field(default_factory=list)  # the engine's own figures (compare_clocks)
     peer_lines: list[tuple[float, str]] = field(default_factory=list)  # the engine's peer-load lines: t, text
@@ -243,6 +244,19 @@ def _ev(signal: str, value: str, since: float | None) -> dict[str, Any]:
     return {"signal": signal, "value": value, "since": since}
 
 
+def _download_bound(sig: Signals, t0: float, t1: float) -> tuple[str, list[dict[str, Any]]]:
+    """A download phase is bound by the download: the bytes the hub cache grew by, else the engine's lines."""
+    arrived = sum(n for t, n in sig.hub if t0 <= t <= t1)
+    ev = []
+    if arrived:
+        ev.append(_ev("hub_cache", f"{arrived / 1e6:.1f} MB arrived in the hub cache at "
+                                   f"{_mbps(arrived / (t1 - t0) if t1 > t0 else None)}", t0))
+    lines = sum(1 for t in sig.downloads if t0 <= t <= t1)
+    if lines or not ev:
+        ev.append(_ev("log", f"{lines} download progress lines", t0))
+    return "download", ev
+
+
 def _weights_bound(w: _Window, sig: Signals, t0: float, device_rate: float | None,
                    resident: float | None, fstype: str) -> tuple[str, list[dict[str, Any]]]:
     rate = w.read_rate
@@ -325,6 +339,8 @@ def anatomy(phases: list[dict[str, Any]], sig: Signals, end: float, *, first_gen
             bound, ev = _weights_bound(win, sig, t0, device_rate, resident, fstype)
             weights_rate, weights_s = win.read_rate, t1 - t0
             entry["read_bytes"], entry["read_rate"] = win.read, _r(win.read_rate, 0)
+        elif p["name"] == "download":
+            bound, ev = _download_bound(sig, t0, t1)
         elif p["name"] in _COMPILE_PHASES:
             info = _compile_info(sig, t0, t1)
             compile_cache = info["cache"]

@@ -61,6 +61,12 @@ class Progress:
     since_last_log_s: float | None = None
     shard: tuple[int, int] | None = None
     progress_line: str | None = None
+    # the download (the model's hub cache growing): bytes arrived since the watch began, their rate over the last
+    # window, the fraction when the engine's own bar gives it, the file still arriving
+    download_bytes: int | None = None
+    download_rate: float | None = None
+    download_fraction: float | None = None
+    download_file: str | None = None
     # the current phase against its budget learned from this deployment's history (PhaseTracker.budget_use in
     # firstlight.phases); None: no history was read
     phase_budget: dict[str, Any] | None = None

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from firstlight.engines.lines import clean_line
 from firstlight.engines.profile import NO_MATCH, ClockMarker, EngineProfile, Failure, LineMatch, Progress
 from firstlight.logtext import is_access_line
-from firstlight.vocab import PHASE_INDEX
+from firstlight.vocab import PHASE_INDEX, RELABELS
 
 EVIDENCE_TEXT_MAX = 300
 MAX_FAILURE_EVIDENCE = 12
@@ -105,6 +105,8 @@ class LineInterpreter:
     failure_evidence: list[FailureHit] = field(default_factory=list)
     phase_evidence: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=MAX_PHASE_EVIDENCE))
     _root: FailureHit | None = None
+    _phase_progressed: bool = False  # a progress line came since the phase began (no relabel after it)
+    _entered: set[str] = field(default_factory=set)  # the phases this start has been in (a relabel only once)
     _in_root_tb: bool = False  # the frames after the first fatal line still belong to its traceback
     root_traceback_open: bool = False  # ... and no line has closed it yet (its exception line, or plain text)
     _recent_nonfatal: deque[FailureHit] = field(default_factory=lambda: deque(maxlen=64))
@@ -148,6 +150,10 @@ class LineInterpreter:
         if self.ready_line is not None:
             return self._after_ready(lineno, text, m, hit, progress_line)
         phase = self._phase_move(m, lineno, text)
+        if phase is not None:
+            self._phase_progressed = False
+        if m.progress is not None and m.progress.kind != "download":
+            self._phase_progressed = True
         first_fatal = hit is not None and self._on_failure(hit, cleaned)
         listening = m.listening and self.listening_line is None
         if listening:
@@ -169,12 +175,23 @@ class LineInterpreter:
             self._add_failure_evidence(hit)
         return Reading(lineno, clip(text), m, progress_line, failure=hit, serving=True)
 
+    def downloading(self) -> None:
+        """The start is in its download, as the hub cache showed (not a line): the lines go on from there."""
+        if self.first_fatal is None and (PHASE_INDEX[self.phase] < PHASE_INDEX["download"]
+                                         or RELABELS.get("download") == self.phase):
+            self.phase = "download"
+            self._entered.add("download")
+            self._phase_progressed = False
+
     def _phase_move(self, m: LineMatch, lineno: int, text: str) -> str | None:
         """Phases only move forward; the phase freezes at the first fatal line, except for the frames of that
         traceback (where the crash happened)."""
         target: str | None = None
         if m.phase is not None and self.first_fatal is None and PHASE_INDEX[m.phase] > PHASE_INDEX[self.phase]:
             target = m.phase
+        elif (m.phase is not None and self.first_fatal is None and RELABELS.get(m.phase) == self.phase
+              and not self._phase_progressed and m.phase not in self._entered):
+            target = m.phase  # a download inside a load that has not begun: that span was the download's
         if (m.frame_phase is not None and (self.first_fatal is None or self._in_root_tb)
                 and PHASE_INDEX[m.frame_phase] > PHASE_INDEX[target or self.phase]):
             target = m.frame_phase
@@ -185,6 +202,7 @@ class LineInterpreter:
         if target is None:
             return None
         self.phase = target
+        self._entered.add(target)
         self.phase_evidence.append((lineno, clip(text)))
         return target
 

@@ -31,13 +31,14 @@ from firstlight.budgets import Budgets, PhaseBudget
 from firstlight.config import JudgeConfig
 from firstlight.deaths import CRASH_SIGNALS, KILLED_HINT, OOM_HOST_HINT, crash_hint, describe_exit, exit_signal
 from firstlight.engines.profile import EngineProfile
-from firstlight.formats import duration
+from firstlight.formats import duration, mb
 from firstlight.interpret import FailureHit, Reading
 from firstlight.logtext import is_access_line
 from firstlight.phases import PhaseTracker
 from firstlight.timeline import (
     EngineClock,
     GpuSample,
+    HubDownload,
     Interrupted,
     KnownAnswer,
     Level,
@@ -124,6 +125,8 @@ class Judge:
             return self.tree.gpu(obs)
         if isinstance(obs, WeightsTotal):
             return self.progress_tracker.weights(obs)
+        if isinstance(obs, HubDownload):
+            return self._on_hub(obs)
         if isinstance(obs, Started):
             self.tree.started(obs)
             return []
@@ -223,6 +226,27 @@ class Judge:
         if p.level == Level.GENERATION and p.state == "not_yet":
             events += self.tree.slow_generation(p, self.log)
         return events
+
+    def _on_hub(self, h: HubDownload) -> list[Event]:
+        """The model's hub-cache folder grew: bytes arrived (strong progress, quoting the file that grows); while
+        files are still arriving the start is in its download (entered, or the load that has not begun yet
+        relabelled: ``PhaseTracker.enter``)."""
+        grew = self.progress_tracker.hub(h)
+        if grew <= 0:
+            return []
+        where = h.file or h.path
+        if len(self.signals.hub) < 4096:
+            self.signals.hub.append((h.t, grew))
+        self.marks.strong(h.t, "hub_cache", f"{where} grew by {mb(grew)} ({mb(h.bytes)} in the hub cache)")
+        if not h.incomplete or self.ready_at is not None:
+            return []
+        if self.phases.before("download") or (self.phases.current.name == "weights_loading"
+                                              and self.progress_tracker.shard is None):
+            events = self.phases.enter(h.t, "download", "hub_cache")
+            if events:
+                self.log.lines.downloading()  # the engine's next load line moves the start on from there
+            return events
+        return []
 
     def _on_process(self, s: ProcessSample) -> list[Event]:
         if s.alive:

@@ -11,7 +11,7 @@ from firstlight.assessment import Event, PhaseSpan, Progress
 from firstlight.budgets import Budgets, PhaseBudget, QuietTracker, phase_eta
 from firstlight.engines.profile import EngineProfile
 from firstlight.timeline import Level, Probe
-from firstlight.vocab import PHASE_INDEX
+from firstlight.vocab import PHASE_INDEX, RELABELS
 
 
 class PhaseTracker:
@@ -30,8 +30,15 @@ class PhaseTracker:
         return self.spans[-1]
 
     def enter(self, t: float, name: str, source: str, line: int | None = None) -> list[Event]:
-        """Phases only move forward within one start (whatever moved them: a log line or a probe)."""
+        """Phases only move forward within one start (whatever moved them: a log line or a probe), but for a
+        relabel (``vocab.RELABELS``): a download found while the phase after it has shown no progress yet renames
+        that phase's span (the caller says it showed none: the line interpreter, or the judge for the hub cache)."""
         current = self.spans[-1]
+        if (RELABELS.get(name) == current.name and source != "probe"
+                and (len(self.spans) < 2 or PHASE_INDEX[self.spans[-2].name] < PHASE_INDEX[name])):
+            current.name = name  # from where it began: its start, its source and line stay
+            self.quiet.enter(name, t)
+            return [Event(t, "phase", name, {"source": source, "line": line, "relabel": RELABELS[name]})]
         if PHASE_INDEX[name] <= PHASE_INDEX[current.name]:
             return []
         current.end = t

@@ -12,8 +12,8 @@ Labels, each with its evidence (signal, value):
   seconds to wake up tags``): weights and KV cache put back from host memory, nothing loaded;
 - ``restored``: READY within :data:`RESTORED_MAX_S` with no load, compile or graph phase seen at all and at most
   :data:`RESTORED_MAX_LINES` log lines (a CRIU / cuda-checkpoint restore prints none of them);
-- ``downloaded``: the engine downloaded its weights during the start (its download progress lines): a start that
-  fetched the checkpoint first;
+- ``downloaded``: the engine downloaded its weights during the start (its download progress lines, or the model's
+  Hugging Face hub cache growing): a start that fetched the checkpoint first;
 - ``warm_page_cache`` / ``cold``: at least / under :data:`firstlight.anatomy.RESIDENT_WARM` of the weights were in
   the page cache at start (``preflight.pagecache``, measured before the launch);
 - ``compile_cache_hit`` / ``compile_cache_miss``: the engine's own compile-cache lines (its ``compile_cache``
@@ -39,7 +39,7 @@ from firstlight.timeline import WeightsTotal
 RESTORED_MAX_S = 10.0  # a restore from a snapshot serves in seconds (Dynamo Snapshot: under 5 s)
 RESTORED_MAX_LINES = 20  # a restored process prints its server banner at most, never a load line
 PEER_LOAD_FORMATS = frozenset({"remote_instance", "mx"})  # SGLang R-Fork, ModelExpress
-_WORK_PHASES = frozenset({"distributed_init", "weights_loading", "weights_loaded", "compile", "kv_cache",
+_WORK_PHASES = frozenset({"distributed_init", "download", "weights_loading", "weights_loaded", "compile", "kv_cache",
                           "cuda_graph"})
 ORDER = ("peer_loaded", "attached", "woken", "restored", "downloaded", "warm_page_cache", "cold", "compile_cache_hit",
          "compile_cache_miss")
@@ -106,8 +106,12 @@ def classify(*, phases: Sequence[str], signals: Signals, anatomy: dict[str, Any]
     restored = restored_evidence(phases, log_lines, cold_start_s, ready) if not found else None
     if restored:
         found["restored"] = restored
-    if signals.downloads and not found:
-        found["downloaded"] = [_ev("log", f"{len(signals.downloads)} download progress lines", signals.downloads[0])]
+    if (signals.downloads or signals.hub) and not found:
+        found["downloaded"] = ([_ev("log", f"{len(signals.downloads)} download progress lines", signals.downloads[0])]
+                               if signals.downloads else [])
+        if signals.hub:
+            found["downloaded"].append(_ev("hub_cache", f"{sum(n for _, n in signals.hub) / 1e6:.1f} MB arrived in "
+                                                        "the Hugging Face hub cache", signals.hub[0][0]))
     cache = (anatomy or {}).get("cache") or {}
     resident = cache.get("page_cache_resident")
     if not any(x in found for x in NOT_FROM_STORAGE) and isinstance(resident, int | float):

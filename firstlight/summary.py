@@ -70,6 +70,10 @@ class ProgressDict(TypedDict, total=False):  # empty for a run that never starte
     since_last_log_s: float | None
     shard: tuple[int, ...] | None  # (done, total)
     progress_line: str | None
+    download_bytes: int | None  # the hub model's bytes arrived since the watch began (firstlight.samplers.hub)
+    download_rate: float | None  # bytes per second over the last window
+    download_fraction: float | None  # from the engine's download bar
+    download_file: str | None  # the hub-cache file still arriving
     phase_budget: dict[str, Any] | None  # the current phase against its learned budget (firstlight.budgets)
 
 

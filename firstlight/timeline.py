@@ -186,6 +186,20 @@ class WeightsTotal(Observation):
 
 
 @dataclass(frozen=True)
+class HubDownload(Observation):
+    """A model's folder in the Hugging Face hub cache (``models--ORG--NAME``) while the server may be downloading
+    it: the bytes of its blobs, those still downloading (``*.incomplete``, which huggingface_hub grows as the bytes
+    arrive) and the largest of those. Sampled by ``firstlight.samplers.hub``; growth is progress."""
+
+    path: str  # the model's folder in the hub cache
+    bytes: int = 0  # every blob's bytes, complete or not
+    incomplete_bytes: int = 0  # the bytes of the *.incomplete files
+    incomplete: int = 0  # how many *.incomplete files
+    file: str = ""  # the largest *.incomplete file (empty: none)
+    kind: ClassVar[str] = "hub_download"
+
+
+@dataclass(frozen=True)
 class EngineClock(Observation):
     """The engine's own account of a stage of its start (firstlight.engines.clocks): a figure it published (a log
     line's seconds, ``/server_info``), or a mark of its progress stream (llama.cpp's ``/models/sse``: ``begin`` and
@@ -270,7 +284,7 @@ class CollectorBook:
 _KINDS: dict[str, type[Observation]] = {
     cls.kind: cls
     for cls in (Started, ProcessSample, LogLine, Probe, GpuSample, SourceNote, WeightsTotal, Interrupted,
-                PortConflict, EngineClock, KnownAnswer)
+                PortConflict, EngineClock, KnownAnswer, HubDownload)
 }
 
 

@@ -22,6 +22,7 @@ from firstlight.logtext import one_line
 from firstlight.timeline import (
     EngineClock,
     GpuSample,
+    HubDownload,
     KnownAnswer,
     Level,
     LogLine,
@@ -114,7 +115,7 @@ class LogTracker:
                 self.signals.start_line(line.t, *r.start_line)
         p = r.match.progress
         if p is not None:
-            self.progress.progress_line(line.t, clip(line.text, 120), p.kind, p.done, p.total)
+            self.progress.progress_line(line.t, clip(line.text, 120), p.kind, p.done, p.total, p.fraction)
             if p.kind == "download":
                 self.signals.downloads.append(line.t)
             mark = clip(line.text)
@@ -464,17 +465,35 @@ class ProgressTracker:
         self.weights_total: WeightsTotal | None = None
         self.shard: tuple[int, int, float, float] | None = None  # done, total, fraction, when
         self.line: str | None = None  # the last progress line, clipped
+        self.hub_first: HubDownload | None = None  # the model's hub-cache folder as first seen, and as last seen
+        self.hub_last: HubDownload | None = None
+        self._hub_window: deque[tuple[float, int]] = deque(maxlen=64)  # (t, bytes): the download's rate
+        self.download_fraction: float | None = None  # the engine's download bar (pct), when it has one
+
+    def hub(self, h: HubDownload) -> int:
+        """The model's hub-cache folder sampled again: the bytes that arrived since the last sample (the first
+        sample is the baseline: what was cached before)."""
+        before = self.hub_last
+        self.hub_first = self.hub_first or h
+        self.hub_last = h
+        self._hub_window.append((h.t, h.bytes))
+        while len(self._hub_window) > 2 and h.t - self._hub_window[0][0] > _RATE_WINDOW_S:
+            self._hub_window.popleft()
+        return 0 if before is None else h.bytes - before.bytes
 
     def weights(self, w: WeightsTotal) -> list[Event]:
         """The weights' size on disk, once measured: said as a note."""
         self.weights_total = w
         return [Event(w.t, "note", f"weights: {gb(w.bytes)} in {w.files} files at {one_line(w.path)}")]
 
-    def progress_line(self, t: float, text: str, kind: str, done: int | None, total: int | None) -> None:
+    def progress_line(self, t: float, text: str, kind: str, done: int | None, total: int | None,
+                      fraction: float | None = None) -> None:
         """One of the engine's progress lines: a shard bar gives the weights' fraction when the reads cannot."""
         self.line = text
         if kind == "shards" and done is not None and total:
             self.shard = (done, total, done / total, t)
+        elif kind == "download" and fraction is not None:
+            self.download_fraction = fraction
 
     def progress(self, now: float, procs: ProcessTracker, gpus: GpuTracker, last_log: LogLine | None,
                  weights_started: float) -> Progress:
@@ -510,6 +529,7 @@ class ProgressTracker:
         if total is not None and p.weights_fraction is not None and p.weights_fraction >= 1.0:
             p.eta_weights_s = 0.0
         p.progress_line = self.line
+        self._download(p)
         if self.expected_total_s is not None:
             p.eta_total_s = max(0.0, self.expected_total_s - (now - self.started_at))
         if last_log is not None:
@@ -520,6 +540,19 @@ class ProgressTracker:
             utils = [d.utilization for d in g.devices if d.utilization is not None]
             p.gpu_util = sum(utils) / len(utils) if utils else None
         return p
+
+
+    def _download(self, p: Progress) -> None:
+        """The download's bytes and rate from the hub cache, its fraction from the engine's own bar."""
+        first, last = self.hub_first, self.hub_last
+        if first is not None and last is not None and (last.incomplete or last.bytes > first.bytes):
+            p.download_bytes = max(0, last.bytes - first.bytes)
+            p.download_file = last.file or None
+            w = self._hub_window
+            if len(w) >= 2 and w[-1][0] > w[0][0]:
+                p.download_rate = max(0, w[-1][1] - w[0][1]) / (w[-1][0] - w[0][0])
+        if self.download_fraction is not None:
+            p.download_fraction = self.download_fraction
 
 
 def activity(t0: float, t1: float, compiles: CompileTracker, procs: ProcessTracker, gpus: GpuTracker,

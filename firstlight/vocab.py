@@ -43,6 +43,9 @@ EXIT_INTERNAL = 70
 PHASES: tuple[str, ...] = (
     "process_start",
     "distributed_init",
+    # the weights fetched from a model hub (Hugging Face's cache growing, the engine's download lines, Ollama's
+    # pull) before they are read; a start whose weights are on disk skips it
+    "download",
     "weights_loading",
     "weights_loaded",
     "compile",  # torch.compile / JIT: vLLM compiles before it sizes the KV cache (its profile run)
@@ -61,6 +64,8 @@ STALL_HINTS: dict[str, str] = {
     "log level hides the markers",
     "distributed_init": "in distributed init: a hang here is usually NCCL (NCCL_DEBUG=INFO, P2P/IB "
     "settings, shm size)",
+    "download": "downloading the weights: check the network, the hub's rate limit and HF_TOKEN; download them "
+    "before the start (huggingface-cli download, ollama pull) and serve from the local cache",
     "weights_loading": "loading weights: compare disk/network read throughput with the checkpoint size",
     "weights_loaded": "weights loaded; profiling memory and allocating the KV cache come next",
     "kv_cache": "profiling memory / allocating the KV cache",
@@ -75,6 +80,11 @@ STALL_HINTS: dict[str, str] = {
 # it, so it is outside PHASES and PHASE_INDEX (which the engines' phase markers are checked against).
 SERVING_PHASE = "serving"
 ALL_PHASES: tuple[str, ...] = (*PHASES, SERVING_PHASE)
+
+# A download found after the engine said it began loading (vLLM's "Starting to load model", SGLang's "Load weight
+# begin" come before the weights are fetched): the loading had not begun, so that span is the download's. The only
+# phase a start is moved back to, and only from the phase right after it, before that phase showed any progress.
+RELABELS: dict[str, str] = {"download": "weights_loading"}
 
 # -- failure categories --------------------------------------------------------------------------------
 # Rank = how specific (how close to the root cause) a category is: when several failure lines are seen,

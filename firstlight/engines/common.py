@@ -343,6 +343,23 @@ FRAME_MARKERS: tuple[PhaseMarker, ...] = (
     PhaseMarker(FRAME + r"(?:_execute_server_warmup|_wait_and_warmup|warmup_model)$", "warmup"),
 )
 
+HUB_PROGRESS: tuple[ProgressMarker, ...] = (
+    # huggingface_hub's tqdm bars while it fetches a repo into its cache (snapshot_download): the files, then
+    # each file's bytes, named by the file ("model-00001-of-00004.safetensors: 45%|...| 1.2G/2.7G"), as in
+    # https://github.com/EuroEval/EuroEval/issues/1178 ("config.json: 100%|████| 838/838 [00:00<00:00,
+    # 8.49MB/s]"); only a weights file's bar is the download phase (a config's comes with any start)
+    ProgressMarker(
+        r"^(?:Fetching|Downloading) \d+ files:\s*(?P<pct>\d+)%\|[^|]*\| (?P<done>\d+)/(?P<total>\d+)",
+        "download",
+        "download",
+    ),
+    ProgressMarker(
+        r"^[\w.-]{1,200}\.(?:safetensors|bin|gguf|pt|pth): +(?P<pct>\d+)%\|[^|]*\| *[\d.]+[kMGTP]?B?/[\d.]+[kMGTP]?B?",
+        "download",
+        "download",
+    ),
+)
+
 # Progress bars shared by every engine that uses the HF/safetensors loaders (tqdm, or SGLang's
 # "N% Completed | d/t" bar format).
 SHARD_PROGRESS: tuple[ProgressMarker, ...] = (
@@ -358,11 +375,7 @@ SHARD_PROGRESS: tuple[ProgressMarker, ...] = (
         "shards",
         "weights_loading",
     ),
-    ProgressMarker(
-        r"^(?:Fetching|Downloading) \d+ files:\s*(?P<pct>\d+)%\|[^|]*\| (?P<done>\d+)/(?P<total>\d+)",
-        "download",
-        "process_start",
-    ),
+    *HUB_PROGRESS,
 )
 
 # NCCL's own init lines ("host:pid:tid [dev] NCCL INFO ..."), whichever engine runs it: evidence of distributed

@@ -65,9 +65,16 @@ OLLAMA = EngineProfile(
             "weights_loading",
             weak=True,
         ),
+        # a pull: the server's "download.go:122: downloading 5b2b5f73b685 in 94 256.0 MB part(s)"
+        # (https://github.com/ollama/ollama/issues/1209), the CLI's "pulling manifest"
+        # (https://github.com/ollama/ollama/issues/8889)
+        P(r"\bdownloading [0-9a-f]{12} in \d+ [\d.]+ ?[KMGT]?B part\(s\)|^pulling manifest\b", "download"),
         *LLAMACPP_PHASES,
     ),
     progress_markers=(
+        # the CLI's bar per layer: "pulling 6150cb382311... 100% ▕████████████████▏  19 GB" (the same page), newer
+        # "pulling dec52a44569a: 100% ▕███▏ 6.6 GB" (https://github.com/ollama/ollama/issues/14554)
+        ProgressMarker(r"^pulling [0-9a-f]{12}(?:\.\.\.|:) +(?P<pct>\d+)% ", "download", "download"),
         ProgressMarker(r"model load progress (?P<frac>[\d.]+)", "weights"),
         ProgressMarker(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU", "layers"),
     ),

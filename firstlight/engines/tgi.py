@@ -58,7 +58,12 @@ TGI = EngineProfile(
     phase_markers=(
         P(r"(?:^|: |\")Args \{", "process_start"),
         P(r"Starting (?:check and )?download process", "process_start"),
-        P(r"Successfully downloaded weights", "process_start", weak=True),
+        # the download step (server/text_generation_server/utils/hub.py): "Download file: model-00001-of-00002
+        # .safetensors", then "Downloaded /data/models--.../model-00001-of-00002.safetensors in 0:00:21."
+        # (corpus: b-tgi-llama2-k9s-download.log, https://github.com/huggingface/text-generation-inference/issues/653)
+        P(r"\bDownload file: \S+", "download"),
+        P(r"\bDownloaded \S+ in [\d:.]+", "download", weak=True),
+        P(r"Successfully downloaded weights", "download", weak=True),
         P(r"\bStarting shard\b(?! rank=\d+ failed)", "weights_loading"),
         P(r"Waiting for shard to be ready", "weights_loading", weak=True),
         P(r"Server started at unix://", "weights_loaded", weak=True),
@@ -73,7 +78,7 @@ TGI = EngineProfile(
     ),
     progress_markers=(
         ProgressMarker(
-            r"Downloaded \S+ in [\d:.]+s?\. \((?P<done>\d+)/(?P<total>\d+)\)", "download", "process_start"
+            r"Downloaded \S+ in [\d:.]+s?\. \((?P<done>\d+)/(?P<total>\d+)\)", "download", "download"
         ),
     ),
     failure_signatures=(

@@ -64,6 +64,11 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"vLLM is using nccl==", "distributed_init"),
     P(r"^rank \d+ in world size \d+ is assigned as ", "distributed_init"),
     P(r"^Starting to load model ", "weights_loading"),
+    # a hub id's weights fetched (model_loader/weight_utils.py download_weights_from_hf, printed when the fetch took
+    # over 0.5 s): "Time spent downloading weights for deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B: 508.576789
+    # seconds" (https://github.com/vllm-project/vllm/issues/20891 and /17676: no progress bar meanwhile, the hub
+    # cache's growth is the only sign). It comes after "Starting to load model": that span was the download's.
+    P(r"^Time spent downloading weights for \S+: [\d.]+ seconds", "download"),
     P(r"^Loading model weights(?! took)|^Loading model from ", "weights_loading"),
     P(r"^Loading drafter model", "weights_loading"),
     P(r"^Loading weights took [\d.]+ seconds", "weights_loaded", weak=True),

@@ -74,6 +74,8 @@ class ConsoleReporter(QuietReporter):
         text = ev.message
         if ev.type == "phase":
             text = f"{ev.message}" + (" (from the readiness probes)" if ev.data.get("source") == "probe" else "")
+            if ev.data.get("relabel"):
+                text += f" (the {ev.data['relabel']} said before it had not begun: the weights are being fetched)"
         elif ev.type == "level":
             text = f"{ev.message} holds: {ev.data.get('detail', '')}"
         elif ev.type == "lost":

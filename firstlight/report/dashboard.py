@@ -67,7 +67,10 @@ class DashboardState:
 
     def event(self, ev: Event) -> None:
         if ev.type == "phase":
-            self.phases.append((ev.message, ev.t))
+            if ev.data.get("relabel") and self.phases and self.phases[-1][0] == ev.data["relabel"]:
+                self.phases[-1] = (ev.message, self.phases[-1][1])  # the same span, renamed from where it began
+            else:
+                self.phases.append((ev.message, ev.t))
         elif ev.type == "level":
             self.levels.setdefault(ev.message, ev.t)
         elif ev.type == "lost":

@@ -8,6 +8,15 @@ from firstlight.formats import duration, size
 
 def progress_parts(p: Progress) -> list[str]:
     parts = []
+    if p.download_bytes is not None or p.download_fraction is not None:
+        d = "download"
+        if p.download_fraction is not None:
+            d += f" {p.download_fraction * 100:.0f}%"
+        if p.download_bytes is not None:
+            d += f" {size(p.download_bytes)}"
+        if p.download_rate:
+            d += f" at {size(p.download_rate)}/s"
+        parts.append(d)
     if p.weights_fraction is not None:
         w = f"weights {p.weights_fraction * 100:.0f}%"
         if p.weights_bytes and p.weights_source == "disk":

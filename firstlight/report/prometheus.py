@@ -246,7 +246,10 @@ class PrometheusExporter(QuietReporter):
     def event(self, ev: Event, a: Assessment) -> None:
         if ev.type == "phase" and ev.message in PHASES:
             self.phase.state(ev.message)
-            self._phases.append((ev.message, ev.t))
+            if ev.data.get("relabel") and self._phases and self._phases[-1][0] == ev.data["relabel"]:
+                self._phases[-1] = (ev.message, self._phases[-1][1])  # the same span, renamed from where it began
+            else:
+                self._phases.append((ev.message, ev.t))
 
     def status(self, a: Assessment) -> None:
         p = a.progress

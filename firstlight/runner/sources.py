@@ -17,6 +17,7 @@ import psutil
 
 from firstlight.config import Config
 from firstlight.engines import ServerCommand, read_command
+from firstlight.engines.command import flag_value
 from firstlight.engines.profile import Endpoints
 from firstlight.preflight.disk import mount_of
 from firstlight.preflight.pagecache import resident_bytes
@@ -26,6 +27,7 @@ from firstlight.runner.launcher import LaunchError, ServerProcess
 from firstlight.runner.serving import worker_listener
 from firstlight.samplers.base import Backoff, Guard, Sampler, Source, idle_cap
 from firstlight.samplers.gpu import GpuSampler
+from firstlight.samplers.hub import HubCacheSampler, hub_cache, hub_id, model_folder
 from firstlight.samplers.logs import FileFollower, PipeReader
 from firstlight.samplers.models_sse import ModelsSSE, is_router
 from firstlight.samplers.oom import OomTraces
@@ -97,6 +99,9 @@ class Sources:
             processes.backoff = Backoff(self.cfg.sample_interval, idle_cap(self.cfg.judge.stall_timeout))
             self.samplers.append(processes)
         self.samplers.append(GpuSampler(self.cfg.sample_interval, clock=self.clock))
+        hub = self.hub_sampler()
+        if hub is not None:
+            self.samplers.append(hub)
         for s in self.samplers:
             self._start(s)
         self._engine_streams()
@@ -131,6 +136,21 @@ class Sources:
             return ProcessTreeSampler(self.server.pid, self.cfg.sample_interval, self.server.poll, self.clock,
                                       self.server.descendants, self.server.note_left_group, self.oom)
         return ProcessTreeSampler(self.pid, self.cfg.sample_interval, None, self.clock, oom=self.oom)
+
+    def hub_sampler(self) -> Sampler | None:
+        """The model's folder in the Hugging Face hub cache, when the command names a hub id (not a path on this
+        machine, nor a model inside a container): its growth is the download's progress."""
+        cmd = self.command if self.command is not None else server_command(self.cfg)
+        repo = hub_id(cmd.model) if not cmd.image and not self.cfg.model_path else None
+        if repo is None:
+            return None
+        # vLLM's and SGLang's --download-dir is the cache huggingface_hub is given (its cache_dir)
+        download_dir = flag_value(list(cmd.server), ("--download-dir",))
+        cache = Path(download_dir).expanduser() if download_dir else hub_cache(cmd.env or os.environ)
+        folder = model_folder(cache, repo)
+        sampler = HubCacheSampler(folder, self.cfg.sample_interval, self.clock)
+        sampler.backoff = Backoff(self.cfg.sample_interval, idle_cap(self.cfg.judge.stall_timeout))
+        return sampler
 
     def oom_evidence(self) -> tuple[str, ...]:
         """The OOM-kill traces since the watch began (none without a process to watch)."""

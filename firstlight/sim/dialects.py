@@ -40,6 +40,7 @@ SGLANG = Dialect(
         "dist_init": "Init torch distributed begin.",
         "dist_end": "Init torch distributed ends. mem usage=0.00 GB",
         "weights_begin": "Load weight begin. avail mem=78.50 GB",
+        "download_done": "",
         "shards": "Loading safetensors checkpoint shards: {pct:3d}% Completed | {done}/{total} "
                   "[00:{elapsed:02d}<00:00,  1.00it/s]",
         "weights_end": "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=62.10 GB, "
@@ -80,6 +81,7 @@ VLLM = Dialect(
         "dist_init": "world_size=1 rank=0 local_rank=0 distributed_init_method=tcp://127.0.0.1:45678 backend=nccl",
         "dist_end": "vLLM is using nccl==2.21.5",
         "weights_begin": "Starting to load model {model}...",
+        "download_done": "Time spent downloading weights for {model}: {secs:.6f} seconds",
         "shards": "Loading safetensors checkpoint shards: {pct:3d}% Completed | {done}/{total} "
                   "[00:{elapsed:02d}<00:00,  1.00it/s]",
         "weights_end": "Loading weights took {secs:.2f} seconds",

@@ -29,6 +29,15 @@ class ReadWeights:
 
 
 @dataclass(frozen=True)
+class Download:
+    """Fetch the model from the hub as huggingface_hub does: a ``blobs/*.incomplete`` file in the hub cache
+    (``$HF_HUB_CACHE``) that grows, then renamed whole and linked from the snapshot, whose weights are then read."""
+
+    quiet: bool = False  # print no download lines (vLLM's own fetch shows no bar)
+    stall: bool = False  # the bytes stop arriving halfway, and nothing else moves (a dead connection)
+
+
+@dataclass(frozen=True)
 class Burn:
     seconds: float  # CPU-bound work (compilation, graph capture)
     progress_key: str | None = None  # print this dialect line with progress while burning
@@ -83,8 +92,8 @@ class Spin:
     """Busy-wait forever on one core (a deadlocked NCCL init), nothing else."""
 
 
-Step = (Log | Listen | ReadWeights | Burn | Sleep | Workers | KillWorker | Ready | Crash | Hang | Spin | DummyHealth
-        | Join)
+Step = (Log | Listen | Download | ReadWeights | Burn | Sleep | Workers | KillWorker | Ready | Crash | Hang | Spin
+        | DummyHealth | Join)
 
 
 def _prelude(workers: int = 0) -> list[Step]:
@@ -149,6 +158,13 @@ def _scenario(name: str, load_s: float, workers: int) -> list[Step]:
         "worker_dies": [*_prelude(max(workers, 2)), Log("weights_begin"), ReadWeights(load_s / 2), KillWorker(),
                         Hang()],
     }
+    # The weights fetched from the hub before they are read: a growing .incomplete file in the hub cache, with
+    # huggingface_hub's bars (download), without any line (download_quiet), or stopping halfway (download_stall).
+    for key, fetch in (("download", Download()), ("download_quiet", Download(quiet=True)),
+                        ("download_stall", Download(quiet=True, stall=True))):
+        match[key] = ([*prelude, Log("weights_begin"), fetch] if fetch.stall else
+                       [*prelude, Log("weights_begin"), fetch, ReadWeights(load_s), *_loaded(), *_http(),
+                        Ready(), Log("ready")])
     # The anatomy's fixtures: 3 s with nothing moving (distributed init), the weights read at a known rate
     # (sleep-paced: the disk's pace; spin-paced: a CPU-bound loader), 2 s of CPU in the KV-cache phase.
     anatomy: list[Step] = [Log("args"), Log("dist_init"), Sleep(3.0), Log("dist_end"), Log("weights_begin")]
@@ -175,4 +191,4 @@ def _scenario(name: str, load_s: float, workers: int) -> list[Step]:
 
 SCENARIOS = ("normal", "slow_first_request", "crash_oom", "gpu_occupied", "hang", "hang_after_load", "busy_wait",
              "slow_disk_silent", "worker_dies", "demo", "anatomy_disk", "anatomy_cpu", "restored", "woken",
-             "attached")
+             "attached", "download", "download_quiet", "download_stall")

@@ -12,6 +12,7 @@ Run: ``python -m firstlight.sim --scenario normal --port 8000 --model-path DIR``
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import signal
 import socket
@@ -29,6 +30,7 @@ from firstlight.sim.scenarios import (
     SCENARIOS,
     Burn,
     Crash,
+    Download,
     DummyHealth,
     Hang,
     Join,
@@ -81,6 +83,7 @@ class Sim:
         self.lineno = 0
         self.peers: list[socket.socket] = []  # a multi-node start's connections: the head's accepted, a node's own
         self.head_socket: socket.socket | None = None
+        self.weights_dir: str | None = None  # the downloaded snapshot, once fetched (else --model-path)
 
     # -- output --------------------------------------------------------------------------------------------
     def say(self, key: str, stream: str = "stderr", end: str = "\n", **kw: Any) -> None:
@@ -123,6 +126,8 @@ class Sim:
                 self.do(Spin())
         elif isinstance(step, Listen):
             self.listen()
+        elif isinstance(step, Download):
+            self.download(step)
         elif isinstance(step, ReadWeights):
             self.read_weights(step)
         elif isinstance(step, Burn):
@@ -233,7 +238,7 @@ class Sim:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def read_weights(self, step: ReadWeights) -> None:
-        files = _weight_files(self.args.model_path)
+        files = _weight_files(self.weights_dir or self.args.model_path)
         total = sum(f.stat().st_size for f in files)
         if not files or total == 0:
             time.sleep(step.seconds)
@@ -257,6 +262,50 @@ class Sim:
                 pct = (i + 1) * 100 // len(files)
                 self.say("shards", end="\n" if i + 1 == len(files) else "\r", pct=pct, done=i + 1,
                          total=len(files), elapsed=int(time.monotonic() - t0))
+
+    def download(self, step: Download) -> None:
+        """The model (``--model-path``, a hub id) fetched into the hub cache as huggingface_hub writes it: a blob
+        named by its hash with ``.incomplete`` that grows over ``--download-seconds``, renamed whole, linked from
+        ``snapshots/REV/model.safetensors``; its lines are huggingface_hub's tqdm bars."""
+        repo = self.args.model_path or "sim-org/sim-model"
+        cache = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or
+                                                            "~/.cache/huggingface").expanduser() / "hub")
+        folder = cache / ("models--" + repo.replace("/", "--"))
+        blobs = folder / "blobs"
+        blobs.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256(repo.encode()).hexdigest()
+        part = blobs / f"{digest}.incomplete"
+        size, steps = max(1, self.args.download_bytes), 20
+        name, total_mb = "model.safetensors", size / 1e6
+
+        def bar(text: str, end: str = "\n") -> None:
+            if not step.quiet:
+                sys.stderr.write(text + end)
+                sys.stderr.flush()
+
+        bar("Fetching 1 files:   0%|          | 0/1 [00:00<?, ?it/s]")
+        with open(part, "wb") as fh:
+            for i in range(steps):
+                if step.stall and i == steps // 2:
+                    threading.Event().wait()  # the connection died: no byte, no line, no CPU from here on
+                fh.write(b"\0" * (size * (i + 1) // steps - size * i // steps))
+                fh.flush()
+                pct = (i + 1) * 100 // steps
+                bar(f"{name}: {pct:3d}%|{'#' * (pct // 10):<10}| {total_mb * (i + 1) / steps:.1f}M/{total_mb:.1f}M "
+                    f"[00:01<00:01, 1.00MB/s]", "\n" if i + 1 == steps else "\r")
+                time.sleep(self.args.download_seconds / steps)
+        blob = blobs / digest
+        part.replace(blob)
+        snapshot = folder / "snapshots" / ("0" * 40)
+        snapshot.mkdir(parents=True, exist_ok=True)
+        link = snapshot / name
+        if not link.exists():
+            link.symlink_to(os.path.relpath(blob, snapshot))
+        (folder / "refs").mkdir(exist_ok=True)
+        (folder / "refs" / "main").write_text("0" * 40)
+        bar("Fetching 1 files: 100%|##########| 1/1 [00:02<00:00,  2.00s/it]")
+        self.say("download_done", secs=self.args.download_seconds)
+        self.weights_dir = str(snapshot)
 
     def burn(self, step: Burn) -> None:
         t0 = time.monotonic()
@@ -344,6 +393,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="after printing this dialect line (e.g. kv_cache), busy-wait forever on one core: a hang "
                          "in that phase (default: $FIRSTLIGHT_SIM_SPIN_AFTER; the variable hangs a start without "
                          "changing its command line, as a deadlock would)")
+    ap.add_argument("--download-seconds", type=float, default=2.0,
+                    help="download scenarios: how long the weights take to arrive in the hub cache ($HF_HUB_CACHE)")
+    ap.add_argument("--download-bytes", type=int, default=4 << 20,
+                    help="download scenarios: the size of the weights file fetched (--model-path is the hub id)")
     ap.add_argument("--workers", type=int, default=0, help="worker processes to fork (TP ranks)")
     ap.add_argument("--node-rank", type=int, default=0,
                     help="this node's rank in a multi-node start (SGLang: rank >= 1 serves only a dummy health server)")

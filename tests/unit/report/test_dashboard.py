@@ -41,3 +41,14 @@ def test_once_the_engine_says_weights_are_loaded_the_bar_is_full_without_an_eta(
         state.assessment = judge.assess(o.t)
     weights = next(line for line in draw(state).splitlines() if line.startswith("weights"))
     assert "loaded" in weights and "ETA" not in weights and "read from disk" in weights
+
+
+def test_a_load_renamed_download_is_one_span_from_where_it_began():
+    from firstlight.assessment import Event
+
+    state = DashboardState()
+    state.started({"started_at": 10.0, "engine": "vllm", "url": "http://x", "pid": 1})
+    state.event(Event(12.0, "phase", "weights_loading"))
+    state.event(Event(15.0, "phase", "download", {"relabel": "weights_loading"}))
+    state.event(Event(30.0, "phase", "weights_loading"))
+    assert state.phases == [("process_start", 10.0), ("download", 12.0), ("weights_loading", 30.0)]

@@ -138,6 +138,19 @@ def test_phase_seconds_follow_the_start_then_its_result(exporter):  # noqa: F811
     assert m['firstlight_phase_seconds{"phase": "ready"}'] == 0.0
 
 
+def test_a_load_renamed_download_counts_as_the_download_from_where_it_began(exporter):  # noqa: F811
+    ex, port = exporter
+    ex.started({"started_at": 1000.0, "engine": "vllm"})
+    a = Assessment("starting", "download", Level.PROCESS, 12.0, [], Progress())
+    ex.event(Event(1002.0, "phase", "weights_loading"), a)
+    ex.event(Event(1005.0, "phase", "download", {"relabel": "weights_loading"}), a)
+    ex.status(a)
+    m = _samples(port)
+    assert m['firstlight_phase_seconds{"phase": "download"}'] == 10.0  # from 1002, where the load line began it
+    assert m.get('firstlight_phase_seconds{"phase": "weights_loading"}', 0.0) == 0.0
+    assert m['firstlight_phase{"firstlight_phase": "download"}'] == 1.0
+
+
 def test_without_deployment_the_info_takes_the_histories_deployment_hash():
     port = free_port()
     ex = PrometheusExporter(port)
