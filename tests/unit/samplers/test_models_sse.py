@@ -534,3 +534,9 @@ def test_a_connection_is_dropped_only_past_the_cap_of_bytes_without_an_event(siz
     _, said, _ = _follow(200, chunks)
     assert said == (None if dropped is None else
                     f"/models/sse: {dropped} bytes without an event; read again after a pause")
+
+
+@pytest.mark.parametrize("field", ["data: ", "data:", "data:  "])
+def test_an_events_data_is_read_with_or_without_spaces_after_its_field_name(field: str):
+    _, _, got = _follow(200, [f'{field}{{"model": "m", "data": {{"status": "loading"}}}}\n'.encode()])
+    assert [(o.stage, o.mark) for o in got if isinstance(o, EngineClock)] == [("load", "begin")]
