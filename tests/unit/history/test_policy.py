@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from firstlight.bench.metrics import RequestResult, summarize
+from firstlight.engines.profile import COMPILE_FACTORS
 from firstlight.history import DeploymentKey, History
 from firstlight.history.policy import (
     DIRECTION,
@@ -16,6 +18,7 @@ from firstlight.history.policy import (
     SLOW_NODE_MARGIN,
     SLOW_NODE_STARTS,
     VERSION_MARGIN,
+    Regression,
     StartEstimate,
     base_type,
     compile_key_change,
@@ -332,3 +335,70 @@ def test_a_compile_cache_miss_with_the_same_key_says_the_cache_is_gone():
 def test_no_compile_key_note_without_a_miss_and_an_earlier_hit_to_compare(mine: dict[str, Any],
                                                                           earlier: list[Any]):
     assert compile_key_change(mine["cache"], earlier) is None
+
+
+# -- each part of a compile key, each damaged record, each message as said -------------------------------------------
+@pytest.mark.parametrize("part", ["key", *COMPILE_FACTORS])
+def test_a_compile_cache_miss_names_each_part_of_its_key_that_changed(part: str):
+    said = compile_key_change(_cache("miss", **{part: "new1"})["cache"], [("cold", _cache("hit", **{part: "old0"}))])
+    assert said is not None and said.startswith(f"compile cache miss: its key changed since the last start that hit "
+                                                f"it ({part} old0 -> new1)")
+
+
+@pytest.mark.parametrize("part", ["key", *COMPILE_FACTORS])
+def test_a_compile_cache_miss_with_each_part_of_the_key_unchanged_says_the_cache_is_gone(part: str):
+    said = compile_key_change(_cache("miss", **{part: "ab12"})["cache"], [("cold", _cache("hit", **{part: "ab12"}))])
+    assert said == (f"compile cache miss with the key the last hit had ({part} ab12): the cache was emptied, or is "
+                    "not on this node's disk")
+
+
+def test_a_compile_cache_miss_with_the_same_key_names_every_part_it_compared():
+    key = {"key": "8c9f", "env": "ab12", "code": "77"}
+    said = compile_key_change(_cache("miss", **key)["cache"], [("cold", _cache("hit", **key))])
+    assert said == ("compile cache miss with the key the last hit had (key 8c9f, env ab12, code 77): the cache was "
+                    "emptied, or is not on this node's disk")
+
+
+@pytest.mark.parametrize("damaged", [["a list"], "a text", 3])
+def test_an_earlier_start_whose_anatomy_is_not_a_record_is_passed_over(damaged: object):
+    earlier = [("cold", damaged), ("cold", _cache("hit", key="8c9f"))]
+    said = compile_key_change(_cache("miss", key="3069")["cache"], earlier)
+    assert said is not None and "(key 8c9f -> 3069)" in said
+
+
+@pytest.mark.parametrize("key", ["8c9f", ["8c9f"], 3])
+def test_a_compile_key_that_is_not_a_record_of_its_parts_names_no_change(key: object):
+    mine = {"compile_cache": "miss", "compile_key": key}
+    assert compile_key_change(mine, [("cold", _cache("hit", key="0000"))]) is None
+
+
+@pytest.mark.parametrize(("errors", "said"), [([0.1], "forecasts of 1 start: "),
+                                              ([0.1, 0.2], "forecasts of 2 starts: "),
+                                              ([0.1, 0.2, 0.3], "forecasts of 3 starts: ")])
+def test_a_forecast_accuracy_counts_its_starts_in_words(errors: list[float], said: str):
+    (acc,) = forecast_accuracy([("a", e) for e in errors])
+    assert acc["message"].startswith(said)
+
+
+def test_a_slow_node_among_untyped_starts_is_named_with_the_untyped_type():
+    (slow,) = slow_nodes([("d", None, n, t) for n, ts in (("a", [100.0] * 3), ("b", [200.0] * 3)) for t in ts])
+    assert (slow["node"], slow["start_type"]) == ("b", "untyped") and "node b: untyped starts" in slow["message"]
+
+
+def test_a_node_with_too_few_starts_does_not_hide_the_nodes_after_it():
+    got = slow_nodes(_fleet(a=[300.0], b=[100.0] * 3, c=[200.0] * 3, d=[100.0] * 3))
+    assert [s["node"] for s in got] == ["c"]  # a: one start, not yet; b and d: the fleet
+
+
+def test_a_node_is_compared_with_a_sub_second_fleet_but_never_with_one_of_no_time():
+    assert [s["node"] for s in slow_nodes(_fleet(a=[0.5] * 3, b=[1.0] * 3))] == ["b"]
+    assert slow_nodes(_fleet(a=[0.0] * 3, b=[1.0] * 3)) == []  # a fleet of 0 s: no ratio
+
+
+def test_a_regression_and_an_estimate_as_records_carry_every_field_and_the_message():
+    r = Regression("cold_start_s", 60.0, 40.0, 1.5, 0.1, 3, None, start_type="cold")
+    assert r.to_dict() == {**dataclasses.asdict(r), "message": r.message}
+    assert r.to_dict()["message"].startswith("cold_start_s 60 vs baseline 40 (median of 3 cold runs)")
+    e = StartEstimate(30.0, 2, "cold", {"cold": 2}, "ETA from 2 cold starts")
+    assert e.to_dict() == {"seconds": 30.0, "runs": 2, "start_type": "cold", "from_types": {"cold": 2},
+                           "note": "ETA from 2 cold starts"}

@@ -33,3 +33,8 @@ def test_every_router_environment_variable_is_router_mode(name: str):
                                   ["llama-server", "--model", "models-dir"]])
 def test_a_command_without_a_router_option_is_not_router_mode(argv: list[str]):
     assert not is_router(argv, {"LLAMA_ARG_MODEL": "/srv/models/m.gguf"})
+
+
+@pytest.mark.parametrize("flag", ROUTER_FLAGS)
+def test_a_router_flag_whose_value_holds_an_equals_sign_is_router_mode(flag: str):
+    assert is_router(["llama-server", f"{flag}=/srv/models/a=b"], {})  # the flag is what comes before the first =
