@@ -19,11 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from firstlight.assessment import Assessment, Event
+from firstlight.assessment import Assessment
 from firstlight.containers.runtime import Container
 from firstlight.containers.watch import EXIT_SETTLE_S, Tracker
 from firstlight.report.base import Reporter
-from firstlight.runner.restarts import HeldReporter, Loop, Step
+from firstlight.runner.restarts import HeldReporter, Loop, Step, report_attempt
 from firstlight.runner.session import Outcome, Session
 from firstlight.vocab import FAILED, HUNG, INTERRUPTED
 
@@ -39,7 +39,7 @@ class ContainerStart:
     container: Container
 
 
-@dataclass(frozen=True)
+@dataclass
 class ContainerAttempt:
     number: int
     started_at: str | None  # the runtime's StartedAt of this start
@@ -139,16 +139,8 @@ class ContainerAttempts:
 
     def _report_attempt(self) -> None:
         a = self.attempts[-1]
-        first = a.evidence[0]["value"] if a.evidence else ""
-        message = (f"attempt {a.number} (started {a.started_at}) {a.verdict} in phase {a.phase}"
-                   + (f" [{a.failure}]" if a.failure else "") + (f": {first}" if first else "")
-                   + f"; watching the container's next start ({a.number + 1} of at most {self.max_attempts})")
-        data = {"attempt": a.number, "started_at": a.started_at, "verdict": a.verdict, "failure": a.failure,
-                "hint": a.hint, "evidence": a.evidence}
-        if self._last_assessment is not None:
-            self.reporter.event(Event(a.ended_at or self.clock(), "attempt", message, data), self._last_assessment)
-        else:
-            self.reporter.message(message)
+        report_attempt(self.reporter, self._last_assessment, a, f"started {a.started_at}",
+                       {"started_at": a.started_at}, "the container's next start", self.max_attempts, self.clock())
 
     def _facts(self) -> dict[str, Any]:
         c = self.tracker.last or self.first

@@ -16,9 +16,10 @@ import signal
 import threading
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from firstlight.report.base import ForwardingReporter
+from firstlight.assessment import Assessment, Event
+from firstlight.report.base import ForwardingReporter, Reporter
 from firstlight.result import RunResult
 from firstlight.runner.guard import install_stop_handlers
 from firstlight.runner.session import Outcome
@@ -106,3 +107,32 @@ class HeldReporter(ForwardingReporter):
 
     def close(self) -> None:
         pass
+
+
+class Attempt(Protocol):
+    """What an attempt's report reads of it (a unit's, a container's)."""
+
+    number: int
+    verdict: str
+    phase: str
+    failure: str | None
+    hint: str | None
+    evidence: list[dict[str, Any]]
+    ended_at: float | None
+
+
+def report_attempt(reporter: Reporter, assessment: Assessment | None, a: Attempt, name: str,
+                   ident: dict[str, Any], next_one: str, max_attempts: int, now: float) -> None:
+    """A failed or hung attempt that another follows: an ``attempt`` event with its verdict and evidence (a plain
+    message where no assessment was made). ``name``: how the message names it; ``ident``: its identity in the
+    event's data (``invocation``, ``started_at``); ``next_one``: what the watch waits for now."""
+    first = a.evidence[0]["value"] if a.evidence else ""
+    message = (f"attempt {a.number} ({name}) {a.verdict} in phase {a.phase}"
+               + (f" [{a.failure}]" if a.failure else "") + (f": {first}" if first else "")
+               + f"; watching {next_one} ({a.number + 1} of at most {max_attempts})")
+    data = {"attempt": a.number, **ident, "verdict": a.verdict, "failure": a.failure, "hint": a.hint,
+            "evidence": a.evidence}
+    if assessment is not None:
+        reporter.event(Event(a.ended_at or now, "attempt", message, data), assessment)
+    else:
+        reporter.message(message)

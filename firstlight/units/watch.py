@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from firstlight.assessment import Assessment, Event
+from firstlight.assessment import Assessment
 from firstlight.config import Config
 from firstlight.engines.profile import EngineProfile
 from firstlight.history.store import HistoryError
@@ -35,7 +35,7 @@ from firstlight.redact import Redactor
 from firstlight.report.base import Reporter
 from firstlight.result import RunResult
 from firstlight.runner.after_ready import deployment_key, open_history
-from firstlight.runner.restarts import HeldReporter, Loop, Step
+from firstlight.runner.restarts import HeldReporter, Loop, Step, report_attempt
 from firstlight.runner.session import Outcome, Session
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.oom import OomTraces, memory_dirs
@@ -317,16 +317,8 @@ class UnitWatch:
     # -- reporting -------------------------------------------------------------------------------------------
     def _report_attempt(self, outcome: Outcome) -> None:
         a = self.attempts[-1]
-        first = a.evidence[0]["value"] if a.evidence else ""
-        message = (f"attempt {a.number} ({a.invocation}) {a.verdict} in phase {a.phase}"
-                   + (f" [{a.failure}]" if a.failure else "") + (f": {first}" if first else "")
-                   + f"; watching systemd's next attempt ({a.number + 1} of at most {self.opts.max_attempts})")
-        data = {"attempt": a.number, "invocation": a.invocation, "verdict": a.verdict, "failure": a.failure,
-                "hint": a.hint, "evidence": a.evidence}
-        if self._last_assessment is not None:
-            self.reporter.event(Event(a.ended_at or self.clock(), "attempt", message, data), self._last_assessment)
-        else:
-            self.reporter.message(message)
+        report_attempt(self.reporter, self._last_assessment, a, a.invocation, {"invocation": a.invocation},
+                       "systemd's next attempt", self.opts.max_attempts, self.clock())
 
     def _unit_facts(self) -> dict[str, Any]:
         return {"name": self.opts.unit, "invocation": self.attempts[-1].invocation if self.attempts else None,

@@ -6,12 +6,17 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
+from firstlight.assessment import Assessment, Event, Progress
+from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
-from firstlight.runner.restarts import Loop, Step
+from firstlight.runner.restarts import Loop, Step, report_attempt
 from firstlight.runner.session import Outcome
+from firstlight.timeline import Level
 
 
 def outcome(verdict: str) -> Outcome:
@@ -91,3 +96,53 @@ def test_a_stop_signal_between_starts_sets_stop_names_itself_and_the_handlers_ar
     assert last is not None and last.verdict == "ready" and loop.count == 2  # the start found is still watched
     assert ("next", 2) not in s.calls  # and the loop ends before waiting for another
     assert signal.getsignal(stop) == before
+
+
+@dataclass
+class Tried:
+    number: int = 2
+    verdict: str = "failed"
+    phase: str = "weights_loading"
+    failure: str | None = "oom"
+    hint: str | None = "lower --gpu-memory-utilization"
+    evidence: list[dict[str, Any]] = field(default_factory=lambda: [{"signal": "log", "value": "CUDA out of memory"}])
+    ended_at: float | None = 42.0
+
+
+class Told(QuietReporter):
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.messages: list[str] = []
+
+    def event(self, ev: Event, a: Assessment) -> None:
+        self.events.append(ev)
+
+    def message(self, text: str) -> None:
+        self.messages.append(text)
+
+
+ASSESSED = Assessment("failed", "weights_loading", Level.PROCESS, 10.0, [], Progress())
+
+
+def test_an_attempt_is_reported_with_its_verdict_evidence_and_what_the_watch_waits_for() -> None:
+    told = Told()
+    report_attempt(told, ASSESSED, Tried(), "inv-2", {"invocation": "inv-2"}, "systemd's next attempt", 3, 99.0)
+    [ev] = told.events
+    assert (ev.t, ev.type) == (42.0, "attempt") and not told.messages
+    assert ev.message == ("attempt 2 (inv-2) failed in phase weights_loading [oom]: CUDA out of memory; "
+                          "watching systemd's next attempt (3 of at most 3)")
+    assert ev.data == {"attempt": 2, "invocation": "inv-2", "verdict": "failed", "failure": "oom",
+                       "hint": "lower --gpu-memory-utilization",
+                       "evidence": [{"signal": "log", "value": "CUDA out of memory"}]}
+    assert list(ev.data)[:2] == ["attempt", "invocation"]
+
+
+def test_an_attempt_without_evidence_failure_end_or_assessment_is_a_plain_message_at_now() -> None:
+    told = Told()
+    bare = Tried(number=1, verdict="hung", failure=None, evidence=[], ended_at=None)
+    report_attempt(told, ASSESSED, bare, "started T1", {"started_at": "T1"}, "the next start", 2, 99.0)
+    assert told.events[0].t == 99.0
+    assert told.events[0].message == "attempt 1 (started T1) hung in phase weights_loading; watching the next start " \
+                                     "(2 of at most 2)"
+    report_attempt(told, None, bare, "started T1", {"started_at": "T1"}, "the next start", 2, 99.0)
+    assert told.messages == [told.events[0].message] and len(told.events) == 1
