@@ -20,6 +20,7 @@ from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
 from firstlight.runner.restarts import Step
 from firstlight.runner.session import Outcome
+from firstlight.settings import NUMBERS
 from firstlight.timeline import Level
 
 
@@ -201,7 +202,36 @@ def test_a_stop_signal_between_attempts_is_the_watchs_interrupted_verdict():
 
     a.next_start = stopped_while_waiting  # type: ignore[method-assign]
     out = a.run()
-    assert out.verdict == "interrupted" and out.exit_code == 130
+    assert out.verdict == "interrupted" and out.exit_code == 130 and out.result.ended_at == 100.0  # its clock
     assert out.result.evidence[0]["value"] == "SIGTERM received while waiting for the container's next start"
     assert out.result.container is not None and [x["verdict"] for x in out.result.container["attempts"]] == ["failed"]
     assert seen.summaries == [out.result]
+
+
+def test_the_librarys_defaults_are_the_clis():
+    tracker = Tracker(Runtime(state("T1")), ref="x")  # type: ignore[arg-type]
+    a = ContainerAttempts(tracker, state("T1"), lambda c, r: None, Seen())  # type: ignore[arg-type]
+    assert a.max_attempts == NUMBERS["max_attempts"].default == 1
+    assert a.restart_wait == NUMBERS["restart_wait"].default
+    assert a.fail_on_regression is False and not a.stop.is_set() and a.attempts == []
+
+
+@pytest.mark.parametrize(("fail_on_regression", "code"), [(False, 0), (True, 4)])
+def test_a_regression_exits_by_fail_on_regression(fail_on_regression: bool, code: int):
+    out = attempts(Runtime(state("T1")), state("T1"), ["regression"], Seen(),
+                   fail_on_regression=fail_on_regression).run()
+    assert out.verdict == "regression" and out.exit_code == code == out.result.exit_code(fail_on_regression)
+
+
+def test_the_facts_name_the_container_as_first_seen_before_any_inspect_and_no_policy_as_no():
+    first = state("T1", policy="")
+    tracker = Tracker(Runtime(first), ref=first.id)  # type: ignore[arg-type]
+    a = ContainerAttempts(tracker, first, lambda c, r: Judged("ready", r, "T1"), Seen(),  # type: ignore[arg-type]
+                          clock=lambda: 100.0)
+    c = a.run().result.container
+    assert c is not None and (c["name"], c["id"], c["restart_policy"]) == ("llm", "c0ffee" * 2, "no")
+    assert c["attempts"][0]["ended_at"] == 20.0 and c["attempts"][0]["verdict"] == "ready"
+    assert c["attempts"][0]["evidence"] == [{"signal": "log", "value": "CUDA out of memory in the start of T1",
+                                             "since": 19.0}]
+    assert (c["attempts"][0]["phase"], c["attempts"][0]["failure"], c["attempts"][0]["hint"]) == (
+        "weights_loading", None, None)
