@@ -85,6 +85,8 @@ def _from_history(path: Path | None, run_id: int | None) -> Found:
             run = h.get(run_id) if run_id is not None else next(iter(h.runs(limit=1)), None)
             # the phases' usual range: the deployment's good starts before this one, of its type
             usual = learn(h.start_anatomies(run.deployment, before=run.id), run.start_type).to_dict() if run else None
+            if usual is not None and run is not None:  # whose starts those are: this node's, or the fleet's
+                usual |= {"node": run.node, "nodes": h.start_nodes(run.deployment, run.start_type, before=run.id)}
     except HistoryError as e:
         raise UsageFailure(f"history: {e}") from None
     if run is None:

@@ -459,6 +459,22 @@ class History(Database):
             out.append((typed, anat if isinstance(anat, dict) else None))
         return out
 
+    def start_nodes(self, deployment: DeploymentKey | str, start_type: str | None = None, limit: int = 40,
+                    before: int | None = None) -> dict[str, int]:
+        """The nodes that made the good starts :meth:`start_anatomies` reads (those of ``start_type`` when there
+        are any), with how many each made: in a shared history, the fleet a start is compared with."""
+        node_col = "r.node" if self.schema >= 3 else "NULL"
+        rows = self._query(
+            f"SELECT {self._typed()}, {node_col} FROM runs r WHERE r.deployment = ? AND r.ok = 1 "
+            "AND r.kind IN ('up', 'watch') AND r.id < ? ORDER BY r.id DESC LIMIT ?",
+            (key_hash(deployment), before if before is not None else 2**62, limit))
+        typed = [r for r in rows if start_type is not None and _opt_str(r[0]) == start_type]
+        out: dict[str, int] = {}
+        for _, where in typed or rows:
+            name = _opt_str(where) or "unknown"
+            out[name] = out.get(name, 0) + 1
+        return out
+
     def expected_start(self, deployment: DeploymentKey | str, start_type: str | None = None
                        ) -> StartEstimate | None:
         """The ETA of a start of ``start_type`` (``firstlight.history.policy.estimate``): from past starts of that

@@ -37,7 +37,8 @@ def usual_lines(anat: dict[str, Any] | None, usual: dict[str, Any] | None) -> li
     if not anat or not anat.get("phases") or not isinstance(phases, dict) or not phases:
         return []
     kind = f" {said['start_type']}" if said.get("start_type") else ""
-    lines = [f"usual (earlier good{kind} starts of this deployment): phase, this start, their range, median"]
+    lines = [f"usual (earlier good{kind} starts of this deployment{_fleet(said)}): phase, this start, their range, "
+             "median"]
     for p in anat["phases"]:
         b = phases.get(p.get("name"))
         if not isinstance(b, dict) or not all(isinstance(b.get(k), int | float)
@@ -49,6 +50,17 @@ def usual_lines(anat: dict[str, Any] | None, usual: dict[str, Any] | None) -> li
         lines.append(f"  {p['name']:<17}{took:>8.1f}s  {b['min_s']:.1f}-{b['max_s']:.1f}s over {b.get('starts')} "
                      f"start{'s' if b.get('starts') != 1 else ''}, median {b['median_s']:.1f}s{mark}")
     return lines if len(lines) > 1 else []
+
+
+def _fleet(said: dict[str, Any]) -> str:
+    """Where the earlier starts ran, when a shared history holds other nodes' starts: the fleet's, named."""
+    nodes = said.get("nodes") if isinstance(said.get("nodes"), dict) else {}
+    here = said.get("node")
+    if not nodes or set(nodes) <= {here}:
+        return ""
+    named = ", ".join(f"{n} {c}" for n, c in sorted(nodes.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f", the fleet's: {len(nodes)} node{'s' if len(nodes) != 1 else ''} ({named})" + (
+        f"; this start on {here}" if here else "")
 
 
 def clock_lines(section: dict[str, Any] | None) -> list[str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from firstlight.budgets import learn
 from firstlight.history import DeploymentKey, History
 
@@ -45,3 +47,20 @@ def test_start_anatomies_before_a_run_are_the_older_ones_only(tmp_path: Path):
         assert [a["phases"][0]["seconds"] for _, a in h.start_anatomies(KEY, before=second) if a] == [40.0]
         assert h.start_anatomies(KEY, before=first) == []
         assert len(h.start_anatomies(KEY)) == 3
+
+
+def test_start_nodes_count_the_nodes_of_the_good_starts_of_the_type_else_of_all(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch):
+    with History(tmp_path / "h.sqlite3") as h:
+        for node, verdict, kind in (("gpu-a", "ready", "cold"), ("gpu-a", "ready", "cold"),
+                                    ("gpu-b", "ready", "cold"), ("gpu-c", "hung", "cold"),
+                                    ("gpu-d", "ready", "warm_page_cache")):
+            monkeypatch.setenv("FIRSTLIGHT_NODE", node)
+            last = h.record_run("up", _summary(verdict, kind, 40.0), KEY)
+        monkeypatch.setenv("FIRSTLIGHT_NODE", "gpu-e")
+        h.record_run("up", _summary("ready", "cold", 40.0), OTHER)  # another deployment
+        assert h.start_nodes(KEY, "cold") == {"gpu-a": 2, "gpu-b": 1}  # good cold starts only
+        assert h.start_nodes(KEY, "restored") == {"gpu-a": 2, "gpu-b": 1, "gpu-d": 1}  # none of it: all good ones
+        assert h.start_nodes(KEY, None) == {"gpu-a": 2, "gpu-b": 1, "gpu-d": 1}
+        assert h.start_nodes(KEY, "cold", before=last) == {"gpu-a": 2, "gpu-b": 1}
+        assert h.start_nodes(KEY, "cold", limit=2) == {"gpu-b": 1}  # the newest two: gpu-d's warm, gpu-b's cold

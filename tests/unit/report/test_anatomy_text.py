@@ -34,3 +34,17 @@ def test_each_phase_is_set_against_the_earlier_starts_range_and_median_and_an_ou
                                    {"phases": "damaged"}])
 def test_no_earlier_start_or_a_damaged_record_says_nothing(usual: Any):
     assert usual_lines(_anat(cuda_graph=1.0), usual) == []
+
+
+@pytest.mark.parametrize(("node", "nodes", "said"), [
+    ("gpu-a", {"gpu-a": 3, "gpu-b": 1}, ", the fleet's: 2 nodes (gpu-a 3, gpu-b 1); this start on gpu-a"),
+    ("gpu-c", {"gpu-b": 2}, ", the fleet's: 1 node (gpu-b 2); this start on gpu-c"),  # a new node's first start
+    (None, {"gpu-b": 1, "gpu-a": 1}, ", the fleet's: 2 nodes (gpu-a 1, gpu-b 1)"),
+    ("gpu-a", {"gpu-a": 2}, ""),  # this node's own starts only: no fleet to name
+    ("gpu-a", {}, ""),
+    ("gpu-a", "damaged", ""),
+])
+def test_the_header_names_the_fleet_when_other_nodes_made_the_earlier_starts(node: Any, nodes: Any, said: str):
+    usual = learn(EARLIER, "cold").to_dict() | {"node": node, "nodes": nodes}
+    assert usual_lines(_anat(cuda_graph=11.0), usual)[0] == (
+        f"usual (earlier good cold starts of this deployment{said}): phase, this start, their range, median")
