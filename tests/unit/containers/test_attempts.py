@@ -25,9 +25,9 @@ from firstlight.timeline import Level
 
 
 def state(started: str, status: str = "running", code: int | None = None, policy: str = "on-failure",
-          retries: int = 0, count: int = 0) -> Container:
+          retries: int = 0, count: int = 0, pid: int = 4242) -> Container:
     running = status == "running"
-    s: dict[str, Any] = {"Status": status, "Running": running, "Pid": 4242 if running else 0, "StartedAt": started}
+    s: dict[str, Any] = {"Status": status, "Running": running, "Pid": pid if running else 0, "StartedAt": started}
     if code is not None:
         s["ExitCode"] = code
     return Container.from_inspect({"Id": "c0ffee" * 8, "Name": "/llm", "State": s, "RestartCount": count,
@@ -76,8 +76,10 @@ class Judged:
 
     def __init__(self, verdict: str, reporter: Any, started: str) -> None:
         self.verdict, self.reporter, self.started = verdict, reporter, started
+        self.assessed_at: list[float] = []
 
     def run(self) -> Outcome:
+        self.reporter.message(f"judging the start of {self.started}")  # passed on: only verdicts are held
         r = RunResult(verdict=self.verdict, phase="weights_loading", started_at=10.0, ended_at=20.0, engine="vllm",
                       url="http://127.0.0.1:1", failure="oom" if self.verdict == "failed" else None,
                       evidence=({"signal": "log", "value": f"CUDA out of memory in the start of {self.started}",
@@ -87,16 +89,23 @@ class Judged:
         return Outcome(r, r.exit_code())
 
     def assess(self, now: float) -> Assessment:
+        self.assessed_at.append(now)
         return Assessment(self.verdict, "weights_loading", Level.PROCESS, 10.0, [], Progress())
 
 
+sessions: list[tuple[Judged, str | None]] = []  # each session made, and the start the tracker watched then
+
+
 def attempts(runtime: Runtime, first: Container, verdicts: list[str], seen: Seen, **kw: Any) -> ContainerAttempts:
-    tracker = Tracker(runtime, ref=first.id)  # type: ignore[arg-type]
+    # a clock that never moves: the runtime is asked only by a fresh inspect, never by the once-a-second cache
+    tracker = Tracker(runtime, ref=first.id, clock=lambda: 0.0)  # type: ignore[arg-type]
     tracker.last = first
     left = list(verdicts)
 
     def session(c: Container, reporter: Any) -> Any:
-        return Judged(left.pop(0), reporter, c.started_at or "?")
+        judged = Judged(left.pop(0), reporter, c.started_at or "?")
+        sessions.append((judged, tracker.watching))
+        return judged
 
     kw.setdefault("restart_wait", 5.0)
     return ContainerAttempts(tracker, first, session, seen, clock=lambda: 100.0, **kw)
@@ -235,3 +244,49 @@ def test_the_facts_name_the_container_as_first_seen_before_any_inspect_and_no_po
                                              "since": 19.0}]
     assert (c["attempts"][0]["phase"], c["attempts"][0]["failure"], c["attempts"][0]["hint"]) == (
         "weights_loading", None, None)
+
+
+def test_each_session_watches_its_own_start_reports_through_the_held_reporter_and_is_assessed_at_its_end():
+    sessions.clear()
+    runtime = Runtime(state("T1", "stopped", 3, retries=1), state("T2", count=1, retries=1),
+                      state("T2", "exited", 3, retries=1, count=1))
+    seen = Seen()
+    attempts(runtime, state("T1", retries=1), ["failed", "failed"], seen, max_attempts=3).run()
+    assert [w for _, w in sessions] == ["T1", "T2"]  # the tracker knows which start is watched
+    assert seen.messages == ["judging the start of T1", "judging the start of T2"]
+    assert [j.assessed_at for j, _ in sessions] == [[20.0], [20.0]]  # at the attempt's end
+
+
+def test_a_restart_is_waited_for_while_the_runtime_records_the_exit():
+    # still running at the first look, stopped with a restart due at the next: the watch goes on
+    a = attempts(Runtime(state("T1"), state("T1", "stopped", 3)), state("T1"), ["failed"], Seen(), max_attempts=3)
+    start = a.next_start(None)
+    assert start is not None and a.after(start, a.watch(start))[0] is Step.NEXT
+
+
+def test_a_stop_while_waiting_for_the_exit_brings_no_restart():
+    a = attempts(Runtime(state("T1")), state("T1"), ["failed"], Seen(), max_attempts=3)
+    start = a.next_start(None)
+    assert start is not None
+    out = a.watch(start)
+    a.stop.set()
+    assert a.after(start, out)[0] is Step.END
+
+
+@pytest.mark.parametrize("answer", [None, state("T1", "exited", 3, policy="no")], ids=["removed", "for-good"])
+def test_no_next_start_is_said_at_once_not_after_restart_wait(answer: Container | None):
+    a = attempts(Runtime(answer), state("T1"), [], Seen(), max_attempts=3, restart_wait=600)
+    guard = threading.Timer(20, a.stop.set)  # the bound of a wrong answer: never the 600 s
+    guard.start()
+    try:
+        assert a.next_start(a.next_start(None)) is None
+        assert not a.stop.is_set()  # found out, not cut off
+    finally:
+        guard.cancel()
+
+
+def test_a_new_start_running_without_a_pid_yet_is_waited_for():
+    runtime = Runtime(state("T1", "stopped", 3), state("T2", pid=0), state("T2"))
+    a = attempts(runtime, state("T1"), [], Seen(), max_attempts=3)
+    start = a.next_start(a.next_start(None))
+    assert start is not None and start.container.pid == 4242 and runtime.asked == 3
