@@ -41,6 +41,9 @@ LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
     P(r"^(?:main|srv\s+\w+): loading model$", "weights_loading"),
     P(r"load_model: loading model '", "weights_loading"),
     P(r"^llama_model_loader: loaded meta data", "weights_loading"),
+    # the model's metadata, printed as its file is read (older builds' llm_load_print_meta, newer print_info)
+    # (corpus: c-ollama-journal-deepseek-cudamalloc-panic)
+    P(r"^(?:llm_load_print_meta|print_info): ", "weights_loading", weak=True),
     P(r"^llama_(?:model_)?load_(?:model_)?from_file(?:_impl)?: using device", "weights_loading"),
     P(
         r"^(?:llm_)?load_tensors: (?:loading model tensors|offload|offloading|offloaded|using)",
@@ -88,6 +91,32 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
         "corrupt_weights",
         "not a GGUF file (or a truncated one): re-download or convert the model",
         True,
+    ),
+    # a tensor type this build does not know: a quantization format newer than the build (or another fork's)
+    # (corpus: c-llamacpp-invalid-ggml-type-42-bitnet)
+    S(
+        r"tensor '[^']+' has invalid ggml type \d+",
+        "quantization",
+        "the GGUF uses a quantization type this llama.cpp build does not know: update llama.cpp, or use a GGUF "
+        "of a type it supports",
+        True,
+        None,
+        "weights_loading",
+    ),
+    # a model named on the Hub (-hf) that its endpoint does not know (corpus: c-llamacpp-hf-mirror-repo-404)
+    S(
+        r"\bget_repo_commit: error: GET failed \((?:401|404)\)",
+        "model_not_found",
+        "the Hub (or HF_ENDPOINT's mirror) has no such repository: check -hf's repo name and the endpoint",
+        False,
+    ),
+    # the load that follows, with no file to read
+    S(
+        r"llama_model_load_from_file_impl: exactly one out metadata, path_model, and file must be defined",
+        "other",
+        "llama.cpp was given no model file to load: see the download's lines above",
+        True,
+        WRAPPER_RANK,
     ),
     S(
         r"tensor '[^']+' has wrong shape|wrong number of tensors; expected|"
@@ -153,6 +182,10 @@ LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
     (r"^(?:llm_)?load_tensors: ", 3),
     (r"^llama_(?:new_)?context(?:_with_model)?: ", 3),
     (r"^build: \d+ \([0-9a-f]+\)", 3),
+    # its CLI's own head (llama-cli, the older `main`; corpus: c-llamacpp-invalid-ggml-type-42-bitnet,
+    # c-llamacpp-cli-windows-tensor-out-of-bounds)
+    (r"^main: (?:llama backend init$|load the model and apply lora adapter|error: unable to load model$|"
+     r"build = \d+ \(|built with )", 4),
     (r"^ggml_(?:cuda|metal|vulkan|backend|sycl)\w*: ", 1),
     (r"llama-server|llama\.cpp", 1),
 )

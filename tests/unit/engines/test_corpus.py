@@ -237,3 +237,66 @@ def test_a_numbered_month_keeps_its_time_and_a_word_is_no_month() -> None:
     assert peel("7月 21 14:47:28 dar systemd[1]: Started Ollama Service.").ts is not None
     assert peel("авг 18 14:15:04 llm python3[28059]: x").ts is None  # the month's name is the locale's: no time
     assert peel("Loading 12 10:00:00 foo").framing is None
+
+
+@pytest.mark.parametrize("engine", ["generic", "ollama", "vllm"])
+def test_a_go_fatal_signal_dump_is_a_crash(engine: str) -> None:
+    # c-ollama-journal-runner-sigabrt-registers.log (https://github.com/ollama/ollama/issues/8271): the tail of the
+    # runner's dump, its registers (rdx 0x6: SIGABRT), and the paste ends
+    for line in ("rflags 0x246", "SIGABRT: abort"):
+        m = get_profile(engine).classify(line)
+        assert m.failure is not None and m.failure.category == "crashed", (engine, line)
+    assert get_profile(engine).classify("rdx    0x6").failure is None
+
+
+def test_ollama_load_failed_and_pull_manifest() -> None:
+    # c-ollama-journal-load-canceled-by-stop.log (https://github.com/ollama/ollama/issues/12194)
+    rep = replay_lines(['time=2025-09-05T17:06:43.313+08:00 level=INFO source=sched.go:441 msg="Load failed" '
+                        'model=/home/u/.ollama/models/blobs/sha256-3e4cb141744604 error="context canceled"'],
+                       engine="ollama")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "weights_loading", "other")
+    # c-ollama-kubeai-probe-pull-manifest-missing.log (https://github.com/kubeai-project/kubeai/issues/517)
+    lines = ["Error: pull model manifest: file does not exist"]
+    assert detect_from_lines(lines, list(PROFILES.values())) == "ollama"
+    rep = replay_lines(lines)
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == ("ollama", "failed", "weights_loading",
+                                                                 "model_not_found")
+
+
+def test_ollamas_blob_path_and_llamas_metadata_lines() -> None:
+    # c-ollama-journal-deepseek-cudamalloc-panic.log (https://github.com/ollama/ollama/issues/8597)
+    assert detect_from_lines(["panic: unable to load model: /usr/share/ollama/.ollama/models/blobs/sha256-9801e7fce27"],
+                             list(PROFILES.values())) == "ollama"
+    for engine in ("llamacpp", "ollama"):
+        m = get_profile(engine).classify("llm_load_print_meta: rope_yarn_log_mul    = 0.1000")
+        assert m.phase == "weights_loading"
+
+
+@pytest.mark.parametrize("lines", [
+    # c-llamacpp-invalid-ggml-type-42-bitnet.log (https://github.com/ggml-org/llama.cpp/issues/11975)
+    ["main: llama backend init", "main: load the model and apply lora adapter, if any"],
+    # c-llamacpp-cli-windows-tensor-out-of-bounds.log (https://github.com/ollama/ollama/issues/6228)
+    ["main: build = 0 (unknown)", "main: built with cc (GCC) 14.1.0 for i686-w64-mingw32"],
+])
+def test_llama_clis_own_head(lines: list[str]) -> None:
+    assert detect_from_lines(lines, list(PROFILES.values())) == "llamacpp"
+
+
+def test_an_unknown_ggml_type_is_a_quantization_failure() -> None:
+    # c-llamacpp-invalid-ggml-type-42-bitnet.log
+    rep = replay_lines(["main: llama backend init",
+                        "gguf_init_from_file_impl: tensor 'blk.25.ffn_down.weight' has invalid ggml type 42 (NONE)",
+                        "gguf_init_from_file_impl: failed to read tensor info"])
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == ("llamacpp", "failed", "weights_loading",
+                                                                 "quantization")
+
+
+def test_a_hub_repo_the_endpoint_does_not_know() -> None:
+    # c-llamacpp-hf-mirror-repo-404.log (https://github.com/vtuber-plan/olah/issues/85): llama-server -hf against a mirror; the load then has no file
+    rep = replay_lines([
+        "0.00.073.098 E get_repo_commit: error: GET failed (404): Sorry, we can't find the page you are looking for.",
+        "0.00.073.107 W get_repo_files: failed to resolve commit for unsloth/gemma-4-E4B-it-GGUF",
+        "0.00.074.574 I srv    load_model: loading model 'unsloth/gemma-4-E4B-it-GGUF:UD-Q4_K_XL'",
+        "0.00.074.625 E llama_model_load_from_file_impl: exactly one out metadata, path_model, and file must be "
+        "defined"], engine="llamacpp")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "weights_loading", "model_not_found")
