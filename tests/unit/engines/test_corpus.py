@@ -292,7 +292,8 @@ def test_an_unknown_ggml_type_is_a_quantization_failure() -> None:
 
 
 def test_a_hub_repo_the_endpoint_does_not_know() -> None:
-    # c-llamacpp-hf-mirror-repo-404.log (https://github.com/vtuber-plan/olah/issues/85): llama-server -hf against a mirror; the load then has no file
+    # c-llamacpp-hf-mirror-repo-404.log (https://github.com/vtuber-plan/olah/issues/85):
+    # llama-server -hf against a mirror; the load then has no file
     rep = replay_lines([
         "0.00.073.098 E get_repo_commit: error: GET failed (404): Sorry, we can't find the page you are looking for.",
         "0.00.073.107 W get_repo_files: failed to resolve commit for unsloth/gemma-4-E4B-it-GGUF",
