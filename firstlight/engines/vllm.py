@@ -329,7 +329,12 @@ VLLM = EngineProfile(
         (r"^usage: (?:api_server\.py|vllm(?: serve)?) \[-h\]", 3),
         # v0.8+'s process tag of a TP/EP worker: "(Worker_TP13_EP13 pid=5766)" (corpus: a-vllm-ascend-glm5-shards-stuck)
         # and the Ray worker class vLLM runs its workers in: "(RayWorkerWrapper pid=376235, ip=10.10.10.61)"
-        (r"^\((?:Worker(?:_[A-Z]+\d+)+|RayWorkerWrapper) pid=\d+[,)]", 4),
+        # v0's multiprocessing worker, "(VllmWorkerProcess pid=167225)", and v1's "(VllmWorker rank=0 pid=241)", also
+        # printed alone on its line before a bar's redraw (corpus: a-vllm-v0-worker-process-weights-took-bars-done,
+        # a-vllm-v1-rocm-worker-prefix-split-shard-bars)
+        (r"^\((?:Worker(?:_[A-Z]+\d+)+|RayWorkerWrapper|VllmWorkerProcess|VllmWorker rank=\d+) pid=\d+[,)]", 4),
+        # its compiled extension, named in its import warning (corpus: a-vllm-macos-cpu-c-import-warning-rank0-tb)
+        (r"\bFailed to import from vllm\._C\b", 4),
         # its launcher's route listing, "[launcher.py:34] Route: /v1/models, Methods: GET", in its log format
         (r"^(?:INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \[launcher\.py:\d+\] Route: /", 2),
         # v1's graph capture bar names its mode: "Capturing CUDA graphs (decode, FULL)" (SGLang says "batches")

@@ -301,3 +301,17 @@ def test_a_hub_repo_the_endpoint_does_not_know() -> None:
         "0.00.074.625 E llama_model_load_from_file_impl: exactly one out metadata, path_model, and file must be "
         "defined"], engine="llamacpp")
     assert (rep.outcome, rep.phase, rep.failure) == ("failed", "weights_loading", "model_not_found")
+
+
+@pytest.mark.parametrize("lines", [
+    # a-vllm-v0-worker-process-weights-took-bars-done.log (https://github.com/vllm-project/vllm/issues/17666)
+    ["(VllmWorkerProcess pid=167225) INFO 05-05 23:52:00 [loader.py:458] Loading weights took 22.82 seconds"],
+    # a-vllm-v1-rocm-worker-prefix-split-shard-bars.log (https://github.com/vllm-project/vllm/issues/19332): the tag
+    # alone, before the bar's next redraw
+    ["(VllmWorker rank=0 pid=241) "],
+    # a-vllm-macos-cpu-c-import-warning-rank0-tb.log (https://github.com/vllm-project/vllm/issues/15066)
+    ["WARNING 03-19 00:20:58 [_custom_ops.py:21] Failed to import from vllm._C with ImportError('dlopen(/Users/qle/"
+     "Downloads/vllm1/vllm/vllm/_C.abi3.so, 0x0002): Symbol not found: __ZNK3c1011StorageImpl27th')"],
+])
+def test_vllms_worker_tags_and_extension(lines: list[str]) -> None:
+    assert detect_from_lines(lines, list(PROFILES.values())) == "vllm"
