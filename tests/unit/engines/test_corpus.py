@@ -315,3 +315,14 @@ def test_a_hub_repo_the_endpoint_does_not_know() -> None:
 ])
 def test_vllms_worker_tags_and_extension(lines: list[str]) -> None:
     assert detect_from_lines(lines, list(PROFILES.values())) == "vllm"
+
+
+def test_a_wrappers_fatal_line_takes_the_phase_of_the_cause_it_wraps() -> None:
+    # c-sglang-nccl-socket-connect-abort-tp0.log (https://github.com/sgl-project/sglang/issues/5594): NCCL's
+    # WARN line, then the scheduler's wrapper
+    rep = replay_lines(["h100-15:139:1092 [7] socket.c:485 NCCL WARN socketStartConnect: Connect to 10.0.0.82<38455> "
+                        "failed : Software caused connection abort",
+                        "h100-15:132:132 [0] NCCL INFO init.cc:1263 -> 2",
+                        "[2025-04-21 07:28:41 TP0] Scheduler hit an exception: Traceback (most recent call last):"],
+                       engine="sglang")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "distributed_init", "nccl")
