@@ -326,3 +326,24 @@ def test_a_wrappers_fatal_line_takes_the_phase_of_the_cause_it_wraps() -> None:
                         "[2025-04-21 07:28:41 TP0] Scheduler hit an exception: Traceback (most recent call last):"],
                        engine="sglang")
     assert (rep.outcome, rep.phase, rep.failure) == ("failed", "distributed_init", "nccl")
+
+
+def test_tritons_tensorrt_llm_backend() -> None:
+    # b-trtllm-triton-compose-loading.log (https://github.com/NVIDIA/TensorRT-LLM/issues/2813)
+    loading = ['triton-models-1    | I0223 11:55:15.535936 123 model_lifecycle.cc:472] "loading: postprocessing:1"',
+               'triton-models-1    | I0223 11:55:15.572309 123 model_lifecycle.cc:472] "loading: tensorrt_llm:1"']
+    rep = replay_lines(loading)
+    assert (rep.engine, rep.outcome, rep.phase) == ("trtllm", "incomplete", "weights_loading")
+    # b-trtllm-triton-tp2-double-spaced.log (https://github.com/triton-inference-server/tensorrtllm_backend/issues/577)
+    m = get_profile("trtllm").classify("[TensorRT-LLM][INFO] Loaded engine size: 8231 MiB")
+    assert m.phase == "weights_loaded"
+    # b-trtllm-triton-unfilled-template-params.log (https://github.com/triton-inference-server/server/issues/7950)
+    m = get_profile("trtllm").classify("I0117 09:50:04.022585 4096 model_lifecycle.cc:835] successfully loaded "
+                                       "'postprocessing'")
+    assert m.phase == "weights_loading"
+    # b-trtllm-triton-tp8-http-before-engines.log
+    # (https://github.com/triton-inference-server/tensorrtllm_backend/issues/149): Triton serves once its models loaded
+    rep = replay_lines(['I0327 13:12:22.342290 146 grpc_server.cc:2558] "Started GRPCInferenceService at 0.0.0.0:8001"',
+                       'I0327 13:12:22.342523 146 http_server.cc:4725] "Started HTTPService at 0.0.0.0:8000"',
+                       "[TensorRT-LLM][INFO] Loaded engine size: 8745 MiB"], engine="trtllm")
+    assert (rep.outcome, rep.phase) == ("ready", "ready")
