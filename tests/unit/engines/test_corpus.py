@@ -347,3 +347,29 @@ def test_tritons_tensorrt_llm_backend() -> None:
                        'I0327 13:12:22.342523 146 http_server.cc:4725] "Started HTTPService at 0.0.0.0:8000"',
                        "[TensorRT-LLM][INFO] Loaded engine size: 8745 MiB"], engine="trtllm")
     assert (rep.outcome, rep.phase) == ("ready", "ready")
+
+
+@pytest.mark.parametrize("lines", [
+    # a-vllm-omni-ci-webui-copy-stage-core-traceback.log (https://github.com/vllm-project/vllm-omni/issues/4975)
+    ["(StageEngineCoreProc_stage0_replica0 pid=904) ERROR 07-09 00:46:36 [stage_engine_core_proc.py:176]     "
+     "engine_core = StageEngineCoreProc("],
+    # a-vllm-v0-cpu-compose-wrapped-lines.log (https://github.com/opea-project/GenAIExamples/issues/2068)
+    ["vllm-service  | INFO 06-16 09:48:14 [api_server.py:246] Started engine process with PID 280"],
+    ["vllm-service  | WARNING 06-16 09:48:14 [_logger.py:72] device type=cpu is not supported by the V1 Engine. "
+     "Falling                            back to V0."],
+])
+def test_vllms_process_tags_and_v0_lines(lines: list[str]) -> None:
+    assert replay_lines(lines).engine == "vllm"
+
+
+def test_vllms_routes_and_a_wrapped_kv_cache_error() -> None:
+    # a-vllm-k9s-routes-box-border.log (https://github.com/kubernetes-sigs/gateway-api-inference-extension/pull/550)
+    rep = replay_lines(["│ INFO 03-21 20:19:24 [launcher.py:34] Route: /v1/models, Methods: GET        │",
+                        "│ INFO 03-21 20:19:24 [launcher.py:34] Route: /version, Methods: GET          │",
+                        "│ INFO 03-21 20:19:24 [launcher.py:34] Route: /v1/completions, Methods: POST  │"])
+    assert (rep.engine, rep.outcome, rep.phase) == ("vllm", "incomplete", "http_listening")
+    # a-vllm-v1-xpu-wrapped-kv-cache-too-small.log
+    # (https://github.com/SergiioB/intel-arc-pro-b70-inference-cookbook/issues/4): the message cut by the wrap
+    rep = replay_lines(["(EngineCore pid=316) ValueError: To serve at least one request with the model's max seq len "
+                        "(100000), (4.26 GiB KV cach"], engine="vllm")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "kv_cache", "kv_cache")
