@@ -54,6 +54,8 @@ LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
     P(r"^llama_(?:new_)?context(?:_with_model)?: ", "kv_cache"),
     P(r"^llama_kv_cache\w*: |KV buffer size =|KV self size =", "kv_cache", weak=True),
     P(r"warming up the model with an empty run", "warmup"),
+    # a router's child reports its load to the router (corpus: c-llamacpp-router-child-loading-progress)
+    P(r"\bcmd_child_to_router:state:\{\"state\":\"loading\"", "weights_loading"),
     # b11434 at the default verbosity prints neither of the lines above: the context (KV cache included) is
     # built when the thread pool starts, and the warm-up run follows at once (scripts/llama_server_notes.md).
     P(r"\binit: llama threadpool init, n_threads", "warmup", weak=True),
@@ -146,6 +148,8 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
         "port_in_use",
         "the port is already in use: stop the other server or change --port",
         True,
+        None,
+        "http_listening",  # its HTTP server's bind (corpus: c-llamacpp-windows-couldnt-bind-8080)
     ),
     # generic wrappers
     S(
@@ -182,6 +186,11 @@ LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
     (r"^(?:llm_)?load_tensors: ", 3),
     (r"^llama_(?:new_)?context(?:_with_model)?: ", 3),
     (r"^build: \d+ \([0-9a-f]+\)", 3),
+    # llama.cpp's common library (its server, its CLI, and the backends that embed them: LocalAI's gRPC server), and
+    # a router's child reporting to its router (corpus: c-llamacpp-localai-grpc-loads-ok,
+    # c-llamacpp-router-child-loading-progress)
+    (r"\bcommon_init_from_params: ", 4),
+    (r"\bcmd_child_to_router:state:", 4),
     # its CLI's own head (llama-cli, the older `main`; corpus: c-llamacpp-invalid-ggml-type-42-bitnet,
     # c-llamacpp-cli-windows-tensor-out-of-bounds)
     (r"^main: (?:llama backend init$|load the model and apply lora adapter|error: unable to load model$|"
@@ -229,7 +238,10 @@ LLAMACPP = EngineProfile(
         # No http_listening phase: llama-server opens its port before it loads (listens_before_ready), so its
         # "HTTP server is listening" line is a listening marker, not a step past the weights.
     ),
-    progress_markers=(ProgressMarker(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU", "layers"),),
+    progress_markers=(ProgressMarker(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU", "layers"),
+                      # a router's child: {"state":"loading","payload":{...,"value":0.1797194480895996}}
+                      ProgressMarker(r"\bcmd_child_to_router:state:\{\"state\":\"loading\",.{0,200}?\"value\":"
+                                     r"(?P<frac>[\d.]+)", "weights")),
     failure_signatures=(*LLAMACPP_FAILURES, *TORCH_FAILURES),
     ready_markers=(
         *SERVED_MARKERS,
@@ -239,6 +251,8 @@ LLAMACPP = EngineProfile(
         r"starting the main loop",
         r"all slots are idle",
         r"request: GET /(?:v1/)?health \S+ 200$",
+        # LocalAI's word that its llama.cpp backend loaded the model (corpus: c-llamacpp-localai-grpc-loads-ok)
+        r"\[llama-cpp\] Loads OK$",
     ),
     listening_markers=(
         r"HTTP server is listening",

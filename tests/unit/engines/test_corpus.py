@@ -373,3 +373,31 @@ def test_vllms_routes_and_a_wrapped_kv_cache_error() -> None:
     rep = replay_lines(["(EngineCore pid=316) ValueError: To serve at least one request with the model's max seq len "
                         "(100000), (4.26 GiB KV cach"], engine="vllm")
     assert (rep.outcome, rep.phase, rep.failure) == ("failed", "kv_cache", "kv_cache")
+
+
+def test_llama_cpp_under_localai_and_a_routers_child() -> None:
+    # c-llamacpp-localai-grpc-loads-ok.log (https://github.com/mudler/LocalAI/issues/5216):
+    # LocalAI's gRPC backend, then LocalAI's word
+    frame = "1:59PM DBG GRPC(ibm-granite_granite-3.3-2b-instruct-127.0.0.1:36571): "
+    rep = replay_lines([
+        frame + "stderr common_init_from_params: setting dry_penalty_last_n to ctx_size = 4096",
+        frame + "stderr common_init_from_params: warming up the model with an empty run - please wait ... "
+                "(--no-warmup to disable)",
+        frame + 'stdout {"timestamp":1745071171,"level":"INFO","function":"initialize","line":574,"message":'
+                '"initializing slots","n_slots":1}',
+        frame + "stderr set_warmup: value = 0",
+        "1:59PM INF [llama-cpp] Loads OK"])
+    assert (rep.engine, rep.outcome, rep.phase) == ("llamacpp", "ready", "ready")
+    # c-llamacpp-router-child-loading-progress.log (https://github.com/ggml-org/llama.cpp/pull/25271)
+    state = '[38957] cmd_child_to_router:state:{"state":"loading","payload":{"stages":["text_model"],"current":' \
+            '"text_model","value":%s}}'
+    rep = replay_lines([state % v for v in ("0.1797194480895996", "0.2262534499168396", "0.2662183940410614",
+                                            "0.5177286267280579")])
+    assert (rep.engine, rep.outcome, rep.phase) == ("llamacpp", "incomplete", "weights_loading")
+    assert rep.progress is not None and rep.progress["fraction"] == pytest.approx(0.5177, abs=1e-3)
+
+
+def test_llama_servers_bind_failure_is_its_http_servers() -> None:
+    # c-llamacpp-windows-couldnt-bind-8080.log (https://github.com/neavo/OneClickLLAMA/issues/10)
+    rep = replay_lines(["main: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080"], engine="llamacpp")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "http_listening", "port_in_use")
