@@ -401,3 +401,30 @@ def test_llama_servers_bind_failure_is_its_http_servers() -> None:
     # c-llamacpp-windows-couldnt-bind-8080.log (https://github.com/neavo/OneClickLLAMA/issues/10)
     rep = replay_lines(["main: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080"], engine="llamacpp")
     assert (rep.outcome, rep.phase, rep.failure) == ("failed", "http_listening", "port_in_use")
+
+
+def test_turbomind_lines() -> None:
+    # b-lmdeploy-turbomind-ready-then-asgi-error.log (https://github.com/InternLM/lmdeploy/issues/569)
+    rep = replay_lines(["[WARNING] gemm_config.in is not found; using default GEMM algo",
+                        "INFO:     Started server process [1016]",
+                        "INFO:     Waiting for application startup.",
+                        "INFO:     Application startup complete.",
+                        "INFO:     Uvicorn running on http://0.0.0.0:6006 (Press CTRL+C to quit)"])
+    assert (rep.engine, rep.outcome) == ("lmdeploy", "ready")
+    # b-lmdeploy-turbomind-pointer-mapping-abort.log (https://github.com/InternLM/lmdeploy/issues/3259)
+    rep = replay_lines(["[WARNING] gemm_config.in is not found; using default GEMM algo",
+                        "terminate called after throwing an instance of 'std::runtime_error'",
+                        "  what():  [TM][ERROR] pointer_mapping_ does not have information of ptr at 0x1a9a0c2800. "
+                        "Assertion fail: /opt/lmdeploy/src/turbomind/utils/allocator.h:284 ",
+                        "Aborted (core dumped)"])
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == ("lmdeploy", "failed", "weights_loading", "crashed")
+    # b-lmdeploy-turbomind-tp2-34b-config.log (https://github.com/InternLM/lmdeploy/issues/2229): a setting's value
+    # in TurboMind's model_config dump is no KV cache being built
+    assert get_profile("lmdeploy").classify("cache_max_entry_count = 0.8").phase is None
+
+
+def test_tgis_router_failure_is_in_its_http_start() -> None:
+    # b-tgi-podman-webserver-failed.log (https://github.com/ogx-ai/ogx/issues/2421)
+    rep = replay_lines(["2025-09-16T20:40:48.879127Z  INFO shard-manager: text_generation_launcher: shard terminated "
+                        "rank=0", "Error: WebserverFailed"], engine="tgi")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "http_listening", "other")
