@@ -155,6 +155,8 @@ class LineInterpreter:
         if m.progress is not None and m.progress.kind != "download":
             self._phase_progressed = True
         first_fatal = hit is not None and self._on_failure(hit, cleaned)
+        if first_fatal and self._root is not hit and self._root is not None:
+            phase = self._root_phase() or phase
         listening = m.listening and self.listening_line is None
         if listening:
             self.listening_line = lineno
@@ -205,6 +207,18 @@ class LineInterpreter:
         self._entered.add(target)
         self.phase_evidence.append((lineno, clip(text)))
         return target
+
+    def _root_phase(self) -> str | None:
+        """A wrapper's fatal line ("Scheduler hit an exception") after the cause it wraps (NCCL's WARN line): the
+        cause says where the start died, forward only, as a fatal line's own words do."""
+        root = self._root
+        implied = root.failure.phase if root is not None else None
+        if implied is None or root is None or PHASE_INDEX[implied] <= PHASE_INDEX[self.phase]:
+            return None
+        self.phase = implied
+        self._entered.add(implied)
+        self.phase_evidence.append((root.line, root.text))
+        return implied
 
     def _add_failure_evidence(self, hit: FailureHit) -> None:
         if len(self.failure_evidence) < MAX_FAILURE_EVIDENCE:

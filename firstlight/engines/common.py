@@ -267,7 +267,10 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         r"\bSIGSEGV\b|\bIllegal instruction\b|"
         # a Go runtime's panic (Ollama's runner), oneAPI/SYCL's abort banner (corpus: c-ollama-journal-deepseek-
         # cudamalloc-panic, c-ollama-intel-gpu-abort-docker-desktop)
-        r"^panic: |^Abort was called at \d+ line in file:",
+        r"^panic: |^Abort was called at \d+ line in file:|"
+        # a Go runtime's fatal-signal dump: its "SIGABRT: abort" head, and the amd64 register dump that closes it
+        # (corpus: c-ollama-journal-runner-sigabrt-registers)
+        r"^SIG(?:ABRT|SEGV|BUS|ILL|FPE|TRAP): [a-z ]+$|^rflags +0x[0-9a-f]+$",
         "crashed",
         CRASH_HINT,
         True,

@@ -41,6 +41,9 @@ LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
     P(r"^(?:main|srv\s+\w+): loading model$", "weights_loading"),
     P(r"load_model: loading model '", "weights_loading"),
     P(r"^llama_model_loader: loaded meta data", "weights_loading"),
+    # the model's metadata, printed as its file is read (older builds' llm_load_print_meta, newer print_info)
+    # (corpus: c-ollama-journal-deepseek-cudamalloc-panic)
+    P(r"^(?:llm_load_print_meta|print_info): ", "weights_loading", weak=True),
     P(r"^llama_(?:model_)?load_(?:model_)?from_file(?:_impl)?: using device", "weights_loading"),
     P(
         r"^(?:llm_)?load_tensors: (?:loading model tensors|offload|offloading|offloaded|using)",
@@ -51,6 +54,8 @@ LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
     P(r"^llama_(?:new_)?context(?:_with_model)?: ", "kv_cache"),
     P(r"^llama_kv_cache\w*: |KV buffer size =|KV self size =", "kv_cache", weak=True),
     P(r"warming up the model with an empty run", "warmup"),
+    # a router's child reports its load to the router (corpus: c-llamacpp-router-child-loading-progress)
+    P(r"\bcmd_child_to_router:state:\{\"state\":\"loading\"", "weights_loading"),
     # b11434 at the default verbosity prints neither of the lines above: the context (KV cache included) is
     # built when the thread pool starts, and the warm-up run follows at once (scripts/llama_server_notes.md).
     P(r"\binit: llama threadpool init, n_threads", "warmup", weak=True),
@@ -89,6 +94,32 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
         "not a GGUF file (or a truncated one): re-download or convert the model",
         True,
     ),
+    # a tensor type this build does not know: a quantization format newer than the build (or another fork's)
+    # (corpus: c-llamacpp-invalid-ggml-type-42-bitnet)
+    S(
+        r"tensor '[^']+' has invalid ggml type \d+",
+        "quantization",
+        "the GGUF uses a quantization type this llama.cpp build does not know: update llama.cpp, or use a GGUF "
+        "of a type it supports",
+        True,
+        None,
+        "weights_loading",
+    ),
+    # a model named on the Hub (-hf) that its endpoint does not know (corpus: c-llamacpp-hf-mirror-repo-404)
+    S(
+        r"\bget_repo_commit: error: GET failed \((?:401|404)\)",
+        "model_not_found",
+        "the Hub (or HF_ENDPOINT's mirror) has no such repository: check -hf's repo name and the endpoint",
+        False,
+    ),
+    # the load that follows, with no file to read
+    S(
+        r"llama_model_load_from_file_impl: exactly one out metadata, path_model, and file must be defined",
+        "other",
+        "llama.cpp was given no model file to load: see the download's lines above",
+        True,
+        WRAPPER_RANK,
+    ),
     S(
         r"tensor '[^']+' has wrong shape|wrong number of tensors; expected|"
         r"tensor '[^']+' (?:has invalid ggml type|not found)",
@@ -117,6 +148,8 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
         "port_in_use",
         "the port is already in use: stop the other server or change --port",
         True,
+        None,
+        "http_listening",  # its HTTP server's bind (corpus: c-llamacpp-windows-couldnt-bind-8080)
     ),
     # generic wrappers
     S(
@@ -153,6 +186,15 @@ LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
     (r"^(?:llm_)?load_tensors: ", 3),
     (r"^llama_(?:new_)?context(?:_with_model)?: ", 3),
     (r"^build: \d+ \([0-9a-f]+\)", 3),
+    # llama.cpp's common library (its server, its CLI, and the backends that embed them: LocalAI's gRPC server), and
+    # a router's child reporting to its router (corpus: c-llamacpp-localai-grpc-loads-ok,
+    # c-llamacpp-router-child-loading-progress)
+    (r"\bcommon_init_from_params: ", 4),
+    (r"\bcmd_child_to_router:state:", 4),
+    # its CLI's own head (llama-cli, the older `main`; corpus: c-llamacpp-invalid-ggml-type-42-bitnet,
+    # c-llamacpp-cli-windows-tensor-out-of-bounds)
+    (r"^main: (?:llama backend init$|load the model and apply lora adapter|error: unable to load model$|"
+     r"build = \d+ \(|built with )", 4),
     (r"^ggml_(?:cuda|metal|vulkan|backend|sycl)\w*: ", 1),
     (r"llama-server|llama\.cpp", 1),
 )
@@ -196,7 +238,10 @@ LLAMACPP = EngineProfile(
         # No http_listening phase: llama-server opens its port before it loads (listens_before_ready), so its
         # "HTTP server is listening" line is a listening marker, not a step past the weights.
     ),
-    progress_markers=(ProgressMarker(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU", "layers"),),
+    progress_markers=(ProgressMarker(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU", "layers"),
+                      # a router's child: {"state":"loading","payload":{...,"value":0.1797194480895996}}
+                      ProgressMarker(r"\bcmd_child_to_router:state:\{\"state\":\"loading\",.{0,200}?\"value\":"
+                                     r"(?P<frac>[\d.]+)", "weights")),
     failure_signatures=(*LLAMACPP_FAILURES, *TORCH_FAILURES),
     ready_markers=(
         *SERVED_MARKERS,
@@ -206,6 +251,8 @@ LLAMACPP = EngineProfile(
         r"starting the main loop",
         r"all slots are idle",
         r"request: GET /(?:v1/)?health \S+ 200$",
+        # LocalAI's word that its llama.cpp backend loaded the model (corpus: c-llamacpp-localai-grpc-loads-ok)
+        r"\[llama-cpp\] Loads OK$",
     ),
     listening_markers=(
         r"HTTP server is listening",

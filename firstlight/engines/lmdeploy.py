@@ -49,7 +49,12 @@ LMDEPLOY = EngineProfile(
             r"turbomind::.*(?:load|Load)",
             "weights_loading",
         ),
-        P(r"build CacheEngine|\bcache_max_entry_count\b|num_gpu_blocks", "kv_cache", weak=True),
+        # TurboMind's GEMM tuning file, looked for as it builds the model's weights on the GPUs
+        # (corpus: b-lmdeploy-turbomind-pointer-mapping-abort)
+        P(r"^\[WARNING\] gemm_config\.in is not found; using default GEMM algo", "weights_loading", weak=True),
+        # the setting's mention, not its value in a config dump ("cache_max_entry_count = 0.8" in TurboMind's
+        # model_config; corpus: b-lmdeploy-turbomind-tp2-34b-config)
+        P(r"build CacheEngine|\bcache_max_entry_count\b(?! ?=)|num_gpu_blocks", "kv_cache", weak=True),
         P(r"[Ww]arming up|warmup", "warmup", weak=True),
         P(r"^HINT: +Please open .* in a browser for detailed api usage", "http_listening"),
         *UVICORN_PHASES,
@@ -82,6 +87,7 @@ LMDEPLOY = EngineProfile(
     detect_patterns=(
         (r" - lmdeploy - (?:INFO|WARNING|ERROR|DEBUG)", 4),
         (r"\[TM\]\[(?:INFO|WARNING|ERROR|DEBUG|FATAL)\]", 4),
+        (r"^\[WARNING\] gemm_config\.in is not found; using default GEMM algo", 4),  # TurboMind's
         (r"Please open .* in a browser for detailed api usage", 4),
         (r"lmdeploy", 2),
         (r"^\s*File \"[^\"]*[/\\]lmdeploy[/\\][\w/\\]+\.py\", line \d+, in ", 2),  # a traceback frame of its own

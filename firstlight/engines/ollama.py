@@ -90,6 +90,18 @@ OLLAMA = EngineProfile(
             "model_not_found",
             "the model is not pulled: `ollama pull <model>`",
             True,
+            None,
+            "weights_loading",  # said when a model is asked to load
+        ),
+        # the scheduler gave up a model's load (a stop's "context canceled", a runner that never came up)
+        # (corpus: c-ollama-journal-load-canceled-by-stop)
+        S(
+            r"msg=\"?Load failed\"?",
+            "other",
+            "the model's load was given up: see the error= field and the lines above (a stop cancels it)",
+            True,
+            WRAPPER_RANK,
+            "weights_loading",
         ),
         S(
             r"timed out waiting for llama runner to start",
@@ -112,7 +124,8 @@ OLLAMA = EngineProfile(
         # c-ollama-intel-gpu-abort-docker-desktop)
         S(
             r"llama runner process has terminated: (?:exit status 2\b|signal: )|^panic: |"
-            r"^Abort was called at \d+ line in file:",
+            r"^Abort was called at \d+ line in file:|"
+            r"^SIG(?:ABRT|SEGV|BUS|ILL|FPE|TRAP): [a-z ]+$|^rflags +0x[0-9a-f]+$",  # a Go fatal-signal dump
             "crashed",
             CRASH_HINT,
             True,
@@ -139,6 +152,10 @@ OLLAMA = EngineProfile(
         (r"\bsource=runner\.go:\d+ msg=\"starting go runner\"", 5),
         # its Go stack traces' frames (corpus: c-ollama-journal-deepseek-cudamalloc-panic)
         (r"\bgithub\.com/ollama/ollama/", 5),
+        # the CLI's pull error (a startup probe's `ollama pull`; corpus: c-ollama-kubeai-probe-pull-manifest-missing)
+        (r"^Error: pull model manifest: ", 4),
+        # its model store's blobs, named in its errors (corpus: c-ollama-journal-deepseek-cudamalloc-panic)
+        (r"/\.ollama/models/blobs/sha256-[0-9a-f]", 4),
     ),
     embeds=("llamacpp",),
     notes="Daemon up at once; per-model readiness is 'llama runner started' or /api/ps.",

@@ -141,6 +141,7 @@ TGI = EngineProfile(
             "the router failed: see the error above",
             True,
             WRAPPER_RANK,
+            "http_listening",  # the router starts once the shards are up (corpus: b-tgi-podman-webserver-failed)
         ),
         S(
             r"Error when initializing model",

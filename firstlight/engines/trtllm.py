@@ -5,6 +5,10 @@
 runs uvicorn on the pre-bound socket, so uvicorn's "Application startup complete." is the ready line and no
 "Uvicorn running on" is printed. The gRPC entry point prints "Model loaded successfully" and "Server is
 ready to accept requests".
+
+Under Triton's TensorRT-LLM backend the server is Triton's: its model repository's models load
+("model_lifecycle.cc:472] \"loading: tensorrt_llm:1\""), each rank's runtime says "Loaded engine size: N MiB", and
+Triton starts its endpoints ("Started HTTPService at 0.0.0.0:8000") once the models have loaded.
 """
 
 from __future__ import annotations
@@ -74,6 +78,12 @@ TRTLLM = EngineProfile(
         P(r"[Aa]utotun(?:er|ing)", "compile", weak=True),
         P(r"[Cc]apturing CUDA graph|CUDA graph warmup|cuda_graph_batch_sizes", "cuda_graph", weak=True),
         P(r"TensorRT-LLM gRPC server started on", "http_listening"),
+        # Triton's TensorRT-LLM backend (corpus: b-trtllm-triton-compose-loading, b-trtllm-triton-tp2-double-spaced)
+        P(r"^\"?loading: \w+:\d+\"?$", "weights_loading"),  # after its glog head (model_lifecycle.cc)
+        # one model of its repository loaded (a pre/postprocessing one): the repository's load goes on
+        # (corpus: b-trtllm-triton-unfilled-template-params)
+        P(r"^\"?successfully loaded '\w+'", "weights_loading", weak=True),
+        P(r"\[TensorRT-LLM\]\[INFO\] Loaded engine size: [\d.]+ [MG]iB", "weights_loaded", weak=True),
         *NCCL_PHASES,
     ),
     progress_markers=SHARD_PROGRESS,
@@ -107,8 +117,11 @@ TRTLLM = EngineProfile(
         ),
         *TORCH_FAILURES,
     ),
-    ready_markers=(r"^Application startup complete\.", r"Server is ready to accept requests", *SERVED_MARKERS),
+    # Triton's endpoints, started once its models have loaded (corpus: b-trtllm-triton-tp8-http-before-engines)
+    ready_markers=(r"^Application startup complete\.", r"Server is ready to accept requests",
+                   r"^\"?Started HTTPService at \S+", *SERVED_MARKERS),
     listening_markers=(
+        r"^\"?Started HTTPService at \S+",
         r"^Application startup complete\.",
         r"Uvicorn running on \S+",
         r"TensorRT-LLM gRPC server started on",
@@ -129,6 +142,8 @@ TRTLLM = EngineProfile(
         (r"tensorrt_llm", 3),
         (r"^\s*File \"[^\"]*[/\\]tensorrt_llm[/\\][\w/\\]+\.py\", line \d+, in ", 1),  # a traceback frame of its own
         (r"trtllm-serve", 3),
+        # Triton loading its TensorRT-LLM model (the backend's own name for it)
+        (r"\bmodel_lifecycle\.cc:\d+\] \"?(?:loading: |successfully loaded ')tensorrt_llm\b", 4),
     ),
     frame_markers=FRAME_MARKERS,
     notes="Binds early, listens only when the LLM is built.",

@@ -96,6 +96,9 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"^Graph capturing finished in \d+ secs", "cuda_graph", weak=True),
     P(r"^Starting vLLM (?:API )?server(?: \d+)? on ", "http_listening"),
     P(r"^Available routes are:", "http_listening", weak=True),
+    # each route its launcher lists, "[launcher.py:34] Route: /v1/models, Methods: GET", before uvicorn starts
+    # (corpus: a-vllm-k9s-routes-box-border)
+    P(r"^Route: /\S*, Methods: ", "http_listening", weak=True),
     *NCCL_PHASES,
 )
 
@@ -136,6 +139,9 @@ FAILURES: tuple[FailureSignature, ...] = (
     S(r"No available memory for the cache blocks", "kv_cache", KV_HINT, True),
     S(r"is larger than the maximum number of tokens that can be stored in KV cache", "kv_cache", KV_HINT, True),
     S(r"KV cache is needed, which is larger than the available KV cache memory", "kv_cache", KV_CPU_HINT, True),
+    # the same message's start, where a terminal's wrap cut it (v1/core/kv_cache_utils.py;
+    # corpus: a-vllm-v1-xpu-wrapped-kv-cache-too-small)
+    S(r"^ValueError: To serve at least one request with the model's max seq len \(\d+\)", "kv_cache", KV_HINT, True),
     # the profile left nothing (or less) for the KV cache; "EngineCore failed to start" follows
     S(r"^Available KV cache memory: (?:-\d[\d.]*|0(?:\.0+)?) GiB", "kv_cache", KV_HINT, False),
     S(
@@ -329,7 +335,19 @@ VLLM = EngineProfile(
         (r"^usage: (?:api_server\.py|vllm(?: serve)?) \[-h\]", 3),
         # v0.8+'s process tag of a TP/EP worker: "(Worker_TP13_EP13 pid=5766)" (corpus: a-vllm-ascend-glm5-shards-stuck)
         # and the Ray worker class vLLM runs its workers in: "(RayWorkerWrapper pid=376235, ip=10.10.10.61)"
-        (r"^\((?:Worker(?:_[A-Z]+\d+)+|RayWorkerWrapper) pid=\d+[,)]", 4),
+        # v0's multiprocessing worker, "(VllmWorkerProcess pid=167225)", and v1's "(VllmWorker rank=0 pid=241)", also
+        # printed alone on its line before a bar's redraw (corpus: a-vllm-v0-worker-process-weights-took-bars-done,
+        # a-vllm-v1-rocm-worker-prefix-split-shard-bars)
+        (r"^\((?:Worker(?:_[A-Z]+\d+)+|RayWorkerWrapper|VllmWorkerProcess|VllmWorker rank=\d+) pid=\d+[,)]", 4),
+        # any process tag before a line in its log format: a plugin's own processes, "(StageEngineCoreProc_stage0_
+        # replica0 pid=904) ERROR 07-09 00:46:36 [stage_engine_core_proc.py:176] " (corpus: a-vllm-omni-ci-webui-copy-
+        # stage-core-traceback)
+        (r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\) (?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+:\d+\] ", 4),
+        # v0's API server on its engine process, its V1 engine's fallback (corpus: a-vllm-v0-cpu-compose-wrapped-lines)
+        (r"^Started engine process with PID \d+$", 4),
+        (r"is not supported by the V1 Engine\. Falling\s+back to V0", 4),
+        # its compiled extension, named in its import warning (corpus: a-vllm-macos-cpu-c-import-warning-rank0-tb)
+        (r"\bFailed to import from vllm\._C\b", 4),
         # its launcher's route listing, "[launcher.py:34] Route: /v1/models, Methods: GET", in its log format
         (r"^(?:INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \[launcher\.py:\d+\] Route: /", 2),
         # v1's graph capture bar names its mode: "Capturing CUDA graphs (decode, FULL)" (SGLang says "batches")

@@ -237,3 +237,194 @@ def test_a_numbered_month_keeps_its_time_and_a_word_is_no_month() -> None:
     assert peel("7月 21 14:47:28 dar systemd[1]: Started Ollama Service.").ts is not None
     assert peel("авг 18 14:15:04 llm python3[28059]: x").ts is None  # the month's name is the locale's: no time
     assert peel("Loading 12 10:00:00 foo").framing is None
+
+
+@pytest.mark.parametrize("engine", ["generic", "ollama", "vllm"])
+def test_a_go_fatal_signal_dump_is_a_crash(engine: str) -> None:
+    # c-ollama-journal-runner-sigabrt-registers.log (https://github.com/ollama/ollama/issues/8271): the tail of the
+    # runner's dump, its registers (rdx 0x6: SIGABRT), and the paste ends
+    for line in ("rflags 0x246", "SIGABRT: abort"):
+        m = get_profile(engine).classify(line)
+        assert m.failure is not None and m.failure.category == "crashed", (engine, line)
+    assert get_profile(engine).classify("rdx    0x6").failure is None
+
+
+def test_ollama_load_failed_and_pull_manifest() -> None:
+    # c-ollama-journal-load-canceled-by-stop.log (https://github.com/ollama/ollama/issues/12194)
+    rep = replay_lines(['time=2025-09-05T17:06:43.313+08:00 level=INFO source=sched.go:441 msg="Load failed" '
+                        'model=/home/u/.ollama/models/blobs/sha256-3e4cb141744604 error="context canceled"'],
+                       engine="ollama")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "weights_loading", "other")
+    # c-ollama-kubeai-probe-pull-manifest-missing.log (https://github.com/kubeai-project/kubeai/issues/517)
+    lines = ["Error: pull model manifest: file does not exist"]
+    assert detect_from_lines(lines, list(PROFILES.values())) == "ollama"
+    rep = replay_lines(lines)
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == ("ollama", "failed", "weights_loading",
+                                                                 "model_not_found")
+
+
+def test_ollamas_blob_path_and_llamas_metadata_lines() -> None:
+    # c-ollama-journal-deepseek-cudamalloc-panic.log (https://github.com/ollama/ollama/issues/8597)
+    assert detect_from_lines(["panic: unable to load model: /usr/share/ollama/.ollama/models/blobs/sha256-9801e7fce27"],
+                             list(PROFILES.values())) == "ollama"
+    for engine in ("llamacpp", "ollama"):
+        m = get_profile(engine).classify("llm_load_print_meta: rope_yarn_log_mul    = 0.1000")
+        assert m.phase == "weights_loading"
+
+
+@pytest.mark.parametrize("lines", [
+    # c-llamacpp-invalid-ggml-type-42-bitnet.log (https://github.com/ggml-org/llama.cpp/issues/11975)
+    ["main: llama backend init", "main: load the model and apply lora adapter, if any"],
+    # c-llamacpp-cli-windows-tensor-out-of-bounds.log (https://github.com/ollama/ollama/issues/6228)
+    ["main: build = 0 (unknown)", "main: built with cc (GCC) 14.1.0 for i686-w64-mingw32"],
+])
+def test_llama_clis_own_head(lines: list[str]) -> None:
+    assert detect_from_lines(lines, list(PROFILES.values())) == "llamacpp"
+
+
+def test_an_unknown_ggml_type_is_a_quantization_failure() -> None:
+    # c-llamacpp-invalid-ggml-type-42-bitnet.log
+    rep = replay_lines(["main: llama backend init",
+                        "gguf_init_from_file_impl: tensor 'blk.25.ffn_down.weight' has invalid ggml type 42 (NONE)",
+                        "gguf_init_from_file_impl: failed to read tensor info"])
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == ("llamacpp", "failed", "weights_loading",
+                                                                 "quantization")
+
+
+def test_a_hub_repo_the_endpoint_does_not_know() -> None:
+    # c-llamacpp-hf-mirror-repo-404.log (https://github.com/vtuber-plan/olah/issues/85):
+    # llama-server -hf against a mirror; the load then has no file
+    rep = replay_lines([
+        "0.00.073.098 E get_repo_commit: error: GET failed (404): Sorry, we can't find the page you are looking for.",
+        "0.00.073.107 W get_repo_files: failed to resolve commit for unsloth/gemma-4-E4B-it-GGUF",
+        "0.00.074.574 I srv    load_model: loading model 'unsloth/gemma-4-E4B-it-GGUF:UD-Q4_K_XL'",
+        "0.00.074.625 E llama_model_load_from_file_impl: exactly one out metadata, path_model, and file must be "
+        "defined"], engine="llamacpp")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "weights_loading", "model_not_found")
+
+
+@pytest.mark.parametrize("lines", [
+    # a-vllm-v0-worker-process-weights-took-bars-done.log (https://github.com/vllm-project/vllm/issues/17666)
+    ["(VllmWorkerProcess pid=167225) INFO 05-05 23:52:00 [loader.py:458] Loading weights took 22.82 seconds"],
+    # a-vllm-v1-rocm-worker-prefix-split-shard-bars.log (https://github.com/vllm-project/vllm/issues/19332): the tag
+    # alone, before the bar's next redraw
+    ["(VllmWorker rank=0 pid=241) "],
+    # a-vllm-macos-cpu-c-import-warning-rank0-tb.log (https://github.com/vllm-project/vllm/issues/15066)
+    ["WARNING 03-19 00:20:58 [_custom_ops.py:21] Failed to import from vllm._C with ImportError('dlopen(/Users/qle/"
+     "Downloads/vllm1/vllm/vllm/_C.abi3.so, 0x0002): Symbol not found: __ZNK3c1011StorageImpl27th')"],
+])
+def test_vllms_worker_tags_and_extension(lines: list[str]) -> None:
+    assert detect_from_lines(lines, list(PROFILES.values())) == "vllm"
+
+
+def test_a_wrappers_fatal_line_takes_the_phase_of_the_cause_it_wraps() -> None:
+    # c-sglang-nccl-socket-connect-abort-tp0.log (https://github.com/sgl-project/sglang/issues/5594): NCCL's
+    # WARN line, then the scheduler's wrapper
+    rep = replay_lines(["h100-15:139:1092 [7] socket.c:485 NCCL WARN socketStartConnect: Connect to 10.0.0.82<38455> "
+                        "failed : Software caused connection abort",
+                        "h100-15:132:132 [0] NCCL INFO init.cc:1263 -> 2",
+                        "[2025-04-21 07:28:41 TP0] Scheduler hit an exception: Traceback (most recent call last):"],
+                       engine="sglang")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "distributed_init", "nccl")
+
+
+def test_tritons_tensorrt_llm_backend() -> None:
+    # b-trtllm-triton-compose-loading.log (https://github.com/NVIDIA/TensorRT-LLM/issues/2813)
+    loading = ['triton-models-1    | I0223 11:55:15.535936 123 model_lifecycle.cc:472] "loading: postprocessing:1"',
+               'triton-models-1    | I0223 11:55:15.572309 123 model_lifecycle.cc:472] "loading: tensorrt_llm:1"']
+    rep = replay_lines(loading)
+    assert (rep.engine, rep.outcome, rep.phase) == ("trtllm", "incomplete", "weights_loading")
+    # b-trtllm-triton-tp2-double-spaced.log (https://github.com/triton-inference-server/tensorrtllm_backend/issues/577)
+    m = get_profile("trtllm").classify("[TensorRT-LLM][INFO] Loaded engine size: 8231 MiB")
+    assert m.phase == "weights_loaded"
+    # b-trtllm-triton-unfilled-template-params.log (https://github.com/triton-inference-server/server/issues/7950)
+    m = get_profile("trtllm").classify("I0117 09:50:04.022585 4096 model_lifecycle.cc:835] successfully loaded "
+                                       "'postprocessing'")
+    assert m.phase == "weights_loading"
+    # b-trtllm-triton-tp8-http-before-engines.log
+    # (https://github.com/triton-inference-server/tensorrtllm_backend/issues/149): Triton serves once its models loaded
+    rep = replay_lines(['I0327 13:12:22.342290 146 grpc_server.cc:2558] "Started GRPCInferenceService at 0.0.0.0:8001"',
+                       'I0327 13:12:22.342523 146 http_server.cc:4725] "Started HTTPService at 0.0.0.0:8000"',
+                       "[TensorRT-LLM][INFO] Loaded engine size: 8745 MiB"], engine="trtllm")
+    assert (rep.outcome, rep.phase) == ("ready", "ready")
+
+
+@pytest.mark.parametrize("lines", [
+    # a-vllm-omni-ci-webui-copy-stage-core-traceback.log (https://github.com/vllm-project/vllm-omni/issues/4975)
+    ["(StageEngineCoreProc_stage0_replica0 pid=904) ERROR 07-09 00:46:36 [stage_engine_core_proc.py:176]     "
+     "engine_core = StageEngineCoreProc("],
+    # a-vllm-v0-cpu-compose-wrapped-lines.log (https://github.com/opea-project/GenAIExamples/issues/2068)
+    ["vllm-service  | INFO 06-16 09:48:14 [api_server.py:246] Started engine process with PID 280"],
+    ["vllm-service  | WARNING 06-16 09:48:14 [_logger.py:72] device type=cpu is not supported by the V1 Engine. "
+     "Falling                            back to V0."],
+])
+def test_vllms_process_tags_and_v0_lines(lines: list[str]) -> None:
+    assert replay_lines(lines).engine == "vllm"
+
+
+def test_vllms_routes_and_a_wrapped_kv_cache_error() -> None:
+    # a-vllm-k9s-routes-box-border.log (https://github.com/kubernetes-sigs/gateway-api-inference-extension/pull/550)
+    rep = replay_lines(["│ INFO 03-21 20:19:24 [launcher.py:34] Route: /v1/models, Methods: GET        │",
+                        "│ INFO 03-21 20:19:24 [launcher.py:34] Route: /version, Methods: GET          │",
+                        "│ INFO 03-21 20:19:24 [launcher.py:34] Route: /v1/completions, Methods: POST  │"])
+    assert (rep.engine, rep.outcome, rep.phase) == ("vllm", "incomplete", "http_listening")
+    # a-vllm-v1-xpu-wrapped-kv-cache-too-small.log
+    # (https://github.com/SergiioB/intel-arc-pro-b70-inference-cookbook/issues/4): the message cut by the wrap
+    rep = replay_lines(["(EngineCore pid=316) ValueError: To serve at least one request with the model's max seq len "
+                        "(100000), (4.26 GiB KV cach"], engine="vllm")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "kv_cache", "kv_cache")
+
+
+def test_llama_cpp_under_localai_and_a_routers_child() -> None:
+    # c-llamacpp-localai-grpc-loads-ok.log (https://github.com/mudler/LocalAI/issues/5216):
+    # LocalAI's gRPC backend, then LocalAI's word
+    frame = "1:59PM DBG GRPC(ibm-granite_granite-3.3-2b-instruct-127.0.0.1:36571): "
+    rep = replay_lines([
+        frame + "stderr common_init_from_params: setting dry_penalty_last_n to ctx_size = 4096",
+        frame + "stderr common_init_from_params: warming up the model with an empty run - please wait ... "
+                "(--no-warmup to disable)",
+        frame + 'stdout {"timestamp":1745071171,"level":"INFO","function":"initialize","line":574,"message":'
+                '"initializing slots","n_slots":1}',
+        frame + "stderr set_warmup: value = 0",
+        "1:59PM INF [llama-cpp] Loads OK"])
+    assert (rep.engine, rep.outcome, rep.phase) == ("llamacpp", "ready", "ready")
+    # c-llamacpp-router-child-loading-progress.log (https://github.com/ggml-org/llama.cpp/pull/25271)
+    state = '[38957] cmd_child_to_router:state:{"state":"loading","payload":{"stages":["text_model"],"current":' \
+            '"text_model","value":%s}}'
+    rep = replay_lines([state % v for v in ("0.1797194480895996", "0.2262534499168396", "0.2662183940410614",
+                                            "0.5177286267280579")])
+    assert (rep.engine, rep.outcome, rep.phase) == ("llamacpp", "incomplete", "weights_loading")
+    assert rep.progress is not None and rep.progress["fraction"] == pytest.approx(0.5177, abs=1e-3)
+
+
+def test_llama_servers_bind_failure_is_its_http_servers() -> None:
+    # c-llamacpp-windows-couldnt-bind-8080.log (https://github.com/neavo/OneClickLLAMA/issues/10)
+    rep = replay_lines(["main: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080"], engine="llamacpp")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "http_listening", "port_in_use")
+
+
+def test_turbomind_lines() -> None:
+    # b-lmdeploy-turbomind-ready-then-asgi-error.log (https://github.com/InternLM/lmdeploy/issues/569)
+    rep = replay_lines(["[WARNING] gemm_config.in is not found; using default GEMM algo",
+                        "INFO:     Started server process [1016]",
+                        "INFO:     Waiting for application startup.",
+                        "INFO:     Application startup complete.",
+                        "INFO:     Uvicorn running on http://0.0.0.0:6006 (Press CTRL+C to quit)"])
+    assert (rep.engine, rep.outcome) == ("lmdeploy", "ready")
+    # b-lmdeploy-turbomind-pointer-mapping-abort.log (https://github.com/InternLM/lmdeploy/issues/3259)
+    rep = replay_lines(["[WARNING] gemm_config.in is not found; using default GEMM algo",
+                        "terminate called after throwing an instance of 'std::runtime_error'",
+                        "  what():  [TM][ERROR] pointer_mapping_ does not have information of ptr at 0x1a9a0c2800. "
+                        "Assertion fail: /opt/lmdeploy/src/turbomind/utils/allocator.h:284 ",
+                        "Aborted (core dumped)"])
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == ("lmdeploy", "failed", "weights_loading", "crashed")
+    # b-lmdeploy-turbomind-tp2-34b-config.log (https://github.com/InternLM/lmdeploy/issues/2229): a setting's value
+    # in TurboMind's model_config dump is no KV cache being built
+    assert get_profile("lmdeploy").classify("cache_max_entry_count = 0.8").phase is None
+
+
+def test_tgis_router_failure_is_in_its_http_start() -> None:
+    # b-tgi-podman-webserver-failed.log (https://github.com/ogx-ai/ogx/issues/2421)
+    rep = replay_lines(["2025-09-16T20:40:48.879127Z  INFO shard-manager: text_generation_launcher: shard terminated "
+                        "rank=0", "Error: WebserverFailed"], engine="tgi")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "http_listening", "other")

@@ -297,7 +297,9 @@ def test_detect_from_lines() -> None:
     ollama = (FIXTURES / "ollama-ready.log").read_text(encoding="utf-8").splitlines()
     assert detect_from_lines(ollama) == "ollama"
     assert (
-        detect_from_lines([line for line in ollama if "llama" in line and "source=" not in line])
+        # llama.cpp's own lines read as llama.cpp (a path in Ollama's model store is Ollama's word)
+        detect_from_lines([line.replace("/root/.ollama/models/blobs/", "/models/") for line in ollama
+                           if "llama" in line and "source=" not in line])
         == "llamacpp"
     )
 

@@ -33,6 +33,17 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     # torch.distributed's TCPStore on a taken MASTER_PORT: b-tgi-openshift-master-port-in-use
     ("tgi", "port_in_use", "RuntimeError: The server socket has failed to listen on any local network address. The "
                            "server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)."),
+    # Ollama's scheduler giving up a load as systemd stops it: c-ollama-journal-load-canceled-by-stop
+    ("ollama", "other", 'time=2025-09-05T17:06:43.313+08:00 level=INFO source=sched.go:441 msg="Load failed" '
+                        'model=/home/u/.ollama/models/blobs/sha256-3e4cb1417446 error="context canceled"'),
+    # llama.cpp on a GGUF of a type it does not know: c-llamacpp-invalid-ggml-type-42-bitnet
+    ("llamacpp", "quantization", "gguf_init_from_file_impl: tensor 'blk.25.ffn_down.weight' has invalid ggml type 42 "
+                                 "(NONE)"),
+    # llama-server -hf against a mirror without the repository, and the load after it: c-llamacpp-hf-mirror-repo-404
+    ("llamacpp", "model_not_found", "0.00.073.098 E get_repo_commit: error: GET failed (404): Sorry, we can't find the "
+                                    "page you are looking for."),
+    ("llamacpp", "other", "0.00.074.625 E llama_model_load_from_file_impl: exactly one out metadata, path_model, and "
+                          "file must be defined"),
     # --- SGLang ---------------------------------------------------------------------------------------------
     # python/sglang/srt/server_args.py, PortArgs.init_new (DP attention): wait_port_available failed
     ("sglang", "port_in_use", "[2025-09-20 10:01:02] Port is already in use. dist_init_port=None port_base=30000 "
