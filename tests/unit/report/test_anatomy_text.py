@@ -39,6 +39,7 @@ def test_no_earlier_start_or_a_damaged_record_says_nothing(usual: Any):
 @pytest.mark.parametrize(("node", "nodes", "said"), [
     ("gpu-a", {"gpu-a": 3, "gpu-b": 1}, ", the fleet's: 2 nodes (gpu-a 3, gpu-b 1); this start on gpu-a"),
     ("gpu-c", {"gpu-b": 2}, ", the fleet's: 1 node (gpu-b 2); this start on gpu-c"),  # a new node's first start
+    ("gpu-a", {"gpu-a": 1, "gpu-b": 3}, ", the fleet's: 2 nodes (gpu-b 3, gpu-a 1); this start on gpu-a"),  # most first
     (None, {"gpu-b": 1, "gpu-a": 1}, ", the fleet's: 2 nodes (gpu-a 1, gpu-b 1)"),
     ("gpu-a", {"gpu-a": 2}, ""),  # this node's own starts only: no fleet to name
     ("gpu-a", {}, ""),

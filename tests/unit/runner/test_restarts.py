@@ -113,9 +113,11 @@ class Told(QuietReporter):
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.messages: list[str] = []
+        self.assessments: list[Assessment] = []
 
     def event(self, ev: Event, a: Assessment) -> None:
         self.events.append(ev)
+        self.assessments.append(a)
 
     def message(self, text: str) -> None:
         self.messages.append(text)
@@ -128,7 +130,7 @@ def test_an_attempt_is_reported_with_its_verdict_evidence_and_what_the_watch_wai
     told = Told()
     report_attempt(told, ASSESSED, Tried(), "inv-2", {"invocation": "inv-2"}, "systemd's next attempt", 3, 99.0)
     [ev] = told.events
-    assert (ev.t, ev.type) == (42.0, "attempt") and not told.messages
+    assert (ev.t, ev.type) == (42.0, "attempt") and not told.messages and told.assessments == [ASSESSED]
     assert ev.message == ("attempt 2 (inv-2) failed in phase weights_loading [oom]: CUDA out of memory; "
                           "watching systemd's next attempt (3 of at most 3)")
     assert ev.data == {"attempt": 2, "invocation": "inv-2", "verdict": "failed", "failure": "oom",
