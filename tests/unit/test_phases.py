@@ -160,3 +160,55 @@ def test_a_judged_start_with_budgets_gives_the_eta_of_the_phases_left():
     after = sum(budgets.phases[n].median_s for n in ("weights_loaded", "kv_cache", "cuda_graph", "http_listening",
                                                      "warmup"))  # warmup: the generation probe's time before READY
     assert p.eta_total_s == pytest.approx(budgets.phases["weights_loading"].median_s - 10.0 + after, abs=0.01)
+
+
+# -- a relabel: a download found while the load it precedes shows no progress yet ----------------------------------
+@pytest.mark.parametrize("source", ["log", "hub_cache"])
+def test_a_download_renames_the_load_it_was_found_in_keeping_its_start_source_and_line(source: str):
+    ph, quiet = _tracker()
+    ph.enter(T0 + 2, "weights_loading", "log", 7)
+    assert ph.enter(T0 + 5, "download", source, 9) == [
+        Event(T0 + 5, "phase", "download", {"source": source, "line": 9, "relabel": "weights_loading"})]
+    assert [(s.name, s.start, s.source, s.line) for s in ph.spans] == [
+        ("process_start", T0, "start", None), ("download", T0 + 2, "log", 7)]
+    assert quiet.phases["weights_loading"]["silence_s"] == 3.0  # the silences count the download from now
+    assert quiet.of("download", T0 + 6) is not None and quiet.of("download", T0 + 6)["silence_s"] == 1.0
+    assert ph.enter(T0 + 9, "weights_loading", "log", 12) == [_phase(9, "weights_loading", "log", 12)]  # then on
+    assert ph.dicts()[-2:] == [
+        {"name": "download", "start": T0 + 2, "end": T0 + 9, "source": "log", "line": 7},
+        {"name": "weights_loading", "start": T0 + 9, "end": None, "source": "log", "line": 12}]
+
+
+def test_a_download_entered_before_the_load_is_a_new_span():
+    ph, _ = _tracker()
+    assert ph.enter(T0 + 1, "download", "log", 3) == [_phase(1, "download", "log", 3)]  # no relabel key
+    assert [s.name for s in ph.spans] == ["process_start", "download"]
+
+
+def test_a_probe_never_renames_and_nothing_renames_back_past_an_earlier_phase():
+    ph, _ = _tracker()
+    ph.enter(T0 + 2, "weights_loading", "log")
+    assert ph.enter(T0 + 3, "download", "probe") == [] and ph.current.name == "weights_loading"
+    # a start whose phase before the load was already past download (a download after it cannot be)
+    later, _ = _tracker()
+    later.spans[0].name = "weights_loaded"  # as if the span before were later than download
+    later.spans.append(type(later.spans[0])("weights_loading", T0 + 4, source="log"))
+    assert later.enter(T0 + 5, "download", "log") == [] and later.current.name == "weights_loading"
+    equal, _ = _tracker()
+    equal.spans[0].name = "download"  # the span before is download itself: not renamed twice
+    equal.spans.append(type(equal.spans[0])("weights_loading", T0 + 4, source="log"))
+    assert equal.enter(T0 + 5, "download", "log") == [] and [s.name for s in equal.spans] == ["download",
+                                                                                            "weights_loading"]
+
+
+def test_the_budget_use_is_rounded_to_the_millisecond():
+    ph, _ = _tracker()
+    b = PhaseBudget("cuda_graph", 9, "cold", 45.12345, 50.0, 38.12345, 52.12345, 6.0, 1.0, 9)
+    ph.budgets = Budgets("cold", 9, {"cuda_graph": b})
+    ph.enter(T0 + 1, "cuda_graph", "log")
+    use = ph.budget_use(T0 + 76.1234567)
+    assert use is not None
+    assert (use["used_s"], use["median_s"], use["usual_s"], use["used"]) == (
+        75.123, 45.123, [38.123, 52.123], round(75.1234567 / b.budget_s, 4))
+    assert use["budget_s"] == round(b.budget_s, 3) and use["silence_s"] == 75.123
+    assert use["silence_limit_s"] == round(ph.silence_allowed(b), 3)
