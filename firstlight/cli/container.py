@@ -88,8 +88,8 @@ def watch_container(url: str | None, kw: dict[str, Any]) -> None:
         if kw.get(opt) is not None:
             raise UsageFailure(f"--container finds the processes and the log itself: drop {what}"
                                if opt != "serve_readiness" else
-                               "--container watches one start; --serve-readiness (a sidecar) is not supported "
-                               "with it yet")
+                               "--serve-readiness (a sidecar) is not supported with --container yet; "
+                               "--max-attempts N follows the container's restarts")
     runtime, c = _find(kw["container"], kw["container_runtime"])
     command = list(c.command)
     if not command and c.pid is not None:
