@@ -98,6 +98,15 @@ def events(stream: io.StringIO) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stream.getvalue().splitlines()]
 
 
+def loading_first_attempt(path: Path) -> tuple[UnitRun, JournalSystemd]:
+    """Attempt 1 still loading when the watch begins, under a unit that systemd restarts once."""
+    first = UnitRun(UNIT, T0)
+    first.started()
+    first.lines(["build: 11434 (llama.cpp)", "main: loading model"])
+    write_journal(path, bytes(first.out))
+    return first, JournalSystemd(path, restarts=1)
+
+
 @pytest.fixture(autouse=True)
 def _journal_tools() -> None:
     journal_remote()
@@ -105,11 +114,7 @@ def _journal_tools() -> None:
 
 def test_each_failed_attempt_is_reported_and_the_watch_goes_on(tmp_path: Path):
     path = tmp_path / "u.journal"
-    first = UnitRun(UNIT, T0)
-    first.started()
-    first.lines(["build: 11434 (llama.cpp)", "main: loading model"])
-    write_journal(path, bytes(first.out))  # attempt 1 is running when the watch begins
-    systemd = JournalSystemd(path, restarts=1)
+    first, systemd = loading_first_attempt(path)
     second = failing(T0 + 60, restart=None, text="error: failed to open GGUF file 'x.gguf' (No such file)")
     seen = io.StringIO()
 
@@ -269,11 +274,7 @@ def test_a_start_timeout_shorter_than_the_history_says_is_warned_before_it_bites
 def test_a_stop_signal_while_waiting_for_systemds_next_attempt_ends_the_watch_at_once(
         tmp_path: Path, stop: signal.Signals):
     path = tmp_path / "u.journal"
-    first = UnitRun(UNIT, T0)
-    first.started()
-    first.lines(["build: 11434 (llama.cpp)", "main: loading model"])
-    write_journal(path, bytes(first.out))  # attempt 1 is running when the watch begins
-    systemd = JournalSystemd(path, restarts=1)
+    first, systemd = loading_first_attempt(path)
     seen = io.StringIO()
 
     def stop_while_waiting() -> None:  # attempt 1 fails; systemd's restart is due but never comes
