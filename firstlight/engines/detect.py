@@ -13,7 +13,7 @@ from firstlight.logtext import classify_prefix
 from firstlight.wire.content import NotJSON, parse_json
 
 from .lines import clean_line
-from .prefilter import Rule, compile_rules, may_match
+from .prefilter import Rule, may_match
 from .profile import EndpointRule, EngineProfile, JsonValue, strip_ansi
 
 DETECT_THRESHOLD = 4
@@ -32,7 +32,7 @@ class EngineDetector:
         self._order = {p.name: i for i, p in enumerate(self._profiles)}
         self._rules: list[tuple[str, Rule]] = []
         for p in self._profiles:
-            for rule in compile_rules(list(p.detect_patterns)):
+            for rule in p.detect_rules:
                 self._rules.append((p.name, rule))
         self._seen: set[int] = set()
         self.scores: dict[str, int] = {p.name: 0 for p in self._profiles}

@@ -30,7 +30,7 @@ from firstlight.timeline import EngineClock
 from firstlight.vocab import CATEGORY_RANK, FAILURE_CATEGORIES, FAILURE_PHASES, PHASE_INDEX, PHASES, WRAPPER_RANK
 
 from .lines import clean_line
-from .prefilter import WORD, compile_rules, may_match, required_literal
+from .prefilter import WORD, Rule, compile_rules, may_match, required_literal
 
 
 @dataclass(frozen=True)
@@ -428,6 +428,11 @@ class EngineProfile:
     @cached_property
     def _matcher(self) -> _Matcher:
         return _Matcher(self)
+
+    @cached_property
+    def detect_rules(self) -> tuple[Rule, ...]:
+        """``detect_patterns`` compiled once per profile: a detector is made for every log read."""
+        return compile_rules(list(self.detect_patterns))
 
 
 def _int(value: str | None) -> int | None:

@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from firstlight._version import __version__
 from firstlight.assessment import Assessment, Event
+from firstlight.report import listener
 from firstlight.report.base import QuietReporter, ReadCollectors
 from firstlight.result import RunResult
 from firstlight.serving import ServingStatus
@@ -351,8 +352,7 @@ class PrometheusExporter(QuietReporter):
                 self._restarts_told[labels] = restarts
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        listener.stop(self._server)
 
     # -- rendering -------------------------------------------------------------------------------------------
     def _set_info(self, **labels: str | None) -> None:

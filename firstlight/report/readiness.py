@@ -50,6 +50,7 @@ from typing import Any
 from firstlight.assessment import Assessment, Event
 from firstlight.bounded import whole
 from firstlight.report import events as event_log
+from firstlight.report import listener
 from firstlight.report.base import QuietReporter
 from firstlight.report.jsonl import (
     judge_event,
@@ -463,6 +464,4 @@ class ReadinessServer(QuietReporter):
         if self.state.probed and self.state.verdict in NOT_LIVE:
             self.state.final_read.wait(LINGER_S)
         if self._server is not None:
-            with contextlib.suppress(OSError):
-                self._server.shutdown()
-                self._server.server_close()
+            listener.stop(self._server)

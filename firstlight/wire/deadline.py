@@ -180,6 +180,7 @@ class AsyncDeadlineBackend(httpcore.AsyncNetworkBackend):
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
+    """One per process: loading the CA bundle takes about 50 ms of CPU, and every Wire is a transport."""
     return httpx.create_ssl_context(trust_env=False)
 
 
@@ -187,7 +188,7 @@ def transport(max_connections: int = 10) -> httpx.HTTPTransport:
     """An httpx transport whose connections obey :func:`deadline`. httpx has no public hook for a network
     backend, so its connection pool is replaced by an identical one built on :class:`DeadlineBackend`
     (``tests/unit/wire/test_wire.py`` fails if a new httpx stops using it)."""
-    t = httpx.HTTPTransport(trust_env=False)
+    t = httpx.HTTPTransport(verify=_ssl_context(), trust_env=False)  # its own context would be thrown away
     t._pool = httpcore.ConnectionPool(ssl_context=_ssl_context(), max_connections=max_connections,
                                       max_keepalive_connections=max_connections, keepalive_expiry=5.0,
                                       network_backend=DeadlineBackend())
@@ -196,7 +197,7 @@ def transport(max_connections: int = 10) -> httpx.HTTPTransport:
 
 def async_transport(max_connections: int = 10) -> httpx.AsyncHTTPTransport:
     """The asyncio counterpart of :func:`transport`."""
-    t = httpx.AsyncHTTPTransport(trust_env=False)
+    t = httpx.AsyncHTTPTransport(verify=_ssl_context(), trust_env=False)
     t._pool = httpcore.AsyncConnectionPool(ssl_context=_ssl_context(), max_connections=max_connections,
                                            max_keepalive_connections=max_connections, keepalive_expiry=5.0,
                                            network_backend=AsyncDeadlineBackend())

@@ -15,6 +15,7 @@ MODES = ("ok", "silent", "5xx", "garbage", "not_json", "empty", "models_only", "
          "header_trickle", "endless_headers", "sse_no_newline", "nested_json", "models_key", "slow", "escapes",
          "identify_hangs", "sglang")
 # A JSON document nested deeper than Python's recursion limit: json.loads raises RecursionError on it.
+POLL_S = 0.05  # how long a stop waits for serve_forever to look up (the library's default is half a second)
 NESTED_JSON = b"[" * 200_000 + b"]" * 200_000
 ESC = "\x1b]0;owned\x07\x1b[2J\x1b[31m"  # set the terminal title, clear the screen, turn red
 
@@ -223,7 +224,7 @@ class FaultServer:
             self._http = _QuietServer(("127.0.0.1", 0), handler)
             self._http.daemon_threads = True
             self.port = self._http.server_address[1]
-            threading.Thread(target=self._http.serve_forever, daemon=True).start()
+            threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True).start()
 
     @property
     def url(self) -> str:
@@ -262,7 +263,7 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """``handler`` on a real loopback port, on a thread of its own: its base URL; stopped on the way out."""
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True  # a handler the test keeps hanging must not hold up the shutdown
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:

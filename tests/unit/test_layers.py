@@ -10,6 +10,7 @@ packages, which are already being imported when it runs.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -79,10 +80,10 @@ def _imported(name: str, path: Path, known: Iterable[str]) -> set[str]:
     known = set(known)
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found: set[str] = set()
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    body = _parsed(path.read_text(encoding="utf-8")).body
     if name == "firstlight":  # the façade: names for type checkers only (LAYERS, leaves)
-        tree.body = [n for n in tree.body if not _is_type_checking_block(n)]
-    for node in ast.walk(tree):
+        body = [n for n in body if not _is_type_checking_block(n)]
+    for node in (n for statement in body for n in ast.walk(statement)):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -100,6 +101,12 @@ def _imported(name: str, path: Path, known: Iterable[str]) -> set[str]:
                 found.add(t)
     found.discard(name)
     return found
+
+
+@functools.cache
+def _parsed(text: str) -> ast.Module:
+    """Each module's tree, parsed once for all the checks of this file (read only)."""
+    return ast.parse(text)
 
 
 def _is_type_checking_block(node: ast.stmt) -> bool:
@@ -124,6 +131,16 @@ def import_graph(mods: Mapping[str, Path]) -> dict[str, set[str]]:
         edges.discard(name)
         graph[name] = edges
     return graph
+
+
+@functools.cache
+def _package_graph() -> dict[str, frozenset[str]]:
+    return {name: frozenset(targets) for name, targets in import_graph(modules()).items()}
+
+
+def package_graph() -> dict[str, set[str]]:
+    """firstlight's own import graph, built once for the checks of this file: a copy each may change."""
+    return {name: set(targets) for name, targets in _package_graph().items()}
 
 
 def layer_of(name: str) -> int | None:
@@ -202,19 +219,19 @@ def test_every_module_is_on_a_floor():
 
 
 def test_no_module_imports_from_a_higher_floor_but_the_known_ones():
-    upward = upward_imports(import_graph(modules()))
+    upward = upward_imports(package_graph())
     unexpected = [(m, t, f"{LAYERS[layer_of(m) or 0][0]} imports {LAYERS[layer_of(t) or 0][0]}")
                   for m, t in upward if (m, t) not in KNOWN_UPWARD]
     assert unexpected == []
 
 
 def test_the_allow_list_holds_only_live_violations():
-    upward = set(upward_imports(import_graph(modules())))
+    upward = set(upward_imports(package_graph()))
     assert [pair for pair in KNOWN_UPWARD if pair not in upward] == []
 
 
 def test_no_import_cycle():
-    assert cycles(import_graph(modules())) == []
+    assert cycles(package_graph()) == []
 
 
 def test_the_checks_find_an_upward_import_a_late_one_and_a_cycle(tmp_path: Path):
@@ -256,13 +273,13 @@ def judge_importers(graph: Mapping[str, set[str]]) -> set[str]:
 
 
 def test_only_what_holds_a_judge_imports_the_judge():
-    graph = import_graph(modules())
+    graph = package_graph()
     extra = judge_importers(graph) - JUDGE_HOLDERS - {n for n in graph if layer_of(n) == len(LAYERS) - 1}
     assert not extra, f"import the value types from firstlight.assessment instead: {sorted(extra)}"
 
 
 def test_the_waist_rule_sees_a_reporter_importing_the_judge():
-    graph = import_graph(modules())
+    graph = package_graph()
     graph["firstlight.report.console"] = {*graph["firstlight.report.console"], "firstlight.judge"}
     assert "firstlight.report.console" in judge_importers(graph) - JUDGE_HOLDERS
 
@@ -271,7 +288,7 @@ def session_subclasses(sources: Mapping[str, str]) -> list[str]:
     """Classes that derive from the Session (by name, as the source writes its bases)."""
     found = []
     for name, text in sources.items():
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(_parsed(text)):
             if isinstance(node, ast.ClassDef) and any(
                     (isinstance(b, ast.Name) and b.id == "Session")
                     or (isinstance(b, ast.Attribute) and b.attr == "Session") for b in node.bases):

@@ -96,7 +96,7 @@ def test_models_endpoint_with_garbage_is_a_bench_error():
             self.wfile.write(b"hello")
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         with pytest.raises(BenchError, match="not a model list"):
             run_bench(BenchConfig(f"http://127.0.0.1:{server.server_address[1]}", num_requests=1))

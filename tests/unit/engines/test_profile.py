@@ -3,6 +3,7 @@ HTTP responses, command-line port/host parsing, LineSplitter, and bounded-memory
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -86,31 +87,34 @@ def test_classify_is_pure_and_repeatable() -> None:
 # --- the word index never hides a match ---------------------------------------------------------------
 
 
-def _corpus() -> list[str]:
+@functools.cache
+def _corpus() -> tuple[str, ...]:
     lines = [line for _, line, _ in CLASSIFY_CASES]
     for folder in (FIXTURES, SHARED_LOGS):
         if folder.is_dir():
             for path in sorted(folder.glob("*.log")):
                 for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
                     lines.extend(seg for seg in raw.split("\r") if seg.strip())
-    return lines
+    return tuple(lines)
 
 
 def _brute_force(profile: EngineProfile, text: str) -> tuple[Any, ...]:
-    def first(patterns: list[str]) -> int | None:
+    """Every pattern tried on the line, one by one: what the word index must always agree with."""
+    rx = _compiled(profile)
+
+    def first(patterns: list[re.Pattern[str]]) -> int | None:
         for i, pat in enumerate(patterns):
-            if re.search(pat, text):
+            if pat.search(text):
                 return i
         return None
 
-    phase = first([m.pattern for m in profile.phase_markers])
-    prog = first([m.pattern for m in profile.progress_markers])
-    fails = sorted(
-        {s.category for s in profile.failure_signatures if re.search(s.pattern, text)},
-    )
-    ready = any(re.search(p, text) for p in profile.ready_markers)
-    listening = any(re.search(p, text) for p in profile.listening_markers)
-    frame = first([m.pattern for m in profile.frame_markers])
+    phase = first(rx["phase"])
+    prog = first(rx["progress"])
+    fails = sorted({s.category for s, pat in zip(profile.failure_signatures, rx["failure"], strict=True)
+                    if pat.search(text)})
+    ready = any(pat.search(text) for pat in rx["ready"])
+    listening = any(pat.search(text) for pat in rx["listening"])
+    frame = first(rx["frame"])
     ph = profile.phase_markers[phase].phase if phase is not None else None
     if ph is None and prog is not None:
         ph = profile.progress_markers[prog].phase
@@ -122,6 +126,16 @@ def _brute_force(profile: EngineProfile, text: str) -> tuple[Any, ...]:
         listening,
         profile.frame_markers[frame].phase if frame is not None else None,
     )
+
+
+@functools.cache
+def _compiled(profile: EngineProfile) -> dict[str, list[re.Pattern[str]]]:
+    return {"phase": [re.compile(m.pattern) for m in profile.phase_markers],
+            "progress": [re.compile(m.pattern) for m in profile.progress_markers],
+            "failure": [re.compile(s.pattern) for s in profile.failure_signatures],
+            "ready": [re.compile(p) for p in profile.ready_markers],
+            "listening": [re.compile(p) for p in profile.listening_markers],
+            "frame": [re.compile(m.pattern) for m in profile.frame_markers]}
 
 
 @pytest.mark.parametrize("engine", sorted(PROFILES))

@@ -9,10 +9,16 @@ from collections.abc import Iterator
 
 from firstlight.report.readiness import ReadinessServer
 from firstlight.result import RunResult
+from firstlight.runner import members as members_module
 from firstlight.runner.members import SETTLE_S, MemberWatch
 from firstlight.vocab import FAILED, READY
 from firstlight.wire import Wire
 from tests.support.common import wait_for
+
+# The rules are timed with shorter clocks than the product's (their documented values are asserted where used):
+# the fast lane waits fractions of a second for what a user's watch waits seconds for.
+SHORT_REQUEST_S, SHORT_SETTLE_S, SHORT_POLL_S = 0.5, 0.5, 0.25
+
 
 FAILED_RESULT = RunResult(FAILED, "weights_loading", 0.0, 5.0, "llamacpp", "http://127.0.0.1:1", failure="other")
 
@@ -82,14 +88,16 @@ def test_a_leader_ready_between_two_polls_reads_its_group_once_more_at_its_verdi
             r.close()
 
 
-def test_a_leader_that_failed_alone_is_blamed_after_the_settle_time():
+def test_a_leader_that_failed_alone_is_blamed_after_the_settle_time(monkeypatch):
+    assert SETTLE_S == 3.0  # docs/multinode.md
+    monkeypatch.setattr(members_module, "SETTLE_S", SHORT_SETTLE_S)
     leader, member = _servers(READY)
     watch = MemberWatch([member.url], leader, stall_timeout_s=30.0)
     try:
         t0 = time.monotonic()
         watch.summary(FAILED_RESULT)
         assert watch.group is not None and (watch.group.verdict, watch.group.culprit) == (FAILED, "leader")
-        assert SETTLE_S == 3.0 and time.monotonic() - t0 >= SETTLE_S  # docs/multinode.md
+        assert time.monotonic() - t0 >= SHORT_SETTLE_S
     finally:
         for r in (watch, leader, member):
             r.close()
@@ -169,11 +177,13 @@ def test_a_group_that_reached_ready_says_not_serving_when_a_member_stops():
             r.close()
 
 
-def test_a_member_that_answers_but_not_as_firstlight_or_not_in_time_is_unreachable_with_why():
+def test_a_member_that_answers_but_not_as_firstlight_or_not_in_time_is_unreachable_with_why(monkeypatch):
     import socket
 
     from firstlight.runner.members import REQUEST_TIMEOUT_S
 
+    assert REQUEST_TIMEOUT_S == 2.0  # docs/multinode.md
+    monkeypatch.setattr(members_module, "REQUEST_TIMEOUT_S", SHORT_REQUEST_S)
     leader = ReadinessServer()
     with socket.socket() as silent:  # accepts (the kernel's backlog) and never answers
         silent.bind(("127.0.0.1", 0))
@@ -186,8 +196,8 @@ def test_a_member_that_answers_but_not_as_firstlight_or_not_in_time_is_unreachab
                 t0 = time.monotonic()
                 watch.poll_once(client)
                 took = time.monotonic() - t0
-            assert watch.states[url].error == "no complete answer within 2s (the request's deadline)"
-            assert REQUEST_TIMEOUT_S * 0.9 <= took < REQUEST_TIMEOUT_S + 2.5  # the request's deadline
+            assert watch.states[url].error == "no complete answer within 0.5s (the request's deadline)"
+            assert SHORT_REQUEST_S * 0.9 <= took < SHORT_REQUEST_S + 2.5  # the request's deadline
         finally:
             leader.close()
 
@@ -244,10 +254,12 @@ def test_the_settling_reads_after_a_failed_leader_go_direct_too(monkeypatch):
             r.close()
 
 
-def test_the_loop_polls_every_poll_interval_on_its_named_thread():
+def test_the_loop_polls_every_poll_interval_on_its_named_thread(monkeypatch):
     from firstlight.runner.members import POLL_S
     from tests.support.common import wait_for
 
+    assert POLL_S == 1.0  # docs/multinode.md
+    monkeypatch.setattr(members_module, "POLL_S", SHORT_POLL_S)
     leader, member = ReadinessServer(), _ready_member()
     polls: list[float] = []
 
@@ -260,7 +272,7 @@ def test_the_loop_polls_every_poll_interval_on_its_named_thread():
     try:
         assert watch._thread.name == "firstlight-members"  # what py-spy and a thread dump show
         wait_for(lambda: len(polls) >= 3, 30, "three polls of the loop")
-        assert POLL_S == 1.0 and polls[2] - polls[1] >= POLL_S * 0.9  # it waits between polls, never spins
+        assert polls[2] - polls[1] >= SHORT_POLL_S * 0.9  # it waits between polls, never spins
     finally:
         watch.close()
         for r in (leader, member):
@@ -321,7 +333,7 @@ def test_the_change_message_lists_the_first_three_reasons_and_none_when_there_is
             r.close()
 
 
-def test_a_poll_that_raises_is_said_and_the_loop_goes_on():
+def test_a_poll_that_raises_is_said_and_the_loop_goes_on(monkeypatch):
     """The members' thread runs under the guard every thread has: an exception escaping a poll (here a sink's)
     is one line saying so, the next polls come as usual, and the first that works says that too."""
     from tests.support.common import wait_for
@@ -329,6 +341,7 @@ def test_a_poll_that_raises_is_said_and_the_loop_goes_on():
     leader, member = ReadinessServer(), _ready_member()
     said: list[str] = []
     polls: list[int] = []
+    monkeypatch.setattr(members_module, "POLL_S", SHORT_POLL_S)
 
     class Flaky:
         def group_update(self, members: list[dict[str, object]], group: dict[str, object]) -> None:
@@ -352,15 +365,18 @@ def test_a_poll_that_raises_is_said_and_the_loop_goes_on():
             r.close()
 
 
-def test_members_are_read_side_by_side_so_a_poll_of_many_silent_ones_takes_a_deadline_per_sixteen():
+def test_members_are_read_side_by_side_so_a_poll_of_many_silent_ones_takes_a_deadline_per_sixteen(monkeypatch):
     """20 members that accept and never answer: the poll takes two request deadlines (16 read at once, then 4), not
-    20 one after the other (40 s); and the watch's close waits for no more than that."""
+    20 one after the other (40 s with the product's 2 s deadline; timed here on a shorter one); and the watch's
+    close waits for no more than that."""
     import socket
 
-    from firstlight.runner.members import READERS, REQUEST_TIMEOUT_S, poll_bound_s
+    from firstlight.runner.members import READERS, poll_bound_s
 
+    deadline_s = 2 * SHORT_REQUEST_S  # the close's margin over a poll is one deadline: room for a busy machine
+    monkeypatch.setattr(members_module, "REQUEST_TIMEOUT_S", deadline_s)
     assert (READERS, poll_bound_s(1), poll_bound_s(16), poll_bound_s(17), poll_bound_s(50)) == (
-        16, REQUEST_TIMEOUT_S, REQUEST_TIMEOUT_S, 2 * REQUEST_TIMEOUT_S, 4 * REQUEST_TIMEOUT_S)
+        16, deadline_s, deadline_s, 2 * deadline_s, 4 * deadline_s)
     leader = ReadinessServer()
     with contextlib.ExitStack() as stack:
         urls = []
@@ -369,7 +385,7 @@ def test_members_are_read_side_by_side_so_a_poll_of_many_silent_ones_takes_a_dea
             silent.bind(("127.0.0.1", 0))
             silent.listen(4)
             urls.append(f"http://127.0.0.1:{silent.getsockname()[1]}")
-        serial = 20 * REQUEST_TIMEOUT_S  # one after the other
+        serial = 20 * deadline_s  # one after the other
         watch = MemberWatch(urls, leader, stall_timeout_s=30.0)
         try:
             t0 = time.monotonic()

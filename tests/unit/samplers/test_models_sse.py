@@ -59,7 +59,7 @@ def _serve(scripts: list[Any], port: int = 0) -> tuple[ThreadingHTTPServer, list
     handler = type("H", (_Stream,), {"scripts": scripts, "connections": conns})
     srv = ThreadingHTTPServer(("127.0.0.1", port), handler)
     srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return srv, conns
 
 
@@ -236,7 +236,7 @@ def test_a_stream_of_comments_and_no_event_is_dropped_after_a_mebibyte_noted_onc
 
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Chatter)
     srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     t0 = time.monotonic()
     src, got = _run(srv.server_port)
     try:
@@ -276,7 +276,7 @@ def test_the_stream_is_asked_for_with_the_api_key_as_a_bearer_token_and_as_an_ev
 
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Records)
     srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     src, _ = _run(srv.server_port, api_key="sk-router-key")
     try:
         src.join(10)

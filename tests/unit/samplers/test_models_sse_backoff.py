@@ -18,7 +18,7 @@ from firstlight.samplers.models_sse import BACKOFF_MIN_S, ModelsSSE
 from firstlight.timeline import Observation
 from tests.support.common import wait_for
 
-TRIES = 5  # four gaps: 0.2, 0.4, 0.8, 1.6 s with the back-off; 0.2 s each without it
+TRIES = 4  # three gaps: 0.2, 0.4, 0.8 s with the back-off; 0.2 s each without it
 REFUSALS = {
     "503": b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     "500": b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",

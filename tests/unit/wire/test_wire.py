@@ -50,7 +50,7 @@ def _held(results: list[Probe]) -> Level:
 
 def test_a_server_trickling_header_bytes_cannot_hold_a_request():
     # Status line, then one header byte a second for ever: httpx's read timeout alone never fires.
-    with fault_server("header_trickle") as s, Ladder(_cfg(s.url, read_timeout=3.0)) as ladder:
+    with fault_server("header_trickle") as s, Ladder(_cfg(s.url, read_timeout=1.5)) as ladder:  # > the 1 s byte gap
         t, box = _in_thread(ladder.climb)
         wait_for(lambda: not t.is_alive(), 60, "the climb to end by its deadline")
     results = box[0]
@@ -184,3 +184,29 @@ def test_a_stream_line_that_never_ends_is_an_error_not_memory():
     with fault_server("sse_no_newline") as s:
         r = run_bench(BenchConfig(s.url, model="m", num_requests=1, request_timeout=60))
     assert r.errors == 1 and any("line longer than" in e for e in r.error_samples), r.error_samples
+
+
+def test_a_wire_is_built_on_the_one_ssl_context_without_loading_the_ca_bundle_again(monkeypatch):
+    """Loading the CA bundle costs about 50 ms of CPU: the process does it once, never once per Wire (a member's,
+    a probe's, a sampler's connection)."""
+    import ssl
+
+    from firstlight.wire import Wire
+    from firstlight.wire.deadline import _ssl_context
+
+    Wire("http://127.0.0.1:9", connect_timeout=1).close()  # the one context, made now if it was not yet
+    made: list[object] = []
+    real = ssl.create_default_context
+
+    def counting(*args: object, **kwargs: object) -> ssl.SSLContext:
+        made.append(args or kwargs)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ssl, "create_default_context", counting)
+    wires = [Wire(f"http://127.0.0.1:{port}", connect_timeout=1) for port in (9, 10, 11)]
+    try:
+        assert made == []
+        assert all(w._client._transport._pool._ssl_context is _ssl_context() for w in wires)  # type: ignore[attr-defined]
+    finally:
+        for w in wires:
+            w.close()

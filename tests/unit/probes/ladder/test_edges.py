@@ -378,20 +378,20 @@ def hanging(method: str, path: str) -> Iterator[str]:
 @pytest.mark.parametrize("method, path, level", [("GET", "/health", Level.HTTP), ("GET", "/v1/models", Level.MODELS),
                                                  ("POST", "/v1/completions", Level.GENERATION)])
 def test_the_climbs_deadline_ends_a_rung_the_server_never_answers(method: str, path: str, level: Level):
-    """read and generation timeouts of 300 s; the climb's deadline, 3 s away, is what ends the request."""
+    """read and generation timeouts of 300 s; the climb's deadline, 1 s away, is what ends the request."""
     import re
     import time
 
     with hanging(method, path) as url, Ladder(ProbeConfig(url=url, connect_timeout=2, read_timeout=300,
                                                           generation_timeout=300), clock=lambda: 1000.0) as lad:
-        probes = lad.climb(deadline_at=time.monotonic() + 3)
+        probes = lad.climb(deadline_at=time.monotonic() + 1)
     last = probes[-1]
     assert last.level == level and last.ok is False and last.t == 1000.0, probes
     assert last.detail.startswith(f"{method} {path}: "), last.detail
     if level == Level.GENERATION:
         assert last.latency_s == 0.0  # the test's clock stands still
     m = re.search(r"no complete answer within ([\d.]+)s \(the request's deadline\)", last.detail)
-    assert m is not None and float(m[1]) <= 3, last.detail
+    assert m is not None and float(m[1]) <= 1, last.detail
 
 
 def test_long_answers_are_shown_to_their_bound():
@@ -422,9 +422,9 @@ def test_generate_alone_keeps_its_deadline_and_names_its_level():
     with hanging("POST", "/v1/completions") as url, Ladder(ProbeConfig(url=url, connect_timeout=2, read_timeout=300,
                                                                        generation_timeout=300),
                                                            clock=lambda: 1000.0) as lad:
-        gen = lad.generate(deadline_at=time.monotonic() + 3)
+        gen = lad.generate(deadline_at=time.monotonic() + 1)
     m = re.search(r"no complete answer within ([\d.]+)s \(the request's deadline\)", gen.detail)
-    assert gen.level == Level.GENERATION and not gen.ok and m is not None and float(m[1]) <= 3, gen.detail
+    assert gen.level == Level.GENERATION and not gen.ok and m is not None and float(m[1]) <= 1, gen.detail
     with server(HEALTHY) as (url, _), ladder(url) as lad:
         lad._generate = lambda *a: (_ for _ in ()).throw(ValueError("boom"))  # type: ignore[method-assign]
         gen = lad.generate()
