@@ -46,7 +46,8 @@ from firstlight.redact import Redactor
 from firstlight.report.artifacts import RunArtifacts
 from firstlight.report.base import ForwardingReporter, QuietReporter, Reporter
 from firstlight.result import RunResult
-from firstlight.runner.session import Outcome, Session
+from firstlight.runner.outcome import Outcome
+from firstlight.runner.session import Session
 from firstlight.serving import ServingStatus
 from firstlight.settings import Plan
 from firstlight.timeline import Interrupted

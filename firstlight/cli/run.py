@@ -27,7 +27,8 @@ from firstlight.report.prometheus import PrometheusExporter
 from firstlight.report.readiness import ReadinessServer, parse_bind
 from firstlight.report.systemd import SystemdNotifier
 from firstlight.runner.members import MemberWatch, members_from_lws
-from firstlight.runner.session import Outcome, Session
+from firstlight.runner.outcome import Outcome
+from firstlight.runner.session import Session
 from firstlight.settings import Plan
 
 

@@ -22,9 +22,10 @@ from firstlight.cli.options import (
     usage,
 )
 from firstlight.cli.run import make_reporters, outputs_from
+from firstlight.runner.outcome import Outcome
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
 from firstlight.runner.serving import ServingWatch
-from firstlight.runner.session import Outcome, Session
+from firstlight.runner.session import Session
 from firstlight.settings import Plan
 from firstlight.wire import split_url
 

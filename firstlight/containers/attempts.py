@@ -23,8 +23,9 @@ from firstlight.assessment import Assessment
 from firstlight.containers.runtime import Container
 from firstlight.containers.watch import EXIT_SETTLE_S, Tracker
 from firstlight.report.base import Reporter
+from firstlight.runner.outcome import Outcome
 from firstlight.runner.restarts import HeldReporter, Loop, Step, report_attempt
-from firstlight.runner.session import Outcome, Session
+from firstlight.runner.session import Session
 from firstlight.vocab import FAILED, HUNG, INTERRUPTED
 
 AGAIN = (FAILED, HUNG)  # verdicts after which the runtime's next start is worth watching

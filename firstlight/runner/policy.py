@@ -106,6 +106,9 @@ class Supervise:
             except queue.Empty:
                 continue
             if isinstance(obs, Interrupted):
+                code = ctx.server.poll()
+                if code is not None and not self._daemon_lives(ctx, code, daemon):
+                    continue  # it died before the stop came (a kill, then Ctrl-C): its death is the verdict
                 return StopServer().apply(ctx, result.interrupted(obs.signal, obs.t, "while serving"))
 
     @staticmethod

@@ -22,7 +22,7 @@ from firstlight.assessment import Assessment, Event
 from firstlight.report.base import ForwardingReporter, Reporter
 from firstlight.result import RunResult
 from firstlight.runner.guard import install_stop_handlers
-from firstlight.runner.session import Outcome
+from firstlight.runner.outcome import Outcome
 from firstlight.vocab import INTERRUPTED
 
 S = TypeVar("S")

@@ -35,9 +35,9 @@ import psutil
 from firstlight.probes.ladder import split_url
 from firstlight.report.base import Reporter
 from firstlight.result import RunResult
+from firstlight.runner.outcome import Outcome
 from firstlight.runner.restarts import Loop, Step
 from firstlight.runner.serving import ServingWatch
-from firstlight.runner.session import Outcome
 from firstlight.samplers.process import zombie_exit_code
 from firstlight.vocab import INTERRUPTED, SERVING_VERDICTS, TIMEOUT
 from firstlight.wire.client import port_open

@@ -35,8 +35,9 @@ from firstlight.redact import Redactor
 from firstlight.report.base import Reporter
 from firstlight.result import RunResult
 from firstlight.runner.after_ready import deployment_key, open_history
+from firstlight.runner.outcome import Outcome
 from firstlight.runner.restarts import HeldReporter, Loop, Step, report_attempt
-from firstlight.runner.session import Outcome, Session
+from firstlight.runner.session import Session
 from firstlight.samplers.base import Sampler
 from firstlight.samplers.oom import OomTraces, memory_dirs
 from firstlight.samplers.process import ProcessTreeSampler

@@ -156,6 +156,15 @@ def sim_cmd(scenario: str = "normal", port: int | None = None, *extra: str) -> l
     return [*cmd, *extra]
 
 
+def started_sim(cmd: list[str], reap: list[int]) -> subprocess.Popen[bytes]:
+    """The simulator started (its pid kept in ``reap`` to be killed after the test), once its process runs its own
+    command: a watch given its pid before the exec would read the forking parent's command line, or none."""
+    sim = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    reap.append(sim.pid)
+    wait_for(lambda: psutil.Process(sim.pid).cmdline()[1:] == cmd[1:], 30, "the simulator's exec")
+    return sim
+
+
 def run_firstlight(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
                    preexec_fn: Callable[[], None] | None = None) -> Run:
     p = subprocess.run(firstlight_cmd(*args), capture_output=True, text=True, timeout=timeout,

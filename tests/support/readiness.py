@@ -11,7 +11,7 @@ import httpx
 
 from firstlight.assessment import Assessment, Progress
 from firstlight.result import RunResult
-from firstlight.runner.session import Outcome
+from firstlight.runner.outcome import Outcome
 from firstlight.timeline import Level
 
 FAST = ["--poll-min", "0.05", "--sample-interval", "0.2"]

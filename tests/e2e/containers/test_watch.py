@@ -884,7 +884,7 @@ def test_a_container_session_is_built_on_the_container_sources(tmp_path: Path) -
     assert isinstance(sources, ContainerSources)
     assert (sources.tracker, sources.run, sources.since, sources.clock()) == (tracker, run, "2026-12-04T10:00:00Z",
                                                                               42.0)
-    assert sources.echo == session._echo and sources.backlog == session.q.qsize
+    assert sources.echo == session.feed.echo and sources.backlog == session.q.qsize
     assert sources.identify == session.detect and session.clock() == 42.0
 
 

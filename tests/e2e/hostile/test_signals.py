@@ -29,14 +29,14 @@ CHECK_S = 60  # far above the rule's seconds: reached only when the defect is ba
 # Deliver SIGTERM to ourselves right after the probe that makes READY is queued: the signal lands with it.
 _SIGNAL_WITH_READY = """
 import os, signal, sys
-from firstlight.runner.session import Session
+from firstlight.runner.feed import Feed
 from firstlight.timeline import Level, Probe
-sink = Session._sink
-def _sink(self, obs):
-    sink(self, obs)
+put = Feed.put
+def _put(self, obs):
+    put(self, obs)
     if isinstance(obs, Probe) and obs.level == Level.GENERATION and obs.ok:
         os.kill(os.getpid(), signal.SIGTERM)
-Session._sink = _sink
+Feed.put = _put
 from firstlight.cli.app import main
 main(sys.argv[1:])
 """

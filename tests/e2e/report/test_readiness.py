@@ -23,8 +23,8 @@ import pytest
 from firstlight.history import History
 from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
+from firstlight.runner.outcome import Outcome
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target
-from firstlight.runner.session import Outcome
 from firstlight.sim.fixtures import free_port
 from tests.support.common import firstlight_cmd, run_firstlight, sim_cmd, wait_for
 from tests.support.readiness import FAST, _outcome, answers, get

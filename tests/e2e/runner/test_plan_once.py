@@ -5,7 +5,6 @@ by wrapping the one parse function every reading goes through."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +18,10 @@ from firstlight.cli import sidecar
 from firstlight.cli.app import cli
 from firstlight.engines import command as reader
 from firstlight.engines.command import split_words
+from firstlight.runner.outcome import Outcome
 from firstlight.runner.rewatch import Rewatch
-from firstlight.runner.session import Outcome
 from firstlight.sim.fixtures import free_port
-from tests.support.common import sim_cmd, wait_for
+from tests.support.common import sim_cmd, started_sim, wait_for
 
 WATCH = ["--poll-min", "0.05", "--sample-interval", "0.2", "--plain"]
 UP = [*WATCH, "--quiet-server"]
@@ -63,9 +62,7 @@ def test_an_up_of_the_api_parses_its_command_once(parses: list[tuple[str, ...]],
 def test_a_watch_parses_the_watched_command_once(parses: list[tuple[str, ...]], weights: Path, tmp_path: Path,
                                                  reap: list[int]):
     port = free_port()
-    sim = subprocess.Popen(_sim(port, weights), start_new_session=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    reap.append(sim.pid)
+    sim = started_sim(_sim(port, weights), reap)
     r = CliRunner().invoke(cli, ["watch", f"http://127.0.0.1:{port}", "--pid", str(sim.pid), "--history",
                                  str(tmp_path / "h.db"), *WATCH])
     assert r.exit_code == 0, r.output[-2000:]
@@ -75,9 +72,7 @@ def test_a_watch_parses_the_watched_command_once(parses: list[tuple[str, ...]], 
 def test_a_sidecar_parses_each_start_s_command_once(parses: list[tuple[str, ...]], weights: Path, tmp_path: Path,
                                                     reap: list[int], monkeypatch: pytest.MonkeyPatch):
     port, rport = free_port(), free_port()
-    sim = subprocess.Popen(_sim(port, weights), start_new_session=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    reap.append(sim.pid)
+    sim = started_sim(_sim(port, weights), reap)
     loops: list[Rewatch] = []
 
     class Recorded(Rewatch):

@@ -25,8 +25,8 @@ import pytest
 
 from firstlight.result import RunResult
 from firstlight.runner import rewatch as rewatch_module
+from firstlight.runner.outcome import Outcome
 from firstlight.runner.rewatch import ProcessMatcher, Rewatch, Target, port_open
-from firstlight.runner.session import Outcome
 from firstlight.sim.fixtures import free_port
 from tests.e2e.runner.test_session import Recorder
 from tests.support.common import drive, signal_self, wait_for

@@ -45,8 +45,9 @@ from firstlight.result import RunResult
 from firstlight.runner import launcher, pump
 from firstlight.runner import session as session_module
 from firstlight.runner.launcher import ServerProcess
+from firstlight.runner.outcome import Outcome
 from firstlight.runner.output import BoundedOutput
-from firstlight.runner.session import Outcome, Session
+from firstlight.runner.session import Session, SourcesFactory
 from firstlight.runner.sources import Echo, Sink, Sources
 from firstlight.serving import ServingStatus
 from firstlight.sim.fixtures import free_port
@@ -250,15 +251,16 @@ class Recorder(QuietReporter):
         return [c for c in list(self.calls) if c[0] == name]
 
 
-class ScriptedSession(Session):
-    def __init__(self, cfg: Config, profile: EngineProfile, reporter: Recorder, clock: Clock, script: list[Step],
-                 left_in_pipe: list[LogLine], port_holder: str | None, record: IO[str] | None,
-                 preflight: PreflightReport | None = None, start_error: str | None = None,
-                 record_timeout: bool = True, held_before: str | None = None) -> None:
-        super().__init__(cfg, profile, reporter, record=record, clock=clock, preflight=preflight,
-                         record_timeout=record_timeout)
-        self.sources = ScriptedSources(cfg, self._sink, self._echo, self.detect, clock, self.q.qsize, script,
-                                       left_in_pipe, port_holder, start_error, held_before)
+def scripted(script: list[Step], left_in_pipe: list[LogLine], port_holder: str | None,
+             start_error: str | None = None, held_before: str | None = None) -> SourcesFactory:
+    """The session's sources factory for a scripted server: the session is composed with it, as a unit's or a
+    container's is with theirs."""
+    def make(cfg: Config, sink: Sink, echo: Echo, identify: bool, clock: Callable[[], float],
+             backlog: Callable[[], int] | None, command: object) -> Sources:
+        assert isinstance(clock, Clock) and backlog is not None
+        return ScriptedSources(cfg, sink, echo, identify, clock, backlog, script, left_in_pipe, port_holder,
+                               start_error, held_before)
+    return make
 
 
 @dataclass
@@ -266,7 +268,7 @@ class Run:
     outcome: Outcome
     reporter: Recorder
     sources: ScriptedSources
-    session: ScriptedSession
+    session: Session
     record: list[dict[str, Any]]
 
     @property
@@ -291,9 +293,9 @@ def run(script: list[Step], pid: int | None = PID, engine: str | None = None, le
     out = io.StringIO() if record is None else record
     if settled is not None:
         script = [Quiet(s.until, lambda: settled(reporter)) if isinstance(s, Quiet) else s for s in script]
-    session = ScriptedSession(cfg, get_profile(engine or "generic"), reporter, Clock(t0), script,
-                              left_in_pipe or [], port_holder, out, preflight, start_error, record_timeout,
-                              held_before)
+    session = Session(cfg, get_profile(engine or "generic"), reporter, record=out, clock=Clock(t0),
+                      preflight=preflight, record_timeout=record_timeout,
+                      sources=scripted(script, left_in_pipe or [], port_holder, start_error, held_before))
     session.sources.server_log = server_log  # a detached server's log file, as the sources name it
     if requests is not None:
         session.sources.requests = lambda: dict(requests)  # type: ignore[method-assign]
@@ -561,7 +563,7 @@ def test_the_next_start_is_told_its_eta_from_the_history_once(tmp_path: Path) ->
     r = watched_start(tmp_path, 120.0)
     told = [m for m in r.reporter.messages() if m.startswith("history:")]
     assert told == ["history: ETA from 2 untyped starts: 105.0s"]
-    assert r.session.expected_total_s == 105.0
+    assert r.session.expectations.expected_total_s == 105.0
     assert r.result.eta is not None and r.result.eta["seconds"] == 105.0 and r.result.eta["runs"] == 2
 
 
@@ -569,7 +571,7 @@ def test_an_estimate_given_up_front_is_not_replaced_by_the_history(tmp_path: Pat
     watched_start(tmp_path, 100.0)
     r = watched_start(tmp_path, 110.0, judge=JudgeConfig(expected_total_s=42.0))
     assert not any(m.startswith("history:") for m in r.reporter.messages())
-    assert r.session.expected_total_s == 42.0 and r.result.eta is None
+    assert r.session.expectations.expected_total_s == 42.0 and r.result.eta is None
 
 
 @pytest.mark.parametrize(("resident", "told"), [(900, "warm_page_cache"), (899, "cold")])
@@ -885,6 +887,8 @@ def test_a_supervised_server_killed_after_ready_fails_serving_and_what_is_left_o
         assert pid is not None
         workers.extend(c.pid for c in psutil.Process(pid).children())
         os.kill(pid, signal.SIGKILL)
+        # the stop below only ends a run that missed the death: it comes once the death was told (a second summary)
+        wait_for(lambda: len(rep._of("summary")) >= 2, CHECK_S, "the death while serving told")
 
     errors = drive(kill_after_ready, lambda: signal_self(signal.SIGTERM))
     o = s.run()
@@ -966,8 +970,9 @@ def test_the_sessions_sources_are_built_with_its_sink_clock_backlog_and_engine_l
     s = Session(Config(pid=PID, history=HistoryConfig(enabled=False)), get_profile("generic"), Recorder(),
                 clock=clock)
     assert s.sources.cfg is s.cfg and s.sources.clock is clock and s.sources.backlog == s.q.qsize
-    assert s.sources.sink == s._sink and s.sources.echo == s._echo and s.sources.identify is True
-    assert (s.history, s.driver, s.stop_signal, s.preflight) == (None, None, None, None)
+    assert s.sources.sink == s.feed.put and s.sources.echo == s.feed.echo and s.sources.identify is True
+    assert s.feed.sources is s.sources and s.feed.q is s.q
+    assert (s.history, s.driver, s.feed.stop_signal, s.preflight) == (None, None, None, None)
     assert s.record_timeout is True  # a run's --timeout is a run of the history unless the sidecar says not
 
 
@@ -1009,17 +1014,17 @@ def test_a_stop_signal_after_the_checks_of_a_watched_server_is_honoured_before_t
     (e,) = r.result.evidence
     assert e["value"] == "SIGTERM received after READY, during the checks" and e["since"] == T0 + 1
     assert r.reporter.calls[-1] == ("summary", r.result)  # the last word, with the verdict returned
-    assert r.session.stop_signal is not None and r.session.stop_signal.signal == "SIGTERM"
+    assert r.session.feed.stop_signal is not None and r.session.feed.stop_signal.signal == "SIGTERM"
 
 
 def test_the_first_stop_signal_is_the_one_kept_with_its_time() -> None:
     clock = Clock(T0 + 7)
     s = Session(Config(pid=PID, history=HistoryConfig(enabled=False)), get_profile("generic"), Recorder(),
                 clock=clock)
-    s._on_signal(signal.SIGTERM, None)
+    s.feed.interrupt(signal.SIGTERM, None)
     clock.t = T0 + 8
-    s._on_signal(signal.SIGINT, None)
-    assert s.stop_signal == Interrupted(T0 + 7, "SIGTERM")
+    s.feed.interrupt(signal.SIGINT, None)
+    assert s.feed.stop_signal == Interrupted(T0 + 7, "SIGTERM")
     assert pump.drain(s.q) == [Interrupted(T0 + 7, "SIGTERM"), Interrupted(T0 + 8, "SIGINT")]  # each one judged
 
 
@@ -1187,9 +1192,9 @@ def test_the_known_answer_looked_up_keeps_this_starts_clock_not_the_time_it_was_
 def test_the_history_eta_is_said_once_however_often_it_is_looked_up(tmp_path: Path) -> None:
     watched_start(tmp_path, 100.0)
     r = watched_start(tmp_path, 110.0)
-    r.session._expect_from_history()  # looked up again once this start is recorded: a new estimate, said
+    r.session.expectations.look(r.session.profile)  # again once this start is recorded: a new estimate, said
     told = [m for m in r.reporter.messages() if m.startswith("history:")]
-    r.session._expect_from_history()  # and again (the engine learnt, the page cache known): the same, not said
+    r.session.expectations.look(r.session.profile)  # again (the engine learnt, the page cache known): not said
     assert [m for m in r.reporter.messages() if m.startswith("history:")] == told
     assert told == ["history: ETA from 1 untyped start: 100.0s", "history: ETA from 2 untyped starts: 105.0s"]
 

@@ -20,7 +20,7 @@ import firstlight
 from firstlight import api
 from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
-from firstlight.runner.session import Outcome
+from firstlight.runner.outcome import Outcome
 from firstlight.serving import ServingStatus
 from firstlight.sim.fixtures import free_port
 from firstlight.timeline import Interrupted

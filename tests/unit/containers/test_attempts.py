@@ -18,8 +18,8 @@ from firstlight.containers.runtime import Container, ContainerGone
 from firstlight.containers.watch import Tracker
 from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
+from firstlight.runner.outcome import Outcome
 from firstlight.runner.restarts import Step
-from firstlight.runner.session import Outcome
 from firstlight.settings import NUMBERS
 from firstlight.timeline import Level
 

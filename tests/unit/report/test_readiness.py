@@ -87,11 +87,15 @@ def test_bind_specs(spec: str, expected: tuple[str, int]):
     assert parse_bind(spec) == expected
 
 
-def test_a_client_trickling_its_request_is_dropped_at_the_deadline(server: ReadinessServer):
+def test_a_client_trickling_its_request_is_dropped_at_the_deadline(server: ReadinessServer, monkeypatch):
+    """The whole request's deadline (5 s, timed here on 1.5 s) cuts a client whose every read is in time."""
+    assert REQUEST_TIMEOUT_S == 5.0  # README
+    deadline_s = 1.5
+    monkeypatch.setattr(readiness, "REQUEST_TIMEOUT_S", deadline_s)
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
     sent, closed = 0, False
     request = b"GET /readyz HTTP/1.0\r\n" + b"X-Slow: " + b"a" * 200
-    t_end = time.monotonic() + REQUEST_TIMEOUT_S * 6  # a byte every 0.5 s: each read well within its timeout
+    t_end = time.monotonic() + deadline_s * 6  # a byte every 0.5 s: each read well within its timeout
     while time.monotonic() < t_end:
         try:
             sock.send(request[sent:sent + 1])
@@ -106,7 +110,7 @@ def test_a_client_trickling_its_request_is_dropped_at_the_deadline(server: Readi
             closed = True
             break
     sock.close()
-    assert closed, f"still held after {sent} bytes trickled over {REQUEST_TIMEOUT_S * 6:.0f}s"
+    assert closed, f"still held after {sent} bytes trickled over {deadline_s * 6:.0f}s"
 
 
 def test_connection_threads_are_capped():

@@ -14,8 +14,8 @@ import pytest
 from firstlight.assessment import Assessment, Event, Progress
 from firstlight.report.base import QuietReporter
 from firstlight.result import RunResult
+from firstlight.runner.outcome import Outcome
 from firstlight.runner.restarts import Loop, Step, report_attempt
-from firstlight.runner.session import Outcome
 from firstlight.timeline import Level
 
 
