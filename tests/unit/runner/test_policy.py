@@ -149,8 +149,20 @@ def test_a_stop_signal_while_serving_stops_the_server():
     out = policy.Supervise().apply(ctx, READY)
     assert out.verdict == "interrupted" and out.server_stopped == "SIGTERM, exited 0"
     assert out.evidence[0]["value"] == "SIGTERM received while serving" and out.evidence[0]["since"] == 190.0
-    assert server.calls == ["watch.start", "poll", "watch.step", ("stop", 7.5), "watch.stop"]
+    # the server is asked once more at the signal: alive, so the stop is the operator's
+    assert server.calls == ["watch.start", "poll", "watch.step", "poll", ("stop", 7.5), "watch.stop"]
     assert said[-1] == "server process group 4242: SIGTERM, exited 0"
+
+
+def test_a_stop_signal_that_finds_the_server_already_dead_reports_its_death():
+    """Killed, then Ctrl-C a moment later, both before the loop looked: the death is what happened to it."""
+    q: queue.Queue[Observation] = queue.Queue()
+    q.put(Interrupted(190.0, "SIGINT"))
+    server = Server(exits=[None, -9])
+    ctx, _ = _ctx(server, q=q, oom=lambda: ())
+    out = policy.Supervise().apply(ctx, READY)
+    assert (out.verdict, out.phase) == ("failed", "serving"), out.evidence
+    assert "SIGINT" not in str(out.evidence) and out.server_stopped == "SIGTERM, exited 0"
 
 
 def test_other_observations_do_not_end_supervision():
