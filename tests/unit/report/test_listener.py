@@ -29,6 +29,13 @@ def test_a_server_polling_once_a_minute_stops_within_the_bound_and_its_socket_is
     assert server.socket.fileno() == -1
 
 
+def test_a_server_on_another_loopback_address_is_woken_at_its_own():
+    server, thread = _serving("127.0.1.5")  # not 127.0.0.1, where nothing listens on its port
+    assert listener.stop(server, within_s=10.0)
+    thread.join(5.0)
+    assert not thread.is_alive()
+
+
 def test_a_server_on_every_address_is_woken_through_loopback():
     server, thread = _serving("0.0.0.0")
     assert listener.stop(server, within_s=10.0)
@@ -58,6 +65,8 @@ def test_a_loop_that_does_not_end_within_the_bound_is_said_and_the_socket_still_
         assert entered.wait(10)
         assert listener.stop(server, within_s=0.2) is False
         assert server.socket.fileno() == -1
+        left = [t for t in threading.enumerate() if t.name == "firstlight-listener-stop"]
+        assert left and all(t.daemon for t in left)  # named in a thread dump, and never holds the exit
     finally:
         release.set()
         client.close()

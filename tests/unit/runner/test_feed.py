@@ -20,7 +20,17 @@ from firstlight.report.base import QuietReporter
 from firstlight.runner.expectations import Expectations
 from firstlight.runner.feed import Feed
 from firstlight.runner.guard import RecordFile
-from firstlight.timeline import Interrupted, Level, LogLine, Observation, PortConflict, Probe, SourceNote
+from firstlight.timeline import (
+    Interrupted,
+    KnownAnswer,
+    Level,
+    LogLine,
+    Observation,
+    PortConflict,
+    Probe,
+    SourceNote,
+    WeightsTotal,
+)
 
 T0 = 1_000_000.0
 
@@ -113,6 +123,7 @@ def test_an_open_port_has_its_owner_checked_and_a_conflict_is_judged_before_the_
     f.feed(Probe(T0 + 1, Level.PORT, True, "port open"))
     kinds = [line.split('"kind": "')[1].split('"')[0] for line in out.getvalue().splitlines()]
     assert src.asked[0] == "port_owner" and kinds[0] == "port_conflict"
+    assert "pid 42 (nginx) listens on port 8000" in out.getvalue().splitlines()[0]
     assert f.driver is not None and f.driver.judge.port_conflict is not None
     f2, _, src2 = feed()
     f2.feed(Probe(T0 + 1, Level.PORT, False, "refused"))
@@ -145,3 +156,67 @@ def test_a_port_conflict_fed_directly_is_recorded_once():
     f, _, _ = feed(record=out)
     f.feed(PortConflict(T0, "pid 1 listens"))
     assert out.getvalue().count("port_conflict") == 1
+
+
+class Expect:
+    """Expectations as the feed asks them: what is looked up, and when (a fixed estimate, a known answer)."""
+
+    def __init__(self, known: Observation | None = None) -> None:
+        self.looked: list[str] = []
+        self.asked: list[tuple[str, float]] = []
+        self.expected_total_s: float | None = None
+        self.budgets = None
+        self.weights = None
+        self.known = known
+
+    def look(self, profile: Any) -> None:
+        self.looked.append(profile.name)
+        self.expected_total_s = 123.0
+
+    def known_answer(self, profile: Any, answers: Any, t: float) -> Observation | None:
+        self.asked.append((profile.name, t))
+        return self.known
+
+
+def _expecting(known: Observation | None = None, record: io.StringIO | None = None) -> tuple[Feed, Expect, Told]:
+    f, told, _ = feed(record=record)
+    expect = f.expectations = Expect(known)  # type: ignore[assignment]
+    return f, expect, told
+
+
+def test_an_engine_learnt_looks_up_the_history_again_by_its_name_and_its_known_answer():
+    out = io.StringIO()
+    known = KnownAnswer(T0 + 1, run=3, recorded_at=T0 - 100, text=" Paris")
+    f, expect, _ = _expecting(known, record=out)
+    f.feed(EngineIdentified(T0 + 1, "sglang", "GET /server_info -> 200"))
+    assert expect.looked == ["sglang"] and expect.asked == [("sglang", T0 + 1)]
+    assert f.driver is not None and f.driver.judge.progress_tracker.expected_total_s == 123.0
+    assert '"kind": "known_answer"' in out.getvalue()  # the known answer is judged and recorded
+
+
+def test_the_weights_page_cache_known_once_looks_up_the_history_once():
+    f, expect, _ = _expecting()
+    weights = WeightsTotal(T0 + 1, bytes=4 << 30, files=4, path="/models/m", resident=0)
+    f.feed(weights)
+    f.feed(WeightsTotal(T0 + 2, bytes=4 << 30, files=4, path="/models/m", resident=0))
+    assert expect.looked == ["generic"] and expect.weights is not None and expect.asked == []
+    assert f.driver is not None and f.driver.judge.progress_tracker.expected_total_s == 123.0
+
+
+def test_the_servers_own_lines_are_echoed_with_their_stream():
+    f, told, _ = feed()
+    f.echo("stderr", "a line")
+    assert told.calls[-1] == ("line", ("stderr", "a line"))
+
+
+def test_an_open_port_nobody_else_holds_is_no_conflict():
+    out = io.StringIO()
+    f, _, src = feed(record=out)
+    f.feed(Probe(T0 + 1, Level.PORT, True, "port open"))
+    assert src.asked == ["port_owner"] and "port_conflict" not in out.getvalue()
+    assert f.driver is not None and f.driver.judge.port_conflict is None
+    f.feed(PortConflict(T0 + 2, "pid 7 (x) listens on port 8000"))
+    busy = Sources(port_owner="pid 9 (y) listens on port 8000")
+    f.sources = busy  # type: ignore[assignment]
+    f.feed(Probe(T0 + 3, Level.PORT, True, "port open"))
+    assert out.getvalue().count("port_conflict") == 1  # the judge holds one already: not judged twice
