@@ -18,23 +18,25 @@ from tests.support.docs import PAGES
 
 
 def test_the_private_copy_of_a_flooded_run_is_bounded_and_keeps_the_last_lines(tmp_path: Path):
-    """A real temporary file, as ``up`` keeps it: about 23 MB of log lines (nearly 3 x the cap), then the
-    verdict's probe."""
+    """A real temporary file, as ``up`` keeps it: log lines nearly 3 x the cap (the product's 8 MiB and 2,000
+    lines, asserted; the rule timed here on a tenth of both), then the verdict's probe."""
     from firstlight.report.record import KEPT_CAP_BYTES, KEPT_TAIL_LINES, RecordTee, parse_lines
     from firstlight.timeline import Level, LogLine, Probe
 
+    assert (KEPT_CAP_BYTES, KEPT_TAIL_LINES) == (8 << 20, 2000)  # the values a run keeps
+    cap, tail, flood = KEPT_CAP_BYTES // 10, KEPT_TAIL_LINES // 10, 10_000
     user, kept = tmp_path / "user.jsonl", tmp_path / "kept.jsonl"
     with open(user, "w") as u, open(kept, "w+") as k:
-        tee = RecordTee(u, k)
-        for i in range(100_000):
+        tee = RecordTee(u, k, cap=cap, tail=tail)
+        for i in range(flood):
             tee.write(json.dumps(LogLine(1000.0 + i / 1e4, f"{i} " + "f" * 190, lineno=i).to_dict()) + "\n")
         tee.write(json.dumps(Probe(2000.0, Level.GENERATION, True, "ready").to_dict()) + "\n")
         tee.finish()
-    assert user.stat().st_size > 2 * KEPT_CAP_BYTES  # the user's --record has everything
-    assert kept.stat().st_size < KEPT_CAP_BYTES + (KEPT_TAIL_LINES + 10) * 300
+    assert user.stat().st_size > 2 * cap  # the user's --record has everything
+    assert kept.stat().st_size < cap + (tail + 10) * 300
     obs = parse_lines(kept.read_text().splitlines()).observations
     lines = [o for o in obs if isinstance(o, LogLine)]
-    assert lines[-1].lineno == 99_999 and any(isinstance(o, Probe) for o in obs)  # the end and the verdict
+    assert lines[-1].lineno == flood - 1 and any(isinstance(o, Probe) for o in obs)  # the end and the verdict
     assert any("left out of this run's report" in getattr(o, "message", "") for o in obs)
     assert isinstance(obs[-1], Probe)  # in the order fed: the flood's last lines, then the verdict's probe
 
