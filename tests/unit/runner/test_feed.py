@@ -10,6 +10,7 @@ from typing import Any
 
 from firstlight import settings
 from firstlight.assessment import Assessment, Event
+from firstlight.budgets import Budgets
 from firstlight.config import Config, HistoryConfig
 from firstlight.drive import Driver
 from firstlight.engines import get_profile
@@ -41,6 +42,7 @@ class Told(QuietReporter):
 
     def event(self, ev: Event, a: Assessment) -> None:
         self.calls.append(("event", ev.message))
+        assert isinstance(a, Assessment)  # with the assessment it is part of
 
     def status(self, a: Assessment) -> None:
         self.calls.append(("status", a.verdict))
@@ -110,11 +112,12 @@ def test_each_observation_is_recorded_in_the_order_judged_and_told():
     f.feed(SourceNote(T0 + 1, "process", "a note"))
     f.feed(LogLine(T0 + 2, "loading the model", "stdout"))
     f.feed(LogLine(T0 + 3, 'INFO:     127.0.0.1:5555 - "GET /health HTTP/1.1" 200 OK', "stdout"))
+    f.feed(LogLine(T0 + 4, "model loaded", "stdout"))
     assert [line.split('"kind": "')[1].split('"')[0] for line in out.getvalue().splitlines()] == [
-        "note", "log", "log"]
+        "note", "log", "log", "log"]
     assert [c for c in told.calls if c[0] == "observe"] == [("observe", "SourceNote"), ("observe", "LogLine"),
-                                                           ("observe", "LogLine")]
-    assert src.asked == ["nudge"]  # a log line nudges the probes; an access line of their own probe does not
+                                                           ("observe", "LogLine"), ("observe", "LogLine")]
+    assert src.asked == ["nudge", "nudge"]  # a log line nudges the probes; an access line of their own does not
 
 
 def test_an_open_port_has_its_owner_checked_and_a_conflict_is_judged_before_the_probe():
@@ -172,8 +175,10 @@ class Expect:
     def look(self, profile: Any) -> None:
         self.looked.append(profile.name)
         self.expected_total_s = 123.0
+        self.budgets = Budgets(start_type="cold", starts=2)  # type: ignore[assignment]
 
     def known_answer(self, profile: Any, answers: Any, t: float) -> Observation | None:
+        assert answers is not None  # the judge's, to see whether it holds one already
         self.asked.append((profile.name, t))
         return self.known
 
@@ -191,6 +196,7 @@ def test_an_engine_learnt_looks_up_the_history_again_by_its_name_and_its_known_a
     f.feed(EngineIdentified(T0 + 1, "sglang", "GET /server_info -> 200"))
     assert expect.looked == ["sglang"] and expect.asked == [("sglang", T0 + 1)]
     assert f.driver is not None and f.driver.judge.progress_tracker.expected_total_s == 123.0
+    assert f.driver.judge.phases.budgets is expect.budgets is not None
     assert '"kind": "known_answer"' in out.getvalue()  # the known answer is judged and recorded
 
 
