@@ -5,23 +5,19 @@ by wrapping the one parse function every reading goes through."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from click.testing import CliRunner
 
 import firstlight
-from firstlight.cli import sidecar
 from firstlight.cli.app import cli
 from firstlight.engines import command as reader
 from firstlight.engines.command import split_words
-from firstlight.runner.outcome import Outcome
-from firstlight.runner.rewatch import Rewatch
 from firstlight.sim.fixtures import free_port
-from tests.support.common import sim_cmd, started_sim, wait_for
+from tests.support import sidecar as sidecar_start
+from tests.support.common import sim_cmd, started_sim
 
 WATCH = ["--poll-min", "0.05", "--sample-interval", "0.2", "--plain"]
 UP = [*WATCH, "--quiet-server"]
@@ -73,31 +69,8 @@ def test_a_sidecar_parses_each_start_s_command_once(parses: list[tuple[str, ...]
                                                     reap: list[int], monkeypatch: pytest.MonkeyPatch):
     port, rport = free_port(), free_port()
     sim = started_sim(_sim(port, weights), reap)
-    loops: list[Rewatch] = []
-
-    class Recorded(Rewatch):
-        def run(self) -> Outcome:
-            loops.append(self)
-            return super().run()
-
-    monkeypatch.setattr(sidecar, "Rewatch", Recorded)
-
-    def stop_once_ready() -> None:  # the sidecar serves on until stopped: one start is enough here
-        def ready() -> bool:
-            try:
-                return httpx.get(f"http://127.0.0.1:{rport}/readyz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-        try:
-            wait_for(ready, 60, "the sidecar's /readyz")
-        finally:
-            wait_for(lambda: loops, 5, "the sidecar's loop")
-            loops[0].stop.set()  # as its stop signal would (no signal sent to the test's own process)
-
-    stopper = threading.Thread(target=stop_once_ready, daemon=True)
-    stopper.start()
-    r = CliRunner().invoke(cli, ["watch", f"http://127.0.0.1:{port}", "--pid", str(sim.pid), "--serve-readiness",
-                                 f"127.0.0.1:{rport}", "--history", str(tmp_path / "h.db"), *WATCH])
-    stopper.join(5)
+    with sidecar_start.one_start(monkeypatch, rport):
+        r = CliRunner().invoke(cli, ["watch", f"http://127.0.0.1:{port}", "--pid", str(sim.pid), "--serve-readiness",
+                                     f"127.0.0.1:{rport}", "--history", str(tmp_path / "h.db"), *WATCH])
     assert "ready" in r.output.lower(), r.output[-2000:]
     assert len(parses) == 1 and parses[0][1:] == tuple(_sim(port, weights)[1:]), parses

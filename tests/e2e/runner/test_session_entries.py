@@ -14,16 +14,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import httpx
 import pytest
 from click.testing import CliRunner
 
-from firstlight.cli import sidecar
 from firstlight.cli.app import cli
-from firstlight.runner.outcome import Outcome
-from firstlight.runner.rewatch import Rewatch
 from firstlight.sim.fixtures import free_port
-from tests.support.common import sim_cmd, started_sim, wait_for
+from tests.support import sidecar as sidecar_start
+from tests.support.common import sim_cmd, started_sim
 
 SESSION = str(Path("firstlight") / "runner" / "session.py")
 # What may start a run: the CLI and the API (by way of the sidecar's restart loop)
@@ -58,32 +55,9 @@ def test_a_sidecars_run_enters_the_session_only_from_what_starts_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     port, rport = free_port(), free_port()
     sim = started_sim(sim_cmd("normal", port, "--model-path", str(weights), "--load-seconds", "1"), reap)
-    loops: list[Rewatch] = []
-
-    class Recorded(Rewatch):
-        def run(self) -> Outcome:
-            loops.append(self)
-            return super().run()
-
-    monkeypatch.setattr(sidecar, "Rewatch", Recorded)
-
-    def stop_once_ready() -> None:
-        def ready() -> bool:
-            try:
-                return httpx.get(f"http://127.0.0.1:{rport}/readyz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-        try:
-            wait_for(ready, 60, "the sidecar's /readyz")
-        finally:
-            wait_for(lambda: loops, 5, "the sidecar's loop")
-            loops[0].stop.set()  # as its stop signal would
-
-    stopper = threading.Thread(target=stop_once_ready, daemon=True)
-    stopper.start()
-    r = CliRunner().invoke(cli, ["watch", f"http://127.0.0.1:{port}", "--pid", str(sim.pid), "--serve-readiness",
-                                 f"127.0.0.1:{rport}", "--history", str(tmp_path / "h.db"), *WATCH])
-    stopper.join(5)
+    with sidecar_start.one_start(monkeypatch, rport):
+        r = CliRunner().invoke(cli, ["watch", f"http://127.0.0.1:{port}", "--pid", str(sim.pid), "--serve-readiness",
+                                     f"127.0.0.1:{rport}", "--history", str(tmp_path / "h.db"), *WATCH])
     assert "ready" in r.output.lower(), r.output[-2000:]
     callers = {caller for caller, _ in entries}
     assert entries and all(c.startswith(tuple(s.removeprefix("firstlight/") for s in STARTERS)) for c in callers), \
