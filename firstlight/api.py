@@ -17,7 +17,6 @@ KeyboardInterrupt, and the block's exit (whatever the way) stops the server's wh
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import inspect
@@ -373,10 +372,7 @@ def watch(url: str, *, pid: int | None = None, log: str | Path | None = None, lo
     ``report`` and ``trace``: as :func:`up`'s, written when the watch ends."""
     if pid is not None and not psutil.pid_exists(pid):
         raise ValueError(f"watch: no process with pid {pid}")
-    command: list[str] = []
-    if pid is not None:
-        with contextlib.suppress(psutil.Error):  # another user's: watched without its command line
-            command = psutil.Process(pid).cmdline()
+    command = settings.watched_command(pid) if pid is not None else []  # none: gone, or another user's
     server = settings.read_server(command, engine, launched=False) if command else None
     profile = settings.profile(engine, command, server)
     out = settings.outputs(record=record, report=report, trace=trace)

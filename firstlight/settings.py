@@ -19,11 +19,14 @@ import dataclasses
 import math
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+
+import psutil
 
 from firstlight.config import (
     KNOWN_ANSWER_MODES,
@@ -145,7 +148,33 @@ def check(name: str, value: object) -> Any:
     return NUMBERS[name].check(value)
 
 
+# A watched pid caught between its fork and its exec: how long its own command line is waited for, how often read
+EXEC_SETTLE_S = 2.0
+EXEC_POLL_S = 0.02
+
+
 # -- the builders ----------------------------------------------------------------------------------------------
+def watched_command(pid: int, settle_s: float = EXEC_SETTLE_S) -> list[str]:
+    """The command line of the watched process ``pid``; none when it is gone or another user's. A pid taken right
+    after its fork (``vllm serve ... & firstlight watch --pid $!``) may still show its parent's command line, or
+    none, until its exec: read again until it shows its own, ``settle_s`` at most (then as it is)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            process = psutil.Process(pid)
+            argv = process.cmdline()
+        except psutil.Error:
+            return []
+        try:
+            parent = process.parent()
+            forked = not argv or (parent is not None and parent.cmdline() == argv)
+        except psutil.Error:  # the parent gone or another user's: nothing to compare with
+            forked = not argv
+        if not forked or time.monotonic() >= deadline:
+            return argv
+        time.sleep(EXEC_POLL_S)
+
+
 def read_server(command: Sequence[str], engine: str | None, *, launched: bool) -> ServerCommand:
     """The one parse of a run's server command: a launched one in this environment (the server inherits it), a
     watched one with none (its environment is not known). ``engine`` overrides the one the command names."""

@@ -5,7 +5,6 @@ when ``--container`` is given or the command is a runtime's ``run``.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import shutil
 import sys
@@ -15,7 +14,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import click
-import psutil
 
 from firstlight import settings
 from firstlight.cli.options import (
@@ -93,8 +91,7 @@ def watch_container(url: str | None, kw: dict[str, Any]) -> None:
     runtime, c = _find(kw["container"], kw["container_runtime"])
     command = list(c.command)
     if not command and c.pid is not None:
-        with contextlib.suppress(psutil.Error):
-            command = psutil.Process(c.pid).cmdline()
+        command = settings.watched_command(c.pid)
     profile = profile_for(kw["engine"], command)
     url = url or container_url(c, command, profile)
     if url is None:

@@ -4,7 +4,6 @@ loop (``--serve-readiness``): start after start, one set of reporters for all of
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import re
 from pathlib import Path
@@ -51,10 +50,7 @@ def watch_plan(url: str, pid: int | None, log_file: Path | None, kw: dict[str, A
                log_start_size: int | None = None) -> Plan:
     """The plan of one watched start: its process's command line read once (none without a process).
     ``log_start_size``: where the start's lines begin in the log (runner/rewatch.py's ``Target.log_size``)."""
-    command: list[str] = []
-    if pid is not None:
-        with contextlib.suppress(psutil.Error):  # gone, or another user's: watch it without its command line
-            command = psutil.Process(pid).cmdline()
+    command = settings.watched_command(pid) if pid is not None else []  # none: gone, or another user's
     server = settings.read_server(command, kw["engine"], launched=False) if command else None
     profile = profile_for(kw["engine"], command, server)
     probe = probe_config(url, profile, kw)

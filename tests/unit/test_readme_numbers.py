@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 import firstlight.api as api
-from firstlight import anatomy, budgets, starts, vocab
+from firstlight import anatomy, budgets, settings, starts, vocab
 from firstlight.cli import history as cli_history
 from firstlight.cli import options
 from firstlight.cli import preflight as cli_preflight
@@ -102,6 +102,8 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
     ("generation probe", r"One (\d+)-token answer says the model serves", (1,),
      lambda: _everywhere(ProbeConfig().max_tokens, *(_cli_default(c, "max_tokens") for c in ("up", "watch", "probe")),
                          _api_default(api.up, "max_tokens"), _api_default(api.watch, "max_tokens"))),
+    ("watched pid's exec", r"a pid read before its exec waits \((\d+) s at most\)", (1,),
+     lambda: (settings.EXEC_SETTLE_S,)),
     # -- Slow or hung? ------------------------------------------------------------------------------------------
     ("reads step", r"≥ (\d+) MiB between samples", (MiB,), lambda: (JudgeConfig().io_step_bytes,)),
     ("CPU weak progress", r"CPU busy \(≥ (\d+) % of a core\)", (0.01,),  # + tests/unit/test_trackers.py
