@@ -27,7 +27,13 @@ ANSI_RE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI ... final byte (colours, erase line, cursor moves)
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC ... BEL / ST (hyperlinks, titles)
     r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+    r"|\^\[\[[0-?]*[ -/]*[@-~]"  # a CSI in caret notation ("^[[0;36m"): ``cat -v`` and pasted terminals show it so
 )
+
+
+def has_ansi(text: str) -> bool:
+    """Whether a line holds an escape ``ANSI_RE`` removes (the ESC byte, or a CSI's caret notation)."""
+    return "\x1b" in text or "^[[" in text
 
 
 # The prefixes ``firstlight.engines.lines.clean_line`` removes (repeatedly, up to 4 times) before classification.
@@ -59,7 +65,7 @@ def understood(line: str) -> bool:
     """Whether the engine profiles read the line's head (``KNOWN_PREFIX_RE``): such a head is the engine's own,
     never a frame to learn (``firstlight.learnedframe``)."""
     head = line[:1024]
-    if "\x1b" in head:
+    if has_ansi(head):
         head = ANSI_RE.sub("", head)
     m = KNOWN_PREFIX_RE.match(head)
     return m is not None and m.end() > 0
@@ -97,7 +103,7 @@ def one_line(text: str) -> str:
 
 def strip_ansi(text: str) -> str:
     """Server text made safe to show: ANSI/OSC escapes removed, other controls and bidi controls neutralised."""
-    if "\x1b" in text:
+    if has_ansi(text):
         text = ANSI_RE.sub("", text)
     return UNSAFE_RE.sub("\ufffd", text)
 

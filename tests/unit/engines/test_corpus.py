@@ -18,6 +18,7 @@ from firstlight.engines import PROFILES, get_profile
 from firstlight.engines.detect import detect_from_lines
 from firstlight.framing import peel
 from firstlight.logreplay import replay_lines
+from firstlight.logtext import strip_ansi
 from firstlight.vocab import FAILURE_CATEGORIES, FAILURE_PHASES, PHASES
 
 REPO = Path(__file__).resolve().parents[3]
@@ -428,3 +429,14 @@ def test_tgis_router_failure_is_in_its_http_start() -> None:
     rep = replay_lines(["2025-09-16T20:40:48.879127Z  INFO shard-manager: text_generation_launcher: shard terminated "
                         "rank=0", "Error: WebserverFailed"], engine="tgi")
     assert (rep.outcome, rep.phase, rep.failure) == ("failed", "http_listening", "other")
+
+
+def test_ansi_escapes_pasted_in_caret_notation_are_escapes() -> None:
+    # a-vllm-v1-caret-ansi-apiserver-routes.log (https://github.com/vllm-project/vllm/pull/33756):
+    # the colour of vLLM's process tag as ``cat -v`` shows it
+    rep = replay_lines(["^[[0;36m(APIServer pid=31)^[[0;0m INFO 02-03 19:00:05 [api_server.py:946] Starting vLLM API "
+                        "server 0 on http://0.0.0.0:8000",
+                        "^[[0;36m(APIServer pid=31)^[[0;0m INFO 02-03 19:00:05 [launcher.py:46] Route: /docs, "
+                        "Methods: HEAD, GET"])
+    assert (rep.engine, rep.phase) == ("vllm", "http_listening")
+    assert strip_ansi("[GIN] |^[[97;42m 200 ^[[0m|") == "[GIN] | 200 |"
