@@ -306,6 +306,8 @@ GENERATION_ROUTE = (r"/(?:v1/chat/completions|v1/completions|chat/completions|co
 SERVED_MARKERS: tuple[str, ...] = (
     # uvicorn (vLLM, SGLang, TensorRT-LLM, LMDeploy) and other common formats: "POST /generate HTTP/1.1" 200
     r"\"POST " + GENERATION_ROUTE + r"(?:\?[^\s\"]{0,512})? HTTP/[\d.]{1,3}\" 200\b",
+    # ... where a platform mounts the API under its own prefix: KServe's "POST /openai/v1/chat/completions"
+    r"\"POST (?:/[\w.-]{1,64}){1,2}" + GENERATION_ROUTE + r"(?:\?[^\s\"]{0,512})? HTTP/[\d.]{1,3}\" 200\b",
     # llama.cpp's server: "request: POST /completion 127.0.0.1 200"
     r"\brequest: POST " + GENERATION_ROUTE + r" \S{1,64} 200\b",
     # Ollama's gin: [GIN] 2025/01/20 - 10:11:12 | 200 |  1.5s |  127.0.0.1 | POST "/api/generate"

@@ -58,6 +58,11 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"^non-default args: \{", "process_start"),
     P(r"^Initializing an? (?:V1 )?LLM engine \(v", "process_start"),
     P(r"distributed_init_method=\S+ backend=", "distributed_init"),
+    # its Ray executor waiting for the placement group of its workers' GPUs (executor/ray_utils.py
+    # _wait_until_pg_ready), and the warning before it that the group asks more GPUs than Ray has
+    P(r"^Waiting for creating a placement group of specs for \d+ seconds|"
+      r"The number of required GPUs exceeds the total number of available GPUs in the placement group",
+      "distributed_init"),
     # a --headless node joining its head (entrypoints/cli/serve.py run_headless)
     P(r"^Launching (?:\d+ data parallel engine\(s\) in headless mode|vLLM \(v\S+\) headless multiproc executor), "
       r"with head node address ", "distributed_init"),
@@ -355,6 +360,14 @@ VLLM = EngineProfile(
         (r"vLLM is profiling during initialization", 4),
         (r"^Initializing an? (?:V1 )?LLM engine \(v", 4),
         (r"vLLM is using nccl==", 4),
+        # its Ray executor's placement group (executor/ray_utils.py)
+        (r"Waiting for creating a placement group of specs for \d+ seconds|"
+         r"The number of required GPUs exceeds the total number of available GPUs in the placement group", 4),
+        # its periodic stats (v0 engine/metrics.py, v1 v1/metrics/loggers.py LoggingStatLogger)
+        (r"Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: [\d.]+ tokens/s", 4),
+        # a frame of an installed vLLM: a bare traceback out of vllm/utils.py is vLLM's (SGLang, which imports
+        # vLLM layers, embeds vLLM, so its own frames still make it SGLang)
+        (r"^\s*File \"[^\"]*[/\\]site-packages[/\\]vllm[/\\][\w/\\]+\.py\", line \d+, in ", 2),
         # a traceback's frames in vLLM's own modules: two of its packages make it vLLM (one is 2: SGLang and others
         # import a vLLM layer now and then)
         *((rf"[/\\]vllm[/\\]{package}[/\\]", 2) for package in (

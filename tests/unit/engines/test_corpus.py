@@ -440,3 +440,26 @@ def test_ansi_escapes_pasted_in_caret_notation_are_escapes() -> None:
                         "Methods: HEAD, GET"])
     assert (rep.engine, rep.phase) == ("vllm", "http_listening")
     assert strip_ansi("[GIN] |^[[97;42m 200 ^[[0m|") == "[GIN] | 200 |"
+
+
+def test_vllms_ray_placement_group_stats_and_installed_frames() -> None:
+    # a-vllm-aibrix-ray-placement-group-wait.log (https://github.com/vllm-project/aibrix/issues/927)
+    rep = replay_lines(["INFO 04-01 02:46:00 ray_utils.py:214] Waiting for creating a placement group of specs for 10 "
+                        "seconds. specs=[{'node:10.163.194.101': 0.001, 'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` "
+                        "to see if you have enough resources."])
+    assert (rep.engine, rep.outcome, rep.phase) == ("vllm", "incomplete", "distributed_init")
+    # a-vllm-get-open-port-errno98.log (https://github.com/vllm-project/vllm/issues/11617): a bare traceback
+    rep = replay_lines(["Traceback (most recent call last):",
+                        '  File "/miniforge3/envs/vllm/lib/python3.10/site-packages/vllm/utils.py", line 572, in '
+                        "get_open_port",
+                        '    s.bind(("", 0))',
+                        "OSError: [Errno 98] Address already in use"])
+    assert (rep.engine, rep.outcome, rep.failure) == ("vllm", "failed", "port_in_use")
+    # a-vllm-v0-kserve-trace-serving.log (https://github.com/kserve/kserve/pull/4470): KServe mounts the API under
+    # /openai; v0's periodic stats
+    rep = replay_lines(['2025-05-14 17:45:10.901 uvicorn.access INFO:     127.0.0.1:42226 1647689 - "POST '
+                        '/openai/v1/chat/completions HTTP/1.1" 200 OK',
+                        "INFO 05-14 17:45:10 [metrics.py:486] Avg prompt throughput: 2.4 tokens/s, Avg generation "
+                        "throughput: 0.2 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache "
+                        "usage: 0.0%, CPU KV cache usage: 0.0%."])
+    assert (rep.engine, rep.outcome, rep.phase) == ("vllm", "ready", "ready")
