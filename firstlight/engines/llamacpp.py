@@ -181,7 +181,7 @@ LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
     (r"^srv\s+\w+: ", 4),
     (r"^slot\s+\w+: id\s+\d+ \|", 4),
     (r"^main: (?:HTTP server is listening|server is listening|model loaded|loading model)", 4),
-    (r"\"msg\":\"(?:HTTP server listening|model loaded|all slots are idle)", 4),
+    (r"\"(?:msg|message)\":\"(?:HTTP server listening|model loaded|all slots are idle)", 4),
     (r"llama server listening at", 4),
     (r"^(?:llm_)?load_tensors: ", 3),
     (r"^llama_(?:new_)?context(?:_with_model)?: ", 3),
@@ -246,7 +246,7 @@ LLAMACPP = EngineProfile(
     ready_markers=(
         *SERVED_MARKERS,
         r"^(?:main|srv\s+\w+): model loaded$",
-        r"\"msg\":\"model loaded\"",
+        r"\"(?:msg|message)\":\"model loaded\"",
         r"(?<!router )\bserver is listening on \S+",
         r"starting the main loop",
         r"all slots are idle",
@@ -256,7 +256,7 @@ LLAMACPP = EngineProfile(
     ),
     listening_markers=(
         r"HTTP server is listening",
-        r"\"msg\":\"HTTP server listening\"",
+        r"\"(?:msg|message)\":\"HTTP server listening\"",
         r"llama server listening at",
         r"\bserver is listening on \S+",
         r"\bllama_server: listening on \S+",  # b11434

@@ -463,3 +463,12 @@ def test_vllms_ray_placement_group_stats_and_installed_frames() -> None:
                         "throughput: 0.2 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache "
                         "usage: 0.0%, CPU KV cache usage: 0.0%."])
     assert (rep.engine, rep.outcome, rep.phase) == ("vllm", "ready", "ready")
+
+
+def test_llama_servers_json_log_is_its_own() -> None:
+    # c-llamacpp-json-2024-model-loaded-listening.log (https://github.com/ollama/ollama/issues/4803)
+    rep = replay_lines(['{"function":"main","level":"INFO","line":3064,"msg":"model loaded","tid":"139847421562880",'
+                        '"timestamp":1717470350}',
+                        '{"function":"main","hostname":"127.0.0.1","level":"INFO","line":3267,"msg":"HTTP server '
+                        'listening","n_threads_http":"71","port":"24108","tid":"139847421562880","timestamp":1717470350}'])
+    assert (rep.engine, rep.outcome, rep.phase) == ("llamacpp", "ready", "ready")
