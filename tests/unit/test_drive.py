@@ -125,6 +125,21 @@ def test_an_oom_printed_before_the_engine_is_known_is_read_with_its_markers_when
     assert step.assessment == known_from_start(timeline)[1]
 
 
+def test_an_engine_another_embeds_is_provisional_until_the_embedding_engines_lines_come() -> None:
+    # c-ollama-journal-2023-json-runner.log: Ollama's runner prints llama.cpp's lines before Ollama's own
+    d = detecting()
+    d.feed(line(1, TENSORS, 1))
+    assert d.feed(line(2, CUDA_INIT, 2)).engine == "llamacpp" and d.profile is LLAMA
+    assert not d.detecting  # the endpoints no longer decide
+    assert d.feed(line(3, "sglang is using nccl==2.21.5", 3)).engine is None
+    assert d.profile is LLAMA  # SGLang embeds no llama.cpp: it never takes the log
+    step = d.feed(line(4, 'time=2024-05-25T03:28:13.829-04:00 level=INFO source=server.go:100 msg="x"', 4))
+    assert step.engine == "ollama" and d.profile.name == "ollama"
+    assert [(n, ln) for n, _, ln in phases(d)] == [(n, ln) for n, _, ln in phases(known_from_start(
+        [line(1, TENSORS, 1), line(2, CUDA_INIT, 2)], "ollama")[0])]
+    assert d.detector is None  # Ollama is embedded by none: final
+
+
 def test_the_engine_from_the_endpoints_is_ignored_once_it_is_known() -> None:
     d = detecting()
     d.feed(line(1, TENSORS, 1))
