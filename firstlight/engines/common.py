@@ -172,11 +172,18 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     ),
     # --- imports --------------------------------------------------------------------------------------------
     S(
-        EXC + r"(?:ModuleNotFoundError|ImportError): ",
+        EXC + r"(?:ModuleNotFoundError|ImportError):(?: |$)",  # a message on the lines after it, or none
         "import_error",
         "a Python package or compiled extension is missing or built against another torch/CUDA: "
         "reinstall the engine's matching wheels",
         False,
+    ),
+    # the dynamic loader's refusal to start a program (exit status 127): nothing of it ran
+    S(
+        r"\berror while loading shared libraries: \S+: cannot open shared object file",
+        "import_error",
+        "a shared library the program needs is missing (not installed in the image, or not on LD_LIBRARY_PATH)",
+        True,
     ),
     S(
         r"(?:OSError|ImportError): [^\s:]+\.so(?:\.\d+)*: (?:cannot open shared object file|"

@@ -197,6 +197,12 @@ LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
      r"build = \d+ \(|built with )", 4),
     (r"^ggml_(?:cuda|metal|vulkan|backend|sycl)\w*: ", 1),
     (r"llama-server|llama\.cpp", 1),
+    # the program by its name: its own messages ("llama-server: error while loading shared libraries: ...") and its
+    # command line echoed by a shell's trace ("+ llama-server --model ...")
+    (r"(?:^|[\s/\\])llama-server(?:\.exe)?(?:: | --?[a-z])", 3),
+    # ggml's backend registry loading a backend library (ggml-backend-reg.cpp): llama.cpp's builds with dynamic
+    # backends, and what embeds them (Ollama, which embeds llama.cpp, wins where its own lines come)
+    (r"^load_backend: loaded \w+ backend from \S*libggml-", 4),
 )
 
 LLAMACPP = EngineProfile(

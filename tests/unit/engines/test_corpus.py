@@ -472,3 +472,34 @@ def test_llama_servers_json_log_is_its_own() -> None:
                         '{"function":"main","hostname":"127.0.0.1","level":"INFO","line":3267,"msg":"HTTP server '
                         'listening","n_threads_http":"71","port":"24108","tid":"139847421562880","timestamp":1717470350}'])
     assert (rep.engine, rep.outcome, rep.phase) == ("llamacpp", "ready", "ready")
+
+
+def test_the_loaders_refusal_and_llama_servers_own_name() -> None:
+    # c-llamacpp-compose-up-libgomp-exit-127.log (https://github.com/fboulnois/llama-cpp-docker/issues/8)
+    rep = replay_lines(["+ llama-server --model /models/llama-2-13b-chat.Q5_K_M.gguf --ctx-size 2048 --n-gpu-layers 99",
+                        "llama-server: error while loading shared libraries: libgomp.so.1: cannot open shared object "
+                        "file: No such file or directory"])
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == ("llamacpp", "failed", "process_start", "import_error")
+    # c-llamacpp-llama-swap-compose-libmtmd-missing.log (https://github.com/mostlygeek/llama-swap/issues/398)
+    assert get_profile("generic").classify(
+        "/app/llama-server: error while loading shared libraries: libmtmd.so.0: cannot open shared object file: No "
+        "such file or directory").failure.category == "import_error"  # type: ignore[union-attr]
+    # c-llamacpp-compose-invalid-argument-restart-loop.log (https://github.com/StartupHakk/OpenMonoAgent.ai/issues/23):
+    # ggml's backend registry
+    assert detect_from_lines(["load_backend: loaded CPU backend from /app/libggml-cpu-alderlake.so"],
+                             list(PROFILES.values())) == "llamacpp"
+
+
+@pytest.mark.parametrize("lines, failure", [
+    # b-sglang-deepseek-ocr-bracketed-iso-prefix.log (https://github.com/sgl-project/sglang/issues/12827)
+    (["[2025-11-06 02:09:46] Ignore import error when loading sglang.srt.multimodal.processors.glm4v: No module "
+      "named 'transformers.models.glm4v_moe'"], "none"),
+    # b-sglang-musa-piecewise-compile.log (https://github.com/sgl-project/sglang/pull/26437)
+    (["[2026-05-27 03:36:40] Capture piecewise CUDA graph end. Time elapsed: 176.68 s. mem usage=5.12 GB. avail "
+      "mem=31.68 GB."], "none"),
+    # b-sglang-sgl-kernel-common-ops-import.log (https://github.com/sgl-project/sglang/pull/13948)
+    (["ImportError: ", "[sgl_kernel] CRITICAL: Could not load any common_ops library!"], "import_error"),
+])
+def test_sglangs_module_names_kernel_package_and_piecewise_graphs(lines: list[str], failure: str) -> None:
+    rep = replay_lines(lines)
+    assert (rep.engine, rep.failure) == ("sglang", failure)
