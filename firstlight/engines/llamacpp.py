@@ -134,6 +134,7 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
         "this llama.cpp build does not support the model (architecture/tokenizer): update llama.cpp",
         True,
         25,
+        "weights_loading",  # read from the GGUF's metadata as it loads
     ),
     # ggml/src/ggml-rpc/ggml-rpc.cpp (b11434): GGML_ABORT when an --rpc worker's answer does not come (it died or
     # its connection broke); the leader aborts at once
@@ -158,6 +159,7 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
         "llama.cpp could not load the model: see the line above",
         True,
         WRAPPER_RANK,
+        "weights_loading",
     ),
     S(
         r"failed to load model|unable to load model|exiting due to model loading error|"

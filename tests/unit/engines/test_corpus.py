@@ -503,3 +503,24 @@ def test_the_loaders_refusal_and_llama_servers_own_name() -> None:
 def test_sglangs_module_names_kernel_package_and_piecewise_graphs(lines: list[str], failure: str) -> None:
     rep = replay_lines(lines)
     assert (rep.engine, rep.failure) == ("sglang", failure)
+
+
+@pytest.mark.parametrize("lines, outcome, failure", [
+    # c-ollama-debug-model-load-progress.log (https://github.com/ollama/ollama/issues/10517)
+    (['time=2025-05-01T16:40:14.182+02:00 level=DEBUG source=server.go:625 msg="model load progress 0.18"'],
+     "incomplete", "none"),
+    # c-ollama-jetson-gemma27b-signal-killed.log (https://github.com/ollama/ollama/issues/9685): the Go engine's
+    # weights, then the runner killed
+    (['time=2025-03-12T12:11:39.337Z level=INFO source=ggml.go:289 msg="model weights" buffer=CUDA0 size="16.2 GiB"'],
+     "incomplete", "none"),
+    # c-ollama-intel-gpu-abort-docker-desktop.log (https://github.com/mattcurf/ollama-intel-gpu/issues/22)
+    (['time=2025-01-19T17:58:17.608+08:00 level=ERROR source=sched.go:455 msg="error loading llama server" '
+      'error="llama runner process has terminated: exit status 2"'], "failed", "crashed"),
+    # c-ollama-phi3-unknown-architecture.log (https://github.com/ollama/ollama/issues/3904): llama.cpp's loader
+    (["llama_model_load: error loading model: error loading model architecture: unknown model architecture: 'phi3'",
+      'time=2024-04-25T18:30:30.049+02:00 level=ERROR source=routes.go:120 msg="error loading llama server" '
+      'error="llama runner process no longer running: 3221226505 "'], "failed", "other"),
+])
+def test_an_ollama_runner_is_started_to_load_a_model(lines: list[str], outcome: str, failure: str) -> None:
+    rep = replay_lines(lines, engine="ollama")
+    assert (rep.outcome, rep.phase, rep.failure) == (outcome, "weights_loading", failure)

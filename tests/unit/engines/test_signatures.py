@@ -30,6 +30,13 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     # Ollama's scheduler on a runner that died of a Go panic (exit status 2): c-ollama-exit-status-2-vram-not-recovered
     ("ollama", "crashed", 'time=2025-02-20T12:24:52.667+08:00 level=ERROR source=sched.go:455 msg="error loading '
                           'llama server" error="llama runner process has terminated: exit status 2"'),
+    # oneAPI's abort banner in Ollama's runner: c-ollama-intel-gpu-abort-docker-desktop
+    ("ollama", "crashed", "Abort was called at 63 line in file:"),
+    # the dynamic loader refusing to start llama-server: c-llamacpp-compose-up-libgomp-exit-127
+    ("llamacpp", "import_error", "llama-server: error while loading shared libraries: libgomp.so.1: cannot open shared "
+                                 "object file: No such file or directory"),
+    # sgl_kernel's loader with no build for the GPU/torch: b-sglang-sgl-kernel-common-ops-import
+    ("sglang", "import_error", "[sgl_kernel] CRITICAL: Could not load any common_ops library!"),
     # torch.distributed's TCPStore on a taken MASTER_PORT: b-tgi-openshift-master-port-in-use
     ("tgi", "port_in_use", "RuntimeError: The server socket has failed to listen on any local network address. The "
                            "server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)."),
