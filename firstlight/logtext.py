@@ -43,7 +43,8 @@ KNOWN_PREFIX_RE = re.compile(
     r"^(?:"
     r"[\w.-]+-\d+\s+\|\s?"  # docker compose: "vllm-1  | "
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "  # journald/syslog
-    r"|\((?:[\w.-]+)(?: [\w]+=[^)]*)?\)\s+"  # vLLM/Ray process tag: "(EngineCore_DP0 pid=17374) "
+    r"|\((?:[\w.-]+)(?: [\w]+=[^)]*)?\)\s"  # vLLM/Ray process tag: "(EngineCore_DP0 pid=17374) " (one space: the
+    # indentation after it is the line's own, a traceback's frame and source lines)
     r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|TRACE) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
     r" (?:\[[^\]]*\] |[\w.-]+:\d+\] )?"  # vLLM: "INFO 05-07 02:13:52 [core.py:396] "
     r"|\[(?:(?:\d{4}-)?\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]{2,3}\d+)*\] "  # SGLang "[... TP0] "

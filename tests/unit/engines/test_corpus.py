@@ -524,3 +524,40 @@ def test_sglangs_module_names_kernel_package_and_piecewise_graphs(lines: list[st
 def test_an_ollama_runner_is_started_to_load_a_model(lines: list[str], outcome: str, failure: str) -> None:
     rep = replay_lines(lines, engine="ollama")
     assert (rep.outcome, rep.phase, rep.failure) == (outcome, "weights_loading", failure)
+
+
+def test_a_process_tag_leaves_a_tracebacks_indentation_and_a_cut_traceback_names_the_error_before_it() -> None:
+    # a-vllm-v1-spark-no-module-flashinfer.log (https://github.com/eugr/spark-vllm-docker/issues/267): the engine
+    # core's exception, then the API server's traceback, cut before its own exception line
+    rep = replay_lines([
+        "(EngineCore pid=126)   File \"/usr/local/lib/python3.12/dist-packages/vllm/v1/attention/backends/"
+        "flashinfer.py\", line 11, in <module>",
+        "(EngineCore pid=126)     from flashinfer import (",
+        "(EngineCore pid=126) ModuleNotFoundError: No module named 'flashinfer'",
+        "(APIServer pid=7) Traceback (most recent call last):",
+        '(APIServer pid=7)   File "/usr/local/bin/vllm", line 10, in <module>',
+        "(APIServer pid=7)     sys.exit(main())",
+        "(APIServer pid=7)              ^^^^^^",
+        '(APIServer pid=7)   File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/cli/serve.py", line 148, '
+        "in cmd",
+        "(APIServer pid=7)     uvloop.run(run_server(args))"])
+    assert (rep.engine, rep.outcome, rep.failure) == ("vllm", "failed", "import_error")
+
+
+@pytest.mark.parametrize("engine, line", [
+    # a-vllm-v1-interleaved-tp-workers-quant-scheme-frames.log (https://github.com/vllm-project/vllm/issues/26297)
+    ("vllm", '(Worker_TP1 pid=3928602) ERROR 10-06 22:12:39 [multiproc_executor.py:597]   File "/home/u/miniconda3/'
+             'envs/v/lib/python3.12/site-packages/vllm/model_executor/layers/linear.py", line 918, in __init__'),
+    # b-sglang-awq-fusedmoe-assert.log (https://github.com/sgl-project/sglang/issues/2270)
+    ("sglang", '  File "/home/.local/lib/python3.10/site-packages/sglang/srt/layers/fused_moe_triton/layer.py", line '
+               '227, in __init__'),
+])
+def test_a_frame_building_a_models_layers_is_its_load(engine: str, line: str) -> None:
+    assert get_profile(engine).classify(line).frame_phase == "weights_loading"
+
+
+def test_vllms_per_shape_graph_capture_at_debug() -> None:
+    # a-vllm-v1-compose-worker-cudagraph-capture-hang.log (https://github.com/vllm-project/vllm-ascend/issues/2416)
+    rep = replay_lines(["vllm     | (Worker_TP1_EP1 pid=43) DEBUG 09-13 16:16:38 [compilation/cuda_graph.py:134] "
+                        "Capturing a cudagraph on (PIECEWISE,BatchDescriptor(num_tokens=2, uniform_decode=False))"])
+    assert (rep.engine, rep.outcome, rep.phase) == ("vllm", "incomplete", "cuda_graph")
