@@ -98,6 +98,9 @@ PHASES: tuple[PhaseMarker, ...] = (
         "cuda_graph",
     ),
     P(r"^CUDA graph shapes|^Capturing CUDA graph shapes", "cuda_graph"),
+    # each shape's capture at DEBUG (compilation/cuda_graph.py CUDAGraphWrapper): "Capturing a cudagraph on
+    # (PIECEWISE,BatchDescriptor(num_tokens=8, ...))"
+    P(r"^Capturing a cudagraph on \((?:PIECEWISE|FULL)\b", "cuda_graph"),
     P(r"^Graph capturing finished in \d+ secs", "cuda_graph", weak=True),
     P(r"^Starting vLLM (?:API )?server(?: \d+)? on ", "http_listening"),
     P(r"^Available routes are:", "http_listening", weak=True),
