@@ -108,15 +108,15 @@ TGI = EngineProfile(
         ),
         S(
             r"Shard process was signaled to shutdown with signal 4\b",
-            "other",
+            "crashed",
             "a shard died with SIGILL (signal 4, illegal instruction): the binaries need CPU/GPU "
             "features this machine lacks (e.g. AVX-512 or a newer GPU arch); use a matching image",
             True,
             15,
         ),
-        S(
+        S(  # a native death (SIGSEGV, SIGABRT, ...); SIGKILL (above) is the OOM killer's, usually
             r"Shard process was signaled to shutdown with signal",
-            "other",
+            "crashed",
             "a shard process was killed by a signal: see the shard's stderr above",
             True,
             10,
@@ -127,6 +127,7 @@ TGI = EngineProfile(
             "downloading the weights failed: check the model id, HF_TOKEN and network",
             True,
             12,
+            "download",  # the launcher's download step, before any shard starts
         ),
         S(
             r"Error: ShardCannotStart|Shard \d+ failed to start|Error: ShardFailed|Shard \d+ crashed",
@@ -134,6 +135,7 @@ TGI = EngineProfile(
             "a shard failed to start: see the shard's stderr above",
             True,
             WRAPPER_RANK,
+            "weights_loading",  # a shard's start is its model's load (server.py serve -> get_model)
         ),
         S(
             r"Error: WebserverFailed|Error: WebserverCannotStart|Webserver Crashed",

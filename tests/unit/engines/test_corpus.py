@@ -561,3 +561,33 @@ def test_vllms_per_shape_graph_capture_at_debug() -> None:
     rep = replay_lines(["vllm     | (Worker_TP1_EP1 pid=43) DEBUG 09-13 16:16:38 [compilation/cuda_graph.py:134] "
                         "Capturing a cudagraph on (PIECEWISE,BatchDescriptor(num_tokens=2, uniform_decode=False))"])
     assert (rep.engine, rep.outcome, rep.phase) == ("vllm", "incomplete", "cuda_graph")
+
+
+@pytest.mark.parametrize("lines, phase, failure", [
+    # b-tgi-falcon-signal4-cannot-start.log (https://github.com/huggingface/text-generation-inference/issues/1627)
+    (["2024-03-06T17:53:22.336246Z  INFO shard-manager: text_generation_launcher: Starting shard rank=0",
+      "2024-03-06T17:53:31.052444Z ERROR shard-manager: text_generation_launcher: Shard process was signaled to "
+      "shutdown with signal 4 rank=0"], "weights_loading", "crashed"),
+    # b-tgi-falcon-heads-not-divisible.log (https://github.com/huggingface/text-generation-inference/issues/1354):
+    # a shard that cannot start was loading its model
+    (["Error: ShardCannotStart"], "weights_loading", "other"),
+    # b-tgi-ipex-download-error.log (https://github.com/opea-project/GenAIExamples/issues/1991)
+    (["2025-05-23T03:12:17.327895Z  INFO download: text_generation_launcher: Starting check and download process for "
+      "meta-llama/Meta-Llama-3-8B-Instruct", "Error: DownloadError"], "download", "other"),
+])
+def test_tgis_shard_deaths_and_download_step(lines: list[str], phase: str, failure: str) -> None:
+    rep = replay_lines(lines, engine="tgi")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", phase, failure)
+
+
+def test_vllms_load_and_model_path_check_tell_it() -> None:
+    # a-vllm-v1-granite-download-bars.log (https://github.com/vllm-project/vllm/issues/12917): v0.7's log format
+    rep = replay_lines(["INFO 02-07 19:23:56 gpu_model_runner.py:867] Starting to load model "
+                        "ibm-granite/granite-3.0-3b-a800m-instruct...",
+                        "model-00002-of-00002.safetensors: 100%|█████████| 1.75G/1.75G [00:56<00:00, 30.8MB/s]"])
+    assert (rep.engine, rep.phase) == ("vllm", "download")
+    # a-vllm-v1-invalid-repository-id.log (https://github.com/vllm-project/vllm/issues/13510)
+    rep = replay_lines(["ValueError: Invalid repository ID or local directory specified: "
+                        "'neuralmagic/Meta-Llama-3-8B-Instruct-FP8-dynamic'.",
+                        "   - For Mistral models: ensure the presence of a 'params.json'."])
+    assert (rep.engine, rep.outcome, rep.failure) == ("vllm", "failed", "model_not_found")
