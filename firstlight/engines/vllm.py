@@ -361,6 +361,11 @@ VLLM = EngineProfile(
         # v1's graph capture bar names its mode: "Capturing CUDA graphs (decode, FULL)" (SGLang says "batches")
         (r"^Capturing CUDA graphs \((?:decode|mixed prefill-decode), (?:FULL|PIECEWISE)\)", 4),
         (r"vLLM is profiling during initialization", 4),
+        # its model runner's load, "Starting to load model ibm-granite/granite-3.0-3b-a800m-instruct..."
+        (r"^Starting to load model \S+\.\.\.$", 3),
+        # its model-path check (transformers_utils/config.py), whose checklist names Mistral's params.json
+        (r"Invalid repository ID or local directory specified: |For Mistral models: ensure the presence of a "
+         r"'params\.json'", 4),
         (r"^Initializing an? (?:V1 )?LLM engine \(v", 4),
         (r"vLLM is using nccl==", 4),
         # its Ray executor's placement group (executor/ray_utils.py)
