@@ -47,6 +47,7 @@ KNOWN_PREFIX_RE = re.compile(
     # indentation after it is the line's own, a traceback's frame and source lines)
     r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|TRACE) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
     r" (?:\[[^\]]*\] |[\w.-]+:\d+\] )?"  # vLLM: "INFO 05-07 02:13:52 [core.py:396] "
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\] [IWEDT] "  # llama-box "[2025-07-21 06:52:38.758083] I "
     r"|\[(?:(?:\d{4}-)?\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]{2,3}\d+)*\] "  # SGLang "[... TP0] "
     r"|\[(?:gpu_id|rank|tp_rank)=\d+\] "  # old SGLang "[gpu_id=0] "
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"
@@ -56,6 +57,7 @@ KNOWN_PREFIX_RE = re.compile(
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w./-]+:\d+\] "  # glog (torch C++ warnings)
     r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+"  # uvicorn "INFO:     "
     r"|\d+\.\d\d\.\d{3}\.\d{3} [IWEDT] "  # llama.cpp --log-timestamps/--log-prefix
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\] \[(?:trace|debug|info|warning|error|critical)\] "  # spdlog (WasmEdge)
     r"|\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] "  # TensorRT-LLM "[11/20/2024-10:11:12] "
     r"|\[TRT-LLM\](?: \[[A-Z]\])? "
     r")"

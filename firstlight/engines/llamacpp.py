@@ -140,7 +140,7 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
     # its connection broke); the leader aborts at once
     S(
         r"Remote RPC server crashed or returned malformed response",
-        "other",
+        "crashed",  # ggml-rpc.cpp aborts the leader: a peer's death kills it
         "an --rpc worker died or its connection broke: its own firstlight (the group's member) names what it did",
         True,
     ),
@@ -199,6 +199,11 @@ LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
      r"build = \d+ \(|built with )", 4),
     (r"^ggml_(?:cuda|metal|vulkan|backend|sycl)\w*: ", 1),
     (r"llama-server|llama\.cpp", 1),
+    # its loader's and context's function names anywhere in a line: a host that embeds it prefixes them
+    # ("[error] [WASI-NN] llama.cpp: llama_model_load: error loading model: ...")
+    (r"\b(?:llama_model_load|llama_load_model_from_file|llama_model_load_from_file_impl|llama_new_context_with_model|"
+     r"llama_init_from_model): ", 4),
+    (r"^llama_kv_cache\w*: ", 3),
     # the program by its name: its own messages ("llama-server: error while loading shared libraries: ...") and its
     # command line echoed by a shell's trace ("+ llama-server --model ...")
     (r"(?:^|[\s/\\])llama-server(?:\.exe)?(?:: | --?[a-z])", 3),
@@ -257,6 +262,7 @@ LLAMACPP = EngineProfile(
         r"\"(?:msg|message)\":\"model loaded\"",
         r"(?<!router )\bserver is listening on \S+",
         r"starting the main loop",
+        r"^srv\s+start: server is ready$",  # llama-box, after "start: listening host = ..., port = ..."
         r"all slots are idle",
         r"request: GET /(?:v1/)?health \S+ 200$",
         # LocalAI's word that its llama.cpp backend loaded the model (corpus: c-llamacpp-localai-grpc-loads-ok)

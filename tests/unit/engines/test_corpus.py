@@ -591,3 +591,24 @@ def test_vllms_load_and_model_path_check_tell_it() -> None:
                         "'neuralmagic/Meta-Llama-3-8B-Instruct-FP8-dynamic'.",
                         "   - For Mistral models: ensure the presence of a 'params.json'."])
     assert (rep.engine, rep.outcome, rep.failure) == ("vllm", "failed", "model_not_found")
+
+
+@pytest.mark.parametrize("lines, expected", [
+    # c-llamacpp-vulkan-rpc-remote-crashed.log (https://github.com/ggml-org/llama.cpp/issues/15055)
+    (["llama_kv_cache_unified:    Vulkan0 KV buffer size =   200.00 MiB",
+      "/opt/llama.cpp/ggml/src/ggml-rpc/ggml-rpc.cpp:615: Remote RPC server crashed or returned malformed response"],
+     ("llamacpp", "failed", "kv_cache", "crashed")),
+    # c-llamacpp-wasi-nn-tensor-out-of-bounds.log (https://github.com/moly-ai/moly-local/issues/13): WasmEdge's
+    # spdlog prefix, and llama.cpp's loader inside its line
+    (["[2024-12-11 21:39:23.552] [error] [WASI-NN] llama.cpp: llama_model_load: error loading model: tensor "
+      "'blk.3.attn_qkv.weight' data is not within the file bounds, model is corrupted or incomplete"],
+     ("llamacpp", "failed", "weights_loading", "corrupt_weights")),
+    # c-llamacpp-gpustack-llama-box-server-ready.log (https://github.com/gpustack/gpustack/issues/2556): llama-box
+    (["[2025-07-21 06:52:38.758083] I srv                     start: starting",
+      "[2025-07-21 06:52:38.758084] I srv                     start: listening host = 0.0.0.0, port = 40006",
+      "[2025-07-21 06:52:38.758084] I srv                     start: server is ready"],
+     ("llamacpp", "ready", "ready", "none")),
+])
+def test_llama_cpps_lines_inside_hosts_and_forks(lines: list[str], expected: tuple[str, str, str, str]) -> None:
+    rep = replay_lines(lines)
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == expected

@@ -74,7 +74,7 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     ("llamarpc", "bad_argument", "HELLO request size mismatch (8 vs 4) — client needs upgrade to protocol v3.x"),
     # llama-server --rpc whose worker was killed (captured from b11434 on this project's machine; the path is the
     # build tree's): ggml/src/ggml-rpc/ggml-rpc.cpp, RPC_STATUS_ASSERT in rpc_dispatcher::send
-    ("llamacpp", "other", "/tmp/src/llama.cpp/ggml/src/ggml-rpc/ggml-rpc.cpp:566: Remote RPC server crashed or "
+    ("llamacpp", "crashed", "/tmp/src/llama.cpp/ggml/src/ggml-rpc/ggml-rpc.cpp:566: Remote RPC server crashed or "
                           "returned malformed response"),
     # --- PyTorch / CUDA, shared by every engine --------------------------------------------------------------
     # docs/en/faq.md of InternLM/lmdeploy (TurboMind's allocator): also the common "CUDA runtime error ... out of
