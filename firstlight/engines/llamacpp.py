@@ -69,10 +69,18 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
         True,
     ),
     S(
-        r"failed to allocate \w+ buffer|unable to allocate \w+ buffer|"
-        r"failed to allocate buffer for kv cache|failed to allocate compute buffers?",
+        r"failed to allocate \w+ buffer|unable to allocate \w+ buffer|failed to allocate compute buffers?",
         "oom",
         LLAMA_OOM_HINT,
+        True,
+    ),
+    # the KV cache's own buffer (llama_kv_cache_init), named after ggml's generic allocation failure: the context
+    # (-c) asks more than is left after the weights
+    S(
+        r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed for self-attention cache",
+        "kv_cache",
+        "the KV cache of this context does not fit: lower -c (context) or --parallel, quantize the KV cache "
+        "(-ctk/-ctv q8_0), or offload fewer layers (-ngl)",
         True,
     ),
     S(

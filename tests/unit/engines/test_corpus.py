@@ -612,3 +612,16 @@ def test_vllms_load_and_model_path_check_tell_it() -> None:
 def test_llama_cpps_lines_inside_hosts_and_forks(lines: list[str], expected: tuple[str, str, str, str]) -> None:
     rep = replay_lines(lines)
     assert (rep.engine, rep.outcome, rep.phase, rep.failure) == expected
+
+
+@pytest.mark.parametrize("lines", [
+    # c-llamacpp-1m-ctx-kv-alloc-fail.log (https://github.com/ggml-org/llama.cpp/issues/8101)
+    ["ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 137438953504",
+     "llama_kv_cache_init: failed to allocate buffer for kv cache"],
+    # c-llamacpp-khoj-kv-cache-alloc-fail.log (https://github.com/khoj-ai/khoj/issues/1127)
+    ["ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 17179869216",
+     "llama_new_context_with_model: llama_kv_cache_init() failed for self-attention cache"],
+])
+def test_llama_cpps_kv_cache_allocation_is_a_kv_cache_failure(lines: list[str]) -> None:
+    rep = replay_lines(lines, engine="llamacpp")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "kv_cache", "kv_cache")

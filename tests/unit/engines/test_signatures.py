@@ -30,6 +30,8 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     # Ollama's scheduler on a runner that died of a Go panic (exit status 2): c-ollama-exit-status-2-vram-not-recovered
     ("ollama", "crashed", 'time=2025-02-20T12:24:52.667+08:00 level=ERROR source=sched.go:455 msg="error loading '
                           'llama server" error="llama runner process has terminated: exit status 2"'),
+    # llama.cpp's KV cache that does not fit: c-llamacpp-1m-ctx-kv-alloc-fail
+    ("llamacpp", "kv_cache", "llama_kv_cache_init: failed to allocate buffer for kv cache"),
     # oneAPI's abort banner in Ollama's runner: c-ollama-intel-gpu-abort-docker-desktop
     ("ollama", "crashed", "Abort was called at 63 line in file:"),
     # the dynamic loader refusing to start llama-server: c-llamacpp-compose-up-libgomp-exit-127
