@@ -625,3 +625,25 @@ def test_llama_cpps_lines_inside_hosts_and_forks(lines: list[str], expected: tup
 def test_llama_cpps_kv_cache_allocation_is_a_kv_cache_failure(lines: list[str]) -> None:
     rep = replay_lines(lines, engine="llamacpp")
     assert (rep.outcome, rep.phase, rep.failure) == ("failed", "kv_cache", "kv_cache")
+
+
+@pytest.mark.parametrize("lines, phase, outcome, failure", [
+    # b-trtllm-serve-qwen3-tp8-kv-insufficient.log (https://github.com/NVIDIA/TensorRT-LLM/issues/5872)
+    (["[07/08/2025-19:47:15] [TRT-LLM] [RANK 1] [E] Failed to initialize executor on rank 1: Executor creation failed "
+      "due to insufficient GPU memory.", "", "The following component could not be created: KV cache"],
+     "process_start", "failed", "kv_cache"),
+    # b-trtllm-triton-v100-cudamalloc-oom.log (https://github.com/NVIDIA/TensorRT-LLM/issues/260): the wrap left the
+    # message's tail on its own line
+    (["E1103 02:59:01.152656 81041 backend_model.cc:553] ERROR: Failed to create instance: unexpected error when "
+      "creating modelInstanceState: [TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaSt",
+      "ream->get()): out of memory (/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:112)"],
+     "process_start", "failed", "oom"),
+    # b-trtllm-nim-kvcache-json.log (https://github.com/NVIDIA/nim-deploy/issues/24)
+    (["[TensorRT-LLM][INFO] Loaded engine size: 15323 MiB", "[TensorRT-LLM][INFO] Max KV cache pages per sequence: 128",
+      "[TensorRT-LLM][INFO] Max tokens in paged KV cache: 38400. Allocating 5033164800 bytes."],
+     "kv_cache", "incomplete", "none"),
+])
+def test_tensorrt_llms_memory_failures_and_paged_kv_cache(lines: list[str], phase: str, outcome: str,
+                                                          failure: str) -> None:
+    rep = replay_lines(lines, engine="trtllm")
+    assert (rep.outcome, rep.phase, rep.failure) == (outcome, phase, failure)

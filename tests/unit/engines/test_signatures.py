@@ -30,6 +30,10 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     # Ollama's scheduler on a runner that died of a Go panic (exit status 2): c-ollama-exit-status-2-vram-not-recovered
     ("ollama", "crashed", 'time=2025-02-20T12:24:52.667+08:00 level=ERROR source=sched.go:455 msg="error loading '
                           'llama server" error="llama runner process has terminated: exit status 2"'),
+    # TensorRT-LLM's executor memory check: b-trtllm-serve-qwen3-tp8-kv-insufficient
+    ("trtllm", "kv_cache", "The following component could not be created: KV cache"),
+    ("trtllm", "oom", "[07/08/2025-19:47:15] [TRT-LLM] [RANK 1] [E] Failed to initialize executor on rank 1: Executor "
+                      "creation failed due to insufficient GPU memory."),
     # llama.cpp's KV cache that does not fit: c-llamacpp-1m-ctx-kv-alloc-fail
     ("llamacpp", "kv_cache", "llama_kv_cache_init: failed to allocate buffer for kv cache"),
     # oneAPI's abort banner in Ollama's runner: c-ollama-intel-gpu-abort-docker-desktop
