@@ -51,9 +51,6 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     # NCCL's own warning of a failed connection or call, in its "host:pid:tid [dev] NCCL WARN ..." frame: the cause
     # a later wrapper ("Scheduler hit an exception") stands for (corpus: c-sglang-nccl-socket-connect-abort-tp0.log)
     S(r"\bNCCL WARN \w[^\n]{0,200}?(?:\bfailed\b|\berror\b|\btimed? ?out\b)", "nccl", NCCL_HINT, False),
-    # NCCL's error return traced up to its communicator's init (NCCLCHECK prints "file:line -> code" at INFO): the
-    # communicator could not be made, so the start dies with it (corpus: c-vllm-kserve-ray-nccl-shm-extend.log)
-    S(r"\bNCCL INFO init\.cc:\d+ -> [1-9]\d*$", "nccl", NCCL_HINT, True),
     # --- another process on the GPU -----------------------------------------------------------------
     S(
         r"Process \d+ has [\d.]+ [KMGT]iB memory in use\..*this process has",

@@ -647,14 +647,3 @@ def test_tensorrt_llms_memory_failures_and_paged_kv_cache(lines: list[str], phas
                                                           failure: str) -> None:
     rep = replay_lines(lines, engine="trtllm")
     assert (rep.outcome, rep.phase, rep.failure) == (outcome, phase, failure)
-
-
-def test_nccls_error_return_traced_to_its_init_is_fatal() -> None:
-    # c-vllm-kserve-ray-nccl-shm-extend.log (https://github.com/kserve/kserve/issues/3791)
-    frame = "hugging-model-1-predictor-00001-deployment-5c86c57756-p7ghj:1:1 [0] "
-    rep = replay_lines([frame + "misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-H1dBqY to "
-                                "9637892 bytes",
-                        frame + "NCCL INFO transport/shm.cc:114 -> 2",
-                        frame + "NCCL INFO init.cc:1263 -> 2"], engine="vllm")
-    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "distributed_init", "nccl")
-    assert get_profile("vllm").classify(frame + "NCCL INFO init.cc:1263 -> 0").failure is None
