@@ -337,9 +337,10 @@ FRAME_MARKERS: tuple[PhaseMarker, ...] = (
         r"_prepare_weights|load_state_dict|get_model|process_weights_after_loading|(?:gptq|awq)_marlin_(?:moe_)?repack)$",
         "weights_loading",
     ),
-    # a model's layers being built (vLLM's model_executor/, SGLang's srt/ layers and models): only its load builds
-    # them (corpus: a-vllm-v1-interleaved-tp-workers-quant-scheme-frames.log)
-    PhaseMarker(r"^\s*File \"[^\"]*[/\\](?:model_executor|srt)[/\\](?:layers|models)[/\\][^\"]*\", line \d+, in "
+    # a model's layers being built (vLLM's model_executor/, SGLang's srt/, TGI's text_generation_server/ layers and
+    # models): only its load builds them (corpus: a-vllm-v1-interleaved-tp-workers-quant-scheme-frames.log)
+    PhaseMarker(r"^\s*File \"[^\"]*[/\\](?:model_executor|srt|text_generation_server)[/\\](?:layers|models)[/\\]"
+                r"[^\"]*\", line \d+, in "
                 r"(?:__init__|create_weights)$", "weights_loading"),
     PhaseMarker(
         FRAME + r"(?:init_memory_pool|_initialize_kv_caches|determine_available_memory|"

@@ -53,6 +53,8 @@ LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
     P(r"^(?:llm_)?load_tensors: +\S+ model buffer size =", "weights_loaded", weak=True),
     P(r"^llama_(?:new_)?context(?:_with_model)?: ", "kv_cache"),
     P(r"^llama_kv_cache\w*: |KV buffer size =|KV self size =", "kv_cache", weak=True),
+    # the multimodal projector's load (clip.cpp: "clip_model_load: loaded meta data ...", later clip_model_loader)
+    P(r"^clip_model_load(?:er)?: ", "weights_loading", weak=True),
     P(r"warming up the model with an empty run", "warmup"),
     # a router's child reports its load to the router (corpus: c-llamacpp-router-child-loading-progress)
     P(r"\bcmd_child_to_router:state:\{\"state\":\"loading\"", "weights_loading"),

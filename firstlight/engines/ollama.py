@@ -166,6 +166,8 @@ OLLAMA = EngineProfile(
         (r"^Error: pull model manifest: ", 4),
         # its model store's blobs, named in its errors (corpus: c-ollama-journal-deepseek-cudamalloc-panic)
         (r"/\.ollama/models/blobs/sha256-[0-9a-f]", 4),
+        # ... wherever OLLAMA_MODELS puts it: its blobs' names ("D:\\Ollama_Models\\blobs\\sha256-ac9bc7a6...")
+        (r"[/\\]blobs[/\\]sha256-[0-9a-f]{64}\b", 4),
     ),
     embeds=("llamacpp",),
     notes="Daemon up at once; per-model readiness is 'llama runner started' or /api/ps.",

@@ -99,6 +99,10 @@ TGI = EngineProfile(
             phase="warmup",  # said in the warmup (corpus: b-tgi-awq-warmup-prefill-oom.log)
         ),
         S(r"Failed to bind to \S+", "port_in_use", "the port is already in use: change --port (PORT)", True),
+        # its sharded layers split the heads between the shards (custom_modeling/*): --num-shard must divide them
+        S(r"`num_heads` must be divisible by `num_shards`", "bad_argument",
+          "the model's attention heads cannot be split between --num-shard shards: use a shard count that divides "
+          "them", True),
         S(
             r"Shard process was signaled to shutdown with signal 9\b",
             "other",

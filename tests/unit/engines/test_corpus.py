@@ -647,3 +647,22 @@ def test_tensorrt_llms_memory_failures_and_paged_kv_cache(lines: list[str], phas
                                                           failure: str) -> None:
     rep = replay_lines(lines, engine="trtllm")
     assert (rep.outcome, rep.phase, rep.failure) == (outcome, phase, failure)
+
+
+def test_a_projectors_load_an_ollama_blob_anywhere_and_tgis_head_split() -> None:
+    # c-llamacpp-llamafile-json-listen-then-clip.log (https://github.com/mozilla-ai/llamafile/issues/297)
+    assert get_profile("llamacpp").classify("clip_model_load: loaded meta data with 19 key-value pairs and 377 "
+                                            "tensors from llava-v1.5-7b-mmproj-Q4_0.gguf").phase == "weights_loading"
+    # c-ollama-windows-cpu-buffer-alloc-panic.log (https://github.com/ollama/ollama/issues/12634): OLLAMA_MODELS
+    # elsewhere
+    lines = ["llama_model_load: error loading model: unable to allocate CPU buffer",
+             "panic: unable to load model: D:\\Ollama_Models\\blobs\\sha256-ac9bc7a69dab38da1c790838955f1293420b55ab555"
+             "ef6b4615efa1c1507b1ed"]
+    assert replay_lines(lines).engine == "ollama"
+    # b-tgi-falcon-heads-not-divisible.log (https://github.com/huggingface/text-generation-inference/issues/1354)
+    rep = replay_lines(['  File "/opt/conda/lib/python3.10/site-packages/text_generation_server/models/custom_modeling/'
+                        'flash_rw_modeling.py", line 138, in __init__',
+                        "    raise ValueError(",
+                        "ValueError: `num_heads` must be divisible by `num_shards` (got `num_heads`: 71 and "
+                        "`num_shards`: 2"], engine="tgi")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "weights_loading", "bad_argument")

@@ -30,6 +30,9 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     # Ollama's scheduler on a runner that died of a Go panic (exit status 2): c-ollama-exit-status-2-vram-not-recovered
     ("ollama", "crashed", 'time=2025-02-20T12:24:52.667+08:00 level=ERROR source=sched.go:455 msg="error loading '
                           'llama server" error="llama runner process has terminated: exit status 2"'),
+    # TGI's sharded layers splitting the heads: b-tgi-falcon-heads-not-divisible
+    ("tgi", "bad_argument", "ValueError: `num_heads` must be divisible by `num_shards` (got `num_heads`: 71 and "
+                            "`num_shards`: 2"),
     # TensorRT-LLM's executor memory check: b-trtllm-serve-qwen3-tp8-kv-insufficient
     ("trtllm", "kv_cache", "The following component could not be created: KV cache"),
     ("trtllm", "oom", "[07/08/2025-19:47:15] [TRT-LLM] [RANK 1] [E] Failed to initialize executor on rank 1: Executor "
