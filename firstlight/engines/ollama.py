@@ -126,7 +126,8 @@ OLLAMA = EngineProfile(
         # or oneAPI's abort banner (corpus: c-ollama-exit-status-2-vram-not-recovered,
         # c-ollama-intel-gpu-abort-docker-desktop)
         S(
-            r"llama runner process has terminated: (?:exit status 2\b|signal: )",
+            # a signal but SIGTERM/SIGINT (a stop asked of it, left to the runner's other deaths, above)
+            r"llama runner process has terminated: (?:exit status 2\b|signal: (?!terminated\b|interrupt\b))",
             "crashed",
             CRASH_HINT,
             True,

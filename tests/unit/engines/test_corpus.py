@@ -666,3 +666,12 @@ def test_a_projectors_load_an_ollama_blob_anywhere_and_tgis_head_split() -> None
                         "ValueError: `num_heads` must be divisible by `num_shards` (got `num_heads`: 71 and "
                         "`num_shards`: 2"], engine="tgi")
     assert (rep.outcome, rep.phase, rep.failure) == ("failed", "weights_loading", "bad_argument")
+
+
+def test_an_ollama_runner_terminated_by_sigterm_is_no_crash() -> None:
+    # c-ollama-codespaces-runner-signal-terminated.log (https://github.com/ollama/ollama/issues/4912): a stop asked
+    # of the runner, not a native death
+    line = ('time=2024-08-26T09:53:44.346Z level=ERROR source=sched.go:451 msg="error loading llama server" '
+            'error="llama runner process has terminated: signal: {}"')
+    assert get_profile("ollama").classify(line.format("terminated")).failure.category == "other"  # type: ignore[union-attr]
+    assert get_profile("ollama").classify(line.format("killed")).failure.category == "crashed"  # type: ignore[union-attr]
