@@ -214,6 +214,10 @@ LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
     (r"\b(?:llama_model_load|llama_load_model_from_file|llama_model_load_from_file_impl|llama_new_context_with_model|"
      r"llama_init_from_model): ", 4),
     (r"^llama_kv_cache\w*: ", 3),
+    # a platform naming the llama.cpp server it runs: llama-box (a fork) by its name (its binary, GPUStack's
+    # worker.backends.llama_box), Docker Model Runner's llama.cpp backend component ("[inference.inference-llama.cpp]")
+    (r"\bllama[-_]box\b", 4),
+    (r"\binference-llama\.cpp\b", 3),
     # the program by its name: its own messages ("llama-server: error while loading shared libraries: ...") and its
     # command line echoed by a shell's trace ("+ llama-server --model ...")
     (r"(?:^|[\s/\\])llama-server(?:\.exe)?(?:: | --?[a-z])", 3),

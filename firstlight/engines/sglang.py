@@ -303,6 +303,7 @@ SGLANG = EngineProfile(
         (r"[/\\]sglang[/\\]srt[/\\]", 4),
         (r"\bsglang\.srt\.\w", 4),  # its modules by name ("Ignore import error when loading sglang.srt.multimodal...")
         (r"\bsgl_kernel\b", 4),  # its kernel package, named in its import and load errors
+        (r"\bbackends\.sglang\b", 4),  # a platform's backend for it, naming it (GPUStack's worker.backends.sglang)
         # its piecewise CUDA graph (model_executor/piecewise_cuda_graph_runner.py): log lines and tqdm bars
         (r"^Capture piecewise CUDA graph (?:begin|end)\b|^(?:Compiling|Capturing) num tokens \(num_tokens=\d+", 4),
         (r"sglang\.launch_server|sglang serve", 2),

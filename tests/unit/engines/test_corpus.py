@@ -675,3 +675,17 @@ def test_an_ollama_runner_terminated_by_sigterm_is_no_crash() -> None:
             'error="llama runner process has terminated: signal: {}"')
     assert get_profile("ollama").classify(line.format("terminated")).failure.category == "other"  # type: ignore[union-attr]
     assert get_profile("ollama").classify(line.format("killed")).failure.category == "crashed"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("line, engine", [
+    # b-sglang-gpustack-ascend-provisioning.log (https://github.com/gpustack/gpustack/issues/4377)
+    ("2026-01-29 11:29:45.409872+08:00 - gpustack.worker.backends.sglang - INFO - Starting SGLang model instance: "
+     "qwen3-30b-a3b-instruct-2507-lgMuu", "sglang"),
+    # c-llamacpp-gpustack-worker-starting-llama-box-rpc.log (https://github.com/gpustack/gpustack/issues/1576)
+    ("2025-04-06T09:57:41+02:00 - gpustack.worker.backends.llama_box - INFO - Starting llama-box server", "llamacpp"),
+    # c-llamacpp-docker-model-runner-install-backend.log (https://github.com/docker/model-runner/issues/608)
+    ("[2026-02-05T07:15:19.034849300Z][inference.inference-llama.cpp][W] proceeding to update llama.cpp binary",
+     "llamacpp"),
+])
+def test_a_platform_naming_the_engine_it_runs(line: str, engine: str) -> None:
+    assert detect_from_lines([line], list(PROFILES.values())) == engine
