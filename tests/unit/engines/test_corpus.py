@@ -689,3 +689,11 @@ def test_an_ollama_runner_terminated_by_sigterm_is_no_crash() -> None:
 ])
 def test_a_platform_naming_the_engine_it_runs(line: str, engine: str) -> None:
     assert detect_from_lines([line], list(PROFILES.values())) == engine
+
+
+def test_tritons_http_service_is_ready_under_any_backend() -> None:
+    # b-generic-triton-baichuan-services-started.log
+    # (https://github.com/triton-inference-server/tensorrtllm_backend/issues/169): Triton's lines alone
+    rep = replay_lines(["I1118 07:23:26.676895 28532 grpc_server.cc:2451] Started GRPCInferenceService at 0.0.0.0:8001",
+                        "I1118 07:23:26.677120 28532 http_server.cc:3558] Started HTTPService at 0.0.0.0:8000"])
+    assert (rep.engine, rep.outcome, rep.phase) == ("generic", "ready", "ready")
