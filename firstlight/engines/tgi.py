@@ -110,9 +110,9 @@ TGI = EngineProfile(
             True,
             15,
         ),
-        S(
+        S(  # SIGILL: the build needs CPU/GPU features this machine lacks (shared/logs labels it other|kernel_image)
             r"Shard process was signaled to shutdown with signal 4\b",
-            "crashed",
+            "other",
             "a shard died with SIGILL (signal 4, illegal instruction): the binaries need CPU/GPU "
             "features this machine lacks (e.g. AVX-512 or a newer GPU arch); use a matching image",
             True,

@@ -424,7 +424,7 @@ CLASSIFY_CASES: list[tuple[str, str, dict[str, Any]]] = [
         "2024-03-06T17:53:31.0Z ERROR shard-manager: text_generation_launcher: Shard process was signaled to "
         "shutdown "
         "with signal 4 rank=0",
-        {"failure": ("crashed", True)},  # a native death (SIGILL)
+        {"failure": ("other", True)},
     ),
     ("tgi", "Error: ShardCannotStart", {"failure": ("other", True)}),
     # --- TensorRT-LLM ---

@@ -564,10 +564,11 @@ def test_vllms_per_shape_graph_capture_at_debug() -> None:
 
 
 @pytest.mark.parametrize("lines, phase, failure", [
-    # b-tgi-falcon-signal4-cannot-start.log (https://github.com/huggingface/text-generation-inference/issues/1627)
+    # b-tgi-falcon-signal4-cannot-start.log (https://github.com/huggingface/text-generation-inference/issues/1627),
+    # with SIGSEGV for SIGILL (SIGILL keeps its own hint, and shared/logs' label of the same thread: other)
     (["2024-03-06T17:53:22.336246Z  INFO shard-manager: text_generation_launcher: Starting shard rank=0",
       "2024-03-06T17:53:31.052444Z ERROR shard-manager: text_generation_launcher: Shard process was signaled to "
-      "shutdown with signal 4 rank=0"], "weights_loading", "crashed"),
+      "shutdown with signal 11 rank=0"], "weights_loading", "crashed"),
     # b-tgi-falcon-heads-not-divisible.log (https://github.com/huggingface/text-generation-inference/issues/1354):
     # a shard that cannot start was loading its model
     (["Error: ShardCannotStart"], "weights_loading", "other"),
