@@ -50,7 +50,9 @@ LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
         "weights_loading",
         weak=True,
     ),
-    P(r"^(?:llm_)?load_tensors: +\S+ model buffer size =", "weights_loaded", weak=True),
+    # the buffers are sized before their data is read (llama-model.cpp load_tensors, then load_all_data): the load
+    # goes on; the context's lines after it are the next phase
+    P(r"^(?:llm_)?load_tensors: +\S+ model buffer size =", "weights_loading", weak=True),
     P(r"^llama_(?:new_)?context(?:_with_model)?: ", "kv_cache"),
     P(r"^llama_kv_cache\w*: |KV buffer size =|KV self size =", "kv_cache", weak=True),
     # the multimodal projector's load (clip.cpp: "clip_model_load: loaded meta data ...", later clip_model_loader)
@@ -61,6 +63,8 @@ LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
     # b11434 at the default verbosity prints neither of the lines above: the context (KV cache included) is
     # built when the thread pool starts, and the warm-up run follows at once (scripts/llama_server_notes.md).
     P(r"\binit: llama threadpool init, n_threads", "warmup", weak=True),
+    # the server's slots, each a share of the context's KV cache, made once the context is (server-context.cpp)
+    P(r"^(?:srv\s+)?init: initializing slots, n_slots = \d+", "kv_cache", weak=True),
 )
 
 LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (

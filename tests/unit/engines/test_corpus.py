@@ -698,3 +698,15 @@ def test_tritons_http_service_is_ready_under_any_backend() -> None:
     rep = replay_lines(["I1118 07:23:26.676895 28532 grpc_server.cc:2451] Started GRPCInferenceService at 0.0.0.0:8001",
                         "I1118 07:23:26.677120 28532 http_server.cc:3558] Started HTTPService at 0.0.0.0:8000"])
     assert (rep.engine, rep.outcome, rep.phase) == ("generic", "ready", "ready")
+
+
+def test_llama_cpps_buffers_are_sized_before_their_load_and_its_slots_follow_the_context() -> None:
+    # c-llamacpp-llama-swap-windows-health-503.log (https://github.com/mostlygeek/llama-swap/issues/57)
+    rep = replay_lines(["load_tensors: loading model tensors, this can take a while... (mmap = true)",
+                        "load_tensors:   CPU_Mapped model buffer size = 17908.51 MiB"], engine="llamacpp")
+    assert rep.phase == "weights_loading"
+    # c-llamacpp-llama-box-rpc-compute-buffers.log (https://github.com/gpustack/llama-box/issues/34)
+    rep = replay_lines(["9.03.660.282 I srv                      main: initializing server",
+                        "9.03.660.284 I srv                      init: initializing slots, n_slots = 4"],
+                       engine="llamacpp")
+    assert (rep.outcome, rep.phase) == ("incomplete", "kv_cache")
