@@ -710,3 +710,15 @@ def test_llama_cpps_buffers_are_sized_before_their_load_and_its_slots_follow_the
                         "9.03.660.284 I srv                      init: initializing slots, n_slots = 4"],
                        engine="llamacpp")
     assert (rep.outcome, rep.phase) == ("incomplete", "kv_cache")
+
+
+def test_turbominds_block_manager_and_model_instance_are_the_kv_cache() -> None:
+    # b-lmdeploy-windows-tm-blockmanager-gemm.log (https://github.com/InternLM/lmdeploy/issues/3825)
+    assert get_profile("lmdeploy").classify("[TM][INFO] [BlockManager] max_block_count = 863").phase == "kv_cache"
+    # b-lmdeploy-llama3-l40-thread-oom.log (https://github.com/InternLM/lmdeploy/issues/1459)
+    rep = replay_lines(['  File "/home/mel/.local/lib/python3.9/site-packages/lmdeploy/turbomind/turbomind.py", '
+                        "line 444, in _create_model_instance",
+                        "    model_inst = self.tm_model.model_comm.create_model_instance(",
+                        "RuntimeError: [TM][ERROR] CUDA runtime error: out of memory "
+                        "/lmdeploy/src/turbomind/utils/allocator.h:231 "], engine="lmdeploy")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "kv_cache", "oom")
