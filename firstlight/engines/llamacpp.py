@@ -152,6 +152,14 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
     ),
     # ggml/src/ggml-rpc/ggml-rpc.cpp (b11434): GGML_ABORT when an --rpc worker's answer does not come (it died or
     # its connection broke); the leader aborts at once
+    # ggml's CUDA error check (ggml-cuda.cu ggml_cuda_error): "CUDA error: <its text>", then the file's line, then abort
+    S(
+        r"[/\\]ggml-cuda\.cu:\d+: CUDA error$",
+        "other",
+        "a CUDA call failed in ggml (see the 'CUDA error:' line before it): a driver/runtime mismatch, a device "
+        "lost, or a kernel this GPU cannot run",
+        True,
+    ),
     S(
         r"Remote RPC server crashed or returned malformed response",
         "crashed",  # ggml-rpc.cpp aborts the leader: a peer's death kills it
@@ -194,7 +202,8 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
 
 LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
     (r"^llama_model_loader: ", 4),
-    (r"^srv\s+\w+: ", 4),
+    # its log's component tags (server, common), also as its router forwards a child's line ("[54881] cmn  ...")
+    (r"^(?:\[\d+\] )?(?:srv|cmn)\s+\w+: ", 4),
     (r"^slot\s+\w+: id\s+\d+ \|", 4),
     (r"^main: (?:HTTP server is listening|server is listening|model loaded|loading model)", 4),
     (r"\"(?:msg|message)\":\"(?:HTTP server listening|model loaded|all slots are idle)", 4),

@@ -722,3 +722,13 @@ def test_turbominds_block_manager_and_model_instance_are_the_kv_cache() -> None:
                         "RuntimeError: [TM][ERROR] CUDA runtime error: out of memory "
                         "/lmdeploy/src/turbomind/utils/allocator.h:231 "], engine="lmdeploy")
     assert (rep.outcome, rep.phase, rep.failure) == ("failed", "kv_cache", "oom")
+
+
+def test_a_routers_child_line_and_ggmls_cuda_error() -> None:
+    # c-llamacpp-router-child-warmup-cuda-shared-object.log
+    # (https://github.com/openclaw/openclaw-windows-node/issues/1242): the router forwards "[port] " + the child's line
+    rep = replay_lines(["[54881] cmn  common_init_: warming up the model with an empty run - please wait ... "
+                        "(--no-warmup to disable)",
+                        "[54881] CUDA error: shared object initialization failed",
+                        "[54881] D:\\a\\llama.cpp\\llama.cpp\\ggml\\src\\ggml-cuda\\ggml-cuda.cu:107: CUDA error"])
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == ("llamacpp", "failed", "warmup", "other")

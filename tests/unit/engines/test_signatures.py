@@ -33,6 +33,8 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     # TGI's sharded layers splitting the heads: b-tgi-falcon-heads-not-divisible
     ("tgi", "bad_argument", "ValueError: `num_heads` must be divisible by `num_shards` (got `num_heads`: 71 and "
                             "`num_shards`: 2"),
+    # ggml's CUDA error check aborting a router's child: c-llamacpp-router-child-warmup-cuda-shared-object
+    ("llamacpp", "other", "D:\\a\\llama.cpp\\llama.cpp\\ggml\\src\\ggml-cuda\\ggml-cuda.cu:107: CUDA error"),
     # TensorRT-LLM's executor memory check: b-trtllm-serve-qwen3-tp8-kv-insufficient
     ("trtllm", "kv_cache", "The following component could not be created: KV cache"),
     ("trtllm", "oom", "[07/08/2025-19:47:15] [TRT-LLM] [RANK 1] [E] Failed to initialize executor on rank 1: Executor "
