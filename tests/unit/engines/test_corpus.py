@@ -731,4 +731,5 @@ def test_a_routers_child_line_and_ggmls_cuda_error() -> None:
                         "(--no-warmup to disable)",
                         "[54881] CUDA error: shared object initialization failed",
                         "[54881] D:\\a\\llama.cpp\\llama.cpp\\ggml\\src\\ggml-cuda\\ggml-cuda.cu:107: CUDA error"])
-    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == ("llamacpp", "failed", "warmup", "other")
+    # a death the log names no cause of, in the warmup: the warmup failed
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == ("llamacpp", "failed", "warmup", "warmup_failed")
