@@ -27,7 +27,7 @@ ANSI_RE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI ... final byte (colours, erase line, cursor moves)
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC ... BEL / ST (hyperlinks, titles)
     r"|\x1b[@-Z\\-_]"  # other two-byte escapes
-    r"|\^\[\[[0-?]*[ -/]*[@-~]"  # a CSI in caret notation ("^[[0;36m"): ``cat -v`` and pasted terminals show it so
+    r"|\^\[\[[0-9;]*[A-Za-z]"  # a CSI in caret notation ("^[[0;36m", as ``cat -v`` shows it; not "^[[:space:]]")
 )
 
 

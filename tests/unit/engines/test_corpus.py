@@ -733,3 +733,7 @@ def test_a_routers_child_line_and_ggmls_cuda_error() -> None:
                         "[54881] D:\\a\\llama.cpp\\llama.cpp\\ggml\\src\\ggml-cuda\\ggml-cuda.cu:107: CUDA error"])
     # a death the log names no cause of, in the warmup: the warmup failed
     assert (rep.engine, rep.outcome, rep.phase, rep.failure) == ("llamacpp", "failed", "warmup", "warmup_failed")
+
+
+def test_a_bracket_expression_is_no_caret_escape() -> None:
+    assert strip_ansi("grep -E '^[[:space:]]*#'") == "grep -E '^[[:space:]]*#'"
