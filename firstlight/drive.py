@@ -10,7 +10,9 @@ fed to the detector, for at most ``DETECT_LINES`` lines (a long pip or container
 observations seen meanwhile are kept (up to ``KEEP_BYTES`` of line text): once the engine is known, a fresh
 judge with its profile is fed them again, so lines printed before the detector was sure (a six-line llama.cpp
 OOM) are read with the engine's own markers, exactly as a replay that knew the engine from the start reads
-them. Past that bound the profile is swapped in place (the lines already read keep their generic reading).
+them. An engine another embeds (llama.cpp, which Ollama runs; vLLM, whose loader lines SGLang prints) is
+provisional: the detector reads on, and the embedding engine's own lines, when they come, judge the start again
+as that engine's. Past the bound the profile is swapped in place (the lines already read keep their generic reading).
 A verdict already final under the generic reading is judged again too (its lines meant something else): a
 caller that has acted on it has stopped feeding the driver.
 
@@ -53,6 +55,7 @@ class Driver:
         self.detector: EngineDetector | None = new_detector() if detect else None
         self._kept: list[Observation] | None = [] if detect else None
         self._kept_bytes = 0
+        self._provisional: str | None = None  # the engine learnt, while an engine that embeds it may yet claim the log
         self._expected_total_s = rules.expected_total_s
         self._budgets: Budgets | None = None
 
@@ -63,7 +66,7 @@ class Driver:
     @property
     def detecting(self) -> bool:
         """The engine is still unknown and may yet be learnt (from lines or endpoints)."""
-        return self.detector is not None
+        return self.detector is not None and self._provisional is None
 
     def feed(self, obs: Observation) -> Step:
         name = self._detect(obs)
@@ -77,7 +80,7 @@ class Driver:
 
     def use_engine(self, name: str, t: float, why: str) -> Step:
         """The engine became known another way (its endpoints answered as that engine's do)."""
-        if self.detector is None:
+        if not self.detecting:
             return Step([], self.judge.assess(t))
         return Step(self._swap(name, None, why, t), self.judge.assess(t), name)
 
@@ -105,6 +108,8 @@ class Driver:
             return None
         self.detector.feed(obs.text)
         name = self.detector.best()
+        if self._provisional is not None and name is not None and not self.detector.claims(name, self._provisional):
+            name = None  # only an engine that embeds the one learnt takes the log from it
         if name is None and self.detector.lines >= DETECT_LINES:
             self._stop_detecting()
         return name
@@ -121,13 +126,17 @@ class Driver:
     def _stop_detecting(self) -> None:
         self.detector = None
         self._kept = None
+        self._provisional = None
 
     def _swap(self, name: str, obs: Observation | None, why: str, t: float | None = None) -> list[Event]:
         """The engine is known: judge again from the start with its profile (``obs``, already kept, included),
         or, past the kept bound, swap the profile in place and feed ``obs``."""
         profile = get_profile(name)
         old, kept = self.judge, self._kept
+        detector = self.detector
         self._stop_detecting()
+        if detector is not None and kept is not None and detector.embedded(name):  # a wrapper's lines may follow
+            self.detector, self._kept, self._provisional = detector, kept, name
         when = obs.t if obs is not None else t
         assert when is not None
         if kept is None:

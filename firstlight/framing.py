@@ -179,6 +179,10 @@ def _json_record(line: str) -> Framed | None:
         us = whole(raw, _MAX_US_DIGITS)
         ts = us / 1e6 if us is not None else None
         return Framed(text if text is not None else "", ts, None, False, JOURNAL_JSON)
+    if isinstance(obj.get("function"), str) and isinstance(obj.get("line"), int) and "level" in obj:
+        # a record that names its source's function and line is the program's own JSON log (llama.cpp's server:
+        # {"level":"INFO","function":"main","line":3064,"msg":"model loaded",...}): its keys are the engine's words
+        return None
     for key in ("log", "message", "line", "msg"):
         value = obj.get(key)
         if isinstance(value, str):

@@ -28,6 +28,7 @@ EVIDENCE_TEXT_MAX = 300
 MAX_FAILURE_EVIDENCE = 12
 MAX_PHASE_EVIDENCE = 25
 ROOT_WINDOW_LINES = 2000  # non-fatal failures this close before the first fatal line can be its root cause
+CUT_CAUSE_LINES = 50  # ... this close before a traceback the log ends in, cut before its exception line
 
 # A Python exception header ("ValueError: ...", "torch.OutOfMemoryError: ...") and the lines of a traceback.
 _EXC_LINE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|Exception)(?::|$)")
@@ -278,7 +279,13 @@ class LineInterpreter:
         if self._root is not None or not ended:
             return self._root
         if self._tail_exc is None:
-            return self._tail_open  # frames with no exception line after them: it died there all the same
+            root = self._tail_open  # frames with no exception line after them: it died there all the same
+            # ... of what another process's exception said just before (an engine core's, its traceback over): the
+            # traceback cut before its own exception line names nothing better
+            for prior in self._recent_nonfatal:
+                if root is not None and root.line - CUT_CAUSE_LINES <= prior.line < root.line and better(prior, root):
+                    root = prior
+            return root
         root = self._tail_exc
         for h in self._tail_hits:
             if better(h, root):

@@ -409,11 +409,14 @@ class Judge:
     def _failed_from_line(self, now: float, best: FailureHit, extra: list[Evidence] | None = None) -> Assessment:
         ev = [Evidence("log", f"line {best.line}: {clip(best.text)}", best.t)] + (extra or [])
         hint = best.failure.hint
+        category = best.failure.category
+        if category == "other" and self.phases.current.name == "warmup":
+            category = "warmup_failed"  # a death the log names no cause of, in the warmup: the warmup failed
         if best.failure.category == "gpu_occupied":
             foreign = [w.value for w in self.tree.warnings if w.signal == "gpu"]
             if foreign:
                 hint = f"{hint} ({'; '.join(foreign)})"
-        return self._base(now, FAILED, ev + self.tree.warnings, failure=best.failure.category, hint=hint)
+        return self._base(now, FAILED, ev + self.tree.warnings, failure=category, hint=hint)
 
     def _hang(self, now: float) -> Assessment | None:
         """``hung``: nothing at all moved for stall_timeout (longer where this deployment's history shows the

@@ -27,7 +27,13 @@ ANSI_RE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI ... final byte (colours, erase line, cursor moves)
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC ... BEL / ST (hyperlinks, titles)
     r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+    r"|\^\[\[[0-9;]*[A-Za-z]"  # a CSI in caret notation ("^[[0;36m", as ``cat -v`` shows it; not "^[[:space:]]")
 )
+
+
+def has_ansi(text: str) -> bool:
+    """Whether a line holds an escape ``ANSI_RE`` removes (the ESC byte, or a CSI's caret notation)."""
+    return "\x1b" in text or "^[[" in text
 
 
 # The prefixes ``firstlight.engines.lines.clean_line`` removes (repeatedly, up to 4 times) before classification.
@@ -37,9 +43,11 @@ KNOWN_PREFIX_RE = re.compile(
     r"^(?:"
     r"[\w.-]+-\d+\s+\|\s?"  # docker compose: "vllm-1  | "
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "  # journald/syslog
-    r"|\((?:[\w.-]+)(?: [\w]+=[^)]*)?\)\s+"  # vLLM/Ray process tag: "(EngineCore_DP0 pid=17374) "
+    r"|\((?:[\w.-]+)(?: [\w]+=[^)]*)?\)\s"  # vLLM/Ray process tag: "(EngineCore_DP0 pid=17374) " (one space: the
+    # indentation after it is the line's own, a traceback's frame and source lines)
     r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|TRACE) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
     r" (?:\[[^\]]*\] |[\w.-]+:\d+\] )?"  # vLLM: "INFO 05-07 02:13:52 [core.py:396] "
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\] [IWEDT] "  # llama-box "[2025-07-21 06:52:38.758083] I "
     r"|\[(?:(?:\d{4}-)?\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]{2,3}\d+)*\] "  # SGLang "[... TP0] "
     r"|\[(?:gpu_id|rank|tp_rank)=\d+\] "  # old SGLang "[gpu_id=0] "
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"
@@ -49,6 +57,7 @@ KNOWN_PREFIX_RE = re.compile(
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w./-]+:\d+\] "  # glog (torch C++ warnings)
     r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+"  # uvicorn "INFO:     "
     r"|\d+\.\d\d\.\d{3}\.\d{3} [IWEDT] "  # llama.cpp --log-timestamps/--log-prefix
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\] \[(?:trace|debug|info|warning|error|critical)\] "  # spdlog (WasmEdge)
     r"|\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] "  # TensorRT-LLM "[11/20/2024-10:11:12] "
     r"|\[TRT-LLM\](?: \[[A-Z]\])? "
     r")"
@@ -59,7 +68,7 @@ def understood(line: str) -> bool:
     """Whether the engine profiles read the line's head (``KNOWN_PREFIX_RE``): such a head is the engine's own,
     never a frame to learn (``firstlight.learnedframe``)."""
     head = line[:1024]
-    if "\x1b" in head:
+    if has_ansi(head):
         head = ANSI_RE.sub("", head)
     m = KNOWN_PREFIX_RE.match(head)
     return m is not None and m.end() > 0
@@ -97,7 +106,7 @@ def one_line(text: str) -> str:
 
 def strip_ansi(text: str) -> str:
     """Server text made safe to show: ANSI/OSC escapes removed, other controls and bidi controls neutralised."""
-    if "\x1b" in text:
+    if has_ansi(text):
         text = ANSI_RE.sub("", text)
     return UNSAFE_RE.sub("\ufffd", text)
 

@@ -172,11 +172,18 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     ),
     # --- imports --------------------------------------------------------------------------------------------
     S(
-        EXC + r"(?:ModuleNotFoundError|ImportError): ",
+        EXC + r"(?:ModuleNotFoundError|ImportError):(?: |$)",  # a message on the lines after it, or none
         "import_error",
         "a Python package or compiled extension is missing or built against another torch/CUDA: "
         "reinstall the engine's matching wheels",
         False,
+    ),
+    # the dynamic loader's refusal to start a program (exit status 127): nothing of it ran
+    S(
+        r"\berror while loading shared libraries: \S+: cannot open shared object file",
+        "import_error",
+        "a shared library the program needs is missing (not installed in the image, or not on LD_LIBRARY_PATH)",
+        True,
     ),
     S(
         r"(?:OSError|ImportError): [^\s:]+\.so(?:\.\d+)*: (?:cannot open shared object file|"
@@ -306,6 +313,8 @@ GENERATION_ROUTE = (r"/(?:v1/chat/completions|v1/completions|chat/completions|co
 SERVED_MARKERS: tuple[str, ...] = (
     # uvicorn (vLLM, SGLang, TensorRT-LLM, LMDeploy) and other common formats: "POST /generate HTTP/1.1" 200
     r"\"POST " + GENERATION_ROUTE + r"(?:\?[^\s\"]{0,512})? HTTP/[\d.]{1,3}\" 200\b",
+    # ... where a platform mounts the API under its own prefix: KServe's "POST /openai/v1/chat/completions"
+    r"\"POST (?:/[\w.-]{1,64}){1,2}" + GENERATION_ROUTE + r"(?:\?[^\s\"]{0,512})? HTTP/[\d.]{1,3}\" 200\b",
     # llama.cpp's server: "request: POST /completion 127.0.0.1 200"
     r"\brequest: POST " + GENERATION_ROUTE + r" \S{1,64} 200\b",
     # Ollama's gin: [GIN] 2025/01/20 - 10:11:12 | 200 |  1.5s |  127.0.0.1 | POST "/api/generate"
@@ -328,6 +337,11 @@ FRAME_MARKERS: tuple[PhaseMarker, ...] = (
         r"_prepare_weights|load_state_dict|get_model|process_weights_after_loading|(?:gptq|awq)_marlin_(?:moe_)?repack)$",
         "weights_loading",
     ),
+    # a model's layers being built (vLLM's model_executor/, SGLang's srt/, TGI's text_generation_server/ layers and
+    # models): only its load builds them (corpus: a-vllm-v1-interleaved-tp-workers-quant-scheme-frames.log)
+    PhaseMarker(r"^\s*File \"[^\"]*[/\\](?:model_executor|srt|text_generation_server)[/\\](?:layers|models)[/\\]"
+                r"[^\"]*\", line \d+, in "
+                r"(?:__init__|create_weights)$", "weights_loading"),
     PhaseMarker(
         FRAME + r"(?:init_memory_pool|_initialize_kv_caches|determine_available_memory|"
         r"determine_num_available_blocks|initialize_kv_cache\w*|get_kv_cache_configs?|"

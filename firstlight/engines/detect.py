@@ -54,6 +54,14 @@ class EngineDetector:
                 self._seen.add(idx)
                 self.scores[name] += int(rule.payload)
 
+    def embedded(self, name: str) -> bool:
+        """Whether another engine embeds ``name`` (Ollama runs llama.cpp): its lines may yet claim the log."""
+        return any(name in p.embeds for p in self._profiles)
+
+    def claims(self, wrapper: str, inner: str) -> bool:
+        """Whether ``wrapper`` embeds ``inner``: the only engine that may take a log from one learnt already."""
+        return any(p.name == wrapper and inner in p.embeds for p in self._profiles)
+
     def best(self) -> str | None:
         detected = {n: s for n, s in self.scores.items() if s >= DETECT_THRESHOLD}
         if not detected:

@@ -1,8 +1,8 @@
 """Fallback profile for an unknown engine: common PyTorch/CUDA/NCCL/HF/uvicorn signatures only.
 
-It has no ready marker of its own (a plain uvicorn "Application startup complete." precedes the bind on
-some engines and follows it on others), so a generic log never reaches ``ready`` from text alone; the
-generation probe decides.
+It has no uvicorn ready marker (a plain "Application startup complete." precedes the bind on some engines and
+follows it on others): a generic log reaches ``ready`` from text alone only by a served generation, or by Triton's
+HTTP service starting, which it does once its models have loaded, whatever their backend.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ GENERIC = EngineProfile(
     ),
     progress_markers=SHARD_PROGRESS,
     failure_signatures=TORCH_FAILURES,
-    ready_markers=SERVED_MARKERS,  # an unknown server that answered a generation served
+    # an unknown server that answered a generation served; Triton (server/src/http_server.cc) once its models loaded
+    ready_markers=(*SERVED_MARKERS, r"^\"?Started HTTPService at \S+"),
     listening_markers=(r"Uvicorn running on \S+",),
     port_flags=("--port",),
     host_flags=("--host",),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from firstlight.logtext import ANSI_RE as _ANSI_RE
 from firstlight.logtext import KNOWN_PREFIX_RE as _PREFIX_RE
-from firstlight.logtext import classify_prefix
+from firstlight.logtext import classify_prefix, has_ansi
 
 
 def clean_line(line: str) -> str:
@@ -17,7 +17,7 @@ def clean_line(line: str) -> str:
     no pattern applied to the result does unbounded work.
     """
     line = classify_prefix(line)
-    if "\x1b" in line:
+    if has_ansi(line):
         line = _ANSI_RE.sub("", line)
     line = line.rstrip("\r\n")
     if "\r" in line:

@@ -50,15 +50,21 @@ LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
         "weights_loading",
         weak=True,
     ),
-    P(r"^(?:llm_)?load_tensors: +\S+ model buffer size =", "weights_loaded", weak=True),
+    # the buffers are sized before their data is read (llama-model.cpp load_tensors, then load_all_data): the load
+    # goes on; the context's lines after it are the next phase
+    P(r"^(?:llm_)?load_tensors: +\S+ model buffer size =", "weights_loading", weak=True),
     P(r"^llama_(?:new_)?context(?:_with_model)?: ", "kv_cache"),
     P(r"^llama_kv_cache\w*: |KV buffer size =|KV self size =", "kv_cache", weak=True),
+    # the multimodal projector's load (clip.cpp: "clip_model_load: loaded meta data ...", later clip_model_loader)
+    P(r"^clip_model_load(?:er)?: ", "weights_loading", weak=True),
     P(r"warming up the model with an empty run", "warmup"),
     # a router's child reports its load to the router (corpus: c-llamacpp-router-child-loading-progress)
     P(r"\bcmd_child_to_router:state:\{\"state\":\"loading\"", "weights_loading"),
     # b11434 at the default verbosity prints neither of the lines above: the context (KV cache included) is
     # built when the thread pool starts, and the warm-up run follows at once (scripts/llama_server_notes.md).
     P(r"\binit: llama threadpool init, n_threads", "warmup", weak=True),
+    # the server's slots, each a share of the context's KV cache, made once the context is (server-context.cpp)
+    P(r"^(?:srv\s+)?init: initializing slots, n_slots = \d+", "kv_cache", weak=True),
 )
 
 LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
@@ -69,10 +75,18 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
         True,
     ),
     S(
-        r"failed to allocate \w+ buffer|unable to allocate \w+ buffer|"
-        r"failed to allocate buffer for kv cache|failed to allocate compute buffers?",
+        r"failed to allocate \w+ buffer|unable to allocate \w+ buffer|failed to allocate compute buffers?",
         "oom",
         LLAMA_OOM_HINT,
+        True,
+    ),
+    # the KV cache's own buffer (llama_kv_cache_init), named after ggml's generic allocation failure: the context
+    # (-c) asks more than is left after the weights
+    S(
+        r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed for self-attention cache",
+        "kv_cache",
+        "the KV cache of this context does not fit: lower -c (context) or --parallel, quantize the KV cache "
+        "(-ctk/-ctv q8_0), or offload fewer layers (-ngl)",
         True,
     ),
     S(
@@ -134,12 +148,21 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
         "this llama.cpp build does not support the model (architecture/tokenizer): update llama.cpp",
         True,
         25,
+        "weights_loading",  # read from the GGUF's metadata as it loads
     ),
     # ggml/src/ggml-rpc/ggml-rpc.cpp (b11434): GGML_ABORT when an --rpc worker's answer does not come (it died or
     # its connection broke); the leader aborts at once
+    # ggml's CUDA error check (ggml-cuda.cu ggml_cuda_error): "CUDA error: <its text>", then the file's line, then abort
+    S(
+        r"[/\\]ggml-cuda\.cu:\d+: CUDA error$",
+        "other",
+        "a CUDA call failed in ggml (see the 'CUDA error:' line before it): a driver/runtime mismatch, a device "
+        "lost, or a kernel this GPU cannot run",
+        True,
+    ),
     S(
         r"Remote RPC server crashed or returned malformed response",
-        "other",
+        "crashed",  # ggml-rpc.cpp aborts the leader: a peer's death kills it
         "an --rpc worker died or its connection broke: its own firstlight (the group's member) names what it did",
         True,
     ),
@@ -158,6 +181,7 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
         "llama.cpp could not load the model: see the line above",
         True,
         WRAPPER_RANK,
+        "weights_loading",
     ),
     S(
         r"failed to load model|unable to load model|exiting due to model loading error|"
@@ -178,10 +202,11 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
 
 LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
     (r"^llama_model_loader: ", 4),
-    (r"^srv\s+\w+: ", 4),
+    # its log's component tags (server, common), also as its router forwards a child's line ("[54881] cmn  ...")
+    (r"^(?:\[\d+\] )?(?:srv|cmn)\s+\w+: ", 4),
     (r"^slot\s+\w+: id\s+\d+ \|", 4),
     (r"^main: (?:HTTP server is listening|server is listening|model loaded|loading model)", 4),
-    (r"\"msg\":\"(?:HTTP server listening|model loaded|all slots are idle)", 4),
+    (r"\"(?:msg|message)\":\"(?:HTTP server listening|model loaded|all slots are idle)", 4),
     (r"llama server listening at", 4),
     (r"^(?:llm_)?load_tensors: ", 3),
     (r"^llama_(?:new_)?context(?:_with_model)?: ", 3),
@@ -197,6 +222,21 @@ LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
      r"build = \d+ \(|built with )", 4),
     (r"^ggml_(?:cuda|metal|vulkan|backend|sycl)\w*: ", 1),
     (r"llama-server|llama\.cpp", 1),
+    # its loader's and context's function names anywhere in a line: a host that embeds it prefixes them
+    # ("[error] [WASI-NN] llama.cpp: llama_model_load: error loading model: ...")
+    (r"\b(?:llama_model_load|llama_load_model_from_file|llama_model_load_from_file_impl|llama_new_context_with_model|"
+     r"llama_init_from_model): ", 4),
+    (r"^llama_kv_cache\w*: ", 3),
+    # a platform naming the llama.cpp server it runs: llama-box (a fork) by its name (its binary, GPUStack's
+    # worker.backends.llama_box), Docker Model Runner's llama.cpp backend component ("[inference.inference-llama.cpp]")
+    (r"\bllama[-_]box\b", 4),
+    (r"\binference-llama\.cpp\b", 3),
+    # the program by its name: its own messages ("llama-server: error while loading shared libraries: ...") and its
+    # command line echoed by a shell's trace ("+ llama-server --model ...")
+    (r"(?:^|[\s/\\])llama-server(?:\.exe)?(?:: | --?[a-z])", 3),
+    # ggml's backend registry loading a backend library (ggml-backend-reg.cpp): llama.cpp's builds with dynamic
+    # backends, and what embeds them (Ollama, which embeds llama.cpp, wins where its own lines come)
+    (r"^load_backend: loaded \w+ backend from \S*libggml-", 4),
 )
 
 LLAMACPP = EngineProfile(
@@ -246,9 +286,10 @@ LLAMACPP = EngineProfile(
     ready_markers=(
         *SERVED_MARKERS,
         r"^(?:main|srv\s+\w+): model loaded$",
-        r"\"msg\":\"model loaded\"",
+        r"\"(?:msg|message)\":\"model loaded\"",
         r"(?<!router )\bserver is listening on \S+",
         r"starting the main loop",
+        r"^srv\s+start: server is ready$",  # llama-box, after "start: listening host = ..., port = ..."
         r"all slots are idle",
         r"request: GET /(?:v1/)?health \S+ 200$",
         # LocalAI's word that its llama.cpp backend loaded the model (corpus: c-llamacpp-localai-grpc-loads-ok)
@@ -256,7 +297,7 @@ LLAMACPP = EngineProfile(
     ),
     listening_markers=(
         r"HTTP server is listening",
-        r"\"msg\":\"HTTP server listening\"",
+        r"\"(?:msg|message)\":\"HTTP server listening\"",
         r"llama server listening at",
         r"\bserver is listening on \S+",
         r"\bllama_server: listening on \S+",  # b11434

@@ -55,6 +55,8 @@ LMDEPLOY = EngineProfile(
         # the setting's mention, not its value in a config dump ("cache_max_entry_count = 0.8" in TurboMind's
         # model_config; corpus: b-lmdeploy-turbomind-tp2-34b-config)
         P(r"build CacheEngine|\bcache_max_entry_count\b(?! ?=)|num_gpu_blocks", "kv_cache", weak=True),
+        # TurboMind's block manager sizing the KV cache's blocks (models/llama/BlockManager.cc)
+        P(r"\[BlockManager\] (?:block_size|max_block_count) = ", "kv_cache"),
         P(r"[Ww]arming up|warmup", "warmup", weak=True),
         P(r"^HINT: +Please open .* in a browser for detailed api usage", "http_listening"),
         *UVICORN_PHASES,
@@ -92,6 +94,11 @@ LMDEPLOY = EngineProfile(
         (r"lmdeploy", 2),
         (r"^\s*File \"[^\"]*[/\\]lmdeploy[/\\][\w/\\]+\.py\", line \d+, in ", 2),  # a traceback frame of its own
     ),
-    frame_markers=FRAME_MARKERS,
+    frame_markers=(
+        *FRAME_MARKERS,
+        # TurboMind's model instance, made once its weights are on the GPUs: it allocates the KV cache and the
+        # buffers (turbomind/turbomind.py _create_model_instance)
+        P(r"^\s*File \"[^\"]*[/\\]turbomind[/\\]turbomind\.py\", line \d+, in _create_model_instance$", "kv_cache"),
+    ),
     notes="The engine is built before uvicorn starts; /health is 503 'initializing' right after start.",
 )

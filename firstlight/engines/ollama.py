@@ -60,6 +60,8 @@ OLLAMA = EngineProfile(
         # the embedded runner's own start ("ollama runner", a Go process of its own)
         P(r"msg=\"?(?:starting go runner|starting ollama engine)\b|\bsource=runner\.go:\d+ msg=(?:load request=|"
           r"\"?system info)", "weights_loading", weak=True),
+        # the Go engine placing the weights (ml/backend/ggml/ggml.go): msg="model weights" buffer=CUDA0 size="16.2 GiB"
+        P(r"msg=\"?model weights\"? buffer=", "weights_loading", weak=True),
         P(
             r"msg=\"waiting for (?:llama runner|llama-server) to start responding\"",
             "weights_loading",
@@ -75,7 +77,7 @@ OLLAMA = EngineProfile(
         # the CLI's bar per layer: "pulling 6150cb382311... 100% ▕████████████████▏  19 GB" (the same page), newer
         # "pulling dec52a44569a: 100% ▕███▏ 6.6 GB" (https://github.com/ollama/ollama/issues/14554)
         ProgressMarker(r"^pulling [0-9a-f]{12}(?:\.\.\.|:) +(?P<pct>\d+)% ", "download", "download"),
-        ProgressMarker(r"model load progress (?P<frac>[\d.]+)", "weights"),
+        ProgressMarker(r"model load progress (?P<frac>[\d.]+)", "weights", "weights_loading"),
         ProgressMarker(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU", "layers"),
     ),
     failure_signatures=(
@@ -118,13 +120,22 @@ OLLAMA = EngineProfile(
             "the runner crashed: see the runner's lines above",
             True,
             WRAPPER_RANK,
+            "weights_loading",  # a runner is started to load a model: it died loading it, or later (forward only)
         ),
         # the runner died of a native crash: Go exits 2 on an unrecovered panic, a signal kills it; its panic line
         # or oneAPI's abort banner (corpus: c-ollama-exit-status-2-vram-not-recovered,
         # c-ollama-intel-gpu-abort-docker-desktop)
         S(
-            r"llama runner process has terminated: (?:exit status 2\b|signal: )|^panic: |"
-            r"^Abort was called at \d+ line in file:|"
+            # a signal but SIGTERM/SIGINT (a stop asked of it, left to the runner's other deaths, above)
+            r"llama runner process has terminated: (?:exit status 2\b|signal: (?!terminated\b|interrupt\b))",
+            "crashed",
+            CRASH_HINT,
+            True,
+            None,
+            "weights_loading",  # as the runner's other deaths (above)
+        ),
+        S(
+            r"^panic: |^Abort was called at \d+ line in file:|"
             r"^SIG(?:ABRT|SEGV|BUS|ILL|FPE|TRAP): [a-z ]+$|^rflags +0x[0-9a-f]+$",  # a Go fatal-signal dump
             "crashed",
             CRASH_HINT,
@@ -156,6 +167,8 @@ OLLAMA = EngineProfile(
         (r"^Error: pull model manifest: ", 4),
         # its model store's blobs, named in its errors (corpus: c-ollama-journal-deepseek-cudamalloc-panic)
         (r"/\.ollama/models/blobs/sha256-[0-9a-f]", 4),
+        # ... wherever OLLAMA_MODELS puts it: its blobs' names ("D:\\Ollama_Models\\blobs\\sha256-ac9bc7a6...")
+        (r"[/\\]blobs[/\\]sha256-[0-9a-f]{64}\b", 4),
     ),
     embeds=("llamacpp",),
     notes="Daemon up at once; per-model readiness is 'llama runner started' or /api/ps.",

@@ -86,6 +86,15 @@ PROGRESS: tuple[ProgressMarker, ...] = (
 )
 
 FAILURES: tuple[FailureSignature, ...] = (
+    # its kernel package's loader found no build of its ops for this GPU and torch (sgl_kernel/load_utils.py); the
+    # ImportError it raises ends the start
+    S(
+        r"\[sgl_kernel\] CRITICAL: Could not load any common_ops library",
+        "import_error",
+        "sgl-kernel has no build for this GPU/torch (an undefined symbol: built against another torch): install the "
+        "sgl-kernel wheel that matches SGLang's torch",
+        True,
+    ),
     S(
         r"The memory capacity is unbalanced\. Some GPUs may be occupied by other processes",
         "gpu_occupied",
@@ -292,6 +301,11 @@ SGLANG = EngineProfile(
         (r"Scheduler hit an exception|Exception in run_tp_server|Received sigquit from a child process", 3),
         (r"sglang is using nccl==", 4),
         (r"[/\\]sglang[/\\]srt[/\\]", 4),
+        (r"\bsglang\.srt\.\w", 4),  # its modules by name ("Ignore import error when loading sglang.srt.multimodal...")
+        (r"\bsgl_kernel\b", 4),  # its kernel package, named in its import and load errors
+        (r"\bbackends\.sglang\b", 4),  # a platform's backend for it, naming it (GPUStack's worker.backends.sglang)
+        # its piecewise CUDA graph (model_executor/piecewise_cuda_graph_runner.py): log lines and tqdm bars
+        (r"^Capture piecewise CUDA graph (?:begin|end)\b|^(?:Compiling|Capturing) num tokens \(num_tokens=\d+", 4),
         (r"sglang\.launch_server|sglang serve", 2),
         (r"^Init torch distributed begin\.", 3),
         (r"^(?:Prefill|Decode) batch[.,] #", 3),

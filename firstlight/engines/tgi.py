@@ -99,6 +99,10 @@ TGI = EngineProfile(
             phase="warmup",  # said in the warmup (corpus: b-tgi-awq-warmup-prefill-oom.log)
         ),
         S(r"Failed to bind to \S+", "port_in_use", "the port is already in use: change --port (PORT)", True),
+        # its sharded layers split the heads between the shards (custom_modeling/*): --num-shard must divide them
+        S(r"`num_heads` must be divisible by `num_shards`", "bad_argument",
+          "the model's attention heads cannot be split between --num-shard shards: use a shard count that divides "
+          "them", True),
         S(
             r"Shard process was signaled to shutdown with signal 9\b",
             "other",
@@ -106,7 +110,7 @@ TGI = EngineProfile(
             True,
             15,
         ),
-        S(
+        S(  # SIGILL: the build needs CPU/GPU features this machine lacks (shared/logs labels it other|kernel_image)
             r"Shard process was signaled to shutdown with signal 4\b",
             "other",
             "a shard died with SIGILL (signal 4, illegal instruction): the binaries need CPU/GPU "
@@ -114,9 +118,9 @@ TGI = EngineProfile(
             True,
             15,
         ),
-        S(
+        S(  # a native death (SIGSEGV, SIGABRT, ...); SIGKILL (above) is the OOM killer's, usually
             r"Shard process was signaled to shutdown with signal",
-            "other",
+            "crashed",
             "a shard process was killed by a signal: see the shard's stderr above",
             True,
             10,
@@ -127,6 +131,7 @@ TGI = EngineProfile(
             "downloading the weights failed: check the model id, HF_TOKEN and network",
             True,
             12,
+            "download",  # the launcher's download step, before any shard starts
         ),
         S(
             r"Error: ShardCannotStart|Shard \d+ failed to start|Error: ShardFailed|Shard \d+ crashed",
@@ -134,6 +139,7 @@ TGI = EngineProfile(
             "a shard failed to start: see the shard's stderr above",
             True,
             WRAPPER_RANK,
+            "weights_loading",  # a shard's start is its model's load (server.py serve -> get_model)
         ),
         S(
             r"Error: WebserverFailed|Error: WebserverCannotStart|Webserver Crashed",

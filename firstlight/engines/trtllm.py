@@ -71,7 +71,9 @@ TRTLLM = EngineProfile(
         ),
         P(
             r"\[MemUsageChange\].*(?:KV cache|kv cache)|"
-            r"Allocated [\d.]+ GiB for max tokens in paged KV cache",
+            r"Allocated [\d.]+ GiB for max tokens in paged KV cache|"
+            # the C++ runtime's sizing of its paged cache (older releases, Triton's backend)
+            r"Max KV cache pages per sequence: \d+|Max tokens in paged KV cache: \d+",
             "kv_cache",
             weak=True,
         ),
@@ -94,8 +96,26 @@ TRTLLM = EngineProfile(
             "the port is already in use (trtllm-serve binds before loading): change --port",
             True,
         ),
+        # the executor's memory check names the component it could not create (PyTorch flow, py_executor_creator):
+        # the KV cache, in what is left after the model
         S(
-            r"\[TensorRT-LLM\]\[ERROR\].*out of memory|OutOfMemory|Requested amount of GPU memory",
+            r"The following component could not be created: KV cache",
+            "kv_cache",
+            "the KV cache does not fit after the model: lower --kv_cache_free_gpu_memory_fraction's need (max batch "
+            "size, max tokens, max sequence length) or add GPUs",
+            True,
+        ),
+        S(
+            r"Executor creation failed due to insufficient GPU memory",
+            "oom",
+            "not enough GPU memory for the executor: see the component it names",
+            True,
+        ),
+        S(
+            # TLLM_CUDA_CHECK's "CUDA runtime error in ...: out of memory (file:line)", also where a terminal's
+            # wrap left only its tail on a line of its own
+            r"\[TensorRT-LLM\]\[ERROR\].*out of memory|OutOfMemory|Requested amount of GPU memory|"
+            r": out of memory \(\S*tensorrt_llm\S*:\d+\)",
             "oom",
             "not enough GPU memory: lower --kv_cache_free_gpu_memory_fraction, --max_batch_size or "
             "--max_num_tokens",

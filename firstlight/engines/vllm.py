@@ -58,6 +58,11 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"^non-default args: \{", "process_start"),
     P(r"^Initializing an? (?:V1 )?LLM engine \(v", "process_start"),
     P(r"distributed_init_method=\S+ backend=", "distributed_init"),
+    # its Ray executor waiting for the placement group of its workers' GPUs (executor/ray_utils.py
+    # _wait_until_pg_ready), and the warning before it that the group asks more GPUs than Ray has
+    P(r"^Waiting for creating a placement group of specs for \d+ seconds|"
+      r"The number of required GPUs exceeds the total number of available GPUs in the placement group",
+      "distributed_init"),
     # a --headless node joining its head (entrypoints/cli/serve.py run_headless)
     P(r"^Launching (?:\d+ data parallel engine\(s\) in headless mode|vLLM \(v\S+\) headless multiproc executor), "
       r"with head node address ", "distributed_init"),
@@ -93,6 +98,9 @@ PHASES: tuple[PhaseMarker, ...] = (
         "cuda_graph",
     ),
     P(r"^CUDA graph shapes|^Capturing CUDA graph shapes", "cuda_graph"),
+    # each shape's capture at DEBUG (compilation/cuda_graph.py CUDAGraphWrapper): "Capturing a cudagraph on
+    # (PIECEWISE,BatchDescriptor(num_tokens=8, ...))"
+    P(r"^Capturing a cudagraph on \((?:PIECEWISE|FULL)\b", "cuda_graph"),
     P(r"^Graph capturing finished in \d+ secs", "cuda_graph", weak=True),
     P(r"^Starting vLLM (?:API )?server(?: \d+)? on ", "http_listening"),
     P(r"^Available routes are:", "http_listening", weak=True),
@@ -353,8 +361,21 @@ VLLM = EngineProfile(
         # v1's graph capture bar names its mode: "Capturing CUDA graphs (decode, FULL)" (SGLang says "batches")
         (r"^Capturing CUDA graphs \((?:decode|mixed prefill-decode), (?:FULL|PIECEWISE)\)", 4),
         (r"vLLM is profiling during initialization", 4),
+        # its model runner's load, "Starting to load model ibm-granite/granite-3.0-3b-a800m-instruct..."
+        (r"^Starting to load model \S+\.\.\.$", 3),
+        # its model-path check (transformers_utils/config.py), whose checklist names Mistral's params.json
+        (r"Invalid repository ID or local directory specified: |For Mistral models: ensure the presence of a "
+         r"'params\.json'", 4),
         (r"^Initializing an? (?:V1 )?LLM engine \(v", 4),
         (r"vLLM is using nccl==", 4),
+        # its Ray executor's placement group (executor/ray_utils.py)
+        (r"Waiting for creating a placement group of specs for \d+ seconds|"
+         r"The number of required GPUs exceeds the total number of available GPUs in the placement group", 4),
+        # its periodic stats (v0 engine/metrics.py, v1 v1/metrics/loggers.py LoggingStatLogger)
+        (r"Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: [\d.]+ tokens/s", 4),
+        # a frame of an installed vLLM: a bare traceback out of vllm/utils.py is vLLM's (SGLang, which imports
+        # vLLM layers, embeds vLLM, so its own frames still make it SGLang)
+        (r"^\s*File \"[^\"]*[/\\]site-packages[/\\]vllm[/\\][\w/\\]+\.py\", line \d+, in ", 2),
         # a traceback's frames in vLLM's own modules: two of its packages make it vLLM (one is 2: SGLang and others
         # import a vLLM layer now and then)
         *((rf"[/\\]vllm[/\\]{package}[/\\]", 2) for package in (

@@ -25,13 +25,13 @@ TENSORS = "load_tensors: offloading 32 repeating layers to GPU"  # llama.cpp: we
 CUDA_INIT = "ggml_cuda_init: found 1 CUDA devices:"  # no phase
 CONTEXT = "llama_new_context_with_model: n_ctx      = 4096"  # llama.cpp: kv_cache
 GENERIC_LINE = "INFO: something unremarkable happened"  # no engine's, no phase
-# A llama.cpp OOM at the default verbosity: five lines, none the detector can place (1 point in all).
+# A llama.cpp OOM at the default verbosity, the lines the detector cannot place (1 point in all): its
+# common_init_from_params line and its loader's (llama_model_load:, llama_load_model_from_file:) name
+# llama.cpp, left out
 OOM = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: cudaMalloc failed: "
        "out of memory",
        "alloc_tensor_range: failed to allocate CUDA0 buffer of size 9437184000",
-       "llama_model_load: error loading model: unable to allocate CUDA0 buffer",
-       "llama_load_model_from_file: failed to load model",
-       "main: exiting due to model loading error")  # (its common_init_from_params line names llama.cpp: left out)
+       "main: exiting due to model loading error")
 
 
 def line(t: float, text: str, n: int, final: bool = True) -> LogLine:
@@ -107,7 +107,7 @@ def test_the_swapped_judge_reads_exactly_what_a_judge_told_the_engine_up_front_r
 
 
 def test_an_oom_printed_before_the_engine_is_known_is_read_with_its_markers_when_the_endpoints_tell_it() -> None:
-    """llama.cpp at the default verbosity: five OOM lines the detector cannot place, the exit, then /props answers
+    """llama.cpp at the default verbosity: OOM lines the detector cannot place, the exit, then /props answers
     as llama.cpp's does. The generic verdict (exited, the OOM its generic wording names) was already final: it is
     judged again."""
     timeline: list[Observation] = [Started(T0, 100, "http://x", "generic", True),
@@ -123,6 +123,21 @@ def test_an_oom_printed_before_the_engine_is_known_is_read_with_its_markers_when
     assert step.assessment.evidence[0].value.startswith("line 1: ggml_backend_cuda_buffer_type_alloc_buffer")
     assert step.events == [Event(T0 + 3, "note", "engine identified by its endpoints (/props): llamacpp")]
     assert step.assessment == known_from_start(timeline)[1]
+
+
+def test_an_engine_another_embeds_is_provisional_until_the_embedding_engines_lines_come() -> None:
+    # c-ollama-journal-2023-json-runner.log: Ollama's runner prints llama.cpp's lines before Ollama's own
+    d = detecting()
+    d.feed(line(1, TENSORS, 1))
+    assert d.feed(line(2, CUDA_INIT, 2)).engine == "llamacpp" and d.profile is LLAMA
+    assert not d.detecting  # the endpoints no longer decide
+    assert d.feed(line(3, "sglang is using nccl==2.21.5", 3)).engine is None
+    assert d.profile is LLAMA  # SGLang embeds no llama.cpp: it never takes the log
+    step = d.feed(line(4, 'time=2024-05-25T03:28:13.829-04:00 level=INFO source=server.go:100 msg="x"', 4))
+    assert step.engine == "ollama" and d.profile.name == "ollama"
+    assert [(n, ln) for n, _, ln in phases(d)] == [(n, ln) for n, _, ln in phases(known_from_start(
+        [line(1, TENSORS, 1), line(2, CUDA_INIT, 2)], "ollama")[0])]
+    assert d.detector is None  # Ollama is embedded by none: final
 
 
 def test_the_engine_from_the_endpoints_is_ignored_once_it_is_known() -> None:

@@ -555,6 +555,14 @@ def test_a_shippers_text_is_its_first_text_field(key: str) -> None:
         "INFO ready", None, None, False, framing.SHIPPER_JSON)
 
 
+def test_a_programs_own_json_log_naming_its_source_line_is_no_shippers_record() -> None:
+    # c-llamacpp-json-2024-model-loaded-listening.log (https://github.com/ollama/ollama/issues/4803): llama.cpp's
+    # server logs JSON with its function and line; its keys are its words, read by the profile
+    line = '{"function":"main","level":"INFO","line":3064,"msg":"model loaded","tid":"1398","timestamp":1717470350}'
+    assert peel(line) == framing.Framed(line)
+    assert peel('{"level":"INFO","line":"x","msg":"ready"}').framing == framing.SHIPPER_JSON
+
+
 def test_a_shippers_stream_is_kept_only_when_it_is_one() -> None:
     assert peel('{"message":"x","stream":"stderr"}').stream == "stderr"
     assert peel('{"message":"x","stream":"console"}').stream is None

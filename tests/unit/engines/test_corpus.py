@@ -17,6 +17,7 @@ from firstlight.engines import PROFILES, get_profile
 from firstlight.engines.detect import detect_from_lines
 from firstlight.framing import peel
 from firstlight.logreplay import replay_lines
+from firstlight.logtext import strip_ansi
 from firstlight.vocab import FAILURE_CATEGORIES, FAILURE_PHASES, PHASES
 
 REPO = Path(__file__).resolve().parents[3]
@@ -441,3 +442,311 @@ def test_tgis_router_failure_is_in_its_http_start() -> None:
     rep = replay_lines(["2025-09-16T20:40:48.879127Z  INFO shard-manager: text_generation_launcher: shard terminated "
                         "rank=0", "Error: WebserverFailed"], engine="tgi")
     assert (rep.outcome, rep.phase, rep.failure) == ("failed", "http_listening", "other")
+
+
+def test_ansi_escapes_pasted_in_caret_notation_are_escapes() -> None:
+    # a-vllm-v1-caret-ansi-apiserver-routes.log (https://github.com/vllm-project/vllm/pull/33756):
+    # the colour of vLLM's process tag as ``cat -v`` shows it
+    rep = replay_lines(["^[[0;36m(APIServer pid=31)^[[0;0m INFO 02-03 19:00:05 [api_server.py:946] Starting vLLM API "
+                        "server 0 on http://0.0.0.0:8000",
+                        "^[[0;36m(APIServer pid=31)^[[0;0m INFO 02-03 19:00:05 [launcher.py:46] Route: /docs, "
+                        "Methods: HEAD, GET"])
+    assert (rep.engine, rep.phase) == ("vllm", "http_listening")
+    assert strip_ansi("[GIN] |^[[97;42m 200 ^[[0m|") == "[GIN] | 200 |"
+
+
+def test_vllms_ray_placement_group_stats_and_installed_frames() -> None:
+    # a-vllm-aibrix-ray-placement-group-wait.log (https://github.com/vllm-project/aibrix/issues/927)
+    rep = replay_lines(["INFO 04-01 02:46:00 ray_utils.py:214] Waiting for creating a placement group of specs for 10 "
+                        "seconds. specs=[{'node:10.163.194.101': 0.001, 'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` "
+                        "to see if you have enough resources."])
+    assert (rep.engine, rep.outcome, rep.phase) == ("vllm", "incomplete", "distributed_init")
+    # a-vllm-get-open-port-errno98.log (https://github.com/vllm-project/vllm/issues/11617): a bare traceback
+    rep = replay_lines(["Traceback (most recent call last):",
+                        '  File "/miniforge3/envs/vllm/lib/python3.10/site-packages/vllm/utils.py", line 572, in '
+                        "get_open_port",
+                        '    s.bind(("", 0))',
+                        "OSError: [Errno 98] Address already in use"])
+    assert (rep.engine, rep.outcome, rep.failure) == ("vllm", "failed", "port_in_use")
+    # a-vllm-v0-kserve-trace-serving.log (https://github.com/kserve/kserve/pull/4470): KServe mounts the API under
+    # /openai; v0's periodic stats
+    rep = replay_lines(['2025-05-14 17:45:10.901 uvicorn.access INFO:     127.0.0.1:42226 1647689 - "POST '
+                        '/openai/v1/chat/completions HTTP/1.1" 200 OK',
+                        "INFO 05-14 17:45:10 [metrics.py:486] Avg prompt throughput: 2.4 tokens/s, Avg generation "
+                        "throughput: 0.2 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache "
+                        "usage: 0.0%, CPU KV cache usage: 0.0%."])
+    assert (rep.engine, rep.outcome, rep.phase) == ("vllm", "ready", "ready")
+
+
+def test_llama_servers_json_log_is_its_own() -> None:
+    # c-llamacpp-json-2024-model-loaded-listening.log (https://github.com/ollama/ollama/issues/4803)
+    rep = replay_lines(['{"function":"main","level":"INFO","line":3064,"msg":"model loaded","tid":"139847421562880",'
+                        '"timestamp":1717470350}',
+                        '{"function":"main","hostname":"127.0.0.1","level":"INFO","line":3267,"msg":"HTTP server '
+                        'listening","n_threads_http":"71","port":"24108","tid":"139847421562880","timestamp":1717470350}'])
+    assert (rep.engine, rep.outcome, rep.phase) == ("llamacpp", "ready", "ready")
+
+
+def test_the_loaders_refusal_and_llama_servers_own_name() -> None:
+    # c-llamacpp-compose-up-libgomp-exit-127.log (https://github.com/fboulnois/llama-cpp-docker/issues/8)
+    rep = replay_lines(["+ llama-server --model /models/llama-2-13b-chat.Q5_K_M.gguf --ctx-size 2048 --n-gpu-layers 99",
+                        "llama-server: error while loading shared libraries: libgomp.so.1: cannot open shared object "
+                        "file: No such file or directory"])
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == ("llamacpp", "failed", "process_start", "import_error")
+    # c-llamacpp-llama-swap-compose-libmtmd-missing.log (https://github.com/mostlygeek/llama-swap/issues/398)
+    assert get_profile("generic").classify(
+        "/app/llama-server: error while loading shared libraries: libmtmd.so.0: cannot open shared object file: No "
+        "such file or directory").failure.category == "import_error"  # type: ignore[union-attr]
+    # c-llamacpp-compose-invalid-argument-restart-loop.log (https://github.com/StartupHakk/OpenMonoAgent.ai/issues/23):
+    # ggml's backend registry
+    assert detect_from_lines(["load_backend: loaded CPU backend from /app/libggml-cpu-alderlake.so"],
+                             list(PROFILES.values())) == "llamacpp"
+
+
+@pytest.mark.parametrize("lines, failure", [
+    # b-sglang-deepseek-ocr-bracketed-iso-prefix.log (https://github.com/sgl-project/sglang/issues/12827)
+    (["[2025-11-06 02:09:46] Ignore import error when loading sglang.srt.multimodal.processors.glm4v: No module "
+      "named 'transformers.models.glm4v_moe'"], "none"),
+    # b-sglang-musa-piecewise-compile.log (https://github.com/sgl-project/sglang/pull/26437)
+    (["[2026-05-27 03:36:40] Capture piecewise CUDA graph end. Time elapsed: 176.68 s. mem usage=5.12 GB. avail "
+      "mem=31.68 GB."], "none"),
+    # b-sglang-sgl-kernel-common-ops-import.log (https://github.com/sgl-project/sglang/pull/13948)
+    (["ImportError: ", "[sgl_kernel] CRITICAL: Could not load any common_ops library!"], "import_error"),
+])
+def test_sglangs_module_names_kernel_package_and_piecewise_graphs(lines: list[str], failure: str) -> None:
+    rep = replay_lines(lines)
+    assert (rep.engine, rep.failure) == ("sglang", failure)
+
+
+@pytest.mark.parametrize("lines, outcome, failure", [
+    # c-ollama-debug-model-load-progress.log (https://github.com/ollama/ollama/issues/10517)
+    (['time=2025-05-01T16:40:14.182+02:00 level=DEBUG source=server.go:625 msg="model load progress 0.18"'],
+     "incomplete", "none"),
+    # c-ollama-jetson-gemma27b-signal-killed.log (https://github.com/ollama/ollama/issues/9685): the Go engine's
+    # weights, then the runner killed
+    (['time=2025-03-12T12:11:39.337Z level=INFO source=ggml.go:289 msg="model weights" buffer=CUDA0 size="16.2 GiB"'],
+     "incomplete", "none"),
+    # c-ollama-intel-gpu-abort-docker-desktop.log (https://github.com/mattcurf/ollama-intel-gpu/issues/22)
+    (['time=2025-01-19T17:58:17.608+08:00 level=ERROR source=sched.go:455 msg="error loading llama server" '
+      'error="llama runner process has terminated: exit status 2"'], "failed", "crashed"),
+    # c-ollama-phi3-unknown-architecture.log (https://github.com/ollama/ollama/issues/3904): llama.cpp's loader
+    (["llama_model_load: error loading model: error loading model architecture: unknown model architecture: 'phi3'",
+      'time=2024-04-25T18:30:30.049+02:00 level=ERROR source=routes.go:120 msg="error loading llama server" '
+      'error="llama runner process no longer running: 3221226505 "'], "failed", "other"),
+])
+def test_an_ollama_runner_is_started_to_load_a_model(lines: list[str], outcome: str, failure: str) -> None:
+    rep = replay_lines(lines, engine="ollama")
+    assert (rep.outcome, rep.phase, rep.failure) == (outcome, "weights_loading", failure)
+
+
+def test_a_process_tag_leaves_a_tracebacks_indentation_and_a_cut_traceback_names_the_error_before_it() -> None:
+    # a-vllm-v1-spark-no-module-flashinfer.log (https://github.com/eugr/spark-vllm-docker/issues/267): the engine
+    # core's exception, then the API server's traceback, cut before its own exception line
+    rep = replay_lines([
+        "(EngineCore pid=126)   File \"/usr/local/lib/python3.12/dist-packages/vllm/v1/attention/backends/"
+        "flashinfer.py\", line 11, in <module>",
+        "(EngineCore pid=126)     from flashinfer import (",
+        "(EngineCore pid=126) ModuleNotFoundError: No module named 'flashinfer'",
+        "(APIServer pid=7) Traceback (most recent call last):",
+        '(APIServer pid=7)   File "/usr/local/bin/vllm", line 10, in <module>',
+        "(APIServer pid=7)     sys.exit(main())",
+        "(APIServer pid=7)              ^^^^^^",
+        '(APIServer pid=7)   File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/cli/serve.py", line 148, '
+        "in cmd",
+        "(APIServer pid=7)     uvloop.run(run_server(args))"])
+    assert (rep.engine, rep.outcome, rep.failure) == ("vllm", "failed", "import_error")
+
+
+@pytest.mark.parametrize("engine, line", [
+    # a-vllm-v1-interleaved-tp-workers-quant-scheme-frames.log (https://github.com/vllm-project/vllm/issues/26297)
+    ("vllm", '(Worker_TP1 pid=3928602) ERROR 10-06 22:12:39 [multiproc_executor.py:597]   File "/home/u/miniconda3/'
+             'envs/v/lib/python3.12/site-packages/vllm/model_executor/layers/linear.py", line 918, in __init__'),
+    # b-sglang-awq-fusedmoe-assert.log (https://github.com/sgl-project/sglang/issues/2270)
+    ("sglang", '  File "/home/.local/lib/python3.10/site-packages/sglang/srt/layers/fused_moe_triton/layer.py", line '
+               '227, in __init__'),
+])
+def test_a_frame_building_a_models_layers_is_its_load(engine: str, line: str) -> None:
+    assert get_profile(engine).classify(line).frame_phase == "weights_loading"
+
+
+def test_vllms_per_shape_graph_capture_at_debug() -> None:
+    # a-vllm-v1-compose-worker-cudagraph-capture-hang.log (https://github.com/vllm-project/vllm-ascend/issues/2416)
+    rep = replay_lines(["vllm     | (Worker_TP1_EP1 pid=43) DEBUG 09-13 16:16:38 [compilation/cuda_graph.py:134] "
+                        "Capturing a cudagraph on (PIECEWISE,BatchDescriptor(num_tokens=2, uniform_decode=False))"])
+    assert (rep.engine, rep.outcome, rep.phase) == ("vllm", "incomplete", "cuda_graph")
+
+
+@pytest.mark.parametrize("lines, phase, failure", [
+    # b-tgi-falcon-signal4-cannot-start.log (https://github.com/huggingface/text-generation-inference/issues/1627),
+    # with SIGSEGV for SIGILL (SIGILL keeps its own hint, and shared/logs' label of the same thread: other)
+    (["2024-03-06T17:53:22.336246Z  INFO shard-manager: text_generation_launcher: Starting shard rank=0",
+      "2024-03-06T17:53:31.052444Z ERROR shard-manager: text_generation_launcher: Shard process was signaled to "
+      "shutdown with signal 11 rank=0"], "weights_loading", "crashed"),
+    # b-tgi-falcon-heads-not-divisible.log (https://github.com/huggingface/text-generation-inference/issues/1354):
+    # a shard that cannot start was loading its model
+    (["Error: ShardCannotStart"], "weights_loading", "other"),
+    # b-tgi-ipex-download-error.log (https://github.com/opea-project/GenAIExamples/issues/1991)
+    (["2025-05-23T03:12:17.327895Z  INFO download: text_generation_launcher: Starting check and download process for "
+      "meta-llama/Meta-Llama-3-8B-Instruct", "Error: DownloadError"], "download", "other"),
+])
+def test_tgis_shard_deaths_and_download_step(lines: list[str], phase: str, failure: str) -> None:
+    rep = replay_lines(lines, engine="tgi")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", phase, failure)
+
+
+def test_vllms_load_and_model_path_check_tell_it() -> None:
+    # a-vllm-v1-granite-download-bars.log (https://github.com/vllm-project/vllm/issues/12917): v0.7's log format
+    rep = replay_lines(["INFO 02-07 19:23:56 gpu_model_runner.py:867] Starting to load model "
+                        "ibm-granite/granite-3.0-3b-a800m-instruct...",
+                        "model-00002-of-00002.safetensors: 100%|█████████| 1.75G/1.75G [00:56<00:00, 30.8MB/s]"])
+    assert (rep.engine, rep.phase) == ("vllm", "download")
+    # a-vllm-v1-invalid-repository-id.log (https://github.com/vllm-project/vllm/issues/13510)
+    rep = replay_lines(["ValueError: Invalid repository ID or local directory specified: "
+                        "'neuralmagic/Meta-Llama-3-8B-Instruct-FP8-dynamic'.",
+                        "   - For Mistral models: ensure the presence of a 'params.json'."])
+    assert (rep.engine, rep.outcome, rep.failure) == ("vllm", "failed", "model_not_found")
+
+
+@pytest.mark.parametrize("lines, expected", [
+    # c-llamacpp-vulkan-rpc-remote-crashed.log (https://github.com/ggml-org/llama.cpp/issues/15055)
+    (["llama_kv_cache_unified:    Vulkan0 KV buffer size =   200.00 MiB",
+      "/opt/llama.cpp/ggml/src/ggml-rpc/ggml-rpc.cpp:615: Remote RPC server crashed or returned malformed response"],
+     ("llamacpp", "failed", "kv_cache", "crashed")),
+    # c-llamacpp-wasi-nn-tensor-out-of-bounds.log (https://github.com/moly-ai/moly-local/issues/13): WasmEdge's
+    # spdlog prefix, and llama.cpp's loader inside its line
+    (["[2024-12-11 21:39:23.552] [error] [WASI-NN] llama.cpp: llama_model_load: error loading model: tensor "
+      "'blk.3.attn_qkv.weight' data is not within the file bounds, model is corrupted or incomplete"],
+     ("llamacpp", "failed", "weights_loading", "corrupt_weights")),
+    # c-llamacpp-gpustack-llama-box-server-ready.log (https://github.com/gpustack/gpustack/issues/2556): llama-box
+    (["[2025-07-21 06:52:38.758083] I srv                     start: starting",
+      "[2025-07-21 06:52:38.758084] I srv                     start: listening host = 0.0.0.0, port = 40006",
+      "[2025-07-21 06:52:38.758084] I srv                     start: server is ready"],
+     ("llamacpp", "ready", "ready", "none")),
+])
+def test_llama_cpps_lines_inside_hosts_and_forks(lines: list[str], expected: tuple[str, str, str, str]) -> None:
+    rep = replay_lines(lines)
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == expected
+
+
+@pytest.mark.parametrize("lines", [
+    # c-llamacpp-1m-ctx-kv-alloc-fail.log (https://github.com/ggml-org/llama.cpp/issues/8101)
+    ["ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 137438953504",
+     "llama_kv_cache_init: failed to allocate buffer for kv cache"],
+    # c-llamacpp-khoj-kv-cache-alloc-fail.log (https://github.com/khoj-ai/khoj/issues/1127)
+    ["ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 17179869216",
+     "llama_new_context_with_model: llama_kv_cache_init() failed for self-attention cache"],
+])
+def test_llama_cpps_kv_cache_allocation_is_a_kv_cache_failure(lines: list[str]) -> None:
+    rep = replay_lines(lines, engine="llamacpp")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "kv_cache", "kv_cache")
+
+
+@pytest.mark.parametrize("lines, phase, outcome, failure", [
+    # b-trtllm-serve-qwen3-tp8-kv-insufficient.log (https://github.com/NVIDIA/TensorRT-LLM/issues/5872)
+    (["[07/08/2025-19:47:15] [TRT-LLM] [RANK 1] [E] Failed to initialize executor on rank 1: Executor creation failed "
+      "due to insufficient GPU memory.", "", "The following component could not be created: KV cache"],
+     "process_start", "failed", "kv_cache"),
+    # b-trtllm-triton-v100-cudamalloc-oom.log (https://github.com/NVIDIA/TensorRT-LLM/issues/260): the wrap left the
+    # message's tail on its own line
+    (["E1103 02:59:01.152656 81041 backend_model.cc:553] ERROR: Failed to create instance: unexpected error when "
+      "creating modelInstanceState: [TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaSt",
+      "ream->get()): out of memory (/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:112)"],
+     "process_start", "failed", "oom"),
+    # b-trtllm-nim-kvcache-json.log (https://github.com/NVIDIA/nim-deploy/issues/24)
+    (["[TensorRT-LLM][INFO] Loaded engine size: 15323 MiB", "[TensorRT-LLM][INFO] Max KV cache pages per sequence: 128",
+      "[TensorRT-LLM][INFO] Max tokens in paged KV cache: 38400. Allocating 5033164800 bytes."],
+     "kv_cache", "incomplete", "none"),
+])
+def test_tensorrt_llms_memory_failures_and_paged_kv_cache(lines: list[str], phase: str, outcome: str,
+                                                          failure: str) -> None:
+    rep = replay_lines(lines, engine="trtllm")
+    assert (rep.outcome, rep.phase, rep.failure) == (outcome, phase, failure)
+
+
+def test_a_projectors_load_an_ollama_blob_anywhere_and_tgis_head_split() -> None:
+    # c-llamacpp-llamafile-json-listen-then-clip.log (https://github.com/mozilla-ai/llamafile/issues/297)
+    assert get_profile("llamacpp").classify("clip_model_load: loaded meta data with 19 key-value pairs and 377 "
+                                            "tensors from llava-v1.5-7b-mmproj-Q4_0.gguf").phase == "weights_loading"
+    # c-ollama-windows-cpu-buffer-alloc-panic.log (https://github.com/ollama/ollama/issues/12634): OLLAMA_MODELS
+    # elsewhere
+    lines = ["llama_model_load: error loading model: unable to allocate CPU buffer",
+             "panic: unable to load model: D:\\Ollama_Models\\blobs\\sha256-ac9bc7a69dab38da1c790838955f1293420b55ab555"
+             "ef6b4615efa1c1507b1ed"]
+    assert replay_lines(lines).engine == "ollama"
+    # b-tgi-falcon-heads-not-divisible.log (https://github.com/huggingface/text-generation-inference/issues/1354)
+    rep = replay_lines(['  File "/opt/conda/lib/python3.10/site-packages/text_generation_server/models/custom_modeling/'
+                        'flash_rw_modeling.py", line 138, in __init__',
+                        "    raise ValueError(",
+                        "ValueError: `num_heads` must be divisible by `num_shards` (got `num_heads`: 71 and "
+                        "`num_shards`: 2"], engine="tgi")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "weights_loading", "bad_argument")
+
+
+def test_an_ollama_runner_terminated_by_sigterm_is_no_crash() -> None:
+    # c-ollama-codespaces-runner-signal-terminated.log (https://github.com/ollama/ollama/issues/4912): a stop asked
+    # of the runner, not a native death
+    line = ('time=2024-08-26T09:53:44.346Z level=ERROR source=sched.go:451 msg="error loading llama server" '
+            'error="llama runner process has terminated: signal: {}"')
+    assert get_profile("ollama").classify(line.format("terminated")).failure.category == "other"  # type: ignore[union-attr]
+    assert get_profile("ollama").classify(line.format("killed")).failure.category == "crashed"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("line, engine", [
+    # b-sglang-gpustack-ascend-provisioning.log (https://github.com/gpustack/gpustack/issues/4377)
+    ("2026-01-29 11:29:45.409872+08:00 - gpustack.worker.backends.sglang - INFO - Starting SGLang model instance: "
+     "qwen3-30b-a3b-instruct-2507-lgMuu", "sglang"),
+    # c-llamacpp-gpustack-worker-starting-llama-box-rpc.log (https://github.com/gpustack/gpustack/issues/1576)
+    ("2025-04-06T09:57:41+02:00 - gpustack.worker.backends.llama_box - INFO - Starting llama-box server", "llamacpp"),
+    # c-llamacpp-docker-model-runner-install-backend.log (https://github.com/docker/model-runner/issues/608)
+    ("[2026-02-05T07:15:19.034849300Z][inference.inference-llama.cpp][W] proceeding to update llama.cpp binary",
+     "llamacpp"),
+])
+def test_a_platform_naming_the_engine_it_runs(line: str, engine: str) -> None:
+    assert detect_from_lines([line], list(PROFILES.values())) == engine
+
+
+def test_tritons_http_service_is_ready_under_any_backend() -> None:
+    # b-generic-triton-baichuan-services-started.log
+    # (https://github.com/triton-inference-server/tensorrtllm_backend/issues/169): Triton's lines alone
+    rep = replay_lines(["I1118 07:23:26.676895 28532 grpc_server.cc:2451] Started GRPCInferenceService at 0.0.0.0:8001",
+                        "I1118 07:23:26.677120 28532 http_server.cc:3558] Started HTTPService at 0.0.0.0:8000"])
+    assert (rep.engine, rep.outcome, rep.phase) == ("generic", "ready", "ready")
+
+
+def test_llama_cpps_buffers_are_sized_before_their_load_and_its_slots_follow_the_context() -> None:
+    # c-llamacpp-llama-swap-windows-health-503.log (https://github.com/mostlygeek/llama-swap/issues/57)
+    rep = replay_lines(["load_tensors: loading model tensors, this can take a while... (mmap = true)",
+                        "load_tensors:   CPU_Mapped model buffer size = 17908.51 MiB"], engine="llamacpp")
+    assert rep.phase == "weights_loading"
+    # c-llamacpp-llama-box-rpc-compute-buffers.log (https://github.com/gpustack/llama-box/issues/34)
+    rep = replay_lines(["9.03.660.282 I srv                      main: initializing server",
+                        "9.03.660.284 I srv                      init: initializing slots, n_slots = 4"],
+                       engine="llamacpp")
+    assert (rep.outcome, rep.phase) == ("incomplete", "kv_cache")
+
+
+def test_turbominds_block_manager_and_model_instance_are_the_kv_cache() -> None:
+    # b-lmdeploy-windows-tm-blockmanager-gemm.log (https://github.com/InternLM/lmdeploy/issues/3825)
+    assert get_profile("lmdeploy").classify("[TM][INFO] [BlockManager] max_block_count = 863").phase == "kv_cache"
+    # b-lmdeploy-llama3-l40-thread-oom.log (https://github.com/InternLM/lmdeploy/issues/1459)
+    rep = replay_lines(['  File "/home/mel/.local/lib/python3.9/site-packages/lmdeploy/turbomind/turbomind.py", '
+                        "line 444, in _create_model_instance",
+                        "    model_inst = self.tm_model.model_comm.create_model_instance(",
+                        "RuntimeError: [TM][ERROR] CUDA runtime error: out of memory "
+                        "/lmdeploy/src/turbomind/utils/allocator.h:231 "], engine="lmdeploy")
+    assert (rep.outcome, rep.phase, rep.failure) == ("failed", "kv_cache", "oom")
+
+
+def test_a_routers_child_line_and_ggmls_cuda_error() -> None:
+    # c-llamacpp-router-child-warmup-cuda-shared-object.log
+    # (https://github.com/openclaw/openclaw-windows-node/issues/1242): the router forwards "[port] " + the child's line
+    rep = replay_lines(["[54881] cmn  common_init_: warming up the model with an empty run - please wait ... "
+                        "(--no-warmup to disable)",
+                        "[54881] CUDA error: shared object initialization failed",
+                        "[54881] D:\\a\\llama.cpp\\llama.cpp\\ggml\\src\\ggml-cuda\\ggml-cuda.cu:107: CUDA error"])
+    # a death the log names no cause of, in the warmup: the warmup failed
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == ("llamacpp", "failed", "warmup", "warmup_failed")
+
+
+def test_a_bracket_expression_is_no_caret_escape() -> None:
+    assert strip_ansi("grep -E '^[[:space:]]*#'") == "grep -E '^[[:space:]]*#'"

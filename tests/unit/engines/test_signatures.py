@@ -30,6 +30,24 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     # Ollama's scheduler on a runner that died of a Go panic (exit status 2): c-ollama-exit-status-2-vram-not-recovered
     ("ollama", "crashed", 'time=2025-02-20T12:24:52.667+08:00 level=ERROR source=sched.go:455 msg="error loading '
                           'llama server" error="llama runner process has terminated: exit status 2"'),
+    # TGI's sharded layers splitting the heads: b-tgi-falcon-heads-not-divisible
+    ("tgi", "bad_argument", "ValueError: `num_heads` must be divisible by `num_shards` (got `num_heads`: 71 and "
+                            "`num_shards`: 2"),
+    # ggml's CUDA error check aborting a router's child: c-llamacpp-router-child-warmup-cuda-shared-object
+    ("llamacpp", "other", "D:\\a\\llama.cpp\\llama.cpp\\ggml\\src\\ggml-cuda\\ggml-cuda.cu:107: CUDA error"),
+    # TensorRT-LLM's executor memory check: b-trtllm-serve-qwen3-tp8-kv-insufficient
+    ("trtllm", "kv_cache", "The following component could not be created: KV cache"),
+    ("trtllm", "oom", "[07/08/2025-19:47:15] [TRT-LLM] [RANK 1] [E] Failed to initialize executor on rank 1: Executor "
+                      "creation failed due to insufficient GPU memory."),
+    # llama.cpp's KV cache that does not fit: c-llamacpp-1m-ctx-kv-alloc-fail
+    ("llamacpp", "kv_cache", "llama_kv_cache_init: failed to allocate buffer for kv cache"),
+    # oneAPI's abort banner in Ollama's runner: c-ollama-intel-gpu-abort-docker-desktop
+    ("ollama", "crashed", "Abort was called at 63 line in file:"),
+    # the dynamic loader refusing to start llama-server: c-llamacpp-compose-up-libgomp-exit-127
+    ("llamacpp", "import_error", "llama-server: error while loading shared libraries: libgomp.so.1: cannot open shared "
+                                 "object file: No such file or directory"),
+    # sgl_kernel's loader with no build for the GPU/torch: b-sglang-sgl-kernel-common-ops-import
+    ("sglang", "import_error", "[sgl_kernel] CRITICAL: Could not load any common_ops library!"),
     # torch.distributed's TCPStore on a taken MASTER_PORT: b-tgi-openshift-master-port-in-use
     ("tgi", "port_in_use", "RuntimeError: The server socket has failed to listen on any local network address. The "
                            "server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)."),
@@ -67,7 +85,7 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     ("llamarpc", "bad_argument", "HELLO request size mismatch (8 vs 4) — client needs upgrade to protocol v3.x"),
     # llama-server --rpc whose worker was killed (captured from b11434 on this project's machine; the path is the
     # build tree's): ggml/src/ggml-rpc/ggml-rpc.cpp, RPC_STATUS_ASSERT in rpc_dispatcher::send
-    ("llamacpp", "other", "/tmp/src/llama.cpp/ggml/src/ggml-rpc/ggml-rpc.cpp:566: Remote RPC server crashed or "
+    ("llamacpp", "crashed", "/tmp/src/llama.cpp/ggml/src/ggml-rpc/ggml-rpc.cpp:566: Remote RPC server crashed or "
                           "returned malformed response"),
     # --- PyTorch / CUDA, shared by every engine --------------------------------------------------------------
     # docs/en/faq.md of InternLM/lmdeploy (TurboMind's allocator): also the common "CUDA runtime error ... out of
