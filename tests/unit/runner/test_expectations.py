@@ -8,13 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from firstlight import settings
+from firstlight.answers import answer_dict, request_fingerprint
 from firstlight.config import Config, HistoryConfig, JudgeConfig
 from firstlight.engines import get_profile
 from firstlight.history.store import History
+from firstlight.preflight.base import Check, PreflightReport
 from firstlight.redact import Redactor
 from firstlight.result import RunResult
 from firstlight.runner.expectations import Expectations
-from firstlight.timeline import WeightsTotal
+from firstlight.timeline import KnownAnswer, Level, Probe, WeightsTotal
+from firstlight.trackers import AnswerTracker
 from firstlight.vocab import READY
 
 PROFILE = get_profile("vllm")
@@ -92,3 +95,71 @@ def test_a_known_answer_is_asked_only_in_check_mode_and_an_entry_only_with_a_fir
     e.open(PROFILE)
     assert e.known_answer(PROFILE, None, 1.0) is None  # type: ignore[arg-type]
     assert e.known_answer_entry(None) is None
+
+
+# -- the known answer -----------------------------------------------------------------------------------------
+def _first_answer(text: str = " Paris") -> Probe:
+    return Probe(1010.0, Level.GENERATION, True, "POST /v1/completions -> 200", text=text, tokens=(" Paris",),
+                 logprobs=(-0.1,))
+
+
+def _recorded(e: Expectations, outcome: str = "recorded", text: str = " Paris") -> dict[str, Any]:
+    answer = answer_dict(_first_answer(text), request_fingerprint(e.cfg.probe))
+    return {**_summary(100.0), "known_answer": {"mode": "check", "answer": answer, "outcome": outcome}}
+
+
+def test_the_known_answer_of_this_request_is_looked_up_in_check_mode_until_the_judge_holds_one(tmp_path: Path):
+    e, _ = expectations(tmp_path)
+    with History(tmp_path / "h.sqlite3") as h:
+        run = h.record_run("up", _recorded(e), e.key(PROFILE))
+    e.open(PROFILE)
+    answers = AnswerTracker()
+    known = e.known_answer(PROFILE, answers, 1234.0)
+    assert isinstance(known, KnownAnswer) and (known.run, known.text, known.t) == (run, " Paris", 1234.0)
+    answers.know(known)
+    assert e.known_answer(PROFILE, answers, 1235.0) is None  # the judge keeps the first it gets
+    off, _ = expectations(tmp_path / "off", known_answer="off")
+    off.open(PROFILE)
+    assert off.known_answer(PROFILE, AnswerTracker(), 1.0) is None
+
+
+def test_the_summarys_known_answer_says_recorded_re_recorded_same_or_different(tmp_path: Path):
+    e, _ = expectations(tmp_path)
+    request = request_fingerprint(e.cfg.probe)
+    answers = AnswerTracker()
+    assert e.known_answer_entry(answers) is None  # no first answer yet
+    answers.differs(_first_answer())
+    entry = e.known_answer_entry(answers)
+    assert entry == {"mode": "check", "answer": answer_dict(_first_answer(), request), "outcome": "recorded"}
+    same = AnswerTracker()
+    same.know(KnownAnswer(1000.0, run=7, recorded_at=900.0, text=" Paris", tokens=(" Paris",), logprobs=(-0.1,)))
+    same.differs(_first_answer())
+    assert {k: v for k, v in (e.known_answer_entry(same) or {}).items() if k != "answer"} == {
+        "mode": "check", "outcome": "same", "reference_run": 7, "why": same.check.why if same.check else None}
+    other = AnswerTracker()
+    other.know(KnownAnswer(1000.0, run=7, recorded_at=900.0, text=" Lyon", tokens=(" Lyon",), logprobs=(-0.1,)))
+    other.differs(_first_answer())
+    got = e.known_answer_entry(other) or {}
+    assert (got["outcome"], got["reference_run"]) == ("different", 7) and "token 1" in got["why"]
+    rec, _ = expectations(tmp_path / "rec", known_answer="record")
+    assert (rec.known_answer_entry(answers) or {})["outcome"] == "re-recorded"
+    none, _ = expectations(tmp_path / "none", enabled=False)
+    assert none.known_answer_entry(answers) is None  # no history kept: no answer kept either
+
+
+# -- the forecast ---------------------------------------------------------------------------------------------
+def test_the_forecast_takes_the_preflights_page_cache_reading_and_fit(tmp_path: Path):
+    warm = [_summary(s, "warm_page_cache") for s in (20.0, 30.0)]
+    cold = [_summary(s, "cold") for s in (200.0, 300.0)]
+    e, _ = expectations(tmp_path, *warm, *cold)
+    e.preflight = PreflightReport([
+        Check("pagecache", "ok", "other", "weights resident", facts={"weights": {"resident": 1.0}}),
+        Check("fit", "warn", "oom", "tight", facts={"fit": {"devices": 1}})])
+    e.open(PROFILE)
+    assert e.forecast is not None and e.forecast.total_s == 25.0, e.forecast  # the warm starts', as read
+    assert e.forecast.fit_status == "warn"
+    cold_e, _ = expectations(tmp_path / "c", *warm, *cold)
+    cold_e.preflight = PreflightReport([Check("pagecache", "ok", "other", "cold",
+                                              facts={"weights": {"resident": 0.0}})])
+    cold_e.open(PROFILE)
+    assert cold_e.forecast is not None and cold_e.forecast.total_s == 250.0 and cold_e.forecast.fit_status is None
