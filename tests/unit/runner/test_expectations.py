@@ -163,3 +163,25 @@ def test_the_forecast_takes_the_preflights_page_cache_reading_and_fit(tmp_path: 
                                               facts={"weights": {"resident": 0.0}})])
     cold_e.open(PROFILE)
     assert cold_e.forecast is not None and cold_e.forecast.total_s == 250.0 and cold_e.forecast.fit_status is None
+
+
+def test_the_eta_and_the_budgets_are_those_of_this_starts_type_only(tmp_path: Path):
+    warm = [_summary(s, "warm_page_cache") for s in (10.0, 11.0, 12.0, 13.0)]
+    cold = [_summary(s, "cold") for s in (100.0, 110.0, 120.0, 130.0)]
+    e, said = expectations(tmp_path, *warm, *cold)
+    e.weights = WeightsTotal(1000.0, bytes=8 << 30, files=4, path="/models/m", resident=0)
+    e.open(PROFILE)
+    assert e.expected_total_s == 115.0 and e.eta is not None  # the cold starts' median, not all eight's
+    assert e.budgets is not None and e.budgets.start_type == "cold" and e.budgets.starts == 4
+    loading = e.budgets.get("weights_loading")
+    assert loading is not None and loading.median_s == 69.0  # 0.6 x 115: never a warm start's 7 s
+    assert any("cold" in m for m in said), said
+
+
+def test_a_command_that_attaches_its_weights_is_an_attached_start_whatever_the_page_cache():
+    cfg = Config(command=[*COMMAND, "--load-format", "ipc_cache"], engine="vllm", history=HistoryConfig(enabled=False))
+    e = Expectations(cfg, settings.plan(cfg, PROFILE, redactor=Redactor()), lambda _: None)
+    e.weights = WeightsTotal(1000.0, bytes=8 << 30, files=4, path="/models/m", resident=0)
+    assert e.predicted_type(PROFILE) == "attached"
+    plain, _ = expectations(Path("/nonexistent"), enabled=False)
+    assert plain.predicted_type(PROFILE) is None  # no weights known, nothing attached: no type yet
