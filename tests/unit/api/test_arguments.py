@@ -206,6 +206,9 @@ def test_watch_reads_the_command_line_of_the_pid_given(monkeypatch: pytest.Monke
         def cmdline(self) -> list[str]:
             return ["vllm", "serve", "/models/llama-8b", "--port", "8011"]
 
+        def parent(self) -> None:  # started by init: its command line is its own
+            return None
+
     monkeypatch.setattr(api.psutil, "Process", Process)
     ctx = _watch(pid=os.getpid())
     cfg = ctx._run.cfg

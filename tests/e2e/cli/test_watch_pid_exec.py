@@ -1,5 +1,6 @@
-"""settings.watched_command on real processes: a pid given before its process's exec (``server & firstlight watch
---pid $!``) is read once the process shows its own command line, not its parent's."""
+"""The command line `watch --pid` reads (settings.watched_command), on real processes: a pid given before its
+exec (``server & firstlight watch --pid $!``) is read once the process shows its own command line, not its
+parent's."""
 
 from __future__ import annotations
 
