@@ -11,8 +11,10 @@ observations seen meanwhile are kept (up to ``KEEP_BYTES`` of line text): once t
 judge with its profile is fed them again, so lines printed before the detector was sure (a six-line llama.cpp
 OOM) are read with the engine's own markers, exactly as a replay that knew the engine from the start reads
 them. An engine another embeds (llama.cpp, which Ollama runs; vLLM, whose loader lines SGLang prints) is
-provisional: the detector reads on, and the embedding engine's own lines, when they come, judge the start again
-as that engine's. Past the bound the profile is swapped in place (the lines already read keep their generic reading).
+provisional: the detector reads on for ``PROVISIONAL_LINES`` more lines, and the embedding engine's own lines, when
+they come then, judge the start again as that engine's; after that the provisional engine is final and the kept
+lines are let go. Past the bound the profile is swapped in place (the lines already read keep their generic
+reading).
 A verdict already final under the generic reading is judged again too (its lines meant something else): a
 caller that has acted on it has stopped feeding the driver.
 
@@ -35,6 +37,9 @@ from firstlight.timeline import LogLine, Observation
 
 DETECT_LINES = 50_000  # final log lines read for the engine before it is left generic
 KEEP_BYTES = 16 << 20  # line text kept for the re-judging once the engine is known
+# final lines read, once an engine another embeds is learnt, for the embedding one's: what is kept meanwhile
+# stays bounded whatever the log's length (a plain vLLM log is read on as vLLM's, not kept to KEEP_BYTES)
+PROVISIONAL_LINES = 2_000
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class Driver:
         self._kept: list[Observation] | None = [] if detect else None
         self._kept_bytes = 0
         self._provisional: str | None = None  # the engine learnt, while an engine that embeds it may yet claim the log
+        self._provisional_until = 0  # the detector's line count at which the provisional engine is final
         self._expected_total_s = rules.expected_total_s
         self._budgets: Budgets | None = None
 
@@ -110,7 +116,8 @@ class Driver:
         name = self.detector.best()
         if self._provisional is not None and name is not None and not self.detector.claims(name, self._provisional):
             name = None  # only an engine that embeds the one learnt takes the log from it
-        if name is None and self.detector.lines >= DETECT_LINES:
+        if name is None and (self.detector.lines >= DETECT_LINES or (
+                self._provisional is not None and self.detector.lines >= self._provisional_until)):
             self._stop_detecting()
         return name
 
@@ -137,6 +144,7 @@ class Driver:
         self._stop_detecting()
         if detector is not None and kept is not None and detector.embedded(name):  # a wrapper's lines may follow
             self.detector, self._kept, self._provisional = detector, kept, name
+            self._provisional_until = detector.lines + PROVISIONAL_LINES
         when = obs.t if obs is not None else t
         assert when is not None
         if kept is None:
@@ -170,4 +178,4 @@ def judge_timeline(observations: list[Observation], rules: JudgeConfig, profile:
     return driver.assess(now)
 
 
-__all__ = ["DETECT_LINES", "KEEP_BYTES", "Driver", "Step", "judge_timeline"]
+__all__ = ["DETECT_LINES", "KEEP_BYTES", "PROVISIONAL_LINES", "Driver", "Step", "judge_timeline"]

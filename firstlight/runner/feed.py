@@ -35,6 +35,7 @@ class Feed:
         self.driver: Driver | None = None  # the run's, once it begins
         self.sources: Sources | None = None  # made with this feed's put and echo, then given here
         self.stop_signal: Interrupted | None = None  # the first stop signal: honoured whatever the verdict's state
+        self._assessed_at = 0.0  # the time of the last assessment: held back by a backlog, never moved backwards
 
     # -- in: from the sources' threads and the signal handler ------------------------------------------------
     def put(self, obs: Observation) -> None:
@@ -74,8 +75,16 @@ class Feed:
             sources.new_log_line()
 
     def assess(self) -> Assessment:
+        """The judge's assessment now; while observations wait on the queue (the pump fell behind: a slow step, a
+        starved machine), at the oldest waiting one's time: a silence is never judged past evidence not yet heard
+        (a pump held 30 s would else call a start hung whose ready line waits in the queue)."""
         assert self.driver is not None
-        a = self.driver.assess(self.clock())
+        at = self.clock()
+        with self.q.mutex:
+            if self.q.queue:
+                at = max(self._assessed_at, min(at, self.q.queue[0].t))
+        self._assessed_at = at
+        a = self.driver.assess(at)
         self.reporter.status(a)
         return a
 

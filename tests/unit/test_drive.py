@@ -14,6 +14,7 @@ from firstlight.engines import get_profile
 from firstlight.logreplay import REPLAY_RULES
 from firstlight.timeline import Interrupted, Level, LogLine, Observation, Probe, ProcessSample, Started
 from firstlight.vocab import FAILED, HUNG, INTERRUPTED, STARTING
+from tests.support.common import REPO
 
 GENERIC, LLAMA = get_profile("generic"), get_profile("llamacpp")
 T0 = 1_000.0
@@ -138,6 +139,32 @@ def test_an_engine_another_embeds_is_provisional_until_the_embedding_engines_lin
     assert [(n, ln) for n, _, ln in phases(d)] == [(n, ln) for n, _, ln in phases(known_from_start(
         [line(1, TENSORS, 1), line(2, CUDA_INIT, 2)], "ollama")[0])]
     assert d.detector is None  # Ollama is embedded by none: final
+
+
+def test_a_provisional_engine_is_final_after_provisional_lines_and_keeps_nothing_more() -> None:
+    """A plain vLLM or llama.cpp log is not kept to KEEP_BYTES waiting for an embedding engine: after
+    PROVISIONAL_LINES more lines the provisional engine is final (memory bounded by a log's length, not
+    proportional to it), and the embedding engine's line no longer takes the log; one line earlier it still does."""
+    def provisional_then(n: int) -> Driver:
+        d = detecting()
+        d.feed(line(1, TENSORS, 1))
+        assert d.feed(line(2, CUDA_INIT, 2)).engine == "llamacpp"
+        for i in range(n):
+            d.feed(line(3 + i, GENERIC_LINE, 3 + i))
+        return d
+
+    ollama = 'time=2024-05-25T03:28:13.829-04:00 level=INFO source=server.go:100 msg="x"'
+    d = provisional_then(drive.PROVISIONAL_LINES)
+    assert d.detector is None and d._kept is None and d.profile is LLAMA
+    assert d.feed(line(9_000, ollama, 9_000)).engine is None and d.profile is LLAMA
+    d = provisional_then(drive.PROVISIONAL_LINES - 1)
+    assert d.detector is not None and d._kept is not None
+    assert d.feed(line(9_000, ollama, 9_000)).engine == "ollama" and d.profile.name == "ollama"
+
+
+def test_the_docs_state_the_provisional_window() -> None:
+    text = " ".join((REPO / "docs" / "engines.md").read_text().split())
+    assert f"within the next {drive.PROVISIONAL_LINES:,} lines" in text
 
 
 def test_the_engine_from_the_endpoints_is_ignored_once_it_is_known() -> None:

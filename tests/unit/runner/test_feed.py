@@ -11,7 +11,7 @@ from typing import Any
 from firstlight import settings
 from firstlight.assessment import Assessment, Event
 from firstlight.budgets import Budgets
-from firstlight.config import Config, HistoryConfig
+from firstlight.config import Config, HistoryConfig, JudgeConfig
 from firstlight.drive import Driver
 from firstlight.engines import get_profile
 from firstlight.engines.profile import Endpoints
@@ -29,9 +29,11 @@ from firstlight.timeline import (
     Observation,
     PortConflict,
     Probe,
+    ProcessSample,
     SourceNote,
     WeightsTotal,
 )
+from firstlight.vocab import HUNG
 
 T0 = 1_000_000.0
 
@@ -226,3 +228,23 @@ def test_an_open_port_nobody_else_holds_is_no_conflict():
     f.sources = busy  # type: ignore[assignment]
     f.feed(Probe(T0 + 3, Level.PORT, True, "port open"))
     assert out.getvalue().count("port_conflict") == 1  # the judge holds one already: not judged twice
+
+
+def test_a_backlog_holds_the_assessment_at_the_oldest_waiting_observations_time():
+    """A pump held up (a slow step, a starved machine) with a ready line still queued: the silence is judged up to
+    that line, not to now; once the queue is empty it is judged to now again."""
+    now = [T0 + 60]
+    f, _, _ = feed()
+    f.clock = lambda: now[0]
+    f.driver = Driver(JudgeConfig(stall_timeout=3), get_profile("generic"), T0)
+    f.feed(ProcessSample(T0, True, cpu_seconds=1.0))
+    f.feed(Probe(T0, Level.PORT, True, "port reached"))
+    f.put(LogLine(T0 + 1, "loading", "stdout"))
+    held = f.assess()
+    assert held.verdict != HUNG and held.t == T0 + 1
+    f.q.get_nowait()
+    late = f.assess()
+    assert late.verdict == HUNG and late.t == T0 + 60
+    now[0] = T0 + 30  # a clock read before the last assessment's time never moves it back
+    f.put(LogLine(T0 + 2, "loading", "stdout"))
+    assert f.assess().t == T0 + 60
