@@ -13,19 +13,17 @@ import time
 
 STOP_S = 2.0  # a serve_forever busy in a handler that long is left to die with the process (a daemon thread)
 _WAKE_EVERY_S = 0.02
-_UNSPECIFIED = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}
 
 
 def stop(server: socketserver.TCPServer, within_s: float = STOP_S) -> bool:
     """Stop ``server``'s ``serve_forever`` and close its socket; True when the loop ended within ``within_s``."""
     stopper = threading.Thread(target=server.shutdown, name="firstlight-listener-stop", daemon=True)
     stopper.start()
-    host, port = server.server_address[:2]
-    host = _UNSPECIFIED.get(str(host), str(host))
+    host, port = server.server_address[:2]  # as bound; a connection to 0.0.0.0 or :: reaches loopback (Linux)
     deadline = time.monotonic() + within_s
     while stopper.is_alive() and time.monotonic() < deadline:
         # a connection wakes the select; until shutdown() has set its flag, the loop serves it and selects again
-        with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=_WAKE_EVERY_S):
+        with contextlib.suppress(OSError), socket.create_connection((str(host), int(port)), timeout=_WAKE_EVERY_S):
             pass
         stopper.join(_WAKE_EVERY_S)
     with contextlib.suppress(OSError):

@@ -7,13 +7,19 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 
+import pytest
+
 from firstlight.report import listener
 
 LONG_POLL_S = 60.0  # shutdown() alone would wait this long for the loop to look at its flag
 
 
+class _V6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
 def _serving(host: str = "127.0.0.1") -> tuple[ThreadingHTTPServer, threading.Thread]:
-    server = ThreadingHTTPServer((host, 0), BaseHTTPRequestHandler)
+    server = (_V6Server if ":" in host else ThreadingHTTPServer)((host, 0), BaseHTTPRequestHandler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": LONG_POLL_S}, daemon=True)
     thread.start()
     return server, thread
@@ -36,11 +42,20 @@ def test_a_server_on_another_loopback_address_is_woken_at_its_own():
     assert not thread.is_alive()
 
 
-def test_a_server_on_every_address_is_woken_through_loopback():
-    server, thread = _serving("0.0.0.0")
+@pytest.mark.parametrize("every", ["0.0.0.0", "::"])
+def test_a_server_on_every_address_is_woken_through_loopback(every: str):
+    server, thread = _serving(every)
     assert listener.stop(server, within_s=10.0)
     thread.join(5.0)
     assert not thread.is_alive()
+
+
+def test_a_server_on_ipv6_loopback_is_woken_at_its_four_part_address():
+    server, thread = _serving("::1")  # server_address: (host, port, flowinfo, scope_id)
+    t0 = time.monotonic()
+    assert listener.stop(server, within_s=10.0)
+    thread.join(5.0)
+    assert not thread.is_alive() and time.monotonic() - t0 < 10.0
 
 
 def test_a_loop_that_does_not_end_within_the_bound_is_said_and_the_socket_still_closed():

@@ -4,6 +4,7 @@ said once however often it is looked up, and nothing looked up when no history i
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from firstlight.answers import answer_dict, request_fingerprint
 from firstlight.config import Config, HistoryConfig, JudgeConfig
 from firstlight.engines import get_profile
 from firstlight.history.store import History
+from firstlight.preflight.disk import device_id
 from firstlight.preflight.base import Check, PreflightReport
 from firstlight.redact import Redactor
 from firstlight.result import RunResult
@@ -185,3 +187,68 @@ def test_a_command_that_attaches_its_weights_is_an_attached_start_whatever_the_p
     assert e.predicted_type(PROFILE) == "attached"
     plain, _ = expectations(Path("/nonexistent"), enabled=False)
     assert plain.predicted_type(PROFILE) is None  # no weights known, nothing attached: no type yet
+
+
+def test_with_no_earlier_start_the_forecast_reads_the_weights_bytes_at_the_rate_kept_for_their_filesystem(
+        tmp_path: Path):
+    """The command's local model folder names the filesystem whose read rate the history keeps (``preflight
+    --disk``); a command whose model is not on this machine has no rate to forecast from."""
+    model = tmp_path / "model"
+    model.mkdir()
+    cfg = Config(command=["vllm", "serve", str(model), "--port", "8000"], engine="vllm",
+                 history=HistoryConfig(path=tmp_path / "h.sqlite3"))
+    with History(tmp_path / "h.sqlite3") as h:
+        h.record_disk({"device": device_id(model), "mount": "/", "fstype": "ext4", "rate": 1.0e9, "bytes": 1 << 30,
+                       "measured_at": 1.0})
+    weights = {"weights": {"weights_bytes": 8_000_000_000, "uncached_bytes": 4_000_000_000, "resident": 0.5}}
+    e = Expectations(cfg, settings.plan(cfg, PROFILE, redactor=Redactor()), lambda _: None,
+                     preflight=PreflightReport([Check("pagecache", "ok", "other", "half", facts=weights)]))
+    e.open(PROFILE)
+    assert e.forecast is not None and e.forecast.phases == {"weights_loading": 4.0}, e.forecast
+    remote, _ = expectations(tmp_path / "remote")  # /models/m: not on this machine
+    remote.preflight = e.preflight
+    remote.open(PROFILE)
+    assert remote.forecast is not None and not remote.forecast.phases
+
+
+def test_an_attaching_commands_forecast_is_of_the_attached_starts_before_the_page_cache_is_read(tmp_path: Path):
+    attached = [_summary(s, "attached") for s in (5.0, 7.0)]
+    cold = [_summary(s, "cold") for s in (200.0, 300.0)]
+    cfg = Config(command=[*COMMAND, "--load-format", "ipc_cache"], engine="vllm",
+                 history=HistoryConfig(path=tmp_path / "h.sqlite3"))
+    e = Expectations(cfg, settings.plan(cfg, PROFILE, redactor=Redactor()), lambda _: None)
+    with History(tmp_path / "h.sqlite3") as h:
+        for summary in (*attached, *cold):
+            h.record_run("up", summary, e.key(PROFILE))
+    e.open(PROFILE)
+    assert e.forecast is not None and e.forecast.total_s == 6.0, e.forecast
+    plain, _ = expectations(tmp_path / "plain")
+    assert plain.key(PROFILE) != e.key(PROFILE)  # the deployment key reads the command's own flags
+
+
+def test_the_graded_forecast_sets_each_phase_beside_what_the_anatomy_measured(tmp_path: Path):
+    e, _ = expectations(tmp_path, _summary(100.0), _summary(100.0))
+    e.open(PROFILE)
+    anatomy = {"phases": [{"name": "weights_loading", "seconds": 90.0}, {"name": "cuda_graph", "seconds": 40.0}]}
+    graded = e.graded_forecast(RunResult(READY, "ready", 1000.0, 1130.0, "vllm", "http://x", cold_start_s=130.0,
+                                         anatomy=anatomy))
+    assert graded is not None
+    assert graded["graded"]["phases"]["weights_loading"]["actual_s"] == 90.0
+    assert graded["graded"]["total"]["error_s"] == 30.0
+
+
+def test_no_known_answer_is_asked_of_a_history_not_opened_or_without_one_for_this_request(tmp_path: Path):
+    e, _ = expectations(tmp_path)
+    assert e.history is None and e.known_answer(PROFILE, AnswerTracker(), 1.0) is None  # before open
+    e.open(PROFILE)
+    assert e.known_answer(PROFILE, AnswerTracker(), 1.0) is None  # none recorded for this request
+
+
+def test_a_history_that_fails_when_asked_is_no_history_for_the_eta_and_the_known_answer(tmp_path: Path):
+    e, said = expectations(tmp_path, _summary(100.0))
+    e.open(PROFILE)
+    assert e.history is not None
+    with sqlite3.connect(tmp_path / "h.sqlite3") as con:  # its tables gone under the open history
+        con.execute("DROP TABLE runs")
+    e.look(PROFILE)
+    assert e.known_answer(PROFILE, AnswerTracker(), 1.0) is None
