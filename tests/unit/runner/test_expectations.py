@@ -13,8 +13,8 @@ from firstlight.answers import answer_dict, request_fingerprint
 from firstlight.config import Config, HistoryConfig, JudgeConfig
 from firstlight.engines import get_profile
 from firstlight.history.store import History
-from firstlight.preflight.disk import device_id
 from firstlight.preflight.base import Check, PreflightReport
+from firstlight.preflight.disk import device_id
 from firstlight.redact import Redactor
 from firstlight.result import RunResult
 from firstlight.runner.expectations import Expectations
@@ -247,8 +247,10 @@ def test_no_known_answer_is_asked_of_a_history_not_opened_or_without_one_for_thi
 def test_a_history_that_fails_when_asked_is_no_history_for_the_eta_and_the_known_answer(tmp_path: Path):
     e, said = expectations(tmp_path, _summary(100.0))
     e.open(PROFILE)
-    assert e.history is not None
+    assert e.history is not None and e.expected_total_s == 100.0
+    told = list(said)
     with sqlite3.connect(tmp_path / "h.sqlite3") as con:  # its tables gone under the open history
         con.execute("DROP TABLE runs")
     e.look(PROFILE)
+    assert e.expected_total_s == 100.0 and said == told  # what it said before stands; nothing new is said
     assert e.known_answer(PROFILE, AnswerTracker(), 1.0) is None
