@@ -41,7 +41,8 @@ COMPOSE = "compose"  # docker compose up / docker compose logs: "name  | line", 
 DOCKER_JSON = "docker-json"  # Docker's json-file driver: {"log":"...\n","stream":"stdout","time":"..."}
 CRI = "cri"  # containerd / CRI-O files under /var/log/pods, podman's k8s-file: "<RFC3339Nano> stdout F line"
 KUBECTL_PREFIX = "kubectl-prefix"  # kubectl logs --prefix: "[pod/NAME/CONTAINER] line"
-TIMESTAMPS = "timestamps"  # kubectl logs --timestamps, docker/podman logs -t: "<RFC3339Nano> line"
+TIMESTAMPS = "timestamps"  # kubectl logs --timestamps, docker/podman logs -t: "<RFC3339Nano> line"; a CI's
+# log view brackets it: "[2025-03-10T15:07:20Z] line" (an engine's own "[2025-03-10 15:07:20]" has no T: kept)
 JOURNAL_SHORT = "journal-short"  # journalctl -o short (and a traditional syslog file): "May 07 02:13:52 host id[1]: "
 JOURNAL_SHORT_PRECISE = "journal-short-precise"  # "May 07 02:13:52.123456 host id[1]: "
 JOURNAL_SHORT_ISO = "journal-short-iso"  # "2024-05-07T02:13:52+0000 host id[1]: " (also short-iso-precise)
@@ -130,6 +131,7 @@ def _epoch(value: Any) -> float | None:
 _LEVEL = r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)"
 _CRI = re.compile(rf"(?P<ts>{_RFC3339}) (?P<stream>stdout|stderr) (?P<tag>[FP])(?: |$)")
 _TS_ONLY = re.compile(rf"(?P<ts>{_RFC3339}) ")
+_TS_BRACKETED = re.compile(rf"\[(?P<ts>{_RFC3339})\] ")
 _FIXED_NANOS = re.compile(r"[^.]*\.\d{9}\D")  # kubelet's and Docker's --timestamps: always nine digits
 # A timestamp then a level and a target ("2024-...Z  INFO text_generation_launcher: ...") is the engine's own line
 # (TGI's Rust tracing, six digits), not a --timestamps framing around one (vLLM's "INFO 05-07 ..." has a date).
@@ -243,6 +245,9 @@ def _peel_once(line: str) -> Framed | None:
         m = _KUBECTL_PREFIX.match(head)
         if m is not None:
             return Framed(line[m.end():], None, None, False, KUBECTL_PREFIX)
+        m = _TS_BRACKETED.match(head)
+        if m is not None:
+            return Framed(line[m.end():], parse_rfc3339(m["ts"]), None, False, TIMESTAMPS)
         return None
     if c == "<":
         p = _PRI.match(head)

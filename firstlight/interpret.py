@@ -101,6 +101,8 @@ class LineInterpreter:
     first_fatal: FailureHit | None = None
     ready_line: FailureHit | None = None  # (reused record: line and text of the engine's ready line)
     listening_line: int | None = None
+    _listening: FailureHit | None = None  # the first listening line (line and text), for a daemon's idle ready
+    _asked: bool = False  # a daemon that loads on demand was asked for a model (``EngineProfile.on_demand``)
     serving_failure: FailureHit | None = None  # the worst failure after ready
     serving_fatal: bool = False
     failure_evidence: list[FailureHit] = field(default_factory=list)
@@ -135,6 +137,8 @@ class LineInterpreter:
         m = self.profile.classify_clean(cleaned) if cleaned else NO_MATCH
         if final:
             self._track_tail(cleaned, lineno, m, t)
+            if self.profile.on_demand and not self._asked:
+                self._asked = self.profile.asks_a_model(cleaned)
         progress_line = not (is_access_line(text) and m.progress is None and not m.ready)
         # compile-cache lines are compile or phase lines: the rest of the log costs no regex
         cache = (self.profile.compile_cache_state(cleaned)
@@ -161,6 +165,7 @@ class LineInterpreter:
         listening = m.listening and self.listening_line is None
         if listening:
             self.listening_line = lineno
+            self._listening = FailureHit(lineno, clip(text), UNCAUGHT, t)
         ready = m.ready and final
         if ready:
             self.ready_line = FailureHit(lineno, clip(text), UNCAUGHT, t)
@@ -273,6 +278,15 @@ class LineInterpreter:
             self._in_root_tb = False
 
     # -- reading -----------------------------------------------------------------------------------------
+    def idle_ready(self) -> FailureHit | None:
+        """At the log's end: a daemon that loads models on demand (``EngineProfile.on_demand``) left listening,
+        asked for no model and with no failure, serves; its listening line becomes its ready line."""
+        if (not self.profile.on_demand or self._asked or self._listening is None or self.ready_line is not None
+                or self.phase != "process_start" or self.root_cause(True) is not None):
+            return None
+        self.ready_line, self.phase = self._listening, "ready"
+        return self._listening
+
     def root_cause(self, ended: bool) -> FailureHit | None:
         """The most specific failure behind a dead start. ``ended``: the process exited (or the log ended), so
         a log that stops inside an uncaught traceback counts as the cause too."""

@@ -191,8 +191,14 @@ class Judge:
 
     def end_of_log(self, t: float) -> None:
         """Replay: the log is over. Like a process exit, it settles a pending root cause and makes a log that
-        stops inside an uncaught traceback a failure."""
+        stops inside an uncaught traceback a failure; a daemon left listening idle serves (``idle_ready``)."""
         self.log_ended = t
+        idle = self.log.lines.idle_ready() if self.rules.ready_from_log and self.ready_at is None else None
+        if idle is not None:
+            at = idle.t if idle.t is not None else t
+            self.engine_ready = LogLine(at, idle.text, "log", idle.line)
+            self.ready_at = at
+            self.phases.enter(at, "ready", "log", idle.line)
 
     def _on_probe(self, p: Probe) -> list[Event]:
         if self.port_conflict is not None:  # whatever answers on the port is the other server: never our levels

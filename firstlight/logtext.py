@@ -115,18 +115,30 @@ def _decode(raw: bytes | bytearray) -> str:
     return strip_ansi(bytes(raw).decode("utf-8", errors="replace"))
 
 
+# a tqdm bar ("| 0/23 [00:00<?, ?it/s]") with the next line glued to it where its carriage return was lost in a
+# paste (corpus: d-sglang-deepseek-2node-a100-capture-jit-stuck)
+_GLUED_BAR = re.compile(r"\| *\d+/\d+ \[\d+:\d\d(?::\d\d)?<[^\]]{0,40}\](?=\S)")
+
+
 def split_redraws(text: str) -> tuple[list[str], str]:
     """Split a line with carriage returns into (redraws, final text): a terminal shows only the last
-    non-empty segment; the earlier ones are progress redraws."""
+    non-empty segment; the earlier ones are progress redraws. A progress bar the next line is glued to is a
+    redraw too."""
     text = text.rstrip("\n")
     if text.endswith("\r"):
         text = text.rstrip("\r")
-    if "\r" not in text:
-        return [], text
-    segments = [s for s in text.split("\r") if s.strip()]
-    if not segments:
-        return [], ""
-    return segments[:-1], segments[-1]
+    redraws: list[str] = []
+    if "\r" in text:
+        segments = [s for s in text.split("\r") if s.strip()]
+        if not segments:
+            return [], ""
+        redraws, text = segments[:-1], segments[-1]
+    if "<" in text:
+        m = _GLUED_BAR.search(text, 0, 4096)
+        if m is not None:
+            redraws.append(text[:m.end()])
+            text = text[m.end():]
+    return redraws, text
 
 
 class LineEvent(NamedTuple):
@@ -304,7 +316,7 @@ class LineSplitter:
         text = strip_ansi(f.text) if f.framing in _DECODED else f.text
         lines = f.lines
         for piece in text.split("\n") if "\n" in text else (text,):
-            if "\r" in piece:
+            if "\r" in piece or "<" in piece:
                 redraws, final = split_redraws(piece)
                 for r in redraws:
                     events.append(self._peeled(r, False, f, 0))

@@ -302,7 +302,21 @@ ARGUMENT_FAILURES: tuple[FailureSignature, ...] = (
     S(r"^error while handling argument \"", "bad_argument", BAD_ARGUMENT_HINT, True),
 )
 
-TORCH_FAILURES = (*TORCH_FAILURES, *ARGUMENT_FAILURES)
+TRITON_LOAD_HINT = (
+    "a model of Triton's repository failed to load: its own line names why (an engine or config that does not match "
+    "the backend's version, a missing file); Triton exits unless --exit-on-error=false"
+)
+# Triton Inference Server, hosting any backend (TensorRT-LLM, vLLM, Python): a model that cannot load ends its start
+# (corpus: d-trtllm-triton-engine-config-parse-error, d-trtllm-triton-compose-fmha-key-not-found,
+# d-generic-triton-vllm-backend-failed-to-load-all-models)
+TRITON_FAILURES: tuple[FailureSignature, ...] = (
+    S(r"(?:^|\s)Failed to create instance: ", "other", TRITON_LOAD_HINT, True, None, "weights_loading"),
+    S(r"\bModel '[^']+' loading failed with error: ", "other", TRITON_LOAD_HINT, True, None, "weights_loading"),
+    S(r"^error: creating server: .{0,80}failed to load all models", "other", TRITON_LOAD_HINT, True, None,
+      "weights_loading"),
+)
+
+TORCH_FAILURES = (*TORCH_FAILURES, *ARGUMENT_FAILURES, *TRITON_FAILURES)
 
 # An access-log line of a generation that succeeded (HTTP 200 on a generation route): the server served somebody.
 # Every profile lists these among its ready markers, so a replay reads READY from them and a live watch takes
@@ -402,6 +416,10 @@ NCCL_PHASES: tuple[PhaseMarker, ...] = (
     PhaseMarker(r"\bNCCL INFO (?:Bootstrap|Channel \d+/\d+|comm 0x|Connected all (?:rings|trees)|ncclCommInitRank|"
                 r"NET/|Using network|cudaDriverVersion|NCCL version|Init COMPLETE|Setting affinity)|"
                 r"^NCCL version \d+\.\d+", "distributed_init", weak=True),
+    # torch.distributed's Gloo group joining its peers, and the engines' own word on their NCCL ("vLLM is using
+    # nccl==2.21.5", "sglang is using nccl==2.27.3"; corpus: d-sglang-compose-tp2-gloo-custom-allreduce)
+    PhaseMarker(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks|\bis using nccl==\d", "distributed_init",
+                weak=True),
 )
 
 UVICORN_PHASES: tuple[PhaseMarker, ...] = (

@@ -38,23 +38,25 @@ LLAMA_OOM_HINT = (
 
 # Shared with Ollama, which runs llama.cpp underneath.
 LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
+    # its loader's function names begin a line, or follow a host's or a viewer's own columns ("<embedding>: ",
+    # "22:45\tollama\t"): the names are llama.cpp's own (corpus: d-llamacpp-log-viewer-tabbed-print-info-gemma9b)
     P(r"^(?:main|srv\s+\w+): loading model$", "weights_loading"),
     P(r"load_model: loading model '", "weights_loading"),
-    P(r"^llama_model_loader: loaded meta data", "weights_loading"),
+    P(r"(?:^|\s)llama_model_loader: loaded meta data", "weights_loading"),
     # the model's metadata, printed as its file is read (older builds' llm_load_print_meta, newer print_info)
     # (corpus: c-ollama-journal-deepseek-cudamalloc-panic)
-    P(r"^(?:llm_load_print_meta|print_info): ", "weights_loading", weak=True),
-    P(r"^llama_(?:model_)?load_(?:model_)?from_file(?:_impl)?: using device", "weights_loading"),
+    P(r"(?:^|\s)(?:llm_load_print_meta|print_info): ", "weights_loading", weak=True),
+    P(r"(?:^|\s)llama_(?:model_)?load_(?:model_)?from_file(?:_impl)?: using device", "weights_loading"),
     P(
-        r"^(?:llm_)?load_tensors: (?:loading model tensors|offload|offloading|offloaded|using)",
+        r"(?:^|\s)(?:llm_)?load_tensors: (?:loading model tensors|offload|offloading|offloaded|using)",
         "weights_loading",
         weak=True,
     ),
     # the buffers are sized before their data is read (llama-model.cpp load_tensors, then load_all_data): the load
     # goes on; the context's lines after it are the next phase
-    P(r"^(?:llm_)?load_tensors: +\S+ model buffer size =", "weights_loading", weak=True),
-    P(r"^llama_(?:new_)?context(?:_with_model)?: ", "kv_cache"),
-    P(r"^llama_kv_cache\w*: |KV buffer size =|KV self size =", "kv_cache", weak=True),
+    P(r"(?:^|\s)(?:llm_)?load_tensors: +\S+ model buffer size =", "weights_loading", weak=True),
+    P(r"(?:^|\s)llama_(?:new_)?context(?:_with_model)?: ", "kv_cache"),
+    P(r"(?:^|\s)llama_kv_cache\w*: |KV buffer size =|KV self size =", "kv_cache", weak=True),
     # the multimodal projector's load (clip.cpp: "clip_model_load: loaded meta data ...", later clip_model_loader)
     P(r"^clip_model_load(?:er)?: ", "weights_loading", weak=True),
     P(r"warming up the model with an empty run", "warmup"),
@@ -68,6 +70,15 @@ LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
 )
 
 LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
+    # a supervisor that runs llama-server says it ended (TabbyML: "llama-server <embedding> exited with status
+    # code -1"; corpus: d-llamacpp-tabby-supervisor-starting-ctrl-c-exit): the start is over, the lines before say why
+    S(
+        r"\bllama-server\b.{0,60}\bexited with (?:status|exit) code -?[1-9]\d*",
+        "other",
+        "llama-server exited before it served: the lines before this one say why (a signal, an error); run it "
+        "by hand with the same arguments to see its own output",
+        True,
+    ),
     S(
         r"cudaMalloc failed: out of memory|ErrorOutOfDeviceMemory|hipMalloc failed: out of memory",
         "oom",
@@ -90,7 +101,10 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
         True,
     ),
     S(
-        r"failed to open GGUF file|gguf_init_from_file\w*: failed to open",
+        # the 2023 builds (ggml .bin files): "error loading model: failed to open X: No such file or directory"
+        # (corpus: d-llamacpp-server-2023-json-no-such-file)
+        r"failed to open GGUF file|gguf_init_from_file\w*: failed to open|"
+        r"error loading model: failed to open .{1,400}: No such file or directory",
         "model_not_found",
         "the GGUF path does not exist or cannot be read: check -m/--model (inside the container)",
         True,
@@ -103,7 +117,10 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
     ),
     S(
         # gguf_init_from_reader is the b11000+ name of the reader (seen on b11434 with a truncated header)
-        r"invalid magic characters|failed to read magic|gguf_init_from_(?:file|reader)\w*: failed to read",
+        # a 2023 ggml/ggjt .bin read as GGUF: "gguf_init_from_file: invalid magic number 67676a74" (corpus:
+        # d-llamacpp-main-ggjt-invalid-magic)
+        r"invalid magic (?:characters|number)|failed to read magic|"
+        r"gguf_init_from_(?:file|reader)\w*: failed to read",
         "corrupt_weights",
         "not a GGUF file (or a truncated one): re-download or convert the model",
         True,
@@ -201,14 +218,23 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
 )
 
 LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
-    (r"^llama_model_loader: ", 4),
+    # its loader, also after a supervisor's or a host's prefix (TabbyML's llama-cpp-server: "... <embedding>: ")
+    (r"(?:^|\s)llama_model_loader: ", 4),
     # its log's component tags (server, common), also as its router forwards a child's line ("[54881] cmn  ...")
     (r"^(?:\[\d+\] )?(?:srv|cmn)\s+\w+: ", 4),
     (r"^slot\s+\w+: id\s+\d+ \|", 4),
     (r"^main: (?:HTTP server is listening|server is listening|model loaded|loading model)", 4),
     (r"\"(?:msg|message)\":\"(?:HTTP server listening|model loaded|all slots are idle)", 4),
     (r"llama server listening at", 4),
-    (r"^(?:llm_)?load_tensors: ", 3),
+    (r"(?:^|\s)(?:llm_)?load_tensors: ", 3),
+    # its model summary (llama-model.cpp's print_info, since 2025; before: llm_load_print_meta), also after a
+    # viewer's or a host's own columns (corpus: d-llamacpp-print-info-deepseek-eight-gpu-buffers)
+    (r"(?:^|\s)(?:print_info|llm_load_print_meta): [\w ()]+?\s+= ", 4),
+    # its usage text, printed at a bad argument: each option's environment variable (common/arg.cpp; corpus:
+    # d-llamacpp-textgen-flash-attn-bad-value-exit-1)
+    (r"\(env: LLAMA_ARG_[A-Z0-9_]+\)", 4),
+    # llama-box's load progress (corpus: d-llamacpp-llama-box-metal-rpc-tensor-progress)
+    (r"\bloaded\s+\d{1,3}% model tensors into buffer$", 4),
     (r"^llama_(?:new_)?context(?:_with_model)?: ", 3),
     (r"^build: \d+ \([0-9a-f]+\)", 3),
     # llama.cpp's common library (its server, its CLI, and the backends that embed them: LocalAI's gRPC server), and
@@ -279,6 +305,9 @@ LLAMACPP = EngineProfile(
         # "HTTP server is listening" line is a listening marker, not a step past the weights.
     ),
     progress_markers=(ProgressMarker(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU", "layers"),
+                      # llama-box: "0.02.208.203 I loaded  36% model tensors into buffer"
+                      ProgressMarker(r"\bloaded\s+(?P<pct>\d{1,3})% model tensors into buffer$", "weights",
+                                     "weights_loading"),
                       # a router's child: {"state":"loading","payload":{...,"value":0.1797194480895996}}
                       ProgressMarker(r"\bcmd_child_to_router:state:\{\"state\":\"loading\",.{0,200}?\"value\":"
                                      r"(?P<frac>[\d.]+)", "weights")),

@@ -53,20 +53,13 @@ OLLAMA = EngineProfile(
     phase_markers=(
         P(r"msg=\"?server config\"?", "process_start"),
         # no http_listening phase: the daemon listens before any model loads (a listening marker, below)
-        P(
-            r"msg=\"?(?:starting llama server|starting runner|starting llama-server|loading model)\b",
-            "weights_loading",
-        ),
-        # the embedded runner's own start ("ollama runner", a Go process of its own)
-        P(r"msg=\"?(?:starting go runner|starting ollama engine)\b|\bsource=runner\.go:\d+ msg=(?:load request=|"
-          r"\"?system info)", "weights_loading", weak=True),
+        # The runner's start ("starting llama server", "starting runner", the go runner's own "starting go runner"
+        # and its system info, "waiting for llama runner to start responding") is a process starting: the load
+        # begins with the model's own lines (corpus: c-ollama-docker-runner-start-loading,
+        # d-ollama-runner-start-cuda-init-system-info)
+        P(r"msg=\"?loading model\b|\bsource=runner\.go:\d+ msg=load request=", "weights_loading"),
         # the Go engine placing the weights (ml/backend/ggml/ggml.go): msg="model weights" buffer=CUDA0 size="16.2 GiB"
         P(r"msg=\"?model weights\"? buffer=", "weights_loading", weak=True),
-        P(
-            r"msg=\"waiting for (?:llama runner|llama-server) to start responding\"",
-            "weights_loading",
-            weak=True,
-        ),
         # a pull: the server's "download.go:122: downloading 5b2b5f73b685 in 94 256.0 MB part(s)"
         # (https://github.com/ollama/ollama/issues/1209), the CLI's "pulling manifest"
         # (https://github.com/ollama/ollama/issues/8889)
@@ -146,7 +139,10 @@ OLLAMA = EngineProfile(
     ready_markers=(r"llama runner started in [\d.]+ seconds", r"llama-server started in [\d.]+ seconds",
                    *SERVED_MARKERS),
     # the daemon's (since 0.1.3x: msg="Listening on ... (version X)"; before: "routes.go:572: Listening on ...")
-    listening_markers=(r"msg=\"Listening on \S+ \(version \S+\)\"", r"\broutes\.go:\d+: (?:INFO )?Listening on \S+"),
+    # (a pager may cut the line after the address: "msg=\"Listening on 127.0.0.>"; corpus:
+    # c-ollama-journal-zh-locale-truncated-listening)
+    listening_markers=(r"\bsource=routes\.go:\d+ msg=\"Listening on \S", r"msg=\"Listening on \S+ \(version \S+\)\"",
+                       r"\broutes\.go:\d+: (?:INFO )?Listening on \S+"),
     flags=CommandFlags(model=(), tp=(), pp=(), dp=(), nnodes=(), quantization=()),
     port_flags=(),
     host_flags=(),
@@ -170,6 +166,11 @@ OLLAMA = EngineProfile(
         # ... wherever OLLAMA_MODELS puts it: its blobs' names ("D:\\Ollama_Models\\blobs\\sha256-ac9bc7a6...")
         (r"[/\\]blobs[/\\]sha256-[0-9a-f]{64}\b", 4),
     ),
+    # the daemon listens at once and loads each model on its first request: these say one was asked for (the
+    # runner's start, 2023's "llama.go:415: starting llama runner" included)
+    on_demand=(r"\bstarting (?:llama server|llama runner|runner|llama-server)\b", r"msg=\"?loading model\b",
+               r"\bwaiting for (?:llama runner|llama-server|server) to (?:start responding|become available)",
+               r"\bsource=runner\.go:\d+ msg=load request="),
     embeds=("llamacpp",),
     notes="Daemon up at once; per-model readiness is 'llama runner started' or /api/ps.",
 )

@@ -316,6 +316,10 @@ class EngineProfile:
     # engines whose log lines can appear inside this engine's log (SGLang prints vLLM-style loader
     # lines, Ollama runs llama.cpp): when both are detected, this one wins
     embeds: tuple[str, ...] = ()
+    # a daemon that loads each model on demand (Ollama): the lines that say a model was asked for (its runner
+    # started). A log that ends with the daemon listening, none of these seen and nothing failed, is a daemon serving
+    # (its listening line is its ready line); a model asked for is the start, to its own ready line
+    on_demand: tuple[str, ...] = ()
     # traceback frames that tell in which phase a crash happened: (regex, phase), applied forward-only
     frame_markers: tuple[PhaseMarker, ...] = ()
     compile_cache: tuple[CompileCacheMarker, ...] = ()
@@ -394,6 +398,14 @@ class EngineProfile:
             alts.append("(?P<_compile_key>" + "|".join(f"(?:{p})" for p in self.compile_key) + ")")
         alts += [f"(?:{self.version_line})"] if self.version_line else []
         return re.compile("|".join(alts)) if alts else None
+
+    def asks_a_model(self, text: str) -> bool:
+        """One of the ``on_demand`` lines (a cleaned line): the daemon was asked for a model."""
+        return self._on_demand_rx is not None and self._on_demand_rx.search(text) is not None
+
+    @cached_property
+    def _on_demand_rx(self) -> re.Pattern[str] | None:
+        return re.compile("|".join(f"(?:{p})" for p in self.on_demand)) if self.on_demand else None
 
     @cached_property
     def _compile_cache_rx(self) -> tuple[tuple[re.Pattern[str], str], ...]:

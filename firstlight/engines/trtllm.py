@@ -73,7 +73,9 @@ TRTLLM = EngineProfile(
             r"\[MemUsageChange\].*(?:KV cache|kv cache)|"
             r"Allocated [\d.]+ GiB for max tokens in paged KV cache|"
             # the C++ runtime's sizing of its paged cache (older releases, Triton's backend)
-            r"Max KV cache pages per sequence: \d+|Max tokens in paged KV cache: \d+",
+            r"Max KV cache pages per sequence: \d+|Max tokens in paged KV cache: \d+|"
+            # the C++ runtime's allocation of it (corpus: d-trtllm-triton-tp-kv-allocated-ensemble-loaded)
+            r"Allocate \d+ bytes for k/v cache|Using \d+ total tokens in paged KV cache",
             "kv_cache",
             weak=True,
         ),
@@ -164,6 +166,8 @@ TRTLLM = EngineProfile(
         (r"trtllm-serve", 3),
         # Triton loading its TensorRT-LLM model (the backend's own name for it)
         (r"\bmodel_lifecycle\.cc:\d+\] \"?(?:loading: |successfully loaded ')tensorrt_llm\b", 4),
+        # any Triton line (glog: "file.cc:N] ") naming its TensorRT-LLM model ("Model 'tensorrt_llm' loading failed")
+        (r"\.cc:\d+\] .{0,160}'tensorrt_llm'", 4),
     ),
     frame_markers=FRAME_MARKERS,
     notes="Binds early, listens only when the LLM is built.",

@@ -178,7 +178,9 @@ FAILURES: tuple[FailureSignature, ...] = (
         r"Unknown quantization method: |Cannot find any of .* in the model's quantization config|"
         r"Quantization method specified in the model config \(.*\) does not match the quantization method|"
         r"The quantization method \S+ is not supported for the current GPU|"
-        r"is not supported for quantization method",
+        r"is not supported for quantization method|"
+        # a model class without the method's loader (corpus: d-vllm-llava-bnb-quantization-unsupported)
+        r"Model \w+ does not support \w+ quantization",
         "quantization",
         "the quantization method/config is unknown, inconsistent with --quantization, or needs a newer GPU",
         True,
@@ -218,6 +220,16 @@ FAILURES: tuple[FailureSignature, ...] = (
         "--master-addr reach it",
         True,
         25,
+    ),
+    # the engine core's own banner as it dies at start (v1 core.py: "EngineCore hit an exception: Traceback ...";
+    # corpus: d-vllm-production-stack-enginecore-hit-exception), and the v0 frontend's wait for its RPC engine
+    # (corpus: d-vllm-gguf-minicpm-vocab-assert-rpc-died)
+    S(
+        r"EngineCore hit an exception: |RPCServer process died before responding to readiness probe",
+        "other",
+        "the engine core died while starting: its traceback (above or in this line's continuation) names the cause",
+        True,
+        WRAPPER_RANK,
     ),
     S(
         r"Engine core initialization failed",
@@ -339,6 +351,8 @@ VLLM = EngineProfile(
          r"(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d ", 4),  # 0.32's process tags (kept by the raw line)
         (r"█ +version \d+\.\d+", 3),  # the 0.32 start-up logo
         (r"^non-default args: \{", 2),
+        # its plugin groups, looked up first thing (corpus: d-vllm-kserve-hfserver-debug-platform-probe)
+        (r"\bfor group vllm\.(?:platform|general)_plugins\b", 4),
         (r"vllm\.entrypoints\.openai\.api_server` (?:command )?is deprecated", 4),
         (r"^usage: (?:api_server\.py|vllm(?: serve)?) \[-h\]", 3),
         # v0.8+'s process tag of a TP/EP worker: "(Worker_TP13_EP13 pid=5766)" (corpus: a-vllm-ascend-glm5-shards-stuck)

@@ -645,6 +645,10 @@ def test_an_export_message_up_to_the_join_bound_is_kept_and_a_longer_one_dropped
     ("2025-05-07T02:13:52Z ERROR: boom",  # a level, not a program: no journal line, a --timestamps one
      framing.Framed("ERROR: boom", T0, None, False, framing.TIMESTAMPS)),
     ("[pod/vllm-0/vllm] INFO ready", framing.Framed("INFO ready", None, None, False, framing.KUBECTL_PREFIX)),
+    ("[2025-05-07T02:13:52Z] INFO 05-07 02:13:52 [core.py:1] x",  # a CI's log view brackets the time
+     framing.Framed("INFO 05-07 02:13:52 [core.py:1] x", T0, None, False, framing.TIMESTAMPS)),
+    ("[2025-05-07 02:13:52] server_args=ServerArgs()",  # SGLang's own time (no T): the engine's line, kept
+     framing.Framed("[2025-05-07 02:13:52] server_args=ServerArgs()")),
     ("_svc  | INFO ready", framing.Framed("INFO ready", None, None, False, framing.COMPOSE)),
     ("<11>1 2025-05-07T02:13:52Z host vllm 1 - - boom",  # user.err: stderr
      framing.Framed("boom", T0, "stderr", False, framing.SYSLOG_5424)),

@@ -130,3 +130,18 @@ def test_a_long_line_inside_a_journal_export_record_is_cut_like_any_line():
     assert len([e for e in out if e.final]) >= 9  # before any newline: the buffer holds at most one piece
     out += s.feed_lines(b"\n\n") + s.flush_lines()
     assert sum(e.text.count("x") for e in out if e.final) == 10 * 1024
+
+
+@pytest.mark.parametrize("text, redraws, final", [
+    # a tqdm bar the next line was glued to where its carriage return was lost in a paste
+    ("  0%|          | 0/23 [00:00<?, ?it/s][2025-03-03 18:46:44 TP3] Capture cuda graph begin.",
+     ["  0%|          | 0/23 [00:00<?, ?it/s]"], "[2025-03-03 18:46:44 TP3] Capture cuda graph begin."),
+    ("Loading: 50%|█████     | 1/2 [00:01<00:01,  1.20s/it]", [],
+     "Loading: 50%|█████     | 1/2 [00:01<00:01,  1.20s/it]"),
+    ("a\rb |##| 3/4 [00:01<00:00, 2.0it/s]next", ["a", "b |##| 3/4 [00:01<00:00, 2.0it/s]"], "next"),
+    ("x < y [00:00<?] plain", [], "x < y [00:00<?] plain"),
+])
+def test_a_progress_bar_glued_to_the_next_line_is_a_redraw(text: str, redraws: list[str], final: str) -> None:
+    assert logtext.split_redraws(text) == (redraws, final)
+    events = LineSplitter().feed_text(text + "\n")
+    assert [e.text for e in events if e.final] == [final]

@@ -201,6 +201,23 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     ("lmdeploy", "other", "[TM][FATAL][0821 22:31:54.000123][device_comm.cc:28] Unknown communication backend: mpi"),
     # lmdeploy/pytorch/engine/engine.py, async_loop: logger.exception, lmdeploy/utils.py's log format
     ("lmdeploy", "other", "2025-08-21 22:31:54,123 - lmdeploy - ERROR - engine.py:625 - Engine main loop failed."),
+    # --- Triton Inference Server, any backend (tests/fixtures/corpus: d-trtllm-triton-engine-config-parse-error,
+    # d-trtllm-triton-compose-fmha-key-not-found, d-generic-triton-vllm-backend-failed-to-load-all-models)
+    ("trtllm", "other", "E1030 07:31:13.009883 4933 backend_model.cc:634] ERROR: Failed to create instance: unexpected "
+                        "error when creating modelInstanceState: [json.exception.parse_error.101] parse error"),
+    ("trtllm", "other", "E0618 08:11:17.058465 1 model_repository_manager.cc:614] \"Invalid argument: ensemble "
+                        "'ensemble' depends on 'tensorrt_llm' which has no loaded version. Model 'tensorrt_llm' "
+                        "loading failed with error: version 1 is at UNAVAILABLE state\""),
+    ("generic", "other", "error: creating server: Internal - failed to load all models"),
+    # --- vLLM's engine core dying as it starts (corpus: d-vllm-production-stack-enginecore-hit-exception,
+    # d-vllm-gguf-minicpm-vocab-assert-rpc-died)
+    ("vllm", "other", "ERROR 05-06 01:55:26 [core.py:383] EngineCore hit an exception: Traceback (most recent call "
+                      "last):"),
+    ("vllm", "other", "ERROR 09-03 11:29:27 api_server.py:171] RPCServer process died before responding to readiness "
+                      "probe"),
+    # --- a supervisor of llama-server (corpus: d-llamacpp-tabby-supervisor-starting-ctrl-c-exit)
+    ("llamacpp", "other", "2024-07-24T07:25:28.289106Z  WARN llama_cpp_server::supervisor: crates/llama-cpp-server/"
+                          "src/supervisor.rs:99: llama-server <embedding> exited with status code -1"),
 ]
 
 

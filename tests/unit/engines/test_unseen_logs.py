@@ -35,8 +35,10 @@ def test_every_fixture_is_listed_with_its_source() -> None:
 @pytest.mark.parametrize("row", ROWS, ids=[r["file"] for r in ROWS])
 def test_unseen_log(row: dict[str, str]) -> None:
     rep = replay_log(FIXTURES / row["file"])
-    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == (
-        row["engine"], row["outcome"], row["phase"], row["failure"]), rep.evidence
+    said = (rep.engine, rep.outcome, rep.phase, rep.failure)
+    fields = ("engine", "outcome", "phase", "failure")
+    # a label with a bar: two answers fit the text, and either is right
+    assert all(got in row[f].split("|") for got, f in zip(said, fields, strict=True)), (said, rep.evidence)
     if rep.outcome == "failed":
         assert rep.hint and any(ev["what"] == "failure" for ev in rep.evidence)
 
@@ -128,8 +130,9 @@ def test_served_patterns_stay_linear_on_a_hostile_line() -> None:
 def test_ollama_runner_lines() -> None:
     """The embedded runner's own lines (a Go process of its own since 0.5) and the daemon's old format."""
     ollama = get_profile("ollama")
-    m = ollama.classify('time=2025-01-20T10:11:13.200Z level=INFO source=runner.go:936 msg="starting go runner"')
-    assert m.phase == "weights_loading"
+    runner = 'time=2025-01-20T10:11:13.200Z level=INFO source=runner.go:936 msg="starting go runner"'
+    assert ollama.classify(runner).phase is None  # a process starting: the load begins with the model's lines
+    assert ollama.asks_a_model('msg="starting llama server" cmd="/usr/bin/ollama runner --model /m"')
     assert ollama.classify("2023/10/06 13:38:58 routes.go:572: Listening on 127.0.0.1:11434").listening
     rep = replay_lines(['time=2025-01-20T10:11:13.200Z level=INFO source=runner.go:936 msg="starting go runner"',
                         "llm_load_tensors: offloading 32 repeating layers to GPU"])
