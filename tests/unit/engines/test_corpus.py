@@ -74,6 +74,16 @@ def test_the_held_half_is_the_newest_gathering_and_large() -> None:
     assert held >= 75 and held >= 0.25 * len(ROWS)
 
 
+def test_the_readme_and_the_docs_count_the_corpus_and_its_halves() -> None:
+    total, held = len(ROWS), sum(r["half"] == "held" for r in ROWS)
+    readme = " ".join((CORPUS / "README.md").read_text(encoding="utf-8").split())
+    assert f"{total} startup logs of real LLM servers" in readme
+    assert f"Now {total - held} logs are `dev`, {held} `held`." in readme
+    docs = " ".join(ENGINES_DOC.read_text(encoding="utf-8").split())
+    assert f"holds {total} real startup logs" in docs
+    assert f"The newest one's {held} logs are the `held` half" in docs and f"The {total - held} earlier logs" in docs
+
+
 def test_the_bench_lists_the_held_logs_misses_only_when_asked(monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     """Read, a held miss would be tuned on: by default the bench gives the held half's figures, not its misses."""
@@ -103,6 +113,11 @@ def test_the_docs_quote_the_figures_the_bench_computes() -> None:
     quoted = {m["half"]: m for m in FIGURE_ROW.finditer(ENGINES_DOC.read_text(encoding="utf-8"))}
     assert set(quoted) == {"dev", "held"}, "docs/engines.md has lost its '| dev, now |' / '| held, now |' rows"
     scores = BENCH.score()
+    before_row = re.compile(r"^\| (?P<half>dev|held), before \| \d+ \| \d+ \((?P<pct>[\d.]+) %\)", re.M)
+    before = {m["half"]: m["pct"] for m in before_row.finditer(ENGINES_DOC.read_text(encoding="utf-8"))}
+    prose = " ".join(ENGINES_DOC.read_text(encoding="utf-8").split())
+    assert (f"the logs nobody had read from {before['held']} to {quoted['held']['pct']} % all four right, the dev "
+            f"logs themselves from {before['dev']} to {quoted['dev']['pct']} %") in prose
     for half, m in quoted.items():
         s = scores[half]
         assert (int(m["logs"]), int(m["all"])) == (s.logs, s.right["all"]), half
@@ -648,10 +663,11 @@ def test_llama_cpps_kv_cache_allocation_is_a_kv_cache_failure(lines: list[str]) 
      "process_start", "failed", "kv_cache"),
     # b-trtllm-triton-v100-cudamalloc-oom.log (https://github.com/NVIDIA/TensorRT-LLM/issues/260): the wrap left the
     # message's tail on its own line
+    # (Triton's instance of the model failing: its load)
     (["E1103 02:59:01.152656 81041 backend_model.cc:553] ERROR: Failed to create instance: unexpected error when "
       "creating modelInstanceState: [TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaSt",
       "ream->get()): out of memory (/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:112)"],
-     "process_start", "failed", "oom"),
+     "weights_loading", "failed", "oom"),
     # b-trtllm-nim-kvcache-json.log (https://github.com/NVIDIA/nim-deploy/issues/24)
     (["[TensorRT-LLM][INFO] Loaded engine size: 15323 MiB", "[TensorRT-LLM][INFO] Max KV cache pages per sequence: 128",
       "[TensorRT-LLM][INFO] Max tokens in paged KV cache: 38400. Allocating 5033164800 bytes."],
@@ -750,3 +766,149 @@ def test_a_routers_child_line_and_ggmls_cuda_error() -> None:
 
 def test_a_bracket_expression_is_no_caret_escape() -> None:
     assert strip_ansi("grep -E '^[[:space:]]*#'") == "grep -E '^[[:space:]]*#'"
+
+
+# -- the rules read off gathering d ------------------------------------------------------------------------------
+@pytest.mark.parametrize("lines, expected", [
+    # d-llamacpp-print-info-deepseek-eight-gpu-buffers.log (https://github.com/ollama/ollama/issues/9782): its model
+    # summary and load_tensors tell llama.cpp
+    (["print_info: vocab type       = BPE", "print_info: n_vocab          = 129280",
+      "load_tensors: offloading 61 repeating layers to GPU"], ("llamacpp", "incomplete", "weights_loading", "none")),
+    # d-llamacpp-log-viewer-tabbed-print-info-gemma9b.log (https://github.com/ollama/ollama/issues/12408): a viewer's
+    # date and source columns before them
+    (["24/09/2025 22:45\tollama\tprint_info: n_embd_k_gqa     = 2048",
+      "24/09/2025 22:45\tollama\tprint_info: model type       = 9B"], ("llamacpp", "incomplete", "weights_loading",
+                                                                        "none")),
+    # d-llamacpp-llama-box-metal-rpc-tensor-progress.log (https://github.com/gpustack/gpustack/issues/1399)
+    (["0.02.208.203 I loaded  36% model tensors into buffer", "0.02.209.436 I loaded  37% model tensors into buffer"],
+     ("llamacpp", "incomplete", "weights_loading", "none")),
+    # d-llamacpp-textgen-flash-attn-bad-value-exit-1.log (https://github.com/oobabooga/textgen/issues/7237): its
+    # usage text names its environment variables
+    (["error while handling argument \"--flash-attn\": error: unkown value for --flash-attn: '--numa'", "usage:",
+      "-fa,   --flash-attn [on|off|auto]       set Flash Attention use ('on', 'off', or 'auto', default: 'auto')",
+      "                                        (env: LLAMA_ARG_FLASH_ATTN)"],
+     ("llamacpp", "failed", "process_start", "bad_argument")),
+    # d-llamacpp-main-ggjt-invalid-magic.log (https://github.com/ggml-org/llama.cpp/issues/3492): a 2023 .bin
+    (["gguf_init_from_file: invalid magic number 67676a74",
+      "error loading model: llama_model_loader: failed to load model from /var/www/html/models/7B/alpaca/"
+      "ggml-model-q8_0.bin"], ("llamacpp", "failed", "weights_loading", "corrupt_weights")),
+    # d-llamacpp-server-2023-json-no-such-file.log (https://github.com/ggml-org/llama.cpp/issues/2867)
+    (["error loading model: failed to open llama-2-7b-chat.ggmlv3.q5_1.bin: No such file or directory",
+      "llama_load_model_from_file: failed to load model"], ("llamacpp", "failed", "process_start", "model_not_found")),
+])
+def test_llama_cpps_model_summary_forks_usage_and_2023_loader(lines: list[str],
+                                                               expected: tuple[str, str, str, str]) -> None:
+    rep = replay_lines(lines)
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == expected
+
+
+def test_a_supervisor_saying_llama_server_exited_ends_the_start() -> None:
+    # d-llamacpp-tabby-supervisor-starting-ctrl-c-exit.log (https://github.com/TabbyML/tabby/issues/2719)
+    prefix = ("2024-07-24T07:25:28.289106Z  WARN llama_cpp_server::supervisor: "
+              "crates/llama-cpp-server/src/supervisor.rs:")
+    rep = replay_lines([f"{prefix}111: <embedding>: ggml_cuda_init: found 1 CUDA devices:",
+                        f"{prefix}99: llama-server <embedding> exited with status code -1",
+                        f"{prefix}111: <embedding>: llama_model_loader: loaded meta data with 23 key-value pairs"])
+    assert (rep.engine, rep.outcome, rep.failure) == ("llamacpp", "failed", "other")
+    assert replay_lines([f"{prefix}99: llama-server <embedding> exited with status code 0"]).outcome != "failed"
+
+
+@pytest.mark.parametrize("lines, expected", [
+    # d-trtllm-triton-engine-config-parse-error.log (https://github.com/triton-inference-server/tensorrtllm_backend/
+    # issues/61)
+    (["I1030 07:31:12.980758 4933 model_lifecycle.cc:461] loading: tensorrt_llm:1",
+      "E1030 07:31:13.009883 4933 backend_model.cc:634] ERROR: Failed to create instance: unexpected error when "
+      "creating modelInstanceState: [json.exception.parse_error.101] parse error at line 1, column 1: "],
+     ("trtllm", "failed", "weights_loading", "other")),
+    # d-trtllm-triton-compose-fmha-key-not-found.log (https://github.com/triton-inference-server/server/issues/7362)
+    (["triton-models-1  | E0618 08:11:17.058465 1 model_repository_manager.cc:614] \"Invalid argument: ensemble "
+      "'ensemble' depends on 'tensorrt_llm' which has no loaded version. Model 'tensorrt_llm' loading failed with "
+      "error: version 1 is at UNAVAILABLE state\""], ("trtllm", "failed", "weights_loading", "other")),
+    # d-generic-triton-vllm-backend-failed-to-load-all-models.log (https://github.com/triton-inference-server/server/
+    # issues/8578): Triton alone, no backend named
+    (["I1216 02:12:50.904992 179 server.cc:343] \"All models are stopped, unloading models\"",
+      "error: creating server: Internal - failed to load all models"], ("generic", "failed", "weights_loading",
+                                                                       "other")),
+    # d-trtllm-triton-tp-kv-allocated-ensemble-loaded.log (https://github.com/triton-inference-server/
+    # tensorrtllm_backend/issues/309)
+    (["[TensorRT-LLM][INFO] Allocate 3657433088 bytes for k/v cache. ",
+      "[TensorRT-LLM][INFO] Using 13952 total tokens in paged KV cache, and 24 blocks per sequence"],
+     ("trtllm", "incomplete", "kv_cache", "none")),
+])
+def test_tritons_model_load_failures_and_the_runtimes_kv_cache(lines: list[str],
+                                                                expected: tuple[str, str, str, str]) -> None:
+    rep = replay_lines(lines)
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == expected
+
+
+@pytest.mark.parametrize("lines, expected", [
+    # d-vllm-production-stack-enginecore-hit-exception.log (https://github.com/vllm-project/production-stack/
+    # issues/407): the exception below the excerpt
+    (["ERROR 05-06 01:55:26 [core.py:383] EngineCore hit an exception: Traceback (most recent call last):",
+      "ERROR 05-06 01:55:26 [core.py:383]   File \"/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py\", "
+      "line 374, in run_engine_core"], ("vllm", "failed", "process_start", "other")),
+    # d-vllm-v1-ci-webui-enginecore-exception.log (https://github.com/vllm-project/vllm/issues/14574): a CI's log
+    # view brackets its time
+    (["[2025-03-10T15:07:20Z] INFO 03-10 08:07:20 [gpu_model_runner.py:1067] Model loading took 0.2389 GB and "
+      "0.977005 seconds",
+      "  | [2025-03-10T15:07:20Z] ERROR 03-10 08:07:20 [core.py:302] EngineCore hit an exception: Traceback (most "
+      "recent call last):"], ("vllm", "failed", "weights_loaded", "other")),
+    # d-vllm-gguf-minicpm-vocab-assert-rpc-died.log (https://github.com/vllm-project/vllm/issues/8096)
+    (["INFO 09-03 11:29:20 model_runner.py:915] Starting to load model /models/minicpm.gguf...",
+      "AssertionError",
+      "ERROR 09-03 11:29:27 api_server.py:171] RPCServer process died before responding to readiness probe"],
+     ("vllm", "failed", "weights_loading", "other")),
+    # d-vllm-llava-bnb-quantization-unsupported.log (https://github.com/vllm-project/vllm/issues/9967)
+    (["  File \"/home/asadfgglie/vllm/venv/lib/python3.12/site-packages/vllm/model_executor/model_loader/loader.py\", "
+      "line 1033, in _load_weights", "    raise AttributeError(",
+      "AttributeError: Model LlavaForConditionalGeneration does not support BitsAndBytes quantization yet."],
+     ("vllm", "failed", "weights_loading", "quantization")),
+    # d-vllm-kserve-hfserver-debug-platform-probe.log (https://github.com/kserve/kserve/issues/5056)
+    (["DEBUG 02-11 02:14:15 [__init__.py:31] No plugins for group vllm.platform_plugins found.",
+      "DEBUG 02-11 02:14:15 [__init__.py:35] Checking if TPU platform is available."],
+     ("vllm", "incomplete", "process_start", "none")),
+])
+def test_vllms_engine_core_banner_rpc_death_and_plugin_lookup(lines: list[str],
+                                                              expected: tuple[str, str, str, str]) -> None:
+    rep = replay_lines(lines)
+    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == expected
+
+
+def test_gloo_peers_and_nccl_version_are_distributed_init_and_a_glued_progress_bar_is_a_redraw() -> None:
+    # d-sglang-compose-tp2-gloo-custom-allreduce.log (https://github.com/sgl-project/sglang/issues/12496)
+    rep = replay_lines(["sglang-1  | [Gloo] Rank 1 is connected to 1 peer ranks. Expected number of connected peer "
+                        "ranks is : 1", "sglang-1  | [2025-11-01 16:50:36 TP0] sglang is using nccl==2.27.3"])
+    assert (rep.engine, rep.phase) == ("sglang", "distributed_init")
+    # d-sglang-deepseek-2node-a100-capture-jit-stuck.log (https://github.com/sgl-project/sglang/issues/4007)
+    rep = replay_lines(["  0%|          | 0/23 [00:00<?, ?it/s][2025-03-03 18:46:44 TP3] Capture cuda graph begin. "
+                        "This can take up to several minutes."])
+    assert (rep.engine, rep.phase) == ("sglang", "cuda_graph")
+
+
+@pytest.mark.parametrize("lines, outcome, phase", [
+    # d-ollama-journal-0139-listening-extracting-runners.log (https://github.com/ollama/ollama/issues/4636): the
+    # daemon listening, no model asked for: it serves
+    (['May 27 12:32:31 test-server ollama[233346]: time=2024-05-27T12:32:31.493Z level=INFO source=routes.go:1074 '
+      'msg="Listening on 127.0.0.1:11434 (version 0.1.39)"',
+      'May 27 12:32:31 test-server ollama[233346]: time=2024-05-27T12:32:31.493Z level=INFO source=payload.go:30 '
+      'msg="extracting embedded files" dir=/tmp/ollama1428713392/runners'], "ready", "ready"),
+    # c-ollama-journal-zh-locale-truncated-listening.log (https://github.com/ollama/ollama/issues/17080): the pager
+    # cut the line after the address
+    (['7月 21 14:47:28 dar ollama[1814780]: time=2026-07-21T14:47:28.640+08:00 level=INFO source=routes.go:2004 '
+      'msg="Listening on 127.0.0.>'], "ready", "ready"),
+    # d-ollama-serve-019-jetson-runner-json-build-info.log (https://github.com/ollama/ollama/issues/1289): a model
+    # asked for is the start, to its own ready line
+    (["2023/11/28 13:49:20 routes.go:696: Listening on 127.0.0.1:11434 (version 0.1.9)",
+      "2023/11/28 13:49:39 llama.go:415: starting llama runner",
+      "2023/11/28 13:49:39 llama.go:473: waiting for llama runner to start responding"], "incomplete", "process_start"),
+    # d-ollama-runner-start-cuda-init-system-info.log (https://github.com/ollama/ollama/issues/8525): the runner's
+    # start is a process starting; the load begins with the model's own lines
+    (['time=2025-01-21T10:00:00.000Z level=INFO source=server.go:376 msg="starting llama server" cmd="/usr/bin/ollama '
+      'runner --model /root/.ollama/models/blobs/sha256-x"',
+      'time=2025-01-21T10:00:00.000Z level=INFO source=server.go:555 msg="waiting for llama runner to start '
+      'responding"'], "incomplete", "process_start"),
+])
+def test_an_ollama_daemon_listening_idle_serves_and_a_model_asked_for_is_the_start(lines: list[str], outcome: str,
+                                                                                  phase: str) -> None:
+    rep = replay_lines(lines)
+    assert (rep.engine, rep.outcome, rep.phase) == ("ollama", outcome, phase)
