@@ -114,7 +114,7 @@ for m in "${modules[@]}"; do
     for t in $tests; do printf '"%s", ' "$t"; done
     echo ']'
     echo 'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q"]'
-    echo "also_copy = [\"firstlight\", \"tests\", \"scripts\", \"deploy\", \"docs\", \"README.md\"]"
+    echo "also_copy = [\"firstlight\", \"tests\", \"bench\", \"scripts\", \"deploy\", \"docs\", \"README.md\"]"  # bench: tests/unit/engines/test_corpus.py reads its scorer
     echo "use_setproctitle = false"  # tests read their own process name (preflight procinfo)
     echo "timeout_multiplier = $timeout_multiplier"
   } >>"$work/pyproject.toml"
