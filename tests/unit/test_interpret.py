@@ -235,3 +235,45 @@ def test_a_frame_before_any_fatal_line_never_moves_the_phase_back():
     it.feed(KV_LINE)
     it.feed("Traceback (most recent call last):")
     assert it.feed(COMPILE_FRAME).phase is None and it.phase == "kv_cache"
+
+
+# -- a daemon that loads models on demand (EngineProfile.on_demand: Ollama) -------------------------------------
+OLLAMA = get_profile("ollama")
+DAEMON_LISTENING = 'time=2024-05-27T12:32:31.493Z level=INFO source=routes.go:1074 msg="Listening on 127.0.0.1:11434 ' \
+                   '(version 0.1.39)"'
+RUNNER_START = 'time=2024-05-27T12:33:00.000Z level=INFO source=server.go:376 msg="starting llama server" cmd="x"'
+
+
+def _daemon(*lines: str) -> LineInterpreter:
+    it = LineInterpreter(OLLAMA)
+    for n, text in enumerate(lines, 1):
+        it.feed(text, t=100.0 + n)
+    return it
+
+
+def test_a_daemon_left_listening_with_no_model_asked_for_is_ready_at_its_listening_line():
+    it = _daemon("total blobs: 11", DAEMON_LISTENING,
+                 '[GIN] 2024/05/27 - 12:32:40 | 200 | 36.1µs | 127.0.0.1 | HEAD "/"')
+    hit = it.idle_ready()
+    assert hit is not None and (hit.line, hit.t) == (2, 102.0) and "Listening on" in hit.text
+    assert it.ready_line is hit and it.phase == "ready"
+    assert it.idle_ready() is None  # once: the ready line is there now
+
+
+@pytest.mark.parametrize("lines", [
+    (RUNNER_START, DAEMON_LISTENING),  # a model asked for (before or after it listens): the start is the model's
+    (DAEMON_LISTENING, RUNNER_START),
+    (DAEMON_LISTENING, 'msg="waiting for llama runner to start responding"'),
+    ("total blobs: 11",),  # never listened
+    (DAEMON_LISTENING, "llama_model_loader: loaded meta data with 34 key-value pairs"),  # a load begun
+    (DAEMON_LISTENING, "panic: runtime error: invalid memory address or nil pointer dereference"),  # a failure
+])
+def test_a_daemon_asked_for_a_model_or_not_listening_or_failed_is_not_idle_ready(lines: tuple[str, ...]):
+    it = _daemon(*lines)
+    assert it.idle_ready() is None and it.ready_line is None
+
+
+def test_an_engine_that_loads_at_start_is_never_idle_ready():
+    it = LineInterpreter(SGLANG)
+    it.feed(LISTENING, t=1.0)
+    assert it.idle_ready() is None and it.ready_line is None
