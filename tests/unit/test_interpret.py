@@ -274,6 +274,8 @@ def test_a_daemon_asked_for_a_model_or_not_listening_or_failed_is_not_idle_ready
 
 
 def test_an_engine_that_loads_at_start_is_never_idle_ready():
-    it = LineInterpreter(SGLANG)
-    it.feed(LISTENING, t=1.0)
+    # llama-server listens before it loads, its phase still process_start: only on_demand tells the two apart
+    it = LineInterpreter(get_profile("llamacpp"))
+    it.feed("main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 15", t=1.0)
+    assert it.listening_line == 1 and it.phase == "process_start"
     assert it.idle_ready() is None and it.ready_line is None

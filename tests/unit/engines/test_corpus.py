@@ -639,8 +639,7 @@ def test_vllms_load_and_model_path_check_tell_it() -> None:
      ("llamacpp", "ready", "ready", "none")),
 ])
 def test_llama_cpps_lines_inside_hosts_and_forks(lines: list[str], expected: tuple[str, str, str, str]) -> None:
-    rep = replay_lines(lines)
-    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == expected
+    assert _read(lines) == expected
 
 
 @pytest.mark.parametrize("lines", [
@@ -768,6 +767,12 @@ def test_a_bracket_expression_is_no_caret_escape() -> None:
     assert strip_ansi("grep -E '^[[:space:]]*#'") == "grep -E '^[[:space:]]*#'"
 
 
+def _read(lines: list[str]) -> tuple[str, str, str, str]:
+    """(engine, outcome, phase, failure) of a replay of these lines, the engine learnt from them."""
+    rep = replay_lines(lines)
+    return rep.engine, rep.outcome, rep.phase, rep.failure
+
+
 # -- the rules read off gathering d ------------------------------------------------------------------------------
 @pytest.mark.parametrize("lines, expected", [
     # d-llamacpp-print-info-deepseek-eight-gpu-buffers.log (https://github.com/ollama/ollama/issues/9782): its model
@@ -798,8 +803,7 @@ def test_a_bracket_expression_is_no_caret_escape() -> None:
 ])
 def test_llama_cpps_model_summary_forks_usage_and_2023_loader(lines: list[str],
                                                                expected: tuple[str, str, str, str]) -> None:
-    rep = replay_lines(lines)
-    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == expected
+    assert _read(lines) == expected
 
 
 def test_a_supervisor_saying_llama_server_exited_ends_the_start() -> None:
@@ -837,8 +841,7 @@ def test_a_supervisor_saying_llama_server_exited_ends_the_start() -> None:
 ])
 def test_tritons_model_load_failures_and_the_runtimes_kv_cache(lines: list[str],
                                                                 expected: tuple[str, str, str, str]) -> None:
-    rep = replay_lines(lines)
-    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == expected
+    assert _read(lines) == expected
 
 
 @pytest.mark.parametrize("lines, expected", [
@@ -870,8 +873,7 @@ def test_tritons_model_load_failures_and_the_runtimes_kv_cache(lines: list[str],
 ])
 def test_vllms_engine_core_banner_rpc_death_and_plugin_lookup(lines: list[str],
                                                               expected: tuple[str, str, str, str]) -> None:
-    rep = replay_lines(lines)
-    assert (rep.engine, rep.outcome, rep.phase, rep.failure) == expected
+    assert _read(lines) == expected
 
 
 def test_gloo_peers_and_nccl_version_are_distributed_init_and_a_glued_progress_bar_is_a_redraw() -> None:
