@@ -84,6 +84,10 @@ echo "test.sh: set-up done after ${SECONDS} s" >&2
 # tests are one unit on one worker (they share their servers) and start first: they are the longest
 # (tests/conftest.py pytest_xdist_make_scheduler).
 # Coverage of the package, one line per file that is not fully covered, and the total (pytest-cov).
-.venv/bin/python -m pytest -q -rs -n "${FIRSTLIGHT_TEST_WORKERS:-2}" --cov=firstlight \
+# The run ends by SIGINT when CI's limit (90 minutes, less a margin, counted from this script's start) comes
+# near: pytest then prints what failed so far, where a run killed at the limit would print nothing.
+deadline=$(( ${FIRSTLIGHT_TEST_BUDGET_S:-5100} - SECONDS ))
+timeout --foreground --signal=INT --kill-after=120 "$deadline" \
+  .venv/bin/python -m pytest -q -rs -n "${FIRSTLIGHT_TEST_WORKERS:-2}" --cov=firstlight \
   --cov-report=term:skip-covered --durations=25 "$@"
 echo "test.sh: done after ${SECONDS} s" >&2

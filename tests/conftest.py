@@ -61,10 +61,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     through an attribute that pytest 9 no longer reads.)"""
     if config.getvalue("dist") != "load":  # an explicit --dist mode is the user's
         return None
-    from xdist.scheduler import LoadScopeScheduling
+    from tests.support.scheduling import TogetherScheduling
 
-    class VllmTogether(LoadScopeScheduling):  # type: ignore[misc]
-        def _split_scope(self, nodeid: str) -> str:
-            return next((m for m in TOGETHER if nodeid.startswith(m + "::")), nodeid)
-
-    return VllmTogether(config, log)
+    return TogetherScheduling(config, log, together=TOGETHER)

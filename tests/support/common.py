@@ -242,12 +242,23 @@ def firstlight_peak_cmd(peak: Path, *args: str) -> list[str]:
     return [sys.executable, "-c", _PEAK, str(peak), *args]
 
 
-def signal_self(sig: int = signal.SIGTERM) -> None:
+def _handled(sig: int) -> bool:
+    return signal.getsignal(sig) not in (signal.SIG_DFL, signal.SIG_IGN, signal.default_int_handler, None)
+
+
+def signal_self(sig: int = signal.SIGTERM, within: float = 0.0) -> bool:
     """``sig`` to this process, as an operator's stop comes to a run going on in the main thread; only while a
-    handler of the run's own is installed: a run that already ended would leave the default, which ends the whole
-    test process (the test then fails on the run's outcome instead)."""
-    if signal.getsignal(sig) not in (signal.SIG_DFL, signal.SIG_IGN, signal.default_int_handler, None):
-        os.kill(os.getpid(), sig)
+    handler of the run's own is installed, waited for up to ``within`` seconds. Without one the default action
+    would end the whole test process (pytest-xdist then reports the worker down): a run that already ended, or
+    one whose signal installer has not run yet (a step taken before ``run()`` that wakes the thread sending the
+    signal). Returns whether it was sent; a test whose run needed it fails on the run's outcome."""
+    deadline = time.monotonic() + within
+    while not _handled(sig):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    os.kill(os.getpid(), sig)
+    return True
 
 
 def drive(steps: Callable[[], None], stop: Callable[[], None]) -> list[BaseException]:
