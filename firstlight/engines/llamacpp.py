@@ -43,6 +43,9 @@ LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
     P(r"^(?:main|srv\s+\w+): loading model$", "weights_loading"),
     P(r"load_model: loading model '", "weights_loading"),
     P(r"(?:^|\s)llama_model_loader: loaded meta data", "weights_loading"),
+    # the GGML era's loader, reading the file's hyperparameters (corpus: e-llamacpp-llama-gpt-compose-ggjt-v3-load-
+    # internal: "llama_model_load_internal: format     = ggjt v3 (latest)")
+    P(r"(?:^|\s)llama_model_load_internal: ", "weights_loading"),
     # the model's metadata, printed as its file is read (older builds' llm_load_print_meta, newer print_info)
     # (corpus: c-ollama-journal-deepseek-cudamalloc-panic)
     P(r"(?:^|\s)(?:llm_load_print_meta|print_info): ", "weights_loading", weak=True),
@@ -220,6 +223,8 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
 LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
     # its loader, also after a supervisor's or a host's prefix (TabbyML's llama-cpp-server: "... <embedding>: ")
     (r"(?:^|\s)llama_model_loader: ", 4),
+    # the GGML era's loader (2023, ggjt files; corpus: e-llamacpp-llama-gpt-compose-ggjt-v3-load-internal)
+    (r"(?:^|\s)llama_model_load_internal: ", 4),
     # its log's component tags (server, common), also as its router forwards a child's line ("[54881] cmn  ...")
     (r"^(?:\[\d+\] )?(?:srv|cmn)\s+\w+: ", 4),
     (r"^slot\s+\w+: id\s+\d+ \|", 4),

@@ -115,6 +115,16 @@ OLLAMA = EngineProfile(
             WRAPPER_RANK,
             "weights_loading",  # a runner is started to load a model: it died loading it, or later (forward only)
         ),
+        # 2023's runner: an external llama.cpp server it could not start, so no model began to load (corpus:
+        # e-ollama-compose-2023-fork-exec-llama-server-missing: "error starting llama.cpp server: error starting the
+        # external llama.cpp server: fork/exec /tmp/llama-2755348604/server: no such file or directory")
+        S(
+            r"error starting (?:the external )?llama\.cpp server",
+            "other",
+            "the runner could not be started: see the error after it (a missing or unrunnable runner binary)",
+            True,
+            WRAPPER_RANK,
+        ),
         # the runner died of a native crash: Go exits 2 on an unrecovered panic, a signal kills it; its panic line
         # or oneAPI's abort banner (corpus: c-ollama-exit-status-2-vram-not-recovered,
         # c-ollama-intel-gpu-abort-docker-desktop)

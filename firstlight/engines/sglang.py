@@ -311,7 +311,9 @@ SGLANG = EngineProfile(
         (r"^(?:Prefill|Decode) batch[.,] #", 3),
         # its progress bars
         (r"^Capturing batches \(bs=\d+ avail_mem=", 4),
-        (r"^Multi-thread loading shards:\s+\d+% Completed", 4),
+        # vLLM's plugins print the same bar (vllm-omni; corpus: e-vllm-omni-npu-hunyuanimage-multithread-shards): not
+        # enough alone to take a log from vLLM, which SGLang embeds
+        (r"^Multi-thread loading shards:\s+\d+% Completed", 3),
     ),
     embeds=("vllm",),
     frame_markers=FRAME_MARKERS,

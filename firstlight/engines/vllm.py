@@ -375,6 +375,24 @@ VLLM = EngineProfile(
         # v1's graph capture bar names its mode: "Capturing CUDA graphs (decode, FULL)" (SGLang says "batches")
         (r"^Capturing CUDA graphs \((?:decode|mixed prefill-decode), (?:FULL|PIECEWISE)\)", 4),
         (r"vLLM is profiling during initialization", 4),
+        # its attention backends' registry and its vision encoders' attention (attention/backends/registry.py,
+        # attention/layers/mm_encoder_attention.py): "Using AttentionBackendEnum.TORCH_SDPA for MMEncoderAttention."
+        # (corpus: e-vllm-omni-npu-hunyuanimage-multithread-shards)
+        (r"\bAttentionBackendEnum\.[A-Z_]+\b|\bfor MMEncoderAttention\b", 4),
+        # v0's model runner and memory profiler, with no prefix left (a wrapper that printed the message alone;
+        # corpus: e-vllm-stripped-prefix-max-seq-len-exceeds-kv-cache, e-vllm-dynamo-worker-memory-profiling-
+        # kv-reserved): "Loading model weights took 14.9888 GB", "Memory profiling takes 57.38 seconds",
+        # "# GPU blocks: 1478, # CPU blocks: 2048", "Maximum concurrency for 29000 tokens per request: 0.82x"
+        # (or after the logger's "[file.py:N] " where a wrapper cut the tag: "(VllmWorkerProcess 04-23 11:32:58
+        # model_runner.py:1115] ")
+        (r"(?:^|\.py:\d+\] )Loading model weights took [\d.]+ GB$", 3),
+        (r"(?:^|\.py:\d+\] )Memory profiling (?:takes [\d.]+ seconds$|results: total_gpu_memory=)", 3),
+        (r"^# (?:GPU|cuda) blocks: \d+, # CPU blocks: \d+$", 4),
+        (r"^Maximum concurrency for \d+ tokens per request: [\d.]+x$", 4),
+        (r"is larger than the maximum number of tokens that can be stored in KV cache", 4),
+        # RunPod's worker-vllm prints the engine arguments it builds vLLM from (corpus: e-vllm-runpod-worker-trust-
+        # remote-code-eoferror)
+        (r"\bvLLM config: \{'model': ", 4),
         # its model runner's load, "Starting to load model ibm-granite/granite-3.0-3b-a800m-instruct..."
         (r"^Starting to load model \S+\.\.\.$", 3),
         # its model-path check (transformers_utils/config.py), whose checklist names Mistral's params.json

@@ -914,3 +914,51 @@ def test_an_ollama_daemon_listening_idle_serves_and_a_model_asked_for_is_the_sta
                                                                                   phase: str) -> None:
     rep = replay_lines(lines)
     assert (rep.engine, rep.outcome, rep.phase) == ("ollama", outcome, phase)
+
+
+# --- the fourth round: gathering e's misses, each rule on its real lines ----------------------------------------
+
+
+@pytest.mark.parametrize("lines, expected", [
+    # e-vllm-stripped-prefix-max-seq-len-exceeds-kv-cache.log (https://github.com/vllm-project/vllm/issues/10517): v0's
+    # model runner and memory profiler with no prefix left, then its KV-cache check
+    (["Loading model weights took 14.9888 GB", "# GPU blocks: 1478, # CPU blocks: 2048",
+      "Maximum concurrency for 29000 tokens per request: 0.82x",
+      "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache "
+      "(23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."],
+     ("vllm", "failed", "kv_cache", "kv_cache")),
+    # e-vllm-omni-npu-hunyuanimage-multithread-shards.log (https://github.com/vllm-project/vllm-omni/issues/5122): its
+    # attention registry tells vLLM, and SGLang's shard bar (printed by vLLM's plugin too) does not take it
+    (["INFO 07-17 08:42:43 [mm_encoder_attention.py:372] Using AttentionBackendEnum.TORCH_SDPA for "
+      "MMEncoderAttention.", "Multi-thread loading shards:   3% Completed | 1/32 [00:00<00:13,  2.34it/s]"],
+     ("vllm", "incomplete", "weights_loading", "none")),
+    # e-llamacpp-llama-gpt-compose-ggjt-v3-load-internal.log (https://github.com/getumbrel/llama-gpt/issues/162): the
+    # GGML era's loader
+    (["llama-gpt-llama-gpt-api-1  | llama_model_load_internal: format     = ggjt v3 (latest)",
+      "llama-gpt-llama-gpt-api-1  | llama_model_load_internal: n_vocab    = 32000"],
+     ("llamacpp", "incomplete", "weights_loading", "none")),
+    # e-ollama-compose-2023-fork-exec-llama-server-missing.log (https://github.com/ollama/ollama/issues/458): the runner
+    # binary could not be started, before any load
+    (["ollama  | 2023/09/04 18:31:32 routes.go:437: Listening on [::]:11434",
+      "ollama  | 2023/09/04 18:31:32 ggml_llama.go:295: error starting llama.cpp server: error starting the external "
+      "llama.cpp server: fork/exec /tmp/llama-2755348604/server: no such file or directory"],
+     ("ollama", "failed", "process_start", "other")),
+])
+def test_vllms_v0_lines_and_registry_llama_cpps_ggml_loader_and_ollamas_2023_runner(
+        lines: list[str], expected: tuple[str, str, str, str]) -> None:
+    assert _read(lines) == expected
+
+
+def test_the_shard_bar_alone_is_not_enough_for_sglang_and_runpods_config_is_vllm() -> None:
+    assert detect_from_lines(["Multi-thread loading shards:   3% Completed | 1/32 [00:00<00:13,  2.34it/s]"],
+                             list(PROFILES.values())) is None
+    # e-vllm-runpod-worker-trust-remote-code-eoferror.log (https://github.com/runpod-workers/worker-vllm/issues/43)
+    assert detect_from_lines(["2024-02-08T08:40:56.016480879Z engine.py           :43   2024-02-08 08:40:56,015 "
+                              "vLLM config: {'model': 'TheBloke/Nous-Capybara-34B-AWQ', 'quantization': 'awq'}"],
+                             list(PROFILES.values())) == "vllm"
+    # e-vllm-dynamo-worker-memory-profiling-kv-reserved.log (https://github.com/ai-dynamo/dynamo/issues/787): a cut tag
+    dynamo = "2025-04-23T03:32:58.533Z  INFO dynamo_engine_vllm::worker: VLLM: (VllmWorkerProcess 04-23 11:32:58 "
+    loaded = dynamo + "model_runner.py:1115] Loading model weights took 8.4974 GB"
+    assert detect_from_lines([loaded], list(PROFILES.values())) is None  # one of v0's lines is not enough alone
+    assert detect_from_lines([loaded, dynamo + "worker.py:270] Memory profiling takes 57.38 seconds"],
+                             list(PROFILES.values())) == "vllm"

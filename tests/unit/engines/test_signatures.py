@@ -215,6 +215,9 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
                       "last):"),
     ("vllm", "other", "ERROR 09-03 11:29:27 api_server.py:171] RPCServer process died before responding to readiness "
                       "probe"),
+    # --- 2023 Ollama's runner that could not be started (corpus: e-ollama-compose-2023-fork-exec-llama-server-missing)
+    ("ollama", "other", "2023/09/04 18:31:32 ggml_llama.go:295: error starting llama.cpp server: error starting the "
+                        "external llama.cpp server: fork/exec /tmp/llama-2755348604/server: no such file or directory"),
     # --- a supervisor of llama-server (corpus: d-llamacpp-tabby-supervisor-starting-ctrl-c-exit)
     ("llamacpp", "other", "2024-07-24T07:25:28.289106Z  WARN llama_cpp_server::supervisor: crates/llama-cpp-server/"
                           "src/supervisor.rs:99: llama-server <embedding> exited with status code -1"),
