@@ -375,10 +375,10 @@ VLLM = EngineProfile(
         # v1's graph capture bar names its mode: "Capturing CUDA graphs (decode, FULL)" (SGLang says "batches")
         (r"^Capturing CUDA graphs \((?:decode|mixed prefill-decode), (?:FULL|PIECEWISE)\)", 4),
         (r"vLLM is profiling during initialization", 4),
-        # its attention backends' registry and its vision encoders' attention (attention/backends/registry.py,
-        # attention/layers/mm_encoder_attention.py): "Using AttentionBackendEnum.TORCH_SDPA for MMEncoderAttention."
+        # its attention backends' registry (attention/backends/registry.py), as its vision encoders' attention names
+        # it: "Using AttentionBackendEnum.TORCH_SDPA for MMEncoderAttention."
         # (corpus: e-vllm-omni-npu-hunyuanimage-multithread-shards)
-        (r"\bAttentionBackendEnum\.[A-Z_]+\b|\bfor MMEncoderAttention\b", 4),
+        (r"\bAttentionBackendEnum\.[A-Z_]+\b", 4),
         # v0's model runner and memory profiler, with no prefix left (a wrapper that printed the message alone;
         # corpus: e-vllm-stripped-prefix-max-seq-len-exceeds-kv-cache, e-vllm-dynamo-worker-memory-profiling-
         # kv-reserved): "Loading model weights took 14.9888 GB", "Memory profiling takes 57.38 seconds",

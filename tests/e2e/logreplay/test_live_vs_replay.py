@@ -38,7 +38,13 @@ SHARED_LOGS = SHARED / "logs"
 LIVE_OUTCOME = {"ready": "ready", "failed": "failed", "incomplete": "hung"}
 
 
-LOGS = _index(FIXTURES) + _index(SHARED_LOGS)
+# the corpus logs whose rules the latest round added (docs/engines.md, the corpus): through the live path too
+CORPUS_ROUND = ("e-vllm-stripped-prefix-max-seq-len-exceeds-kv-cache.log", "e-vllm-runpod-worker-trust-remote-code-"
+                "eoferror.log", "e-vllm-omni-npu-hunyuanimage-multithread-shards.log",
+                "e-llamacpp-llama-gpt-compose-ggjt-v3-load-internal.log",
+                "e-ollama-compose-2023-fork-exec-llama-server-missing.log")
+LOGS = (_index(FIXTURES) + _index(SHARED_LOGS)
+        + [lg for lg in _index(_FIXTURES / "corpus") if lg.path.name in CORPUS_ROUND])
 
 
 def _live(log: Labelled) -> dict[str, Any]:
@@ -93,6 +99,10 @@ def _compare(log: Labelled, rep: ReplayReport, live: dict[str, Any]) -> None:
 @pytest.mark.parametrize("log", LOGS, ids=[f"{lg.path.parent.name}/{lg.path.name}" for lg in LOGS])
 def test_live_and_replay_agree_with_the_label(log: Labelled) -> None:
     _compare(log, replay_log(log.path), _live(log))
+
+
+def test_the_latest_rounds_corpus_logs_are_all_here() -> None:
+    assert sorted(lg.path.name for lg in LOGS if lg.path.parent.name == "corpus") == sorted(CORPUS_ROUND)
 
 
 def test_a_six_line_oom_is_judged_with_the_engine_its_lines_tell() -> None:

@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 
 from firstlight.engines import PROFILES, get_profile
-from firstlight.engines.detect import detect_from_lines
+from firstlight.engines.detect import EngineDetector, detect_from_lines
 from firstlight.framing import peel
 from firstlight.logreplay import replay_lines
 from firstlight.logtext import strip_ansi
@@ -962,3 +962,34 @@ def test_the_shard_bar_alone_is_not_enough_for_sglang_and_runpods_config_is_vllm
     assert detect_from_lines([loaded], list(PROFILES.values())) is None  # one of v0's lines is not enough alone
     assert detect_from_lines([loaded, dynamo + "worker.py:270] Memory profiling takes 57.38 seconds"],
                              list(PROFILES.values())) == "vllm"
+
+
+@pytest.mark.parametrize("line, scores", [
+    # e-vllm-stripped-prefix-max-seq-len-exceeds-kv-cache.log (https://github.com/vllm-project/vllm/issues/10517)
+    ("Loading model weights took 14.9888 GB", {"vllm": 3}),
+    ("Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB peak_torch_memory=17.98GiB",
+     {"vllm": 3}),
+    ("# GPU blocks: 1478, # CPU blocks: 2048", {"vllm": 4}),
+    ("Maximum concurrency for 29000 tokens per request: 0.82x", {"vllm": 4}),
+    ("The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache "
+     "(23648).", {"vllm": 4}),
+    # e-vllm-dynamo-worker-memory-profiling-kv-reserved.log (https://github.com/ai-dynamo/dynamo/issues/787)
+    ("2025-04-23T03:32:58.533Z  INFO dynamo_engine_vllm::worker: VLLM: (VllmWorkerProcess 04-23 11:32:58 "
+     "model_runner.py:1115] Loading model weights took 8.4974 GB", {"vllm": 3}),
+    ("2025-04-23T03:33:57.400Z  INFO dynamo_engine_vllm::worker: VLLM: (VllmWorkerProcess 04-23 11:33:57 "
+     "worker.py:270] Memory profiling takes 57.38 seconds", {"vllm": 3}),
+    # e-vllm-runpod-worker-trust-remote-code-eoferror.log (https://github.com/runpod-workers/worker-vllm/issues/43)
+    ("2024-02-08T08:40:56.016480879Z engine.py           :43   2024-02-08 08:40:56,015 vLLM config: {'model': "
+     "'TheBloke/Nous-Capybara-34B-AWQ', 'quantization': 'awq'}", {"vllm": 4}),
+    # e-vllm-omni-npu-hunyuanimage-multithread-shards.log (https://github.com/vllm-project/vllm-omni/issues/5122)
+    ("Using default backend AttentionBackendEnum.TORCH_SDPA for vit attention", {"vllm": 4}),
+    ("Using AttentionBackendEnum.TORCH_SDPA for MMEncoderAttention.", {"vllm": 4}),
+    ("Multi-thread loading shards:   3% Completed | 1/32 [00:00<00:13,  2.34it/s]", {"sglang": 3}),
+    # e-llamacpp-llama-gpt-compose-ggjt-v3-load-internal.log (https://github.com/getumbrel/llama-gpt/issues/162)
+    ("llama-gpt-llama-gpt-api-1  | llama_model_load_internal: format     = ggjt v3 (latest)", {"llamacpp": 4}),
+])
+def test_each_line_of_the_fourth_round_weighs_what_its_rule_says(line: str, scores: dict[str, int]) -> None:
+    """Each new detection rule alone, on its real line: the weight it gives, and to which engine only."""
+    detector = EngineDetector(list(PROFILES.values()))
+    detector.feed(line)
+    assert {name: score for name, score in detector.scores.items() if score} == scores
