@@ -178,6 +178,14 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         "reinstall the engine's matching wheels",
         False,
     ),
+    # a framework's own exception carrying Python's import failure ("bentoml.exceptions.MissingDependencyException:
+    # None (reason: No module named 'tensorflow')"; corpus: f-generic-bentoml-runner-missing-tensorflow)
+    S(
+        EXC + r"\w*(?:Exception|Error): .{0,200}\bNo module named '[\w.]+'",
+        "import_error",
+        "a Python package the server needs is missing from its environment: install it (or the engine's extra)",
+        False,
+    ),
     # the dynamic loader's refusal to start a program (exit status 127): nothing of it ran
     S(
         r"\berror while loading shared libraries: \S+: cannot open shared object file",
@@ -277,12 +285,50 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
         r"^panic: |^Abort was called at \d+ line in file:|"
         # a Go runtime's fatal-signal dump: its "SIGABRT: abort" head, and the amd64 register dump that closes it
         # (corpus: c-ollama-journal-runner-sigabrt-registers)
-        r"^SIG(?:ABRT|SEGV|BUS|ILL|FPE|TRAP): [a-z ]+$|^rflags +0x[0-9a-f]+$",
+        r"^SIG(?:ABRT|SEGV|BUS|ILL|FPE|TRAP): [a-z ]+$|^rflags +0x[0-9a-f]+$|"
+        # ggml's own aborts, whichever program embeds it: a failed GGML_ASSERT, and its CUDA/ROCm error check
+        # ("/app/ggml/src/ggml-cuda/ggml-cuda.cu:89: ROCm error"; corpus: f-llamacpp-rocm-docker-4gpu-gfx906-context-
+        # destroyed, f-ollama-msty-json-wrapped-ggml-assert-runner-died)
+        r"\bGGML_ASSERT\(|ggml-cuda\.cu:\d+: (?:CUDA|ROCm|HIP|MUSA) error$",
         "crashed",
         CRASH_HINT,
         True,
         10,
     ),
+)
+
+WORKER_METHOD_HINT = "a worker failed a step of the start: its traceback (on the worker's lines) names the cause"
+# vLLM's Ray and multiprocessing executors (and their forks: Aphrodite) when a worker's method raises: the driver
+# re-raises it and the start ends. The method says the step: its model's load, its device's (and NCCL's) set-up, the
+# KV cache's sizing (corpus: f-generic-aphrodite-ray-load-model-error)
+WORKER_METHOD_FAILURES: tuple[FailureSignature, ...] = (
+    S(r"Error executing method '?load_model'?\. This might cause deadlock", "other", WORKER_METHOD_HINT, True, 0,
+      "weights_loading"),
+    S(r"Error executing method '?init_device'?\. This might cause deadlock", "other", WORKER_METHOD_HINT, True, 0,
+      "distributed_init"),
+    S(r"Error executing method '?(?:determine_num_available_blocks|determine_available_memory|initialize_cache|"
+      r"initialize_from_config)'?\. This might cause deadlock", "other", WORKER_METHOD_HINT, True, 0, "kv_cache"),
+)
+
+SERVICE_HINT = "the service's main process exited with an error: the lines before systemd's say why"
+# systemd's word on a service's main process, in a pasted journal (journalctl -u, -x): the start is over, whatever
+# the engine (corpus: f-ollama-quoted-journalctl-x-mkdir-models-permission-denied). Ranked as the generic wrappers,
+# so that the engine's own message before it stays the cause.
+SERVICE_FAILURES: tuple[FailureSignature, ...] = (
+    S(r"\.service: Main process exited, code=exited, status=[1-9]\d*/", "other", SERVICE_HINT, True, 5),
+    S(r"\.service: Main process exited, code=(?:dumped|killed), status=(?:4/ILL|6/ABRT|7/BUS|8/FPE|11/SEGV)\b",
+      "crashed", CRASH_HINT, True, 10),
+)
+
+MPI_HINT = (
+    "MPI could not start the server's ranks (Open MPI's orte_init / MPI_Init failed): check the launcher's environment "
+    "(mpirun --allow-run-as-root, OMPI_* variables, shared memory, /dev/shm) and that every rank can start"
+)
+# Open MPI failing its own initialisation, before any rank runs (TensorRT-LLM's executor, Triton's TensorRT-LLM backend;
+# corpus: f-trtllm-triton-llava-orte-init-failed)
+MPI_FAILURES: tuple[FailureSignature, ...] = (
+    S(r"It looks like (?:orte_init|MPI_INIT|opal_init) failed for some reason", "other", MPI_HINT, True, None,
+      "distributed_init"),
 )
 
 BAD_ARGUMENT_HINT = (
@@ -300,6 +346,9 @@ ARGUMENT_FAILURES: tuple[FailureSignature, ...] = (
       BAD_ARGUMENT_HINT, True),
     S(r"^error: (?:invalid argument|unknown argument): ", "bad_argument", BAD_ARGUMENT_HINT, True),
     S(r"^error while handling argument \"", "bad_argument", BAD_ARGUMENT_HINT, True),
+    # argparse's usage block at the start of a server's output: it printed it because it rejected the command line,
+    # its error line following (corpus: f-lmdeploy-api-server-usage-dump-arg-rejected, where the excerpt stops first)
+    S(r"^usage: [\w.\-]+(?: [\w.\-]+){0,3} \[-h\]", "bad_argument", BAD_ARGUMENT_HINT, True),
 )
 
 TRITON_LOAD_HINT = (
@@ -314,9 +363,18 @@ TRITON_FAILURES: tuple[FailureSignature, ...] = (
     S(r"\bModel '[^']+' loading failed with error: ", "other", TRITON_LOAD_HINT, True, None, "weights_loading"),
     S(r"^error: creating server: .{0,80}failed to load all models", "other", TRITON_LOAD_HINT, True, None,
       "weights_loading"),
+    # its model table, printed once every model has loaded or failed: "| tensorrt_llm | 1 | UNAVAILABLE: Internal:
+    # ..." (corpus: f-trtllm-triton-chatglm2-mpisize-unavailable)
+    S(r"^\|\s*[\w.-]+\s*\|\s*\d+\s*\|\s*UNAVAILABLE: ", "other", TRITON_LOAD_HINT, True, None, "weights_loading"),
 )
 
-TORCH_FAILURES = (*TORCH_FAILURES, *ARGUMENT_FAILURES, *TRITON_FAILURES)
+# Triton's model table with every model READY: its models are loaded ("| tensorrt_llm | 1 | READY |")
+TRITON_PHASES: tuple[PhaseMarker, ...] = (
+    PhaseMarker(r"^\|\s*[\w.-]+\s*\|\s*\d+\s*\|\s*READY\s*\|$", "weights_loaded", weak=True),
+)
+
+TORCH_FAILURES = (*TORCH_FAILURES, *ARGUMENT_FAILURES, *TRITON_FAILURES, *SERVICE_FAILURES, *MPI_FAILURES,
+                  *WORKER_METHOD_FAILURES)
 
 # An access-log line of a generation that succeeded (HTTP 200 on a generation route): the server served somebody.
 # Every profile lists these among its ready markers, so a replay reads READY from them and a live watch takes
@@ -348,7 +406,9 @@ FRAME_MARKERS: tuple[PhaseMarker, ...] = (
     PhaseMarker(
         FRAME + r"(?:load_model|load_weights|_load_weights|load_weights_and_postprocess|weight_loader\w*|"
         r"safetensors_weights_iterator|_get_weights_iterator|download_weights_from_hf|"
-        r"_prepare_weights|load_state_dict|get_model|process_weights_after_loading|(?:gptq|awq)_marlin_(?:moe_)?repack)$",
+        r"_prepare_weights|load_state_dict|get_model|process_weights_after_loading|(?:gptq|awq)_marlin_(?:moe_)?repack|"
+        # LMDeploy's PyTorch engine sharding its model (corpus: f-lmdeploy-pytorch-tp2-baichuan-rank1-failed-dist-model)
+        r"_dist_model)$",
         "weights_loading",
     ),
     # a model's layers being built (vLLM's model_executor/, SGLang's srt/, TGI's text_generation_server/ layers and
@@ -360,7 +420,10 @@ FRAME_MARKERS: tuple[PhaseMarker, ...] = (
         FRAME + r"(?:init_memory_pool|_initialize_kv_caches|determine_available_memory|"
         r"determine_num_available_blocks|initialize_kv_cache\w*|get_kv_cache_configs?|"
         r"_check_enough_kv_cache_memory|check_enough_kv_cache_memory|init_cache_engine|"
-        r"profile_max_num_token|initialize_cache|profile_run|_dummy_sampler_run)$",
+        r"profile_max_num_token|initialize_cache|profile_run|_dummy_sampler_run|"
+        # vLLM's worker given its KV cache config, which also sets up a KV-transfer connector (corpus: f-vllm-llmd-
+        # nested-prefix-kv-connector-init-error)
+        r"initialize_from_config|ensure_kv_transfer_initialized)$",
         "kv_cache",
     ),
     PhaseMarker(r"File \"[^\"]*/torch/_(?:dynamo|inductor)/", "compile"),
@@ -372,6 +435,10 @@ FRAME_MARKERS: tuple[PhaseMarker, ...] = (
         "cuda_graph",
     ),
     PhaseMarker(FRAME + r"(?:_execute_server_warmup|_wait_and_warmup|warmup_model)$", "warmup"),
+    # a C++ backtrace's frame of TensorRT deserializing an engine or its plugins: the engine is being loaded
+    # ("7  0x7fdd040952b2 tensorrt_llm::plugins::GPTAttentionPluginCreator::deserializePlugin(...)"; corpus:
+    # f-trtllm-grps-deepseek-4gpu-xqa-assert)
+    PhaseMarker(r"^\d+\s+0x[0-9a-f]+ \S*::deserialize(?:Plugin|CudaEngine)\(", "weights_loading"),
 )
 
 HUB_PROGRESS: tuple[ProgressMarker, ...] = (

@@ -1,16 +1,27 @@
 """Fallback profile for an unknown engine: common PyTorch/CUDA/NCCL/HF/uvicorn signatures only.
 
-It has no uvicorn ready marker (a plain "Application startup complete." precedes the bind on some engines and
-follows it on others): a generic log reaches ``ready`` from text alone only by a served generation, or by Triton's
-HTTP service starting, which it does once its models have loaded, whatever their backend.
+Its ready line is the last word a server it does not know says of its start: uvicorn's "Uvicorn running on", which
+uvicorn prints once the app's own startup is done and the socket is bound (not "Application startup complete.",
+which precedes the bind on some engines and follows it on others), a server's own "Serving on host:port" /
+"Listening on host:port", Triton's HTTP service (started once its models have loaded, whatever their backend), or
+a served generation. Live, such a line is only the engine's claim: READY still needs the judge's own generation.
 """
 
 from __future__ import annotations
 
-from .common import FRAME_MARKERS, NCCL_PHASES, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, UVICORN_PHASES
-from .profile import Endpoints, EngineProfile, PhaseMarker
+from .common import (
+    FRAME_MARKERS,
+    NCCL_PHASES,
+    SERVED_MARKERS,
+    SHARD_PROGRESS,
+    TORCH_FAILURES,
+    TRITON_PHASES,
+    UVICORN_PHASES,
+)
+from .profile import Endpoints, EngineProfile, FailureSignature, PhaseMarker
 
 P = PhaseMarker
+S = FailureSignature
 
 GENERIC = EngineProfile(
     name="generic",
@@ -32,14 +43,26 @@ GENERIC = EngineProfile(
             weak=True,
         ),
         P(r"\bLoading (?:model )?weights\b|\bLoading model\b", "weights_loading", weak=True),
+        P(r"\b[Mm]odel weights loaded\b|\bSuccessfully loaded \w+ model\b", "weights_loaded", weak=True),
         P(r"\b[Cc]apturing (?:CUDA|cuda) ?graphs?\b", "cuda_graph", weak=True),
+        P(r"\b(?:[Ww]arming up|[Ww]armed up)\b", "warmup", weak=True),
+        P(r"\bStarting HTTP (?:server|service)\b", "http_listening", weak=True),
         *UVICORN_PHASES,
+        *TRITON_PHASES,
         *NCCL_PHASES,
     ),
     progress_markers=SHARD_PROGRESS,
-    failure_signatures=TORCH_FAILURES,
-    # an unknown server that answered a generation served; Triton (server/src/http_server.cc) once its models loaded
-    ready_markers=(*SERVED_MARKERS, r"^\"?Started HTTPService at \S+"),
+    failure_signatures=(
+        *TORCH_FAILURES,
+        # a program's last word as it exits on an error (a Rust main's Err, a Go CLI's): "Error: Could not create
+        # backend" (corpus: f-generic-tei-compose-distilbert-missing-tensor)
+        S(r"^Error: \S", "other", "the server exited at start: the error and the lines before it say why", True, 15),
+    ),
+    # an unknown server that answered a generation served; Triton (server/src/http_server.cc) once its models loaded;
+    # uvicorn bound after the app's startup; a server's own word that it serves on an address (corpus: f-generic-
+    # fastchat-model-worker-uvicorn-ready, f-generic-gpustack-docker-server-serving-tools-download)
+    ready_markers=(*SERVED_MARKERS, r"^\"?Started HTTPService at \S+", r"Uvicorn running on \S+",
+                   r"\b(?:Serving|Listening) on (?:https?://)?[\w.\-\[\]:]+:\d+\.?$"),
     listening_markers=(r"Uvicorn running on \S+",),
     port_flags=("--port",),
     host_flags=("--host",),

@@ -69,7 +69,10 @@ LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
     # built when the thread pool starts, and the warm-up run follows at once (scripts/llama_server_notes.md).
     P(r"\binit: llama threadpool init, n_threads", "warmup", weak=True),
     # the server's slots, each a share of the context's KV cache, made once the context is (server-context.cpp)
-    P(r"^(?:srv\s+)?init: initializing slots, n_slots = \d+", "kv_cache", weak=True),
+    P(r"^(?:srv\s+)?\w+: initializing slots, n_slots = \d+", "kv_cache", weak=True),
+    # each tensor's creation at debug verbosity (llama-model.cpp create_tensor; corpus: f-llamacpp-router-child-debug-
+    # create-tensor-loading)
+    P(r"\bcreate_tensor: loading tensor ", "weights_loading", weak=True),
 )
 
 LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
@@ -260,7 +263,9 @@ LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
     (r"^llama_kv_cache\w*: ", 3),
     # a platform naming the llama.cpp server it runs: llama-box (a fork) by its name (its binary, GPUStack's
     # worker.backends.llama_box), Docker Model Runner's llama.cpp backend component ("[inference.inference-llama.cpp]")
-    (r"\bllama[-_]box\b", 4),
+    # (not a download of its release asset: "downloading llama-box-linux-amd64-cuda-12.4", GPUStack's tools manager
+    # fetching it, before anything runs; corpus: f-generic-gpustack-docker-server-serving-tools-download)
+    (r"\bllama[-_]box\b(?!-(?:linux|darwin|windows)-)", 4),
     (r"\binference-llama\.cpp\b", 3),
     # the program by its name: its own messages ("llama-server: error while loading shared libraries: ...") and its
     # command line echoed by a shell's trace ("+ llama-server --model ...")
@@ -268,6 +273,17 @@ LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
     # ggml's backend registry loading a backend library (ggml-backend-reg.cpp): llama.cpp's builds with dynamic
     # backends, and what embeds them (Ollama, which embeds llama.cpp, wins where its own lines come)
     (r"^load_backend: loaded \w+ backend from \S*libggml-", 4),
+    # the 2024 server's text log: "INFO [                    main] HTTP server listening | tid="11744" timestamp=..."
+    # (corpus: f-llamacpp-windows-gemma-slow-response-ready)
+    (r"^(?:INFO|WARN|ERR|VERB|DEBUG) \[ *\w+\] .{1,300} \| tid=\"\d+\" timestamp=\d+", 4),
+    # llamafile's GPU module loader (corpus: f-llamacpp-llamafile-llava-gpu-nvidia-segfault), a tensor's creation at
+    # debug verbosity, the runtime's timings of a generation (llama-cpp-python embeds it), ggml's CUDA backend in a
+    # CUDA error's report ("in function ggml_backend_cuda_buffer_set_tensor at ...")
+    (r"^(?:import_cuda_impl|link_cuda_dso|ggml_cuda_link|get_nvcc_path|get_rocm_bin_path|import_metal_impl|"
+     r"link_metal_dso): ", 4),
+    (r"\bcreate_tensor: loading tensor ", 4),
+    (r"^llama_print_timings: ", 4),
+    (r"\bin function ggml_backend_cuda_\w+ at ", 3),
 )
 
 LLAMACPP = EngineProfile(
@@ -324,6 +340,13 @@ LLAMACPP = EngineProfile(
         r"(?<!router )\bserver is listening on \S+",
         r"starting the main loop",
         r"^srv\s+start: server is ready$",  # llama-box, after "start: listening host = ..., port = ..."
+        # llama-box's older builds: "main: starting server" once its slots are made; its "main: listening" comes
+        # before the load (corpus: f-llamacpp-llamabox-split-gguf-4slots-ready)
+        r"^srv\s+main: starting server$",
+        # a generation's timings, printed as it ends: the llama.cpp runtime that a server embeds answered one
+        # (llama-cpp-python's server: "llama_print_timings:        eval time = ..."; the 2024 server's text log:
+        # "INFO [print_timings] prompt eval time = ..."; corpus: f-llamacpp-llamacpppython-llava-metal-uvicorn-ready)
+        r"^llama_print_timings: +(?:prompt )?eval time +=|^\w+ \[ *print_timings\] (?:prompt )?eval time +=",
         r"all slots are idle",
         r"request: GET /(?:v1/)?health \S+ 200$",
         # LocalAI's word that its llama.cpp backend loaded the model (corpus: c-llamacpp-localai-grpc-loads-ok)

@@ -46,7 +46,10 @@ LMDEPLOY = EngineProfile(
         P(r"^model_source: |^input backend=|^Build <\w+> pipeline", "process_start"),
         P(
             r"^model_config:|get \d+ model params|Loading weights from safetensor|^Checking model\.\.\.|"
-            r"turbomind::.*(?:load|Load)",
+            r"turbomind::.*(?:load|Load)|"
+            # the PyTorch engine sharding its model over its TP ranks (corpus: f-lmdeploy-pytorch-tp2-baichuan-rank1-
+            # failed-dist-model)
+            r"\bdistribute model parameters\.$",
             "weights_loading",
         ),
         # TurboMind's GEMM tuning file, looked for as it builds the model's weights on the GPUs
@@ -71,6 +74,9 @@ LMDEPLOY = EngineProfile(
             True,
         ),
         S(r"\[TM\]\[ERROR\]|\[TM\]\[FATAL\]", "other", "TurboMind reported an error: see the line", True, 5),
+        # the PyTorch engine's TP process manager: a rank died while starting (pytorch/engine/model_agent.py)
+        S(r"_start_tp_process - \d+ - Rank\[\d+\] failed\.", "other",
+          "a tensor-parallel rank failed while starting: its traceback below names the cause", True, WRAPPER_RANK),
         S(
             r"Engine (?:main loop|loop) (?:failed|stopped)|EngineHealthMonitor.*unhealthy",
             "other",
@@ -91,6 +97,7 @@ LMDEPLOY = EngineProfile(
         (r"\[TM\]\[(?:INFO|WARNING|ERROR|DEBUG|FATAL)\]", 4),
         (r"^\[WARNING\] gemm_config\.in is not found; using default GEMM algo", 4),  # TurboMind's
         (r"Please open .* in a browser for detailed api usage", 4),
+        (r"^usage: lmdeploy ", 4),  # its CLI's argparse usage
         (r"lmdeploy", 2),
         (r"^\s*File \"[^\"]*[/\\]lmdeploy[/\\][\w/\\]+\.py\", line \d+, in ", 2),  # a traceback frame of its own
     ),

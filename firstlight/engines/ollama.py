@@ -115,6 +115,27 @@ OLLAMA = EngineProfile(
             WRAPPER_RANK,
             "weights_loading",  # a runner is started to load a model: it died loading it, or later (forward only)
         ),
+        # the scheduler could not start a runner for a model (server/sched.go: "NewLlamaServer failed" error="unable to
+        # load model: ..."; corpus: f-ollama-compose-unknown-arch-pangu-newllamaserver-failed)
+        S(
+            r"msg=\"?NewLlamaServer failed\"?",
+            "other",
+            "the model could not be loaded: the error= field says why (a model this build cannot read, a missing file)",
+            True,
+            WRAPPER_RANK,
+            "weights_loading",
+        ),
+        # the CLI's last word as `ollama serve` exits ("Error: mkdir /home/x/ollama: permission denied"; corpus:
+        # f-ollama-journalctl-reverse-mkdir-home-crashloop), and the desktop app seeing its server exit at once
+        # (app.log: "server crash 9 - exit code 1 - respawning")
+        S(
+            r"^Error: |msg=\"?server crash \d+ - exit code \d+ - respawning",
+            "other",
+            "ollama serve exited at start: the error says why (a directory it cannot create or read, a port, a "
+            "setting)",
+            True,
+            15,
+        ),
         # 2023's runner: an external llama.cpp server it could not start, so no model began to load (corpus:
         # e-ollama-compose-2023-fork-exec-llama-server-missing: "error starting llama.cpp server: error starting the
         # external llama.cpp server: fork/exec /tmp/llama-2755348604/server: no such file or directory")
@@ -130,7 +151,10 @@ OLLAMA = EngineProfile(
         # c-ollama-intel-gpu-abort-docker-desktop)
         S(
             # a signal but SIGTERM/SIGINT (a stop asked of it, left to the runner's other deaths, above)
-            r"llama runner process has terminated: (?:exit status 2\b|signal: (?!terminated\b|interrupt\b))",
+            # or an abort: Windows' fail-fast status (0xc0000409), ggml's failed assert (corpus: f-ollama-msty-json-
+            # wrapped-ggml-assert-runner-died)
+            r"llama runner process has terminated: (?:exit status (?:2|0xc0000409)\b|"
+            r"signal: (?!terminated\b|interrupt\b)|GGML_ASSERT\()",
             "crashed",
             CRASH_HINT,
             True,
@@ -171,6 +195,9 @@ OLLAMA = EngineProfile(
         (r"\bgithub\.com/ollama/ollama/", 5),
         # the CLI's pull error (a startup probe's `ollama pull`; corpus: c-ollama-kubeai-probe-pull-manifest-missing)
         (r"^Error: pull model manifest: ", 4),
+        # systemd starting the unit its installer writes (corpus: f-ollama-journalctl-host-redacted-key-dir-permission-
+        # restart)
+        (r"^Started (?:ollama\.service - )?Ollama Service\.$", 4),
         # its model store's blobs, named in its errors (corpus: c-ollama-journal-deepseek-cudamalloc-panic)
         (r"/\.ollama/models/blobs/sha256-[0-9a-f]", 4),
         # ... wherever OLLAMA_MODELS puts it: its blobs' names ("D:\\Ollama_Models\\blobs\\sha256-ac9bc7a6...")

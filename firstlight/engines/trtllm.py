@@ -13,7 +13,7 @@ Triton starts its endpoints ("Started HTTPService at 0.0.0.0:8000") once the mod
 
 from __future__ import annotations
 
-from .common import FRAME_MARKERS, NCCL_PHASES, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES
+from .common import FRAME_MARKERS, NCCL_PHASES, SERVED_MARKERS, SHARD_PROGRESS, TORCH_FAILURES, TRITON_PHASES
 from .profile import (
     METRICS,
     WRAPPER_RANK,
@@ -88,6 +88,12 @@ TRTLLM = EngineProfile(
         # (corpus: b-trtllm-triton-unfilled-template-params)
         P(r"^\"?successfully loaded '\w+'", "weights_loading", weak=True),
         P(r"\[TensorRT-LLM\]\[INFO\] Loaded engine size: [\d.]+ [MG]iB", "weights_loaded", weak=True),
+        *TRITON_PHASES,
+        # the LLM API's model loader, step by step ("Loading Model: [2/2]\tBuilding TRT-LLM engine", llmapi/
+        # llm_utils.py; corpus: f-trtllm-k8s-llmaz-qwen2-engine-build)
+        P(r"^Loading Model: \[\d+/\d+\]\s+Building TRT-LLM engine", "compile"),
+        P(r"^Loading Model: \[\d+/\d+\]\s+Loading ", "weights_loading"),
+        P(r"^Loading model done\.$", "weights_loaded", weak=True),
         *NCCL_PHASES,
     ),
     progress_markers=SHARD_PROGRESS,
@@ -130,6 +136,17 @@ TRTLLM = EngineProfile(
             True,
             WRAPPER_RANK,
         ),
+        # the executor failing to start on a rank (PyTorch flow), and a C++ exception printed as it is thrown, its
+        # backtrace after it (corpus: f-trtllm-serve-pytorch-autotune-gemm-assert, f-trtllm-grps-deepseek-4gpu-xqa-
+        # assert)
+        S(
+            r"\[E\] Failed to initialize executor on rank \d+: |"
+            r"^\[TensorRT-LLM\]\[ERROR\] tensorrt_llm::common::TllmException: ",
+            "other",
+            "TensorRT-LLM could not start its executor: the error on this line names the check that failed",
+            True,
+            5,
+        ),
         S(
             r"RuntimeError: \[TensorRT-LLM\]\[ERROR\]",
             "other",
@@ -168,6 +185,10 @@ TRTLLM = EngineProfile(
         (r"\bmodel_lifecycle\.cc:\d+\] \"?(?:loading: |successfully loaded ')tensorrt_llm\b", 4),
         # any Triton line (glog: "file.cc:N] ") naming its TensorRT-LLM model ("Model 'tensorrt_llm' loading failed")
         (r"\.cc:\d+\] .{0,160}'tensorrt_llm'", 4),
+        # Triton's model table naming it, and its Python backend's instance of the TensorRT-LLM BLS model
+        # (corpus: f-trtllm-triton-v100-models-ready-table, f-trtllm-triton-llava-orte-init-failed)
+        (r"^\|\s*tensorrt_llm(?:_bls)?\s*\|\s*\d+\s*\|", 4),
+        (r"\bTRITONBACKEND_\w+: tensorrt_llm\w*", 4),
     ),
     frame_markers=FRAME_MARKERS,
     notes="Binds early, listens only when the LLM is built.",

@@ -67,6 +67,8 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"^Launching (?:\d+ data parallel engine\(s\) in headless mode|vLLM \(v\S+\) headless multiproc executor), "
       r"with head node address ", "distributed_init"),
     P(r"vLLM is using nccl==", "distributed_init"),
+    # its NCCL wrapper finding the library, first thing of its communicators' set-up (distributed/utils.py)
+    P(r"^Found nccl from library \S+", "distributed_init", weak=True),
     P(r"^rank \d+ in world size \d+ is assigned as ", "distributed_init"),
     P(r"^Starting to load model ", "weights_loading"),
     # a hub id's weights fetched (model_loader/weight_utils.py download_weights_from_hf, printed when the fetch took
@@ -88,7 +90,8 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"^\[\w+\] saved AOT compiled function to |^\[\w+\] Initial profiling/warmup run took", "compile", weak=True),
     P(r"^Warming up done\.", "compile", weak=True),
     P(r"torch\.compile (?:takes|took) [\d.]+ s in total", "compile", weak=True),
-    P(r"^Memory profiling takes [\d.]+ seconds|^Initial profiling/warmup run took", "kv_cache"),
+    P(r"^Memory profiling takes [\d.]+ seconds|^Memory profiling results:|^Initial profiling/warmup run took",
+      "kv_cache"),
     P(r"^Available KV cache memory: ", "kv_cache"),
     P(r"^GPU KV cache size: |^Maximum concurrency for [\d,]+ tokens per request", "kv_cache"),
     P(r"^# (?:GPU|cuda|CPU) blocks: \d+", "kv_cache"),
@@ -102,6 +105,12 @@ PHASES: tuple[PhaseMarker, ...] = (
     # (PIECEWISE,BatchDescriptor(num_tokens=8, ...))"
     P(r"^Capturing a cudagraph on \((?:PIECEWISE|FULL)\b", "cuda_graph"),
     P(r"^Graph capturing finished in \d+ secs", "cuda_graph", weak=True),
+    # the TPU model runner's precompile of each input shape, the model's then the sampler's (tpu_model_runner.py)
+    P(r"^Compiling (?:the model|sampling) with different input shapes", "compile"),
+    # the API server's app state, built once the engine is up: its tasks, its chat template's warm-up, before
+    # its routes
+    P(r"^Supported_?tasks: \[", "http_listening", weak=True),
+    P(r"^Warming up chat template processing|^Chat template warmup completed", "http_listening", weak=True),
     P(r"^Starting vLLM (?:API )?server(?: \d+)? on ", "http_listening"),
     P(r"^Available routes are:", "http_listening", weak=True),
     # each route its launcher lists, "[launcher.py:34] Route: /v1/models, Methods: GET", before uvicorn starts
@@ -152,6 +161,7 @@ FAILURES: tuple[FailureSignature, ...] = (
     S(r"^ValueError: To serve at least one request with the model's max seq len \(\d+\)", "kv_cache", KV_HINT, True),
     # the profile left nothing (or less) for the KV cache; "EngineCore failed to start" follows
     S(r"^Available KV cache memory: (?:-\d[\d.]*|0(?:\.0+)?) GiB", "kv_cache", KV_HINT, False),
+    S(r"^Available memory: (?:-\d+|0), total memory: \d+", "kv_cache", KV_HINT, False),  # vllm-ascend's worker
     S(
         r"Available memory on node \d+ \(.*\) on kv cache allocation is less than requested memory",
         "oom",
@@ -250,6 +260,24 @@ FAILURES: tuple[FailureSignature, ...] = (
         r"RuntimeError: Worker failed with error",
         "other",
         "a worker process died: see its traceback",
+        True,
+        WRAPPER_RANK,
+    ),
+    # v1's API-server manager: one of its API server processes died at start (v1/utils.py
+    # wait_for_completion_or_failure; corpus: f-vllm-ascend-glm5-dp2-tp8-apiserver-died)
+    S(
+        r"Exception occurred while running API servers: |RuntimeError: Process ApiServer_\d+ \(PID: \d+\) died",
+        "other",
+        "an API server process died while starting: its own lines above say why",
+        True,
+        WRAPPER_RANK,
+    ),
+    # v0's multiprocessing executor: a worker's method raised (executor/multiproc_worker_utils.py), which the driver
+    # re-raises (corpus: f-vllm-cpu-gemma2-sdpa-softcap-load-fail)
+    S(
+        r"Exception in worker \w+ while processing method \w+: ",
+        "other",
+        "a worker process failed a step of the start: the message on this line and its traceback name the cause",
         True,
         WRAPPER_RANK,
     ),
@@ -371,7 +399,7 @@ VLLM = EngineProfile(
         # its compiled extension, named in its import warning (corpus: a-vllm-macos-cpu-c-import-warning-rank0-tb)
         (r"\bFailed to import from vllm\._C\b", 4),
         # its launcher's route listing, "[launcher.py:34] Route: /v1/models, Methods: GET", in its log format
-        (r"^(?:INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \[launcher\.py:\d+\] Route: /", 2),
+        (r"^(?:INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d (?:\[launcher\.py:\d+\]|launcher\.py:\d+\]) Route: /", 2),
         # v1's graph capture bar names its mode: "Capturing CUDA graphs (decode, FULL)" (SGLang says "batches")
         (r"^Capturing CUDA graphs \((?:decode|mixed prefill-decode), (?:FULL|PIECEWISE)\)", 4),
         (r"vLLM is profiling during initialization", 4),
@@ -386,7 +414,7 @@ VLLM = EngineProfile(
         # (or after the logger's "[file.py:N] " where a wrapper cut the tag: "(VllmWorkerProcess 04-23 11:32:58
         # model_runner.py:1115] ")
         (r"(?:^|\.py:\d+\] )Loading model weights took [\d.]+ GB$", 3),
-        (r"(?:^|\.py:\d+\] )Memory profiling (?:takes [\d.]+ seconds$|results: total_gpu_memory=)", 3),
+        (r"(?:^|\.py:\d+\] )Memory profiling (?:takes [\d.]+ seconds$|results: total_gpu_memory=|results:$)", 3),
         (r"^# (?:GPU|cuda) blocks: \d+, # CPU blocks: \d+$", 4),
         (r"^Maximum concurrency for \d+ tokens per request: [\d.]+x$", 4),
         (r"is larger than the maximum number of tokens that can be stored in KV cache", 4),
@@ -399,6 +427,11 @@ VLLM = EngineProfile(
         (r"Invalid repository ID or local directory specified: |For Mistral models: ensure the presence of a "
          r"'params\.json'", 4),
         (r"^Initializing an? (?:V1 )?LLM engine \(v", 4),
+        # its platform probe (platforms/__init__.py) and its model config's task choice (config.py)
+        (r"^Automatically detected platform \w+\.$", 4),
+        (r"\bThis model supports multiple tasks: \{", 3),
+        # its chat utilities' content-format note (entrypoints/chat_utils.py)
+        (r"^Detected the chat template content format to be '\w+'\.", 2),
         (r"vLLM is using nccl==", 4),
         # its Ray executor's placement group (executor/ray_utils.py)
         (r"Waiting for creating a placement group of specs for \d+ seconds|"
@@ -424,7 +457,9 @@ VLLM = EngineProfile(
         (r"init engine \(profile, create kv cache, warmup model\) took", 4),
         (r"^Starting vLLM (?:API )?server", 4),
         (r"^(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+:\d+\]", 2),
-        (r"^(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d [\w.]+:\d+\]", 1),
+        # v0's, "INFO 12-13 19:54:18 worker.py:243] ", weighed as the bracketed one: never enough alone (corpus:
+        # f-vllm-v0-memory-profiling-results-table)
+        (r"^(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d [\w.]+:\d+\]", 2),
         (r"gpu_model_runner\.py|gpu_worker\.py|\[core\.py:\d+\]", 2),
     ),
     frame_markers=FRAME_MARKERS,

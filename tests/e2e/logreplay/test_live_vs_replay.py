@@ -39,10 +39,12 @@ LIVE_OUTCOME = {"ready": "ready", "failed": "failed", "incomplete": "hung"}
 
 
 # the corpus logs whose rules the latest round added (docs/engines.md, the corpus): through the live path too
-CORPUS_ROUND = ("e-vllm-stripped-prefix-max-seq-len-exceeds-kv-cache.log", "e-vllm-runpod-worker-trust-remote-code-"
-                "eoferror.log", "e-vllm-omni-npu-hunyuanimage-multithread-shards.log",
-                "e-llamacpp-llama-gpt-compose-ggjt-v3-load-internal.log",
-                "e-ollama-compose-2023-fork-exec-llama-server-missing.log")
+CORPUS_ROUND = ("f-llamacpp-windows-gemma-slow-response-ready.log",
+                "f-vllm-ascend-qwen3-next-910b4-no-free-memory.log",
+                "f-trtllm-triton-llava-orte-init-failed.log",
+                "f-lmdeploy-pytorch-tp2-baichuan-rank1-failed-dist-model.log",
+                "f-vllm-tpu-ray-pixtral-compiling-shapes.log",
+                "f-ollama-windows-app-log-server-crash-respawn-loop.log")
 LOGS = (_index(FIXTURES) + _index(SHARED_LOGS)
         + [lg for lg in _index(_FIXTURES / "corpus") if lg.path.name in CORPUS_ROUND])
 

@@ -993,3 +993,275 @@ def test_each_line_of_the_fourth_round_weighs_what_its_rule_says(line: str, scor
     detector = EngineDetector(list(PROFILES.values()))
     detector.feed(line)
     assert {name: score for name, score in detector.scores.items() if score} == scores
+
+
+# --- the fifth round: gathering f's misses, each rule on its real lines -----------------------------------------
+
+
+@pytest.mark.parametrize("lines, expected", [
+    # f-generic-fastchat-model-worker-uvicorn-ready.log (https://github.com/lm-sys/FastChat/issues/244): a server no
+    # profile knows is up once uvicorn is bound after its app's startup
+    (["INFO:     Started server process [66945]", "INFO:     Waiting for application startup.",
+      "INFO:     Application startup complete.",
+      "INFO:     Uvicorn running on http://localhost:21002 (Press CTRL+C to quit)"],
+     ("generic", "ready", "ready", "none")),
+    # ... and not at its app's startup alone (the bind may fail after it)
+    (["INFO:     Started server process [66945]", "INFO:     Application startup complete."],
+     ("generic", "incomplete", "http_listening", "none")),
+    # f-generic-gpustack-docker-server-serving-tools-download.log (https://github.com/gpustack/gpustack/issues/450):
+    # a server's own word that it serves on an address; the llama-box release it downloads is not llama-box running
+    (["2024-10-24T06:25:06+00:00 - gpustack.server.server - INFO - Starting GPUStack server.",
+      "2024-10-24T06:25:06+00:00 - gpustack.server.server - INFO - Serving on 0.0.0.0:80.",
+      "2024-10-24T06:25:07+00:00 - gpustack.worker.tools_manager - INFO - downloading llama-box-linux-amd64-cuda-12.4 "
+      "'v0.0.67'"],
+     ("generic", "ready", "ready", "none")),
+    # f-generic-bentoml-runner-missing-tensorflow.log (https://github.com/bentoml/OpenLLM/issues/104): Python's import
+    # failure inside a framework's own exception
+    (["Traceback (most recent call last):",
+      "bentoml.exceptions.MissingDependencyException: None (reason: No module named 'tensorflow')"],
+     ("generic", "failed", "process_start", "import_error")),
+    # f-generic-tei-compose-distilbert-missing-tensor.log
+    # (https://github.com/huggingface/text-embeddings-inference/issues/600): a Rust main's last word
+    (["dense-embed  | 2025-04-23T03:14:05.341111Z  INFO text_embeddings_router: router/src/lib.rs:230: Starting model "
+      "backend", "dense-embed  | Error: Could not create backend"],
+     ("generic", "failed", "process_start", "other")),
+    # f-generic-aphrodite-ray-load-model-error.log (https://github.com/dphnAI/sonar/issues/522): a Ray worker's method
+    # raised, and the method says the step
+    (["(RayWorkerAphrodite pid=34201) INFO:     Aphrodite is using nccl==2.20.5",
+      "(RayWorkerAphrodite pid=34320) ERROR:    Error executing method load_model. This might cause deadlock in "
+      "distributed execution."],
+     ("generic", "failed", "weights_loading", "other")),
+    # f-trtllm-triton-llava-orte-init-failed.log
+    # (https://github.com/triton-inference-server/tensorrtllm_backend/issues/712): Open MPI's own init failing
+    (['I0221 15:25:20.264782 3002 python_be.cc:2249] "TRITONBACKEND_ModelInstanceInitialize: tensorrt_llm_bls_0_0 '
+      '(CPU device 0)"', "It looks like orte_init failed for some reason; your parallel process is"],
+     ("trtllm", "failed", "distributed_init", "other")),
+    # f-ollama-quoted-journalctl-x-mkdir-models-permission-denied.log (https://github.com/ollama/ollama/issues/9335):
+    # systemd's word that the service's main process exited with an error
+    (["Feb 25 17:49:00 host app[3156758]: starting",
+      "Feb 25 17:49:00 host systemd[1]: app.service: Main process exited, code=exited, status=1/FAILURE"],
+     ("generic", "failed", "process_start", "other")),
+    (["Feb 25 17:49:00 host systemd[1]: app.service: Main process exited, code=dumped, status=11/SEGV"],
+     ("generic", "failed", "process_start", "crashed")),
+    # f-llamacpp-rocm-docker-4gpu-gfx906-context-destroyed.log (https://github.com/ggml-org/llama.cpp/issues/17583):
+    # ggml's own abort on a ROCm error, mid-upload of the tensors
+    (["load_tensors:        ROCm0 model buffer size =  2948.23 MiB",
+      "......................ROCm error: context is destroyed",
+      "  current device: 1, in function ggml_backend_cuda_buffer_set_tensor at /app/ggml/src/ggml-cuda/"
+      "ggml-cuda.cu:625", "/app/ggml/src/ggml-cuda/ggml-cuda.cu:89: ROCm error"],
+     ("llamacpp", "failed", "weights_loading", "crashed")),
+    # f-llamacpp-llamafile-llava-gpu-nvidia-segfault.log (https://github.com/mozilla-ai/llamafile/issues/560)
+    (["import_cuda_impl: initializing gpu module...", "link_cuda_dso: GPU support loaded", "Segmentation fault"],
+     ("llamacpp", "failed", "process_start", "crashed")),
+    # f-llamacpp-router-child-debug-create-tensor-loading.log (https://github.com/ggml-org/llama.cpp/pull/23398)
+    (["0.00.288.375 D create_tensor: loading tensor blk.56.ssm_alpha.weight"],
+     ("llamacpp", "incomplete", "weights_loading", "none")),
+    # f-llamacpp-llamabox-split-gguf-4slots-ready.log (https://github.com/gpustack/llama-box/issues/7): llama-box's
+    # own serving line, after its slots
+    (["0.05.047.659 I srv                       main: initializing server",
+      "0.05.047.938 I srv                       init: initializing slots, n_slots = 4",
+      "0.05.049.245 I srv                       main: starting server"],
+     ("llamacpp", "ready", "ready", "none")),
+    # f-llamacpp-llamacpppython-llava-metal-uvicorn-ready.log (https://github.com/abetlen/llama-cpp-python/issues/1354):
+    # llama.cpp's timings of a generation it answered
+    (["INFO:     Uvicorn running on http://localhost:9007 (Press CTRL+C to quit)",
+      "llama_print_timings:        load time =    1491.98 ms",
+      "llama_print_timings: prompt eval time =    1491.90 ms /    37 tokens (   40.32 ms per token,    24.80 tokens "
+      "per second)"],
+     ("llamacpp", "ready", "ready", "none")),
+    # f-llamacpp-windows-gemma-slow-response-ready.log (https://github.com/ggml-org/llama.cpp/issues/9013): the 2024
+    # server's text log
+    (['INFO [                    main] HTTP server listening | tid="11744" timestamp=1723514861 hostname="127.0.0.1" '
+      'port="11484" n_threads_http="15"', 'INFO [            update_slots] all slots are idle | tid="11744" '
+      'timestamp=1723514861'],
+     ("llamacpp", "ready", "ready", "none")),
+    # f-lmdeploy-api-server-usage-dump-arg-rejected.log (https://github.com/InternLM/lmdeploy/issues/2006): argparse's
+    # usage block, printed as it rejects the command line
+    (["usage: lmdeploy serve api_server [-h] [--server-name SERVER_NAME] [--server-port SERVER_PORT]"],
+     ("lmdeploy", "failed", "process_start", "bad_argument")),
+    # f-lmdeploy-pytorch-tp2-baichuan-rank1-failed-dist-model.log (https://github.com/InternLM/lmdeploy/issues/983)
+    (["01/18 15:13:25 - lmdeploy - INFO - distribute model parameters.",
+      "01/18 15:13:28 - lmdeploy - ERROR - /root/miniconda3/envs/aichat/lib/python3.9/site-packages/lmdeploy/pytorch/"
+      "engine/model_agent.py - _start_tp_process - 855 - Rank[1] failed."],
+     ("lmdeploy", "failed", "weights_loading", "other")),
+    (["01/18 15:13:28 - lmdeploy - INFO - model_source: hf_model", "Traceback (most recent call last):",
+      '  File "/root/miniconda3/envs/aichat/lib/python3.9/site-packages/lmdeploy/pytorch/models/patch.py", line 211, '
+      'in _dist_model'],
+     ("lmdeploy", "failed", "weights_loading", "other")),
+    # f-ollama-compose-unknown-arch-pangu-newllamaserver-failed.log (https://github.com/ollama/ollama/issues/12984)
+    (['ollama  | time=2025-11-06T06:23:22.759Z level=INFO source=sched.go:418 msg="NewLlamaServer failed" '
+      'model=/root/.ollama/models/blobs/sha256-8fc8 error="unable to load model: /root/.ollama/models/blobs/x"'],
+     ("ollama", "failed", "weights_loading", "other")),
+    # f-ollama-journalctl-reverse-mkdir-home-crashloop.log (https://github.com/ollama/ollama/issues/5938): the CLI's
+    # last word as `ollama serve` exits
+    (["2024/07/26 18:32:53 routes.go:1100: INFO server config env=\"map[CUDA_VISIBLE_DEVICES:]\"",
+      "Error: mkdir /home/try/ollama: permission denied"],
+     ("ollama", "failed", "process_start", "other")),
+    # f-ollama-windows-app-log-server-crash-respawn-loop.log (https://github.com/ollama/ollama/issues/9960)
+    (['time=2025-03-24T14:07:26.157+08:00 level=INFO source=server.go:127 msg="started ollama server with pid 8792"',
+      'time=2025-03-24T14:07:26.226+08:00 level=WARN source=server.go:163 msg="server crash 9 - exit code 1 - '
+      'respawning"'],
+     ("ollama", "failed", "process_start", "other")),
+    # f-ollama-journalctl-host-redacted-key-dir-permission-restart.log (https://github.com/ollama/ollama/issues/12700):
+    # systemd starting the unit Ollama's installer writes
+    (["Started Ollama Service.",
+      "Oct 19 20:39:14 ollama[57241]: Error: could not create directory mkdir /var/lib/ollama/.ollama: permission "
+      "denied"],
+     ("ollama", "failed", "process_start", "other")),
+    # f-ollama-msty-json-wrapped-ggml-assert-runner-died.log (https://github.com/ollama/ollama/issues/11418): a runner
+    # that died of ggml's failed assert crashed
+    (['time=2025-07-14T19:16:12.750+01:00 level=ERROR source=sched.go:457 msg="error loading llama server" '
+      'error="llama runner process has terminated: GGML_ASSERT(tensor->op == GGML_OP_UNARY) failed"'],
+     ("ollama", "failed", "weights_loading", "crashed")),
+    # f-trtllm-grps-deepseek-4gpu-xqa-assert.log (https://github.com/NetEase-Media/grps_trtllm/issues/6): a C++
+    # exception as it is thrown, its backtrace in TensorRT's plugin deserialization
+    (["[TensorRT-LLM][ERROR] tensorrt_llm::common::TllmException: [TensorRT-LLM][ERROR] Assertion failed: len <= "
+      "remaining_buffer_size (/workspace/tensorrt_llm/cpp/tensorrt_llm/kernels/cubinObj.cpp:34)",
+      "7       0x7fdd040952b2 tensorrt_llm::plugins::GPTAttentionPluginCreator::deserializePlugin(char const*, void "
+      "const*, unsigned long) + 50"],
+     ("trtllm", "failed", "weights_loading", "other")),
+    # f-trtllm-serve-pytorch-autotune-gemm-assert.log (https://github.com/NVIDIA/TensorRT-LLM/issues/5389)
+    (["[06/21/2025-01:30:42] [TRT-LLM] [RANK 0] [E] Failed to initialize executor on rank 0: [TensorRT-LLM][ERROR] "
+      "Assertion failed: Error occurred when running GEMM!"],
+     ("trtllm", "failed", "process_start", "other")),
+    # f-trtllm-k8s-llmaz-qwen2-engine-build.log (https://github.com/InftyAI/llmaz/pull/392): the LLM API's loader
+    (["[TensorRT-LLM] TensorRT-LLM version: 0.18.0", "Loading Model: [1/2]\tLoading HF model to memory"],
+     ("trtllm", "incomplete", "weights_loading", "none")),
+    (["[TensorRT-LLM] TensorRT-LLM version: 0.18.0", "Loading Model: [1/2]\tLoading HF model to memory",
+      "Loading Model: [2/2]\tBuilding TRT-LLM engine"],
+     ("trtllm", "incomplete", "compile", "none")),
+    (["[TensorRT-LLM] TensorRT-LLM version: 0.18.0", "Loading Model: [1/2]\tLoading HF model to memory",
+      "Loading model done."],
+     ("trtllm", "incomplete", "weights_loaded", "none")),
+    # f-llamacpp-router-compose-gemma4-mmproj-slots-init.log (https://github.com/ggml-org/llama.cpp/issues/22373):
+    # the newer builds' slots, made in the model's load step
+    (["srv    load_model: loading model '/opt/models/unsloth/gemma-4-26B-A4B-it-GGUF/x.gguf'",
+      "srv    load_model: initializing slots, n_slots = 2"],
+     ("llamacpp", "incomplete", "kv_cache", "none")),
+    # f-generic-aphrodite-wsl-ray-gguf-after-weights.log (https://github.com/dphnAI/sonar/issues/360),
+    # f-generic-infinity-rich-wrapped-warmup.log (https://github.com/michaelfeil/infinity/issues/58) and
+    # f-generic-dynamo-serve-graph-frontend-http.log (https://github.com/ai-dynamo/dynamo/pull/839): a server no
+    # profile knows says its weights are in, it warmed up, it starts its HTTP server
+    (["INFO:     Model weights loaded. Memory usage: 17.15 GiB x 4 = 68.60 GiB"],
+     ("generic", "incomplete", "weights_loaded", "none")),
+    (["INFO     2024-01-12 16:09:39,441 infinity_emb INFO: model     select_model.py:81",
+      "         warmed up, between 0.74-54.98 embeddings/sec at"],
+     ("generic", "incomplete", "warmup", "none")),
+    (["2025-04-28T20:48:26.301Z  INFO frontend.start_http_server: [Frontend:1] Starting HTTP server   "],
+     ("generic", "incomplete", "http_listening", "none")),
+    # f-trtllm-triton-v100-models-ready-table.log and f-trtllm-triton-chatglm2-mpisize-unavailable.log
+    # (https://github.com/triton-inference-server/tensorrtllm_backend/issues/208, /33): Triton's model table
+    (["| tensorrt_llm   | 1       | READY  |"], ("trtllm", "incomplete", "weights_loaded", "none")),
+    (["| tensorrt_llm   | 1       | UNAVAILABLE: Internal: unexpected error when creating modelInstanceState: "
+      "[TensorRT-LLM][ERROR] Assertion failed:  |"], ("trtllm", "failed", "weights_loading", "other")),
+])
+def test_the_fifth_rounds_rules_on_their_real_lines(lines: list[str], expected: tuple[str, str, str, str]) -> None:
+    assert _read(lines) == expected
+
+
+@pytest.mark.parametrize("lines, expected", [
+    # f-vllm-ascend-qwen3-next-910b4-no-free-memory.log (https://github.com/vllm-project/vllm-ascend/issues/3843):
+    # the NPU worker left nothing for the KV cache
+    (["(Worker_TP2 pid=554) INFO 10-28 21:14:48 [worker_v1.py:259] Available memory: 0, total memory: 65452113920",
+      "(EngineCore_DP0 pid=415) ERROR 10-28 21:14:49 [core.py:708] EngineCore failed to start."],
+     ("vllm", "failed", "kv_cache", "kv_cache")),
+    # f-vllm-ascend-glm5-dp2-tp8-apiserver-died.log (https://github.com/vllm-project/vllm-ascend/issues/9071)
+    (["(EngineCore_DP1 pid=347) INFO 05-11 11:39:27 [platform.py:536] Set PYTORCH_NPU_ALLOC_CONF=expandable_segments:"
+      "True", "INFO 05-11 11:39:27 [utils.py:250] Waiting for API servers to complete ...",
+      "ERROR 05-11 11:39:27 [utils.py:291] Exception occurred while running API servers: Process ApiServer_0 "
+      "(PID: 359) died with exit code 1"],
+     ("vllm", "failed", "process_start", "other")),
+    # f-vllm-cpu-gemma2-sdpa-softcap-load-fail.log (https://github.com/vllm-project/vllm/issues/8660)
+    (["(VllmWorkerProcess pid=143) ERROR 09-20 08:05:48 multiproc_worker_utils.py:226] Exception in worker "
+      "VllmWorkerProcess while processing method load_model: Torch SPDA does not support logits soft cap., Traceback "
+      "(most recent call last):"],
+     ("vllm", "failed", "process_start", "other")),
+    # f-vllm-ray-mlp-speculator-tp-worker-init.log (https://github.com/vllm-project/vllm/pull/6050)
+    (["(RayWorkerWrapper pid=401734) INFO 07-02 05:17:20 utils.py:719] Found nccl from library libnccl.so.2"],
+     ("vllm", "incomplete", "distributed_init", "none")),
+    # f-vllm-tpu-ray-pixtral-compiling-shapes.log (https://github.com/vllm-project/vllm/issues/11132)
+    (["INFO 12-12 11:19:10 tpu_model_runner.py:274] Compiling the model with different input shapes...",
+      "(RayWorkerWrapper pid=311759) INFO 12-12 11:19:16 tpu_model_runner.py:274] Compiling the model with different "
+      "input shapes..."],
+     ("vllm", "incomplete", "compile", "none")),
+    # f-vllm-v0-memory-profiling-results-table.log (https://github.com/vllm-project/vllm/pull/10511): its v0 logger's
+    # format and its profiler's table head
+    (["INFO 12-13 19:54:18 worker.py:243] Memory profiling results:",
+      "INFO 12-13 19:54:18 worker.py:243] available_kv_cache_memory    53.29GiB"],
+     ("vllm", "incomplete", "kv_cache", "none")),
+    # f-vllm-v0-routes-uvicorn-port5000-ready.log (https://github.com/vllm-project/vllm/issues/12664)
+    (["INFO 02-02 18:01:49 launcher.py:27] Route: /v1/completions, Methods: POST",
+      "INFO:     Application startup complete."],
+     ("vllm", "ready", "ready", "none")),
+    # f-vllm-v1-uvicorn-ready-models-200.log (https://github.com/vllm-project/vllm/pull/12600)
+    (["INFO:     Application startup complete.",
+      "INFO 01-31 19:05:39 chat_utils.py:330] Detected the chat template content format to be 'string'. You can set "
+      "`--chat-template-content-format` to override this."],
+     ("vllm", "ready", "ready", "none")),
+    # f-vllm-gb10-spark-chat-template-warmup.log (https://github.com/vllm-project/vllm/pull/31740) and
+    # f-vllm-v1-eager-engine-init-done-api-setup.log (https://github.com/vllm-project/vllm/pull/20707): the API
+    # server's app state, once the engine is up
+    (["(EngineCore_0 pid=1399537) INFO 08-19 14:58:40 [kv_cache_utils.py:849] GPU KV cache size: 922,496 tokens",
+      "(APIServer pid=1391815) INFO 08-19 14:58:41 [api_server.py:1639] Supported_tasks: ['generate']"],
+     ("vllm", "incomplete", "http_listening", "none")),
+    (["(EngineCore_DP0 pid=4599) INFO 01-06 23:26:32 [kv_cache_utils.py:849] GPU KV cache size: 922,496 tokens",
+      "(APIServer pid=4548) INFO 01-06 23:26:32 [serving_chat.py:180] Warming up chat template processing..."],
+     ("vllm", "incomplete", "http_listening", "none")),
+    # f-vllm-llmd-nested-prefix-kv-connector-init-error.log (https://github.com/llm-d/llm-d/issues/661): the worker
+    # given its KV cache config
+    (["(EngineCore_DP0 pid=181) (Worker_TP1 pid=189) ERROR 01-29 22:59:30 [multiproc_executor.py:852]   File "
+      "\"/opt/vllm-source/vllm/v1/worker/gpu_worker.py\", line 403, in initialize_from_config"],
+     ("vllm", "incomplete", "kv_cache", "none")),
+])
+def test_the_fifth_rounds_vllm_rules_on_their_real_lines(lines: list[str],
+                                                         expected: tuple[str, str, str, str]) -> None:
+    assert _read(lines) == expected
+
+
+@pytest.mark.parametrize("line, scores", [
+    # f-vllm-v0-memory-profiling-results-table.log (https://github.com/vllm-project/vllm/pull/10511)
+    ("INFO 12-13 19:54:18 worker.py:243] duration     0.75 seconds", {"vllm": 2}),
+    ("INFO 12-13 19:54:18 worker.py:243] Memory profiling results:", {"vllm": 5}),
+    # f-vllm-xpu-ipex-operator-override-platform-detect.log (https://github.com/vllm-project/vllm/pull/14612)
+    ("INFO 03-13 10:36:11 [__init__.py:256] Automatically detected platform xpu.", {"vllm": 6}),
+    # f-vllm-dynamo-serve-http-up-weights-loading.log (https://github.com/ai-dynamo/dynamo/pull/532)
+    ("2025-04-07T00:31:08.614Z  INFO config._resolve_task: This model supports multiple tasks: {'classify', 'score', "
+     "'reward', 'generate', 'embed'}. Defaulting to 'generate'.", {"vllm": 3}),
+    # f-vllm-v1-uvicorn-ready-models-200.log (https://github.com/vllm-project/vllm/pull/12600), its prefix gone
+    ("Detected the chat template content format to be 'string'. You can set `--chat-template-content-format` to "
+     "override this.", {"vllm": 2}),
+    # f-vllm-v0-routes-uvicorn-port5000-ready.log (https://github.com/vllm-project/vllm/issues/12664)
+    ("INFO 02-02 18:01:49 launcher.py:27] Route: /v1/completions, Methods: POST", {"vllm": 4}),
+    # f-llamacpp-windows-gemma-slow-response-ready.log (https://github.com/ggml-org/llama.cpp/issues/9013)
+    ('INFO [            update_slots] all slots are idle | tid="11744" timestamp=1723514861', {"llamacpp": 4}),
+    # f-llamacpp-llamafile-llava-gpu-nvidia-segfault.log (https://github.com/mozilla-ai/llamafile/issues/560)
+    ("link_cuda_dso: note: dynamically linking /home/lab/.llamafile/v/0.8.11/ggml-cuda.so", {"llamacpp": 4}),
+    # f-llamacpp-router-child-debug-create-tensor-loading.log (https://github.com/ggml-org/llama.cpp/pull/23398)
+    ("[58649] 0.00.288.375 D create_tensor: loading tensor blk.56.ssm_alpha.weight", {"llamacpp": 4}),
+    # f-llamacpp-llamacpppython-llava-metal-uvicorn-ready.log (https://github.com/abetlen/llama-cpp-python/issues/1354)
+    ("llama_print_timings:        load time =    1491.98 ms", {"llamacpp": 4}),
+    # f-llamacpp-rocm-docker-4gpu-gfx906-context-destroyed.log (https://github.com/ggml-org/llama.cpp/issues/17583)
+    ("  current device: 1, in function ggml_backend_cuda_buffer_set_tensor at /app/ggml/src/ggml-cuda/ggml-cuda.cu:625",
+     {"llamacpp": 3}),
+    # f-generic-gpustack-docker-server-serving-tools-download.log (https://github.com/gpustack/gpustack/issues/450):
+    # the platform downloading llama-box's release is not llama-box's line
+    ("2024-10-24T06:25:07+00:00 - gpustack.worker.tools_manager - INFO - downloading llama-box-linux-amd64-cuda-12.4 "
+     "'v0.0.67'", {}),
+    ("2025-02-09T18:32:29-03:00 - gpustack.worker.backends.llama_box - INFO - Starting llama-box server",
+     {"llamacpp": 4}),
+    # f-lmdeploy-api-server-usage-dump-arg-rejected.log (https://github.com/InternLM/lmdeploy/issues/2006)
+    ("usage: lmdeploy serve api_server [-h] [--server-name SERVER_NAME]", {"lmdeploy": 6}),
+    # f-ollama-journalctl-host-redacted-key-dir-permission-restart.log (https://github.com/ollama/ollama/issues/12700)
+    ("Started Ollama Service.", {"ollama": 4}),
+    ("Started ollama.service - Ollama Service.", {"ollama": 4}),
+    # f-trtllm-triton-v100-models-ready-table.log, f-trtllm-triton-llava-orte-init-failed.log
+    # (https://github.com/triton-inference-server/tensorrtllm_backend/issues/208, /712)
+    ("| tensorrt_llm   | 1       | READY  |", {"trtllm": 7}),
+    ('I0221 15:25:20.264782 3002 python_be.cc:2249] "TRITONBACKEND_ModelInstanceInitialize: tensorrt_llm_bls_0_0 '
+     '(CPU device 0)"', {"trtllm": 7}),
+])
+def test_each_line_of_the_fifth_round_weighs_what_its_rule_says(line: str, scores: dict[str, int]) -> None:
+    """Each new detection rule alone, on its real line: the weight it gives, and to which engine only."""
+    detector = EngineDetector(list(PROFILES.values()))
+    detector.feed(line)
+    assert {name: score for name, score in detector.scores.items() if score} == scores

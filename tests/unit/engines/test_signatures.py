@@ -221,6 +221,41 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
     # --- a supervisor of llama-server (corpus: d-llamacpp-tabby-supervisor-starting-ctrl-c-exit)
     ("llamacpp", "other", "2024-07-24T07:25:28.289106Z  WARN llama_cpp_server::supervisor: crates/llama-cpp-server/"
                           "src/supervisor.rs:99: llama-server <embedding> exited with status code -1"),
+    # --- gathering f's (tests/fixtures/corpus, each named): Triton's model table, systemd's word on the service, Open
+    # MPI's init, a vLLM-family worker's method (f-trtllm-triton-chatglm2-mpisize-unavailable,
+    # f-ollama-quoted-journalctl-x-mkdir-models-permission-denied, f-trtllm-triton-llava-orte-init-failed,
+    # f-generic-aphrodite-ray-load-model-error)
+    ("trtllm", "other", "| tensorrt_llm   | 1       | UNAVAILABLE: Internal: unexpected error when creating "
+                        "modelInstanceState: [TensorRT-LLM][ERROR] Assertion failed:  |"),
+    ("generic", "other", "systemd[1]: ollama.service: Main process exited, code=exited, status=1/FAILURE"),
+    # systemd's unit for a process a signal dumped (src/core/service.c: "Main process exited, code=%s, status=%i/%s")
+    ("generic", "crashed", "systemd[1]: llama.service: Main process exited, code=dumped, status=11/SEGV"),
+    ("trtllm", "other", "It looks like orte_init failed for some reason; your parallel process is"),
+    ("generic", "other", "(RayWorkerAphrodite pid=34320) ERROR:    Error executing method load_model. This might cause "
+                         "deadlock in distributed execution."),
+    # vLLM's Ray workers (worker_base.py execute_method's logger.exception), as pasted in the ROCm and Ascend trackers
+    ("vllm", "other", "(RayWorkerWrapper pid=769965) ERROR 10-07 15:58:23 worker_base.py:464] Error executing method "
+                      "init_device. This might cause deadlock in distributed execution."),
+    ("vllm", "other", "ERROR 02-28 09:16:29 worker_base.py:572] Error executing method "
+                      "'determine_num_available_blocks'. This might cause deadlock in distributed execution."),
+    # ggml's failed assert, whichever program embeds it (https://github.com/ggml-org/llama.cpp/issues/9478)
+    ("llamacpp", "crashed", "ggml/src/ggml.c:6793: GGML_ASSERT(false && ‘backwards pass not implemented’) failed"),
+    ("generic", "crashed", "ggml/src/ggml.c:6793: GGML_ASSERT(false && ‘backwards pass not implemented’) failed"),
+    # vllm-ascend's worker, v1's API-server manager, v0's multiprocessing worker (f-vllm-ascend-qwen3-next-910b4-
+    # no-free-memory, f-vllm-ascend-glm5-dp2-tp8-apiserver-died, f-vllm-cpu-gemma2-sdpa-softcap-load-fail)
+    ("vllm", "kv_cache", "Available memory: 0, total memory: 65452113920"),
+    ("vllm", "other", "ERROR 05-11 11:39:27 [utils.py:291] Exception occurred while running API servers: Process "
+                      "ApiServer_0 (PID: 359) died with exit code 1"),
+    ("vllm", "other", "(VllmWorkerProcess pid=143) ERROR 09-20 08:05:48 multiproc_worker_utils.py:226] Exception in "
+                      "worker VllmWorkerProcess while processing method load_model: Torch SPDA does not support logits "
+                      "soft cap., Traceback (most recent call last):"),
+    # LMDeploy's PyTorch engine, Ollama's scheduler (f-lmdeploy-pytorch-tp2-baichuan-rank1-failed-dist-model,
+    # f-ollama-compose-unknown-arch-pangu-newllamaserver-failed)
+    ("lmdeploy", "other", "01/18 15:13:28 - lmdeploy - ERROR - /root/miniconda3/envs/aichat/lib/python3.9/"
+                          "site-packages/lmdeploy/pytorch/engine/model_agent.py - _start_tp_process - 855 - Rank[1] "
+                          "failed."),
+    ("ollama", "other", 'time=2025-11-06T06:23:22.759Z level=INFO source=sched.go:418 msg="NewLlamaServer failed" '
+                        'model=/root/.ollama/models/blobs/sha256-8fc8 error="unable to load model"'),
 ]
 
 
