@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.common import end_epoch
 
 pytest_plugins = ["tests.support.fixtures"]
 
@@ -43,6 +46,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if top in ("unit", "e2e"):
             item.add_marker(getattr(pytest.mark, top))
     items.sort(key=lambda item: 0 if item.get_closest_marker("vllm") else 1)
+
+
+@pytest.fixture(autouse=True)
+def _stops_stay_in_their_test() -> Iterator[None]:
+    """A stop a test's thread sends after the test has ended is dropped (``tests.support.common.signal_self``,
+    ``drive``): a daemon thread of one test once sent SIGTERM into the next test's run, which ended
+    ``interrupted``."""
+    yield
+    end_epoch()
 
 
 VLLM_MODULE = "tests/e2e/vllm/test_server.py"

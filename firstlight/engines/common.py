@@ -347,8 +347,9 @@ ARGUMENT_FAILURES: tuple[FailureSignature, ...] = (
     S(r"^error: (?:invalid argument|unknown argument): ", "bad_argument", BAD_ARGUMENT_HINT, True),
     S(r"^error while handling argument \"", "bad_argument", BAD_ARGUMENT_HINT, True),
     # argparse's usage block at the start of a server's output: it printed it because it rejected the command line,
-    # its error line following (corpus: f-lmdeploy-api-server-usage-dump-arg-rejected, where the excerpt stops first)
-    S(r"^usage: [\w.\-]+(?: [\w.\-]+){0,3} \[-h\]", "bad_argument", BAD_ARGUMENT_HINT, True),
+    # its error line following (corpus: f-lmdeploy-api-server-usage-dump-arg-rejected, where the excerpt stops first).
+    # Ranked as a wrapper: the error line, when it comes, is the evidence that names the flag.
+    S(r"^usage: [\w.\-]+(?: [\w.\-]+){0,3} \[-h\]", "bad_argument", BAD_ARGUMENT_HINT, True, 0),
 )
 
 TRITON_LOAD_HINT = (

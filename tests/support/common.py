@@ -246,26 +246,53 @@ def _handled(sig: int) -> bool:
     return signal.getsignal(sig) not in (signal.SIG_DFL, signal.SIG_IGN, signal.default_int_handler, None)
 
 
-def signal_self(sig: int = signal.SIGTERM, within: float = 0.0) -> bool:
+# A test's threads may outlive it (a daemon thread still waiting when its test has ended, a driver slowed on a busy
+# machine): what they send to this process must never reach the next test's run, whose handler would take a stale
+# stop for its own. Each test's end moves the epoch (tests/conftest.py); a stop is sent only in the epoch it was
+# asked in, checked and sent under one lock, so no test can end between the check and the send.
+_EPOCH_LOCK = threading.RLock()
+_epoch = 0
+
+
+def current_epoch() -> int:
+    """The running test's epoch: capture it in the test body, before a thread that will stop its run starts."""
+    return _epoch
+
+
+def end_epoch() -> None:
+    """The test is over: its threads' stops are not sent from now on (tests/conftest.py, at each test's teardown)."""
+    global _epoch
+    with _EPOCH_LOCK:
+        _epoch += 1
+
+
+def signal_self(sig: int = signal.SIGTERM, within: float = 0.0, epoch: int | None = None) -> bool:
     """``sig`` to this process, as an operator's stop comes to a run going on in the main thread; only while a
     handler of the run's own is installed, waited for up to ``within`` seconds. Without one the default action
     would end the whole test process (pytest-xdist then reports the worker down): a run that already ended, or
     one whose signal installer has not run yet (a step taken before ``run()`` that wakes the thread sending the
-    signal). Returns whether it was sent; a test whose run needed it fails on the run's outcome."""
+    signal). ``epoch`` (:func:`current_epoch`, taken in the test body): never once that test has ended. Returns
+    whether it was sent; a test whose run needed it fails on the run's outcome."""
     deadline = time.monotonic() + within
-    while not _handled(sig):
+    while True:
+        with _EPOCH_LOCK:
+            if epoch is not None and epoch != _epoch:
+                return False
+            if _handled(sig):
+                os.kill(os.getpid(), sig)
+                return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.02)
-    os.kill(os.getpid(), sig)
-    return True
 
 
 def drive(steps: Callable[[], None], stop: Callable[[], None]) -> list[BaseException]:
     """``steps`` on a thread of their own (what a test does to a run going on in the main thread), then ``stop``
     whatever happened: a step that fails ends the run at once instead of leaving it running for ever, and its
-    error is kept in the list returned, for the test to fail on."""
+    error is kept in the list returned, for the test to fail on. ``stop`` is skipped once the test has ended (its
+    run ended first): a late stop would reach the next test's run."""
     errors: list[BaseException] = []
+    epoch = current_epoch()
 
     def run() -> None:
         try:
@@ -273,7 +300,9 @@ def drive(steps: Callable[[], None], stop: Callable[[], None]) -> list[BaseExcep
         except BaseException as e:
             errors.append(e)
         finally:
-            stop()
+            with _EPOCH_LOCK:
+                if epoch == _epoch:
+                    stop()
 
     threading.Thread(target=run, name="test-driver", daemon=True).start()
     return errors

@@ -28,7 +28,7 @@ from firstlight.units.journal.journalctl import read_entries
 from firstlight.units.systemctl import UnitState
 from firstlight.units.watch import UnitOptions, UnitWatch, engine_command, start_timeout_warning
 from tests.support.common import FIXTURES as _FIXTURES
-from tests.support.common import signal_self, wait_for
+from tests.support.common import current_epoch, signal_self, wait_for
 from tests.support.journal_export import UnitRun, journal_remote, write_journal
 
 UNIT = "llm.service"
@@ -180,9 +180,11 @@ def test_ctrl_c_stops_the_watch_and_with_stop_on_interrupt_the_unit(tmp_path: Pa
     systemd = JournalSystemd(path, restarts=0)
     seen = io.StringIO()
 
+    epoch = current_epoch()
+
     def interrupt_once_watching() -> None:
         wait_for(lambda: '"event": "started"' in seen.getvalue(), 60, "the watch to start")
-        signal_self(signal.SIGINT, within=60)
+        signal_self(signal.SIGINT, within=60, epoch=epoch)
 
     threading.Thread(target=interrupt_once_watching, daemon=True).start()
     outcome = make_watch(path, systemd, seen, stop_on_interrupt=True).run(systemd.show(UNIT))
@@ -276,11 +278,13 @@ def test_a_stop_signal_while_waiting_for_systemds_next_attempt_ends_the_watch_at
     first, systemd = loading_first_attempt(path)
     seen = io.StringIO()
 
+    epoch = current_epoch()
+
     def stop_while_waiting() -> None:  # attempt 1 fails; systemd's restart is due but never comes
         wait_for(lambda: '"event": "started"' in seen.getvalue(), 60, "the watch to start")
         write_journal(path, bytes(failing(T0 + 1, 1, invocation=first.invocation, start=False).out))
         wait_for(lambda: '"event": "attempt"' in seen.getvalue(), 60, "attempt 1 reported")
-        signal_self(stop, within=60)
+        signal_self(stop, within=60, epoch=epoch)
 
     threading.Thread(target=stop_while_waiting, daemon=True).start()
     t0 = time.monotonic()
@@ -301,9 +305,11 @@ def test_a_stop_signal_before_any_invocation_is_interrupted_not_no_invocation(tm
     waiting = threading.Event()
     systemd.on_restart = waiting.set  # systemd was asked, but its new invocation never appears
 
+    epoch = current_epoch()
+
     def stop_while_waiting() -> None:
         wait_for(waiting.is_set, 60, "the restart to be asked for")
-        signal_self(signal.SIGTERM, within=60)
+        signal_self(signal.SIGTERM, within=60, epoch=epoch)
 
     threading.Thread(target=stop_while_waiting, daemon=True).start()
     state = systemd.restart_or_start(UNIT)
