@@ -28,14 +28,22 @@ EVIDENCE_TEXT_MAX = 300
 MAX_FAILURE_EVIDENCE = 12
 MAX_PHASE_EVIDENCE = 25
 ROOT_WINDOW_LINES = 2000  # non-fatal failures this close before the first fatal line can be its root cause
+DEATH_LINES = 8  # fatal lines this close (in lines read) after the first fatal one tell the same death (where)
 CUT_CAUSE_LINES = 50  # ... this close before a traceback the log ends in, cut before its exception line
 
 # A Python exception header ("ValueError: ...", "torch.OutOfMemoryError: ...") and the lines of a traceback.
-_EXC_LINE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|Exception)(?::|$)")
+# (a module's own lower-case one too: "socket.gaierror: [Errno -3] ...")
+_EXC_LINE = re.compile(
+    r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|Exception)(?::|$)|^[a-z_]\w*\.[a-z]*error:"
+)
 _TB_LINE = re.compile(
     r"^(?:\s|Traceback \(most recent call last\)|During handling of the above exception|"
     r"The above exception was the direct cause|File \"|\^+$|~+$)"
 )
+
+# A line logged at ERROR level (vLLM's "ERROR 05-26 00:17:47 [engine.py:448] ...", a Python logger's "- ERROR -"):
+# followed at once by a traceback, it is that exception's message (``logger.exception``)
+_ERROR_LEVEL = re.compile(r"^.{0,120}?(?:\bERROR\b|\blevel=ERROR\b)")
 
 # The log ends inside an uncaught traceback: the process most likely died with it.
 UNCAUGHT = Failure(
@@ -120,6 +128,9 @@ class LineInterpreter:
     # its "Traceback (most recent call last):" line, once a frame followed it
     _tail_header: FailureHit | None = None
     _tail_open: FailureHit | None = None
+    _last_exc: int | None = None  # the line of the last exception line (a traceback's end), any process's
+    _error_line: int | None = None  # the last ERROR-level line that is not a traceback's
+    _fatal_count: int = 0  # the lines read when the first fatal one came (a count of lines, whatever their framing)
 
     def use_profile(self, profile: EngineProfile) -> None:
         """The engine became known after some lines (detected from its log or endpoints)."""
@@ -136,7 +147,7 @@ class LineInterpreter:
         cleaned = clean_line(text)
         m = self.profile.classify_clean(cleaned) if cleaned else NO_MATCH
         if final:
-            self._track_tail(cleaned, lineno, m, t)
+            self._track_tail(text, cleaned, lineno, m, t)
             if self.profile.on_demand and not self._asked:
                 self._asked = self.profile.asks_a_model(cleaned)
         progress_line = not (is_access_line(text) and m.progress is None and not m.ready)
@@ -204,7 +215,11 @@ class LineInterpreter:
                 and PHASE_INDEX[m.frame_phase] > PHASE_INDEX[target or self.phase]):
             target = m.frame_phase
         implied = m.failure.phase if m.failure is not None and m.failure.fatal else None
-        if (implied is not None and self.first_fatal is None
+        # ... or one of the lines that tell the same death just after it (an OOM's line, then the loader's "failed
+        # to initialize the context" that says where)
+        in_death = self.first_fatal is None or (self.lines - self._fatal_count <= DEATH_LINES
+                                                 and self.first_fatal.failure.phase is None)
+        if (implied is not None and in_death
                 and PHASE_INDEX[implied] > PHASE_INDEX[target or self.phase]):
             target = implied  # the first fatal line says where the start died (vocab.FAILURE_PHASES)
         if target is None:
@@ -241,22 +256,28 @@ class LineInterpreter:
             self._recent_nonfatal.append(hit)
             return False
         self.first_fatal = self._root = hit
+        self._fatal_count = self.lines
         for prior in self._recent_nonfatal:
             if prior.line >= hit.line - ROOT_WINDOW_LINES and better(prior, self._root):
                 self._root = prior
         self._in_root_tb = self.root_traceback_open = _EXC_LINE.match(cleaned) is None
         return True
 
-    def _track_tail(self, cleaned: str, lineno: int, m: LineMatch, t: float | None) -> None:
+    def _track_tail(self, text: str, cleaned: str, lineno: int, m: LineMatch, t: float | None) -> None:
         """Follow the traceback the log currently ends in (for "the log ends in an uncaught exception", and to
         close the root traceback after the first fatal line)."""
         is_exc = _EXC_LINE.match(cleaned) is not None
         after_fatal = self.first_fatal is not None and lineno > self.first_fatal.line
         if cleaned and not _TB_LINE.match(cleaned) and not is_exc:
-            self._tail_start, self._tail_hits, self._tail_exc = None, [], None
-            self._tail_header = self._tail_open = None
+            error = _ERROR_LEVEL.match(text) is not None
+            if error:
+                self._error_line = lineno
             if after_fatal:
                 self.root_traceback_open = False
+            if error and self._tail_exc is not None:
+                return  # an error said after the exception (an NPU runtime's own line) is no recovery from it
+            self._tail_start, self._tail_hits, self._tail_exc = None, [], None
+            self._tail_header = self._tail_open = None
             return
         if is_exc and after_fatal:
             self.root_traceback_open = False
@@ -265,10 +286,13 @@ class LineInterpreter:
         if not is_exc:
             if cleaned.startswith("Traceback (most recent call last)"):
                 self._tail_header = FailureHit(lineno, clip(cleaned), UNCAUGHT, t)
+                if self._error_line == lineno - 1:  # a logged exception: its message, then its traceback
+                    self._last_exc = lineno - 1
             elif self._tail_header is not None and cleaned.lstrip().startswith('File "'):
                 self._tail_open = self._tail_header
             return
         self._tail_header = self._tail_open = None  # its exception line came: _tail_exc says it
+        self._last_exc = lineno
         if m.failure is not None and not m.failure.fatal:
             self._tail_hits.append(FailureHit(lineno, clip(cleaned), m.failure, t))
         # a Ctrl+C is a stop, not a failed start
@@ -293,11 +317,15 @@ class LineInterpreter:
         if self._root is not None or not ended:
             return self._root
         if self._tail_exc is None:
-            root = self._tail_open  # frames with no exception line after them: it died there all the same
-            # ... of what another process's exception said just before (an engine core's, its traceback over): the
-            # traceback cut before its own exception line names nothing better
+            # frames with no exception line after them: the excerpt stops before the traceback's end, so the death
+            # is not in the text, unless another process's exception came just before (an engine core's, its
+            # traceback over: the API server's cut one is its echo), which then names the cause
+            cut = self._tail_open
+            if cut is None or self._last_exc is None or self._last_exc < cut.line - CUT_CAUSE_LINES:
+                return None
+            root = cut
             for prior in self._recent_nonfatal:
-                if root is not None and root.line - CUT_CAUSE_LINES <= prior.line < root.line and better(prior, root):
+                if cut.line - CUT_CAUSE_LINES <= prior.line < cut.line and better(prior, root):
                     root = prior
             return root
         root = self._tail_exc

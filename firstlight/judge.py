@@ -274,10 +274,13 @@ class Judge:
     def assess(self, now: float) -> Assessment:
         if self._final is not None:
             f = self._final
+            # ... and a failed start's phase: the lines that tell its death after the first (the frames of its
+            # traceback, the loader's word after the OOM's) say where it died, only forward (the line interpreter)
+            phase = self.phases.current.name if f.verdict == FAILED else f.phase
             if (f.weights is not self.signals.weights or len(f.clocks) != len(self.signals.clocks)
-                    or f.ready_at != self.ready_at):
+                    or f.ready_at != self.ready_at or f.phase != phase):
                 self._final = f = dataclasses.replace(f, ready_at=self.ready_at, weights=self.signals.weights,
-                                                      clocks=tuple(self.signals.clocks))
+                                                      clocks=tuple(self.signals.clocks), phase=phase)
             return f
         a = self._verdict(now)
         if a.final:

@@ -45,8 +45,9 @@ KNOWN_PREFIX_RE = re.compile(
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "  # journald/syslog
     r"|\((?:[\w.-]+)(?: [\w]+=[^)]*)?\)\s"  # vLLM/Ray process tag: "(EngineCore_DP0 pid=17374) " (one space: the
     # indentation after it is the line's own, a traceback's frame and source lines)
-    r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|TRACE) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
-    r" (?:\[[^\]]*\] |[\w.-]+:\d+\] )?"  # vLLM: "INFO 05-07 02:13:52 [core.py:396] "
+    r"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|TRACE) (?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
+    r" (?:\[[^\]]*\] |[\w.-]+:\d+\] )?"  # vLLM: "INFO 05-07 02:13:52 [core.py:396] " (a year where configured)
+    r"|\[[\w./-]+\.py:\d+\] "  # a Python logger's "[file.py:N] " left where a wrapper re-stamped the line
     r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\] [IWEDT] "  # llama-box "[2025-07-21 06:52:38.758083] I "
     r"|\[(?:(?:\d{4}-)?\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]{2,3}\d+)*\] "  # SGLang "[... TP0] "
     r"|\[(?:gpu_id|rank|tp_rank)=\d+\] "  # old SGLang "[gpu_id=0] "
@@ -54,6 +55,8 @@ KNOWN_PREFIX_RE = re.compile(
     r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR)\s+"  # TGI / tracing ISO
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? - [\w.\-]+ - [A-Z]+ - "  # python logging (LMDeploy)
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? (?:TRACE|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
+    # a wrapper's own stamp and level before the line it relays (Lemonade: "2026-05-08 11:44:30.892 [Info] ")
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? \[(?:Trace|Debug|Info|Warning|Warn|Error|Critical)\] "
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w./-]+:\d+\] "  # glog (torch C++ warnings)
     r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+"  # uvicorn "INFO:     "
     r"|\d+\.\d\d\.\d{3}\.\d{3} [IWEDT] "  # llama.cpp --log-timestamps/--log-prefix

@@ -297,6 +297,17 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     ),
 )
 
+# Deaths said by a runtime under any engine: a Rust program's panic (mistral.rs, TGI's router: "thread 'main' panicked
+# at ..."), ROCm's GPU memory fault, which aborts the process ("Memory access fault by GPU node-1 (Agent handle: ...)
+# on address ..."), a Ray actor that died in its constructor
+RUNTIME_DEATHS: tuple[FailureSignature, ...] = (
+    S(r"^thread '[^']{1,80}' panicked at ", "other",
+      "the program panicked at start: its message (on this line or the next) says why", True, 15),
+    S(r"^Memory access fault by GPU node-\d+ ", "crashed", CRASH_HINT, True, 10),
+    S(r"Exception raised in creation task: The actor died because of an error raised in its creation task",
+      "other", "a Ray actor died while it was created: the traceback after it names the cause", True, 5),
+)
+
 WORKER_METHOD_HINT = "a worker failed a step of the start: its traceback (on the worker's lines) names the cause"
 # vLLM's Ray and multiprocessing executors (and their forks: Aphrodite) when a worker's method raises: the driver
 # re-raises it and the start ends. The method says the step: its model's load, its device's (and NCCL's) set-up, the
@@ -345,6 +356,10 @@ ARGUMENT_FAILURES: tuple[FailureSignature, ...] = (
     S(r"\bargument \S+ (?:has been|was|is) (?:removed|deprecated and removed)\b", "bad_argument",
       BAD_ARGUMENT_HINT, True),
     S(r"^error: (?:invalid argument|unknown argument): ", "bad_argument", BAD_ARGUMENT_HINT, True),
+    # clap's (a Rust server's command line: "error: 'mistralrs-server' requires a subcommand but one was not
+    # provided"), and the usage line it ends with
+    S(r"^error: '[\w.-]+' requires a subcommand but one was not provided", "bad_argument", BAD_ARGUMENT_HINT, True),
+    S(r"^Usage: [\w.-]+ \[OPTIONS\]", "bad_argument", BAD_ARGUMENT_HINT, True, 0),
     S(r"^error while handling argument \"", "bad_argument", BAD_ARGUMENT_HINT, True),
     # argparse's usage block at the start of a server's output: it printed it because it rejected the command line,
     # its error line following (corpus: f-lmdeploy-api-server-usage-dump-arg-rejected, where the excerpt stops first).
@@ -367,6 +382,9 @@ TRITON_FAILURES: tuple[FailureSignature, ...] = (
     # its model table, printed once every model has loaded or failed: "| tensorrt_llm | 1 | UNAVAILABLE: Internal:
     # ..." (corpus: f-trtllm-triton-chatglm2-mpisize-unavailable)
     S(r"^\|\s*[\w.-]+\s*\|\s*\d+\s*\|\s*UNAVAILABLE: ", "other", TRITON_LOAD_HINT, True, None, "weights_loading"),
+    # its model repository's load of one model failing ("model_lifecycle.cc:621] failed to load 'tensorrt_llm'
+    # version 1: Internal: ...")
+    S(r"^failed to load '[\w.-]+'(?: version \d+: |$)", "other", TRITON_LOAD_HINT, True, 5, "weights_loading"),
 )
 
 # Triton's model table with every model READY: its models are loaded ("| tensorrt_llm | 1 | READY |")
@@ -375,7 +393,7 @@ TRITON_PHASES: tuple[PhaseMarker, ...] = (
 )
 
 TORCH_FAILURES = (*TORCH_FAILURES, *ARGUMENT_FAILURES, *TRITON_FAILURES, *SERVICE_FAILURES, *MPI_FAILURES,
-                  *WORKER_METHOD_FAILURES)
+                  *WORKER_METHOD_FAILURES, *RUNTIME_DEATHS)
 
 # An access-log line of a generation that succeeded (HTTP 200 on a generation route): the server served somebody.
 # Every profile lists these among its ready markers, so a replay reads READY from them and a live watch takes
@@ -488,6 +506,9 @@ NCCL_PHASES: tuple[PhaseMarker, ...] = (
     # nccl==2.21.5", "sglang is using nccl==2.27.3"; corpus: d-sglang-compose-tp2-gloo-custom-allreduce)
     PhaseMarker(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks|\bis using nccl==\d", "distributed_init",
                 weak=True),
+    # oneCCL's (Intel GPUs: "2024:09:14-11:02:35:(  241) |CCL_WARN| topology recognition ..."), and a collective's
+    # "current rank: 0, world size: 4" as IPEX prints it
+    PhaseMarker(r"\|CCL_(?:WARN|INFO)\| |current rank: \d+, world size: \d+", "distributed_init", weak=True),
 )
 
 UVICORN_PHASES: tuple[PhaseMarker, ...] = (

@@ -47,6 +47,13 @@ GENERIC = EngineProfile(
         P(r"\b[Cc]apturing (?:CUDA|cuda) ?graphs?\b", "cuda_graph", weak=True),
         P(r"\b(?:[Ww]arming up|[Ww]armed up)\b", "warmup", weak=True),
         P(r"\bStarting HTTP (?:server|service)\b", "http_listening", weak=True),
+        # a model file being read ("I rkllm: loading rkllm model from /root/...rkllm"), an HTTP framework's workers
+        # starting (actix: "starting 8 workers"), a REST or gRPC front end up before its models are (OpenVINO Model
+        # Server: "REST server listening on port 8000", "Started gRPC server on port 9178")
+        P(r"\bloading \w+ model from \S", "weights_loading", weak=True),
+        P(r"\bstarting \d+ workers$", "http_listening", weak=True),
+        P(r"\b(?:REST|gRPC) server listening on port \d+|\bStarted (?:REST|gRPC) server (?:at|on) ", "http_listening",
+          weak=True),
         *UVICORN_PHASES,
         *TRITON_PHASES,
         *NCCL_PHASES,
@@ -62,7 +69,10 @@ GENERIC = EngineProfile(
     # uvicorn bound after the app's startup; a server's own word that it serves on an address (corpus: f-generic-
     # fastchat-model-worker-uvicorn-ready, f-generic-gpustack-docker-server-serving-tools-download)
     ready_markers=(*SERVED_MARKERS, r"^\"?Started HTTPService at \S+", r"Uvicorn running on \S+",
-                   r"\b(?:Serving|Listening) on (?:https?://)?[\w.\-\[\]:]+:\d+\.?$"),
+                   r"\b(?:Serving|Listening) on (?:https?://)?[\w.\-\[\]:]+:\d+\.?$",
+                   # a desktop server's word that its HTTP server listens (LM Studio: "Success! HTTP server listening
+                   # on port 1234"), and a launcher's that its model is ready (OpenLLM: "Model is ready")
+                   r"\bHTTP server listening on port \d+$", r"^Model is ready$"),
     listening_markers=(r"Uvicorn running on \S+",),
     port_flags=("--port",),
     host_flags=("--host",),

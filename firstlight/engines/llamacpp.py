@@ -60,6 +60,11 @@ LLAMACPP_PHASES: tuple[PhaseMarker, ...] = (
     P(r"(?:^|\s)(?:llm_)?load_tensors: +\S+ model buffer size =", "weights_loading", weak=True),
     P(r"(?:^|\s)llama_(?:new_)?context(?:_with_model)?: ", "kv_cache"),
     P(r"(?:^|\s)llama_kv_cache\w*: |KV buffer size =|KV self size =", "kv_cache", weak=True),
+    # the context's compute buffers, reserved after its KV cache (corpus: g-llamacpp-rocm-apertus-70b-compute-buffer-
+    # oom: "graph_reserve: failed to allocate compute buffers")
+    P(r"^(?:graph_reserve|ggml_gallocr_reserve_n): ", "kv_cache", weak=True),
+    # the GGML era's loader (2023: "llama.cpp: loading model from /models/llama-2-13b.Q5_K_M.gguf")
+    P(r"^llama\.cpp: loading model from ", "weights_loading"),
     # the multimodal projector's load (clip.cpp: "clip_model_load: loaded meta data ...", later clip_model_loader)
     P(r"^clip_model_load(?:er)?: ", "weights_loading", weak=True),
     P(r"warming up the model with an empty run", "warmup"),
@@ -208,11 +213,21 @@ LLAMACPP_FAILURES: tuple[FailureSignature, ...] = (
     ),
     S(
         r"failed to load model|unable to load model|exiting due to model loading error|"
-        r"failed to initialize the context|llama_init_from_gpt_params: error",
+        r"llama_init_from_gpt_params: error",
         "other",
         "llama.cpp could not load the model: see the lines above",
         True,
         WRAPPER_RANK,
+        "weights_loading",
+    ),
+    # the context (its KV cache and compute buffers) could not be made, the weights loaded
+    S(
+        r"failed to initialize the context|failed to create context with model",
+        "other",
+        "llama.cpp could not make the context (KV cache and compute buffers): see the lines above",
+        True,
+        WRAPPER_RANK,
+        "kv_cache",
     ),
     S(
         r"exiting due to HTTP server error|failed to initialize HTTP server",
@@ -283,6 +298,11 @@ LLAMACPP_DETECT: tuple[tuple[str, int], ...] = (
      r"link_metal_dso): ", 4),
     (r"\bcreate_tensor: loading tensor ", 4),
     (r"^llama_print_timings: ", 4),
+    # the GGML era's loader and context ("llama.cpp: loading model from ...", "llama_init_from_file: failed to load
+    # model"), and ggml's CUDA backend listing its devices, as a program that embeds it starts (corpus: g-llamacpp-
+    # lcpp-python-docker-gguf-on-ggml-build, g-llamacpp-textgen-webui-invalid-rpc-arg)
+    (r"^llama\.cpp: loading model from |^llama_init_from_file: ", 4),
+    (r"^ggml_cuda_init: found \d+ \w+ devices?:", 4),
     (r"\bin function ggml_backend_cuda_\w+ at ", 3),
 )
 
@@ -343,6 +363,9 @@ LLAMACPP = EngineProfile(
         # llama-box's older builds: "main: starting server" once its slots are made; its "main: listening" comes
         # before the load (corpus: f-llamacpp-llamabox-split-gguf-4slots-ready)
         r"^srv\s+main: starting server$",
+        # llama-cpp-python's server, uvicorn once the model is loaded (corpus: g-llamacpp-lcpp-python-ailab-recipe-
+        # uvicorn-ready)
+        r"Uvicorn running on \S+",
         # a generation's timings, printed as it ends: the llama.cpp runtime that a server embeds answered one
         # (llama-cpp-python's server: "llama_print_timings:        eval time = ..."; the 2024 server's text log:
         # "INFO [print_timings] prompt eval time = ..."; corpus: f-llamacpp-llamacpppython-llava-metal-uvicorn-ready)

@@ -57,6 +57,8 @@ LMDEPLOY = EngineProfile(
         P(r"^\[WARNING\] gemm_config\.in is not found; using default GEMM algo", "weights_loading", weak=True),
         # the setting's mention, not its value in a config dump ("cache_max_entry_count = 0.8" in TurboMind's
         # model_config; corpus: b-lmdeploy-turbomind-tp2-34b-config)
+        # TurboMind tuning its GEMM kernels for the batch sizes it will run ("[Gemm2] Tuning sequence: 8, 16, ...")
+        P(r"\[Gemm2\] Tuning sequence: ", "compile", weak=True),
         P(r"build CacheEngine|\bcache_max_entry_count\b(?! ?=)|num_gpu_blocks", "kv_cache", weak=True),
         # TurboMind's block manager sizing the KV cache's blocks (models/llama/BlockManager.cc)
         P(r"\[BlockManager\] (?:block_size|max_block_count) = ", "kv_cache"),
@@ -99,6 +101,7 @@ LMDEPLOY = EngineProfile(
         (r"Please open .* in a browser for detailed api usage", 4),
         (r"^usage: lmdeploy ", 4),  # its CLI's argparse usage
         (r"lmdeploy", 2),
+        (r"\blmdeploy serve (?:api_server|gradio|proxy)\b", 4),  # its command line, as a shell echoed it
         (r"^\s*File \"[^\"]*[/\\]lmdeploy[/\\][\w/\\]+\.py\", line \d+, in ", 2),  # a traceback frame of its own
     ),
     frame_markers=(

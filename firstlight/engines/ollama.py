@@ -60,6 +60,8 @@ OLLAMA = EngineProfile(
         P(r"msg=\"?loading model\b|\bsource=runner\.go:\d+ msg=load request=", "weights_loading"),
         # the Go engine placing the weights (ml/backend/ggml/ggml.go): msg="model weights" buffer=CUDA0 size="16.2 GiB"
         P(r"msg=\"?model weights\"? buffer=", "weights_loading", weak=True),
+        # the model file's metadata read, key by key at debug level (ggml.go: msg="key with type not found")
+        P(r"\bsource=ggml\.go:\d+ msg=\"key with type not found\"", "weights_loading", weak=True),
         # a pull: the server's "download.go:122: downloading 5b2b5f73b685 in 94 256.0 MB part(s)"
         # (https://github.com/ollama/ollama/issues/1209), the CLI's "pulling manifest"
         # (https://github.com/ollama/ollama/issues/8889)
@@ -161,6 +163,19 @@ OLLAMA = EngineProfile(
             None,
             "weights_loading",  # as the runner's other deaths (above)
         ),
+        # the 2024 runner's own JSON log (llama.cpp's server, run by Ollama) giving the model up: the runner exits
+        # (corpus: g-ollama-win-64k-ctx-compute-buffer-cudamalloc-oom)
+        S(
+            r"\"msg\":\"unable to load model\"",
+            "other",
+            "the runner could not load the model: see its lines above",
+            True,
+            WRAPPER_RANK,
+            "weights_loading",
+        ),
+        # the 2023 daemon's word on its runner's death by a signal ("llama.go:451: signal: illegal instruction")
+        S(r"(?:^|\.go:\d+: )signal: (?:illegal instruction|segmentation fault|aborted|bus error)", "crashed",
+          CRASH_HINT, True),
         S(
             r"^panic: |^Abort was called at \d+ line in file:|"
             r"^SIG(?:ABRT|SEGV|BUS|ILL|FPE|TRAP): [a-z ]+$|^rflags +0x[0-9a-f]+$",  # a Go fatal-signal dump
@@ -202,6 +217,8 @@ OLLAMA = EngineProfile(
         (r"/\.ollama/models/blobs/sha256-[0-9a-f]", 4),
         # ... wherever OLLAMA_MODELS puts it: its blobs' names ("D:\\Ollama_Models\\blobs\\sha256-ac9bc7a6...")
         (r"[/\\]blobs[/\\]sha256-[0-9a-f]{64}\b", 4),
+        # its first start making its key (corpus: g-ollama-serve-keygen-port-11434-in-use)
+        (r"^Couldn't find '[^']*\.ollama[/\\]id_ed25519'\. Generating new private key\.", 4),
     ),
     # the daemon listens at once and loads each model on its first request: these say one was asked for (the
     # runner's start, 2023's "llama.go:415: starting llama runner" included)

@@ -308,7 +308,10 @@ SGLANG = EngineProfile(
         (r"^Capture piecewise CUDA graph (?:begin|end)\b|^(?:Compiling|Capturing) num tokens \(num_tokens=\d+", 4),
         (r"sglang\.launch_server|sglang serve", 2),
         (r"^Init torch distributed begin\.", 3),
-        (r"^(?:Prefill|Decode) batch[.,] #", 3),
+        (r"^(?:Prefill|Decode) batch[.,] #", 4),
+        # its data-parallel controller launching each DP rank, and its warm-up's failure (multimodal_gen too)
+        (r"^Launch DP\d+ starting at GPU #\d+", 4),
+        (r"Server warmup failed; aborting startup", 4),
         # its progress bars
         (r"^Capturing batches \(bs=\d+ avail_mem=", 4),
         # vLLM's plugins print the same bar (vllm-omni; corpus: e-vllm-omni-npu-hunyuanimage-multithread-shards): not

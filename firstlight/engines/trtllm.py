@@ -87,7 +87,14 @@ TRTLLM = EngineProfile(
         # one model of its repository loaded (a pre/postprocessing one): the repository's load goes on
         # (corpus: b-trtllm-triton-unfilled-template-params)
         P(r"^\"?successfully loaded '\w+'", "weights_loading", weak=True),
-        P(r"\[TensorRT-LLM\]\[INFO\] Loaded engine size: [\d.]+ [MG]iB", "weights_loaded", weak=True),
+        # the engine file read: its deserialisation onto the GPUs follows, rank by rank
+        P(r"\[TensorRT-LLM\]\[INFO\] Loaded engine size: [\d.]+ [MG]iB", "weights_loading", weak=True),
+        # each rank's execution context made once its engine is on the GPU ("[MemUsageChange] Allocated 480.04 MiB
+        # for execution context memory.")
+        P(r"\[TensorRT-LLM\]\[INFO\] \[MemUsageChange\] Allocated [\d.]+ [MG]iB for execution context memory",
+          "weights_loaded", weak=True),
+        # the paged KV cache sized ("[TensorRT-LLM][INFO] Using 693 tokens in paged KV cache.")
+        P(r"\[TensorRT-LLM\]\[INFO\] Using \d+ tokens in paged KV cache", "kv_cache"),
         *TRITON_PHASES,
         # the LLM API's model loader, step by step ("Loading Model: [2/2]\tBuilding TRT-LLM engine", llmapi/
         # llm_utils.py; corpus: f-trtllm-k8s-llmaz-qwen2-engine-build)
@@ -112,6 +119,22 @@ TRTLLM = EngineProfile(
             "the KV cache does not fit after the model: lower --kv_cache_free_gpu_memory_fraction's need (max batch "
             "size, max tokens, max sequence length) or add GPUs",
             True,
+        ),
+        S(
+            r"maxTokensInPagedKvCache must be large enough to process at least 1 sequence",
+            "kv_cache",
+            "the KV cache left after the engine cannot hold one sequence: raise --kv_cache_free_gpu_memory_fraction "
+            "or lower max_seq_len",
+            True,
+        ),
+        # the ranks MPI started are not the engine's TP x PP (a TP2 engine launched without mpirun -n 2)
+        S(
+            r"Assertion failed: mpiSize == tp \* pp\b",
+            "bad_argument",
+            "the engine was built for more ranks than MPI started: launch world_size = TP x PP ranks",
+            True,
+            None,
+            "distributed_init",
         ),
         S(
             r"Executor creation failed due to insufficient GPU memory",
@@ -181,6 +204,7 @@ TRTLLM = EngineProfile(
         (r"tensorrt_llm", 3),
         (r"^\s*File \"[^\"]*[/\\]tensorrt_llm[/\\][\w/\\]+\.py\", line \d+, in ", 1),  # a traceback frame of its own
         (r"trtllm-serve", 3),
+        (r"\btensorrtllm_backend\b", 4),  # Triton's TensorRT-LLM backend, by its name (a path, a prompt)
         # Triton loading its TensorRT-LLM model (the backend's own name for it)
         (r"\bmodel_lifecycle\.cc:\d+\] \"?(?:loading: |successfully loaded ')tensorrt_llm\b", 4),
         # any Triton line (glog: "file.cc:N] ") naming its TensorRT-LLM model ("Model 'tensorrt_llm' loading failed")

@@ -80,7 +80,7 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"^Loading drafter model", "weights_loading"),
     P(r"^Loading weights took [\d.]+ seconds", "weights_loaded", weak=True),
     P(r"^Model loading took [\d.]+ ?Gi?B", "weights_loaded", weak=True),
-    P(r"^Loading model weights took [\d.]+ ?GB", "weights_loaded", weak=True),
+    P(r"^Loading model weights took (?:in total )?[\d.]+ ?Gi?B", "weights_loaded", weak=True),
     P(
         r"^Starting torch\.compile|Dynamo bytecode transform time:|Using cache directory: .* for vLLM's "
         r"torch\.compile|^Compiling a graph for |^Directly load the compiled graph",
@@ -93,6 +93,10 @@ PHASES: tuple[PhaseMarker, ...] = (
     P(r"^Memory profiling takes [\d.]+ seconds|^Memory profiling results:|^Initial profiling/warmup run took",
       "kv_cache"),
     P(r"^Available KV cache memory: ", "kv_cache"),
+    # v0's profile run of a multimodal model, which sizes the KV cache (enc_dec_model_runner.py), and a plugin's
+    # KV caches allocated layer by layer ("Allocating TT kv caches for each layer (submesh 1): 81%|...")
+    P(r"^Starting profile run for multi-modal models\.", "kv_cache", weak=True),
+    P(r"^Allocating \w+ kv caches for each layer", "kv_cache", weak=True),
     P(r"^GPU KV cache size: |^Maximum concurrency for [\d,]+ tokens per request", "kv_cache"),
     P(r"^# (?:GPU|cuda|CPU) blocks: \d+", "kv_cache"),
     P(r"^(?:Explicitly|Auto) set \([\d.]+/[\d.]+\) GiB for KV cache", "kv_cache"),  # CPU worker
@@ -104,9 +108,14 @@ PHASES: tuple[PhaseMarker, ...] = (
     # each shape's capture at DEBUG (compilation/cuda_graph.py CUDAGraphWrapper): "Capturing a cudagraph on
     # (PIECEWISE,BatchDescriptor(num_tokens=8, ...))"
     P(r"^Capturing a cudagraph on \((?:PIECEWISE|FULL)\b", "cuda_graph"),
-    P(r"^Graph capturing finished in \d+ secs", "cuda_graph", weak=True),
+    P(r"^Graph capturing finished in \d+ secs|^CUDA graph pool memory: ", "cuda_graph", weak=True),
     # the TPU model runner's precompile of each input shape, the model's then the sampler's (tpu_model_runner.py)
     P(r"^Compiling (?:the model|sampling) with different input shapes", "compile"),
+    # tpu-inference's (JAX) compilation manager, shape by shape ("Precompile sample --> {'num_reqs': 16, ...}")
+    P(r"^Precompile \w+ --> |^Compilation finished in [\d.]+ \[secs\]", "compile"),
+    # a quantization plugin building its C++ kernels in the engine core (AMD Quark: "[QUARK-INFO]: C++ kernel build
+    # directory: ...")
+    P(r"^\[QUARK-INFO\]: C\+\+ kernel (?:build|compilation)", "compile", weak=True),
     # the API server's app state, built once the engine is up: its tasks, its chat template's warm-up, before
     # its routes
     P(r"^Supported_?tasks: \[", "http_listening", weak=True),
@@ -451,7 +460,12 @@ VLLM = EngineProfile(
         # alone: a watch that joins an SGLang start at its bar (attached late, or its first second's lines before
         # the process's start time) read it as vLLM
         (r"^Loading (?:safetensors|pt) checkpoint shards:\s+\d+% Completed \| \d+/\d+", 2),
-        (r"EngineCore(?:_DP\d+)?\b", 3),
+        (r"EngineCore(?:_DP\d+|_\d+)?\b", 3),
+        # its attention backends' enum of v0.6-0.10 ("Cannot use _Backend.FLASH_ATTN backend on XPU."), its command
+        # as a shell reported it ("Aborted (core dumped) vllm serve amd/gpt-oss-120b ..."), vllm-ascend's frames
+        (r"\b_Backend\.[A-Z_]+\b", 4),
+        (r"(?:^|[\s)])vllm serve \S", 4),
+        (r"[/\\]vllm_ascend[/\\]", 4),
         (r"^Capturing CUDA graphs \(", 3),
         (r"shm_broadcast\.py|No available shared memory broadcast block", 3),
         (r"init engine \(profile, create kv cache, warmup model\) took", 4),

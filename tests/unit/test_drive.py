@@ -122,7 +122,9 @@ def test_an_oom_printed_before_the_engine_is_known_is_read_with_its_markers_when
     assert step.engine == "llamacpp" and d.profile is LLAMA and not d.detecting
     assert (step.assessment.verdict, step.assessment.failure) == (FAILED, "oom")
     assert step.assessment.evidence[0].value.startswith("line 1: ggml_backend_cuda_buffer_type_alloc_buffer")
-    assert step.events == [Event(T0 + 3, "note", "engine identified by its endpoints (/props): llamacpp")]
+    # llama.cpp's reading places the death: its loader's "exiting due to model loading error" says weights_loading
+    assert step.events == [Event(T0 + 1.02, "phase", "weights_loading", {"source": "log", "line": 3}),
+                           Event(T0 + 3, "note", "engine identified by its endpoints (/props): llamacpp")]
     assert step.assessment == known_from_start(timeline)[1]
 
 

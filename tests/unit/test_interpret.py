@@ -9,6 +9,8 @@ import pytest
 from firstlight.engines import get_profile
 from firstlight.engines.profile import Failure
 from firstlight.interpret import (
+    CUT_CAUSE_LINES,
+    DEATH_LINES,
     EVIDENCE_TEXT_MAX,
     MAX_FAILURE_EVIDENCE,
     ROOT_WINDOW_LINES,
@@ -279,3 +281,63 @@ def test_an_engine_that_loads_at_start_is_never_idle_ready():
     it.feed("main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 15", t=1.0)
     assert it.listening_line == 1 and it.phase == "process_start"
     assert it.idle_ready() is None and it.ready_line is None
+
+
+TB_HEAD = "Traceback (most recent call last):"
+TB_FRAME = '  File "/usr/lib/python3/site-packages/app/server.py", line 10, in main'
+
+
+@pytest.mark.parametrize("gap, died", [(1, True), (CUT_CAUSE_LINES, True), (CUT_CAUSE_LINES + 1, False)])
+def test_a_log_cut_inside_a_traceback_died_only_where_an_exception_came_just_before(gap: int, died: bool):
+    it = LineInterpreter(SGLANG)
+    it.feed("ValueError: the engine core's own exception")
+    for _ in range(gap - 1):
+        it.feed("plain line")
+    it.feed(TB_HEAD)
+    it.feed(TB_FRAME)
+    assert (it.root_cause(ended=True) is not None) is died
+
+
+def test_a_traceback_cut_with_no_exception_before_it_is_no_death_but_a_logged_exceptions_is():
+    it = LineInterpreter(SGLANG)
+    it.feed("INFO 05-26 00:17:40 [api_server.py:1] starting")
+    it.feed(TB_HEAD)
+    it.feed(TB_FRAME)
+    assert it.root_cause(ended=True) is None
+    logged = LineInterpreter(SGLANG)  # an ERROR line, then the traceback at once: that exception's message
+    logged.feed("ERROR 05-26 00:17:47 [engine.py:448] 'ColumnParallelLinear' object has no attribute 'input_scale'")
+    logged.feed("ERROR 05-26 00:17:47 [engine.py:448] " + TB_HEAD)
+    logged.feed("ERROR 05-26 00:17:47 [engine.py:448] " + TB_FRAME)
+    assert logged.root_cause(ended=True) is not None
+    apart = LineInterpreter(SGLANG)  # ... not when a line stands between them
+    apart.feed("ERROR 05-26 00:17:47 [engine.py:448] a logged error")
+    apart.feed("INFO 05-26 00:17:47 [engine.py:450] something else")
+    apart.feed(TB_HEAD)
+    apart.feed(TB_FRAME)
+    assert apart.root_cause(ended=True) is None
+
+
+def test_an_error_line_after_the_exception_leaves_the_log_ending_in_it():
+    it = LineInterpreter(SGLANG)
+    for line in (TB_HEAD, TB_FRAME, "RuntimeError: NPU function error",
+                 "[ERROR] 2025-12-05-07:51:00 (PID:626) ERR00100 PTA call acl api failed"):
+        it.feed(line)
+    assert it.root_cause(ended=True) is not None
+    it.feed("INFO: plain text after it")  # any other line is what came after the death
+    assert it.root_cause(ended=True) is None
+
+
+LLAMA = get_profile("llamacpp")
+LLAMA_OOM = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4507.00 MiB on device 0: cudaMalloc failed: out "
+             "of memory")
+NO_CONTEXT = "llama_init_from_model: failed to initialize the context: failed to allocate compute pp buffers"
+
+
+@pytest.mark.parametrize("gap, phase", [(1, "kv_cache"), (DEATH_LINES, "kv_cache"), (DEATH_LINES + 1, "process_start")])
+def test_the_lines_just_after_the_first_fatal_one_say_where_the_start_died(gap: int, phase: str):
+    it = LineInterpreter(LLAMA)
+    it.feed(LLAMA_OOM)
+    for _ in range(gap - 1):
+        it.feed("plain line")
+    it.feed(NO_CONTEXT)
+    assert it.phase == phase

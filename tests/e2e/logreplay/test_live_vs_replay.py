@@ -39,12 +39,12 @@ LIVE_OUTCOME = {"ready": "ready", "failed": "failed", "incomplete": "hung"}
 
 
 # the corpus logs whose rules the latest round added (docs/engines.md, the corpus): through the live path too
-CORPUS_ROUND = ("f-llamacpp-windows-gemma-slow-response-ready.log",
-                "f-vllm-ascend-qwen3-next-910b4-no-free-memory.log",
-                "f-trtllm-triton-llava-orte-init-failed.log",
-                "f-lmdeploy-pytorch-tp2-baichuan-rank1-failed-dist-model.log",
-                "f-vllm-tpu-ray-pixtral-compiling-shapes.log",
-                "f-ollama-windows-app-log-server-crash-respawn-loop.log")
+CORPUS_ROUND = ("g-llamacpp-rocm-apertus-70b-compute-buffer-oom.log",
+                "g-vllm-v1-enginecore-linear-weights-oom.log",
+                "g-vllm-hpu-gaudi1-pt-lazy-fatal-after-load.log",
+                "g-generic-lmstudio-server-listening-1234-endpoints.log",
+                "g-trtllm-triton-paged-kv-693-tokens-failed-load.log",
+                "g-ollama-serve-keygen-port-11434-in-use.log")
 LOGS = (_index(FIXTURES) + _index(SHARED_LOGS)
         + [lg for lg in _index(_FIXTURES / "corpus") if lg.path.name in CORPUS_ROUND])
 

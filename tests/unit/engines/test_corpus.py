@@ -363,8 +363,12 @@ def test_tritons_tensorrt_llm_backend() -> None:
                'triton-models-1    | I0223 11:55:15.572309 123 model_lifecycle.cc:472] "loading: tensorrt_llm:1"']
     rep = replay_lines(loading)
     assert (rep.engine, rep.outcome, rep.phase) == ("trtllm", "incomplete", "weights_loading")
-    # b-trtllm-triton-tp2-double-spaced.log (https://github.com/triton-inference-server/tensorrtllm_backend/issues/577)
+    # b-trtllm-triton-tp2-double-spaced.log (https://github.com/triton-inference-server/tensorrtllm_backend/issues/577):
+    # the engine file read, then each rank's execution context once its engine is on the GPU
     m = get_profile("trtllm").classify("[TensorRT-LLM][INFO] Loaded engine size: 8231 MiB")
+    assert m.phase == "weights_loading"
+    m = get_profile("trtllm").classify("[TensorRT-LLM][INFO] [MemUsageChange] Allocated 480.04 MiB for execution "
+                                       "context memory.")
     assert m.phase == "weights_loaded"
     # b-trtllm-triton-unfilled-template-params.log (https://github.com/triton-inference-server/server/issues/7950)
     m = get_profile("trtllm").classify("I0117 09:50:04.022585 4096 model_lifecycle.cc:835] successfully loaded "
@@ -659,7 +663,7 @@ def test_llama_cpps_kv_cache_allocation_is_a_kv_cache_failure(lines: list[str]) 
     # b-trtllm-serve-qwen3-tp8-kv-insufficient.log (https://github.com/NVIDIA/TensorRT-LLM/issues/5872)
     (["[07/08/2025-19:47:15] [TRT-LLM] [RANK 1] [E] Failed to initialize executor on rank 1: Executor creation failed "
       "due to insufficient GPU memory.", "", "The following component could not be created: KV cache"],
-     "process_start", "failed", "kv_cache"),
+     "kv_cache", "failed", "kv_cache"),
     # b-trtllm-triton-v100-cudamalloc-oom.log (https://github.com/NVIDIA/TensorRT-LLM/issues/260): the wrap left the
     # message's tail on its own line
     # (Triton's instance of the model failing: its load)
@@ -799,7 +803,8 @@ def _read(lines: list[str]) -> tuple[str, str, str, str]:
       "ggml-model-q8_0.bin"], ("llamacpp", "failed", "weights_loading", "corrupt_weights")),
     # d-llamacpp-server-2023-json-no-such-file.log (https://github.com/ggml-org/llama.cpp/issues/2867)
     (["error loading model: failed to open llama-2-7b-chat.ggmlv3.q5_1.bin: No such file or directory",
-      "llama_load_model_from_file: failed to load model"], ("llamacpp", "failed", "process_start", "model_not_found")),
+      "llama_load_model_from_file: failed to load model"],
+     ("llamacpp", "failed", "weights_loading", "model_not_found")),
 ])
 def test_llama_cpps_model_summary_forks_usage_and_2023_loader(lines: list[str],
                                                                expected: tuple[str, str, str, str]) -> None:
@@ -1087,7 +1092,8 @@ def test_each_line_of_the_fourth_round_weighs_what_its_rule_says(line: str, scor
     (["01/18 15:13:28 - lmdeploy - INFO - model_source: hf_model", "Traceback (most recent call last):",
       '  File "/root/miniconda3/envs/aichat/lib/python3.9/site-packages/lmdeploy/pytorch/models/patch.py", line 211, '
       'in _dist_model'],
-     ("lmdeploy", "failed", "weights_loading", "other")),
+     # its frame says the phase; cut before its exception line, the traceback alone is no death (the index's rule)
+     ("lmdeploy", "incomplete", "weights_loading", "none")),
     # f-ollama-compose-unknown-arch-pangu-newllamaserver-failed.log (https://github.com/ollama/ollama/issues/12984)
     (['ollama  | time=2025-11-06T06:23:22.759Z level=INFO source=sched.go:418 msg="NewLlamaServer failed" '
       'model=/root/.ollama/models/blobs/sha256-8fc8 error="unable to load model: /root/.ollama/models/blobs/x"'],
@@ -1250,7 +1256,7 @@ def test_the_fifth_rounds_vllm_rules_on_their_real_lines(lines: list[str],
     ("2025-02-09T18:32:29-03:00 - gpustack.worker.backends.llama_box - INFO - Starting llama-box server",
      {"llamacpp": 4}),
     # f-lmdeploy-api-server-usage-dump-arg-rejected.log (https://github.com/InternLM/lmdeploy/issues/2006)
-    ("usage: lmdeploy serve api_server [-h] [--server-name SERVER_NAME]", {"lmdeploy": 6}),
+    ("usage: lmdeploy serve api_server [-h] [--server-name SERVER_NAME]", {"lmdeploy": 10}),
     # f-ollama-journalctl-host-redacted-key-dir-permission-restart.log (https://github.com/ollama/ollama/issues/12700)
     ("Started Ollama Service.", {"ollama": 4}),
     ("Started ollama.service - Ollama Service.", {"ollama": 4}),
@@ -1265,3 +1271,145 @@ def test_each_line_of_the_fifth_round_weighs_what_its_rule_says(line: str, score
     detector = EngineDetector(list(PROFILES.values()))
     detector.feed(line)
     assert {name: score for name, score in detector.scores.items() if score} == scores
+
+
+# -- the rules read off gathering g ------------------------------------------------------------------------------
+@pytest.mark.parametrize("engine, line, phase", [
+    # g-vllm-aiperf-custom-timestamp-compile-cut.log (https://github.com/ai-dynamo/aiperf/issues/439): a logging
+    # config that prints the year; g-vllm-gpustack-stripped-prefix-api-server-starting.log
+    # (https://github.com/gpustack/gpustack/issues/2493): a wrapper's stamp before the logger's "[file.py:N] "
+    ("vllm", "INFO 2025-11-07 17:18:33.192 kv_cache_utils.py:637] GPU KV cache size: 417,136 tokens", "kv_cache"),
+    ("vllm", "[07-16 05:15:26] [kv_cache_utils.py:637] Maximum concurrency for 8,192 tokens per request: 19.87x  ",
+     "kv_cache"),
+    # g-vllm-rocm-lemonade-wrapped-enginecore-loading.log (https://github.com/lemonade-sdk/lemonade/issues/1734)
+    ("vllm", "2026-05-08 11:44:34.123 [Info] (Process) (EngineCore pid=2651) INFO 05-08 11:44:34 "
+             "[gpu_model_runner.py:4777] Starting to load model Qwen/Qwen3.5-4B...", "weights_loading"),
+    # g-vllm-tpu-jax-precompile-sample.log, g-vllm-tenstorrent-tt-kv-alloc-init-engine.log, g-vllm-v0-tp-mm-profile-
+    # workers-exit.log, g-vllm-rocm-gfx1151-quark-memory-access-fault-abort.log, g-vllm-5090-dflash-engine-init-done-
+    # mm-warmup.log, g-vllm-hpu-gaudi1-pt-lazy-fatal-after-load.log (their URLs in INDEX.tsv)
+    ("vllm", "(EngineCore_DP0 pid=2982916) INFO 10-20 00:03:47 [compilation_manager.py:57] Precompile sample --> "
+             "{'num_reqs': 16, 'do_sampling': True}", "compile"),
+    ("vllm", "Allocating TT kv caches for each layer (submesh 1): 100%|██████████| 32/32 [00:04<00:00,  7.63it/s]",
+     "kv_cache"),
+    ("vllm", "INFO 10-15 03:59:01 enc_dec_model_runner.py:301] Starting profile run for multi-modal models.",
+     "kv_cache"),
+    ("vllm", "(EngineCore pid=5379) [QUARK-INFO]: C++ kernel build directory: /home/ross/.cache/torch_extensions/"
+             "py312_cpu/kernel_ext. First-time compilation may take a few minutes...", "compile"),
+    ("vllm", "(EngineCore pid=59) INFO 05-07 04:54:33 [gpu_worker.py:619] CUDA graph pool memory: 0.04 GiB (actual), "
+             "0.05 GiB (estimated), difference: 0.01 GiB (18.2%).", "cuda_graph"),
+    ("vllm", "INFO 02-04 12:35:23 hpu_model_runner.py:794] Loading model weights took in total 15.05 GiB of device "
+             "memory (15.05 GiB/30.15 GiB used)", "weights_loaded"),
+    # g-vllm-xpu-arc-ipexllm-ray-ccl-init.log (https://github.com/intel/ipex-llm/issues/12066): oneCCL, any engine
+    ("generic", "2024:09:14-11:02:35:(  241) |CCL_WARN| topology recognition shows PCIe connection between devices.",
+     "distributed_init"),
+    ("generic", "-----> current rank: 0, world size: 4, byte_count: 33554432", "distributed_init"),
+    # g-lmdeploy-turbomind-debug-blockmanager-gemm-tuning.log, g-trtllm-triton-paged-kv-693-tokens-failed-load.log,
+    # g-trtllm-triton-tp4-mpi-ranks-engine-load-cut.log, g-llamacpp-rocm-apertus-70b-compute-buffer-oom.log,
+    # g-llamacpp-lcpp-python-docker-gguf-on-ggml-build.log, g-ollama-orin-jetpack7-cuda-init-operation-not-supported-
+    # cpu-only.log
+    ("lmdeploy", "[TM][INFO] [Gemm2] Tuning sequence: 8, 16, 32, 48, 64, 96, 128", "compile"),
+    ("trtllm", "[TensorRT-LLM][INFO] Using 693 tokens in paged KV cache.", "kv_cache"),
+    ("llamacpp", "graph_reserve: failed to allocate compute buffers", "kv_cache"),
+    ("llamacpp", "llama.cpp: loading model from /models/llama-2-13b.Q5_K_M.gguf", "weights_loading"),
+    ("ollama", 'time=2026-08-30T20:53:48.625Z level=DEBUG source=ggml.go:326 msg="key with type not found" '
+               "key=llama.block_count default=0", "weights_loading"),
+    # g-generic-llmserver-rs-rk3588-compose-rkllm-load-actix-workers.log (https://github.com/darkautism/llmserver-rs/
+    # issues/12), g-generic-ovms-llm-cb-grpc-rest-started-cut.log (https://github.com/openvinotoolkit/model_server/
+    # issues/2693)
+    ("generic", "I rkllm: loading rkllm model from /root/.cache/huggingface/hub/Qwen3-4B-rk3588-w8a8.rkllm",
+     "weights_loading"),
+    ("generic", "[2025-07-13T13:06:35Z INFO  actix_server::builder] starting 8 workers", "http_listening"),
+    ("generic", "[2024-09-20 16:37:31.757][60][serving][info][http_server.cpp:269] REST server listening on port 8000 "
+                "with 256 threads", "http_listening"),
+])
+def test_the_sixth_rounds_phase_lines(engine: str, line: str, phase: str) -> None:
+    assert get_profile(engine).classify(line).phase == phase
+
+
+@pytest.mark.parametrize("lines, engine", [
+    # the program named by its own first words, its command line as a shell echoed it, its modules and enums
+    (["Couldn't find '/home/wangbin/.ollama/id_ed25519'. Generating new private key.",
+      "Error: listen tcp 127.0.0.1:11434: bind: address already in use"], "ollama"),
+    (["ls@ls-B460MDS3H:~$ lmdeploy serve api_server --backend pytorch --tp 2 /home/ls/Projects/Baichuan2-7B-Chat"],
+     "lmdeploy"),
+    (["./start.sh: line 22:  5255 Aborted                    (core dumped) vllm serve amd/gpt-oss-120b-w-mxfp4-a-fp8"],
+     "vllm"),
+    (["(WrapperWithLoadBit pid=4874) INFO 09-14 11:01:33 selector.py:127] Cannot use _Backend.FLASH_ATTN backend on "
+      "XPU."], "vllm"),
+    (['(EngineCore_DP0 pid=626)   File "/vllm-workspace/vllm-ascend/vllm_ascend/worker/worker_v1.py", line 90, in '
+      "__init__"], "vllm"),
+    (["(EngineCore_0 pid=9973) [2025-09-09 23:55:45,832] LMCache INFO: Reqid: cmpl-c17b, Total tokens 6",
+      "INFO 09-09 23:55:45 [async_llm.py:270] Added request cmpl-c17b24bdcec745cf9acfb46dc47e3014-0."], "vllm"),
+    (["[2026-01-20 02:39:49] Launch DP0 starting at GPU #0."], "sglang"),
+    # g-sglang-diffusion-http-not-ready-warmup-abort.log (https://github.com/sgl-project/sglang/issues/28493)
+    (["[06-17 13:46:56] Server warmup failed; aborting startup: HTTP server did not become ready at "
+      "http://[::1]:10454/health"], "sglang"),
+    (["[2025-04-28 00:19:04 TP0] Prefill batch. #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00"],
+     "sglang"),
+    (["root@GPU-26:/tensorrtllm_backend/tensorrtllm_backend# I1030 10:36:44.146919 3659 pinned_memory_manager.cc:241] "
+      "Pinned memory pool is created at '0x7f207a000000' with size 268435456"], "trtllm"),
+    (["llama.cpp: loading model from /models/llama-2-13b.Q5_K_M.gguf"], "llamacpp"),
+    (["ggml_cuda_init: found 2 CUDA devices:", "error: invalid argument: -rpc"], "llamacpp"),
+])
+def test_the_sixth_rounds_lines_name_their_engine(lines: list[str], engine: str) -> None:
+    assert replay_lines(lines).engine == engine
+
+
+@pytest.mark.parametrize("lines, expected", [
+    # a traceback cut before its exception line is no death (the index's rule; g-vllm-nohup-source-build-import-
+    # traceback.log, https://github.com/vllm-project/vllm/issues/28138) ...
+    (["Automatically detected platform cuda.", "Traceback (most recent call last):",
+      '  File "/root/vllm/vllm/entrypoints/cli/main.py", line 8, in <module>',
+      "    import vllm.entrypoints.cli.benchmark.main"], ("vllm", "incomplete", "process_start", "none")),
+    # ... but it is where a logged exception's message comes just before it (g-vllm-hpu-gaudi1-pt-lazy-fatal-after-
+    # load.log, https://github.com/HabanaAI/vllm-fork/issues/754) ...
+    (["INFO 02-04 12:35:23 hpu_model_runner.py:794] Loading model weights took in total 15.05 GiB of device memory",
+      "ERROR 02-04 12:35:23 engine.py:387] [Rank:0] FATAL ERROR :: MODULE:PT_LAZY Error, ValidateSyncInputTensors "
+      "tensor_data is empty.",
+      "ERROR 02-04 12:35:23 engine.py:387] Traceback (most recent call last):",
+      'ERROR 02-04 12:35:23 engine.py:387]   File "/home/ubuntu/git/vllm-fork/vllm/engine/multiprocessing/engine.py", '
+      "line 378, in run_mp_engine"], ("vllm", "failed", "weights_loaded", "other")),
+    # ... or another process's exception just before it, a module's lower-case one included (e-vllm-compose-2024-get-
+    # ip-gaierror-traceback.log, https://github.com/vllm-project/vllm/issues/3950)
+    (["qwen1.5  | socket.gaierror: [Errno -3] Temporary failure in name resolution",
+      "qwen1.5  | Traceback (most recent call last):",
+      'qwen1.5  |   File "/workspace/vllm/engine/async_llm_engine.py", line 369, in _init_engine'],
+     ("vllm", "failed", "process_start", "other")),
+    # an error said after the exception line is no recovery from it (g-vllm-ascend-npu-init-setprecisionmode-500001.log,
+    # https://github.com/vllm-project/vllm-ascend/issues/4719)
+    (["(EngineCore_DP0 pid=626) Traceback (most recent call last):",
+      '(EngineCore_DP0 pid=626)   File "/vllm-workspace/vllm-ascend/vllm_ascend/worker/worker_v1.py", line 90, in '
+      "__init__",
+      "(EngineCore_DP0 pid=626) RuntimeError: SetPrecisionMode:torch_npu/csrc/framework/LazyInitAclops.cpp:155 NPU "
+      "function error",
+      "(EngineCore_DP0 pid=626) [ERROR] 2025-12-05-07:51:00 (PID:626, Device:0, RankID:-1) ERR00100 PTA call acl api "
+      "failed"], ("vllm", "failed", "process_start", "other")),
+    # the lines that tell a death after its first say where it happened (g-llamacpp-rocm-apertus-70b-compute-buffer-
+    # oom.log, https://github.com/ggml-org/llama.cpp/issues/16114), and a traceback's frames after its fatal line
+    # (g-vllm-v1-enginecore-linear-weights-oom.log, https://github.com/vllm-project/vllm/issues/28230)
+    (["ggml_backend_cuda_buffer_type_alloc_buffer: allocating 14136.04 MiB on device 0: cudaMalloc failed: out of "
+      "memory", "graph_reserve: failed to allocate compute buffers",
+      "llama_init_from_model: failed to initialize the context: failed to allocate compute pp buffers"],
+     ("llamacpp", "failed", "kv_cache", "oom")),
+    (["(EngineCore_DP0 pid=12473) ERROR 11-05 12:19:32 [linear.py:210] Failed to create unquantized linear weights: "
+      "CUDA out of memory. Tried to allocate 896.00 MiB.",
+      "(EngineCore_DP0 pid=12473) ERROR 11-05 12:19:32 [core.py:708] EngineCore failed to start.",
+      "(EngineCore_DP0 pid=12473) ERROR 11-05 12:19:32 [core.py:708] Traceback (most recent call last):",
+      '(EngineCore_DP0 pid=12473) ERROR 11-05 12:19:32 [core.py:708]   File "/home/localadmin/Documents/vllm/.venv/lib/'
+      'python3.10/site-packages/vllm/model_executor/layers/linear.py", line 202, in create_weights'],
+     ("vllm", "failed", "weights_loading", "oom")),
+    # a server no profile knows: a desktop server's listening word, a launcher's "Model is ready" (g-generic-lmstudio-
+    # server-listening-1234-endpoints.log, https://github.com/lmstudio-ai/lmstudio-bug-tracker/issues/1129; g-generic-
+    # openllm-hello-bentoml-serve-model-is-ready.log, https://github.com/bentoml/OpenLLM/issues/1053)
+    (["[2026-08-05 06:35:30][INFO][LM STUDIO SERVER] Success! HTTP server listening on port 1234"],
+     ("generic", "ready", "ready", "none")),
+    (["$ bentoml serve llama3.1:8b-instruct-fp16-6d7b --port 38720", "Model server started 101331",
+      "Model loading...", "Model is ready"], ("generic", "ready", "ready", "none")),
+    # llama-cpp-python's server (g-llamacpp-lcpp-python-ailab-recipe-uvicorn-ready.log,
+    # https://github.com/containers/ai-lab-recipes/issues/36)
+    (["llama_model_loader: loaded meta data with 20 key-value pairs and 291 tensors from /locallm/models/m.gguf",
+      "INFO:     Uvicorn running on http://0.0.0.0:8001 (Press CTRL+C to quit)"],
+     ("llamacpp", "ready", "ready", "none")),
+])
+def test_the_sixth_rounds_rules_on_their_real_lines(lines: list[str], expected: tuple[str, str, str, str]) -> None:
+    assert _read(lines) == expected

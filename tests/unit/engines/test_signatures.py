@@ -256,6 +256,39 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
                           "failed."),
     ("ollama", "other", 'time=2025-11-06T06:23:22.759Z level=INFO source=sched.go:418 msg="NewLlamaServer failed" '
                         'model=/root/.ollama/models/blobs/sha256-8fc8 error="unable to load model"'),
+    # a Rust server's command line rejected by clap, and its panic (g-generic-mistralrs-caprover-missing-subcommand-
+    # crashloop, g-generic-mistralrs-gguf-tokenizer-403-panic)
+    ("generic", "bad_argument", "error: 'mistralrs-server' requires a subcommand but one was not provided"),
+    ("generic", "bad_argument", "Usage: mistralrs-server [OPTIONS] <COMMAND>"),
+    ("generic", "other", "thread 'main' panicked at mistralrs-core/src/pipeline/gguf.rs:261:9:"),
+    # ROCm's GPU memory fault, a Ray actor dead in its constructor (g-vllm-rocm-tp4-cudagraph-capture-memory-access-
+    # fault, g-vllm-v01-ray-tp4-worker-actor-died-dist-init)
+    ("vllm", "crashed", "Memory access fault by GPU node-5 (Agent handle: 0x460e3a50) on address 0x7ec4dfe0e000. "
+                        "Reason: Write access to a read-only page."),
+    ("vllm", "other", "(Worker pid=4225) Exception raised in creation task: The actor died because of an error raised "
+                      "in its creation task, ray::Worker.__init__() (pid=4225, ip=172.31.68.176, actor_id="
+                      "5dc662848f950df8d330eb8a01000000, repr=<vllm.worker.worker.Worker object at 0x7f4e9ea814e0>)"),
+    # llama.cpp's context not made (g-llamacpp-rocm-apertus-70b-compute-buffer-oom)
+    ("llamacpp", "other", "llama_init_from_model: failed to initialize the context: failed to allocate compute pp "
+                          "buffers"),
+    # Triton's TensorRT-LLM backend: the KV cache too small for one sequence, MPI's ranks not the engine's, a model's
+    # load given up (g-trtllm-triton-paged-kv-693-tokens-failed-load, g-trtllm-triton-baichuan2-tp2-mpisize-assert)
+    ("trtllm", "kv_cache", "E1128 16:31:49.479096 227 backend_model.cc:634] ERROR: Failed to create instance: "
+                           "unexpected error when creating modelInstanceState: maxTokensInPagedKvCache must be large "
+                           "enough to process at least 1 sequence to completion (i.e. must be larger than beam_width * "
+                           "tokensPerBlock * maxBlocksPerSeq)"),
+    ("trtllm", "bad_argument", "E1114 09:30:00.910920 6946 model_lifecycle.cc:621] failed to load 'tensorrt_llm' "
+                               "version 1: Internal: unexpected error when creating modelInstanceState: [TensorRT-LLM]"
+                               "[ERROR] Assertion failed: mpiSize == tp * pp (/app/tensorrt_llm/cpp/tensorrt_llm/"
+                               "runtime/worldConfig.cpp:80)"),
+    ("trtllm", "other", "I1128 16:31:49.479201 227 model_lifecycle.cc:756] failed to load 'tensorrt_llm'"),
+    # Ollama's 2024 runner giving its model up in its JSON log, and the 2023 daemon's word on a runner killed by a
+    # signal (g-ollama-win-64k-ctx-compute-buffer-cudamalloc-oom, g-ollama-journald-cpu-runner-illegal-instruction)
+    ("ollama", "other", '{"function":"load_model","level":"ERR","line":410,"model":"C:\\Users\\Administrator\\'
+                        '.ollama\\models\\blobs\\sha256-912687f2b75ca31331bfcf8b55a34a366dbb0f31df6bf65bc464c1d2431b92'
+                        'be","msg":"unable to load model","tid":"11992","timestamp":1715077029}'),
+    ("ollama", "crashed", "Dec 19 10:46:26 wt-chatbot-v1 ollama[639]: 2023/12/19 10:46:26 llama.go:451: signal: "
+                          "illegal instruction"),
 ]
 
 

@@ -116,7 +116,7 @@ def test_a_named_log_cause_wins_over_the_crash_signal_and_the_signal_over_a_gene
     j.feed(ProcessSample(1.1, alive=False, exit_code=-6))
     a = j.assess(1.2)
     assert a.failure == "crashed" and "abort()" in (a.hint or "")
-    assert "server process died of SIGABRT (signal 6) before serving, in phase process_start" in \
+    assert "server process died of SIGABRT (signal 6) before serving, in phase weights_loading" in \
         [e.value for e in a.evidence]
 
 
