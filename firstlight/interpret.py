@@ -131,6 +131,7 @@ class LineInterpreter:
     _last_exc: int | None = None  # the line of the last exception line (a traceback's end), any process's
     _error_line: int | None = None  # the last ERROR-level line that is not a traceback's
     _fatal_count: int = 0  # the lines read when the first fatal one came (a count of lines, whatever their framing)
+    _placed: bool = False  # a line after the first fatal one said where the start died
 
     def use_profile(self, profile: EngineProfile) -> None:
         """The engine became known after some lines (detected from its log or endpoints)."""
@@ -222,12 +223,21 @@ class LineInterpreter:
         if (implied is not None and in_death
                 and PHASE_INDEX[implied] > PHASE_INDEX[target or self.phase]):
             target = implied  # the first fatal line says where the start died (vocab.FAILURE_PHASES)
+            self._placed = self.first_fatal is not None
         if target is None:
             return None
         self.phase = target
         self._entered.add(target)
         self.phase_evidence.append((lineno, clip(text)))
         return target
+
+    @property
+    def death_placed(self) -> bool:
+        """Where the start died is told: the first fatal line said so, a line of its death after it did, or
+        DEATH_LINES lines have been read since (a verdict waits for them, live as in replay)."""
+        f = self.first_fatal
+        return (f is None or f.failure.phase is not None or self._placed
+                or self.lines - self._fatal_count >= DEATH_LINES)
 
     def _root_phase(self) -> str | None:
         """A wrapper's fatal line ("Scheduler hit an exception") after the cause it wraps (NCCL's WARN line): the

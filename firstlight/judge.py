@@ -359,9 +359,12 @@ class Judge:
             best = self.log.lines.root_cause(ended)
             assert best is not None
             fatal_t = self.fatal.t if self.fatal.t is not None else now
-            # A named cause settles as soon as its traceback is over (its frames say in which phase it died); a
-            # generic one waits for a more specific cause; the exit, the log's end or 1.5 s settle either.
-            specific = best.failure.rank > CATEGORY_RANK["other"] and not self.log.lines.root_traceback_open
+            # A named cause settles as soon as its traceback is over (its frames say in which phase it died) and
+            # the lines that may say where it died are read; a generic one waits for a more specific cause; the
+            # exit, the log's end or 1.5 s settle either.
+            lines = self.log.lines
+            specific = (best.failure.rank > CATEGORY_RANK["other"] and not lines.root_traceback_open
+                        and lines.death_placed)
             settled = specific or ended or now - fatal_t >= _FAILURE_SETTLE_S
             if settled:
                 return self._exit_or_line(now, best, quote_exit=False)

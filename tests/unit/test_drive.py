@@ -320,15 +320,16 @@ def test_a_silence_is_judged_on_the_callers_clock_while_nothing_arrives() -> Non
 
 
 def test_rejudging_assesses_each_kept_observation_at_its_time_so_a_verdict_keeps_the_moment_it_was_made() -> None:
-    """The OOM settles at its second line (t = 1.01) under llama.cpp's reading; the engine is learnt at t = 3. The
-    verdict is the one made at 1.01, as a judge that knew the engine from the start made it, not one made at 3."""
+    """The OOM settles at its third line (t = 1.02) under llama.cpp's reading, the loader's exit saying where it
+    died; the engine is learnt at t = 3. The verdict is the one made at 1.02, as a judge that knew the engine from
+    the start made it, not one made at 3."""
     timeline: list[Observation] = [Started(T0, 100, "http://x", "generic", True), *lines(*OOM, step=0.01)]
     d = detecting()
     for obs in timeline:
         d.feed(obs)
     step = d.use_engine("llamacpp", T0 + 3, "endpoints")
     assert (step.assessment.verdict, step.assessment.failure) == (FAILED, "oom")
-    assert step.assessment.elapsed_s == pytest.approx(1.01)
+    assert step.assessment.elapsed_s == pytest.approx(1.02)
     assert step.assessment == known_from_start(timeline)[1]
 
 
@@ -353,7 +354,7 @@ def test_judge_timeline_is_the_verdict_as_it_was_made_or_else_the_assessment_at_
     timeline: list[Observation] = [Started(T0, 100, "http://x", "llamacpp", True), *lines(*OOM, step=0.01),
                                    ProcessSample(T0 + 2, False, exit_code=1)]
     a = drive.judge_timeline(timeline, RULES, LLAMA, T0 + 500)
-    assert (a.verdict, a.failure, a.elapsed_s) == (FAILED, "oom", pytest.approx(1.01))
+    assert (a.verdict, a.failure, a.elapsed_s) == (FAILED, "oom", pytest.approx(1.02))
     quiet: list[Observation] = [Started(T0, None, "http://x", "generic", False), line(1, GENERIC_LINE, 1)]
     assert drive.judge_timeline(quiet, RULES, GENERIC, T0 + 500).elapsed_s == 500.0
     with pytest.raises(ValueError, match="empty timeline"):

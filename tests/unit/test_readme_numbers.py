@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 import firstlight.api as api
-from firstlight import anatomy, budgets, settings, starts, vocab
+from firstlight import anatomy, budgets, interpret, judge, settings, starts, vocab
 from firstlight.cli import history as cli_history
 from firstlight.cli import options
 from firstlight.cli import preflight as cli_preflight
@@ -117,6 +117,10 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
      lambda: _everywhere(JudgeConfig().spin_timeout, _cli_default("up", "spin_timeout"),
                          _cli_default("watch", "spin_timeout"), _api_default(api.up, "spin_timeout"),
                          _api_default(api.watch, "spin_timeout"), _cli_default("report", "spin_timeout"))),
+    ("death lines", r"or by (\d+) lines read after it, whichever comes first", (1,),
+     lambda: (interpret.DEATH_LINES,)),  # + tests/unit/judge/test_edges.py
+    ("failure settle", r"Either settles at the latest ([\d.]+) s after the fatal line", (1,),
+     lambda: (judge._FAILURE_SETTLE_S,)),
     # -- Preflight ----------------------------------------------------------------------------------------------
     ("SGLang balance", r"least free ≥ ([\d.]+) × most free", (1,), lambda: (gpus.SGLANG_BALANCE,)),
     ("read-rate sample", r"a read-rate sample of at most (\d+) MiB / (\d+) s", (MiB, 1),

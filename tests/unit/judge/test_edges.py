@@ -13,6 +13,7 @@ from firstlight.assessment import Event, Evidence
 from firstlight.config import JudgeConfig
 from firstlight.deaths import KILLED_HINT, OOM_HOST_HINT, crash_hint
 from firstlight.engines import get_profile
+from firstlight.interpret import DEATH_LINES
 from firstlight.judge import STALL_HINTS, Judge
 from firstlight.timeline import (
     GpuDevice,
@@ -992,12 +993,20 @@ def test_a_ready_generation_without_a_latency_says_zero_seconds():
     assert j.assess(T0 + 3).evidence == [Evidence("probe:generation", "generation returned 'x' in 0.00s", T0 + 2)]
 
 
-def test_a_fatal_line_naming_a_specific_cause_settles_at_once():
-    """A fatal line whose category ranks above 'other' (CUDA OOM) is the verdict at once, before any exit."""
+def test_a_fatal_line_naming_a_specific_cause_settles_once_the_lines_that_may_place_it_are_read():
+    """A fatal line whose category ranks above 'other' (CUDA OOM) is the verdict, before any exit, as soon as the
+    DEATH_LINES lines after it (which may say where it died) are read; fewer, and 1.5 s settle it."""
     j = _judge(VLLM, JudgeConfig(timeout=600, stall_timeout=1000, spin_timeout=1000))
-    _feed(j, proc(1), LogLine(T0 + 2, OOM_LINE, "stderr", 20), LogLine(T0 + 2, "next line", "stderr", 21))
+    after = [LogLine(T0 + 2, f"next line {i}", "stderr", 21 + i) for i in range(DEATH_LINES)]
+    _feed(j, proc(1), LogLine(T0 + 2, OOM_LINE, "stderr", 20), *after[:-1])
+    assert j.assess(T0 + 2).verdict == "starting"  # one line of its death still to come
+    _feed(j, after[-1])
     a = j.assess(T0 + 2)
     assert (a.verdict, a.failure, a.evidence) == ("failed", "oom", [Evidence("log", f"line 20: {OOM_LINE}", T0 + 2)])
+    j = _judge(VLLM, JudgeConfig(timeout=600, stall_timeout=1000, spin_timeout=1000))
+    _feed(j, proc(1), LogLine(T0 + 2, OOM_LINE, "stderr", 20), after[0])
+    assert j.assess(T0 + 3.4).verdict == "starting"
+    assert (j.assess(T0 + 3.5).verdict, j.assess(T0 + 3.5).failure) == ("failed", "oom")
 
 
 def test_a_fatal_line_of_category_other_waits_like_a_generic_one():
