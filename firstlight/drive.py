@@ -24,6 +24,7 @@ own clock (``assess``), so a silence or the timeout are judged while nothing arr
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from firstlight.assessment import Assessment, Event
@@ -40,6 +41,7 @@ KEEP_BYTES = 16 << 20  # line text kept for the re-judging once the engine is kn
 # final lines read, once an engine another embeds is learnt, for the embedding one's: what is kept meanwhile
 # stays bounded whatever the log's length (a plain vLLM log is read on as vLLM's, not kept to KEEP_BYTES)
 PROVISIONAL_LINES = 2_000
+_BAR_HEAD = re.compile(r"\D{0,64}")  # a bar's words before its first figure: the same on every redraw
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Driver:
         self._provisional_until = 0  # the detector's line count at which the provisional engine is final
         self._expected_total_s = rules.expected_total_s
         self._budgets: Budgets | None = None
+        self._bar_head: str | None = None  # the last redraw's words the detector read
 
     @property
     def profile(self) -> EngineProfile:
@@ -110,9 +113,24 @@ class Driver:
 
     # -- the engine -----------------------------------------------------------------------------------------
     def _detect(self, obs: Observation) -> str | None:
-        if self.detector is None or not isinstance(obs, LogLine) or not obs.final:
+        if self.detector is None or not isinstance(obs, LogLine):
             return None
+        if not obs.final:
+            # a progress bar's redraw is the engine's words too (its last state may be glued to a crash's line):
+            # read once per bar, by the words before its figures, and counted as no line
+            m = _BAR_HEAD.match(obs.text)
+            head = m.group() if m else ""
+            if head == self._bar_head:
+                return None
+            self._bar_head = head
+            self.detector.feed(obs.text, count=False)
+            return self._detected()
+        self._bar_head = None
         self.detector.feed(obs.text)
+        return self._detected()
+
+    def _detected(self) -> str | None:
+        assert self.detector is not None
         name = self.detector.best()
         if self._provisional is not None and name is not None and not self.detector.claims(name, self._provisional):
             name = None  # only an engine that embeds the one learnt takes the log from it

@@ -331,6 +331,9 @@ class LineInterpreter:
             # is not in the text, unless another process's exception came just before (an engine core's, its
             # traceback over: the API server's cut one is its echo), which then names the cause
             cut = self._tail_open
+            header = self._tail_header
+            if cut is None and header is not None and self._last_exc is not None and self._last_exc < header.line - 1:
+                cut = header  # its header alone, after another exception (not the logged message of its own)
             if cut is None or self._last_exc is None or self._last_exc < cut.line - CUT_CAUSE_LINES:
                 return None
             root = cut

@@ -28,12 +28,13 @@ ANSI_RE = re.compile(
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC ... BEL / ST (hyperlinks, titles)
     r"|\x1b[@-Z\\-_]"  # other two-byte escapes
     r"|\^\[\[[0-9;]*[A-Za-z]"  # a CSI in caret notation ("^[[0;36m", as ``cat -v`` shows it; not "^[[:space:]]")
+    r"|\^M$"  # ... and a carriage return before the newline, the same way (corpus: h-vllm-gaudi-oss-warmup-graphs-...)
 )
 
 
 def has_ansi(text: str) -> bool:
     """Whether a line holds an escape ``ANSI_RE`` removes (the ESC byte, or a CSI's caret notation)."""
-    return "\x1b" in text or "^[[" in text
+    return "\x1b" in text or "^[[" in text or text.endswith("^M")
 
 
 # The prefixes ``firstlight.engines.lines.clean_line`` removes (repeatedly, up to 4 times) before classification.
@@ -63,6 +64,9 @@ KNOWN_PREFIX_RE = re.compile(
     r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\] \[(?:trace|debug|info|warning|error|critical)\] "  # spdlog (WasmEdge)
     r"|\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] "  # TensorRT-LLM "[11/20/2024-10:11:12] "
     r"|\[TRT-LLM\](?: \[[A-Z]\])? "
+    # TorchServe's log4j stamp on its worker's relayed output (corpus: h-vllm-torchserve-llama31-8b-tp2-gpu-blocks)
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{3} \[(?:TRACE|DEBUG|INFO|WARN|ERROR) ?\] W-\d+-[\w.-]+-std(?:out|err) "
+    r"MODEL_LOG - ?"
     r")"
 )
 
@@ -120,7 +124,10 @@ def _decode(raw: bytes | bytearray) -> str:
 
 # a tqdm bar ("| 0/23 [00:00<?, ?it/s]") with the next line glued to it where its carriage return was lost in a
 # paste (corpus: d-sglang-deepseek-2node-a100-capture-jit-stuck)
-_GLUED_BAR = re.compile(r"\| *\d+/\d+ \[\d+:\d\d(?::\d\d)?<[^\]]{0,40}\](?=\S)")
+# ... or an indicatif bar (a Rust server's hub fetch: "] 596 B/596 B 3.50 KiB/s (0s)Error: ..."; corpus: h-generic-
+# mistralrs-gguf-config-null-usize)
+_GLUED_BAR = re.compile(r"\| *\d+/\d+ \[\d+:\d\d(?::\d\d)?<[^\]]{0,40}\](?=\S)"
+                        r"|\] [\d.]+ ?[KMGT]?i?B/[\d.]+ ?[KMGT]?i?B [\d.]+ ?[KMGT]?i?B/s \(\d+[smh]\)(?=\S)")
 
 
 def split_redraws(text: str) -> tuple[list[str], str]:
@@ -136,7 +143,7 @@ def split_redraws(text: str) -> tuple[list[str], str]:
         if not segments:
             return [], ""
         redraws, text = segments[:-1], segments[-1]
-    if "<" in text:
+    if "<" in text or "/s (" in text:
         m = _GLUED_BAR.search(text, 0, 4096)
         if m is not None:
             redraws.append(text[:m.end()])
@@ -319,7 +326,7 @@ class LineSplitter:
         text = strip_ansi(f.text) if f.framing in _DECODED else f.text
         lines = f.lines
         for piece in text.split("\n") if "\n" in text else (text,):
-            if "\r" in piece or "<" in piece:
+            if "\r" in piece or "<" in piece or "/s (" in piece:
                 redraws, final = split_redraws(piece)
                 for r in redraws:
                     events.append(self._peeled(r, False, f, 0))

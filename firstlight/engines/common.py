@@ -278,7 +278,9 @@ TORCH_FAILURES: tuple[FailureSignature, ...] = (
     # abort): crashed, ranked below every named cause and the generic "other" lines, as before, so that a CUDA
     # error printed before the abort stays the root cause.
     S(
-        r"^Fatal Python error: |\bSegmentation fault\b|\bcore dumped\b|^terminate called after throwing|"
+        # (not the interpreter's complaint at shutdown: corpus: h-vllm-glm4-api-rms-norm-missing-op-fatal-shutdown)
+        r"^Fatal Python error: (?!_enter_buffered_busy: could not acquire lock)|"
+        r"\bSegmentation fault\b|\bcore dumped\b|^terminate called after throwing|"
         r"\bSIGSEGV\b|\bIllegal instruction\b|"
         # a Go runtime's panic (Ollama's runner), oneAPI/SYCL's abort banner (corpus: c-ollama-journal-deepseek-
         # cudamalloc-panic, c-ollama-intel-gpu-abort-docker-desktop)
@@ -304,8 +306,17 @@ RUNTIME_DEATHS: tuple[FailureSignature, ...] = (
     S(r"^thread '[^']{1,80}' panicked at ", "other",
       "the program panicked at start: its message (on this line or the next) says why", True, 15),
     S(r"^Memory access fault by GPU node-\d+ ", "crashed", CRASH_HINT, True, 10),
+    # a Windows process that died of an access violation or a failed stack check, as its parent reports the exit
+    # status, in decimal or hex ("Process exited with code ExitStatus(ExitStatus(3221225477))"; corpus: h-llamacpp-
+    # jan-vulkan-rx6800xt-exit-access-violation)
+    S(r"\bexit(?:ed with)? (?:code|status)\b.{0,30}?\b(?:3221225477|3221226505|-1073741819|-1073740791|"
+      r"0x[cC]0000005|0x[cC]0000409)\b", "crashed", CRASH_HINT, True, 10),
     S(r"Exception raised in creation task: The actor died because of an error raised in its creation task",
       "other", "a Ray actor died while it was created: the traceback after it names the cause", True, 5),
+    # torch.compile's own exceptions: the start died compiling (corpus: h-vllm-llmd-openshift-triton-cache-permission)
+    S(r"^torch\._(?:inductor|dynamo)\.exc\.\w+: ", "other",
+      "torch.compile failed: its message says why (an unwritable cache directory: set TRITON_CACHE_DIR and "
+      "TORCHINDUCTOR_CACHE_DIR to a writable path; else try --enforce-eager)", True, None, "compile"),
 )
 
 WORKER_METHOD_HINT = "a worker failed a step of the start: its traceback (on the worker's lines) names the cause"
@@ -361,6 +372,9 @@ ARGUMENT_FAILURES: tuple[FailureSignature, ...] = (
     S(r"^error: '[\w.-]+' requires a subcommand but one was not provided", "bad_argument", BAD_ARGUMENT_HINT, True),
     S(r"^Usage: [\w.-]+ \[OPTIONS\]", "bad_argument", BAD_ARGUMENT_HINT, True, 0),
     S(r"^error while handling argument \"", "bad_argument", BAD_ARGUMENT_HINT, True),
+    # llama-box's (GPUStack's llama.cpp server: "Invalid argument: --override-tensor"; corpus: h-llamacpp-llama-box-
+    # override-tensor-invalid-argument)
+    S(r"^Invalid argument: --[\w-]+$", "bad_argument", BAD_ARGUMENT_HINT, True),
     # argparse's usage block at the start of a server's output: it printed it because it rejected the command line,
     # its error line following (corpus: f-lmdeploy-api-server-usage-dump-arg-rejected, where the excerpt stops first).
     # Ranked as a wrapper: the error line, when it comes, is the evidence that names the flag.
@@ -384,7 +398,10 @@ TRITON_FAILURES: tuple[FailureSignature, ...] = (
     S(r"^\|\s*[\w.-]+\s*\|\s*\d+\s*\|\s*UNAVAILABLE: ", "other", TRITON_LOAD_HINT, True, None, "weights_loading"),
     # its model repository's load of one model failing ("model_lifecycle.cc:621] failed to load 'tensorrt_llm'
     # version 1: Internal: ...")
-    S(r"^failed to load '[\w.-]+'(?: version \d+: |$)", "other", TRITON_LOAD_HINT, True, 5, "weights_loading"),
+    # (Triton 24.x quotes its messages: "model_lifecycle.cc:641] \"failed to load 'tensorrt_llm' version 1: ...";
+    # corpus: h-trtllm-triton-compose-engine-config-key-missing)
+    S(r"^\"?failed to load '[\w.-]+'(?: version \d+: |\"?$)", "other", TRITON_LOAD_HINT, True, 5,
+      "weights_loading"),
 )
 
 # Triton's model table with every model READY: its models are loaded ("| tensorrt_llm | 1 | READY |")
@@ -442,7 +459,9 @@ FRAME_MARKERS: tuple[PhaseMarker, ...] = (
         r"profile_max_num_token|initialize_cache|profile_run|_dummy_sampler_run|"
         # vLLM's worker given its KV cache config, which also sets up a KV-transfer connector (corpus: f-vllm-llmd-
         # nested-prefix-kv-connector-init-error)
-        r"initialize_from_config|ensure_kv_transfer_initialized)$",
+        r"initialize_from_config|ensure_kv_transfer_initialized|"
+        # the attention backends chosen per KV-cache group (corpus: h-vllm-kaito-mistral-large3-attn-backend-keyerror)
+        r"initialize_attn_backend|get_attn_backends_for_group)$",
         "kv_cache",
     ),
     PhaseMarker(r"File \"[^\"]*/torch/_(?:dynamo|inductor)/", "compile"),
@@ -453,7 +472,15 @@ FRAME_MARKERS: tuple[PhaseMarker, ...] = (
         r"|File \"[^\"]*(?:cuda_graph_runner\w*|torch/cuda/graphs)\.py\"",
         "cuda_graph",
     ),
-    PhaseMarker(FRAME + r"(?:_execute_server_warmup|_wait_and_warmup|warmup_model)$", "warmup"),
+    PhaseMarker(FRAME + r"(?:_execute_server_warmup|_wait_and_warmup|warmup_model|compile_or_warm_up_model|"
+                r"warmup_graphs)$", "warmup"),
+    # a quantization method's layers, built as the model's load builds its layers (corpus: h-vllm-llmcompressor-awq-
+    # no-compatible-scheme-killed)
+    PhaseMarker(r"^\s*File \"[^\"]*[/\\]layers[/\\]quantization[/\\][^\"]*\", line \d+, in ", "weights_loading"),
+    # a C++ backtrace's frame of Triton creating a model's instance: its backend loads the model (corpus: h-generic-
+    # triton-fastertransformer-neox-kserve-segfault)
+    PhaseMarker(r"^\s*\d+\s+0x[0-9a-f]+ (?:\S*::)?(?:TRITONBACKEND_ModelInstanceInitialize|"
+                r"TRITONBACKEND_ModelInitialize)\(", "weights_loading"),
     # a C++ backtrace's frame of TensorRT deserializing an engine or its plugins: the engine is being loaded
     # ("7  0x7fdd040952b2 tensorrt_llm::plugins::GPTAttentionPluginCreator::deserializePlugin(...)"; corpus:
     # f-trtllm-grps-deepseek-4gpu-xqa-assert)

@@ -38,8 +38,9 @@ class EngineDetector:
         self.scores: dict[str, int] = {p.name: 0 for p in self._profiles}
         self.lines = 0
 
-    def feed(self, line: str) -> None:
-        self.lines += 1
+    def feed(self, line: str, count: bool = True) -> None:
+        """One line's words; ``count`` False for a progress redraw, which is no line of the log."""
+        self.lines += count
         raw = strip_ansi(classify_prefix(line)).rstrip("\r\n")  # bounded work per line, whatever its length
         cleaned = clean_line(raw)
         lower_raw: list[str] = []

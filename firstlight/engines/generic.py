@@ -52,6 +52,13 @@ GENERIC = EngineProfile(
         # Server: "REST server listening on port 8000", "Started gRPC server on port 9178")
         P(r"\bloading \w+ model from \S", "weights_loading", weak=True),
         P(r"\bstarting \d+ workers$", "http_listening", weak=True),
+        # Fiber's start-up banner (LocalAI), printed as it binds, its box's edge perhaps peeled as a frame (corpus:
+        # h-generic-localai-compose-fiber-banner-cut)
+        P(r"^(?:\s*│)?\s*Fiber v\d+\.\d+\.\d+\s+│", "http_listening", weak=True),
+        # a Rust server's hub fetch: TEI's download of its artifacts, mistral.rs's indicatif bar of a file
+        # (corpus: h-generic-tei-qwen3-cpu-compose-download, h-generic-mistralrs-gguf-config-null-usize)
+        P(r"\bdownload(?:_artifacts)?: .*\bStarting download$|^[\w.-]{1,200}\.(?:json|safetensors|gguf|model) "
+          r"\[\d\d:\d\d:\d\d\] \[", "download", weak=True),
         P(r"\b(?:REST|gRPC) server listening on port \d+|\bStarted (?:REST|gRPC) server (?:at|on) ", "http_listening",
           weak=True),
         *UVICORN_PHASES,
@@ -72,7 +79,10 @@ GENERIC = EngineProfile(
                    r"\b(?:Serving|Listening) on (?:https?://)?[\w.\-\[\]:]+:\d+\.?$",
                    # a desktop server's word that its HTTP server listens (LM Studio: "Success! HTTP server listening
                    # on port 1234"), and a launcher's that its model is ready (OpenLLM: "Model is ready")
-                   r"\bHTTP server listening on port \d+$", r"^Model is ready$"),
+                   r"\bHTTP server listening on port \d+$", r"^Model is ready$",
+                   # Fiber's banner says where it is bound once it has bound (LocalAI; corpus: c-generic-localai-
+                   # fiber-banner-ready)
+                   r"^(?:\s*│)?\s*\(bound on host \S+ and port \d+\)\s+│"),
     listening_markers=(r"Uvicorn running on \S+",),
     port_flags=("--port",),
     host_flags=("--host",),

@@ -44,6 +44,11 @@ LMDEPLOY = EngineProfile(
     ignore_eos=True,
     phase_markers=(
         P(r"^model_source: |^input backend=|^Build <\w+> pipeline", "process_start"),
+        # its gradio and API servers' address, said before they bind (corpus: h-lmdeploy-gradio-bind-ipv6-errno99)
+        P(r"^server is gonna mount on: https?://", "http_listening"),
+        # TurboMind's forward passes at DEBUG before the server is up: its warm-up (corpus: h-lmdeploy-v100-tp8-
+        # debug-forward-stall)
+        P(r"^\[TM\]\[DEBUG\] .*::Forward\(", "warmup", weak=True),
         P(
             r"^model_config:|get \d+ model params|Loading weights from safetensor|^Checking model\.\.\.|"
             r"turbomind::.*(?:load|Load)|"
@@ -55,11 +60,12 @@ LMDEPLOY = EngineProfile(
         # TurboMind's GEMM tuning file, looked for as it builds the model's weights on the GPUs
         # (corpus: b-lmdeploy-turbomind-pointer-mapping-abort)
         P(r"^\[WARNING\] gemm_config\.in is not found; using default GEMM algo", "weights_loading", weak=True),
-        # the setting's mention, not its value in a config dump ("cache_max_entry_count = 0.8" in TurboMind's
-        # model_config; corpus: b-lmdeploy-turbomind-tp2-34b-config)
         # TurboMind tuning its GEMM kernels for the batch sizes it will run ("[Gemm2] Tuning sequence: 8, 16, ...")
         P(r"\[Gemm2\] Tuning sequence: ", "compile", weak=True),
-        P(r"build CacheEngine|\bcache_max_entry_count\b(?! ?=)|num_gpu_blocks", "kv_cache", weak=True),
+        # the setting's mention, not its value in a config dump ("cache_max_entry_count = 0.8" in TurboMind's
+        # model_config, corpus: b-lmdeploy-turbomind-tp2-34b-config; its JSON form, h-lmdeploy-internlm-chat-7b-tp4-
+        # turbomind-config-cut)
+        P(r"build CacheEngine|\bcache_max_entry_count\b(?! ?=|\": )|num_gpu_blocks", "kv_cache", weak=True),
         # TurboMind's block manager sizing the KV cache's blocks (models/llama/BlockManager.cc)
         P(r"\[BlockManager\] (?:block_size|max_block_count) = ", "kv_cache"),
         P(r"[Ww]arming up|warmup", "warmup", weak=True),
@@ -88,7 +94,9 @@ LMDEPLOY = EngineProfile(
         ),
         *TORCH_FAILURES,
     ),
-    ready_markers=(r"^Application startup complete\.", r"Uvicorn running on \S+", *SERVED_MARKERS),
+    # ... and its gradio server's (corpus: h-lmdeploy-gradio-turbomind-tp4-peer-access-ready)
+    ready_markers=(r"^Application startup complete\.", r"Uvicorn running on \S+", r"^Running on local URL: +https?://",
+                   *SERVED_MARKERS),
     listening_markers=(r"Uvicorn running on \S+",),
     flags=CommandFlags(model=(), model_after=("api_server",), tp=("--tp",), pp=("--pp",), dp=("--dp",),
                        quantization=("--model-format",), context=("--session-len",)),
@@ -97,6 +105,11 @@ LMDEPLOY = EngineProfile(
     detect_patterns=(
         (r" - lmdeploy - (?:INFO|WARNING|ERROR|DEBUG)", 4),
         (r"\[TM\]\[(?:INFO|WARNING|ERROR|DEBUG|FATAL)\]", 4),
+        # its model source and TurboMind's parameter count (corpus: h-lmdeploy-internlm-chat-7b-tp4-turbomind-config-
+        # cut), its servers' address line (h-lmdeploy-gradio-bind-ipv6-errno99)
+        (r"^model_source: \w+$", 4),
+        (r"^get \d+ model params$", 2),
+        (r"^server is gonna mount on: https?://", 4),
         (r"^\[WARNING\] gemm_config\.in is not found; using default GEMM algo", 4),  # TurboMind's
         (r"Please open .* in a browser for detailed api usage", 4),
         (r"^usage: lmdeploy ", 4),  # its CLI's argparse usage

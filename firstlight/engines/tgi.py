@@ -193,6 +193,9 @@ TGI = EngineProfile(
         (r"Shard ready in |Waiting for shard to be ready|Starting shard rank=", 4),
         (r"Error: ShardCannotStart|Error: WebserverFailed|Error: DownloadError", 4),
         (r"(?:^|: )Args \{ model_id:", 2),
+        # TEI (text-embeddings-inference) shares TGI's router code and its "Args {" line, never its launcher: its
+        # own crate names cancel them (corpus: h-generic-tei-qwen3-cpu-compose-download)
+        (r"\btext_embeddings_(?:router|core|backend)\b", -5),
         (r"text-generation-launcher|text-generation-server", 3),
         (r"router/(?:client/)?src/\w+\.rs", 3),
     ),

@@ -59,6 +59,10 @@ TRTLLM = EngineProfile(
     ignore_eos=True,
     phase_markers=(
         P(r"Starting TensorRT-LLM init|TensorRT-LLM version: ", "process_start"),
+        # the PyTorch backend's model init over, then its KV cache sized from the memory fraction and max_tokens
+        # (corpus: h-trtllm-serve-gptoss120b-rtxpro-kv-window-reduced)
+        P(r"^Model init total -- [\d.]+s$", "weights_loaded"),
+        P(r"\bBoth free_gpu_memory_fraction and max_tokens are set\b", "kv_cache"),
         P(r"init_process_group|Initializing MPI|MPI size: \d+", "distributed_init", weak=True),
         P(
             r"Loading model weights|Loading weights|Use \S+ for loading weights|ModelLoader",

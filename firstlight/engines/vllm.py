@@ -149,6 +149,25 @@ PROGRESS: tuple[ProgressMarker, ...] = (
 )
 
 FAILURES: tuple[FailureSignature, ...] = (
+    # a weight shape a TP split cannot cut along the quantized groups (v0's layers/linear.py; corpus: h-vllm-v0-mq-
+    # engine-awq-tp-input-size-misaligned)
+    S(r"The input size is not aligned with the quantized weight shape", "quantization",
+      "the quantized weights cannot be split over this many ranks: lower --tensor-parallel-size (or use a checkpoint "
+      "quantized with a smaller group size)", True, None, "weights_loading"),
+    # the model's config found in none of the formats vLLM reads (transformers_utils/config.py get_config; corpus:
+    # h-vllm-prodstack-shared-storage-no-config-format)
+    S(r"No supported config format found in ", "model_not_found",
+      "no config.json (or params.json) at the model path: check the path inside the container, the volume and "
+      "the download", True),
+    # --attention-backend naming a backend this build did not register (corpus: h-vllm-dgx-spark-torch-sdpa-backend-
+    # not-registered)
+    S(r"\bBackend \w+ must be registered before use\b", "bad_argument",
+      "this vLLM build has no such attention backend: choose another --attention-backend (or none)", True),
+    # its compiled ops missing from the installed build ("'_OpNamespace' '_C' object has no attribute 'rms_norm'";
+    # corpus: h-vllm-glm4-api-rms-norm-missing-op-fatal-shutdown)
+    S(r"'_OpNamespace' '_C' object has no attribute ", "import_error",
+      "vLLM's compiled kernels (vllm._C) lack this op: the wheel was built for another torch/CUDA or platform; "
+      "reinstall the matching vLLM wheel", True),
     S(
         r"Free memory on device .* on startup is less than desired GPU memory utilization",
         "gpu_occupied",
@@ -442,6 +461,12 @@ VLLM = EngineProfile(
         # its chat utilities' content-format note (entrypoints/chat_utils.py)
         (r"^Detected the chat template content format to be '\w+'\.", 2),
         (r"vLLM is using nccl==", 4),
+        # its compile cache, its worker reaper and its engine core's end, in its own words (corpus: h-vllm-windows-
+        # build-compile-aot-save, h-vllm-glm4-api-rms-norm-missing-op-fatal-shutdown, h-vllm-llmd-openshift-triton-
+        # cache-permission)
+        (r"\bfor vLLM's torch\.compile$", 4),
+        (r"\bKilling local vLLM worker processes$", 4),
+        (r"\bEngine core initialization failed\.|\bEngineCore failed to start\.", 4),
         # its Ray executor's placement group (executor/ray_utils.py)
         (r"Waiting for creating a placement group of specs for \d+ seconds|"
          r"The number of required GPUs exceeds the total number of available GPUs in the placement group", 4),

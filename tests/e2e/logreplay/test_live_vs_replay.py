@@ -38,13 +38,14 @@ SHARED_LOGS = SHARED / "logs"
 LIVE_OUTCOME = {"ready": "ready", "failed": "failed", "incomplete": "hung"}
 
 
-# the corpus logs whose rules the latest round added (docs/engines.md, the corpus): through the live path too
+# the corpus logs whose rules the latest round added (docs/engines.md, the corpus): through the live path too; and
+# an OOM whose phase the loader's lines after it tell (a specific cause waits for them, live as in replay)
 CORPUS_ROUND = ("g-llamacpp-rocm-apertus-70b-compute-buffer-oom.log",
-                "g-vllm-v1-enginecore-linear-weights-oom.log",
-                "g-vllm-hpu-gaudi1-pt-lazy-fatal-after-load.log",
-                "g-generic-lmstudio-server-listening-1234-endpoints.log",
-                "g-trtllm-triton-paged-kv-693-tokens-failed-load.log",
-                "g-ollama-serve-keygen-port-11434-in-use.log")
+                "h-sglang-rocm-dsr1-aiter-graph-capture-segfault.log",
+                "h-generic-mistralrs-gguf-config-null-usize.log",
+                "h-lmdeploy-gradio-turbomind-tp4-peer-access-ready.log",
+                "h-vllm-torchserve-llama31-8b-tp2-gpu-blocks.log",
+                "h-vllm-llmd-openshift-triton-cache-permission.log")
 LOGS = (_index(FIXTURES) + _index(SHARED_LOGS)
         + [lg for lg in _index(_FIXTURES / "corpus") if lg.path.name in CORPUS_ROUND])
 

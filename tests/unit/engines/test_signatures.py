@@ -289,6 +289,23 @@ SIGNATURE_LINES: list[tuple[str, str, str]] = [
                         'be","msg":"unable to load model","tid":"11992","timestamp":1715077029}'),
     ("ollama", "crashed", "Dec 19 10:46:26 wt-chatbot-v1 ollama[639]: 2023/12/19 10:46:26 llama.go:451: signal: "
                           "illegal instruction"),
+    # a Windows app's word on its llama-server dying of an access violation (h-llamacpp-jan-vulkan-rx6800xt-exit-
+    # access-violation), llama-box's rejection of a flag (h-llamacpp-llama-box-override-tensor-invalid-argument),
+    # torch.compile's own exception (h-vllm-llmd-openshift-triton-cache-permission)
+    ("llamacpp", "crashed", "Failed to load llama-server: llamacpp error: Process exited with code "
+                            "ExitStatus(ExitStatus(3221225477))"),
+    ("generic", "bad_argument", "Invalid argument: --override-tensor"),
+    ("vllm", "other", "torch._inductor.exc.InductorError: PermissionError: [Errno 13] Permission denied: '/.triton'"),
+    # vLLM: a TP split across quantized groups, a model path with no config, an attention backend the build lacks,
+    # its compiled ops missing (h-vllm-v0-mq-engine-awq-tp-input-size-misaligned, h-vllm-prodstack-shared-storage-no-
+    # config-format, h-vllm-dgx-spark-torch-sdpa-backend-not-registered, h-vllm-glm4-api-rms-norm-missing-op-fatal-
+    # shutdown)
+    ("vllm", "quantization", "ValueError: The input size is not aligned with the quantized weight shape. This can be "
+                             "caused by too large tensor parallel size."),
+    ("vllm", "model_not_found", "ValueError: No supported config format found in Qwen/Qwen1.5-0.5B"),
+    ("vllm", "bad_argument", "ValueError: Backend TORCH_SDPA must be registered before use. Use register_backend("
+                             "Backend.TORCH_SDPA, 'your.module.YourClass')"),
+    ("vllm", "import_error", "AttributeError: '_OpNamespace' '_C' object has no attribute 'rms_norm'"),
 ]
 
 
