@@ -105,10 +105,9 @@ LMDEPLOY = EngineProfile(
     detect_patterns=(
         (r" - lmdeploy - (?:INFO|WARNING|ERROR|DEBUG)", 4),
         (r"\[TM\]\[(?:INFO|WARNING|ERROR|DEBUG|FATAL)\]", 4),
-        # its model source and TurboMind's parameter count (corpus: h-lmdeploy-internlm-chat-7b-tp4-turbomind-config-
-        # cut), its servers' address line (h-lmdeploy-gradio-bind-ipv6-errno99)
+        # its model source (corpus: h-lmdeploy-internlm-chat-7b-tp4-turbomind-config-cut), its servers' address line
+        # (h-lmdeploy-gradio-bind-ipv6-errno99)
         (r"^model_source: \w+$", 4),
-        (r"^get \d+ model params$", 2),
         (r"^server is gonna mount on: https?://", 4),
         (r"^\[WARNING\] gemm_config\.in is not found; using default GEMM algo", 4),  # TurboMind's
         (r"Please open .* in a browser for detailed api usage", 4),

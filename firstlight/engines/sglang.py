@@ -296,10 +296,8 @@ SGLANG = EngineProfile(
         (r"^server_args=ServerArgs\(", 4),
         # a traceback's frame in SGLang's own package (corpus: h-sglang-mi300x-dsv3-launch-import-traceback-cut)
         (r"^\s*File \"[^\"]*[/\\]sglang[/\\](?:launch_server\.py|srt[/\\])", 4),
-        # its rpyc-era (v0.1) router and model workers: "router init state: Traceback ...", "Rank 0: load weight
-        # begin." (corpus: h-sglang-v01-rpyc-tp2-awq-70b-load)
+        # its rpyc-era (v0.1) router: "router init state: Traceback ..." (corpus: h-sglang-v01-rpyc-tp2-awq-70b-load)
         (r"^router init state: ", 4),
-        (r"^Rank \d+: load weight begin\.$", 2),
         (r"The server is fired up and ready to roll", 4),
         (r"^Load weight (?:begin|end)\. ", 4),
         (r"^Memory pool end\. avail mem=", 4),
