@@ -67,6 +67,7 @@ class Driver:
         self._expected_total_s = rules.expected_total_s
         self._budgets: Budgets | None = None
         self._bar_head: str | None = None  # the last redraw's words the detector read
+        self._by_words = False  # the provisional engine was named by the log's words, no pattern
 
     @property
     def profile(self) -> EngineProfile:
@@ -82,14 +83,19 @@ class Driver:
         if self._kept is not None:
             self._keep(obs)
         if name is not None:
-            events = self._swap(name, obs, f"engine detected from its log lines: {name}")
+            assert self.detector is not None
+            events = self._swap(name, obs, self.detector.evidence(name), by_words=self.detector.by_words)
         else:
             events = self.judge.feed(obs)
         return Step(events, self.judge.assess(obs.t), name)
 
     def use_engine(self, name: str, t: float, why: str) -> Step:
-        """The engine became known another way (its endpoints answered as that engine's do)."""
-        if not self.detecting:
+        """The engine became known another way (its endpoints answered as that engine's do): final, over an
+        engine the log's words named too."""
+        if self._by_words and name == self._provisional:
+            self._stop_detecting()  # what the words said, confirmed
+            return Step([Event(t, "note", why)], self.judge.assess(t))
+        if not (self.detecting or self._by_words):
             return Step([], self.judge.assess(t))
         return Step(self._swap(name, None, why, t), self.judge.assess(t), name)
 
@@ -132,12 +138,23 @@ class Driver:
     def _detected(self) -> str | None:
         assert self.detector is not None
         name = self.detector.best()
-        if self._provisional is not None and name is not None and not self.detector.claims(name, self._provisional):
-            name = None  # only an engine that embeds the one learnt takes the log from it
+        if name is not None and not self._takes(name):
+            name = None
         if name is None and (self.detector.lines >= DETECT_LINES or (
                 self._provisional is not None and self.detector.lines >= self._provisional_until)):
             self._stop_detecting()
         return name
+
+    def _takes(self, name: str) -> bool:
+        """Whether the engine named now takes the log: while none is learnt, any but the one read already;
+        from a provisional engine, one that embeds it, or any other when the words alone named it (as they
+        weigh more words, or as a pattern's line comes)."""
+        assert self.detector is not None
+        if self._provisional is None:
+            return name != self.judge.profile.name
+        if name == self._provisional:
+            return False
+        return self._by_words or self.detector.claims(name, self._provisional)
 
     def _keep(self, obs: Observation) -> None:
         assert self._kept is not None
@@ -152,16 +169,21 @@ class Driver:
         self.detector = None
         self._kept = None
         self._provisional = None
+        self._by_words = False
 
-    def _swap(self, name: str, obs: Observation | None, why: str, t: float | None = None) -> list[Event]:
+    def _swap(self, name: str, obs: Observation | None, why: str, t: float | None = None,
+              by_words: bool = False) -> list[Event]:
         """The engine is known: judge again from the start with its profile (``obs``, already kept, included),
-        or, past the kept bound, swap the profile in place and feed ``obs``."""
+        or, past the kept bound, swap the profile in place and feed ``obs``. ``by_words``: the log's words
+        named it, no pattern."""
         profile = get_profile(name)
         old, kept = self.judge, self._kept
         detector = self.detector
         self._stop_detecting()
-        if detector is not None and kept is not None and detector.embedded(name):  # a wrapper's lines may follow
+        # a wrapper's lines may follow, or, for an engine named by its words, a line a pattern knows
+        if detector is not None and kept is not None and (detector.embedded(name) or by_words):
             self.detector, self._kept, self._provisional = detector, kept, name
+            self._by_words = by_words
             self._provisional_until = detector.lines + PROVISIONAL_LINES
         when = obs.t if obs is not None else t
         assert when is not None

@@ -7,7 +7,8 @@ True
 Layout: ``profile`` (dataclasses, PHASES, FAILURE_CATEGORIES, the classifier), ``common`` (PyTorch/CUDA/NCCL/
 HF signatures shared by engines), one data module per engine (``sglang``, ``vllm``, ``llamacpp``, ``tgi``,
 ``trtllm``, ``lmdeploy``, ``ollama``, ``generic``), ``command`` (the one reader of a launch command: engine,
-model, host and port, parallelism) and ``detect`` (log and endpoint detection). Pure data and matching:
+model, host and port, parallelism), ``detect`` (log and endpoint detection) and ``words`` (the engines' word
+table learned from the corpus, ``words.json``: detection where no pattern names the engine). Pure data and matching:
 nothing here drives the judge (``firstlight.drive`` does).
 
 Adding an engine is a data change in one module: an :class:`EngineProfile` (markers, signatures, endpoints, flags,

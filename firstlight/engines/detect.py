@@ -15,6 +15,7 @@ from firstlight.wire.content import NotJSON, parse_json
 from .lines import clean_line
 from .prefilter import Rule, may_match
 from .profile import EndpointRule, EngineProfile, JsonValue, strip_ansi
+from .words import WordScore
 
 DETECT_THRESHOLD = 4
 
@@ -24,10 +25,14 @@ class EngineDetector:
 
     Each profile's ``detect_patterns`` carry a weight; a pattern counts once however often it matches. An
     engine needs ``DETECT_THRESHOLD``; when an engine that ``embeds`` another (SGLang prints vLLM-style
-    loader lines, Ollama runs llama.cpp) is detected, the embedded one is dropped.
+    loader lines, Ollama runs llama.cpp) is detected, the embedded one is dropped. While no pattern names an
+    engine, the log's words may (``words.py``: the learned table); ``by_words`` then says so, and a driver
+    takes that engine provisionally, for a pattern to overrule.
     """
 
     def __init__(self, profiles: Sequence[EngineProfile]) -> None:
+        self._words = WordScore([p.name for p in profiles])
+        self.by_words = False
         self._profiles = [p for p in profiles if p.detect_patterns]
         self._order = {p.name: i for i, p in enumerate(self._profiles)}
         self._rules: list[tuple[str, Rule]] = []
@@ -41,7 +46,7 @@ class EngineDetector:
     def feed(self, line: str, count: bool = True) -> None:
         """One line's words; ``count`` False for a progress redraw, which is no line of the log."""
         self.lines += count
-        raw = strip_ansi(classify_prefix(line)).rstrip("\r\n")  # bounded work per line, whatever its length
+        raw = detected_text(line)
         cleaned = clean_line(raw)
         lower_raw: list[str] = []
         lower_clean: list[str] = []
@@ -54,6 +59,13 @@ class EngineDetector:
             if hit:
                 self._seen.add(idx)
                 self.scores[name] += int(rule.payload)
+        self._words.feed(raw)
+
+    def evidence(self, name: str) -> str:
+        """Why ``name`` was detected: its patterns' weight, or the words' lead (a note's text)."""
+        if self.by_words:
+            return f"engine named by its log's words, no line a profile knows: {name} ({self._words.lead()})"
+        return f"engine detected from its log lines: {name}"
 
     def embedded(self, name: str) -> bool:
         """Whether another engine embeds ``name`` (Ollama runs llama.cpp): its lines may yet claim the log."""
@@ -65,13 +77,20 @@ class EngineDetector:
 
     def best(self) -> str | None:
         detected = {n: s for n, s in self.scores.items() if s >= DETECT_THRESHOLD}
+        self.by_words = not detected
         if not detected:
-            return None
+            return self._words.best()
         for p in self._profiles:
             if p.name in detected:
                 for inner in p.embeds:
                     detected.pop(inner, None)
         return max(detected, key=lambda n: (detected[n], -self._order[n]))
+
+
+def detected_text(line: str) -> str:
+    """What the detector reads of a line (the learned word table too): its engine's words, frame and ANSI
+    codes peeled; bounded work per line, whatever its length."""
+    return strip_ansi(classify_prefix(line)).rstrip("\r\n")
 
 
 def detect_from_lines(

@@ -10,7 +10,7 @@ import firstlight.drive as drive
 from firstlight.assessment import Assessment, Event
 from firstlight.config import JudgeConfig
 from firstlight.drive import Driver
-from firstlight.engines import get_profile
+from firstlight.engines import get_profile, words
 from firstlight.logreplay import REPLAY_RULES
 from firstlight.timeline import Interrupted, Level, LogLine, Observation, Probe, ProcessSample, Started
 from firstlight.vocab import FAILED, HUNG, INTERRUPTED, STARTING
@@ -107,10 +107,12 @@ def test_the_swapped_judge_reads_exactly_what_a_judge_told_the_engine_up_front_r
     assert d.judge.phases.spans == known.judge.phases.spans and d.judge.ladder.level == known.judge.ladder.level
 
 
-def test_an_oom_printed_before_the_engine_is_known_is_read_with_its_markers_when_the_endpoints_tell_it() -> None:
+def test_an_oom_printed_before_the_engine_is_known_is_read_with_its_markers_when_the_endpoints_tell_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """llama.cpp at the default verbosity: OOM lines the detector cannot place, the exit, then /props answers
     as llama.cpp's does. The generic verdict (exited, the OOM its generic wording names) was already final: it is
     judged again."""
+    monkeypatch.setattr(words, "MIN_WORDS", 10_000)  # three lines' words too few to name it (as a shorter log's)
     timeline: list[Observation] = [Started(T0, 100, "http://x", "generic", True),
                                    *lines(*OOM, step=0.01), ProcessSample(T0 + 2, False, exit_code=1)]
     d = detecting()
@@ -409,3 +411,57 @@ def test_the_history_estimate_reaches_the_judge_and_survives_a_swap_of_it():
 def test_a_swap_in_place_without_an_observation_feeds_nothing_and_notes_why():
     d = Driver(JudgeConfig(), get_profile("generic"), 0.0)
     assert d._swap("vllm", None, "engine named", t=1.0) == [Event(1.0, "note", "engine named")]
+
+
+# -- an engine named by the log's words: provisional, for a pattern, the endpoints or more words to overrule ------
+WORD_TABLE = {f"wrd{i}": {"vllm": 1.0, "llamacpp": 0.0, "generic": 0.0} for i in range(40)}
+WORD_TABLE |= {f"gen{i}": {"vllm": 0.0, "llamacpp": 0.0, "generic": 1.0} for i in range(80)}
+VLLM_WORDS = " ".join(f"wrd{i}" for i in range(20))
+
+
+@pytest.fixture
+def word_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(words, "table", lambda: WORD_TABLE)
+
+
+def test_words_name_an_engine_provisionally_and_say_why(word_table: None) -> None:
+    d = detecting()
+    step = d.feed(line(1, VLLM_WORDS, 1))
+    assert step.engine == "vllm" and d.profile.name == "vllm" and not d.detecting
+    assert step.events[-1].message == ("engine named by its log's words, no line a profile knows: vllm (vllm +20.0 "
+                                       "over generic +0.0 from 20 known words (a lead of 5 names one))")
+
+
+def test_a_pattern_line_takes_the_log_from_an_engine_its_words_named(word_table: None) -> None:
+    d = detecting()
+    d.feed(line(1, VLLM_WORDS, 1))
+    d.feed(line(2, TENSORS, 2))
+    step = d.feed(line(3, CUDA_INIT, 3))
+    assert step.engine == "llamacpp" and d.profile is LLAMA
+    assert step.events[-1].message == "engine detected from its log lines: llamacpp"
+    assert phases(d)[1:] == [("weights_loading", 2.0, 2)]  # the kept lines read again as llama.cpp's
+
+
+def test_more_words_take_the_log_back_and_an_engine_a_pattern_named_is_kept(word_table: None) -> None:
+    d = detecting()
+    d.feed(line(1, VLLM_WORDS, 1))
+    step = d.feed(line(2, " ".join(f"gen{i}" for i in range(30)), 2))
+    assert step.engine == "generic" and d.profile.name == "generic"
+    d = detecting()
+    d.feed(line(1, TENSORS, 1))
+    d.feed(line(2, CUDA_INIT, 2))
+    assert d.profile is LLAMA
+    assert d.feed(line(3, " ".join(f"gen{i}" for i in range(40)), 3)).engine is None and d.profile is LLAMA
+
+
+def test_the_endpoints_confirm_or_overrule_an_engine_its_words_named(word_table: None) -> None:
+    d = detecting()
+    d.feed(line(1, VLLM_WORDS, 1))
+    step = d.use_engine("vllm", T0 + 2, "engine identified by its endpoints (/version): vllm")
+    assert step.engine is None and d.profile.name == "vllm" and d.detector is None
+    assert step.events == [Event(T0 + 2, "note", "engine identified by its endpoints (/version): vllm")]
+    d = detecting()
+    d.feed(line(1, VLLM_WORDS, 1))
+    step = d.use_engine("tgi", T0 + 2, "engine identified by its endpoints (/info): tgi")
+    assert step.engine == "tgi" and d.profile.name == "tgi" and d.detector is None
+    assert d.feed(line(3, " ".join(f"gen{i}" for i in range(40)), 3)).engine is None  # final now

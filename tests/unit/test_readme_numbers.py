@@ -27,7 +27,7 @@ from firstlight.cli import options
 from firstlight.cli import preflight as cli_preflight
 from firstlight.cli.app import cli
 from firstlight.config import Config, HistoryConfig, JudgeConfig, ProbeConfig
-from firstlight.engines import get_profile
+from firstlight.engines import get_profile, words
 from firstlight.history import History, k8s
 from firstlight.history import policy as history_policy
 from firstlight.logtext import CLASSIFY_CHARS
@@ -121,6 +121,11 @@ ROWS: list[tuple[str, str, tuple[float, ...], Callable[[], tuple[Any, ...]]]] = 
      lambda: (interpret.DEATH_LINES,)),  # + tests/unit/judge/test_edges.py
     ("failure settle", r"Either settles at the latest ([\d.]+) s after the fatal line", (1,),
      lambda: (judge._FAILURE_SETTLE_S,)),
+    ("word table", r"printed by at least (\d+) of the corpus's dev logs, the log-odds that a log printing it is "
+     r"each engine's rather than another's \(counts smoothed by ([\d.]+)\), each bounded by ±([\d.]+)", (1, 1, 1),
+     lambda: (words.MIN_LOGS, words.SMOOTHING, words.CAP)),  # + tests/unit/engines/test_words.py
+    ("words name", r"Once at least (\d+) known words are read and one engine \(or `generic`\) leads the next by "
+     r"(\d+), the words name it", (1, 1), lambda: (words.MIN_WORDS, words.MARGIN)),
     # -- Preflight ----------------------------------------------------------------------------------------------
     ("SGLang balance", r"least free ≥ ([\d.]+) × most free", (1,), lambda: (gpus.SGLANG_BALANCE,)),
     ("read-rate sample", r"a read-rate sample of at most (\d+) MiB / (\d+) s", (MiB, 1),

@@ -45,7 +45,8 @@ CORPUS_ROUND = ("g-llamacpp-rocm-apertus-70b-compute-buffer-oom.log",
                 "h-generic-mistralrs-gguf-config-null-usize.log",
                 "h-lmdeploy-gradio-turbomind-tp4-peer-access-ready.log",
                 "h-vllm-torchserve-llama31-8b-tp2-gpu-blocks.log",
-                "h-vllm-llmd-openshift-triton-cache-permission.log")
+                "h-vllm-llmd-openshift-triton-cache-permission.log",
+                "e-tgi-a40-docker-timestamps-args-block.log")  # named by its words
 LOGS = (_index(FIXTURES) + _index(SHARED_LOGS)
         + [lg for lg in _index(_FIXTURES / "corpus") if lg.path.name in CORPUS_ROUND])
 
