@@ -414,9 +414,9 @@ def test_a_swap_in_place_without_an_observation_feeds_nothing_and_notes_why():
 
 
 # -- an engine named by the log's words: provisional, for a pattern, the endpoints or more words to overrule ------
-WORD_TABLE = {f"wrd{i}": {"vllm": 1.0, "llamacpp": 0.0, "generic": 0.0} for i in range(40)}
-WORD_TABLE |= {f"gen{i}": {"vllm": 0.0, "llamacpp": 0.0, "generic": 1.0} for i in range(80)}
-VLLM_WORDS = " ".join(f"wrd{i}" for i in range(20))
+WORD_TABLE = {f"wrd{i}": {"tgi": 1.0, "llamacpp": 0.0, "generic": 0.0} for i in range(40)}
+WORD_TABLE |= {f"gen{i}": {"tgi": 0.0, "llamacpp": 0.0, "generic": 1.0} for i in range(80)}
+TGI_WORDS = " ".join(f"wrd{i}" for i in range(20))
 
 
 @pytest.fixture
@@ -425,16 +425,17 @@ def word_table(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_words_name_an_engine_provisionally_and_say_why(word_table: None) -> None:
+    """TGI: an engine no other embeds, so provisional for its words alone."""
     d = detecting()
-    step = d.feed(line(1, VLLM_WORDS, 1))
-    assert step.engine == "vllm" and d.profile.name == "vllm" and not d.detecting
-    assert step.events[-1].message == ("engine named by its log's words, no line a profile knows: vllm (vllm +20.0 "
+    step = d.feed(line(1, TGI_WORDS, 1))
+    assert step.engine == "tgi" and d.profile.name == "tgi" and not d.detecting
+    assert step.events[-1].message == ("engine named by its log's words, no line a profile knows: tgi (tgi +20.0 "
                                        "over generic +0.0 from 20 known words (a lead of 5 names one))")
 
 
 def test_a_pattern_line_takes_the_log_from_an_engine_its_words_named(word_table: None) -> None:
     d = detecting()
-    d.feed(line(1, VLLM_WORDS, 1))
+    d.feed(line(1, TGI_WORDS, 1))
     d.feed(line(2, TENSORS, 2))
     step = d.feed(line(3, CUDA_INIT, 3))
     assert step.engine == "llamacpp" and d.profile is LLAMA
@@ -444,7 +445,7 @@ def test_a_pattern_line_takes_the_log_from_an_engine_its_words_named(word_table:
 
 def test_more_words_take_the_log_back_and_an_engine_a_pattern_named_is_kept(word_table: None) -> None:
     d = detecting()
-    d.feed(line(1, VLLM_WORDS, 1))
+    d.feed(line(1, TGI_WORDS, 1))
     step = d.feed(line(2, " ".join(f"gen{i}" for i in range(30)), 2))
     assert step.engine == "generic" and d.profile.name == "generic"
     d = detecting()
@@ -456,12 +457,21 @@ def test_more_words_take_the_log_back_and_an_engine_a_pattern_named_is_kept(word
 
 def test_the_endpoints_confirm_or_overrule_an_engine_its_words_named(word_table: None) -> None:
     d = detecting()
-    d.feed(line(1, VLLM_WORDS, 1))
-    step = d.use_engine("vllm", T0 + 2, "engine identified by its endpoints (/version): vllm")
-    assert step.engine is None and d.profile.name == "vllm" and d.detector is None
-    assert step.events == [Event(T0 + 2, "note", "engine identified by its endpoints (/version): vllm")]
-    d = detecting()
-    d.feed(line(1, VLLM_WORDS, 1))
+    d.feed(line(1, TGI_WORDS, 1))
     step = d.use_engine("tgi", T0 + 2, "engine identified by its endpoints (/info): tgi")
-    assert step.engine == "tgi" and d.profile.name == "tgi" and d.detector is None
+    assert step.engine is None and d.profile.name == "tgi" and d.detector is None
+    assert step.events == [Event(T0 + 2, "note", "engine identified by its endpoints (/info): tgi")]
+    d = detecting()
+    d.feed(line(1, TGI_WORDS, 1))
+    step = d.use_engine("lmdeploy", T0 + 2, "engine identified by its endpoints (/v1/models): lmdeploy")
+    assert step.engine == "lmdeploy" and d.profile.name == "lmdeploy" and d.detector is None
     assert d.feed(line(3, " ".join(f"gen{i}" for i in range(40)), 3)).engine is None  # final now
+
+
+def test_words_that_name_generic_leave_a_generic_reading_as_it_is(word_table: None) -> None:
+    """No swap, no note: the generic judge reads on, and the endpoints or a pattern may still name the engine."""
+    d = detecting()
+    generic_judge = d.judge
+    step = d.feed(line(1, " ".join(f"gen{i}" for i in range(30)), 1))
+    assert step.engine is None and d.judge is generic_judge and d.detecting
+    assert [e for e in step.events if e.type == "note"] == []
