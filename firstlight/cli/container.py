@@ -112,7 +112,7 @@ def watch_container(url: str | None, kw: dict[str, Any]) -> None:
             judge = dataclasses.replace(cfg.judge, timeout=max(1.0, deadline - time.time()))
             one = dataclasses.replace(cfg, pid=start.pid, judge=judge)
             return Session(one, profile, held, plan.redactor, record, plan=dataclasses.replace(plan, config=one),
-                           sources=container_sources(tracker, since=log_since(start.started_at)))
+                           sources=container_sources(tracker, since=log_since(start)))
 
         return ContainerAttempts(tracker, c, session, reporter, kw["max_attempts"], kw["restart_wait"],
                                  fail_on_regression=cfg.history.fail_on_regression).run()

@@ -21,6 +21,7 @@ from typing import Any
 
 from firstlight.deaths import signal_name
 from firstlight.errors import FirstlightError
+from firstlight.framing import parse_rfc3339
 from firstlight.wire.content import clean_text
 
 RUNTIMES = ("docker", "podman")
@@ -66,6 +67,9 @@ class Container:
     restart_policy: str = ""  # HostConfig.RestartPolicy.Name: no (""), always, unless-stopped, on-failure
     max_retries: int = 0  # its MaximumRetryCount (on-failure; 0: no limit)
     restart_count: int = 0  # RestartCount: restarts the policy has made so far
+    # State.FinishedAt: when the last start ended; while a restart runs, the earlier start's end (both runtimes
+    # keep it, and reset ExitCode to 0)
+    finished_at: str | None = None
 
     @classmethod
     def from_inspect(cls, data: Mapping[str, Any]) -> Container:
@@ -76,16 +80,19 @@ class Container:
         started = state.get("StartedAt") or None
         if isinstance(started, str) and started.startswith("0001-01-01"):
             started = None  # never started
+        finished = state.get("FinishedAt") or None
+        if not isinstance(finished, str) or finished.startswith("0001-01-01"):
+            finished = None  # never ended
         host = data.get("HostConfig") or {}
         config = data.get("Config") or {}
         command = [*_words(config.get("Entrypoint")), *_words(config.get("Cmd"))]
-        finished = state.get("Status") in ("exited", "stopped", "dead") or (not running and started is not None)
+        ended = state.get("Status") in ("exited", "stopped", "dead") or (not running and started is not None)
         # every word the runtime wrote is printed (the start line, evidence, --json): made printable first
         return cls(
             id=_text(data.get("Id")), name=_text(data.get("Name")).lstrip("/"),
             status=_text(state.get("Status")), running=running,
             pid=int(pid) if isinstance(pid, int) and pid > 0 and running else None,
-            exit_code=int(state["ExitCode"]) if finished and isinstance(state.get("ExitCode"), int) else None,
+            exit_code=int(state["ExitCode"]) if ended and isinstance(state.get("ExitCode"), int) else None,
             oom_killed=bool(state.get("OOMKilled")), health=_text(health) or None,
             started_at=started, log_path=data.get("LogPath") or (host.get("LogConfig") or {}).get("Path") or None,
             log_driver=_text((host.get("LogConfig") or {}).get("Type")) or None,
@@ -96,7 +103,7 @@ class Container:
             else None,
             restart_policy=_text((host.get("RestartPolicy") or {}).get("Name")),
             max_retries=_count((host.get("RestartPolicy") or {}).get("MaximumRetryCount")),
-            restart_count=_count(data.get("RestartCount")))
+            restart_count=_count(data.get("RestartCount")), finished_at=finished)
 
     def restart_due(self) -> bool:
         """Will the runtime start it again by its restart policy? Restarting now, or stopped with a policy that
@@ -220,10 +227,35 @@ class Runtime:
         self._run(["stop", "-t", str(seconds), ref], grace + STOP_EXTRA_S)
         return f"{self.name} stop -t {seconds} {ref[:12]}"
 
+    def died(self, ref: str, since: str, until: str) -> int | None:
+        """The exit code of the container's last death between ``since`` and ``until`` (RFC 3339), as the
+        runtime's event stream recorded it (podman's ``died`` event carries ``ContainerExitCode``, Docker's
+        ``die`` its ``exitCode`` attribute); None when no such event is on record."""
+        if self.name == "podman":  # its --until drops every event before it too (podman 4.3, file events)
+            args = ["events", "--stream=false", "--filter", f"container={ref}", "--filter", "event=died",
+                    "--since", since, "--format", "json"]
+        else:  # with --until, Docker's events end instead of following
+            args = ["events", "--filter", f"container={ref}", "--filter", "event=die", "--since", since,
+                    "--until", until, "--format", "{{json .}}"]
+        end = parse_rfc3339(until)
+        code = None
+        for line in self._run(args, self.timeout).splitlines():
+            with contextlib.suppress(json.JSONDecodeError, TypeError, ValueError, AttributeError):
+                event = json.loads(line)
+                if "ContainerExitCode" in event:  # podman
+                    value, at = event["ContainerExitCode"], parse_rfc3339(str(event.get("Time")))
+                else:
+                    value = ((event.get("Actor") or {}).get("Attributes") or {}).get("exitCode")
+                    at = int(event["timeNano"]) / 1e9 if "timeNano" in event else float(event.get("time"))
+                if value is not None and not isinstance(value, bool) and (end is None or at is None or at < end):
+                    code = int(value)
+        return code
+
     def logs_argv(self, ref: str, since: str | None = None) -> list[str]:
-        """``RUNTIME logs --follow``: the container's output as plain lines (the runtime takes its own log
-        framing off), stdout to stdout and stderr to stderr."""
-        argv = [self.binary, "logs", "--follow"]
+        """``RUNTIME logs --follow --timestamps``: the container's output as plain lines (the runtime takes its
+        own log framing off), stdout to stdout and stderr to stderr, each after the time the runtime read it
+        (peeled as the ``timestamps`` framing: it tells a start's lines from the next start's)."""
+        argv = [self.binary, "logs", "--follow", "--timestamps"]
         if since:
             argv += ["--since", since]
         return [*argv, ref]

@@ -32,6 +32,7 @@ from firstlight.containers.command import RunCommand
 from firstlight.containers.runtime import Container, ContainerGone, Runtime, RuntimeFailure, read_cidfile
 from firstlight.engines.command import ServerCommand
 from firstlight.framing import parse_rfc3339
+from firstlight.logtext import LineEvent
 from firstlight.runner.launcher import ServerProcess
 from firstlight.runner.session import SourcesFactory
 from firstlight.runner.sources import Echo, Sink, Sources
@@ -61,6 +62,7 @@ class Tracker:
         # the StartedAt of the start being watched, where the runtime may start the container again (a restart
         # policy): a later StartedAt means that start has ended, whatever the state says now
         self.watching: str | None = None
+        self.known_at: float | None = None  # the wall time the last answer of `inspect` was asked at
         self._at = -1e9
         self._lock = threading.Lock()
 
@@ -80,7 +82,7 @@ class Tracker:
             ref = self.id or self.ref
             if ref is None:
                 return self.last
-            self._at = self.clock()
+            self._at, asked = self.clock(), time.time()
             try:
                 found = self.runtime.inspect(ref)
             except RuntimeFailure as e:
@@ -88,9 +90,14 @@ class Tracker:
                 self.gone = self.last is not None and isinstance(e, ContainerGone)
                 return self.last
             first, self.last, self.error, self.gone = self.last is None, found, None, False
+            self.known_at = asked
         if first and self.on_found is not None:
             self.on_found(found)
         return found
+
+    def later(self, c: Container | None) -> bool:
+        """Is ``c`` a later start than the one watched (the runtime started the container again)?"""
+        return c is not None and self.watching is not None and c.started_at != self.watching
 
     def ended(self, settle_s: float = EXIT_SETTLE_S) -> Container | None:
         """The state once the runtime has recorded the exit (waits up to ``settle_s``: conmon and containerd
@@ -98,7 +105,7 @@ class Tracker:
         until = time.monotonic() + settle_s
         while True:
             c = self.get(fresh=True)
-            if c is not None and (not c.running or (self.watching is not None and c.started_at != self.watching)):
+            if c is not None and (not c.running or self.later(c)):
                 return c
             if time.monotonic() >= until or (c is None and self.last is None):
                 return c
@@ -110,14 +117,31 @@ class Tracker:
 LOG_SINCE_SLACK_S = 1.0  # the log of a watched container is read from this long before its StartedAt
 
 
-def log_since(started_at: str | None) -> str | None:
-    """``logs --since`` for a container that started at ``started_at`` (RFC 3339): a second earlier, since podman
-    may stamp ``StartedAt`` after the init process printed its first lines; None when the time cannot be read."""
-    t = parse_rfc3339(started_at) if started_at else None
-    if t is None:
-        return started_at
-    us = round((t - LOG_SINCE_SLACK_S) * 1e6)  # microseconds: what a float of a POSIX time holds exactly
+def start_boundary(c: Container) -> float | None:
+    """Where the log of the start ``c`` begins (POSIX time): a second before its StartedAt, since podman may
+    stamp ``StartedAt`` after the init process printed its first lines; but where the runtime restarted it, no
+    earlier than halfway between the start before's end (``FinishedAt``, kept while the new start runs) and
+    this StartedAt: the earlier start's last lines are stamped around its end, this one's first around its
+    start. None when the time cannot be read."""
+    started = parse_rfc3339(c.started_at) if c.started_at else None
+    if started is None:
+        return None
+    before = parse_rfc3339(c.finished_at) if c.finished_at else None
+    if before is not None and before < started:
+        return max(started - LOG_SINCE_SLACK_S, (before + started) / 2)
+    return started - LOG_SINCE_SLACK_S
+
+
+def rfc3339(t: float) -> str:
+    us = round(t * 1e6)  # microseconds: what a float of a POSIX time holds exactly
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(us // 10**6)) + f".{us % 10**6:06d}Z"
+
+
+def log_since(c: Container) -> str | None:
+    """``logs --since`` for the start ``c``: its :func:`start_boundary` in RFC 3339 (its StartedAt as written
+    when that cannot be read)."""
+    t = start_boundary(c)
+    return c.started_at if t is None else rfc3339(t)
 
 
 def launched(runtime: Runtime, cidfile: Path) -> Tracker:
@@ -164,9 +188,13 @@ class ContainerSampler(ProcessTreeSampler):
         self.tracker = tracker
         self.launcher_exit = launcher_exit
         self._found = False
+        self._restarted: tuple[int | None, str] | None = None  # the watched start's end, read once it restarted
 
     def _container_exit(self) -> int | None:
         c = self.tracker.ended()
+        if self.tracker.later(c):
+            assert c is not None
+            return self._restarted_exit(c)[0]
         if c is None:
             return self.launcher_exit() if self.launcher_exit is not None else None
         code = c.popen_exit_code()
@@ -177,11 +205,30 @@ class ContainerSampler(ProcessTreeSampler):
             return _from_cli(self.launcher_exit())
         return code
 
+    def _restarted_exit(self, later: Container) -> tuple[int | None, str]:
+        """The watched start's exit once the runtime has started the container again (its state is now the later
+        start's, its ExitCode reset): the runtime's event of that death, and how it is known."""
+        if self._restarted is None:
+            runtime, since = self.tracker.runtime, self.tracker.watching or ""
+            try:
+                code = runtime.died(later.id, since, later.started_at or rfc3339(time.time()))
+                why = (f"{runtime.name} events: died with exit code {code}" if code is not None
+                       else f"{runtime.name} events: no record of its death")
+            except RuntimeFailure as e:
+                code, why = None, str(e)
+            self._restarted = (_from_cli(code),
+                               f"{runtime.name} container {later.short_id}: the start of {since} ended, the runtime "
+                               f"started it again at {later.started_at} (restart {later.restart_count}, policy "
+                               f"{later.restart_policy or 'no'}); {why}")
+        return self._restarted
+
     def _sample(self) -> list[Observation]:
         out = super().sample()
         if any(isinstance(o, ProcessSample) and not o.alive for o in out):  # the runtime's record of the end
             c = self.tracker.last
-            if c is not None and c.exit_code is not None:
+            if self._restarted is not None:
+                out.insert(0, SourceNote(self.clock(), "container", self._restarted[1]))
+            elif c is not None and c.exit_code is not None:
                 out.insert(0, SourceNote(self.clock(), "container", f"{self.tracker.runtime.name} inspect "
                                                                     f"{c.short_id}: {c.ended()}"))
         return out
@@ -190,6 +237,13 @@ class ContainerSampler(ProcessTreeSampler):
         if self._found or self._dead:
             return self._sample()
         c = self.tracker.get()
+        if self.tracker.later(c):  # the watched start ended before its processes were seen
+            assert c is not None
+            self._dead = True
+            code, why = self._restarted_exit(c)
+            return [SourceNote(self.clock(), "container", why),
+                    ProcessSample(self.clock(), alive=False, exit_code=code,
+                                  oom=container_oom(self.tracker) if code is None or code < 0 else ())]
         if c is not None and c.pid is not None:
             self._found = True
             self.pid = c.pid
@@ -241,13 +295,20 @@ def describe(c: Container, runtime: Runtime) -> str:
 
 
 class ContainerLog:
-    """``RUNTIME logs --follow [--since T] ID`` as a child process, its stdout and stderr read as the server's
-    lines. Started once the container's id is known; stopped (TERM, then KILL) with the watch."""
+    """``RUNTIME logs --follow --timestamps [--since T] ID`` as a child process, its stdout and stderr read as
+    the server's lines. Started once the container's id is known; stopped (TERM, then KILL) with the watch.
+
+    Where a restart policy starts the container again, ``logs --follow`` may read on into the next start before
+    it ends: a line the runtime stamped at or after the next start's :func:`start_boundary` is that start's, and
+    is left to its own watch (as a line stamped before ``since`` is the start before's)."""
 
     def __init__(self, tracker: Tracker, sink: Sink, echo: Echo | None, clock: Callable[[], float],
                  backlog: Callable[[], int] | None, since: str | None = None) -> None:
         self.tracker, self.sink, self.echo, self.clock, self.backlog = tracker, sink, echo, clock, backlog
         self.since = since
+        self.first = parse_rfc3339(since) if since else None  # lines stamped earlier: the start before's
+        self.until: float | None = None  # lines stamped from here on: the next start's, once it is seen
+        self._init: int | None = None  # the watched start's init process (a host PID)
         self.popen: subprocess.Popen[bytes] | None = None
         self.readers: list[PipeReader] = []
         self._stop = threading.Event()
@@ -275,9 +336,46 @@ class ContainerLog:
             return
         for pipe, name in ((self.popen.stdout, "stdout"), (self.popen.stderr, "stderr")):
             assert pipe is not None
-            reader = PipeReader(pipe, name, self.echo, self.clock, backlog=self.backlog)
+            reader = PipeReader(pipe, name, self.echo, self.clock, backlog=self.backlog, keep=self._ours)
             reader.start(self.sink)
             self.readers.append(reader)
+
+    def _ours(self, line: LineEvent) -> bool:
+        """Is the line of the watched start? Judged by the time the runtime stamped it. A line stamped after
+        what the runtime last said is the start's while its init process still runs (no later start can have
+        begun); once that process is gone the runtime is asked afresh, else at most once a second."""
+        if line.ts is None:
+            return True
+        if self.first is not None and line.ts < self.first:
+            return False
+        if self.until is None and self.tracker.watching is not None:
+            known = self.tracker.known_at
+            if known is not None and line.ts <= known:
+                c = self.tracker.last
+            else:
+                alive = self._init_alive()
+                if alive:
+                    return True
+                c = self.tracker.get(fresh=alive is False)
+            if self.tracker.later(c):
+                assert c is not None
+                self.until = start_boundary(c)
+        return self.until is None or line.ts < self.until
+
+    def _init_alive(self) -> bool | None:
+        """Does the watched start's init process run? None where it cannot be told (not known yet, or in a
+        PID namespace this host does not see)."""
+        c = self.tracker.last
+        if self._init is None and c is not None and c.pid is not None and not self.tracker.later(c):
+            self._init = c.pid
+        if self._init is None:
+            return None
+        try:
+            return psutil.Process(self._init).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+        except psutil.Error:
+            return None
 
     def settle(self, timeout: float) -> None:
         """Bounded: the lines the runtime had when the container ended (``logs --follow`` ends with it)."""

@@ -76,8 +76,8 @@ class _Delivery:
     """Bytes of one stream -> numbered LogLines to the sink (final ones echoed), paced by the consumer."""
 
     def __init__(self, stream: str, echo: Echo | None, clock: Callable[[], float],
-                 backlog: Callable[[], int] | None) -> None:
-        self.stream, self.echo, self.clock, self.backlog = stream, echo, clock, backlog
+                 backlog: Callable[[], int] | None, keep: Callable[[LineEvent], bool] | None = None) -> None:
+        self.stream, self.echo, self.clock, self.backlog, self.keep = stream, echo, clock, backlog, keep
         self.sink: Sink = _unbound  # the source's ``start`` gives the sink
         self.splitter = LineSplitter()
         self.lines = _Numbering()
@@ -98,12 +98,15 @@ class _Delivery:
         return True
 
     def feed(self, data: bytes) -> None:
-        self._emit(self.lines.number(self.splitter.feed_lines(data)))
+        self._emit(self.lines.number(self._kept(self.splitter.feed_lines(data))))
 
     def flush(self) -> None:
-        self._emit(self.lines.number(self.splitter.flush_lines()))
+        self._emit(self.lines.number(self._kept(self.splitter.flush_lines())))
         if self._unreported:
             self._note()
+
+    def _kept(self, events: list[LineEvent]) -> list[LineEvent]:
+        return events if self.keep is None else [e for e in events if self.keep(e)]
 
     def dropped(self, lines: int, nbytes: int) -> None:
         """Bytes were dropped unread: count them, keep the numbering true, drop the half line before them."""
@@ -144,15 +147,16 @@ class PipeReader:
 
     ``backlog``: how many observations the consumer has not taken yet (e.g. its queue's ``qsize``); while it
     is above ``MAX_BACKLOG`` lines wait in the bounded buffer. ``thread`` ends once every line is handed on.
-    ``dropped_lines`` counts what a flood cost.
+    ``dropped_lines`` counts what a flood cost. ``keep``: which lines are the source's (others are not handed on
+    nor numbered: a container's log read across a restart keeps one start's lines).
     """
 
     def __init__(self, pipe: IO[bytes], stream: str, echo: Echo | None = None,
                  clock: Callable[[], float] = time.time, backlog: Callable[[], int] | None = None,
-                 max_pending: int = MAX_PENDING_BYTES) -> None:
+                 max_pending: int = MAX_PENDING_BYTES, keep: Callable[[LineEvent], bool] | None = None) -> None:
         self.pipe, self.stream, self.name = pipe, stream, stream
         self.max_pending = max(max_pending, 2 * DELIVER_BYTES)
-        self.delivery = _Delivery(stream, echo, clock, backlog)
+        self.delivery = _Delivery(stream, echo, clock, backlog, keep)
         self._pending = bytearray()
         self._dropped = (0, 0)
         self._eof = False

@@ -2,7 +2,8 @@
 engine runs on these machines, its client does. It answers what the CLI asks for ``container inspect`` and
 ``stop`` and ``logs --follow`` as the Engine API documents it (``/_ping``, ``GET /vX/containers/ID/json``,
 ``POST /vX/containers/ID/stop?t=N``, ``GET /vX/containers/ID/logs?follow=1`` in its multiplexed stream: an
-8-byte header per frame, the stream and the length, a 404 with the engine's message for an unknown
+8-byte header per frame, the stream and the length, each line after its RFC 3339 time and a space where
+``timestamps=1``; ``GET /vX/events`` with its messages; a 404 with the engine's message for an unknown
 container), with the container ``tests/fixtures/containers/docker-28.2.2-inspect-api-example.json`` holds, and
 what ``docker run`` asks (``POST /containers/create``, ``/start``, ``/wait``: the container's command is then run
 on the host as the engine's own child, its init); or
@@ -32,7 +33,9 @@ class Engine:
         self.container: dict[str, Any] = json.loads(FIXTURE.read_text())[0]
         self.requests: list[tuple[str, str]] = []  # (method, path with query)
         self.release = threading.Event()  # ends a hung answer (the test's end)
-        self.lines: list[tuple[int, str]] = []  # what `logs` streams: (1 stdout | 2 stderr, the line)
+        # what `logs` streams: (1 stdout | 2 stderr, the line[, the time the engine read it: RFC 3339])
+        self.lines: list[tuple[int, str] | tuple[int, str, str]] = []
+        self.events: list[dict[str, Any]] = []  # what `events` answers (the test's filter and window are its own)
         self.ended = threading.Event()  # the container ended: `logs --follow` ends with it
         self.stops: list[dict[str, list[str]]] = []  # each stop's query: {"t": [seconds]}
         self.created: list[dict[str, Any]] = []  # each create's body (the container's config)
@@ -98,6 +101,8 @@ class Engine:
                 parts = url.path.strip("/").split("/")
                 if parts[-1] == "_ping":
                     return self._send(200, b"OK", "text/plain")
+                if self.command == "GET" and parts[-1] == "events":  # with `until`: the messages, then the end
+                    return self._send(200, b"".join(json.dumps(e).encode() + b"\n" for e in engine.events))
                 if self.command == "POST" and parts[-2:] == ["containers", "create"]:
                     return self._create(url.query)
                 if len(parts) >= 3 and parts[-3] == "containers":
@@ -160,8 +165,10 @@ class Engine:
                 self.send_header("Api-Version", API_VERSION)
                 self.send_header("Connection", "close")
                 self.end_headers()
-                for stream, line in engine.lines:
-                    data = (line + "\n").encode()
+                stamped = parse_qs(urlsplit(self.path).query).get("timestamps") in (["1"], ["true"])
+                for stream, line, *at in engine.lines:
+                    data = ((f"{at[0] if at else '2026-12-04T10:00:01.000000000Z'} " if stamped else "")
+                            + line + "\n").encode()
                     self.wfile.write(bytes([stream, 0, 0, 0]) + len(data).to_bytes(4, "big") + data)
                 self.wfile.flush()
                 engine.ended.wait(60)  # --follow: open until the container ends

@@ -378,9 +378,13 @@ ATTEMPT = ("import os, sys, time\n"
            "sys.exit(3)\n")
 
 
-def test_watch_container_follows_the_restart_policy_attempt_after_attempt(real_podman: Podman, tmp_path: Path):
+@pytest.mark.parametrize("sample_interval", ["1", "5"])
+def test_watch_container_follows_the_restart_policy_attempt_after_attempt(real_podman: Podman, tmp_path: Path,
+                                                                          sample_interval: str):
     """``--restart on-failure:1``: the runtime starts the container twice. Each start is an attempt judged on its
-    own lines; the first failed one is reported and the watch goes on; the second's verdict is the watch's."""
+    own lines and its own exit; the first failed one is reported and the watch goes on; the second's verdict is
+    the watch's. Sampled every 5 s, the restart (0.1 s) always comes before the sampler's next look: the first
+    start's exit is then read from podman's ``died`` event, its lines told from the second's by their times."""
     name, work = real_podman.name(), tmp_path / "w"
     work.mkdir()
     podman("run", "-d", "--name", name, "--restart", "on-failure:1", "--network", "host", "-v", f"{work}:/w:ro",
@@ -388,7 +392,8 @@ def test_watch_container_follows_the_restart_policy_attempt_after_attempt(real_p
     out = tmp_path / "out.jsonl"
     with out.open("w") as f:
         p = subprocess.Popen(firstlight_cmd("watch", "--container", name, "--url", f"http://127.0.0.1:{free_port()}",
-                                            "--max-attempts", "3", "--restart-wait", "60", "--no-history", "--json"),
+                                            "--max-attempts", "3", "--restart-wait", "60", "--no-history", "--json",
+                                            "--sample-interval", sample_interval),
                              stdout=f, stderr=subprocess.PIPE, text=True, env=real_podman.env,
                              stdin=subprocess.DEVNULL)
     try:
@@ -407,7 +412,8 @@ def test_watch_container_follows_the_restart_policy_attempt_after_attempt(real_p
     assert p.returncode == 1, err[-3000:]
     attempts = [e for e in events if e["event"] == "attempt"]
     assert len(attempts) == 1 and attempts[0]["attempt"] == 1 and attempts[0]["verdict"] == "failed"
-    assert "start 1 failed" in json.dumps(attempts[0]["evidence"])
+    first = json.dumps(attempts[0]["evidence"])
+    assert "start 1 failed" in first and "exited with code 3" in first and "start 2" not in first, first
     kinds = [e["event"] for e in events]
     assert kinds[-1] == "summary" and kinds.count("summary") == 1 and kinds.count("verdict") == 1
     summary = events[-1]

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
@@ -231,11 +232,54 @@ def test_stop_asks_the_engine_to_stop_with_the_grace_in_whole_seconds(docker_hos
         Runtime("docker").stop("nope", 0.2)
 
 
+def die_event(cid: str, code: str) -> dict[str, Any]:
+    """A ``die`` message as the Engine API documents its EventMessage (API 1.50)."""
+    return {"Type": "container", "Action": "die",
+            "Actor": {"ID": cid, "Attributes": {"exitCode": code, "image": "vllm/vllm-openai", "name": "vllm"}},
+            "scope": "local", "time": 1796686137, "timeNano": 1796686137879547482}
+
+
+def test_the_exit_of_a_death_is_read_from_the_engines_die_event(docker_host: Path) -> None:
+    with docker_engine(docker_host) as engine:
+        cid = str(engine.container["Id"])
+        engine.events = [die_event(cid, "1"), die_event(cid, "3")]
+        assert Runtime("docker").died(cid, "2026-12-07T23:28:56Z", "2026-12-07T23:28:57.9Z") == 3  # the last
+        engine.events = []
+        assert Runtime("docker").died(cid, "2026-12-07T23:28:56Z", "2026-12-07T23:28:57.9Z") is None
+    asked = [path for method, path in engine.requests if "/events" in path]
+    assert len(asked) == 2 and "since=" in asked[0] and "until=" in asked[0] and "die" in unquote(asked[0])
+
+
+# podman 4.3.1's `events --stream=false --filter container=t1 --filter event=died --format json` (file events):
+# a container with --restart on-failure:2 whose three starts each exited 3
+PODMAN_DIED = """\
+{"ContainerExitCode":3,"ID":"b39883e73abec452fa80b93fdbf1ada9e583d7bcd031d426cd464615ac28002d","Image":"localhost/fltest:1","Name":"t1","Status":"died","Time":"2026-12-07T23:28:57.879547482Z","Type":"container","Attributes":{}}
+{"ContainerExitCode":3,"ID":"b39883e73abec452fa80b93fdbf1ada9e583d7bcd031d426cd464615ac28002d","Image":"localhost/fltest:1","Name":"t1","Status":"died","Time":"2026-12-07T23:28:59.89081994Z","Type":"container","Attributes":{}}
+{"ContainerExitCode":3,"ID":"b39883e73abec452fa80b93fdbf1ada9e583d7bcd031d426cd464615ac28002d","Image":"localhost/fltest:1","Name":"t1","Status":"died","Time":"2026-12-07T23:32:20.01454228Z","Type":"container","Attributes":{}}
+"""  # noqa: E501
+
+
+def test_podmans_died_events_give_the_last_exit_before_the_next_start(tmp_path: Path) -> None:
+    """podman 4.3's --until drops every event before it too, so the window's end is applied to each event's Time."""
+    fake = tmp_path / "podman"
+    (tmp_path / "out").write_text(PODMAN_DIED.replace('"ContainerExitCode":3', '"ContainerExitCode":1', 1))
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'args'}\ncat {tmp_path / 'out'}\n")
+    fake.chmod(0o755)
+    r = Runtime("podman", binary=str(fake))
+    assert r.died("t1", "2026-12-07T23:28:56.7Z", "2026-12-07T23:28:57.947865899Z") == 1  # the first start's
+    assert (tmp_path / "args").read_text().split() == [
+        "events", "--stream=false", "--filter", "container=t1", "--filter", "event=died", "--since",
+        "2026-12-07T23:28:56.7Z", "--format", "json"]
+    assert r.died("t1", "2026-12-07T23:28:56.7Z", "2026-12-07T23:30:00Z") == 3  # the second's: the last before
+    assert r.died("t1", "2026-12-07T23:28:56.7Z", "2026-12-07T23:28:57Z") is None  # none yet
+
+
 def test_the_logs_command_follows_from_a_moment_if_asked() -> None:
     r = Runtime("podman", binary="/usr/bin/podman")
-    assert r.logs_argv("abc") == ["/usr/bin/podman", "logs", "--follow", "abc"]
-    assert r.logs_argv("abc", since="2026-12-04T10:00:00Z") == ["/usr/bin/podman", "logs", "--follow", "--since",
-                                                                 "2026-12-04T10:00:00Z", "abc"]
+    assert r.logs_argv("abc") == ["/usr/bin/podman", "logs", "--follow", "--timestamps", "abc"]
+    assert r.logs_argv("abc", since="2026-12-04T10:00:00Z") == ["/usr/bin/podman", "logs", "--follow",
+                                                                 "--timestamps", "--since", "2026-12-04T10:00:00Z",
+                                                                 "abc"]
     assert repr(r) == "Runtime('podman')"
 
 

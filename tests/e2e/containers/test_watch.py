@@ -39,6 +39,7 @@ from firstlight.containers.watch import (
     describe,
 )
 from firstlight.engines import get_profile
+from firstlight.framing import parse_rfc3339
 from firstlight.redact import Redactor
 from firstlight.report.base import QuietReporter
 from firstlight.runner.session import Session
@@ -404,6 +405,72 @@ def test_the_log_is_followed_from_when_the_id_is_known_until_the_container_ends(
     assert sorted(lines.texts()) == [("stderr", "WARNING slow disk"), ("stdout", "INFO Started server process")]
     asked = [path for method, path in engine.requests if "/logs?" in path]
     assert len(asked) == 1 and "follow=1" in asked[0] and "since=" in asked[0] and cid in asked[0]
+
+
+S1, S1_END, S2 = "2026-12-07T23:28:56.722786993Z", "2026-12-07T23:28:57.846560362Z", "2026-12-07T23:28:57.947865899Z"
+
+
+def restarted(engine: Engine) -> None:
+    """The engine's container as it is once its restart policy started it again: the second start runs, the
+    first's end kept in FinishedAt, ExitCode reset to 0 (as podman 4.3 showed it; Docker's SetRunning too)."""
+    engine.container["HostConfig"]["RestartPolicy"] = {"Name": "on-failure", "MaximumRetryCount": 3}
+    engine.container["RestartCount"] = 1
+    engine.container["State"].update({"Status": "running", "Running": True, "Pid": os.getpid(), "ExitCode": 0,
+                                      "StartedAt": S2, "FinishedAt": S1_END})
+
+
+def test_a_restarted_containers_log_keeps_the_watched_starts_lines_only(docker_host: Path) -> None:
+    """`logs --follow` read on from before the start (the --since slack) and into the next one: each line is
+    placed by the time the engine stamped it, against the boundaries of the start watched."""
+    with docker_engine(docker_host) as engine:
+        engine.lines = [(2, "RuntimeError: start 0 failed", "2026-12-07T23:28:56.100000000Z"),
+                        (1, "INFO loading the weights, start 1", "2026-12-07T23:28:56.741656434Z"),
+                        (2, "RuntimeError: start 1 failed", "2026-12-07T23:28:57.847014756Z"),
+                        (1, "INFO loading the weights, start 2", "2026-12-07T23:28:57.955875081Z")]
+        restarted(engine)
+        tracker = Tracker(Runtime("docker"), ref=str(engine.container["Id"]))
+        tracker.watching = S1
+        assert tracker.get() is not None  # as `watch --container` starts: inspected
+        tracker.known_at = parse_rfc3339(S1)  # ... when the first start ran: the later lines ask again
+        lines = Lines()
+        log = ContainerLog(tracker, lines, None, lambda: 0.0, None, since="2026-12-07T23:28:56.5Z")
+        log.start()
+        try:
+            wait_for(lambda: log.popen is not None, CHECK_S, "the logs command")
+            engine.ended.set()
+            log.settle(CHECK_S)
+        finally:
+            log.stop()
+    assert sorted(lines.texts()) == [("stderr", "RuntimeError: start 1 failed"),
+                                     ("stdout", "INFO loading the weights, start 1")]
+    assert log.until == pytest.approx(parse_rfc3339("2026-12-07T23:28:57.897213Z"), abs=1e-6)
+    assert [o.lineno for o in lines.seen] == [1, 1]  # each stream numbered from the start's own first line
+
+
+def test_a_start_the_runtime_restarted_ends_with_the_exit_its_die_event_recorded(docker_host: Path) -> None:
+    """The restart came before the sampler's next look: the runtime's state is the next start's (ExitCode
+    reset), so the watched start's exit is read from the runtime's event of its death."""
+    with docker_engine(docker_host) as engine:
+        cid = str(engine.container["Id"])
+        restarted(engine)
+        engine.events = [{"Type": "container", "Action": "die", "Actor": {"ID": cid, "Attributes": {
+            "exitCode": "3", "name": "vllm"}}, "scope": "local", "time": 1796686137}]
+        tracker = Tracker(Runtime("docker"), ref=cid)
+        tracker.watching = S1
+        out = ContainerSampler(tracker).sample()  # its processes never seen: the start before them had ended
+        assert ContainerSampler(tracker)._container_exit() == 3  # as the tree sampler asks once its root is gone
+        engine.events = []
+        unknown = ContainerSampler(tracker).sample()
+    dead = [o for o in out if isinstance(o, ProcessSample)]
+    assert [(o.alive, o.exit_code) for o in dead] == [(False, 3)]
+    note = next(o.message for o in out if isinstance(o, SourceNote))
+    assert note == (f"docker container {cid[:12]}: the start of {S1} ended, the runtime started it again at {S2} "
+                    "(restart 1, policy on-failure); docker events: died with exit code 3")
+    assert [(o.alive, o.exit_code) for o in unknown if isinstance(o, ProcessSample)] == [(False, None)]
+    assert any(isinstance(o, SourceNote) and o.message.endswith("docker events: no record of its death")
+               for o in unknown)
+    asked = [path for _, path in engine.requests if "/events" in path]
+    assert asked and all("since=" in p and "until=" in p for p in asked)
 
 
 def test_a_log_stopped_before_the_id_is_known_runs_nothing(tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from firstlight.containers.runtime import _NO_SUCH
-from firstlight.containers.watch import LOG_SINCE_SLACK_S, log_since
+from firstlight.containers.runtime import _NO_SUCH, Container
+from firstlight.containers.watch import LOG_SINCE_SLACK_S, log_since, start_boundary
+from firstlight.framing import parse_rfc3339
 
 
 @pytest.mark.parametrize("said", [
@@ -30,14 +31,32 @@ def test_other_failures_are_not_gone(said: str) -> None:
     assert _NO_SUCH.search(said) is None
 
 
-@pytest.mark.parametrize(("started", "since"), [
+def started(at: str | None, finished: str | None = None) -> Container:
+    return Container(id="c" * 64, name="x", status="running", running=True, pid=1, exit_code=None,
+                     oom_killed=False, health=None, started_at=at, log_path=None, log_driver=None, image=None,
+                     finished_at=finished)
+
+
+@pytest.mark.parametrize(("at", "since"), [
     ("2026-12-04T10:00:00.000000000Z", "2026-12-04T09:59:59.000000Z"),
     ("2026-12-04T10:00:00.5Z", "2026-12-04T09:59:59.500000Z"),
     ("2026-12-04T10:00:00.123456789+01:00", "2026-12-04T08:59:59.123457Z"),
     ("not a time", "not a time"),  # handed on as the runtime wrote it
     (None, None),
 ])
-def test_a_watched_containers_log_is_read_from_a_second_before_its_start(started: str | None,
-                                                                         since: str | None) -> None:
+def test_a_watched_containers_log_is_read_from_a_second_before_its_start(at: str | None, since: str | None) -> None:
     assert LOG_SINCE_SLACK_S == 1.0
-    assert log_since(started) == since
+    assert log_since(started(at)) == since
+
+
+@pytest.mark.parametrize(("finished", "since"), [
+    # podman 4.3's restart by on-failure: the start before ended 0.1 s earlier (its last line stamped 0.45 ms
+    # after that FinishedAt, the new start's first 8 ms after its StartedAt): read from halfway between
+    ("2026-12-07T23:28:57.846560362Z", "2026-12-07T23:28:57.897213Z"),
+    ("2026-12-07T23:28:00Z", "2026-12-07T23:28:56.947866Z"),  # long before: a second before, as for a first start
+    ("2026-12-07T23:28:58Z", "2026-12-07T23:28:56.947866Z"),  # not before it (a clock step): a second before
+])
+def test_a_restarted_containers_log_begins_halfway_from_the_start_before(finished: str, since: str) -> None:
+    assert log_since(started("2026-12-07T23:28:57.947865899Z", finished)) == since
+    assert start_boundary(started("2026-12-07T23:28:57.947865899Z", finished)) == pytest.approx(
+        parse_rfc3339(since), abs=1e-6)
