@@ -1109,3 +1109,29 @@ def test_rates_span_the_whole_window_even_when_its_first_samples_share_an_instan
     _feed(j, proc(1, cpu=1.0, read=0), proc(1, cpu=1.0, read=0), proc(3, cpu=2.0, read=4 << 20))
     p = j.progress(T0 + 3)
     assert (p.read_rate, p.cpu_cores) == (2 << 20, 0.5)
+
+
+OLLAMA_LISTENING = ('time=2024-05-27T12:32:31.493Z level=INFO source=routes.go:1074 msg="Listening on '
+                    '127.0.0.1:11434 (version 0.1.39)"')
+
+
+def test_a_replayed_daemon_left_listening_idle_is_ready_at_its_listening_lines_time():
+    """Replay (ready from the log): Ollama left listening, asked for no model, serves from its listening line:
+    READY at that line's time, not at the log's end."""
+    rules = JudgeConfig(timeout=600, stall_timeout=1000, spin_timeout=1000, ready_from_log=True)
+    j = _judge(OLLAMA, rules)
+    _feed(j, LogLine(T0 + 1, "total blobs: 11", "stderr", 1), LogLine(T0 + 2, OLLAMA_LISTENING, "stderr", 2))
+    j.end_of_log(T0 + 9)
+    a = j.assess(T0 + 9)
+    assert (a.verdict, a.phase, a.engine_ready) == ("ready", "ready", True)
+    assert j.ready_at == T0 + 2 and j.engine_ready is not None and j.engine_ready.t == T0 + 2
+    assert j.engine_ready.text == OLLAMA_LISTENING and j.engine_ready.lineno == 2
+    assert [(s.name, s.start, s.source, s.line) for s in j.phases.spans][-1] == ("ready", T0 + 2, "log", 2)
+
+
+def test_a_daemon_left_listening_is_not_ready_where_only_a_probe_may_say_so():
+    """Live (probes decide READY): the log's end says nothing of serving."""
+    j = _judge(OLLAMA, JudgeConfig(timeout=600, stall_timeout=1000, spin_timeout=1000))
+    _feed(j, LogLine(T0 + 2, OLLAMA_LISTENING, "stderr", 2))
+    j.end_of_log(T0 + 9)
+    assert j.ready_at is None and j.engine_ready is None and j.assess(T0 + 9).verdict == "starting"
