@@ -319,14 +319,16 @@ RUNTIME_DEATHS: tuple[FailureSignature, ...] = (
 WORKER_METHOD_HINT = "a worker failed a step of the start: its traceback (on the worker's lines) names the cause"
 # vLLM's Ray and multiprocessing executors (and their forks: Aphrodite) when a worker's method raises: the driver
 # re-raises it and the start ends. The method says the step: its model's load, its device's (and NCCL's) set-up, the
-# KV cache's sizing (corpus: f-generic-aphrodite-ray-load-model-error)
+# KV cache's sizing (corpus: f-generic-aphrodite-ray-load-model-error). vLLM v0's multiprocessing workers say it
+# as `Exception in worker VllmWorkerProcess while processing method load_model.`, its traceback on the lines
+# before (corpus: e-vllm-ascend-v084-mp-worker-load-model-exception, e-vllm-v0-deepseek-r1-70b-worker-load-model-oom)
+_METHOD = (r"(?:Error executing method '?{m}'?\. This might cause deadlock"
+           r"|Exception in worker \S+ while processing method {m}\.)")
 WORKER_METHOD_FAILURES: tuple[FailureSignature, ...] = (
-    S(r"Error executing method '?load_model'?\. This might cause deadlock", "other", WORKER_METHOD_HINT, True, 0,
-      "weights_loading"),
-    S(r"Error executing method '?init_device'?\. This might cause deadlock", "other", WORKER_METHOD_HINT, True, 0,
-      "distributed_init"),
-    S(r"Error executing method '?(?:determine_num_available_blocks|determine_available_memory|initialize_cache|"
-      r"initialize_from_config)'?\. This might cause deadlock", "other", WORKER_METHOD_HINT, True, 0, "kv_cache"),
+    S(_METHOD.format(m="load_model"), "other", WORKER_METHOD_HINT, True, 0, "weights_loading"),
+    S(_METHOD.format(m="init_device"), "other", WORKER_METHOD_HINT, True, 0, "distributed_init"),
+    S(_METHOD.format(m="(?:determine_num_available_blocks|determine_available_memory|initialize_cache|"
+                       "initialize_from_config)"), "other", WORKER_METHOD_HINT, True, 0, "kv_cache"),
 )
 
 SERVICE_HINT = "the service's main process exited with an error: the lines before systemd's say why"

@@ -256,7 +256,7 @@ PODMAN_DIED = """\
 {"ContainerExitCode":3,"ID":"b39883e73abec452fa80b93fdbf1ada9e583d7bcd031d426cd464615ac28002d","Image":"localhost/fltest:1","Name":"t1","Status":"died","Time":"2026-12-07T23:28:57.879547482Z","Type":"container","Attributes":{}}
 {"ContainerExitCode":3,"ID":"b39883e73abec452fa80b93fdbf1ada9e583d7bcd031d426cd464615ac28002d","Image":"localhost/fltest:1","Name":"t1","Status":"died","Time":"2026-12-07T23:28:59.89081994Z","Type":"container","Attributes":{}}
 {"ContainerExitCode":3,"ID":"b39883e73abec452fa80b93fdbf1ada9e583d7bcd031d426cd464615ac28002d","Image":"localhost/fltest:1","Name":"t1","Status":"died","Time":"2026-12-07T23:32:20.01454228Z","Type":"container","Attributes":{}}
-"""  # noqa: E501
+"""
 
 
 def test_podmans_died_events_give_the_last_exit_before_the_next_start(tmp_path: Path) -> None:

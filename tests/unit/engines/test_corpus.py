@@ -1047,6 +1047,17 @@ def test_each_line_of_the_fourth_round_weighs_what_its_rule_says(line: str, scor
       "(RayWorkerAphrodite pid=34320) ERROR:    Error executing method load_model. This might cause deadlock in "
       "distributed execution."],
      ("generic", "failed", "weights_loading", "other")),
+    # e-vllm-v0-deepseek-r1-70b-worker-load-model-oom.log (https://github.com/vllm-project/vllm/issues/14092): v0's
+    # multiprocessing worker names the method it failed in, after its traceback; the OOM above stays the cause
+    (["(VllmWorkerProcess pid=195295) ERROR 03-02 19:49:43 [multiproc_worker_utils.py:242] torch.OutOfMemoryError: "
+      "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 2 has a total capacity of 14.62 GiB of which 3.31 MiB "
+      "is free.",
+      "(VllmWorkerProcess pid=195297) ERROR 03-02 19:49:43 [multiproc_worker_utils.py:242] Exception in worker "
+      "VllmWorkerProcess while processing method load_model."],
+     ("vllm", "failed", "weights_loading", "oom")),
+    (["(VllmWorkerProcess pid=195297) ERROR 03-02 19:49:43 [multiproc_worker_utils.py:242] Exception in worker "
+      "VllmWorkerProcess while processing method init_device."],
+     ("vllm", "failed", "distributed_init", "other")),
     # f-trtllm-triton-llava-orte-init-failed.log
     # (https://github.com/triton-inference-server/tensorrtllm_backend/issues/712): Open MPI's own init failing
     (['I0221 15:25:20.264782 3002 python_be.cc:2249] "TRITONBACKEND_ModelInstanceInitialize: tensorrt_llm_bls_0_0 '
