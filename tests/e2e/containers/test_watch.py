@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import psutil
 import pytest
@@ -40,6 +41,7 @@ from firstlight.containers.watch import (
 )
 from firstlight.engines import get_profile
 from firstlight.framing import parse_rfc3339
+from firstlight.logtext import LineEvent
 from firstlight.redact import Redactor
 from firstlight.report.base import QuietReporter
 from firstlight.runner.session import Session
@@ -469,8 +471,48 @@ def test_a_start_the_runtime_restarted_ends_with_the_exit_its_die_event_recorded
     assert [(o.alive, o.exit_code) for o in unknown if isinstance(o, ProcessSample)] == [(False, None)]
     assert any(isinstance(o, SourceNote) and o.message.endswith("docker events: no record of its death")
                for o in unknown)
-    asked = [path for _, path in engine.requests if "/events" in path]
-    assert asked and all("since=" in p and "until=" in p for p in asked)
+    asked = [parse_qs(urlsplit(path).query) for _, path in engine.requests if "/events" in path]
+    # the window: from the watched start to the next one (the CLI sends both as POSIX seconds)
+    assert asked and all(float(q["since"][0]) == pytest.approx(parse_rfc3339(S1), abs=1e-3)
+                         and float(q["until"][0]) == pytest.approx(parse_rfc3339(S2), abs=1e-3) for q in asked)
+
+
+def test_a_restarted_start_whose_death_the_runtime_cannot_tell_ends_with_the_runtimes_own_line() -> None:
+    class NoEvents(Replayed):
+        def died(self, ref: str, since: str, until: str) -> int | None:
+            raise RuntimeFailure("podman events: no answer within 30s")
+
+    later = record("podman-4.3.1-running-published.json", StartedAt=S2, FinishedAt=S1_END)
+    tracker = Tracker(NoEvents(later), ref=later.id)
+    tracker.watching = S1
+    out = ContainerSampler(tracker).sample()
+    assert [(o.alive, o.exit_code) for o in out if isinstance(o, ProcessSample)] == [(False, None)]
+    assert [o.message for o in out if isinstance(o, SourceNote)] == [
+        f"podman container {later.short_id}: the start of {S1} ended, the runtime started it again at {S2} "
+        f"(restart {later.restart_count}, policy {later.restart_policy or 'no'}); podman events: no answer within 30s"]
+
+
+def test_a_line_newer_than_the_runtimes_word_is_the_starts_while_its_init_runs() -> None:
+    """No inspect while the watched start's init process runs (no later start can have begun); once it is gone,
+    the runtime is asked afresh, and a line stamped in the next start is left to it."""
+    first = record("podman-4.3.1-running-published.json", Pid=os.getpid(), StartedAt=S1)
+    runtime = Replayed(first)
+    tracker = Tracker(runtime, ref=first.id)
+    tracker.watching = S1
+    assert tracker.get() == first and runtime.calls == 1
+    log = ContainerLog(tracker, Lines(), None, lambda: 0.0, None)
+    after = time.time() + 5  # stamped after the runtime last answered
+    assert log._ours(LineEvent("INFO loading", True, ts=after)) and runtime.calls == 1  # its init runs
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(CHECK_S)
+    second = dataclasses.replace(first, started_at=S2, finished_at=S1_END, pid=None)
+    runtime.answers = [second]
+    dead = ContainerLog(tracker, Lines(), None, lambda: 0.0, None)
+    dead._init = gone.pid  # the watched start's init, exited
+    assert not dead._ours(LineEvent("INFO loading, start 2", True, ts=after)) and runtime.calls == 2  # asked afresh
+    assert dead.until == pytest.approx(parse_rfc3339("2026-12-07T23:28:57.897213Z"), abs=1e-6)
+    assert dead._ours(LineEvent("RuntimeError: start 1 failed", True, ts=parse_rfc3339(S1_END)))
+    assert dead._ours(LineEvent("a line no runtime stamped", True))
 
 
 def test_a_log_stopped_before_the_id_is_known_runs_nothing(tmp_path: Path) -> None:
