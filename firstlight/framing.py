@@ -79,6 +79,12 @@ _ISO_PARTS = re.compile(
 _MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
 
 
+def format_rfc3339(t: float) -> str:
+    """A POSIX time as RFC 3339 in UTC, to the microsecond (what a float of a POSIX time holds exactly)."""
+    us = round(t * 1e6)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(us // 10**6)) + f".{us % 10**6:06d}Z"
+
+
 def parse_rfc3339(text: str) -> float | None:
     """An RFC 3339 / ISO 8601 time (nanoseconds, ``Z`` or an offset; naive read as UTC) as a POSIX time."""
     m = _ISO_PARTS.match(text.strip()[:48])

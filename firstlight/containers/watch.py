@@ -31,7 +31,7 @@ from firstlight.config import Config
 from firstlight.containers.command import RunCommand
 from firstlight.containers.runtime import Container, ContainerGone, Runtime, RuntimeFailure, read_cidfile
 from firstlight.engines.command import ServerCommand
-from firstlight.framing import parse_rfc3339
+from firstlight.framing import format_rfc3339, parse_rfc3339
 from firstlight.logtext import LineEvent
 from firstlight.runner.launcher import ServerProcess
 from firstlight.runner.session import SourcesFactory
@@ -46,6 +46,7 @@ from firstlight.wire.content import clean_text
 INSPECT_EVERY_S = 1.0  # at most one `inspect` a second, however often the state is asked
 EXIT_SETTLE_S = 10.0  # after the init process is gone, how long the runtime may take to record the exit
 LOGS_STOP_S = 5.0
+NEXT_START_WAIT_S = 1.0  # how long a line stamped after its start's end waits for a restart to be on record
 
 
 class Tracker:
@@ -132,16 +133,11 @@ def start_boundary(c: Container) -> float | None:
     return started - LOG_SINCE_SLACK_S
 
 
-def rfc3339(t: float) -> str:
-    us = round(t * 1e6)  # microseconds: what a float of a POSIX time holds exactly
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(us // 10**6)) + f".{us % 10**6:06d}Z"
-
-
 def log_since(c: Container) -> str | None:
     """``logs --since`` for the start ``c``: its :func:`start_boundary` in RFC 3339 (its StartedAt as written
     when that cannot be read)."""
     t = start_boundary(c)
-    return c.started_at if t is None else rfc3339(t)
+    return c.started_at if t is None else format_rfc3339(t)
 
 
 def launched(runtime: Runtime, cidfile: Path) -> Tracker:
@@ -211,7 +207,7 @@ class ContainerSampler(ProcessTreeSampler):
         if self._restarted is None:
             runtime, since = self.tracker.runtime, self.tracker.watching or ""
             try:
-                code = runtime.died(later.id, since, later.started_at or rfc3339(time.time()))
+                code = runtime.died(later.id, since, later.started_at or format_rfc3339(time.time()))
                 why = (f"{runtime.name} events: died with exit code {code}" if code is not None
                        else f"{runtime.name} events: no record of its death")
             except RuntimeFailure as e:
@@ -294,6 +290,14 @@ def describe(c: Container, runtime: Runtime) -> str:
     return "; ".join(parts)
 
 
+def _stamped_after_end(c: Container | None, ts: float) -> bool:
+    """Was a line stamped after the start ``c`` ended, as the runtime recorded its end?"""
+    if c is None or c.running or not c.finished_at:
+        return False
+    end = parse_rfc3339(c.finished_at)
+    return end is not None and ts > end
+
+
 class ContainerLog:
     """``RUNTIME logs --follow --timestamps [--since T] ID`` as a child process, its stdout and stderr read as
     the server's lines. Started once the container's id is known; stopped (TERM, then KILL) with the watch.
@@ -306,9 +310,10 @@ class ContainerLog:
                  backlog: Callable[[], int] | None, since: str | None = None) -> None:
         self.tracker, self.sink, self.echo, self.clock, self.backlog = tracker, sink, echo, clock, backlog
         self.since = since
-        self.first = parse_rfc3339(since) if since else None  # lines stamped earlier: the start before's
+        self.since_t = parse_rfc3339(since) if since else None  # lines stamped earlier: the start before's
         self.until: float | None = None  # lines stamped from here on: the next start's, once it is seen
         self._init: int | None = None  # the watched start's init process (a host PID)
+        self._waited = False  # asked the runtime for a restart not on record yet
         self.popen: subprocess.Popen[bytes] | None = None
         self.readers: list[PipeReader] = []
         self._stop = threading.Event()
@@ -343,10 +348,12 @@ class ContainerLog:
     def _ours(self, line: LineEvent) -> bool:
         """Is the line of the watched start? Judged by the time the runtime stamped it. A line stamped after
         what the runtime last said is the start's while its init process still runs (no later start can have
-        begun); once that process is gone the runtime is asked afresh, else at most once a second."""
+        begun); once that process is gone the runtime is asked afresh, else at most once a second. A line
+        stamped after the start's recorded end may be a restart's the runtime has not recorded yet: it is asked
+        again for up to ``NEXT_START_WAIT_S`` (once per log)."""
         if line.ts is None:
             return True
-        if self.first is not None and line.ts < self.first:
+        if self.since_t is not None and line.ts < self.since_t:
             return False
         if self.until is None and self.tracker.watching is not None:
             known = self.tracker.known_at
@@ -357,15 +364,27 @@ class ContainerLog:
                 if alive:
                     return True
                 c = self.tracker.get(fresh=alive is False)
+            if not self.tracker.later(c) and _stamped_after_end(c, line.ts) and not self._waited:
+                c = self._next_start()
             if self.tracker.later(c):
                 assert c is not None
                 self.until = start_boundary(c)
         return self.until is None or line.ts < self.until
 
+    def _next_start(self) -> Container | None:
+        self._waited = True
+        until = time.monotonic() + NEXT_START_WAIT_S
+        while True:
+            c = self.tracker.get(fresh=True)
+            if self.tracker.later(c) or time.monotonic() >= until or self._stop.wait(0.1):
+                return c
+
     def _init_alive(self) -> bool | None:
         """Does the watched start's init process run? None where it cannot be told (not known yet, or in a
-        PID namespace this host does not see)."""
+        PID namespace this host does not see); False once the runtime recorded its end."""
         c = self.tracker.last
+        if c is not None and not c.running and not self.tracker.later(c):
+            return False
         if self._init is None and c is not None and c.pid is not None and not self.tracker.later(c):
             self._init = c.pid
         if self._init is None:

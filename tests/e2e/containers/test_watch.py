@@ -515,6 +515,34 @@ def test_a_line_newer_than_the_runtimes_word_is_the_starts_while_its_init_runs()
     assert dead._ours(LineEvent("a line no runtime stamped", True))
 
 
+def test_a_line_stamped_after_its_starts_end_waits_briefly_for_a_restart_not_on_record_yet(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runtime recorded the start's end but not yet its restart (under load, the next start prints before it
+    is on record): the line is held until the restart is (then it is the next start's), or, once per log, for
+    NEXT_START_WAIT_S (then it is a last line of the start's own)."""
+    assert watch.NEXT_START_WAIT_S == 1.0  # as docs/kubernetes.md states it
+    monkeypatch.setattr(watch, "NEXT_START_WAIT_S", 0.3)
+    ended = record("podman-4.3.1-exited-137-memory-limit.json", StartedAt=S1, FinishedAt=S1_END)
+    second = record("podman-4.3.1-running-published.json", StartedAt=S2, FinishedAt=S1_END, Pid=os.getpid())
+    runtime = Replayed(ended, ended, second)
+    tracker = Tracker(runtime, ref=ended.id)
+    tracker.watching = S1
+    assert tracker.get() == ended
+    log = ContainerLog(tracker, Lines(), None, lambda: 0.0, None)
+    late = parse_rfc3339("2026-12-07T23:28:57.955875081Z")
+    assert not log._ours(LineEvent("INFO loading the weights, start 2", True, ts=late)) and runtime.calls == 3
+    assert log.until == pytest.approx(parse_rfc3339("2026-12-07T23:28:57.897213Z"), abs=1e-6)
+    runtime = Replayed(ended)  # no restart coming
+    tracker = Tracker(runtime, ref=ended.id)
+    tracker.watching = S1
+    assert tracker.get() == ended
+    log = ContainerLog(tracker, Lines(), None, lambda: 0.0, None)
+    assert log._ours(LineEvent("a last line, read late", True, ts=parse_rfc3339(S1_END) + 0.01))
+    asked = runtime.calls
+    assert asked > 2 and log.until is None  # asked again while it waited
+    assert log._ours(LineEvent("another", True, ts=parse_rfc3339(S1_END) + 0.02)) and runtime.calls == asked
+
+
 def test_a_log_stopped_before_the_id_is_known_runs_nothing(tmp_path: Path) -> None:
     log = ContainerLog(Tracker(Replayed(), cidfile=tmp_path / "cid"), Lines(), None, lambda: 0.0, None)
     log.start()
